@@ -1,0 +1,82 @@
+// Every expected failure has a code and says what to do (fastify lib/errors.js style).
+// `detail` says what happened; `hint` says what the user should do about it. The message a
+// user sees is `CODE: detail: hint`.
+
+export const ERROR_HINTS = {
+  // --- input / usage
+  MQD_E_USAGE: 'see `mqd --help` for the accepted arguments',
+  MQD_E_BAD_INPUT: 'fix the request: the message names the field that is wrong',
+  // --- processes
+  MQD_E_NO_SUCH_PID: 'check the pid with `ps -p PID`; the process may have exited',
+  MQD_E_PID_EXITED:
+    'the process exited while it was being read; take the snapshot again if the job is still running',
+  MQD_E_PTRACE_DENIED:
+    'run as the job owner (or root); with Yama ptrace_scope>=1 also grant CAP_SYS_PTRACE or set kernel.yama.ptrace_scope=0',
+  MQD_E_STOP_FAILED:
+    'the process could not be stopped for a consistent read; check that no other debugger is attached (TracerPid in /proc/PID/status)',
+  MQD_E_NOT_MPI:
+    'this process has no MPI library mapped; pass the pids of the MPI ranks, or attach to the starter (mpirun/mpiexec)',
+  // --- the DLL
+  MQD_E_NO_DLL_NAME:
+    'the MPI library does not name its debugger DLL (MPIR_dll_name); pass --dll PATH (Open MPI: <libdir>/openmpi/libompi_dbg_msgq.so, MPICH: <libdir>/libtvmpich.so, built with --enable-debuginfo)',
+  MQD_E_DLL_NOT_FOUND:
+    "the DLL file does not exist; pass --dll with the path of the MPI library's message-queue DLL",
+  MQD_E_DLL_NOT_ELF: "the file is not an ELF shared object; pass the MPI library's message-queue DLL",
+  MQD_E_DLL_WRONG_ARCH:
+    'the DLL is built for another architecture or word size than this debugger; use the DLL of the same MPI build as the job',
+  MQD_E_DLL_LOAD: 'dlopen failed; check that the DLL and its dependencies are readable',
+  MQD_E_DLL_INCOMPATIBLE:
+    'the DLL implements another MQD compatibility level than 2 or lacks a required entry point; use the DLL of the MPI build the job runs',
+  MQD_E_DLL_CRASHED:
+    'the DLL crashed on this process; this snapshot is lost but the agent restarted the DLL host, so take another; report the MPI version if it repeats',
+  MQD_E_DLL_TIMEOUT:
+    'the DLL did not answer in time (likely looping on corrupt queues); this snapshot is lost, take another',
+  MQD_E_DLL_ERROR: "the MPI library's DLL reported an error; the message is its own",
+  MQD_E_READ_BUDGET:
+    'the DLL read more target memory than allowed (a corrupt or cyclic list); raise MQD_READ_BUDGET_BYTES if the job is really that large',
+  // --- debug info
+  MQD_E_NO_DEBUG_INFO:
+    'the MPI library has no debug info for the types its DLL needs; install its debug package (e.g. libopenmpi3-dbgsym) or use an MPI built with -g',
+  MQD_E_NO_QUEUES:
+    'this process has no message queues the DLL can read (MPI not initialised yet, or a library without queue debugging support)',
+  // --- MPIR / jobs
+  MQD_E_NOT_STARTER:
+    'this pid is not an MPI starter with MPIR symbols; pass the pid of mpirun/mpiexec, or the rank pids with --pid',
+  MQD_E_JOB_ENDED: 'the job has already ended; there is nothing left to snapshot',
+  MQD_E_EMPTY_PROCTABLE:
+    'the starter has not filled its process table yet; wait until the job has started, or use the process-tree fallback',
+  MQD_E_NO_RANKS: 'no MPI rank was found under this starter; check the pid, or pass the rank pids directly',
+  // --- server
+  MQD_E_UNAUTHENTICATED: "log in with the token printed by `mqd serve` (or your site's proxy login)",
+  MQD_E_FORBIDDEN: 'this job belongs to another user; ask its owner for a share link, or an admin for access',
+  MQD_E_NOT_FOUND: 'check the id; it may have been removed by retention',
+  MQD_E_RATE_LIMITED: 'too many expensive requests; wait a moment and retry',
+  MQD_E_AGENT_MISSING: 'no agent is connected for this host; start `mqd agent` there',
+  MQD_E_INTERNAL: 'this is a bug in MQD Dashboard; please report it with the message',
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_HINTS;
+
+export interface MqdError {
+  readonly code: ErrorCode;
+  /** `CODE: what happened: what to do`. */
+  readonly message: string;
+}
+
+export function isErrorCode(s: string): s is ErrorCode {
+  return Object.hasOwn(ERROR_HINTS, s);
+}
+
+export function mqdError(code: ErrorCode, detail: string): MqdError {
+  return { code, message: `${code}: ${detail}: ${ERROR_HINTS[code]}` };
+}
+
+/** An MqdError as an exception, for the few places where a failure must unwind a stack. */
+export class MqdException extends Error {
+  readonly code: ErrorCode;
+  constructor(readonly error: MqdError) {
+    super(error.message);
+    this.code = error.code;
+    this.name = 'MqdException';
+  }
+}

@@ -1,0 +1,185 @@
+// The snapshot format: the one spec for what a message-queue snapshot of an MPI job is.
+// It is produced by `mqd snapshot --json`, stored by the aggregator, drawn by the dashboard
+// and read by the analysis, so every field is documented with its units and invariants here.
+// TypeBox gives both the TypeScript types and the JSON Schema from one definition.
+//
+// Invariants (checked by validateSnapshot beyond the schema where noted):
+// - Ranks and tags are signed 32-bit values as MPI defines them. A wildcard is `null`, never
+//   4294967295 (Open MPI's ANY_SOURCE widened without sign extension) or 65534 (MPICH's
+//   ANY_SOURCE read as 2 bytes).
+// - A queue the MPI library cannot show is `null` with its reason in `unavailable`; an empty
+//   array always means "the library looked and found nothing".
+// - Queues are in the library's matching order (index 0 is matched first).
+// - MPI_COMM_NULL is never listed.
+// - `peer.global` is a rank in MPI_COMM_WORLD, derived from the group when the library leaves
+//   it unknown but it can be known; null when it cannot.
+import { type Static, Type } from '@sinclair/typebox';
+
+export const SNAPSHOT_SCHEMA_VERSION = 1 as const;
+
+const Int32 = Type.Integer({ minimum: -2147483648, maximum: 2147483647 });
+const NonNegInt = Type.Integer({ minimum: 0 });
+const ShortText = (maxLength: number) => Type.String({ maxLength });
+
+export const QueueKind = Type.Union([
+  Type.Literal('sends'),
+  Type.Literal('receives'),
+  Type.Literal('unexpected'),
+]);
+export type QueueKind = Static<typeof QueueKind>;
+export const QUEUE_KINDS: readonly QueueKind[] = ['sends', 'receives', 'unexpected'];
+
+export const CodedError = Type.Object(
+  {
+    code: ShortText(64),
+    message: ShortText(4096),
+  },
+  { additionalProperties: false },
+);
+
+/** A peer of an operation: its rank in the communicator and in MPI_COMM_WORLD. */
+export const Peer = Type.Object(
+  {
+    /** Rank in the operation's communicator; null = MPI_ANY_SOURCE (or unknown). */
+    local: Type.Union([Int32, Type.Null()]),
+    /** Rank in MPI_COMM_WORLD; null = any source, or the library cannot say. */
+    global: Type.Union([Int32, Type.Null()]),
+  },
+  { additionalProperties: false },
+);
+export type Peer = Static<typeof Peer>;
+
+export const OpStatus = Type.Union([
+  Type.Literal('pending'),
+  Type.Literal('matched'),
+  Type.Literal('complete'),
+]);
+export type OpStatus = Static<typeof OpStatus>;
+
+/** What actually matched, once the library knows (a matched or completed receive). */
+export const ActualMatch = Type.Object(
+  {
+    peer: Peer,
+    /** Tag that matched; null when unknown. */
+    tag: Type.Union([Int32, Type.Null()]),
+    /** In the snapshot's lengthUnit; null when unknown. */
+    length: Type.Union([NonNegInt, Type.Null()]),
+  },
+  { additionalProperties: false },
+);
+export type ActualMatch = Static<typeof ActualMatch>;
+
+/** One entry of a send, receive or unexpected-message queue. */
+export const Operation = Type.Object(
+  {
+    status: OpStatus,
+    /** The destination of a send; the source a receive waits for; the sender of an unexpected message. */
+    peer: Peer,
+    /** null = MPI_ANY_TAG. */
+    tag: Type.Union([Int32, Type.Null()]),
+    /** Desired length, in the snapshot's `mpi.lengthUnit` (bytes or elements). */
+    length: NonNegInt,
+    actual: Type.Union([ActualMatch, Type.Null()]),
+    /** The library's five lines of extra text, decoded, empty ones dropped. */
+    extraText: Type.Array(ShortText(64), { maxItems: 5 }),
+    /** Target address of the user buffer, as 0x-prefixed hex. */
+    buffer: Type.String({ pattern: '^0x[0-9a-f]{1,16}$' }),
+    /** The send went through a system (MPI_Bsend) buffer. */
+    systemBuffer: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
+export type Operation = Static<typeof Operation>;
+
+const Queue = Type.Union([Type.Array(Operation, { maxItems: 1_000_000 }), Type.Null()]);
+
+export const Communicator = Type.Object(
+  {
+    /** The library's id for this communicator, unique within the process (decimal or hex text). */
+    id: ShortText(64),
+    /** MPI_Comm_set_name name, or the library's default (MPI_COMM_WORLD, ...); "" when unnamed. */
+    name: ShortText(256),
+    size: NonNegInt,
+    /** This process's rank in the communicator. */
+    localRank: Int32,
+    /** World rank of each local rank (group[i] = world rank of local rank i); null when the library cannot say. */
+    group: Type.Union([Type.Array(Int32, { maxItems: 1 << 24 }), Type.Null()]),
+    sends: Queue,
+    receives: Queue,
+    unexpected: Queue,
+    /** Why a queue is null (the library cannot show it). Only keys whose queue is null. */
+    unavailable: Type.Object(
+      {
+        sends: Type.Optional(CodedError),
+        receives: Type.Optional(CodedError),
+        unexpected: Type.Optional(CodedError),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { additionalProperties: false },
+);
+export type Communicator = Static<typeof Communicator>;
+
+/** ok: queues were read. Otherwise a coded error says why this rank has no (complete) data. */
+export const RankState = Type.Union([
+  Type.Object({ kind: Type.Literal('ok') }, { additionalProperties: false }),
+  Type.Object(
+    {
+      kind: Type.Union([Type.Literal('error'), Type.Literal('no-queues'), Type.Literal('agent-missing')]),
+      code: ShortText(64),
+      message: ShortText(4096),
+    },
+    { additionalProperties: false },
+  ),
+]);
+export type RankState = Static<typeof RankState>;
+
+export const RankSnapshot = Type.Object(
+  {
+    /** Rank in MPI_COMM_WORLD. */
+    rank: Type.Integer({ minimum: 0, maximum: 2147483647 }),
+    pid: Type.Integer({ minimum: 1 }),
+    host: ShortText(255),
+    state: RankState,
+    /** How long every thread of the rank was stopped for the read, in microseconds; null if never stopped. */
+    pausedMicros: Type.Union([NonNegInt, Type.Null()]),
+    communicators: Type.Array(Communicator, { maxItems: 65536 }),
+  },
+  { additionalProperties: false },
+);
+export type RankSnapshot = Static<typeof RankSnapshot>;
+
+export const LengthUnit = Type.Union([Type.Literal('bytes'), Type.Literal('elements')]);
+export type LengthUnit = Static<typeof LengthUnit>;
+
+export const MpiLibrary = Type.Union([
+  Type.Literal('openmpi'),
+  Type.Literal('mpich'),
+  Type.Literal('unknown'),
+]);
+export type MpiLibrary = Static<typeof MpiLibrary>;
+
+export const JobSnapshot = Type.Object(
+  {
+    schemaVersion: Type.Literal(SNAPSHOT_SCHEMA_VERSION),
+    /** ISO 8601 UTC time the snapshot started. */
+    takenAt: Type.String({ format: 'date-time', maxLength: 40 }),
+    /** Wall time of the whole snapshot, microseconds. */
+    durationMicros: NonNegInt,
+    mpi: Type.Object(
+      {
+        library: MpiLibrary,
+        /** Path of the message-queue DLL used; null when none could be loaded. */
+        dll: Type.Union([ShortText(4096), Type.Null()]),
+        /** Unit of Operation.length: Open MPI reports bytes, MPICH element counts. */
+        lengthUnit: LengthUnit,
+      },
+      { additionalProperties: false },
+    ),
+    /** Sorted by rank; a rank appears once. */
+    ranks: Type.Array(RankSnapshot, { maxItems: 1 << 20 }),
+  },
+  { additionalProperties: false },
+);
+export type JobSnapshot = Static<typeof JobSnapshot>;

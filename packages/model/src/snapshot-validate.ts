@@ -1,0 +1,47 @@
+// Validation at the edge: anything that arrives from a DLL host, an agent, a browser or a
+// file is checked once against the schema and the invariants the schema cannot express.
+import { FormatRegistry } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import { type MqdError, mqdError } from './errors.js';
+import { err, ok, type Result } from './result.js';
+import { JobSnapshot } from './snapshot-spec.js';
+
+const ISO_DATE_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
+if (!FormatRegistry.Has('date-time')) FormatRegistry.Set('date-time', (v) => ISO_DATE_TIME.test(v));
+
+export function validateSnapshot(data: unknown): Result<JobSnapshot, MqdError> {
+  if (!Value.Check(JobSnapshot, data)) {
+    const first = Value.Errors(JobSnapshot, data).First();
+    const where = first ? `${first.path || '/'}: ${first.message}` : 'unknown field';
+    return err(mqdError('MQD_E_BAD_INPUT', `snapshot does not match schema v1 at ${where}`));
+  }
+  const seen = new Set<number>();
+  let prev = -1;
+  for (const r of data.ranks) {
+    if (seen.has(r.rank)) return err(mqdError('MQD_E_BAD_INPUT', `rank ${r.rank} appears twice`));
+    if (r.rank < prev) return err(mqdError('MQD_E_BAD_INPUT', `ranks are not sorted at rank ${r.rank}`));
+    seen.add(r.rank);
+    prev = r.rank;
+    for (const c of r.communicators) {
+      for (const q of ['sends', 'receives', 'unexpected'] as const) {
+        if ((c[q] === null) !== (c.unavailable[q] !== undefined)) {
+          return err(
+            mqdError(
+              'MQD_E_BAD_INPUT',
+              `rank ${r.rank} communicator ${c.id}: queue ${q} must be null exactly when a reason is given`,
+            ),
+          );
+        }
+      }
+      if (c.group !== null && c.group.length !== c.size) {
+        return err(
+          mqdError(
+            'MQD_E_BAD_INPUT',
+            `rank ${r.rank} communicator ${c.id}: group has ${c.group.length} entries for size ${c.size}`,
+          ),
+        );
+      }
+    }
+  }
+  return ok(data);
+}

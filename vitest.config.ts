@@ -1,0 +1,42 @@
+import { fileURLToPath } from 'node:url';
+import { defineConfig } from 'vitest/config';
+
+// Tests run on the TypeScript sources of the workspace packages (no build needed for them);
+// child processes that must run compiled JS (the DLL host) find it under dist/.
+const src = (p: string) => fileURLToPath(new URL(p, import.meta.url));
+const alias = {
+  '@mqd/model': src('./packages/model/src/index.ts'),
+  '@mqd/core': src('./packages/mqd-core/src/index.ts'),
+  '@mqd/mpir': src('./packages/mpir/src/index.ts'),
+  '@mqd/testkit': src('./packages/testkit/src/index.ts'),
+  '@mqd/server': src('./apps/server/src/index.ts'),
+};
+
+export default defineConfig({
+  resolve: { alias },
+  test: {
+    reporters: ['default', ['json', { outputFile: '.test-results/vitest.json' }]],
+    projects: [
+      {
+        resolve: { alias },
+        test: {
+          name: 'unit',
+          include: ['packages/*/test/**/*.test.ts', 'apps/*/test/**/*.test.ts'],
+          exclude: ['**/*.mpi.test.ts', '**/node_modules/**'],
+          testTimeout: 20_000,
+        },
+      },
+      {
+        // Real MPI jobs: one file at a time, so ranks do not fight over the two cores.
+        resolve: { alias },
+        test: {
+          name: 'mpi',
+          include: ['packages/*/test/**/*.mpi.test.ts', 'apps/*/test/**/*.mpi.test.ts'],
+          fileParallelism: false,
+          testTimeout: 120_000,
+          hookTimeout: 120_000,
+        },
+      },
+    ],
+  },
+});
