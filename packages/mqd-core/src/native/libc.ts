@@ -1,0 +1,93 @@
+// libc through koffi: memory reads (process_vm_readv), ptrace, waitpid, prctl, dlopen/dlsym.
+// Handles are integers (ffi-lessons trap 4); every allocation is owned by this module for the
+// life of the process (trap 1).
+import koffi from 'koffi';
+
+const libc = koffi.load('libc.so.6');
+
+export const iovec = koffi.struct('mqd_iovec', { base: 'uintptr_t', len: 'size_t' });
+
+const _process_vm_readv = libc.func(
+  'intptr_t process_vm_readv(int pid, void *local, unsigned long liovcnt, void *remote, unsigned long riovcnt, unsigned long flags)',
+);
+// ptrace is variadic in glibc's header; the syscall wrapper takes exactly four arguments.
+const _ptrace = libc.func('long ptrace(int request, int pid, uintptr_t addr, uintptr_t data)');
+const _waitpid = libc.func('int waitpid(int pid, _Out_ int *status, int options)');
+const _prctl = libc.func('int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5)');
+const _dlopen = libc.func('void *dlopen(const char *file, int mode)');
+const _dlsym = libc.func('void *dlsym(void *handle, const char *name)');
+const _dlerror = libc.func('const char *dlerror()');
+const _getpid = libc.func('int getpid()');
+const _strerror = libc.func('const char *strerror(int errnum)');
+export const _memcpy = libc.func('void *memcpy(uintptr_t dst, uintptr_t src, size_t n)');
+
+export const PTRACE_DETACH = 17;
+export const PTRACE_SEIZE = 0x4206;
+export const PTRACE_INTERRUPT = 0x4207;
+export const PTRACE_EVENT_STOP = 128;
+export const WNOHANG = 1;
+export const __WALL = 0x40000000;
+export const PR_SET_PDEATHSIG = 1;
+export const RTLD_NOW = 2;
+export const RTLD_LOCAL = 0;
+
+export const ESRCH = 3;
+export const EPERM = 1;
+export const EFAULT = 14;
+export const EIO = 5;
+
+export function errno(): number {
+  return koffi.errno();
+}
+export function strerror(e: number): string {
+  return _strerror(e) as string;
+}
+
+/** One process_vm_readv of `len` bytes at `remote` into native memory at `localAddr`. Returns bytes read or -errno. */
+export function vmRead(pid: number, localAddr: bigint, remote: bigint, len: number, iovs: IovecPair): number {
+  koffi.encode(iovs.local, iovec, { base: localAddr, len });
+  koffi.encode(iovs.remote, iovec, { base: remote, len });
+  const n = Number(_process_vm_readv(pid, iovs.local, 1, iovs.remote, 1, 0));
+  return n < 0 ? -koffi.errno() : n;
+}
+
+export interface IovecPair {
+  readonly local: unknown;
+  readonly remote: unknown;
+}
+export function allocIovecs(): IovecPair {
+  return { local: koffi.alloc(iovec, 1), remote: koffi.alloc(iovec, 1) };
+}
+
+/** ptrace(request, tid, addr, data): 0 on success or -errno. */
+export function ptrace(request: number, tid: number, addr = 0n, data = 0n): number {
+  const r = Number(_ptrace(request, tid, addr, data));
+  return r < 0 ? -koffi.errno() : r;
+}
+
+/** waitpid; returns [pid or -errno, status]. */
+export function waitpid(pid: number, options: number): [number, number] {
+  const status = [0];
+  const r = _waitpid(pid, status, options) as number;
+  return [r < 0 ? -koffi.errno() : r, status[0] ?? 0];
+}
+
+export function setParentDeathSignal(signal: number): void {
+  _prctl(PR_SET_PDEATHSIG, signal, 0, 0, 0);
+}
+
+export function getpid(): number {
+  return _getpid() as number;
+}
+
+export function dlopen(path: string, mode: number): { handle: unknown } | { error: string } {
+  const h = _dlopen(path, mode);
+  if (!h) return { error: (_dlerror() as string | null) ?? 'dlopen failed' };
+  return { handle: h };
+}
+
+/** Address of a symbol in the global namespace (RTLD_DEFAULT) or a handle; 0n if absent. */
+export function dlsymAddress(handle: unknown, name: string): bigint {
+  const p = _dlsym(handle ?? null, name);
+  return p ? BigInt(koffi.address(p)) : 0n;
+}

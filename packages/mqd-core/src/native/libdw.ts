@@ -1,0 +1,118 @@
+// libdw (elfutils) through koffi: the symbol tables and DWARF types of ELF files.
+// A Dwarf_Die is a 32-byte struct {void *addr; void *cu; void *abbrev; long padding} that we
+// only ever hold in native buffers we own (ffi-lessons: keep what C points to alive).
+import koffi from 'koffi';
+import { RTLD_NOW, dlopen, dlsymAddress } from './libc.js';
+
+const libdw = koffi.load('libdw.so.1');
+
+export const DIE_SIZE = 32;
+export const GELF_SYM_SIZE = 24;
+
+export const dw = {
+  dwfl_begin: libdw.func('void *dwfl_begin(void *callbacks)'),
+  dwfl_end: libdw.func('void dwfl_end(void *dwfl)'),
+  dwfl_report_begin: libdw.func('void dwfl_report_begin(void *dwfl)'),
+  dwfl_report_elf: libdw.func(
+    'void *dwfl_report_elf(void *dwfl, const char *name, const char *file, int fd, uint64_t base, bool add_p_vaddr)',
+  ),
+  dwfl_report_end: libdw.func('int dwfl_report_end(void *dwfl, void *removed, void *arg)'),
+  dwfl_errno: libdw.func('int dwfl_errno()'),
+  dwfl_errmsg: libdw.func('const char *dwfl_errmsg(int err)'),
+  dwfl_module_build_id: libdw.func('int dwfl_module_build_id(void *mod, _Out_ void **bits, _Out_ uint64_t *vaddr)'),
+  dwfl_module_getsymtab: libdw.func('int dwfl_module_getsymtab(void *mod)'),
+  dwfl_module_getsym_info: libdw.func(
+    'const char *dwfl_module_getsym_info(void *mod, int ndx, void *sym, void *addr, void *shndx, void *elfp, void *bias)',
+  ),
+  dwfl_module_getdwarf: libdw.func('void *dwfl_module_getdwarf(void *mod, void *bias)'),
+  dwfl_module_info: libdw.func(
+    'const char *dwfl_module_info(void *mod, void *userdata, void *start, void *end, void *dwbias, void *symbias, _Out_ const char **mainfile, _Out_ const char **debugfile)',
+  ),
+  dwarf_getalt: libdw.func('void *dwarf_getalt(void *dwarf)'),
+  dwarf_nextcu: libdw.func(
+    'int dwarf_nextcu(void *dwarf, uint64_t off, _Out_ uint64_t *next_off, _Out_ size_t *header_size, void *abbrev_off, void *addr_size, void *off_size)',
+  ),
+  dwarf_offdie: libdw.func('void *dwarf_offdie(void *dwarf, uint64_t off, void *result)'),
+  dwarf_child: libdw.func('int dwarf_child(void *die, void *result)'),
+  dwarf_siblingof: libdw.func('int dwarf_siblingof(void *die, void *result)'),
+  dwarf_tag: libdw.func('int dwarf_tag(void *die)'),
+  dwarf_diename: libdw.func('const char *dwarf_diename(void *die)'),
+  dwarf_hasattr: libdw.func('int dwarf_hasattr(void *die, unsigned int name)'),
+  dwarf_bytesize: libdw.func('int dwarf_bytesize(void *die)'),
+  dwarf_peel_type: libdw.func('int dwarf_peel_type(void *die, void *result)'),
+  dwarf_attr: libdw.func('void *dwarf_attr(void *die, unsigned int name, void *result)'),
+  dwarf_formudata: libdw.func('int dwarf_formudata(void *attr, _Out_ uint64_t *value)'),
+  dwarf_formref_die: libdw.func('void *dwarf_formref_die(void *attr, void *result)'),
+  dwarf_dieoffset: libdw.func('uint64_t dwarf_dieoffset(void *die)'),
+  dwarf_cu_getdwarf: libdw.func('void *dwarf_cu_getdwarf(void *cu)'),
+  dwarf_diecu: libdw.func('void *dwarf_diecu(void *die, void *result, void *address_size, void *offset_size)'),
+  dwarf_addrdie: libdw.func('void *dwarf_addrdie(void *dwarf, uint64_t addr, void *result)'),
+};
+
+export const DW_TAG = {
+  class_type: 0x02,
+  enumeration_type: 0x04,
+  member: 0x0d,
+  pointer_type: 0x0f,
+  compile_unit: 0x11,
+  structure_type: 0x13,
+  typedef: 0x16,
+  union_type: 0x17,
+  base_type: 0x24,
+  partial_unit: 0x3c,
+  imported_unit: 0x3d,
+} as const;
+export const DW_AT = {
+  declaration: 0x3c,
+  data_member_location: 0x38,
+  type: 0x49,
+} as const;
+
+export function dwflError(): string {
+  return (dw.dwfl_errmsg(-1) as string | null) ?? 'unknown libdw error';
+}
+
+/** A Dwfl_Callbacks block for offline files, owned for the life of the process. */
+export function offlineCallbacks(debuginfoPath: string | null): unknown {
+  // koffi loads libraries RTLD_LOCAL: take the callbacks' addresses from our own handle.
+  const opened = dlopen('libdw.so.1', RTLD_NOW);
+  if (!('handle' in opened)) throw new Error(`dlopen libdw.so.1: ${opened.error}`);
+  const cb = koffi.alloc('uintptr_t', 4);
+  const view = new BigUint64Array(koffi.view(cb, 32));
+  view[0] = dlsymAddress(opened.handle, 'dwfl_build_id_find_elf');
+  view[1] = dlsymAddress(opened.handle, 'dwfl_standard_find_debuginfo');
+  view[2] = dlsymAddress(opened.handle, 'dwfl_offline_section_address');
+  if (view[0] === 0n || view[1] === 0n || view[2] === 0n) {
+    throw new Error('libdw.so.1 is loaded but its dwfl_* callbacks are not visible through dlsym');
+  }
+  if (debuginfoPath !== null) {
+    // debuginfo_path is a char ** that libdw reads for the life of the Dwfl.
+    const str = koffi.alloc('char', debuginfoPath.length + 1);
+    koffi.encode(str, 'char', debuginfoPath, debuginfoPath.length + 1);
+    const holder = koffi.alloc('uintptr_t', 1);
+    new BigUint64Array(koffi.view(holder, 8))[0] = BigInt(koffi.address(str));
+    view[3] = BigInt(koffi.address(holder));
+    keepAlive.push(str, holder);
+  }
+  keepAlive.push(cb);
+  return cb;
+}
+
+/** Native blocks that C keeps pointers to; never released (a handful per process). */
+const keepAlive: unknown[] = [];
+
+export function allocDie(): unknown {
+  return koffi.alloc('uint8_t', DIE_SIZE);
+}
+
+export function alloc(bytes: number): unknown {
+  return koffi.alloc('uint8_t', bytes);
+}
+
+export function u64(ptr: unknown): bigint {
+  return new BigUint64Array(koffi.view(ptr, 8))[0] ?? 0n;
+}
+
+export function decodeBytes(ptr: unknown, len: number): Uint8Array {
+  return new Uint8Array(koffi.decode(ptr, koffi.array('uint8_t', len)) as number[]);
+}

@@ -1,0 +1,410 @@
+// One ELF file's symbols and DWARF types, indexed once per file (by build-id) and shared by
+// every process that maps it. Addresses here are the file's own (unrelocated); a process adds
+// its load bias (process-image.ts).
+//
+// Debug info is found the way gdb finds it, through libdw's standard callbacks: in the file,
+// by build-id under the debug directories (/usr/lib/debug/.build-id/xx/yyyy.debug), by
+// .gnu_debuglink (with its CRC), and dwz alt files (.gnu_debugaltlink, DW_FORM_GNU_ref_alt).
+//
+// Types are looked up lazily: a name index of the top-level DIEs of each unit is built one unit
+// at a time, in priority order (units named by find_function hints and units that already
+// answered a lookup come first), and stops as soon as a complete definition is found. Walking
+// every DIE of every unit per process is what made the naive approach take 15-30 s.
+import koffi from 'koffi';
+import { DW_AT, DW_TAG, alloc, allocDie, dw, dwflError, offlineCallbacks } from '../native/libdw.js';
+
+export interface SymbolInfo {
+  readonly value: bigint;
+  readonly size: number;
+  readonly global: boolean;
+}
+
+/** A reference to a DIE that stays valid as long as its DebugFile lives. */
+export interface TypeRef {
+  readonly file: DebugFile;
+  readonly dwarf: unknown;
+  readonly offset: bigint;
+  readonly name: string;
+}
+
+interface Unit {
+  readonly dwarf: unknown;
+  readonly dieOffset: bigint;
+}
+
+interface IndexEntry {
+  readonly unit: number;
+  readonly offset: bigint;
+  readonly tag: number;
+  readonly declaration: boolean;
+}
+
+const TYPE_TAGS = new Set<number>([
+  DW_TAG.typedef,
+  DW_TAG.structure_type,
+  DW_TAG.union_type,
+  DW_TAG.base_type,
+  DW_TAG.enumeration_type,
+  DW_TAG.class_type,
+]);
+
+let callbacks: unknown = null;
+let callbacksPath: string | null | undefined;
+
+function dwflCallbacks(): unknown {
+  const path = process.env['MQD_DEBUGINFO_PATH'] ?? null;
+  if (callbacks === null || callbacksPath !== path) {
+    callbacks = offlineCallbacks(path);
+    callbacksPath = path;
+  }
+  return callbacks;
+}
+
+export interface DebugFileStats {
+  unitsScanned: number;
+  unitsTotal: number | null;
+  diesVisited: number;
+  typeLookups: number;
+  symbolsIndexed: number;
+}
+
+export class DebugFile {
+  readonly buildId: string | null;
+  private readonly dwfl: unknown;
+  private readonly mod: unknown;
+  private symbols: Map<string, SymbolInfo> | null = null;
+  private dwarfMain: unknown | null | undefined;
+  private units: Unit[] = [];
+  private unitsDone = false;
+  private nextUnitOff: { dwarf: unknown; off: bigint; isAlt: boolean } | null = null;
+  private readonly scanned = new Set<number>();
+  private readonly priority: number[] = [];
+  private readonly index = new Map<string, IndexEntry[]>();
+  private readonly typeCache = new Map<string, TypeRef | null>();
+  private readonly fieldCache = new Map<string, number>();
+  private readonly die = allocDie();
+  private readonly die2 = allocDie();
+  private readonly die3 = allocDie();
+  private readonly attr = alloc(32);
+  private readonly symBuf = alloc(24);
+  private readonly addrBuf = alloc(8);
+  readonly stats: DebugFileStats = { unitsScanned: 0, unitsTotal: null, diesVisited: 0, typeLookups: 0, symbolsIndexed: 0 };
+  /** The separate debug file libdw found (null: none, or the debug info is in the file itself). */
+  debugFilePath: string | null = null;
+
+  private constructor(
+    readonly path: string,
+    dwfl: unknown,
+    mod: unknown,
+  ) {
+    this.dwfl = dwfl;
+    this.mod = mod;
+    const bits = [null as unknown];
+    const vaddr = [0n];
+    const n = dw.dwfl_module_build_id(mod, bits, vaddr) as number;
+    this.buildId = n > 0 && bits[0] ? Buffer.from(koffiBytes(bits[0], n)).toString('hex') : null;
+  }
+
+  static open(path: string): DebugFile | string {
+    const dwfl = dw.dwfl_begin(dwflCallbacks());
+    if (!dwfl) return `dwfl_begin: ${dwflError()}`;
+    dw.dwfl_report_begin(dwfl);
+    const mod = dw.dwfl_report_elf(dwfl, path, path, -1, 0n, false);
+    dw.dwfl_report_end(dwfl, null, null);
+    if (!mod) {
+      const msg = dwflError();
+      dw.dwfl_end(dwfl);
+      return `${path}: ${msg}`;
+    }
+    return new DebugFile(path, dwfl, mod);
+  }
+
+  close(): void {
+    dw.dwfl_end(this.dwfl);
+  }
+
+  // ---- symbols --------------------------------------------------------------------------
+  /** Global symbols win over local ones of the same name (MPICH's queue heads are local). */
+  symbol(name: string): SymbolInfo | undefined {
+    if (this.symbols === null) this.symbols = this.readSymbols();
+    return this.symbols.get(name);
+  }
+
+  private readSymbols(): Map<string, SymbolInfo> {
+    const map = new Map<string, SymbolInfo>();
+    const n = dw.dwfl_module_getsymtab(this.mod) as number;
+    const symView = new DataView(koffiView(this.symBuf, 24));
+    const addrView = new DataView(koffiView(this.addrBuf, 8));
+    for (let i = 1; i < n; i++) {
+      const name = dw.dwfl_module_getsym_info(this.mod, i, this.symBuf, this.addrBuf, null, null, null) as string | null;
+      if (!name) continue;
+      const info = symView.getUint8(4);
+      const shndx = symView.getUint16(6, true);
+      if (shndx === 0) continue; // undefined: defined elsewhere
+      const type = info & 0xf;
+      if (type !== 1 && type !== 2 && type !== 0 && type !== 10) continue; // NOTYPE, OBJECT, FUNC, IFUNC
+      const bind = info >> 4;
+      const global = bind === 1 || bind === 2;
+      const prev = map.get(name);
+      if (prev && (prev.global || !global)) continue;
+      map.set(name, { value: addrView.getBigUint64(0, true), size: Number(symView.getBigUint64(16, true)), global });
+    }
+    this.stats.symbolsIndexed = map.size;
+    const main = [null as string | null];
+    const debug = [null as string | null];
+    dw.dwfl_module_info(this.mod, null, null, null, null, null, main, debug);
+    return map;
+  }
+
+  // ---- DWARF ----------------------------------------------------------------------------
+  private dwarf(): unknown | null {
+    if (this.dwarfMain === undefined) {
+      const bias = alloc(8);
+      this.dwarfMain = dw.dwfl_module_getdwarf(this.mod, bias) ?? null;
+      const main = [null as string | null];
+      const debug = [null as string | null];
+      dw.dwfl_module_info(this.mod, null, null, null, null, null, main, debug);
+      this.debugFilePath = debug[0] ?? null;
+      if (this.dwarfMain) this.nextUnitOff = { dwarf: this.dwarfMain, off: 0n, isAlt: false };
+    }
+    return this.dwarfMain;
+  }
+
+  hasDwarf(): boolean {
+    return this.dwarf() !== null;
+  }
+
+  /** Enumerates one more unit header (main file first, then the dwz alt file); false at the end. */
+  private enumerateUnit(): boolean {
+    const cur = this.nextUnitOff;
+    if (this.unitsDone || cur === null) return false;
+    const next = [0n];
+    const hsize = [0n];
+    const r = dw.dwarf_nextcu(cur.dwarf, cur.off, next, hsize, null, null, null) as number;
+    if (r !== 0) {
+      const alt = cur.isAlt ? null : (dw.dwarf_getalt(cur.dwarf) ?? null);
+      if (alt) {
+        this.nextUnitOff = { dwarf: alt, off: 0n, isAlt: true };
+        return this.enumerateUnit();
+      }
+      this.unitsDone = true;
+      this.stats.unitsTotal = this.units.length;
+      return false;
+    }
+    this.units.push({ dwarf: cur.dwarf, dieOffset: cur.off + BigInt(hsize[0] ?? 0) });
+    this.nextUnitOff = { dwarf: cur.dwarf, off: BigInt(next[0] ?? 0), isAlt: cur.isAlt };
+    return true;
+  }
+
+  /** Index the named top-level type DIEs of unit `u`. */
+  private scanUnit(u: number): void {
+    if (this.scanned.has(u)) return;
+    this.scanned.add(u);
+    this.stats.unitsScanned++;
+    const unit = this.units[u];
+    if (!unit) return;
+    if (!dw.dwarf_offdie(unit.dwarf, unit.dieOffset, this.die)) return;
+    if ((dw.dwarf_child(this.die, this.die2) as number) !== 0) return;
+    let visited = 0;
+    do {
+      visited++;
+      const tag = dw.dwarf_tag(this.die2) as number;
+      if (TYPE_TAGS.has(tag)) {
+        const name = dw.dwarf_diename(this.die2) as string | null;
+        if (name) {
+          const entry: IndexEntry = {
+            unit: u,
+            offset: BigInt(dw.dwarf_dieoffset(this.die2) as number | bigint),
+            tag,
+            declaration: (dw.dwarf_hasattr(this.die2, DW_AT.declaration) as number) !== 0,
+          };
+          const list = this.index.get(name);
+          if (list) list.push(entry);
+          else this.index.set(name, [entry]);
+        }
+      }
+    } while ((dw.dwarf_siblingof(this.die2, this.die2) as number) === 0);
+    this.stats.diesVisited += visited;
+  }
+
+  /** A find_function hint: the unit holding this address is searched first. */
+  hintAddress(addr: bigint): void {
+    const dwarf = this.dwarf();
+    if (!dwarf) return;
+    if (!dw.dwarf_addrdie(dwarf, addr, this.die3)) return;
+    const off = BigInt(dw.dwarf_dieoffset(this.die3) as number | bigint);
+    // Units are enumerated lazily; enumerate until this one is known.
+    for (;;) {
+      const idx = this.units.findIndex((x) => x.dwarf === dwarf && x.dieOffset === off);
+      if (idx >= 0) {
+        if (!this.priority.includes(idx)) this.priority.unshift(idx);
+        return;
+      }
+      if (!this.enumerateUnit()) return;
+    }
+  }
+
+  /** The complete definition of a named C type (typedef name or struct/union tag), or null. */
+  findType(name: string): TypeRef | null {
+    this.stats.typeLookups++;
+    const cached = this.typeCache.get(name);
+    if (cached !== undefined) return cached;
+    const dwarf = this.dwarf();
+    if (!dwarf) return null;
+    const found = this.searchComplete(name);
+    this.typeCache.set(name, found);
+    return found;
+  }
+
+  private completeFromIndex(name: string): TypeRef | null {
+    const list = this.index.get(name);
+    if (!list) return null;
+    for (const e of list) {
+      if (e.declaration) continue;
+      const unit = this.units[e.unit];
+      if (!unit) continue;
+      if (e.tag === DW_TAG.typedef) {
+        // A typedef of a struct that is only declared here is not complete: resolve the tag.
+        if (!dw.dwarf_offdie(unit.dwarf, e.offset, this.die)) continue;
+        if ((dw.dwarf_peel_type(this.die, this.die2) as number) !== 0) continue;
+        if ((dw.dwarf_hasattr(this.die2, DW_AT.declaration) as number) !== 0) continue;
+      }
+      return { file: this, dwarf: unit.dwarf, offset: e.offset, name };
+    }
+    return null;
+  }
+
+  private searchComplete(name: string): TypeRef | null {
+    const hit = this.completeFromIndex(name);
+    if (hit) return hit;
+    // Priority units first, then every unit in order, enumerating as we go.
+    for (const u of this.priority) {
+      this.scanUnit(u);
+      const h = this.completeFromIndex(name);
+      if (h) return h;
+    }
+    for (let u = 0; ; u++) {
+      if (u >= this.units.length && !this.enumerateUnit()) break;
+      if (this.scanned.has(u)) continue;
+      this.scanUnit(u);
+      const h = this.completeFromIndex(name);
+      if (h) {
+        const unit = this.units.findIndex((x) => x.dwarf === h.dwarf && this.unitHolds(x, h.offset));
+        if (unit >= 0 && !this.priority.includes(unit)) this.priority.push(unit);
+        return h;
+      }
+    }
+    // Only declarations: a typedef to an incomplete struct whose definition has another name.
+    const list = this.index.get(name) ?? [];
+    for (const e of list) {
+      const unit = this.units[e.unit];
+      if (!unit || e.tag !== DW_TAG.typedef) continue;
+      if (!dw.dwarf_offdie(unit.dwarf, e.offset, this.die)) continue;
+      if ((dw.dwarf_peel_type(this.die, this.die2) as number) !== 0) continue;
+      const tagName = dw.dwarf_diename(this.die2) as string | null;
+      if (tagName && tagName !== name) {
+        const def = this.completeFromIndex(tagName);
+        if (def) return { ...def, name };
+      }
+    }
+    return null;
+  }
+
+  private unitHolds(u: Unit, off: bigint): boolean {
+    const i = this.units.indexOf(u);
+    const next = this.units[i + 1];
+    return off >= u.dieOffset && (next === undefined || next.dwarf !== u.dwarf || off < next.dieOffset);
+  }
+
+  /** Loads the DIE of a type, peeled through typedefs/qualifiers, into `out`. */
+  private loadPeeled(t: TypeRef, out: unknown): boolean {
+    if (!dw.dwarf_offdie(t.dwarf, t.offset, this.die3)) return false;
+    return (dw.dwarf_peel_type(this.die3, out) as number) === 0;
+  }
+
+  sizeOf(t: TypeRef): number {
+    const die = allocDie();
+    if (!this.loadPeeled(t, die)) return -1;
+    const tag = dw.dwarf_tag(die) as number;
+    if (tag === DW_TAG.pointer_type) return 8;
+    return dw.dwarf_bytesize(die) as number;
+  }
+
+  /** Byte offset of a member; members of unions and anonymous members are found too. -1 if absent. */
+  fieldOffset(t: TypeRef, field: string): number {
+    const key = `${t.offset}:${t.dwarf === this.dwarfMain ? 'm' : 'a'}:${field}`;
+    const cached = this.fieldCache.get(key);
+    if (cached !== undefined) return cached;
+    const die = allocDie();
+    const off = this.loadPeeled(t, die) ? this.memberOffset(die, field, 0) : -1;
+    this.fieldCache.set(key, off);
+    return off;
+  }
+
+  private memberOffset(structDie: unknown, field: string, base: number): number {
+    const child = allocDie();
+    if ((dw.dwarf_child(structDie, child) as number) !== 0) return -1;
+    const anonymous: unknown[] = [];
+    do {
+      if ((dw.dwarf_tag(child) as number) !== DW_TAG.member) continue;
+      const name = dw.dwarf_diename(child) as string | null;
+      if (name !== null && name !== field) continue;
+      let loc = 0;
+      // A union member has no DW_AT_data_member_location: its offset is 0, not "missing".
+      if (dw.dwarf_attr(child, DW_AT.data_member_location, this.attr)) {
+        const v = [0n];
+        if ((dw.dwarf_formudata(this.attr, v) as number) !== 0) return -1;
+        loc = Number(v[0] ?? 0n);
+      }
+      if (name === field) return base + loc;
+      // Anonymous struct/union member: search inside it after the named ones.
+      const sub = allocDie();
+      if (dw.dwarf_attr(child, DW_AT.type, this.attr) && dw.dwarf_formref_die(this.attr, sub)) {
+        const peeled = allocDie();
+        if ((dw.dwarf_peel_type(sub, peeled) as number) === 0) anonymous.push([peeled, base + loc]);
+      }
+    } while ((dw.dwarf_siblingof(child, child) as number) === 0);
+    for (const a of anonymous) {
+      const [d, b] = a as [unknown, number];
+      const r = this.memberOffset(d, field, b);
+      if (r >= 0) return r;
+    }
+    return -1;
+  }
+}
+
+function koffiView(p: unknown, len: number): ArrayBuffer {
+  return koffi.view(p, len);
+}
+function koffiBytes(p: unknown, len: number): Uint8Array {
+  return new Uint8Array(koffi.decode(p, koffi.array('uint8_t', len)) as number[]);
+}
+
+/** Files by build-id (or path when a file has none), shared by every process that maps them. */
+export class DebugFileRegistry {
+  private readonly byKey = new Map<string, DebugFile>();
+  private readonly byBuildId = new Map<string, DebugFile>();
+
+  /** `key` identifies the file on disk (dev:inode:mtime); `path` opens it. */
+  get(key: string, path: string): DebugFile | string {
+    const hit = this.byKey.get(key);
+    if (hit) return hit;
+    const f = DebugFile.open(path);
+    if (typeof f === 'string') return f;
+    if (f.buildId) {
+      const same = this.byBuildId.get(f.buildId);
+      if (same) {
+        f.close();
+        this.byKey.set(key, same);
+        return same;
+      }
+      this.byBuildId.set(f.buildId, f);
+    }
+    this.byKey.set(key, f);
+    return f;
+  }
+
+  get size(): number {
+    return this.byBuildId.size;
+  }
+}

@@ -1,0 +1,167 @@
+// A live process's address space as the debugger sees it: which ELF files are mapped where
+// (from /proc/PID/maps), each file's shared DebugFile, and symbol lookup relocated by the load
+// bias of that file in this process (PIE/ASLR make it differ per process).
+import { readFileSync, readlinkSync, statSync } from 'node:fs';
+import { type MqdError, type Result, err, mqdError, ok } from '@mqd/model';
+import { type DebugFile, type DebugFileRegistry, type TypeRef } from './debug-file.js';
+import { type ElfInfo, readElfInfo } from './elf.js';
+
+export interface MappedModule {
+  readonly path: string;
+  /** Address in the process = file address + bias. */
+  readonly bias: bigint;
+  readonly start: bigint;
+  readonly end: bigint;
+  readonly file: DebugFile;
+}
+
+const elfCache = new Map<string, ElfInfo | null>();
+
+function fileKey(path: string): string | null {
+  try {
+    const st = statSync(path, { bigint: true });
+    return `${st.dev}:${st.ino}:${st.mtimeNs}`;
+  } catch {
+    return null; // unreadable or gone: not a module we can index
+  }
+}
+
+/** Reads /proc/PID/maps; a missing process or a denied read is a coded error. */
+export function readMaps(pid: number): Result<string, MqdError> {
+  try {
+    return ok(readFileSync(`/proc/${pid}/maps`, 'utf8'));
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ESRCH') return err(mqdError('MQD_E_NO_SUCH_PID', `no process ${pid}`));
+    if (code === 'EACCES' || code === 'EPERM') return err(mqdError('MQD_E_PTRACE_DENIED', `cannot read /proc/${pid}/maps (${code})`));
+    return err(mqdError('MQD_E_NO_SUCH_PID', `cannot read /proc/${pid}/maps (${code ?? String(e)})`));
+  }
+}
+
+export class ProcessImage {
+  private constructor(
+    readonly pid: number,
+    readonly exe: string,
+    /** Executable first, then the libraries in address order: the dynamic linker's search order. */
+    readonly modules: readonly MappedModule[],
+  ) {}
+
+  static load(pid: number, registry: DebugFileRegistry): Result<ProcessImage, MqdError> {
+    const maps = readMaps(pid);
+    if (!maps.ok) return maps;
+    let exe = '';
+    try {
+      exe = readlinkSync(`/proc/${pid}/exe`);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return err(mqdError('MQD_E_PID_EXITED', `process ${pid} exited`));
+      return err(mqdError('MQD_E_PTRACE_DENIED', `cannot read /proc/${pid}/exe (${code ?? String(e)})`));
+    }
+    // First mapping of each file, and the file offset-0 mapping that anchors its bias.
+    const seen = new Map<string, { start: bigint; end: bigint; zeroStart: bigint | null }>();
+    for (const line of maps.value.split('\n')) {
+      const m = /^([0-9a-f]+)-([0-9a-f]+) \S+ ([0-9a-f]+) \S+ (\d+)\s+(\/.*)$/.exec(line);
+      if (!m) continue;
+      const [, s, e, off, inode, rawPath] = m;
+      if (!s || !e || !off || !rawPath || inode === '0') continue;
+      const path = rawPath.endsWith(' (deleted)') ? rawPath.slice(0, -10) : rawPath;
+      const start = BigInt(`0x${s}`);
+      const end = BigInt(`0x${e}`);
+      const cur = seen.get(path);
+      if (!cur) seen.set(path, { start, end, zeroStart: BigInt(`0x${off}`) === 0n ? start : null });
+      else {
+        if (end > cur.end) cur.end = end;
+        if (cur.zeroStart === null && BigInt(`0x${off}`) === 0n) cur.zeroStart = start;
+      }
+    }
+    const modules: MappedModule[] = [];
+    for (const [path, r] of seen) {
+      if (r.zeroStart === null) continue;
+      const rootPath = pathInProcess(pid, path);
+      const key = fileKey(rootPath);
+      if (key === null) continue;
+      let info = elfCache.get(key);
+      if (info === undefined) {
+        const res = readElfInfo(rootPath);
+        info = res.ok ? res.value : null;
+        elfCache.set(key, info);
+      }
+      if (!info) continue;
+      const first = info.loads.find((l) => l.offset === 0n) ?? info.loads[0];
+      if (!first) continue;
+      const pageVaddr = first.vaddr & ~0xfffn;
+      const bias = r.zeroStart - pageVaddr;
+      const file = registry.get(key, rootPath);
+      if (typeof file === 'string') continue;
+      modules.push({ path, bias, start: r.start, end: r.end, file });
+    }
+    modules.sort((a, b) => (a.path === exe ? -1 : b.path === exe ? 1 : a.start < b.start ? -1 : 1));
+    return ok(new ProcessImage(pid, exe, modules));
+  }
+
+  /** Relocated address of a symbol (global definitions first, like the dynamic linker). */
+  findSymbol(name: string): { address: bigint; size: number; module: MappedModule } | null {
+    let local: { address: bigint; size: number; module: MappedModule } | null = null;
+    for (const m of this.modules) {
+      const s = m.file.symbol(name);
+      if (!s) continue;
+      const hit = { address: s.value + m.bias, size: s.size, module: m };
+      if (s.global) return hit;
+      local ??= hit;
+    }
+    return local;
+  }
+
+  /** Hints that the DWARF unit of a function holds the types asked next (the DLL's find_function). */
+  hintFunction(name: string): bigint | null {
+    const s = this.findSymbol(name);
+    if (!s) return null;
+    s.module.file.hintAddress(s.address - s.module.bias);
+    return s.address;
+  }
+
+  /** A named type: the module of the MPI library first (where hints point), then all others. */
+  findType(name: string): TypeRef | null {
+    for (const m of this.orderedForTypes()) {
+      if (!m.file.hasDwarf()) continue;
+      const t = m.file.findType(name);
+      if (t) return t;
+    }
+    return null;
+  }
+
+  private typeOrder: MappedModule[] | null = null;
+  private preferred: MappedModule | null = null;
+
+  preferModuleOf(address: bigint): void {
+    const m = this.modules.find((x) => address >= x.start && address < x.end);
+    if (m) {
+      this.preferred = m;
+      this.typeOrder = null;
+    }
+  }
+
+  private orderedForTypes(): MappedModule[] {
+    if (!this.typeOrder) {
+      const p = this.preferred;
+      this.typeOrder = p ? [p, ...this.modules.filter((m) => m !== p)] : [...this.modules];
+    }
+    return this.typeOrder;
+  }
+
+  /** True when some mapped file looks like an MPI library. */
+  mpiLibrary(): MappedModule | null {
+    return this.modules.find((m) => /\/lib(mpi|mpich)[^/]*\.so/.test(m.path)) ?? null;
+  }
+}
+
+function pathInProcess(pid: number, path: string): string {
+  // Same mount namespace: the path as is; otherwise through the process's root.
+  try {
+    const a = statSync(path, { bigint: true });
+    const b = statSync(`/proc/${pid}/root${path}`, { bigint: true });
+    return a.ino === b.ino && a.dev === b.dev ? path : `/proc/${pid}/root${path}`;
+  } catch {
+    return path;
+  }
+}
