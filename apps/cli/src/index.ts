@@ -1,1 +1,2 @@
-export {};
+export { main } from './main.js';
+export { parsePidArg, snapshotCommand } from './snapshot-cmd.js';

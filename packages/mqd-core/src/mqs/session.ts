@@ -45,6 +45,7 @@ import {
 } from './mqs-spec.js';
 
 type Fn = (...args: unknown[]) => unknown;
+type KoffiLib = ReturnType<typeof koffi.load>;
 
 export interface SessionOptions {
   readonly registry: DebugFileRegistry;
@@ -136,7 +137,7 @@ export class MqsSession {
 
   private constructor(
     readonly dllPath: string,
-    lib: koffi.IKoffiLib,
+    lib: KoffiLib,
     private readonly opts: SessionOptions,
   ) {
     const fns: Partial<Record<EntryName, Fn>> = {};
@@ -175,7 +176,7 @@ export class MqsSession {
       );
     }
     if (elf.value.type !== ET_DYN) return err(mqdError('MQD_E_DLL_NOT_ELF', `${dllPath} is not a shared object`));
-    let lib: koffi.IKoffiLib;
+    let lib: KoffiLib;
     try {
       lib = koffi.load(dllPath);
     } catch (e) {

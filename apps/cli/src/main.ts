@@ -1,0 +1,27 @@
+// The `mqd` command: one entry, one subcommand per job.
+import { mqdError } from '@mqd/model';
+import { SNAPSHOT_USAGE, snapshotCommand } from './snapshot-cmd.js';
+
+export const USAGE = `usage: mqd <command> [options]
+commands:
+  snapshot   read the message queues of MPI processes (mqd snapshot --help)
+exit codes: 0 ok, 1 nothing could be read, 2 usage, 3 partial (some ranks failed)`;
+
+const io = { out: (s: string) => process.stdout.write(`${s}\n`), err: (s: string) => process.stderr.write(`${s}\n`) };
+
+export async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  switch (cmd) {
+    case 'snapshot':
+      return snapshotCommand(rest, io);
+    case undefined:
+    case '-h':
+    case '--help':
+    case 'help':
+      io.out(`${USAGE}\n\n${SNAPSHOT_USAGE}`);
+      return cmd === undefined ? 2 : 0;
+    default:
+      io.err(`${mqdError('MQD_E_USAGE', `unknown command '${cmd}'`).message}\n${USAGE}`);
+      return 2;
+  }
+}

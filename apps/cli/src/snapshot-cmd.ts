@@ -1,0 +1,74 @@
+// `mqd snapshot --pid PID[:RANK] ... [--dll PATH] [--json] [--all]`
+import { parseArgs } from 'node:util';
+import { Snapshotter, type SnapshotTarget, formatSnapshot } from '@mqd/core';
+import { type MqdError, mqdError } from '@mqd/model';
+
+export const SNAPSHOT_USAGE = `usage: mqd snapshot --pid PID[:RANK] [--pid ...] [--dll PATH] [--json] [--all]
+  Stops each MPI process for a few milliseconds, reads its message queues through the MPI
+  library's debugger DLL and prints them. RANK defaults to the rank in the process environment.
+  --dll PATH   the message-queue DLL (default: MPIR_dll_name in the process)
+  --json       print the snapshot as JSON (schema: packages/model/src/snapshot-spec.ts)
+  --all        also list empty internal communicators`;
+
+export function parsePidArg(s: string): SnapshotTarget | MqdError {
+  const m = /^(\d+)(?::(\d+))?$/.exec(s);
+  if (!m?.[1]) return mqdError('MQD_E_USAGE', `--pid takes PID or PID:RANK, got '${s}'`);
+  const pid = Number(m[1]);
+  if (pid < 1 || pid > 0x3fffffff) return mqdError('MQD_E_USAGE', `pid ${pid} is out of range`);
+  return m[2] !== undefined ? { pid, rank: Number(m[2]) } : { pid };
+}
+
+export interface Io {
+  out(s: string): void;
+  err(s: string): void;
+}
+
+export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
+  let values: { pid?: string[]; dll?: string; json?: boolean; all?: boolean; help?: boolean };
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        pid: { type: 'string', multiple: true },
+        dll: { type: 'string' },
+        json: { type: 'boolean' },
+        all: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }));
+  } catch (e) {
+    io.err(`${mqdError('MQD_E_USAGE', (e as Error).message).message}\n${SNAPSHOT_USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    io.out(SNAPSHOT_USAGE);
+    return 0;
+  }
+  const targets: SnapshotTarget[] = [];
+  for (const p of values.pid ?? []) {
+    const t = parsePidArg(p);
+    if ('code' in t) {
+      io.err(t.message);
+      return 2;
+    }
+    targets.push(t);
+  }
+  if (targets.length === 0) {
+    io.err(`${mqdError('MQD_E_USAGE', 'give at least one --pid').message}\n${SNAPSHOT_USAGE}`);
+    return 2;
+  }
+  const snapshotter = new Snapshotter();
+  try {
+    const { snapshot } = await snapshotter.snapshot(targets, values.dll !== undefined ? { dll: values.dll } : {});
+    io.out(values.json ? JSON.stringify(snapshot, null, 2) : formatSnapshot(snapshot, { all: values.all ?? false }));
+    const okRanks = snapshot.ranks.filter((r) => r.state.kind === 'ok').length;
+    if (okRanks === 0) {
+      if (!values.json) for (const r of snapshot.ranks) if (r.state.kind !== 'ok') io.err(r.state.message);
+      return 1;
+    }
+    return okRanks === snapshot.ranks.length ? 0 : 3;
+  } finally {
+    await snapshotter.dispose();
+  }
+}

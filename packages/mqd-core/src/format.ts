@@ -1,0 +1,57 @@
+// The human-readable form of a snapshot for `mqd snapshot` (JSON is --json).
+import type { Communicator, JobSnapshot, Operation, QueueKind } from '@mqd/model';
+
+const LIB: Record<JobSnapshot['mpi']['library'], string> = { openmpi: 'Open MPI', mpich: 'MPICH', unknown: 'unknown MPI' };
+
+function who(op: Operation): string {
+  if (op.peer.local === null) return 'ANY';
+  return op.peer.global !== null && op.peer.global !== op.peer.local
+    ? `${op.peer.local} (world ${op.peer.global})`
+    : String(op.peer.local);
+}
+
+function opLine(kind: QueueKind, op: Operation, unit: string): string {
+  const arrow = kind === 'sends' ? 'to' : 'from';
+  const tag = op.tag === null ? 'ANY' : String(op.tag);
+  const extra = op.extraText.length ? `  [${op.extraText.join('; ')}]` : '';
+  return `${arrow} ${who(op).padEnd(6)} tag ${tag.padEnd(6)} ${op.length} ${unit}  ${op.status}${extra}`;
+}
+
+function isEmpty(c: Communicator): boolean {
+  return (c.sends?.length ?? 0) + (c.receives?.length ?? 0) + (c.unexpected?.length ?? 0) === 0;
+}
+
+export function formatSnapshot(s: JobSnapshot, opts: { all?: boolean } = {}): string {
+  const out: string[] = [];
+  const unit = s.mpi.lengthUnit === 'bytes' ? 'bytes' : 'elements';
+  out.push(
+    `${LIB[s.mpi.library]} job, ${s.ranks.length} rank(s), taken ${s.takenAt} in ${(s.durationMicros / 1000).toFixed(1)} ms` +
+      (s.mpi.dll ? `\nDLL: ${s.mpi.dll}` : ''),
+  );
+  for (const r of s.ranks) {
+    const state = r.state.kind === 'ok' ? 'ok' : `${r.state.kind}: ${r.state.message}`;
+    const paused = r.pausedMicros === null ? '' : `  stopped ${(r.pausedMicros / 1000).toFixed(2)} ms`;
+    out.push(`\nrank ${r.rank}  pid ${r.pid}  host ${r.host}  ${state}${paused}`);
+    let hidden = 0;
+    for (const c of r.communicators) {
+      if (!opts.all && isEmpty(c) && (c.name === '' || c.name === '--unnamed--' || c.name === 'MPI_COMM_SELF')) {
+        hidden++;
+        continue;
+      }
+      out.push(`  ${c.name || '(unnamed)'}  id ${c.id}  size ${c.size}  local rank ${c.localRank}`);
+      for (const q of ['sends', 'receives', 'unexpected'] as const) {
+        const ops = c[q];
+        if (ops === null) {
+          out.push(`    ${q}: not shown (${c.unavailable[q]?.message.split(':')[1]?.trim() ?? 'unsupported'})`);
+          continue;
+        }
+        if (ops.length === 0) continue;
+        out.push(`    ${q} (${ops.length}):`);
+        for (const op of ops) out.push(`      ${opLine(q, op, unit)}`);
+      }
+      if (isEmpty(c) && Object.keys(c.unavailable).length === 0) out.push('    (no pending operations)');
+    }
+    if (hidden) out.push(`  (${hidden} empty internal communicator(s) hidden; --all shows them)`);
+  }
+  return out.join('\n');
+}
