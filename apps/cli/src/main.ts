@@ -7,7 +7,10 @@ commands:
   snapshot   read the message queues of MPI processes (mqd snapshot --help)
 exit codes: 0 ok, 1 nothing could be read, 2 usage, 3 partial (some ranks failed)`;
 
-const io = { out: (s: string) => process.stdout.write(`${s}\n`), err: (s: string) => process.stderr.write(`${s}\n`) };
+const io = {
+  out: (s: string) => process.stdout.write(`${s}\n`),
+  err: (s: string) => process.stderr.write(`${s}\n`),
+};
 
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;

@@ -1,6 +1,6 @@
 // `mqd snapshot --pid PID[:RANK] ... [--dll PATH] [--json] [--all]`
 import { parseArgs } from 'node:util';
-import { Snapshotter, type SnapshotTarget, formatSnapshot } from '@mqd/core';
+import { formatSnapshot, type SnapshotTarget, Snapshotter } from '@mqd/core';
 import { type MqdError, mqdError } from '@mqd/model';
 
 export const SNAPSHOT_USAGE = `usage: mqd snapshot --pid PID[:RANK] [--pid ...] [--dll PATH] [--json] [--all]
@@ -60,8 +60,15 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
   }
   const snapshotter = new Snapshotter();
   try {
-    const { snapshot } = await snapshotter.snapshot(targets, values.dll !== undefined ? { dll: values.dll } : {});
-    io.out(values.json ? JSON.stringify(snapshot, null, 2) : formatSnapshot(snapshot, { all: values.all ?? false }));
+    const { snapshot } = await snapshotter.snapshot(
+      targets,
+      values.dll !== undefined ? { dll: values.dll } : {},
+    );
+    io.out(
+      values.json
+        ? JSON.stringify(snapshot, null, 2)
+        : formatSnapshot(snapshot, { all: values.all ?? false }),
+    );
     const okRanks = snapshot.ranks.filter((r) => r.state.kind === 'ok').length;
     if (okRanks === 0) {
       if (!values.json) for (const r of snapshot.ranks) if (r.state.kind !== 'ok') io.err(r.state.message);

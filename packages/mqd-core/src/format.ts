@@ -1,7 +1,11 @@
 // The human-readable form of a snapshot for `mqd snapshot` (JSON is --json).
 import type { Communicator, JobSnapshot, Operation, QueueKind } from '@mqd/model';
 
-const LIB: Record<JobSnapshot['mpi']['library'], string> = { openmpi: 'Open MPI', mpich: 'MPICH', unknown: 'unknown MPI' };
+const LIB: Record<JobSnapshot['mpi']['library'], string> = {
+  openmpi: 'Open MPI',
+  mpich: 'MPICH',
+  unknown: 'unknown MPI',
+};
 
 function who(op: Operation): string {
   if (op.peer.local === null) return 'ANY';
@@ -34,7 +38,11 @@ export function formatSnapshot(s: JobSnapshot, opts: { all?: boolean } = {}): st
     out.push(`\nrank ${r.rank}  pid ${r.pid}  host ${r.host}  ${state}${paused}`);
     let hidden = 0;
     for (const c of r.communicators) {
-      if (!opts.all && isEmpty(c) && (c.name === '' || c.name === '--unnamed--' || c.name === 'MPI_COMM_SELF')) {
+      if (
+        !opts.all &&
+        isEmpty(c) &&
+        (c.name === '' || c.name === '--unnamed--' || c.name === 'MPI_COMM_SELF')
+      ) {
         hidden++;
         continue;
       }
@@ -42,7 +50,9 @@ export function formatSnapshot(s: JobSnapshot, opts: { all?: boolean } = {}): st
       for (const q of ['sends', 'receives', 'unexpected'] as const) {
         const ops = c[q];
         if (ops === null) {
-          out.push(`    ${q}: not shown (${c.unavailable[q]?.message.split(':')[1]?.trim() ?? 'unsupported'})`);
+          out.push(
+            `    ${q}: not shown (${c.unavailable[q]?.message.split(':')[1]?.trim() ?? 'unsupported'})`,
+          );
           continue;
         }
         if (ops.length === 0) continue;

@@ -3,16 +3,16 @@
 // assembles a JobSnapshot. Keep one Snapshotter for repeated snapshots: the hosts keep the
 // DLL, the per-build-id indexes and the processes' setup, so the second snapshot is warm.
 import {
+  err,
   type JobSnapshot,
   type LengthUnit,
   type MpiLibrary,
   type MqdError,
+  mqdError,
+  ok,
   type RankSnapshot,
   type Result,
   SNAPSHOT_SCHEMA_VERSION,
-  err,
-  mqdError,
-  ok,
 } from '@mqd/model';
 import { DllHost, type DllHostOptions } from './host/client.js';
 import type { HostStats } from './host/protocol.js';
@@ -55,13 +55,15 @@ export class Snapshotter {
     if (!img.ok) return img;
     const sym = img.value.findSymbol('MPIR_dll_name');
     if (!sym) {
-      if (!img.value.mpiLibrary()) return err(mqdError('MQD_E_NOT_MPI', `pid ${pid} (${img.value.exe}) maps no MPI library`));
+      if (!img.value.mpiLibrary())
+        return err(mqdError('MQD_E_NOT_MPI', `pid ${pid} (${img.value.exe}) maps no MPI library`));
       return err(mqdError('MQD_E_NO_DLL_NAME', `pid ${pid} (${img.value.exe}) has no MPIR_dll_name symbol`));
     }
     const mem = new TargetMemory(pid, 1 << 16);
     const name = mem.readCString(sym.address, Math.min(Math.max(sym.size, 1), 4096));
     if (!name) {
-      if (mem.lastFailure === 'denied') return err(mqdError('MQD_E_PTRACE_DENIED', `cannot read the memory of pid ${pid}`));
+      if (mem.lastFailure === 'denied')
+        return err(mqdError('MQD_E_PTRACE_DENIED', `cannot read the memory of pid ${pid}`));
       return err(mqdError('MQD_E_NO_DLL_NAME', `pid ${pid}: MPIR_dll_name is empty or unreadable`));
     }
     return ok(name);
@@ -91,17 +93,30 @@ export class Snapshotter {
         rank = found?.rank;
       }
       const fail = (e: MqdError, r: number) =>
-        failed.push({ rank: r, pid: t.pid, host, state: { kind: 'error', ...e }, pausedMicros: null, communicators: [] });
+        failed.push({
+          rank: r,
+          pid: t.pid,
+          host,
+          state: { kind: 'error', ...e },
+          pausedMicros: null,
+          communicators: [],
+        });
       if (rank === undefined) {
         // Without a rank we still report the pid, under a rank no real process can have.
         fail(
-          mqdError('MQD_E_BAD_INPUT', `no MPI rank known for pid ${t.pid} (pass --pid PID:RANK, or attach through the starter)`),
+          mqdError(
+            'MQD_E_BAD_INPUT',
+            `no MPI rank known for pid ${t.pid} (pass --pid PID:RANK, or attach through the starter)`,
+          ),
           0x7fffffff - failed.length,
         );
         continue;
       }
       if (seenRanks.has(rank)) {
-        fail(mqdError('MQD_E_BAD_INPUT', `rank ${rank} is given twice (pid ${t.pid})`), 0x7fffffff - failed.length);
+        fail(
+          mqdError('MQD_E_BAD_INPUT', `rank ${rank} is given twice (pid ${t.pid})`),
+          0x7fffffff - failed.length,
+        );
         continue;
       }
       seenRanks.add(rank);
@@ -129,7 +144,8 @@ export class Snapshotter {
       restarts += run.restarts;
       if (run.error) {
         const e = run.error;
-        for (const t of list) ranks.push({ ...t, state: { kind: 'error', ...e }, pausedMicros: null, communicators: [] });
+        for (const t of list)
+          ranks.push({ ...t, state: { kind: 'error', ...e }, pausedMicros: null, communicators: [] });
         continue;
       }
       ranks.push(...run.ranks);
@@ -147,7 +163,14 @@ export class Snapshotter {
       mpi: { library, dll: dllUsed, lengthUnit: lengthUnitOf(library) },
       ranks,
     };
-    return { snapshot, stats: { host: stats, restarts, hostStarts: [...this.hosts.values()].reduce((n, h) => n + h.starts, 0) } };
+    return {
+      snapshot,
+      stats: {
+        host: stats,
+        restarts,
+        hostStarts: [...this.hosts.values()].reduce((n, h) => n + h.starts, 0),
+      },
+    };
   }
 
   /** Pids of the running DLL hosts (tests use them to kill a host mid-snapshot). */

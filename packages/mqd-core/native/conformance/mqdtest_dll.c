@@ -79,7 +79,10 @@ struct process_info {
   char last_error[64];
 };
 
-int mqs_version_compatibility(void) { return 2; }
+#ifndef MQDTEST_COMPAT
+#define MQDTEST_COMPAT 2
+#endif
+int mqs_version_compatibility(void) { return MQDTEST_COMPAT; }
 char *mqs_version_string(void) { return "mqdtest conformance DLL 1.0 (MQD Dashboard tests)"; }
 int mqs_dll_taddr_width(void) { return sizeof(mqs_taddr_t); }
 void mqs_setup_basic_callbacks(const mqs_basic_callbacks *b) { cb = b; }

@@ -5,7 +5,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { type MpiLibrary, type MqdError, type RankSnapshot, mqdError } from '@mqd/model';
+import { type MpiLibrary, type MqdError, mqdError, type RankSnapshot } from '@mqd/model';
 import type { HostMessage, HostStats, HostTarget, SnapshotRequest } from './protocol.js';
 
 export interface DllHostOptions {
@@ -31,7 +31,10 @@ function hostEntry(): { file: string; execArgv: string[] } {
   const here = fileURLToPath(import.meta.url);
   if (here.endsWith('.ts')) {
     // Running from sources (tests): load the TypeScript host through tsx.
-    return { file: here.replace(/client\.ts$/, 'host-main.ts'), execArgv: ['--conditions=source', '--import', 'tsx'] };
+    return {
+      file: here.replace(/client\.ts$/, 'host-main.ts'),
+      execArgv: ['--conditions=source', '--import', 'tsx'],
+    };
   }
   const js = here.replace(/client\.js$/, 'host-main.js');
   if (!existsSync(js)) throw new Error(`DLL host entry ${js} is missing: run npm run build`);
@@ -60,7 +63,11 @@ export class DllHost {
 
   private spawn(): Live {
     const { file, execArgv } = hostEntry();
-    const child = fork(file, [], { execArgv, serialization: 'advanced', stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+    const child = fork(file, [], {
+      execArgv,
+      serialization: 'advanced',
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    });
     this.starts++;
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => {
@@ -90,13 +97,21 @@ export class DllHost {
   }
 
   /** Reads `targets` (ranks of one job that use this DLL). Never rejects for DLL or target failures. */
-  snapshot(targets: readonly HostTarget[], keepPids: readonly number[], extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void } = {}): Promise<HostRun> {
+  snapshot(
+    targets: readonly HostTarget[],
+    keepPids: readonly number[],
+    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void } = {},
+  ): Promise<HostRun> {
     const run = this.queue.then(() => this.run(targets, keepPids, extra));
     this.queue = run.catch(() => undefined);
     return run;
   }
 
-  private async run(targets: readonly HostTarget[], keepPids: readonly number[], extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void }): Promise<HostRun> {
+  private async run(
+    targets: readonly HostTarget[],
+    keepPids: readonly number[],
+    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void },
+  ): Promise<HostRun> {
     const done = new Map<number, RankSnapshot>();
     let pending = [...targets];
     let restarts = 0;
@@ -135,7 +150,10 @@ export class DllHost {
             rank: t.rank,
             pid: t.pid,
             host: t.host,
-            state: { kind: 'error', ...mqdError('MQD_E_DLL_CRASHED', `gave up after ${restarts} DLL host restarts in one snapshot`) },
+            state: {
+              kind: 'error',
+              ...mqdError('MQD_E_DLL_CRASHED', `gave up after ${restarts} DLL host restarts in one snapshot`),
+            },
             pausedMicros: null,
             communicators: [],
           });
@@ -146,7 +164,9 @@ export class DllHost {
     const ranks = targets.map((t) => done.get(t.pid)).filter((r): r is RankSnapshot => r !== undefined);
     return {
       ranks,
-      library: last?.library ?? (this.dll.includes('tvmpich') ? 'mpich' : this.dll.includes('ompi') ? 'openmpi' : 'unknown'),
+      library:
+        last?.library ??
+        (this.dll.includes('tvmpich') ? 'mpich' : this.dll.includes('ompi') ? 'openmpi' : 'unknown'),
       version: last?.version ?? '',
       stats: last?.stats ?? null,
       restarts,
@@ -177,7 +197,11 @@ export class DllHost {
       let timer: NodeJS.Timeout | null = null;
       const arm = () => {
         if (timer) clearTimeout(timer);
-        timer = setTimeout(() => finish({ kind: 'timeout', pid: current, detail: `no answer for ${rankTimeoutMs} ms (looping?)` }), rankTimeoutMs);
+        timer = setTimeout(
+          () =>
+            finish({ kind: 'timeout', pid: current, detail: `no answer for ${rankTimeoutMs} ms (looping?)` }),
+          rankTimeoutMs,
+        );
       };
       const finish = (r: Parameters<typeof resolve>[0]) => {
         if (timer) clearTimeout(timer);

@@ -84,7 +84,11 @@ process.on('message', (m: HostRequest) => {
   try {
     handle(m);
   } catch (e) {
-    send({ type: 'failed', id: m.id, error: mqdError('MQD_E_INTERNAL', `DLL host: ${(e as Error).stack ?? String(e)}`) });
+    send({
+      type: 'failed',
+      id: m.id,
+      error: mqdError('MQD_E_INTERNAL', `DLL host: ${(e as Error).stack ?? String(e)}`),
+    });
   }
 });
 process.on('disconnect', () => process.exit(0));

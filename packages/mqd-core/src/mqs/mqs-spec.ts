@@ -53,10 +53,23 @@ export const mqs_status = { pending: 0, matched: 1, complete: 2 } as const;
  * target's MPIR_debug_typedefs_sizeof. The debugger fills only the first 5, which is right
  * for both layouts.
  */
-export const TYPE_SIZES_FIELDS = ['short_size', 'int_size', 'long_size', 'long_long_size', 'pointer_size'] as const;
+export const TYPE_SIZES_FIELDS = [
+  'short_size',
+  'int_size',
+  'long_size',
+  'long_long_size',
+  'pointer_size',
+] as const;
 
 /** mqs_communicator: { mqs_taddr_t unique_id; mqs_tword_t local_rank; mqs_tword_t size; char name[64]; } */
-export const COMMUNICATOR = { size: 88, unique_id: 0, local_rank: 8, size_: 16, name: 24, nameLen: 64 } as const;
+export const COMMUNICATOR = {
+  size: 88,
+  unique_id: 0,
+  local_rank: 8,
+  size_: 16,
+  name: 24,
+  nameLen: 64,
+} as const;
 
 /**
  * mqs_pending_operation (416 bytes on LP64):
@@ -99,7 +112,9 @@ export const proto = {
   get_process_info: koffi.proto('uintptr_t mqs_get_process_info_ft(intptr_t process)'),
   // image: get_type_sizes, find_function, find_symbol, find_type, field_offset, sizeof
   get_type_sizes: koffi.proto('void mqs_get_type_sizes_ft(intptr_t process, void *sizes)'),
-  find_function: koffi.proto('int mqs_find_function_ft(intptr_t image, const char *name, int lang, void *addr)'),
+  find_function: koffi.proto(
+    'int mqs_find_function_ft(intptr_t image, const char *name, int lang, void *addr)',
+  ),
   find_symbol: koffi.proto('int mqs_find_symbol_ft(intptr_t image, const char *name, void *addr)'),
   find_type: koffi.proto('intptr_t mqs_find_type_ft(intptr_t image, const char *name, int lang)'),
   field_offset: koffi.proto('int mqs_field_offset_ft(intptr_t type, const char *field)'),
@@ -122,7 +137,14 @@ export const BASIC_CALLBACKS = [
   'put_process_info',
   'get_process_info',
 ] as const;
-export const IMAGE_CALLBACKS = ['get_type_sizes', 'find_function', 'find_symbol', 'find_type', 'field_offset', 'sizeof'] as const;
+export const IMAGE_CALLBACKS = [
+  'get_type_sizes',
+  'find_function',
+  'find_symbol',
+  'find_type',
+  'field_offset',
+  'sizeof',
+] as const;
 export const PROCESS_CALLBACKS = ['get_global_rank', 'get_image', 'fetch_data', 'target_to_host'] as const;
 
 // ---- DLL entry points --------------------------------------------------------------------

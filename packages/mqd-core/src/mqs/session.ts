@@ -4,20 +4,20 @@
 // (dll-host-main.ts): a DLL that crashes or loops takes this process down, not the agent.
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import koffi from 'koffi';
 import {
   type Communicator,
+  err,
   type MpiLibrary,
   type MqdError,
+  mqdError,
   type Operation,
+  ok,
   type RankSnapshot,
   type Result,
-  err,
-  mqdError,
-  ok,
 } from '@mqd/model';
-import { RTLD_NOW, dlopen, dlsymAddress } from '../native/libc.js';
-import { type DebugFileRegistry, type TypeRef } from '../target/debug-file.js';
+import koffi from 'koffi';
+import { dlopen, dlsymAddress, RTLD_NOW } from '../native/libc.js';
+import type { DebugFileRegistry, TypeRef } from '../target/debug-file.js';
 import { EM_X86_64, ET_DYN, hostMachine, readElfInfo } from '../target/elf.js';
 import { TargetMemory } from '../target/memory.js';
 import { ProcessImage } from '../target/process-image.js';
@@ -27,20 +27,20 @@ import {
   COMMUNICATOR,
   DEBUGGER_CODES,
   ENTRY_POINTS,
+  type EntryName,
   ERR_BUDGET,
   ERR_CALLBACK,
   ERR_NO_SYMBOL,
   ERR_NULL,
   ERR_READ,
-  type EntryName,
   IMAGE_CALLBACKS,
   MQS_INTERFACE_COMPATIBILITY,
-  OPTIONAL_ENTRY_POINTS,
-  PENDING_OPERATION,
-  PROCESS_CALLBACKS,
   mqs_end_of_list,
   mqs_ok,
   mqs_op_class,
+  OPTIONAL_ENTRY_POINTS,
+  PENDING_OPERATION,
+  PROCESS_CALLBACKS,
   proto,
 } from './mqs-spec.js';
 
@@ -175,7 +175,8 @@ export class MqsSession {
         ),
       );
     }
-    if (elf.value.type !== ET_DYN) return err(mqdError('MQD_E_DLL_NOT_ELF', `${dllPath} is not a shared object`));
+    if (elf.value.type !== ET_DYN)
+      return err(mqdError('MQD_E_DLL_NOT_ELF', `${dllPath} is not a shared object`));
     let lib: KoffiLib;
     try {
       lib = koffi.load(dllPath);
@@ -191,15 +192,27 @@ export class MqsSession {
       return err(mqdError('MQD_E_DLL_INCOMPATIBLE', `${dllPath} is not an MQD DLL: ${(e as Error).message}`));
     }
     if (compat !== MQS_INTERFACE_COMPATIBILITY) {
-      return err(mqdError('MQD_E_DLL_INCOMPATIBLE', `${dllPath} has compatibility level ${compat}, expected ${MQS_INTERFACE_COMPATIBILITY}`));
+      return err(
+        mqdError(
+          'MQD_E_DLL_INCOMPATIBLE',
+          `${dllPath} has compatibility level ${compat}, expected ${MQS_INTERFACE_COMPATIBILITY}`,
+        ),
+      );
     }
     if (width !== 8) {
-      return err(mqdError('MQD_E_DLL_WRONG_ARCH', `${dllPath} uses ${width}-byte target addresses; this debugger reads 8-byte ones`));
+      return err(
+        mqdError(
+          'MQD_E_DLL_WRONG_ARCH',
+          `${dllPath} uses ${width}-byte target addresses; this debugger reads 8-byte ones`,
+        ),
+      );
     }
     try {
       return ok(new MqsSession(dllPath, lib, opts));
     } catch (e) {
-      return err(mqdError('MQD_E_DLL_INCOMPATIBLE', `${dllPath} lacks an entry point: ${(e as Error).message}`));
+      return err(
+        mqdError('MQD_E_DLL_INCOMPATIBLE', `${dllPath} lacks an entry point: ${(e as Error).message}`),
+      );
     }
   }
 
@@ -210,7 +223,6 @@ export class MqsSession {
     names.forEach((n, i) => {
       const p = proto[n as keyof typeof proto];
       const f = impl[n];
-      let ptr: unknown;
       if (n === 'malloc' || n === 'free') {
         // libc's own malloc/free: no JS round trip per allocation (ffi-lessons trap 3).
         const libc = dlopen('libc.so.6', RTLD_NOW);
@@ -221,7 +233,7 @@ export class MqsSession {
         this.callbackCounts[n] = (this.callbackCounts[n] ?? 0) + 1;
         return f(...args);
       };
-      ptr = koffi.register(counted, koffi.pointer(p));
+      const ptr = koffi.register(counted, koffi.pointer(p));
       this.keep.push(ptr, counted);
       view[i] = BigInt(koffi.address(ptr));
     });
@@ -253,7 +265,9 @@ export class MqsSession {
           const c = Number(code);
           let s = this.errorStrings.get(c);
           if (!s) {
-            s = nativeString(DEBUGGER_CODES[c as keyof typeof DEBUGGER_CODES] ?? `debugger: unknown error ${c}`);
+            s = nativeString(
+              DEBUGGER_CODES[c as keyof typeof DEBUGGER_CODES] ?? `debugger: unknown error ${c}`,
+            );
             this.errorStrings.set(c, s);
           }
           return BigInt(koffi.address(s));
@@ -390,7 +404,8 @@ export class MqsSession {
   /** The target process for a pid, set up (image + process lifecycles) on first use. */
   private target(r: RankTarget): Result<TargetProcess, { kind: 'error' | 'no-queues'; error: MqdError }> {
     const start = procStartTime(r.pid);
-    if (start === null) return err({ kind: 'error', error: mqdError('MQD_E_NO_SUCH_PID', `no process ${r.pid}`) });
+    if (start === null)
+      return err({ kind: 'error', error: mqdError('MQD_E_NO_SUCH_PID', `no process ${r.pid}`) });
     const old = this.byPid.get(r.pid);
     if (old && old.startTime === start && old.ready) {
       old.rank = r.rank;
@@ -400,7 +415,10 @@ export class MqsSession {
     const img = ProcessImage.load(r.pid, this.opts.registry);
     if (!img.ok) return err({ kind: 'error', error: img.error });
     if (!img.value.mpiLibrary()) {
-      return err({ kind: 'error', error: mqdError('MQD_E_NOT_MPI', `pid ${r.pid} (${img.value.exe}) maps no MPI library`) });
+      return err({
+        kind: 'error',
+        error: mqdError('MQD_E_NOT_MPI', `pid ${r.pid} (${img.value.exe}) maps no MPI library`),
+      });
     }
     const key = this.nextKey++;
     const imageKey = this.nextKey++;
@@ -467,12 +485,18 @@ export class MqsSession {
     const base = { rank: r.rank, pid: r.pid, host: r.host };
     const tgt = this.target(r);
     if (!tgt.ok) {
-      return { ...base, state: { kind: tgt.error.kind, ...tgt.error.error }, pausedMicros: null, communicators: [] };
+      return {
+        ...base,
+        state: { kind: tgt.error.kind, ...tgt.error.error },
+        pausedMicros: null,
+        communicators: [],
+      };
     }
     const t = tgt.value;
     const stop = stopProcess(r.pid, this.opts.stopTimeoutMs);
-    if (!stop.ok) return { ...base, state: { kind: 'error', ...stop.error }, pausedMicros: null, communicators: [] };
-    let comms: Result<Communicator[], MqdError>;
+    if (!stop.ok)
+      return { ...base, state: { kind: 'error', ...stop.error }, pausedMicros: null, communicators: [] };
+    let comms: Result<{ communicators: Communicator[]; walkError: MqdError | null }, MqdError>;
     let paused: number;
     try {
       t.memory.newStop();
@@ -485,10 +509,18 @@ export class MqsSession {
     if (!comms.ok) {
       return { ...base, state: { kind: 'error', ...comms.error }, pausedMicros: paused, communicators: [] };
     }
-    return { ...base, state: { kind: 'ok' }, pausedMicros: paused, communicators: comms.value };
+    const { communicators, walkError } = comms.value;
+    return {
+      ...base,
+      state: walkError ? { kind: 'error', ...walkError } : { kind: 'ok' },
+      pausedMicros: paused,
+      communicators,
+    };
   }
 
-  private readCommunicators(t: TargetProcess): Result<Communicator[], MqdError> {
+  private readCommunicators(
+    t: TargetProcess,
+  ): Result<{ communicators: Communicator[]; walkError: MqdError | null }, MqdError> {
     const f = this.fns;
     let rc = f.mqs_update_communicator_list(t.key) as number;
     if (rc !== mqs_ok) return err(this.memoryError(t) ?? this.dllError(rc, 'mqs_update_communicator_list'));
@@ -496,7 +528,7 @@ export class MqsSession {
     if (rc !== mqs_ok) {
       const me = this.memoryError(t);
       if (me) return err(me);
-      return ok([]); // no communicator yet (before MPI_Init completes)
+      return ok({ communicators: [], walkError: null }); // no communicator yet (before MPI_Init completes)
     }
     const commBuf = koffi.alloc('uint8_t', COMMUNICATOR.size);
     const opBuf = koffi.alloc('uint8_t', PENDING_OPERATION.size);
@@ -506,6 +538,7 @@ export class MqsSession {
     const opView = new DataView(koffi.view(opBuf, PENDING_OPERATION.size));
     const out: Communicator[] = [];
     const raw: { comm: Communicator; worldish: boolean }[] = [];
+    let walkError: MqdError | null = null;
     for (let guard = 0; guard < 1_000_000; guard++) {
       commBytes.fill(0);
       rc = f.mqs_get_communicator(t.key, commBuf) as number;
@@ -558,10 +591,13 @@ export class MqsSession {
           }
           const me = this.memoryError(t);
           if (me) return err(me);
-          if (rc !== mqs_end_of_list && rc !== mqs_ok && ops.length === 0 && rc !== 1) {
-            // An iterator that fails before the first entry: the queue cannot be shown.
-            comm.unavailable[q] = this.dllError(rc, `mqs_next_operation(${q})`);
-            continue;
+          if (rc !== mqs_end_of_list && rc !== mqs_ok) {
+            // The walk broke off (an unreadable pointer, a DLL error): what was read is kept,
+            // and the rank says plainly that this queue is partial.
+            walkError ??= this.dllError(
+              rc,
+              `the walk of ${q} on communicator '${name}' broke off after ${ops.length} entries: mqs_next_operation`,
+            );
           }
           comm[q] = ops;
         }
@@ -572,7 +608,8 @@ export class MqsSession {
     }
     // Derive what the library leaves unknown: MPI_COMM_WORLD's group is the identity.
     for (const { comm, worldish } of raw) {
-      if (worldish && comm.group === null && comm.size <= 1 << 20) comm.group = Array.from({ length: comm.size }, (_, i) => i);
+      if (worldish && comm.group === null && comm.size <= 1 << 20)
+        comm.group = Array.from({ length: comm.size }, (_, i) => i);
       for (const q of ['sends', 'receives', 'unexpected'] as const) {
         if (!comm.group) continue;
         // The group is the authority: Open MPI copies the local rank into a send's actual
@@ -586,13 +623,16 @@ export class MqsSession {
       }
       out.push(comm);
     }
-    return ok(out);
+    return ok({ communicators: out, walkError });
   }
 
   private memoryError(t: TargetProcess): MqdError | null {
     switch (t.memory.lastFailure) {
       case 'budget':
-        return mqdError('MQD_E_READ_BUDGET', `more than ${this.opts.readBudgetBytes} bytes read from pid ${t.pid} in one stop`);
+        return mqdError(
+          'MQD_E_READ_BUDGET',
+          `more than ${this.opts.readBudgetBytes} bytes read from pid ${t.pid} in one stop`,
+        );
       case 'gone':
         return mqdError('MQD_E_PID_EXITED', `pid ${t.pid} exited during the read`);
       case 'denied':
@@ -633,7 +673,10 @@ export class MqsSession {
     if (op.status !== 'pending') {
       const aTag = v.getInt32(P.actual_tag, true);
       op.actual = {
-        peer: { local: decodeRank(v, P.actual_local_rank, commSize), global: decodeRank(v, P.actual_global_rank, 1 << 30) },
+        peer: {
+          local: decodeRank(v, P.actual_local_rank, commSize),
+          global: decodeRank(v, P.actual_global_rank, 1 << 30),
+        },
         tag: aTag === -1 ? null : aTag,
         length: decodeLength(v, P.actual_length),
       };

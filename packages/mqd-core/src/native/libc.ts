@@ -13,7 +13,9 @@ const _process_vm_readv = libc.func(
 // ptrace is variadic in glibc's header; the syscall wrapper takes exactly four arguments.
 const _ptrace = libc.func('long ptrace(int request, int pid, uintptr_t addr, uintptr_t data)');
 const _waitpid = libc.func('int waitpid(int pid, _Out_ int *status, int options)');
-const _prctl = libc.func('int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5)');
+const _prctl = libc.func(
+  'int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5)',
+);
 const _dlopen = libc.func('void *dlopen(const char *file, int mode)');
 const _dlsym = libc.func('void *dlsym(void *handle, const char *name)');
 const _dlerror = libc.func('const char *dlerror()');

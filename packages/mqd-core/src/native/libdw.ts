@@ -2,7 +2,7 @@
 // A Dwarf_Die is a 32-byte struct {void *addr; void *cu; void *abbrev; long padding} that we
 // only ever hold in native buffers we own (ffi-lessons: keep what C points to alive).
 import koffi from 'koffi';
-import { RTLD_NOW, dlopen, dlsymAddress } from './libc.js';
+import { dlopen, dlsymAddress, RTLD_NOW } from './libc.js';
 
 const libdw = koffi.load('libdw.so.1');
 
@@ -19,7 +19,9 @@ export const dw = {
   dwfl_report_end: libdw.func('int dwfl_report_end(void *dwfl, void *removed, void *arg)'),
   dwfl_errno: libdw.func('int dwfl_errno()'),
   dwfl_errmsg: libdw.func('const char *dwfl_errmsg(int err)'),
-  dwfl_module_build_id: libdw.func('int dwfl_module_build_id(void *mod, _Out_ void **bits, _Out_ uint64_t *vaddr)'),
+  dwfl_module_build_id: libdw.func(
+    'int dwfl_module_build_id(void *mod, _Out_ void **bits, _Out_ uint64_t *vaddr)',
+  ),
   dwfl_module_getsymtab: libdw.func('int dwfl_module_getsymtab(void *mod)'),
   dwfl_module_getsym_info: libdw.func(
     'const char *dwfl_module_getsym_info(void *mod, int ndx, void *sym, void *addr, void *shndx, void *elfp, void *bias)',
@@ -45,7 +47,9 @@ export const dw = {
   dwarf_formref_die: libdw.func('void *dwarf_formref_die(void *attr, void *result)'),
   dwarf_dieoffset: libdw.func('uint64_t dwarf_dieoffset(void *die)'),
   dwarf_cu_getdwarf: libdw.func('void *dwarf_cu_getdwarf(void *cu)'),
-  dwarf_diecu: libdw.func('void *dwarf_diecu(void *die, void *result, void *address_size, void *offset_size)'),
+  dwarf_diecu: libdw.func(
+    'void *dwarf_diecu(void *die, void *result, void *address_size, void *offset_size)',
+  ),
   dwarf_addrdie: libdw.func('void *dwarf_addrdie(void *dwarf, uint64_t addr, void *result)'),
 };
 

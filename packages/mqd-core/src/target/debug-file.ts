@@ -11,7 +11,7 @@
 // answered a lookup come first), and stops as soon as a complete definition is found. Walking
 // every DIE of every unit per process is what made the naive approach take 15-30 s.
 import koffi from 'koffi';
-import { DW_AT, DW_TAG, alloc, allocDie, dw, dwflError, offlineCallbacks } from '../native/libdw.js';
+import { alloc, allocDie, DW_AT, DW_TAG, dw, dwflError, offlineCallbacks } from '../native/libdw.js';
 
 export interface SymbolInfo {
   readonly value: bigint;
@@ -88,7 +88,13 @@ export class DebugFile {
   private readonly attr = alloc(32);
   private readonly symBuf = alloc(24);
   private readonly addrBuf = alloc(8);
-  readonly stats: DebugFileStats = { unitsScanned: 0, unitsTotal: null, diesVisited: 0, typeLookups: 0, symbolsIndexed: 0 };
+  readonly stats: DebugFileStats = {
+    unitsScanned: 0,
+    unitsTotal: null,
+    diesVisited: 0,
+    typeLookups: 0,
+    symbolsIndexed: 0,
+  };
   /** The separate debug file libdw found (null: none, or the debug info is in the file itself). */
   debugFilePath: string | null = null;
 
@@ -136,7 +142,9 @@ export class DebugFile {
     const symView = new DataView(koffiView(this.symBuf, 24));
     const addrView = new DataView(koffiView(this.addrBuf, 8));
     for (let i = 1; i < n; i++) {
-      const name = dw.dwfl_module_getsym_info(this.mod, i, this.symBuf, this.addrBuf, null, null, null) as string | null;
+      const name = dw.dwfl_module_getsym_info(this.mod, i, this.symBuf, this.addrBuf, null, null, null) as
+        | string
+        | null;
       if (!name) continue;
       const info = symView.getUint8(4);
       const shndx = symView.getUint16(6, true);
@@ -147,7 +155,11 @@ export class DebugFile {
       const global = bind === 1 || bind === 2;
       const prev = map.get(name);
       if (prev && (prev.global || !global)) continue;
-      map.set(name, { value: addrView.getBigUint64(0, true), size: Number(symView.getBigUint64(16, true)), global });
+      map.set(name, {
+        value: addrView.getBigUint64(0, true),
+        size: Number(symView.getBigUint64(16, true)),
+        global,
+      });
     }
     this.stats.symbolsIndexed = map.size;
     const main = [null as string | null];

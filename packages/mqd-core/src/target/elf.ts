@@ -1,7 +1,7 @@
 // Just enough ELF to map files into processes and to vet a DLL before dlopen: the header,
 // the program headers and the GNU build-id note. Symbols and DWARF come from libdw.
 import { closeSync, openSync, readSync } from 'node:fs';
-import { type MqdError, type Result, err, mqdError, ok } from '@mqd/model';
+import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 
 export const EM_X86_64 = 62;
 export const EM_AARCH64 = 183;
@@ -41,7 +41,10 @@ export function readElfInfo(path: string): Result<ElfInfo, MqdError> {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     return err(
-      mqdError(code === 'ENOENT' ? 'MQD_E_DLL_NOT_FOUND' : 'MQD_E_DLL_LOAD', `cannot open ${path} (${code ?? String(e)})`),
+      mqdError(
+        code === 'ENOENT' ? 'MQD_E_DLL_NOT_FOUND' : 'MQD_E_DLL_LOAD',
+        `cannot open ${path} (${code ?? String(e)})`,
+      ),
     );
   }
   try {

@@ -3,7 +3,7 @@
 // budget: neither DLL guards against a corrupt or cyclic list, so a read past the budget fails
 // and the DLL's walk ends instead of looping forever.
 import koffi from 'koffi';
-import { EFAULT, EIO, EPERM, ESRCH, type IovecPair, allocIovecs, vmRead } from '../native/libc.js';
+import { allocIovecs, EFAULT, EIO, EPERM, ESRCH, type IovecPair, vmRead } from '../native/libc.js';
 
 const PAGE = 4096;
 const PAGE_MASK = ~(BigInt(PAGE) - 1n);

@@ -18,7 +18,13 @@ export function readEnviron(pid: number): Map<string, string> | null {
 }
 
 /** Variables through which launchers tell a process its MPI_COMM_WORLD rank, most specific first. */
-export const RANK_ENV_VARS = ['OMPI_COMM_WORLD_RANK', 'PMIX_RANK', 'PMI_RANK', 'MPI_RANK', 'SLURM_PROCID'] as const;
+export const RANK_ENV_VARS = [
+  'OMPI_COMM_WORLD_RANK',
+  'PMIX_RANK',
+  'PMI_RANK',
+  'MPI_RANK',
+  'SLURM_PROCID',
+] as const;
 
 export function rankFromEnviron(pid: number): { rank: number; variable: string } | null {
   const env = readEnviron(pid);

@@ -2,8 +2,8 @@
 // (from /proc/PID/maps), each file's shared DebugFile, and symbol lookup relocated by the load
 // bias of that file in this process (PIE/ASLR make it differ per process).
 import { readFileSync, readlinkSync, statSync } from 'node:fs';
-import { type MqdError, type Result, err, mqdError, ok } from '@mqd/model';
-import { type DebugFile, type DebugFileRegistry, type TypeRef } from './debug-file.js';
+import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
+import type { DebugFile, DebugFileRegistry, TypeRef } from './debug-file.js';
 import { type ElfInfo, readElfInfo } from './elf.js';
 
 export interface MappedModule {
@@ -33,7 +33,8 @@ export function readMaps(pid: number): Result<string, MqdError> {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ESRCH') return err(mqdError('MQD_E_NO_SUCH_PID', `no process ${pid}`));
-    if (code === 'EACCES' || code === 'EPERM') return err(mqdError('MQD_E_PTRACE_DENIED', `cannot read /proc/${pid}/maps (${code})`));
+    if (code === 'EACCES' || code === 'EPERM')
+      return err(mqdError('MQD_E_PTRACE_DENIED', `cannot read /proc/${pid}/maps (${code})`));
     return err(mqdError('MQD_E_NO_SUCH_PID', `cannot read /proc/${pid}/maps (${code ?? String(e)})`));
   }
 }

@@ -3,18 +3,18 @@
 // moment the kernel detaches and the threads run on (the agent can be kill -9'd safely).
 // ptrace is per thread on both sides: all calls below run on the one JS thread of the DLL host.
 import { readdirSync } from 'node:fs';
-import { type MqdError, type Result, err, mqdError, ok } from '@mqd/model';
+import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import {
+  __WALL,
   EPERM,
   ESRCH,
   PTRACE_DETACH,
   PTRACE_EVENT_STOP,
   PTRACE_INTERRUPT,
   PTRACE_SEIZE,
-  WNOHANG,
-  __WALL,
   ptrace,
   strerror,
+  WNOHANG,
   waitpid,
 } from '../native/libc.js';
 
@@ -69,7 +69,9 @@ export function stopProcess(pid: number, timeoutMs = 2000): Result<Stop, MqdErro
             mqdError('MQD_E_PTRACE_DENIED', `cannot attach to pid ${pid} thread ${t} (${strerror(-r)})`),
           );
         }
-        return err(mqdError('MQD_E_STOP_FAILED', `PTRACE_SEIZE of thread ${t} of pid ${pid}: ${strerror(-r)}`));
+        return err(
+          mqdError('MQD_E_STOP_FAILED', `PTRACE_SEIZE of thread ${t} of pid ${pid}: ${strerror(-r)}`),
+        );
       }
       attached.push(t);
       ptrace(PTRACE_INTERRUPT, t);
@@ -98,7 +100,9 @@ export function stopProcess(pid: number, timeoutMs = 2000): Result<Stop, MqdErro
     if (!progressed) {
       if (process.hrtime.bigint() > deadline) {
         detachAll();
-        return err(mqdError('MQD_E_STOP_FAILED', `threads of pid ${pid} did not stop within ${timeoutMs} ms`));
+        return err(
+          mqdError('MQD_E_STOP_FAILED', `threads of pid ${pid} did not stop within ${timeoutMs} ms`),
+        );
       }
       pause(20);
     }
