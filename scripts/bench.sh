@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Every benchmark, each with its baseline measured in the same run; JSON into bench/results/.
+# Speed targets live here, never in timed unit tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/provision.sh
+npx turbo run build --output-logs=errors-only
+mkdir -p bench/results
+run() { echo "--- $1"; shift; "$@"; }
+run "mqd-core snapshot (real Open MPI and MPICH, 4 ranks)" node --import tsx packages/mqd-core/bench/snapshot.bench.ts
+[ -f packages/model/bench/analysis.bench.ts ] && run "hang analysis (16,384 ranks)" node --import tsx packages/model/bench/analysis.bench.ts
+[ -f apps/server/bench/fanin.bench.ts ] && run "aggregator fan-in (256 agents x 64 ranks)" node --import tsx apps/server/bench/fanin.bench.ts
+[ -f e2e/bench/matrix.bench.mjs ] && run "dashboard matrix (16,384 ranks, chromium)" node e2e/bench/matrix.bench.mjs
+echo "results: bench/results/*.json (see docs/benchmarks.md)"

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The one test command (README, .ci/run): provisions whatever is missing (Debian packages,
+# the debug-enabled Open MPI and MPICH builds, node modules), then runs every check:
+# format + lint, import direction, type-check + build, unit tests, real-MPI tests, browser e2e.
+# Ends with one line "N passed, N failed" over all test runners.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+t0=$(date +%s)
+step() { printf '\n=== %s\n' "$*"; }
+
+step "provision (apt packages, debug MPI builds, node modules)"
+p0=$(date +%s)
+bash scripts/provision.sh || { echo "MQD_E_PROVISION: provisioning failed (see above)"; exit 1; }
+echo "provisioning took $(( $(date +%s) - p0 )) s"
+
+failed=0
+step "lint + format (biome)"
+npx biome ci --colors=off . || failed=1
+step "import direction"
+node scripts/check-imports.mjs || failed=1
+step "type-check + build (turbo)"
+npx turbo run typecheck build --output-logs=errors-only || failed=1
+if [ $failed != 0 ]; then
+  echo "static checks failed: fix them first"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
+rm -rf .test-results && mkdir -p .test-results
+step "unit + real-MPI tests (vitest)"
+npx vitest run --reporter=default --reporter=json --outputFile=.test-results/vitest.json
+vitest_rc=$?
+e2e_rc=0
+if [ -f e2e/run.mjs ]; then
+  step "browser e2e (Playwright + Debian chromium)"
+  node e2e/run.mjs
+  e2e_rc=$?
+fi
+step "summary"
+node scripts/summarize-tests.mjs .test-results
+sum_rc=$?
+echo "total time $(( $(date +%s) - t0 )) s"
+[ $vitest_rc = 0 ] && [ $e2e_rc = 0 ] && [ $sum_rc = 0 ]
