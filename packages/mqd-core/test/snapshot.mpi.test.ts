@@ -1,0 +1,95 @@
+// mqd-core against REAL hung jobs: Open MPI 4.1.4 and MPICH 4.0.2, every hang fixture, 4 ranks.
+// The expected queues (packages/testkit/src/expected-queues.ts, fixtures/mpi/README.md) state
+// what each library's DLL shows; here MQD's snapshot must show exactly that, in matching order,
+// with the communicators' names, sizes and groups, and unsupported queues as unsupported.
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { type Communicator, type JobSnapshot, type Operation, validateSnapshot } from '@mqd/model';
+import {
+  type ExpectedComm,
+  type ExpectedOp,
+  type FixtureJob,
+  HANG_FIXTURES,
+  MPI_NAMES,
+  MPI_QUEUE_TRAITS,
+  disposeAll,
+  expectedQueues,
+  launchFixture,
+} from '@mqd/testkit';
+import { Snapshotter, processState, tracerPid } from '../src/index.js';
+
+let job: FixtureJob | null = null;
+const snapshotter = new Snapshotter();
+afterEach(async () => {
+  await job?.dispose();
+  job = null;
+});
+afterAll(async () => {
+  await snapshotter.dispose();
+  await disposeAll();
+});
+
+const opRow = (o: Operation) => [o.peer.local, o.peer.global, o.tag, o.length, o.status];
+
+function expectedRow(mpi: (typeof MPI_NAMES)[number], e: ExpectedOp, group: readonly number[] | null) {
+  // The global rank is what the library says, or what MQD derives from a known group.
+  const global = e.peer === null ? null : group ? (group[e.peer] ?? null) : MPI_QUEUE_TRAITS[mpi].reportsGlobalRanks ? e.peerWorld : null;
+  return [e.peer, global, e.tag, e.length, e.status];
+}
+
+function checkComm(mpi: (typeof MPI_NAMES)[number], got: Communicator | undefined, want: ExpectedComm, rank: number) {
+  const where = `${mpi} rank ${rank} ${want.name}`;
+  expect(got, `${where}: communicator missing`).toBeDefined();
+  if (!got) return;
+  expect([where, got.size, got.localRank]).toEqual([where, want.size, want.localRank]);
+  // Open MPI's DLL reports groups; MPICH's cannot (null), except MPI_COMM_WORLD which MQD derives.
+  if (MPI_QUEUE_TRAITS[mpi].reportsGlobalRanks || want.name === 'MPI_COMM_WORLD') expect([where, got.group]).toEqual([where, [...want.group]]);
+  else expect([where, got.group]).toEqual([where, null]);
+  for (const q of ['sends', 'receives', 'unexpected'] as const) {
+    const w = want[q];
+    if (w === null) {
+      expect([where, q, got[q]]).toEqual([where, q, null]);
+      expect(got.unavailable[q]?.code).toBe('MQD_E_QUEUE_UNSUPPORTED');
+    } else {
+      expect([where, q, got[q]?.map(opRow)]).toEqual([where, q, w.map((e) => expectedRow(mpi, e, got.group))]);
+    }
+  }
+}
+
+describe.each(MPI_NAMES)('%s: snapshots of real hung jobs', (mpi) => {
+  it.each(HANG_FIXTURES)('%s: every rank shows exactly the expected queues', async (fixture) => {
+    job = await launchFixture({ mpi, fixture, np: 4 });
+    const { snapshot } = await snapshotter.snapshot(job.ranks.map((r) => ({ pid: r.pid })));
+    const valid = validateSnapshot(snapshot);
+    expect(valid.ok ? 'valid' : valid.error.message).toBe('valid');
+    expect(snapshot.mpi.library).toBe(mpi);
+    expect(snapshot.mpi.lengthUnit).toBe(MPI_QUEUE_TRAITS[mpi].lengthUnit);
+    expect(snapshot.ranks.map((r) => [r.rank, r.pid, r.state.kind])).toEqual(job.ranks.map((r) => [r.rank, r.pid, 'ok']));
+    const expected = expectedQueues(mpi, fixture, 4);
+    for (const r of snapshot.ranks) {
+      const mine = expected[r.rank] ?? [];
+      for (const want of mine) checkComm(mpi, r.communicators.find((c) => c.name === want.name), want, r.rank);
+      // Every other communicator the library lists is one of its own, with nothing pending.
+      const others = r.communicators.filter((c) => !mine.some((w) => w.name === c.name));
+      for (const c of others) {
+        expect(MPI_QUEUE_TRAITS[mpi].otherComms).toContain(c.name);
+        expect([c.name, c.sends ?? [], c.receives ?? [], c.unexpected ?? []]).toEqual([c.name, [], [], []]);
+      }
+      expect(r.communicators.some((c) => c.name === 'MPI_COMM_NULL' || c.size === 0)).toBe(false);
+      expect(r.pausedMicros).toBeGreaterThan(0);
+    }
+    // No rank is left stopped or traced.
+    for (const r of job.ranks) {
+      expect(tracerPid(r.pid)).toBe(0);
+      expect(processState(r.pid)).not.toBe('t');
+    }
+  });
+
+  it('a second snapshot of the same job reuses the setup and agrees with the first', async () => {
+    job = await launchFixture({ mpi, fixture: 'wrong_tag', np: 4 });
+    const targets = job.ranks.map((r) => ({ pid: r.pid }));
+    const a = await snapshotter.snapshot(targets);
+    const b = await snapshotter.snapshot(targets);
+    const strip = (s: JobSnapshot) => s.ranks.map((r) => ({ ...r, pausedMicros: 0 }));
+    expect(strip(b.snapshot)).toEqual(strip(a.snapshot));
+  });
+});
