@@ -49,6 +49,9 @@ export function stopProcess(pid: number, timeoutMs = 2000): Result<Stop, MqdErro
     for (const t of attached) ptrace(PTRACE_DETACH, t, 0n, BigInt(pendingSignal.get(t) ?? 0));
   };
   const stopped = new Set<number>();
+  // The rank is perturbed from the moment its first thread stops: that is what pausedMicros
+  // measures (waiting for a runnable thread to reach its stop is not time it was stopped).
+  let firstStopNs: bigint | null = null;
   const deadline = startedNs + BigInt(timeoutMs) * 1_000_000n;
   // Threads may be created while we attach: repeat until the set is stable.
   for (let round = 0; round < 50; round++) {
@@ -86,6 +89,7 @@ export function stopProcess(pid: number, timeoutMs = 2000): Result<Stop, MqdErro
       if (r === t) {
         progressed = true;
         const isStop = (status & 0xff) === 0x7f;
+        firstStopNs ??= process.hrtime.bigint();
         if (isStop && status >> 16 === PTRACE_EVENT_STOP) stopped.add(t);
         else if (isStop) {
           // A signal arrived first: the thread is stopped all the same; deliver it at detach.
@@ -113,7 +117,7 @@ export function stopProcess(pid: number, timeoutMs = 2000): Result<Stop, MqdErro
     startedNs,
     resume(): number {
       detachAll();
-      return Number((process.hrtime.bigint() - startedNs) / 1000n);
+      return Math.max(1, Number((process.hrtime.bigint() - (firstStopNs ?? startedNs)) / 1000n));
     },
   });
 }
