@@ -1,1 +1,85 @@
-export {};
+// @mqd/testkit: real hung MPI jobs for tests. See README.md.
+export {
+  DEFAULT_DISPOSE_TIMEOUT_MS,
+  DEFAULT_LAUNCH_TIMEOUT_MS,
+  FIXTURES_DIR,
+  MPI_LABELS,
+  MPI_NAMES,
+  MPI_VERSIONS,
+  type MpiName,
+  mpiCacheDir,
+} from './config.js';
+export {
+  type ExpectedComm,
+  type ExpectedOp,
+  expectedBlockingCall,
+  expectedQueues,
+  HANG_FIXTURES,
+  type HangFixture,
+  isHangFixture,
+  MPI_QUEUE_TRAITS,
+  type MpiQueueTraits,
+} from './expected-queues.js';
+export {
+  fixtureBinary,
+  listFixtures,
+  mpiAvailable,
+  mpiMissingMessage,
+  mpiPrefix,
+  requireMpi,
+} from './fixtures.js';
+export {
+  disposeAll,
+  type FixtureJob,
+  type JobExit,
+  type LaunchOptions,
+  launchFixture,
+  liveJobCount,
+  parseReadyLines,
+  type RankProcess,
+  starterCommand,
+  type WaitCondition,
+} from './launch.js';
+export {
+  type DumpedComm,
+  type DumpedOp,
+  type DumpedProcess,
+  mqsDump,
+  mqsDumpBinary,
+  parseMqsDump,
+  queueDll,
+} from './mqs-dump.js';
+export {
+  descendants,
+  identify,
+  isGone,
+  isRunning,
+  isZombie,
+  listProcesses,
+  liveDescendants,
+  type ProcIdentity,
+  type ProcStat,
+  parseStat,
+  readEnviron,
+  readStat,
+  statOf,
+} from './procfs.js';
+export {
+  type BlockedCheck,
+  frameMatcher,
+  mainThreadStack,
+  parseEuStack,
+  rankBlockedIn,
+  type StackResult,
+  type StackSample,
+} from './stack.js';
+export {
+  done,
+  failed,
+  type Poll,
+  pending,
+  WaitFailedError,
+  type WaitOptions,
+  WaitTimeoutError,
+  waitFor,
+} from './wait.js';

@@ -1,0 +1,235 @@
+// What each hang fixture's message queues contain once every rank is blocked, as the MPI
+// libraries' own message-queue DLLs report them. fixtures/mpi/README.md explains the same tables
+// in prose; test/queues.mpi.test.ts checks both against the real DLLs (through mqs-dump) at np=4.
+// Formulas are given for any np >= 2, but only np=4 is verified.
+import { assertUnreachable, type LengthUnit, type OpStatus } from '@mqd/model';
+import type { MpiName } from './config.js';
+
+/** One queue entry, in MPI terms. */
+export interface ExpectedOp {
+  /** Peer's rank in the entry's communicator; null = MPI_ANY_SOURCE. For an unexpected message, its sender. */
+  readonly peer: number | null;
+  /**
+   * The same peer's rank in MPI_COMM_WORLD; null = MPI_ANY_SOURCE. This is the truth, not what
+   * every DLL says: Open MPI's reports it, MPICH's always says -1 (unknown).
+   */
+  readonly peerWorld: number | null;
+  /** null = MPI_ANY_TAG. */
+  readonly tag: number | null;
+  /** The desired length the DLL reports, in MPI_QUEUE_TRAITS[mpi].lengthUnit. */
+  readonly length: number;
+  /** The status the DLL reports. */
+  readonly status: OpStatus;
+}
+
+/** A communicator the user created or MPI_COMM_WORLD, with its three queues. */
+export interface ExpectedComm {
+  /** The name the DLL reports (MPI_Comm_set_name, or MPI_COMM_WORLD's default). */
+  readonly name: string;
+  readonly size: number;
+  /** This rank's rank in the communicator. */
+  readonly localRank: number;
+  /** World rank of each local rank. */
+  readonly group: readonly number[];
+  /** In matching order. null = this MPI's DLL cannot show the queue at all. */
+  readonly sends: readonly ExpectedOp[] | null;
+  readonly receives: readonly ExpectedOp[] | null;
+  readonly unexpected: readonly ExpectedOp[] | null;
+}
+
+export interface MpiQueueTraits {
+  /** Unit of ExpectedOp.length: Open MPI reports bytes, MPICH element counts. */
+  readonly lengthUnit: LengthUnit;
+  /** Open MPI's DLL has no unexpected-message queue (mqs_no_information). */
+  readonly showsUnexpected: boolean;
+  /** MPICH only records nonblocking sends (MPI_Isend...), never a blocking MPI_Send/MPI_Ssend. */
+  readonly showsBlockingSends: boolean;
+  /** Whether the DLL fills desired_global_rank (MPICH's is always -1). */
+  readonly reportsGlobalRanks: boolean;
+  /**
+   * Names of the other communicators the DLL lists in every fixture; their queues are always
+   * empty. MPICH also lists internal communicators named '--unnamed--' (how many varies by rank).
+   */
+  readonly otherComms: readonly string[];
+}
+
+export const MPI_QUEUE_TRAITS: Readonly<Record<MpiName, MpiQueueTraits>> = {
+  openmpi: {
+    lengthUnit: 'bytes',
+    showsUnexpected: false,
+    showsBlockingSends: true,
+    reportsGlobalRanks: true,
+    otherComms: ['MPI_COMM_SELF', 'MPI_COMM_NULL'],
+  },
+  mpich: {
+    lengthUnit: 'elements',
+    showsUnexpected: true,
+    showsBlockingSends: false,
+    reportsGlobalRanks: false,
+    otherComms: ['MPI_COMM_SELF', 'MPI_ICOMM_WORLD', '--unnamed--'],
+  },
+};
+
+/** The fixtures that hang (ring_ok completes and has no steady state). */
+export type HangFixture = 'ring_ssend' | 'wrong_tag' | 'split_wildcard' | 'big_isend' | 'collective_mismatch';
+export const HANG_FIXTURES: readonly HangFixture[] = [
+  'ring_ssend',
+  'wrong_tag',
+  'split_wildcard',
+  'big_isend',
+  'collective_mismatch',
+];
+
+export const isHangFixture = (name: string): name is HangFixture =>
+  (HANG_FIXTURES as readonly string[]).includes(name);
+
+/** The MPI call each rank is blocked in (what its READY line says). */
+export function expectedBlockingCall(fixture: HangFixture, rank: number, np = 4): string {
+  switch (fixture) {
+    case 'ring_ssend':
+      return 'MPI_Ssend';
+    case 'wrong_tag':
+    case 'split_wildcard':
+      return 'MPI_Recv';
+    case 'big_isend':
+      return 'MPI_Wait';
+    case 'collective_mismatch':
+      return rank < np - 1 ? 'MPI_Barrier' : 'MPI_Recv';
+    default:
+      return assertUnreachable(fixture);
+  }
+}
+
+const INT_BYTES = 4;
+const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
+
+/**
+ * The queues of every rank (index = world rank) of `fixture` under `mpi`, for the communicators
+ * the fixture itself uses, in creation order (MPI_COMM_WORLD first). The DLLs list communicators
+ * in their own order, so match them by name. Every other communicator they list
+ * (MPI_QUEUE_TRAITS[mpi].otherComms) has empty queues.
+ */
+export function expectedQueues(mpi: MpiName, fixture: HangFixture, np = 4): ExpectedComm[][] {
+  if (!Number.isInteger(np) || np < 2) throw new RangeError(`the fixtures need np >= 2, got ${np}`);
+  const traits = MPI_QUEUE_TRAITS[mpi];
+  /** Length of `count` MPI_INTs in this MPI's unit. */
+  const ints = (count: number): number => {
+    switch (traits.lengthUnit) {
+      case 'bytes':
+        return count * INT_BYTES;
+      case 'elements':
+        return count;
+      default:
+        return assertUnreachable(traits.lengthUnit);
+    }
+  };
+  const unexpected = (ops: readonly ExpectedOp[]): readonly ExpectedOp[] | null =>
+    traits.showsUnexpected ? ops : null;
+  // MPICH records an unexpected message with count 0 (the DLL reads the receive-side request,
+  // which has no user buffer yet); Open MPI shows none at all.
+  const UNEXPECTED_LENGTH = 0;
+  const next = (r: number) => (r + 1) % np;
+  const prev = (r: number) => (r - 1 + np) % np;
+  const op = (peer: number | null, tag: number | null, length: number, status: OpStatus): ExpectedOp => ({
+    peer,
+    peerWorld: peer,
+    tag,
+    length,
+    status,
+  });
+  const world = (
+    r: number,
+    queues: Pick<ExpectedComm, 'sends' | 'receives' | 'unexpected'>,
+  ): ExpectedComm => ({ name: 'MPI_COMM_WORLD', size: np, localRank: r, group: range(np), ...queues });
+  const emptyWorld = (r: number) => world(r, { sends: [], receives: [], unexpected: unexpected([]) });
+
+  switch (fixture) {
+    case 'ring_ssend':
+      return range(np).map((r) => [
+        world(r, {
+          // A blocking MPI_Ssend of 1 int waits for its receiver; MPICH does not record it.
+          sends: traits.showsBlockingSends ? [op(next(r), 42, ints(1), 'pending')] : [],
+          receives: [],
+          // The eager-synchronous message from the left neighbour arrived but nobody receives it.
+          unexpected: unexpected([op(prev(r), 42, UNEXPECTED_LENGTH, 'complete')]),
+        }),
+      ]);
+    case 'wrong_tag':
+      return range(np).map((r) =>
+        r === 0
+          ? [
+              world(r, {
+                sends: [],
+                receives: [op(1, 99, ints(4), 'pending')],
+                unexpected: unexpected([
+                  op(1, 7, UNEXPECTED_LENGTH, 'complete'),
+                  op(1, 8, UNEXPECTED_LENGTH, 'complete'),
+                  ...range(np)
+                    .filter((s) => s >= 2)
+                    .map((s) => op(s, 10 + s, UNEXPECTED_LENGTH, 'complete')),
+                ]),
+              }),
+            ]
+          : [world(r, { sends: [], receives: [op(0, 1, ints(4), 'pending')], unexpected: unexpected([]) })],
+      );
+    case 'split_wildcard':
+      return range(np).map((r) => {
+        const parity = r % 2;
+        const members = range(np).filter((w) => w % 2 === parity);
+        const anySource: ExpectedOp = {
+          peer: null,
+          peerWorld: null,
+          tag: 5,
+          length: ints(1),
+          status: 'pending',
+        };
+        const anything: ExpectedOp = { ...anySource, tag: null };
+        return [
+          emptyWorld(r),
+          {
+            name: parity === 0 ? 'evens' : 'odds',
+            size: members.length,
+            localRank: Math.floor(r / 2),
+            group: members,
+            sends: [],
+            receives: [anySource],
+            unexpected: unexpected([]),
+          },
+          {
+            name: 'world_dup',
+            size: np,
+            localRank: r,
+            group: range(np),
+            sends: [],
+            receives: [anything],
+            unexpected: unexpected([]),
+          },
+        ];
+      });
+    case 'big_isend':
+      return range(np).map((r) => [
+        world(r, {
+          sends: [op(next(r), 3, ints(262144), 'pending')],
+          receives: [],
+          // MPICH: the rendezvous request-to-send from the left neighbour; its data never came.
+          unexpected: unexpected([op(prev(r), 3, UNEXPECTED_LENGTH, 'pending')]),
+        }),
+      ]);
+    case 'collective_mismatch':
+      // The barrier's own messages use internal tags (Open MPI: negative, skipped by the DLL)
+      // or a collective context id no listed communicator has (MPICH): none of them is shown.
+      return range(np).map((r) =>
+        r < np - 1
+          ? [emptyWorld(r)]
+          : [
+              world(r, {
+                sends: [],
+                receives: [{ peer: null, peerWorld: null, tag: 1234, length: ints(1), status: 'pending' }],
+                unexpected: unexpected([]),
+              }),
+            ],
+      );
+    default:
+      return assertUnreachable(fixture);
+  }
+}

@@ -1,0 +1,448 @@
+// Launch a hang fixture under a real MPI starter, wait until every rank is provably where the
+// fixture says it hangs, and always take the whole process tree down again.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { assertUnreachable, Pid, Rank } from '@mqd/model';
+import { DEFAULT_DISPOSE_TIMEOUT_MS, DEFAULT_LAUNCH_TIMEOUT_MS, MPI_LABELS, type MpiName } from './config.js';
+import { fixtureBinary, mpiPrefix, requireMpi } from './fixtures.js';
+import {
+  descendants,
+  identify,
+  isGone,
+  isRunning,
+  isZombie,
+  listProcesses,
+  type ProcIdentity,
+  statOf,
+} from './procfs.js';
+import { rankBlockedIn } from './stack.js';
+import { done, failed, pending, WaitTimeoutError, waitFor } from './wait.js';
+
+export type WaitCondition = 'ready' | 'blocked';
+
+export interface LaunchOptions {
+  readonly mpi: MpiName;
+  /** A fixture name: the basename of a fixtures/mpi/*.c file, e.g. 'ring_ssend'. */
+  readonly fixture: string;
+  /** Number of ranks; 4 by default (fixtures/mpi/README.md documents the queues for 4). */
+  readonly np?: number;
+  /** Extra environment for the starter and the ranks; wins over the defaults. */
+  readonly env?: Readonly<Record<string, string>>;
+  /**
+   * 'ready': every rank printed its READY line. 'blocked' (default): also, each rank's main
+   * thread is inside the MPI call its READY line names (checked with eu-stack).
+   */
+  readonly waitFor?: WaitCondition;
+  /** Time for the whole launch, READY lines and stack checks included. */
+  readonly timeoutMs?: number;
+}
+
+export interface RankProcess {
+  readonly rank: Rank;
+  readonly pid: Pid;
+  /** The MPI call the rank said it is about to block in (its READY line). */
+  readonly call: string;
+}
+
+export interface JobExit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
+export interface FixtureJob {
+  readonly mpi: MpiName;
+  readonly fixture: string;
+  readonly np: number;
+  /** mpirun (Open MPI) or mpiexec (MPICH hydra), the child this process spawned. */
+  readonly starterPid: Pid;
+  /** Sorted by rank, one per rank. */
+  readonly ranks: readonly RankProcess[];
+  /** The MPI install prefix, e.g. /var/cache/mqd-mpi/openmpi-4.1.4. */
+  readonly prefix: string;
+  /** Absolute path of the fixture binary the ranks run. */
+  readonly binary: string;
+  /** Everything the starter printed so far (stdout and stderr, in arrival order). */
+  output(): string;
+  /** The starter's exit status once it has exited and its output is complete. */
+  exitStatus(): JobExit | undefined;
+  /** Waits for the starter to exit (for fixtures that complete, like ring_ok). */
+  waitForExit(timeoutMs?: number): Promise<JobExit>;
+  /** Kills the starter and every process under it and waits until all are gone. Idempotent. */
+  dispose(): Promise<void>;
+}
+
+const READY_RE = /^MQD_FIXTURE_READY rank=(\d+) pid=(\d+) call=(\S+)\s*$/gm;
+
+/** The READY lines in some output, in the order printed. */
+export function parseReadyLines(text: string): RankProcess[] {
+  return [...text.matchAll(READY_RE)].map((m) => ({
+    rank: Rank(Number(m[1])),
+    pid: Pid(Number(m[2])),
+    call: m[3] ?? '',
+  }));
+}
+
+interface StarterCommand {
+  readonly file: string;
+  readonly args: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+}
+
+/** The command line and environment that start `binary` on np local ranks. */
+export function starterCommand(mpi: MpiName, np: number, binary: string): StarterCommand {
+  const bin = join(mpiPrefix(mpi), 'bin');
+  switch (mpi) {
+    case 'openmpi':
+      return {
+        file: join(bin, 'mpirun'),
+        args: [
+          '--allow-run-as-root',
+          '--oversubscribe',
+          '--bind-to',
+          'none',
+          '-np',
+          String(np),
+          '--mca',
+          'mpi_yield_when_idle',
+          '1',
+          binary,
+        ],
+        env: {
+          // Shared memory and self only: no network is needed (or wanted) in a container.
+          OMPI_MCA_btl: 'self,vader',
+          // The message-queue DLL reads ob1's request lists; other PMLs leave them empty.
+          OMPI_MCA_pml: 'ob1',
+          // CMA (process_vm_readv) is often denied in containers; the fixtures never need it.
+          OMPI_MCA_btl_vader_single_copy_mechanism: 'none',
+          // mpirun warns about MPIR deprecation whenever a debugger is around.
+          OMPI_MPIR_DO_NOT_WARN: '1',
+        },
+      };
+    case 'mpich':
+      return {
+        file: join(bin, 'mpiexec'),
+        args: ['-launcher', 'fork', '-n', String(np), binary],
+        env: {
+          // Hung ranks busy-poll; yielding on every poll leaves the cores to whoever else runs.
+          MPIR_CVAR_POLLS_BEFORE_YIELD: '1',
+        },
+      };
+    default:
+      return assertUnreachable(mpi);
+  }
+}
+
+// ---- the registry of live jobs: killed on exit and on SIGINT/SIGTERM ------------------------
+
+const liveJobs = new Set<Job>();
+let handlersInstalled = false;
+
+function killAllNow(): void {
+  for (const job of liveJobs) job.killNow();
+}
+
+function onSignal(signal: NodeJS.Signals): void {
+  killAllNow();
+  // Hand the signal on: without our listener the default action (or another listener) runs.
+  process.removeListener('SIGINT', onSignal);
+  process.removeListener('SIGTERM', onSignal);
+  process.removeListener('exit', killAllNow);
+  handlersInstalled = false;
+  process.kill(process.pid, signal);
+}
+
+function installHandlers(): void {
+  if (handlersInstalled) return;
+  handlersInstalled = true;
+  // 'exit' listeners must be synchronous: killAllNow only sends signals.
+  process.on('exit', killAllNow);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+}
+
+/** Disposes every job still alive in this process (for afterAll hooks). */
+export async function disposeAll(): Promise<void> {
+  await Promise.all([...liveJobs].map((j) => j.dispose()));
+}
+
+/** How many launched jobs have not been disposed yet. */
+export const liveJobCount = (): number => liveJobs.size;
+
+// ---- one job ----------------------------------------------------------------------------------
+
+function trySignal(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch (e) {
+    // ESRCH: already gone, which is what we want.
+    if (!(e instanceof Error && 'code' in e && e.code === 'ESRCH')) throw e;
+  }
+}
+
+class Job implements FixtureJob {
+  readonly prefix: string;
+  ranks: readonly RankProcess[] = [];
+  readonly starterPid: Pid;
+  private readonly chunks: string[] = [];
+  private exit: JobExit | undefined;
+  /** Every process ever seen as part of this job, so orphans (reparented to init) are not lost. */
+  private readonly known = new Map<number, ProcIdentity>();
+  private disposing: Promise<void> | undefined;
+
+  constructor(
+    readonly mpi: MpiName,
+    readonly fixture: string,
+    readonly np: number,
+    readonly binary: string,
+    private readonly child: ChildProcess,
+  ) {
+    this.prefix = mpiPrefix(mpi);
+    this.starterPid = Pid(child.pid ?? 0);
+    this.remember(this.starterPid);
+    child.stdout?.setEncoding('utf8').on('data', (d: string) => this.chunks.push(d));
+    child.stderr?.setEncoding('utf8').on('data', (d: string) => this.chunks.push(d));
+    // 'close' comes after 'exit' and after the output pipes are drained: output() is complete.
+    child.on('close', (code, signal) => {
+      this.exit = { code, signal };
+    });
+  }
+
+  output(): string {
+    return this.chunks.join('');
+  }
+
+  exitStatus(): JobExit | undefined {
+    return this.exit;
+  }
+
+  async waitForExit(timeoutMs = DEFAULT_LAUNCH_TIMEOUT_MS): Promise<JobExit> {
+    return waitFor(() => (this.exit ? done(this.exit) : pending()), {
+      timeoutMs,
+      what: `${this.describe()} to exit`,
+    });
+  }
+
+  describe(): string {
+    return `${MPI_LABELS[this.mpi]} job ${this.fixture} (np=${this.np}, starter pid ${this.starterPid})`;
+  }
+
+  private remember(pid: number): void {
+    if (this.known.has(pid)) return;
+    const id = identify(pid);
+    if (id !== undefined) this.known.set(pid, id);
+  }
+
+  /**
+   * True while the starter's pid cannot name anything else: until it is reaped, no new process
+   * or process group can get that id, so its process group is still the job's.
+   */
+  private starterHeld(): boolean {
+    const id = this.known.get(this.starterPid);
+    return id !== undefined && !isGone(id);
+  }
+
+  /** SIGKILLs the starter's process group, but only while that group id is surely ours. */
+  private killGroup(): void {
+    if (this.starterHeld()) trySignal(-this.starterPid, 'SIGKILL');
+  }
+
+  /** Adds the current process tree (descendants of every known process, the starter's group). */
+  private collect(): void {
+    const procs = listProcesses();
+    if (this.starterHeld()) for (const p of procs) if (p.pgid === this.starterPid) this.remember(p.pid);
+    for (const r of this.ranks) this.remember(r.pid);
+    let before = -1;
+    while (before !== this.known.size) {
+      before = this.known.size;
+      for (const id of [...this.known.values()]) {
+        if (statOf(id) === undefined) continue;
+        for (const d of descendants(id.pid, procs)) this.remember(d.pid);
+      }
+    }
+  }
+
+  /** SIGKILLs every known process that is still the process we saw. */
+  private killKnown(filter: (id: ProcIdentity) => boolean = () => true): void {
+    for (const id of this.known.values()) if (filter(id) && isRunning(id)) trySignal(id.pid, 'SIGKILL');
+  }
+
+  /** Synchronous best effort, for process 'exit' and signals. */
+  killNow(): void {
+    this.collect();
+    this.killGroup();
+    this.killKnown();
+  }
+
+  /** Records the ranks of the READY lines, with their identities. */
+  setRanks(ranks: readonly RankProcess[]): void {
+    this.ranks = [...ranks].sort((a, b) => a.rank - b.rank);
+    for (const r of this.ranks) this.remember(r.pid);
+  }
+
+  rankRunning(r: RankProcess): boolean {
+    const id = this.known.get(r.pid);
+    return id !== undefined && isRunning(id);
+  }
+
+  dispose(timeoutMs = DEFAULT_DISPOSE_TIMEOUT_MS): Promise<void> {
+    this.disposing ??= this.teardown(timeoutMs).finally(() => liveJobs.delete(this));
+    return this.disposing;
+  }
+
+  private async teardown(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    this.collect();
+    // Leaves first (the ranks and anything under them) while the starter and the proxies are
+    // alive to reap them; killing the parents first would leave the ranks as orphans for init.
+    const rankPids = new Set(this.ranks.map((r) => r.pid));
+    const rankTrees = new Set<number>(rankPids);
+    for (const pid of rankPids) for (const d of descendants(pid)) rankTrees.add(d.pid);
+    this.killKnown((id) => rankTrees.has(id.pid));
+    await waitFor(
+      () =>
+        [...this.known.values()].every((id) => !rankTrees.has(id.pid) || isGone(id)) ? done(true) : pending(),
+      {
+        timeoutMs: Math.min(2_000, Math.max(0, deadline - Date.now())),
+        what: 'ranks reaped by their parents',
+      },
+    ).catch(() => {
+      // Not reaped yet (the parent may be busy dying itself): init reaps them below instead.
+    });
+
+    // Then everything else: the starter's process group and every process ever seen.
+    await waitFor(
+      () => {
+        this.collect();
+        this.killGroup();
+        this.killKnown();
+        const left = [...this.known.values()].filter((id) => !isGone(id));
+        return left.length === 0 ? done(true) : pending(this.describeLeft(left));
+      },
+      {
+        timeoutMs: Math.max(0, deadline - Date.now()),
+        what: `every process of ${this.describe()} to be gone`,
+      },
+    ).catch((e: unknown) => {
+      const left = [...this.known.values()].filter((id) => !isGone(id));
+      // A zombie has exited; only its reaping (by init) is pending. Anything else is a leak.
+      if (left.some(isRunning)) throw e;
+    });
+    // The starter is gone, so its pipes close unless a stray process still holds them.
+    await waitFor(() => (this.exit ? done(true) : pending()), {
+      timeoutMs: Math.max(1_000, deadline - Date.now()),
+      what: `the output pipes of ${this.describe()} to close`,
+    }).catch(() => {
+      // Someone outside the job inherited the pipes; stop reading rather than hang.
+      this.child.stdout?.destroy();
+      this.child.stderr?.destroy();
+    });
+  }
+
+  private describeLeft(left: readonly ProcIdentity[]): string {
+    return left
+      .map((id) => {
+        const st = statOf(id);
+        return st === undefined
+          ? `${id.pid}`
+          : `${id.pid} ${st.comm} (${isZombie(st) ? 'zombie' : st.state})`;
+      })
+      .join(', ');
+  }
+}
+
+/**
+ * Starts `fixture` on `np` ranks under the MPI's own starter and waits until every rank printed
+ * its READY line and (for waitFor 'blocked') is inside the call it named. On failure the job is
+ * disposed and the Error message carries the job's output. Pair every launch with dispose().
+ */
+export async function launchFixture(opts: LaunchOptions): Promise<FixtureJob> {
+  const np = opts.np ?? 4;
+  const waitCondition = opts.waitFor ?? 'blocked';
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_LAUNCH_TIMEOUT_MS;
+  if (!Number.isInteger(np) || np < 1) throw new RangeError(`np must be a positive integer, got ${np}`);
+  requireMpi(opts.mpi);
+  const binary = fixtureBinary(opts.mpi, opts.fixture);
+  const cmd = starterCommand(opts.mpi, np, binary);
+
+  installHandlers();
+  const child = spawn(cmd.file, cmd.args, {
+    cwd: dirname(binary),
+    env: { ...process.env, ...cmd.env, ...opts.env },
+    // Its own process group, so the job can be killed as a group and a ^C of the test runner
+    // reaches us first (we then kill the job) rather than racing us to the ranks.
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const spawned = await new Promise<Error | undefined>((resolve) => {
+    child.once('spawn', () => resolve(undefined));
+    child.once('error', (e) => resolve(e));
+  });
+  if (spawned !== undefined || child.pid === undefined) {
+    throw new Error(
+      `MQD_TESTKIT_E_LAUNCH: cannot start ${cmd.file} (${spawned?.message ?? 'no pid'}): check the MPI build in ${mpiPrefix(opts.mpi)}`,
+    );
+  }
+  const job = new Job(opts.mpi, opts.fixture, np, binary, child);
+  liveJobs.add(job);
+
+  const deadline = Date.now() + timeoutMs;
+  const left = () => Math.max(0, deadline - Date.now());
+  try {
+    const ranks = await waitFor(
+      () => {
+        const ready = parseReadyLines(job.output());
+        const byRank = new Map<number, RankProcess>();
+        for (const r of ready) {
+          if (r.rank >= np) return failed(`a READY line names rank ${r.rank}, but np is ${np}`);
+          if (byRank.has(r.rank)) return failed(`rank ${r.rank} printed two READY lines`);
+          byRank.set(r.rank, r);
+        }
+        if (byRank.size === np) return done([...byRank.values()]);
+        const status = job.exitStatus();
+        if (status !== undefined) {
+          return failed(
+            `the starter exited (code ${status.code}, signal ${status.signal}) after ${byRank.size} of ${np} READY lines`,
+          );
+        }
+        return pending(`${byRank.size} of ${np} READY lines`);
+      },
+      { timeoutMs: left(), what: `all ${np} READY lines` },
+    );
+    job.setRanks(ranks);
+
+    if (waitCondition === 'blocked') {
+      for (const r of job.ranks) {
+        await waitFor(
+          async () => {
+            const status = job.exitStatus();
+            if (status !== undefined)
+              return failed(`the starter exited (code ${status.code}, signal ${status.signal})`);
+            if (!job.rankRunning(r)) return failed(`rank ${r.rank} (pid ${r.pid}) exited`);
+            const check = await rankBlockedIn(r.pid, r.call);
+            if (check.blocked) return done(true);
+            return pending(check.error ?? `main thread in ${check.frames.slice(0, 8).join(' < ')}`);
+          },
+          { timeoutMs: left(), what: `rank ${r.rank} (pid ${r.pid}) to block in ${r.call}` },
+        );
+      }
+    }
+    return job;
+  } catch (e) {
+    // Each wait only gets what is left of the launch's time, so say the launch's own timeout.
+    const reason =
+      e instanceof WaitTimeoutError
+        ? `launch timed out (timeoutMs ${timeoutMs}) waiting for ${e.what}${e.lastDetail ? ` (last: ${e.lastDetail})` : ''}`
+        : e instanceof Error
+          ? e.message
+          : String(e);
+    try {
+      await job.dispose();
+    } catch (disposeError) {
+      // The launch error matters more; still say that cleanup failed too.
+      throw new Error(
+        `MQD_TESTKIT_E_LAUNCH: ${job.describe()}: ${reason}; and dispose failed: ${String(disposeError)}\n--- output ---\n${job.output()}`,
+      );
+    }
+    throw new Error(`MQD_TESTKIT_E_LAUNCH: ${job.describe()}: ${reason}\n--- output ---\n${job.output()}`);
+  }
+}

@@ -1,0 +1,91 @@
+// Is a rank really blocked where we think? Ask eu-stack (elfutils) for the main thread's stack.
+// eu-stack attaches with ptrace for a few milliseconds, so calls on one pid must not overlap;
+// the launcher checks ranks one after the other.
+import { spawn } from 'node:child_process';
+import { err, ok, type Pid, type Result } from '@mqd/model';
+
+export interface StackSample {
+  /** Function names of the main thread's frames, innermost first ("??" when unknown). */
+  readonly frames: readonly string[];
+  /** eu-stack's own complaints (it still prints the frames it could unwind). */
+  readonly stderr: string;
+}
+
+export type StackResult = Result<StackSample, string>;
+
+const EU_STACK_TIMEOUT_MS = 15_000;
+
+/** Frames of the main thread (TID == PID) in eu-stack's output. */
+export function parseEuStack(text: string, pid: number): string[] {
+  const frames: string[] = [];
+  let inMain = false;
+  for (const line of text.split('\n')) {
+    const tid = /^TID (\d+):/.exec(line);
+    if (tid) {
+      inMain = Number(tid[1]) === pid;
+      continue;
+    }
+    if (!inMain) continue;
+    const frame = /^#\d+\s+0x[0-9a-f]+\s*(\S*)/.exec(line);
+    if (frame) frames.push(frame[1] || '??');
+  }
+  return frames;
+}
+
+/** Samples the main thread's stack of `pid` once. A missing eu-stack or a gone pid is an error value. */
+export function mainThreadStack(pid: Pid): Promise<StackResult> {
+  return new Promise((resolve) => {
+    const child = spawn('eu-stack', ['-p', String(pid)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      stdout += d;
+    });
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      stderr += d;
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), EU_STACK_TIMEOUT_MS);
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      resolve(err(`cannot run eu-stack (${e.message}): install elfutils (scripts/provision.sh does)`));
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      const frames = parseEuStack(stdout, pid);
+      // eu-stack exits 1 when one frame of some thread cannot be unwound, yet prints the rest;
+      // only an empty main thread means the sample failed.
+      if (frames.length === 0) {
+        resolve(
+          err(`eu-stack -p ${pid} gave no main-thread frames (exit ${code ?? signal}): ${stderr.trim()}`),
+        );
+      } else {
+        resolve(ok({ frames, stderr }));
+      }
+    });
+  });
+}
+
+/** Matches a frame name against an MPI call name: MPI_Recv matches MPI_Recv and PMPI_Recv. */
+export function frameMatcher(fn: string): RegExp {
+  const name = fn.replace(/^P(?=MPI_)/, '').replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return name.startsWith('MPI_') ? new RegExp(`^P?${name}(?:@.*)?$`) : new RegExp(`^${name}(?:@.*)?$`);
+}
+
+export interface BlockedCheck {
+  readonly blocked: boolean;
+  /** The sampled main-thread frames (empty if sampling failed). */
+  readonly frames: readonly string[];
+  /** Why the check could not be made, if it could not. */
+  readonly error?: string;
+}
+
+/**
+ * Whether the main thread of `pid` is inside `fn` right now (e.g. 'MPI_Ssend', which also
+ * matches the PMPI_ entry point the profiling interface puts on the stack).
+ */
+export async function rankBlockedIn(pid: Pid, fn: string): Promise<BlockedCheck> {
+  const sample = await mainThreadStack(pid);
+  if (!sample.ok) return { blocked: false, frames: [], error: sample.error };
+  const re = frameMatcher(fn);
+  return { blocked: sample.value.frames.some((f) => re.test(f)), frames: sample.value.frames };
+}

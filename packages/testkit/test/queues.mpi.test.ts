@@ -1,0 +1,174 @@
+// The queue tables of fixtures/mpi/README.md (expectedQueues) against the real message-queue DLLs
+// of both MPIs, read by the independent mqs-dump tool, for every hang fixture at np=4.
+
+import { assertUnreachable } from '@mqd/model';
+import {
+  type DumpedComm,
+  type DumpedOp,
+  type ExpectedComm,
+  type ExpectedOp,
+  expectedQueues,
+  type FixtureJob,
+  HANG_FIXTURES,
+  launchFixture,
+  MPI_LABELS,
+  MPI_NAMES,
+  MPI_QUEUE_TRAITS,
+  type MpiName,
+  mpiAvailable,
+  mpiMissingMessage,
+  mqsDump,
+} from '@mqd/testkit';
+import { afterEach, describe, expect, it } from 'vitest';
+
+const jobs: FixtureJob[] = [];
+afterEach(async () => {
+  await Promise.all(jobs.splice(0).map((j) => j.dispose()));
+});
+
+type Queues = Pick<ExpectedComm, 'sends' | 'receives' | 'unexpected'>;
+type Observed = Omit<ExpectedComm, 'group'>;
+
+/** What the DLL said, in ExpectedOp terms (negative ranks and wildcard tags become null). */
+function observedOp(op: DumpedOp): ExpectedOp {
+  return {
+    peer: op.desiredLocal < 0 ? null : op.desiredLocal,
+    peerWorld: op.desiredGlobal < 0 ? null : op.desiredGlobal,
+    tag: op.tagWild ? null : op.desiredTag,
+    length: op.desiredLength,
+    status: op.status,
+  };
+}
+
+function observedComm(c: DumpedComm): Observed {
+  const q = (ops: DumpedOp[] | null) => (ops === null ? null : ops.map(observedOp));
+  return {
+    name: c.name,
+    size: c.size,
+    localRank: c.localRank,
+    sends: q(c.sends),
+    receives: q(c.receives),
+    unexpected: q(c.unexpected),
+  };
+}
+
+/** The expectation as this MPI's DLL can express it (MPICH never knows world ranks). */
+function asReported(mpi: MpiName, e: ExpectedComm): Observed {
+  const reportsGlobal = MPI_QUEUE_TRAITS[mpi].reportsGlobalRanks;
+  const q = (ops: readonly ExpectedOp[] | null) =>
+    ops === null ? null : ops.map((op) => (reportsGlobal ? op : { ...op, peerWorld: null }));
+  const { group: _group, ...rest } = e;
+  return { ...rest, sends: q(e.sends), receives: q(e.receives), unexpected: q(e.unexpected) };
+}
+
+/** The raw fields fixtures/mpi/README.md documents under "Raw fields", per library and queue. */
+function rawFields(
+  mpi: MpiName,
+  queue: 'sends' | 'receives' | 'unexpected',
+  op: DumpedOp,
+): Partial<DumpedOp> {
+  switch (mpi) {
+    case 'openmpi': {
+      const data = ['Data: 4 instances of MPI datatype', 'MPI_'];
+      if (queue === 'sends') {
+        return {
+          actualLocal: op.desiredLocal,
+          actualGlobal: op.desiredGlobal,
+          actualTag: op.desiredTag,
+          actualLength: op.desiredLength,
+          extraText: [expect.stringMatching(/^Send: 0x[0-9a-f]+$/), ...data],
+        };
+      }
+      return {
+        actualLocal: 0,
+        actualGlobal: 0,
+        actualTag: -1,
+        actualLength: 0,
+        extraText: [expect.stringMatching(/^Receive: 0x[0-9a-f]+$/), ...data],
+      };
+    }
+    case 'mpich':
+      switch (queue) {
+        case 'sends':
+          return {
+            desiredGlobal: -1,
+            actualLocal: op.desiredLocal,
+            actualTag: op.desiredTag,
+            actualLength: op.desiredLength,
+            extraText: ['Non-blocking send'],
+          };
+        case 'receives':
+          return {
+            desiredGlobal: -1,
+            actualLocal: op.desiredLocal < 0 ? -2 : op.desiredLocal,
+            actualTag: op.tagWild ? -1 : op.desiredTag,
+            actualLength: -1,
+            extraText: [],
+          };
+        case 'unexpected':
+          return {
+            desiredGlobal: -1,
+            actualLocal: op.desiredLocal,
+            actualTag: op.desiredTag,
+            desiredLength: 0,
+            actualLength: -1,
+            buffer: '0',
+            extraText: [],
+          };
+        default:
+          return assertUnreachable(queue);
+      }
+    default:
+      return assertUnreachable(mpi);
+  }
+}
+
+const emptyQueues = (mpi: MpiName): Queues => ({
+  sends: [],
+  receives: [],
+  unexpected: MPI_QUEUE_TRAITS[mpi].showsUnexpected ? [] : null,
+});
+
+describe.each(MPI_NAMES)('%s', (mpi) => {
+  it.each(HANG_FIXTURES)(`${MPI_LABELS[mpi]}: %s queues match fixtures/mpi/README.md`, async (fixture) => {
+    expect(mpiAvailable(mpi), mpiMissingMessage(mpi)).toBe(true);
+    const job = await launchFixture({ mpi, fixture, np: 4 });
+    jobs.push(job);
+    const dumped = await mqsDump(
+      mpi,
+      job.ranks.map((r) => r.pid),
+    );
+    if (!dumped.ok) throw new Error(dumped.error);
+    const expected = expectedQueues(mpi, fixture, 4);
+
+    for (const r of job.ranks) {
+      const proc = dumped.value[r.rank];
+      expect(proc?.error, `rank ${r.rank}: the DLL refused the process`).toBeUndefined();
+      const comms = proc?.comms ?? [];
+      const mine = expected[r.rank] ?? [];
+      for (const e of mine) {
+        const found = comms.filter((c) => c.name === e.name);
+        expect(found.length, `rank ${r.rank}: communicators named ${e.name}`).toBe(1);
+        const observed = found[0] === undefined ? undefined : observedComm(found[0]);
+        expect(observed, `rank ${r.rank} ${e.name}`).toEqual(asReported(mpi, e));
+        for (const queue of ['sends', 'receives', 'unexpected'] as const) {
+          for (const op of found[0]?.[queue] ?? []) {
+            expect(op, `rank ${r.rank} ${e.name} ${queue}: raw fields`).toMatchObject(
+              rawFields(mpi, queue, op),
+            );
+          }
+        }
+      }
+      // Every other communicator is one of the library's own, with nothing queued.
+      const names = new Set(mine.map((e) => e.name));
+      for (const c of comms.filter((c) => !names.has(c.name))) {
+        expect(MPI_QUEUE_TRAITS[mpi].otherComms, `rank ${r.rank}: unexpected communicator`).toContain(c.name);
+        const { sends, receives, unexpected } = observedComm(c);
+        expect({ sends, receives, unexpected }, `rank ${r.rank} ${c.name} (${c.id})`).toEqual(
+          emptyQueues(mpi),
+        );
+      }
+    }
+    await job.dispose();
+  });
+});
