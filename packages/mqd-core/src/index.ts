@@ -22,3 +22,4 @@ export {
 } from './target/proc.js';
 export { ProcessImage, readMaps } from './target/process-image.js';
 export { stopProcess } from './target/stopper.js';
+export * as ptraceExt from './native/ptrace-ext.js';

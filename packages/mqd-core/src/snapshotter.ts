@@ -125,6 +125,7 @@ export class Snapshotter {
         fail(dll.error, rank);
         continue;
       }
+      if (!byDll.has(dll.value)) this.host(dll.value).warmUp(); // boots while we resolve the rest
       const list = byDll.get(dll.value) ?? [];
       list.push({ pid: t.pid, rank, host });
       byDll.set(dll.value, list);

@@ -96,6 +96,11 @@ export class DllHost {
     return live;
   }
 
+  /** Starts the host now if none runs, so its start overlaps the caller's other work. */
+  warmUp(): void {
+    if (!this.live || this.live.exited) this.live = this.spawn();
+  }
+
   /** Reads `targets` (ranks of one job that use this DLL). Never rejects for DLL or target failures. */
   snapshot(
     targets: readonly HostTarget[],
