@@ -1,0 +1,465 @@
+// The one answer a user wants from a hung job: what is wrong, who is involved, and why we
+// think so. explainSnapshot combines the wait-for graph, near misses, rank classes and (with
+// earlier snapshots) progress into one JSON-able object the CLI prints and the dashboard shows.
+import { assertUnreachable } from '../assert.js';
+import type { JobSnapshot, MpiLibrary, QueueKind } from '../snapshot-spec.js';
+import type { PeerMode, RankClass } from './classes.js';
+import { rankClasses } from './classes.js';
+import type { NearMiss, NearMissResult } from './near-miss.js';
+import { findNearMisses } from './near-miss.js';
+import { type ProgressStep, progressAcross } from './progress.js';
+import { compressRanks } from './ranges.js';
+import { SnapshotIndex } from './snapshot-index.js';
+import { analyzeWaits, buildWaitGraph, type DeadlockCycle, type WaitAnalysis } from './wait-graph.js';
+
+export type Verdict = 'deadlock' | 'collective-hang' | 'stuck' | 'progressing' | 'idle' | 'unknown';
+
+export interface CollectiveSummary {
+  readonly commKey: string;
+  readonly commName: string;
+  readonly commSize: number;
+  readonly rankCount: number;
+  /** Ranks with collective-internal traffic pending, as ranges. */
+  readonly ranks: string;
+  /** Ranks waited for inside the collective that show no collective traffic themselves. */
+  readonly waitingFor: string;
+  /** Participants those late ranks wait for in p2p: a cycle through the collective. */
+  readonly lateWaitOn: string;
+}
+
+export interface Explanation {
+  readonly verdict: Verdict;
+  /** One paragraph for a human. */
+  readonly summary: string;
+  readonly takenAt: string;
+  readonly library: MpiLibrary;
+  readonly rankCount: number;
+  /** Some ranks could not be read: the verdict covers the others only. */
+  readonly partial: boolean;
+  readonly partialReasons: string[];
+  /** What the MPI library cannot show, and how the analysis works around it. */
+  readonly limits: string[];
+  readonly waits: {
+    readonly waitingRanks: number;
+    readonly clauses: number;
+    readonly inferredClauses: number;
+    readonly unresolvedWaits: number;
+    /** Ranks waited for that are not blocked in a visible operation. */
+    readonly waitingOnFree: string;
+  };
+  readonly deadlock: {
+    readonly count: number;
+    readonly ranks: string;
+    readonly cycles: DeadlockCycle[];
+    readonly cycleTotal: number;
+    readonly blockedBehind: string;
+  } | null;
+  /** Ranks that would be deadlocked if the unread ranks are blocked too (empty when none are unread). */
+  readonly dependsOnUnknown: string;
+  readonly collectives: CollectiveSummary[];
+  readonly nearMisses: NearMiss[];
+  readonly nearMissTotal: number;
+  readonly classes: RankClass[];
+  readonly classTotal: number;
+  /** How the class shapes write peers: offsets from the rank, or local ranks (see classes.ts). */
+  readonly classPeers: PeerMode;
+  readonly outliers: string;
+  /** Consecutive comparisons, oldest first, the last one ending at this snapshot. */
+  readonly progress: ProgressStep[];
+}
+
+export interface ExplainOptions {
+  readonly maxCycles?: number;
+  readonly maxNearMisses?: number;
+  readonly maxClasses?: number;
+  readonly maxExamples?: number;
+}
+
+/**
+ * Explain one snapshot; `previous` are earlier snapshots of the same job in time order, used
+ * to tell a stuck job from a progressing one.
+ */
+export function explainSnapshot(
+  snap: JobSnapshot,
+  previous: readonly JobSnapshot[] = [],
+  opts: ExplainOptions = {},
+): Explanation {
+  const ix = new SnapshotIndex(snap);
+  const graph = buildWaitGraph(ix);
+  const waits = analyzeWaits(graph, opts.maxCycles === undefined ? {} : { maxCycles: opts.maxCycles });
+  const near = findNearMisses(ix, opts.maxNearMisses === undefined ? {} : { limit: opts.maxNearMisses });
+  const classes = rankClasses(snap, opts.maxClasses === undefined ? {} : { maxClasses: opts.maxClasses });
+  const progress =
+    previous.length === 0
+      ? []
+      : progressAcross(
+          [...previous, snap],
+          opts.maxExamples === undefined ? {} : { maxExamples: opts.maxExamples },
+        );
+  const last = progress.at(-1);
+  const collectives: CollectiveSummary[] = waits.collectives.map((c) => ({
+    commKey: c.commKey,
+    commName: c.commName,
+    commSize: c.commSize,
+    rankCount: c.ranks.length,
+    ranks: compressRanks(c.ranks),
+    waitingFor: compressRanks(c.waitingFor),
+    lateWaitOn: compressRanks(c.lateWaitOn),
+  }));
+  const anythingPending =
+    waits.clauses > 0 || waits.unresolvedWaits > 0 || waits.collectives.length > 0 || hasPending(snap);
+  const readable = waits.rankCount - waits.unknownRanks.length;
+
+  let verdict: Verdict;
+  if (readable === 0) verdict = 'unknown';
+  else if (waits.deadlocked.length > 0) verdict = 'deadlock';
+  else if (last !== undefined) {
+    if (last.verdict === 'stuck') verdict = collectives.length > 0 ? 'collective-hang' : 'stuck';
+    else verdict = last.verdict;
+  } else if (collectives.length > 0) verdict = 'collective-hang';
+  else if (!anythingPending) verdict = 'idle';
+  else verdict = 'unknown';
+
+  const partialReasons = unknownReasons(snap);
+  for (const step of progress) {
+    if (step.skippedRanks.length > 0) {
+      partialReasons.push(
+        `${ranksText(compressRanks(step.skippedRanks))} could not be read in both snapshots ${step.from} and ${step.to}: progress ignores them`,
+      );
+    }
+  }
+  const base = {
+    verdict,
+    takenAt: snap.takenAt,
+    library: snap.mpi.library,
+    rankCount: snap.ranks.length,
+    partial: partialReasons.length > 0,
+    partialReasons,
+    limits: limits(snap, waits, verdict),
+    waits: {
+      waitingRanks: waits.waitingRanks,
+      clauses: waits.clauses,
+      inferredClauses: waits.inferredClauses,
+      unresolvedWaits: waits.unresolvedWaits,
+      waitingOnFree: compressRanks(waits.waitingOnFree),
+    },
+    deadlock:
+      waits.deadlocked.length === 0
+        ? null
+        : {
+            count: waits.deadlocked.length,
+            ranks: compressRanks(waits.deadlocked),
+            cycles: waits.cycles,
+            cycleTotal: waits.cycleTotal,
+            blockedBehind: compressRanks(waits.blockedBehind),
+          },
+    dependsOnUnknown: compressRanks(waits.dependsOnUnknown),
+    collectives,
+    nearMisses: near.items,
+    nearMissTotal: near.total,
+    classes: classes.classes,
+    classTotal: classes.classTotal,
+    classPeers: classes.peers,
+    outliers: classes.outliers,
+    progress,
+  };
+  return { ...base, summary: summarize(base, waits) };
+}
+
+/** The wait-for analysis alone: deadlocked ranks, their cycles, collectives in progress. */
+export function findDeadlocks(snap: JobSnapshot, opts: { readonly maxCycles?: number } = {}): WaitAnalysis {
+  return analyzeWaits(buildWaitGraph(new SnapshotIndex(snap)), opts);
+}
+
+/** Near misses alone (see near-miss.ts). */
+export function nearMisses(snap: JobSnapshot, opts: { readonly limit?: number } = {}): NearMissResult {
+  return findNearMisses(new SnapshotIndex(snap), opts);
+}
+
+function hasPending(snap: JobSnapshot): boolean {
+  for (const r of snap.ranks) {
+    if (r.state.kind !== 'ok') continue;
+    for (const c of r.communicators) {
+      for (const q of [c.sends, c.receives]) if (q?.some((op) => op.status === 'pending')) return true;
+    }
+  }
+  return false;
+}
+
+function unknownReasons(snap: JobSnapshot): string[] {
+  const byCode = new Map<string, { ranks: number[]; kind: string; message: string }>();
+  for (const r of snap.ranks) {
+    if (r.state.kind === 'ok') continue;
+    const e = byCode.get(r.state.code);
+    if (e) e.ranks.push(r.rank);
+    else byCode.set(r.state.code, { ranks: [r.rank], kind: r.state.kind, message: r.state.message });
+  }
+  return [...byCode].map(
+    ([code, e]) =>
+      `${ranksText(compressRanks(e.ranks))} could not be read (${e.kind} ${code}: ${e.message}): assumed able to proceed, so a deadlock that needs ${e.ranks.length === 1 ? 'it' : 'them'} blocked is not reported`,
+  );
+}
+
+function limits(snap: JobSnapshot, waits: WaitAnalysis, verdict: Verdict): string[] {
+  const out: string[] = [];
+  const hidden: Record<QueueKind, { ranks: number; code: string }> = {
+    sends: { ranks: 0, code: '' },
+    receives: { ranks: 0, code: '' },
+    unexpected: { ranks: 0, code: '' },
+  };
+  for (const r of snap.ranks) {
+    if (r.state.kind !== 'ok') continue;
+    for (const kind of ['sends', 'receives', 'unexpected'] as const) {
+      const c = r.communicators.find((x) => x[kind] === null);
+      if (c === undefined) continue;
+      hidden[kind].ranks++;
+      if (hidden[kind].code === '') hidden[kind].code = c.unavailable[kind]?.code ?? '';
+    }
+  }
+  const why = (k: QueueKind) => `${hidden[k].ranks} ranks${hidden[k].code ? ` (${hidden[k].code})` : ''}`;
+  if (hidden.sends.ranks > 0) {
+    out.push(
+      `send queues are not visible on ${why('sends')}: a sender's wait is inferred from the unexpected message it left at the receiver`,
+    );
+  } else if (snap.mpi.library === 'mpich') {
+    out.push(
+      "MPICH's send queue lists only nonblocking sends: blocking sends are inferred from unexpected messages",
+    );
+  }
+  if (hidden.receives.ranks > 0) out.push(`posted receives are not visible on ${why('receives')}`);
+  if (hidden.unexpected.ranks > 0) {
+    out.push(
+      `unexpected messages are not visible on ${why('unexpected')}: a message that arrived but matches no receive cannot be seen; near misses are found from the senders' queues`,
+    );
+  }
+  if (waits.unresolvedWaits > 0) {
+    out.push(
+      `${waits.unresolvedWaits} pending operations name a peer that cannot be mapped to a world rank (no group for their communicator); they are assumed satisfiable`,
+    );
+  }
+  if (snap.mpi.library === 'openmpi' && verdict !== 'deadlock' && waits.collectives.length === 0) {
+    out.push(
+      "Open MPI's DLL hides collective-internal traffic: ranks inside a collective show nothing pending",
+    );
+  }
+  return out;
+}
+
+const ARROW = ' -> ';
+
+/** "rank 3" or "ranks 0-4,7" from a range list. */
+function ranksText(ranges: string): string {
+  return /[-,]/.test(ranges) ? `ranks ${ranges}` : `rank ${ranges}`;
+}
+
+function cyclePath(ranks: readonly number[]): string {
+  const first = ranks[0] ?? 0;
+  if (ranks.length <= 8) return [...ranks, first].join(ARROW);
+  return [...ranks.slice(0, 3), '...', ...ranks.slice(-2), first].join(ARROW);
+}
+
+function evidenceCounts(c: DeadlockCycle): string {
+  const counts = new Map<string, number>();
+  for (const e of c.edges)
+    for (const op of e.ops) counts.set(op.evidence, (counts.get(op.evidence) ?? 0) + 1);
+  return [...counts].map(([k, v]) => `${v} ${k}`).join(', ');
+}
+
+function plural(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+function describeNearMiss(m: NearMiss): string {
+  const c = m.candidates[0];
+  if (c === undefined) return '';
+  const what = m.kind === 'receive' ? 'receive' : 'send';
+  const peer = m.peer === null ? (m.kind === 'receive' ? 'any source' : 'an unknown rank') : `rank ${m.peer}`;
+  const dir = m.kind === 'receive' ? 'from' : 'to';
+  const other =
+    c.op.queue === 'unexpected'
+      ? `an unexpected message from rank ${c.peer ?? '?'} (tag ${c.tag ?? 'any'}, ${c.op.commName || 'unnamed'})`
+      : c.op.queue === 'sends'
+        ? `rank ${c.op.rank}'s send (tag ${c.tag ?? 'any'}, ${c.op.commName || 'unnamed'})`
+        : `rank ${c.op.rank}'s receive from ${c.peer === null ? 'any source' : `rank ${c.peer}`} (tag ${c.tag ?? 'any'}, ${c.op.commName || 'unnamed'})`;
+  const diff = c.wouldMatch ? 'would match but is still pending' : `differs in ${c.differs.join(', ')}`;
+  return `rank ${m.op.rank}'s ${what} ${dir} ${peer} (tag ${m.tag ?? 'any'}, ${m.op.commName || 'unnamed'}) vs ${other}: ${diff}`;
+}
+
+function summarize(e: Omit<Explanation, 'summary'>, w: WaitAnalysis): string {
+  const parts: string[] = [];
+  const last = e.progress.at(-1);
+  switch (e.verdict) {
+    case 'deadlock': {
+      const d = e.deadlock;
+      if (d === null) break;
+      parts.push(`Deadlock: ${d.count} of ${e.rankCount} ranks can never proceed.`);
+      const c = d.cycles[0];
+      if (c !== undefined) {
+        const more = d.cycleTotal > 1 ? ` (${d.cycleTotal} cycles; the first)` : '';
+        const comp =
+          c.componentSize > c.ranks.length ? `, among ${c.componentSize} mutually waiting ranks` : '';
+        parts.push(
+          `Cycle of ${plural(c.ranks.length, 'rank')}${more}: ${cyclePath(c.ranks)} (${evidenceCounts(c)}${comp}).`,
+        );
+        if (!c.certain) {
+          parts.push(
+            'Part of it is inferred from unexpected messages whose senders cannot show their send queues, so it is likely rather than certain.',
+          );
+        }
+      }
+      if (d.cycles.length === 0) {
+        parts.push('No cycle: they wait for ANY_SOURCE on communicators where no other rank could answer.');
+      } else if (d.blockedBehind !== '') {
+        parts.push(`Also blocked, waiting on the cycle: ${ranksText(d.blockedBehind)}.`);
+      }
+      break;
+    }
+    case 'collective-hang': {
+      const c = e.collectives[0];
+      if (c === undefined) break;
+      const name = c.commName || 'an unnamed library communicator';
+      parts.push(
+        `Collective hang: ${plural(c.rankCount, 'rank')} of ${c.commSize} (${c.ranks}) have collective traffic pending on ${name}.`,
+      );
+      if (c.waitingFor !== '') {
+        parts.push(
+          `They wait for ${ranksText(c.waitingFor)}, which show${/[-,]/.test(c.waitingFor) ? '' : 's'} no collective traffic: likely not in the collective (blocked elsewhere or computing).`,
+        );
+      }
+      if (c.lateWaitOn !== '') {
+        parts.push(
+          `Those in turn wait in point-to-point operations for ${ranksText(c.lateWaitOn)}, inside the collective: a cycle through the collective.`,
+        );
+      }
+      if (last === undefined)
+        parts.push('One snapshot cannot show that it does not move: take another to confirm.');
+      else parts.push(`Nothing moved between ${last.from} and ${last.to}.`);
+      break;
+    }
+    case 'stuck': {
+      if (last === undefined) break;
+      parts.push(
+        `Stuck: ${plural(last.counts.pendingAfter, 'operation')} pending and nothing moved between ${last.from} and ${last.to}.`,
+      );
+      break;
+    }
+    case 'progressing': {
+      if (last === undefined) break;
+      const k = last.counts;
+      parts.push(
+        `Progressing: between ${last.from} and ${last.to}, ${k.appeared} operations appeared, ${k.disappeared} disappeared and ${k.changed} changed status, on ${plural(last.movedRanks, 'rank')}.`,
+      );
+      if (last.stuckRanks.length > 0) {
+        parts.push(`Nothing moved on ${ranksText(compressRanks(last.stuckRanks))}, which still wait.`);
+      }
+      break;
+    }
+    case 'idle':
+      parts.push(
+        last === undefined
+          ? 'Idle: no rank waits in a visible MPI operation (computing, finished, or blocked where the queues cannot show it).'
+          : `Idle: nothing pending in the snapshots of ${last.from} and ${last.to}.`,
+      );
+      break;
+    case 'unknown':
+      parts.push(
+        w.rankCount - w.unknownRanks.length === 0
+          ? 'Unknown: no rank could be read.'
+          : `No deadlock${e.partial ? ' among the readable ranks' : ''}: ${plural(w.waitingRanks, 'rank')} wait, but every wait can still be satisfied. One snapshot cannot tell a hang from a slow job: take another to compare.`,
+      );
+      break;
+    default:
+      assertUnreachable(e.verdict);
+  }
+  if (e.dependsOnUnknown !== '') {
+    parts.push(`If the unread ranks are blocked, ${ranksText(e.dependsOnUnknown)} would be deadlocked too.`);
+  }
+  if (e.verdict !== 'idle' && e.waits.waitingOnFree !== '') {
+    const one = !/[-,]/.test(e.waits.waitingOnFree);
+    parts.push(
+      `Waits lead to ${ranksText(e.waits.waitingOnFree)}, which ${one ? 'is' : 'are'} not blocked in any visible operation (computing, or blocked where the queues cannot show it).`,
+    );
+  }
+  const m = e.nearMisses[0];
+  if (m !== undefined) {
+    parts.push(
+      `Near miss${e.nearMissTotal > 1 ? ` (1 of ${e.nearMissTotal})` : ''}: ${describeNearMiss(m)}.`,
+    );
+  }
+  const big = e.classes[0];
+  if (big !== undefined && e.rankCount > 1) {
+    parts.push(
+      e.classTotal === 1
+        ? `All ${e.rankCount} ranks have the same queue shape.`
+        : `Ranks fall into ${e.classTotal} queue shapes; the largest has ${plural(big.size, 'rank')} (${big.ranks})${e.outliers ? `; outliers: ${e.outliers}` : ''}.`,
+    );
+  }
+  if (e.partial) parts.push(`Partial: ${e.partialReasons.join('; ')}.`);
+  return parts.join(' ');
+}
+
+const MAX_EDGES_SHOWN = 6;
+
+/** Plain text for the CLI: the summary first, then the details, each list cut short. */
+export function formatExplanation(e: Explanation): string {
+  const out: string[] = [];
+  out.push(
+    `verdict: ${e.verdict}${e.partial ? ' (partial)' : ''}  [${e.rankCount} ranks, ${e.library}, ${e.takenAt}]`,
+  );
+  out.push(e.summary);
+  for (const r of e.partialReasons) out.push(`partial: ${r}`);
+  for (const l of e.limits) out.push(`limit: ${l}`);
+  if (e.deadlock) {
+    out.push(`deadlocked ranks (${e.deadlock.count}): ${e.deadlock.ranks}`);
+    e.deadlock.cycles.forEach((c, i) => {
+      out.push(
+        `cycle ${i + 1}: ${plural(c.ranks.length, 'rank')}${c.certain ? '' : ' (partly inferred)'}: ${cyclePath(c.ranks)}`,
+      );
+      for (const edge of c.edges.slice(0, MAX_EDGES_SHOWN)) {
+        const ops = edge.ops
+          .map(
+            (o) =>
+              `${o.evidence} ${o.commName || 'unnamed'} ${o.queue}[${o.index}]@${o.rank} tag ${o.tag ?? 'any'}`,
+          )
+          .join('; ');
+        out.push(`  ${edge.from} -> ${edge.to}: ${ops}`);
+      }
+      if (c.edges.length > MAX_EDGES_SHOWN) out.push(`  ... ${c.edges.length - MAX_EDGES_SHOWN} more edges`);
+    });
+    if (e.deadlock.cycleTotal > e.deadlock.cycles.length) {
+      out.push(`... ${e.deadlock.cycleTotal - e.deadlock.cycles.length} more cycles`);
+    }
+    if (e.deadlock.blockedBehind) out.push(`blocked behind the cycles: ${e.deadlock.blockedBehind}`);
+  }
+  if (e.dependsOnUnknown) out.push(`deadlocked if the unread ranks are blocked: ${e.dependsOnUnknown}`);
+  for (const c of e.collectives) {
+    out.push(
+      `collective in progress on ${c.commName || 'unnamed'}/${c.commSize}: ranks ${c.ranks}${c.waitingFor ? `; waiting for ${c.waitingFor}` : ''}${c.lateWaitOn ? `, which wait in p2p for ${c.lateWaitOn}` : ''}`,
+    );
+  }
+  if (e.nearMissTotal > 0) {
+    out.push(`near misses (${e.nearMissTotal}):`);
+    for (const m of e.nearMisses.slice(0, 5)) {
+      out.push(`  ${describeNearMiss(m)}`);
+      for (const note of m.notes) out.push(`    note: ${note}`);
+    }
+    if (e.nearMissTotal > 5) out.push(`  ... ${e.nearMissTotal - 5} more`);
+  }
+  out.push(
+    `queue shapes (${e.classTotal}, peers ${e.classPeers === 'relative' ? 'as +offset' : 'as =local rank'}):`,
+  );
+  for (const c of e.classes.slice(0, 5)) {
+    out.push(
+      `  ${plural(c.size, 'rank')} [${c.ranks}]: ${c.shape.slice(0, 3).join('; ')}${c.shape.length > 3 ? '; ...' : ''}`,
+    );
+  }
+  if (e.classTotal > 5) out.push(`  ... ${e.classTotal - 5} more shapes`);
+  if (e.outliers) out.push(`outliers: ${e.outliers}`);
+  for (const p of e.progress) {
+    const k = p.counts;
+    out.push(
+      `progress ${p.from} -> ${p.to}: ${p.verdict} (unchanged ${k.unchanged}, changed ${k.changed}, appeared ${k.appeared}, disappeared ${k.disappeared})`,
+    );
+  }
+  return out.join('\n');
+}

@@ -1,0 +1,266 @@
+// Near misses: the message a pending receive almost matches, and the receive a pending send
+// almost meets. MPI matches on (communicator, source, tag); a hang is very often one of the
+// three being wrong, and showing "rank 0 sent tag 7 where rank 1 waits for tag 8" names the
+// bug directly. Candidates differ in at most one field (a full match that is still pending
+// is shown too: the library has not progressed it).
+import type { Operation, QueueKind } from '../snapshot-spec.js';
+import type { OpRef } from './comm.js';
+import { csr, IntVec } from './csr.js';
+import { type CommEntry, PEER_ANY, type SnapshotIndex } from './snapshot-index.js';
+
+export type MatchField = 'tag' | 'source' | 'communicator';
+
+export interface NearMissCandidate {
+  readonly op: OpRef;
+  /** World rank of the candidate's sender (for a message) or source (for a receive); null = any/unknown. */
+  readonly peer: number | null;
+  readonly tag: number | null;
+  readonly differs: MatchField[];
+  readonly wouldMatch: boolean;
+}
+
+export interface NearMiss {
+  /** A pending receive looking for its message, or a pending send looking for its receive. */
+  readonly kind: 'receive' | 'send';
+  readonly op: OpRef;
+  /** The receive's source or the send's destination, as a world rank; null = MPI_ANY_SOURCE or unknown. */
+  readonly peer: number | null;
+  readonly tag: number | null;
+  readonly candidates: NearMissCandidate[];
+  /** Queues this reasoning needed but could not see, and which side it reasoned from instead. */
+  readonly notes: string[];
+}
+
+export interface NearMissResult {
+  /** In matching order: by rank, then communicator, receives before sends, then queue index. */
+  readonly items: NearMiss[];
+  /** Entries found before `limit` cut the list. */
+  readonly total: number;
+}
+
+export interface NearMissOptions {
+  /** At most this many entries (default 1000). */
+  readonly limit?: number;
+}
+
+const isInternal = (ce: CommEntry, op: Operation) => ce.internal || (op.tag !== null && op.tag < 0);
+
+// Differences as a bit mask, so the common case (no candidate) allocates nothing.
+const F_COMM = 1;
+const F_SOURCE = 2;
+const F_TAG = 4;
+/** At most one field differs. */
+const isNear = (m: number) => (m & (m - 1)) === 0;
+
+function diffMask(
+  wantKey: number,
+  wantSource: number,
+  wantTag: number | null,
+  haveKey: number,
+  haveSender: number,
+  haveTag: number | null,
+): number {
+  let m = 0;
+  if (wantKey !== haveKey) m |= F_COMM;
+  if (wantSource !== PEER_ANY && wantSource !== haveSender) m |= F_SOURCE;
+  if (wantTag !== null && wantTag !== haveTag) m |= F_TAG;
+  return m;
+}
+
+function fields(m: number): MatchField[] {
+  const out: MatchField[] = [];
+  if (m & F_COMM) out.push('communicator');
+  if (m & F_SOURCE) out.push('source');
+  if (m & F_TAG) out.push('tag');
+  return out;
+}
+
+export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): NearMissResult {
+  const limit = opts.limit ?? 1000;
+  const { n, comms, ok } = ix;
+  // Pending p2p sends bucketed by destination position (CSR of (comm entry, queue index)).
+  const destOf = new IntVec();
+  const sendAt = new IntVec();
+  const sendComm = new IntVec();
+  const sendIndex = new IntVec();
+  for (let ci = 0; ci < comms.length; ci++) {
+    const ce = comms[ci];
+    const sends = ce?.comm.sends;
+    if (ce === undefined || sends === null || sends === undefined || ok[ce.rankIdx] === 0) continue;
+    for (let index = 0; index < sends.length; index++) {
+      const op = sends[index];
+      if (op === undefined || op.status !== 'pending' || isInternal(ce, op)) continue;
+      const dest = ix.peerIdx(op.peer, ce);
+      if (dest < 0) continue;
+      destOf.push(dest);
+      sendAt.push(sendComm.length);
+      sendComm.push(ci);
+      sendIndex.push(index);
+    }
+  }
+  const sendsTo = csr(n, destOf, sendAt);
+  const items: NearMiss[] = [];
+  let total = 0;
+  const worldOf = (idx: number) => (idx >= 0 ? (ix.rankOf[idx] ?? null) : null);
+  const candidate = (
+    ce: CommEntry,
+    queue: QueueKind,
+    index: number,
+    peer: number,
+    op: Operation,
+    m: number,
+  ) => ({
+    op: ix.opRef(ce, queue, index),
+    peer: worldOf(peer),
+    tag: op.tag,
+    differs: fields(m),
+    wouldMatch: m === 0,
+  });
+
+  /**
+   * Candidates for one receive at rank position i: unexpected messages there, then pending
+   * sends aimed at it. With `out` null only whether one exists is wanted.
+   */
+  const scanReceive = (
+    i: number,
+    start: number,
+    end: number,
+    ce: CommEntry,
+    source: number,
+    recv: Operation,
+    out: NearMissCandidate[] | null,
+  ): boolean => {
+    let found = false;
+    for (let cj = start; cj < end; cj++) {
+      const ue = comms[cj];
+      const queue = ue?.comm.unexpected;
+      if (ue === undefined || queue === null || queue === undefined) continue;
+      for (let mi = 0; mi < queue.length; mi++) {
+        const msg = queue[mi];
+        if (msg === undefined || isInternal(ue, msg)) continue;
+        const sender = ix.peerIdx(msg.peer, ue);
+        const m = diffMask(ce.keyId, source, recv.tag, ue.keyId, sender, msg.tag);
+        if (!isNear(m)) continue;
+        if (out === null) return true;
+        found = true;
+        out.push(candidate(ue, 'unexpected', mi, sender, msg, m));
+      }
+    }
+    const sEnd = sendsTo.start[i + 1] ?? 0;
+    for (let p = sendsTo.start[i] ?? 0; p < sEnd; p++) {
+      const at = sendsTo.items[p] ?? 0;
+      const se = comms[sendComm.get(at)];
+      const si = sendIndex.get(at);
+      const send = se?.comm.sends?.[si];
+      if (se === undefined || send === undefined) continue;
+      const m = diffMask(ce.keyId, source, recv.tag, se.keyId, se.rankIdx, send.tag);
+      if (!isNear(m)) continue;
+      if (out === null) return true;
+      found = true;
+      out.push(candidate(se, 'sends', si, se.rankIdx, send, m));
+    }
+    return found;
+  };
+
+  for (let i = 0; i < n; i++) {
+    if (ok[i] === 0) continue;
+    const start = ix.commStart[i] ?? 0;
+    const end = ix.commStart[i + 1] ?? 0;
+    let hiddenUnexpected = false;
+    for (let cj = start; cj < end; cj++) if (comms[cj]?.comm.unexpected === null) hiddenUnexpected = true;
+    for (let ci = start; ci < end; ci++) {
+      const ce = comms[ci];
+      const receives = ce?.comm.receives;
+      if (ce === undefined || receives === null || receives === undefined) continue;
+      for (let index = 0; index < receives.length; index++) {
+        const recv = receives[index];
+        if (recv === undefined || recv.status !== 'pending' || isInternal(ce, recv)) continue;
+        const source = ix.peerIdx(recv.peer, ce);
+        // Past the limit only the count matters: stop at the first candidate, build nothing.
+        const building = items.length < limit;
+        const candidates: NearMissCandidate[] = [];
+        const counted = scanReceive(i, start, end, ce, source, recv, building ? candidates : null);
+        if (!counted) continue;
+        total++;
+        if (!building) continue;
+        const notes: string[] = [];
+        if (hiddenUnexpected) {
+          notes.push(
+            `rank ${ce.rank}'s unexpected queue is not visible: messages already delivered cannot be checked; reasoning from the senders' send queues`,
+          );
+        }
+        if (source >= 0) {
+          const sc = ix.findComm(source, ce.keyId);
+          if (ok[source] === 0) notes.push(`rank ${worldOf(source)}'s queues were not read`);
+          else if (sc === undefined || sc.comm.sends === null) {
+            notes.push(
+              `rank ${worldOf(source)}'s send queue is not visible: reasoning from the unexpected messages at rank ${ce.rank}`,
+            );
+          }
+        }
+        items.push({
+          kind: 'receive',
+          op: ix.opRef(ce, 'receives', index),
+          peer: worldOf(source),
+          tag: recv.tag,
+          candidates,
+          notes,
+        });
+      }
+    }
+    for (let ci = start; ci < end; ci++) {
+      const ce = comms[ci];
+      const sends = ce?.comm.sends;
+      if (ce === undefined || sends === null || sends === undefined) continue;
+      for (let index = 0; index < sends.length; index++) {
+        const send = sends[index];
+        if (send === undefined || send.status !== 'pending' || isInternal(ce, send)) continue;
+        const dest = ix.peerIdx(send.peer, ce);
+        if (dest < 0 || ok[dest] === 0) continue;
+        const building = items.length < limit;
+        const candidates: NearMissCandidate[] = [];
+        let counted = false;
+        let hiddenReceives = false;
+        const dStart = ix.commStart[dest] ?? 0;
+        const dEnd = ix.commStart[dest + 1] ?? 0;
+        scan: for (let cj = dStart; cj < dEnd; cj++) {
+          const de = comms[cj];
+          const queue = de?.comm.receives;
+          if (de === undefined || queue === undefined) continue;
+          if (queue === null) {
+            if (de.keyId === ce.keyId) hiddenReceives = true;
+            continue;
+          }
+          for (let ri = 0; ri < queue.length; ri++) {
+            const recv = queue[ri];
+            if (recv === undefined || recv.status !== 'pending' || isInternal(de, recv)) continue;
+            const source = ix.peerIdx(recv.peer, de);
+            const m = diffMask(de.keyId, source, recv.tag, ce.keyId, i, send.tag);
+            // Exactly one field: a full match is already listed under the receive.
+            if (m === 0 || !isNear(m)) continue;
+            counted = true;
+            if (!building) break scan;
+            candidates.push(candidate(de, 'receives', ri, source, recv, m));
+          }
+        }
+        if (!counted) continue;
+        total++;
+        if (!building) continue;
+        const notes = hiddenReceives
+          ? [
+              `rank ${worldOf(dest)}'s posted receives are not visible: whether one waits for this send cannot be checked`,
+            ]
+          : [];
+        items.push({
+          kind: 'send',
+          op: ix.opRef(ce, 'sends', index),
+          peer: worldOf(dest),
+          tag: send.tag,
+          candidates,
+          notes,
+        });
+      }
+    }
+  }
+  return { items, total };
+}
