@@ -1,14 +1,16 @@
 // `mqd snapshot --pid PID[:RANK] ... [--dll PATH] [--json] [--all]`
 import { parseArgs } from 'node:util';
 import { formatSnapshot, type SnapshotTarget, Snapshotter } from '@mqd/core';
-import { type MqdError, mqdError } from '@mqd/model';
+import { type MqdError, explainSnapshot, formatExplanation, mqdError } from '@mqd/model';
 
-export const SNAPSHOT_USAGE = `usage: mqd snapshot --pid PID[:RANK] [--pid ...] [--dll PATH] [--json] [--all]
+export const SNAPSHOT_USAGE = `usage: mqd snapshot --pid PID[:RANK] [--pid ...] [--dll PATH] [--json] [--all] [--explain]
   Stops each MPI process for a few milliseconds, reads its message queues through the MPI
   library's debugger DLL and prints them. RANK defaults to the rank in the process environment.
   --dll PATH   the message-queue DLL (default: MPIR_dll_name in the process)
   --json       print the snapshot as JSON (schema: packages/model/src/snapshot-spec.ts)
-  --all        also list empty internal communicators`;
+  --all        also list empty internal communicators
+  --explain    say why the job is stuck: deadlock cycles, near-miss matches, rank classes
+               (with --json: {snapshot, explanation})`;
 
 export function parsePidArg(s: string): SnapshotTarget | MqdError {
   const m = /^(\d+)(?::(\d+))?$/.exec(s);
@@ -24,7 +26,7 @@ export interface Io {
 }
 
 export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
-  let values: { pid?: string[]; dll?: string; json?: boolean; all?: boolean; help?: boolean };
+  let values: { pid?: string[]; dll?: string; json?: boolean; all?: boolean; explain?: boolean; help?: boolean };
   try {
     ({ values } = parseArgs({
       args: argv,
@@ -33,6 +35,7 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
         dll: { type: 'string' },
         json: { type: 'boolean' },
         all: { type: 'boolean' },
+        explain: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -64,11 +67,12 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
       targets,
       values.dll !== undefined ? { dll: values.dll } : {},
     );
-    io.out(
-      values.json
-        ? JSON.stringify(snapshot, null, 2)
-        : formatSnapshot(snapshot, { all: values.all ?? false }),
-    );
+    const explanation = values.explain ? explainSnapshot(snapshot) : null;
+    if (values.json) io.out(JSON.stringify(explanation ? { snapshot, explanation } : snapshot, null, 2));
+    else {
+      io.out(formatSnapshot(snapshot, { all: values.all ?? false }));
+      if (explanation) io.out(`\n${formatExplanation(explanation)}`);
+    }
     const okRanks = snapshot.ranks.filter((r) => r.state.kind === 'ok').length;
     if (okRanks === 0) {
       if (!values.json) for (const r of snapshot.ranks) if (r.state.kind !== 'ok') io.err(r.state.message);

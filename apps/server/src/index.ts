@@ -1,1 +1,14 @@
-export {};
+// @mqd/server: the aggregator (buildApp, serve), the per-node agent (startAgent) and the
+// seams through which the real MPI reader and job locator are plugged in.
+export * from './agent.js';
+export * from './agent-protocol.js';
+export { type AppOptions, buildApp, type Services } from './app.js';
+export { ADMIN_NAME, hashToken } from './auth.js';
+export * from './config.js';
+export { type HungJob, SnapshotService, summarize, type UiEvents } from './fanout.js';
+export { AgentHub, type AgentInfo, tokenMatches } from './hub.js';
+export * from './seams.js';
+export * from './serve.js';
+export { MIGRATIONS, type Migration, type RetentionPolicy, Store, type StoreOptions } from './store.js';
+export * from './synthetic.js';
+export type * from './types.js';

@@ -1,0 +1,97 @@
+// `mqd ranks --attach PID [--method auto|mpir|process-tree] [--json]`
+// `mqd ranks --pid PID[:RANK] ... [--json]`
+import { parseArgs } from 'node:util';
+import { type MqdError, mqdError, type Result } from '@mqd/model';
+import {
+  attachStarter,
+  type JobRanks,
+  METHOD_CHOICES,
+  type MethodChoice,
+  type PidTarget,
+  ranksFromPids,
+} from '@mqd/mpir';
+import { type Io, parsePidArg } from './snapshot-cmd.js';
+
+export const RANKS_USAGE = `usage: mqd ranks --attach PID [--method auto|mpir|process-tree] [--json]
+       mqd ranks --pid PID[:RANK] [--pid ...] [--json]
+  Lists every rank of an MPI job with its pid and host, without stopping anything.
+  --attach PID   the job's starter (mpirun, mpiexec): its MPIR process table, else the MPI
+                 processes below it
+  --method M     auto (default): the MPIR table, else the process tree; mpir or process-tree
+                 to force one
+  --pid PID[:RANK]  ranks given directly (RANK defaults to the one in the process environment)
+  --json         print the job as JSON`;
+
+const isMethod = (s: string): s is MethodChoice => (METHOD_CHOICES as readonly string[]).includes(s);
+
+function usage(io: Io, detail: string): number {
+  io.err(`${mqdError('MQD_E_USAGE', detail).message}\n${RANKS_USAGE}`);
+  return 2;
+}
+
+/** The human form: one line for the job, one per rank, warnings last. */
+export function formatJobRanks(job: JobRanks): string {
+  const hosts = Object.keys(job.byHost);
+  const head = job.starter
+    ? `job of pid ${job.starter.pid} (${job.starter.command || job.starter.exe}), uid ${job.starter.uid}`
+    : 'ranks given by pid';
+  const lines = [
+    `${head}: ${job.ranks.length} rank${job.ranks.length === 1 ? '' : 's'} on ${hosts.length} host${hosts.length === 1 ? '' : 's'} (via ${job.method})`,
+  ];
+  const rows = [['rank', 'pid', 'host', 'executable'], ...job.ranks.map((r) => [String(r.rank), String(r.pid), r.host, r.executable])];
+  const widths = [0, 1, 2].map((c) => Math.max(...rows.map((row) => (row[c] ?? '').length)));
+  for (const row of rows) lines.push(`  ${row.map((cell, c) => (c < 3 ? cell.padEnd(widths[c] ?? 0) : cell)).join('  ')}`);
+  for (const w of job.warnings) lines.push(`warning: ${w}`);
+  return lines.join('\n');
+}
+
+export async function ranksCommand(argv: string[], io: Io): Promise<number> {
+  let values: { attach?: string; method?: string; pid?: string[]; json?: boolean; help?: boolean };
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        attach: { type: 'string' },
+        method: { type: 'string' },
+        pid: { type: 'string', multiple: true },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }));
+  } catch (e) {
+    return usage(io, (e as Error).message);
+  }
+  if (values.help) {
+    io.out(RANKS_USAGE);
+    return 0;
+  }
+  const pids = values.pid ?? [];
+  if ((values.attach === undefined) === (pids.length === 0)) return usage(io, 'give either --attach PID or --pid PID...');
+  const method = values.method ?? 'auto';
+  if (!isMethod(method)) return usage(io, `--method takes ${METHOD_CHOICES.join(', ')}, got '${method}'`);
+  if (values.method !== undefined && values.attach === undefined) return usage(io, '--method goes with --attach');
+
+  let result: Result<JobRanks, MqdError>;
+  if (values.attach !== undefined) {
+    if (!/^\d+$/.test(values.attach)) return usage(io, `--attach takes a pid, got '${values.attach}'`);
+    result = attachStarter(Number(values.attach), { method });
+  } else {
+    const targets: PidTarget[] = [];
+    for (const p of pids) {
+      const t = parsePidArg(p);
+      if ('code' in t) {
+        io.err(t.message);
+        return 2;
+      }
+      targets.push(t.rank !== undefined ? { pid: t.pid, rank: t.rank } : t.pid);
+    }
+    result = ranksFromPids(targets);
+  }
+  if (!result.ok) {
+    io.err(result.error.message);
+    return 1;
+  }
+  io.out(values.json ? JSON.stringify(result.value, null, 2) : formatJobRanks(result.value));
+  return 0;
+}

@@ -1,0 +1,104 @@
+// `mqd run [--snapshot] [--json] [--timeout SECONDS] -- STARTER [ARGS...]`
+import { parseArgs } from 'node:util';
+import { constants } from 'node:os';
+import { formatSnapshot, type SnapshotResult, Snapshotter } from '@mqd/core';
+import { mqdError } from '@mqd/model';
+import { type JobRanks, launchUnderTool, localHost, localTargets } from '@mqd/mpir';
+import { formatJobRanks } from './ranks-cmd.js';
+import type { Io } from './snapshot-cmd.js';
+
+export const RUN_USAGE = `usage: mqd run [--snapshot] [--json] [--timeout SECONDS] -- STARTER [ARGS...]
+  Starts an MPI job under the tool (e.g. mqd run -- mpirun -np 4 ./app), stops the starter at
+  MPIR_Breakpoint, prints its process table, then lets the job run and exits with its status.
+  --snapshot      also take a first snapshot there (Open MPI's ranks are then held at the end
+                  of MPI_Init; MPICH's are not held, so some may not be in MPI yet)
+  --json          print the table (and snapshot) as one JSON document
+  --timeout SECS  time for the starter to reach MPIR_Breakpoint (default 60)
+  The job inherits this terminal; ^C reaches it directly, SIGTERM/SIGHUP sent to mqd are passed on.`;
+
+function usage(io: Io, detail: string): number {
+  io.err(`${mqdError('MQD_E_USAGE', detail).message}\n${RUN_USAGE}`);
+  return 2;
+}
+
+export async function runCommand(argv: string[], io: Io): Promise<number> {
+  const dash = argv.indexOf('--');
+  const own = dash >= 0 ? argv.slice(0, dash) : argv;
+  const command = dash >= 0 ? argv.slice(dash + 1) : [];
+  let values: { snapshot?: boolean; json?: boolean; timeout?: string; help?: boolean };
+  try {
+    ({ values } = parseArgs({
+      args: own,
+      options: {
+        snapshot: { type: 'boolean' },
+        json: { type: 'boolean' },
+        timeout: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }));
+  } catch (e) {
+    return usage(io, (e as Error).message);
+  }
+  if (values.help) {
+    io.out(RUN_USAGE);
+    return 0;
+  }
+  if (command.length === 0) return usage(io, 'give the starter command after --');
+  let timeoutMs = 60_000;
+  if (values.timeout !== undefined) {
+    const s = Number(values.timeout);
+    if (!Number.isFinite(s) || s <= 0) return usage(io, `--timeout takes seconds, got '${values.timeout}'`);
+    timeoutMs = Math.round(s * 1000);
+  }
+
+  const snapshotter = values.snapshot ? new Snapshotter() : null;
+  const here = localHost();
+  const report = (job: JobRanks, snap: SnapshotResult | null): void => {
+    if (values.json) {
+      io.out(JSON.stringify({ job, snapshot: snap?.snapshot ?? null }, null, 2));
+      return;
+    }
+    io.out(formatJobRanks(job));
+    if (snap) io.out(formatSnapshot(snap.snapshot, { all: false }));
+  };
+  try {
+    const launched = await launchUnderTool(command, {
+      stdio: 'inherit',
+      timeoutMs,
+      here,
+      // Printed while the starter is held, so the table comes before the job's own output.
+      atBreakpoint: async (job) => {
+        const snap = snapshotter
+          ? await snapshotter.snapshot(localTargets(job, here.short).map((r) => ({ pid: r.pid, rank: r.rank, host: r.host })))
+          : null;
+        report(job, snap);
+        return snap;
+      },
+    });
+    if (!launched.ok) {
+      io.err(launched.error.message);
+      return 1;
+    }
+    // The job runs on for as long as it likes: do not keep a DLL host around for it.
+    await snapshotter?.dispose();
+    const job = launched.value;
+    const forward = (sig: NodeJS.Signals) => job.signal(sig);
+    process.on('SIGTERM', forward);
+    process.on('SIGHUP', forward);
+    // ^C goes to the whole foreground process group, the starter included: do not die first.
+    const ignoreInt = () => {};
+    process.on('SIGINT', ignoreInt);
+    try {
+      const exit = await job.wait();
+      if (exit.signal !== null) return 128 + (constants.signals[exit.signal] ?? 0);
+      return exit.code ?? 1;
+    } finally {
+      process.removeListener('SIGTERM', forward);
+      process.removeListener('SIGHUP', forward);
+      process.removeListener('SIGINT', ignoreInt);
+    }
+  } finally {
+    await snapshotter?.dispose();
+  }
+}

@@ -1,0 +1,506 @@
+// The per-node agent: connects to the aggregator over socket.io (agent-protocol.ts), reports
+// its node's health and MPI starters, and answers snapshot and locate requests with the
+// injected RankReader and JobLocator. It reconnects on its own with exponential backoff and
+// never lets a reader failure cost more than the ranks involved: every requested rank is
+// answered, in state error when it could not be read.
+import { hostname, loadavg } from 'node:os';
+import {
+  type ErrorCode,
+  isErrorCode,
+  type MqdError,
+  MqdException,
+  mqdError,
+  type RankSnapshot,
+} from '@mqd/model';
+import { io, type Socket } from 'socket.io-client';
+import {
+  AGENT_NAMESPACE,
+  AGENT_PROTOCOL_VERSION,
+  type AgentHandshake,
+  type AgentMessage,
+  checkRanks,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  decodeServerMessage,
+  encodeMessage,
+  fromWire,
+  type SnapshotParams,
+  WIRE_EVENT,
+  type WireError,
+} from './agent-protocol.js';
+import type { JobLocator, RankReader, RankTarget, SeenStarter } from './seams.js';
+import { createSyntheticLocator, createSyntheticReader, type SyntheticJob } from './synthetic.js';
+
+export const AGENT_VERSION = '0.1.0';
+
+export interface BackoffOptions {
+  /** First retry delay, ms (default 500). */
+  readonly initialMs?: number;
+  /** Longest delay, ms (default 30 000). */
+  readonly maxMs?: number;
+  /** Growth per failed attempt (default 2). */
+  readonly factor?: number;
+  /** 0..1: the delay is drawn from [d * (1 - jitter), d] so agents of a restarted server do not all come back at once (default 0.5). */
+  readonly jitter?: number;
+}
+
+/** Delay before reconnect attempt `attempt` (0-based). */
+export function backoffDelay(
+  attempt: number,
+  o: BackoffOptions = {},
+  random: () => number = Math.random,
+): number {
+  const initial = o.initialMs ?? 500;
+  const max = o.maxMs ?? 30_000;
+  const d = Math.min(max, initial * (o.factor ?? 2) ** Math.min(attempt, 64));
+  return Math.round(d * (1 - (o.jitter ?? 0.5) * random()));
+}
+
+export type AgentEvent =
+  | { readonly kind: 'welcome'; readonly agentId: string }
+  | { readonly kind: 'disconnect'; readonly reason: string }
+  | { readonly kind: 'connect-error'; readonly error: MqdError; readonly retryInMs: number }
+  | { readonly kind: 'refused'; readonly error: MqdError; readonly refId: number | null }
+  | { readonly kind: 'request'; readonly method: 'snapshot' | 'locate'; readonly id: number };
+
+export interface Disposable {
+  dispose(): void;
+}
+
+export interface AgentOptions {
+  /** Aggregator base URL, e.g. http://head:8080. */
+  readonly serverUrl: string;
+  /** The shared agent token. */
+  readonly token: string;
+  readonly reader: RankReader;
+  /** Only needed on nodes where starters (mpirun) run. */
+  readonly locator?: JobLocator | null;
+  /** Node name reported for every rank; default os.hostname(). */
+  readonly host?: string;
+  readonly agentId?: string;
+  readonly backoff?: BackoffOptions;
+  /** Status reports more often than the aggregator asks (ms); default: as asked. */
+  readonly statusIntervalMs?: number;
+  readonly log?: (line: string) => void;
+  readonly random?: () => number;
+}
+
+export interface AgentHandle extends AsyncDisposable {
+  readonly agentId: string;
+  readonly host: string;
+  /** True between the aggregator's welcome and the next disconnect. */
+  readonly connected: boolean;
+  /** Resolves at the next welcome (at once if connected now). */
+  whenConnected(): Promise<void>;
+  onEvent(listener: (e: AgentEvent) => void): Disposable;
+  /** Drops the connection as if the network failed; the agent reconnects by itself. */
+  simulateDrop(): void;
+  dispose(): Promise<void>;
+}
+
+function toMqdError(e: unknown, fallback: ErrorCode): MqdError {
+  if (e instanceof MqdException) return e.error;
+  return mqdError(fallback, e instanceof Error ? e.message : String(e));
+}
+
+function errorRank(t: RankTarget, host: string, e: MqdError): RankSnapshot {
+  return {
+    rank: t.rank,
+    pid: t.pid,
+    host,
+    state: { kind: 'error', code: e.code, message: e.message.slice(0, 4096) },
+    pausedMicros: null,
+    communicators: [],
+  };
+}
+
+/**
+ * Every target answered exactly once, in target order: what the reader returned for it when
+ * that is valid, otherwise an error rank saying why.
+ */
+function completeAnswer(
+  targets: readonly RankTarget[],
+  got: readonly RankSnapshot[],
+  host: string,
+  failure: MqdError | null,
+): RankSnapshot[] {
+  const byRank = new Map<number, RankSnapshot>();
+  for (const r of got) if (typeof r?.rank === 'number') byRank.set(r.rank, r);
+  const answer = targets.map((t) => {
+    const r = byRank.get(t.rank);
+    if (r !== undefined && r.pid === t.pid) return r;
+    return errorRank(
+      t,
+      host,
+      failure ??
+        mqdError('MQD_E_INTERNAL', `the rank reader returned no snapshot for rank ${t.rank} (pid ${t.pid})`),
+    );
+  });
+  // The reader is foreign code: check what it produced here, so one bad rank becomes an error
+  // rank instead of getting the whole chunk refused by the aggregator.
+  if (checkRanks(answer).ok) return answer;
+  return answer.map((r, i) => {
+    const v = checkRanks([r]);
+    const t = targets[i];
+    if (v.ok || t === undefined) return r;
+    return errorRank(
+      t,
+      host,
+      mqdError('MQD_E_INTERNAL', `the rank reader produced an invalid snapshot at ${v.error}`),
+    );
+  });
+}
+
+/** Splits serialised ranks into chunk messages of at most maxBytes each. */
+export function* chunkMessages(id: number, ranks: readonly RankSnapshot[], host: string, maxBytes: number) {
+  const head = `{"type":"chunk","id":${id},"ranks":[`;
+  const tail = ']}';
+  const overhead = Buffer.byteLength(head) + tail.length;
+  let parts: string[] = [];
+  let size = overhead;
+  for (const r of ranks) {
+    let s = JSON.stringify(r);
+    let n = Buffer.byteLength(s);
+    if (n + overhead > maxBytes) {
+      s = JSON.stringify(
+        errorRank(
+          r,
+          host,
+          mqdError(
+            'MQD_E_READ_BUDGET',
+            `the snapshot of rank ${r.rank} is ${n} bytes, over the ${maxBytes}-byte message limit`,
+          ),
+        ),
+      );
+      n = Buffer.byteLength(s);
+    }
+    if (parts.length > 0 && size + n + 1 > maxBytes) {
+      yield Buffer.from(head + parts.join(',') + tail, 'utf8');
+      parts = [];
+      size = overhead;
+    }
+    parts.push(s);
+    size += n + 1;
+  }
+  if (parts.length > 0) yield Buffer.from(head + parts.join(',') + tail, 'utf8');
+}
+
+function sanitizeId(s: string): string {
+  return s.replace(/[^A-Za-z0-9._:-]/g, '_').slice(0, 64) || 'agent';
+}
+
+export function startAgent(opts: AgentOptions): AgentHandle {
+  const host = opts.host ?? hostname();
+  const agentId = sanitizeId(opts.agentId ?? `${host}-${process.pid}`);
+  const log = opts.log ?? (() => {});
+  const listeners = new Set<(e: AgentEvent) => void>();
+  const emit = (e: AgentEvent) => {
+    for (const l of listeners) l(e);
+  };
+  const active = new Map<number, AbortController>();
+  let maxBytes = DEFAULT_MAX_MESSAGE_BYTES;
+  let lastError: WireError | null = null;
+  let welcomed = false;
+  let disposed = false;
+  let attempt = 0;
+  let retryTimer: NodeJS.Timeout | null = null;
+  let statusTimer: NodeJS.Timeout | null = null;
+  let waiters: (() => void)[] = [];
+  const startedAt = Date.now();
+
+  const auth: AgentHandshake = {
+    token: opts.token,
+    protocol: AGENT_PROTOCOL_VERSION,
+    agentId,
+    host,
+    version: AGENT_VERSION,
+  };
+  const url = new URL(AGENT_NAMESPACE, opts.serverUrl).toString();
+  // Reconnection is ours (scheduleRetry), not socket.io's: its manager does not retry after a
+  // refused handshake or a server-side disconnect, and one policy for every case is simpler.
+  const socket: Socket = io(url, {
+    auth: { ...auth },
+    reconnection: false,
+    transports: ['websocket'],
+    autoConnect: false,
+  });
+
+  const send = (msg: AgentMessage | Buffer): boolean => {
+    // Never let socket.io buffer while disconnected: a stale answer after reconnect would only
+    // be refused, and the aggregator has already marked those ranks agent-missing.
+    if (!socket.connected) return false;
+    socket.emit(WIRE_EVENT, Buffer.isBuffer(msg) ? msg : encodeMessage(msg));
+    return true;
+  };
+
+  const sendStatus = async () => {
+    let jobs: readonly SeenStarter[] = [];
+    try {
+      jobs = (await opts.locator?.list?.()) ?? [];
+    } catch (e) {
+      lastError = toMqdError(e, 'MQD_E_INTERNAL');
+      log(`agent ${agentId}: listing starters failed: ${lastError.message}`);
+    }
+    const mem = process.memoryUsage();
+    send({
+      type: 'status',
+      health: {
+        rssBytes: mem.rss,
+        heapUsedBytes: mem.heapUsed,
+        uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
+        loadAverage1m: loadavg()[0] ?? 0,
+        activeRequests: active.size,
+        lastError,
+      },
+      mpi: opts.reader.mpi,
+      jobs: jobs.slice(0, 1024),
+    });
+  };
+
+  const scheduleRetry = (): number => {
+    if (disposed || retryTimer !== null) return 0;
+    const delay = backoffDelay(attempt++, opts.backoff, opts.random);
+    retryTimer = setTimeout(() => {
+      retryTimer = null;
+      if (!disposed && !socket.connected) socket.connect();
+    }, delay);
+    return delay;
+  };
+
+  const handleSnapshot = async (id: number, p: SnapshotParams) => {
+    const started = performance.now();
+    const ac = new AbortController();
+    active.set(id, ac);
+    let got: RankSnapshot[] = [];
+    let failure: MqdError | null = null;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          ac.abort();
+          reject(
+            new MqdException(
+              mqdError('MQD_E_DLL_TIMEOUT', `reading ${p.ranks.length} ranks took over ${p.timeoutMs} ms`),
+            ),
+          );
+        }, p.timeoutMs);
+      });
+      got = await Promise.race([
+        opts.reader.read(p.ranks, { host, timeoutMs: p.timeoutMs, signal: ac.signal }),
+        timeout,
+      ]);
+    } catch (e) {
+      // A failed read is data for the snapshot (error ranks), not a reason to stop the agent.
+      failure = toMqdError(e, 'MQD_E_INTERNAL');
+      lastError = failure;
+      log(`agent ${agentId}: read failed: ${failure.message}`);
+    } finally {
+      clearTimeout(timer);
+      active.delete(id);
+    }
+    if (ac.signal.aborted && failure === null) return; // disconnected meanwhile: nobody waits
+    const answer = completeAnswer(p.ranks, Array.isArray(got) ? got : [], host, failure);
+    for (const chunk of chunkMessages(id, answer, host, maxBytes)) {
+      if (!send(chunk)) return;
+    }
+    send({
+      type: 'reply',
+      id,
+      method: 'snapshot',
+      ok: true,
+      result: {
+        count: answer.length,
+        mpi: opts.reader.mpi,
+        durationMicros: Math.round((performance.now() - started) * 1000),
+      },
+    });
+  };
+
+  const handleLocate = async (id: number, starterPid: number) => {
+    if (!opts.locator) {
+      send({
+        type: 'reply',
+        id,
+        method: 'locate',
+        ok: false,
+        error: mqdError('MQD_E_NOT_STARTER', `agent ${agentId} on ${host} has no job locator`),
+      });
+      return;
+    }
+    try {
+      const r = await opts.locator.locate(starterPid);
+      if (r.ok) send({ type: 'reply', id, method: 'locate', ok: true, result: r.value });
+      else send({ type: 'reply', id, method: 'locate', ok: false, error: r.error });
+    } catch (e) {
+      lastError = toMqdError(e, 'MQD_E_INTERNAL');
+      send({ type: 'reply', id, method: 'locate', ok: false, error: lastError });
+    }
+  };
+
+  socket.on(WIRE_EVENT, (data: unknown) => {
+    const m = decodeServerMessage(data, Number.MAX_SAFE_INTEGER);
+    if (!m.ok) {
+      log(`agent ${agentId}: ignored a malformed message from the aggregator: ${m.error.error.message}`);
+      return;
+    }
+    const msg = m.value;
+    switch (msg.type) {
+      case 'welcome': {
+        maxBytes = msg.maxMessageBytes;
+        welcomed = true;
+        attempt = 0;
+        if (statusTimer) clearInterval(statusTimer);
+        statusTimer = setInterval(() => void sendStatus(), opts.statusIntervalMs ?? msg.statusIntervalMs);
+        statusTimer.unref();
+        void sendStatus();
+        log(`agent ${agentId}: connected to ${opts.serverUrl} as ${host}`);
+        emit({ kind: 'welcome', agentId: msg.agentId });
+        const w = waiters;
+        waiters = [];
+        for (const f of w) f();
+        return;
+      }
+      case 'request':
+        emit({ kind: 'request', method: msg.method, id: msg.id });
+        if (msg.method === 'snapshot') void handleSnapshot(msg.id, msg.params);
+        else void handleLocate(msg.id, msg.params.starterPid);
+        return;
+      case 'refused':
+        log(`agent ${agentId}: the aggregator refused a message: ${msg.error.message}`);
+        emit({ kind: 'refused', error: fromWire(msg.error, 'MQD_E_BAD_INPUT'), refId: msg.refId });
+        return;
+    }
+  });
+
+  socket.on('connect_error', (e: Error & { data?: { code?: unknown } }) => {
+    // A refused handshake carries the aggregator's coded error; anything else is the network.
+    const code = e.data?.code;
+    const error: MqdError =
+      typeof code === 'string' && isErrorCode(code)
+        ? { code, message: e.message }
+        : mqdError(
+            'MQD_E_AGENT_MISSING',
+            `the aggregator at ${opts.serverUrl} is unreachable (${e.message})`,
+          );
+    const retryInMs = scheduleRetry();
+    log(
+      `agent ${agentId}: cannot connect to ${opts.serverUrl}: ${error.message}; retrying in ${retryInMs} ms`,
+    );
+    emit({ kind: 'connect-error', error, retryInMs });
+  });
+
+  socket.on('disconnect', (reason) => {
+    welcomed = false;
+    if (statusTimer) clearInterval(statusTimer);
+    statusTimer = null;
+    for (const ac of active.values()) ac.abort();
+    emit({ kind: 'disconnect', reason });
+    if (!disposed) {
+      const delay = scheduleRetry();
+      log(`agent ${agentId}: disconnected (${reason}); reconnecting in ${delay} ms`);
+    }
+  });
+
+  socket.connect();
+
+  const dispose = async () => {
+    if (disposed) return;
+    disposed = true;
+    if (retryTimer) clearTimeout(retryTimer);
+    if (statusTimer) clearInterval(statusTimer);
+    for (const ac of active.values()) ac.abort();
+    socket.disconnect();
+    listeners.clear();
+  };
+
+  return {
+    agentId,
+    host,
+    get connected() {
+      return welcomed && socket.connected;
+    },
+    whenConnected() {
+      if (welcomed && socket.connected) return Promise.resolve();
+      return new Promise<void>((resolve) => waiters.push(resolve));
+    },
+    onEvent(listener) {
+      listeners.add(listener);
+      return { dispose: () => listeners.delete(listener) };
+    },
+    simulateDrop() {
+      // Closing the engine (not the socket) is what a network failure looks like to both ends.
+      socket.io.engine?.close();
+    },
+    dispose,
+    [Symbol.asyncDispose]: dispose,
+  };
+}
+
+// --- synthetic mode ---------------------------------------------------------------------
+
+export interface SyntheticAgentsOptions {
+  readonly serverUrl: string;
+  readonly token: string;
+  /** Number of simulated nodes, each with its own agent. */
+  readonly agents: number;
+  /** Ranks per node. */
+  readonly ranksPerAgent: number;
+  readonly starterPid?: number;
+  readonly uid?: number;
+  readonly command?: string;
+  readonly seed?: number;
+  readonly evolve?: boolean;
+  readonly hostPrefix?: string;
+  readonly backoff?: BackoffOptions;
+  readonly log?: (line: string) => void;
+}
+
+export interface SyntheticAgents extends AsyncDisposable {
+  readonly agents: readonly AgentHandle[];
+  readonly job: SyntheticJob;
+  whenConnected(): Promise<void>;
+  dispose(): Promise<void>;
+}
+
+/**
+ * N simulated nodes of one MPI job, M ranks each: node 0 also runs the starter, so attaching
+ * to `job.starterPid` on host `${hostPrefix}0` finds all N*M ranks.
+ */
+export function startSyntheticAgents(o: SyntheticAgentsOptions): SyntheticAgents {
+  const prefix = o.hostPrefix ?? 'sim-';
+  const job: SyntheticJob = {
+    starterPid: o.starterPid ?? 4242,
+    uid: o.uid ?? 1000,
+    command: o.command ?? `mpirun -np ${o.agents * o.ranksPerAgent} ./ring`,
+    hosts: Array.from({ length: o.agents }, (_, i) => `${prefix}${i}`),
+    ranksPerHost: o.ranksPerAgent,
+  };
+  const worldSize = o.agents * o.ranksPerAgent;
+  const agents = job.hosts.map((host, i) =>
+    startAgent({
+      serverUrl: o.serverUrl,
+      token: o.token,
+      host,
+      agentId: `${host}`,
+      reader: createSyntheticReader({
+        worldSize,
+        ...(o.seed === undefined ? {} : { seed: o.seed }),
+        ...(o.evolve === undefined ? {} : { evolve: o.evolve }),
+      }),
+      locator: i === 0 ? createSyntheticLocator(job) : null,
+      ...(o.backoff ? { backoff: o.backoff } : {}),
+      ...(o.log ? { log: o.log } : {}),
+    }),
+  );
+  const dispose = async () => {
+    await Promise.all(agents.map((a) => a.dispose()));
+  };
+  return {
+    agents,
+    job,
+    whenConnected: async () => {
+      await Promise.all(agents.map((a) => a.whenConnected()));
+    },
+    dispose,
+    [Symbol.asyncDispose]: dispose,
+  };
+}

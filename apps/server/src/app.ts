@@ -1,0 +1,216 @@
+// buildApp: the aggregator as a tree of encapsulated Fastify plugins, apart from listen().
+//
+//   root            error + not-found handlers, ApiError schema, rate limits, OpenAPI
+//   ├─ store        the SQLite store's lifecycle and the periodic retention sweep
+//   ├─ agents hub   socket.io on the same HTTP server: /agents (agent token), /ui (user login)
+//   └─ api          /api
+//      ├─ public    health, login, logout, shared snapshots (no login)
+//      └─ authed    every route below needs a user (session cookie, bearer, or trusted proxy)
+//         ├─ jobs       list, attach, snapshot, history
+//         ├─ snapshots  read, export
+//         ├─ shares     create share links
+//         └─ admin      agents, activity, hung jobs, users (admins only)
+//
+// Services (store, auth, hub, snapshot fan-out) are built here once and handed to the plugins
+// that need them as plugin options, so each plugin states its dependencies.
+import rateLimit from '@fastify/rate-limit';
+import fastifyStatic from '@fastify/static';
+import swagger from '@fastify/swagger';
+import { MqdException, mqdError } from '@mqd/model';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { Server as SocketServer } from 'socket.io';
+import { AGENT_NAMESPACE } from './agent-protocol.js';
+import { Auth, newToken } from './auth.js';
+import { DEFAULT_CONFIG, SERVER_VERSION, type ServerConfig } from './config.js';
+import { SnapshotService, type UiEvents } from './fanout.js';
+import { errorBody } from './http.js';
+import { AgentHub } from './hub.js';
+import { agentsHubPlugin } from './plugins/agents-hub.js';
+import { apiPlugin } from './plugins/api.js';
+import { storePlugin } from './plugins/store.js';
+import { ApiError, JobSnapshotJson } from './schemas.js';
+import { Store } from './store.js';
+import type { User } from './types.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the authed plugin's hook; null on public routes. */
+    user: User | null;
+  }
+  interface FastifyInstance {
+    /** The services and tokens of this aggregator (for serve(), tests and the benchmark). */
+    mqd: Services;
+  }
+}
+
+export interface Services {
+  readonly config: ServerConfig;
+  readonly clock: () => number;
+  readonly store: Store;
+  readonly auth: Auth;
+  readonly hub: AgentHub;
+  readonly snapshots: SnapshotService;
+  readonly ui: UiEvents;
+  readonly io: SocketServer;
+  /** The tokens in effect (generated when the configuration had none). */
+  readonly agentToken: string;
+  readonly adminToken: string;
+}
+
+export interface PluginOpts {
+  readonly s: Services;
+}
+
+export interface AppOptions {
+  /** Over DEFAULT_CONFIG; usually the result of loadConfig(). */
+  readonly config?: Partial<ServerConfig>;
+  /** Epoch ms; injectable so expiry and retention are tested without waiting. */
+  readonly clock?: () => number;
+  readonly logger?: FastifyServerOptions['logger'];
+  /** An open store to use (and leave open on close); default: opened from config.dataDir. */
+  readonly store?: Store;
+}
+
+export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> {
+  const config: ServerConfig = { ...DEFAULT_CONFIG, ...opts.config };
+  const clock = opts.clock ?? Date.now;
+  const app = Fastify({
+    logger: opts.logger ?? false,
+    // Snapshots are big; everything a client posts is small.
+    bodyLimit: 64 * 1024,
+    trustProxy: config.proxyUserHeader !== null,
+  });
+
+  const ownsStore = opts.store === undefined;
+  const store =
+    opts.store ??
+    new Store({
+      dataDir: config.dataDir,
+      clock,
+      retention: {
+        maxSnapshotsPerJob: config.maxSnapshotsPerJob,
+        maxAgeSeconds: config.maxSnapshotAgeSeconds,
+      },
+    });
+  const auth = new Auth({
+    store,
+    clock,
+    sessionTtlSeconds: config.sessionTtlSeconds,
+    proxyUserHeader: config.proxyUserHeader,
+  });
+  const adminToken = auth.ensureAdmin(config.adminToken);
+  const agentToken = config.agentToken ?? newToken();
+
+  const io = new SocketServer(app.server, {
+    serveClient: false,
+    // engine.io's hard cap sits above ours, so a message a little over maxMessageBytes is
+    // still received and refused with a coded error; far bigger ones just cut the connection.
+    maxHttpBufferSize: config.maxMessageBytes + 64 * 1024,
+  });
+  const uiNsp = io.of('/ui');
+  const ui: UiEvents = {
+    toJob: (uid, event, payload) => uiNsp.to(['admins', `uid:${uid}`]).emit(event, payload),
+    toAll: (event, payload) => uiNsp.emit(event, payload),
+  };
+  const hub = new AgentHub(io.of(AGENT_NAMESPACE), {
+    agentToken,
+    maxMessageBytes: config.maxMessageBytes,
+    statusIntervalMs: 10_000,
+    clock,
+    onEvent: (e) => {
+      switch (e.kind) {
+        case 'connect':
+          store.audit({ who: `agent:${e.agent.host}`, action: 'agent-connect', detail: e.agent.agentId });
+          ui.toAll('agent.connected', { host: e.agent.host, agentId: e.agent.agentId });
+          return;
+        case 'disconnect':
+          if (store.db.open) {
+            store.audit({ who: `agent:${e.agent.host}`, action: 'agent-disconnect', detail: e.reason });
+          }
+          ui.toAll('agent.disconnected', { host: e.agent.host, agentId: e.agent.agentId, reason: e.reason });
+          return;
+        case 'refused':
+          app.log.warn({ host: e.host, code: e.error.code }, e.error.message);
+          return;
+      }
+    },
+  });
+  const snapshots = new SnapshotService({
+    store,
+    hub,
+    ui,
+    clock,
+    snapshotTimeoutMs: config.snapshotTimeoutMs,
+    gzipLevel: config.gzipLevel,
+  });
+  const s: Services = { config, clock, store, auth, hub, snapshots, ui, io, agentToken, adminToken };
+  app.decorate('mqd', s);
+  app.decorateRequest('user', null);
+
+  app.addSchema(ApiError);
+  app.addSchema({ ...JobSnapshotJson, $id: 'JobSnapshot' });
+  app.setErrorHandler((e, req, reply) => {
+    if (e instanceof MqdException) return reply.code(errorBody(e.error).statusCode).send(errorBody(e.error));
+    const fe = e as {
+      validation?: unknown;
+      validationContext?: string;
+      statusCode?: number;
+      message: string;
+    };
+    if (fe.validation) {
+      return reply
+        .code(400)
+        .send(errorBody(mqdError('MQD_E_BAD_INPUT', `${fe.validationContext ?? 'request'} ${fe.message}`)));
+    }
+    if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
+      // Fastify's own client errors (bad JSON, body too large, wrong content type).
+      return reply
+        .code(fe.statusCode)
+        .send({ ...errorBody(mqdError('MQD_E_BAD_INPUT', fe.message)), statusCode: fe.statusCode });
+    }
+    req.log.error({ err: e }, 'unhandled error');
+    return reply.code(500).send(errorBody(mqdError('MQD_E_INTERNAL', fe.message)));
+  });
+  app.setNotFoundHandler((req, reply) => {
+    reply
+      .code(404)
+      .send(errorBody(mqdError('MQD_E_NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`)));
+  });
+
+  await app.register(rateLimit, {
+    global: false,
+    // After the authed plugin's onRequest hook, so limits are per user, not per address.
+    hook: 'preHandler',
+    keyGenerator: (req) => (req.user ? `user:${req.user.id}` : `ip:${req.ip}`),
+    errorResponseBuilder: (_req, ctx) =>
+      new MqdException(
+        mqdError('MQD_E_RATE_LIMITED', `more than ${ctx.max} expensive requests in ${ctx.after}`),
+      ),
+  });
+  await app.register(swagger, {
+    // Shared schemas appear under their $id (ApiError, JobSnapshot), not def-N.
+    refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json['$id'] ?? `def-${i}`) },
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'MQD Dashboard aggregator',
+        description: 'Message-queue snapshots of MPI jobs, gathered from per-node agents.',
+        version: SERVER_VERSION,
+      },
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer' },
+          session: { type: 'apiKey', in: 'cookie', name: 'mqd_session' },
+        },
+      },
+    },
+  });
+
+  await app.register(storePlugin, { s, ownsStore });
+  await app.register(agentsHubPlugin, { s });
+  await app.register(apiPlugin, { s, prefix: '/api' });
+  if (config.webRoot !== null) {
+    await app.register(fastifyStatic, { root: config.webRoot, prefix: '/' });
+  }
+  return app;
+}

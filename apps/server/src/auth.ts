@@ -1,0 +1,102 @@
+// Who is asking: users log in with a token (kept only as its sha256) and get a session, sent
+// back as an HttpOnly cookie and as a bearer token. A trusted reverse proxy may name the user
+// in a header instead, but only when the configuration says so.
+import { createHash, randomBytes } from 'node:crypto';
+import { err, mqdError, ok, type Result } from '@mqd/model';
+import type { Store } from './store.js';
+import type { User } from './types.js';
+
+export const SESSION_COOKIE = 'mqd_session';
+export const ADMIN_NAME = 'admin';
+
+export const hashToken = (t: string): string => createHash('sha256').update(t, 'utf8').digest('hex');
+/** 192 random bits, URL-safe. */
+export const newToken = (): string => randomBytes(24).toString('base64url');
+
+export interface AuthOptions {
+  readonly store: Store;
+  readonly clock: () => number;
+  readonly sessionTtlSeconds: number;
+  /** Lower-case header name, or null when no proxy is trusted. */
+  readonly proxyUserHeader: string | null;
+}
+
+export type Headers = Readonly<Record<string, string | string[] | undefined>>;
+
+function cookie(header: string | string[] | undefined, name: string): string | null {
+  const raw = Array.isArray(header) ? header.join(';') : (header ?? '');
+  for (const part of raw.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return decodeURIComponent(part.slice(eq + 1).trim());
+  }
+  return null;
+}
+
+export class Auth {
+  constructor(private readonly o: AuthOptions) {}
+
+  /** Makes sure the admin user exists and holds `token` (a fresh one when null); returns it. */
+  ensureAdmin(token: string | null): string {
+    const t = token ?? newToken();
+    this.o.store.upsertUser({ name: ADMIN_NAME, uid: null, admin: true, tokenHash: hashToken(t) });
+    return t;
+  }
+
+  createUser(name: string, uid: number | null, admin: boolean): { user: User; token: string } {
+    const token = newToken();
+    const user = this.o.store.upsertUser({ name, uid, admin, tokenHash: hashToken(token) });
+    return { user, token };
+  }
+
+  /** Exchanges a login token for a session. */
+  login(token: string): Result<{ user: User; session: string; expiresAt: number }> {
+    const user = this.o.store.userByTokenHash(hashToken(token));
+    if (!user) return err(mqdError('MQD_E_UNAUTHENTICATED', 'unknown login token'));
+    const session = newToken();
+    const expiresAt = this.o.clock() + this.o.sessionTtlSeconds * 1000;
+    this.o.store.createSession(hashToken(session), user.id, expiresAt);
+    return ok({ user, session, expiresAt });
+  }
+
+  logout(headers: Headers): void {
+    const s = this.credential(headers);
+    if (s !== null) this.o.store.deleteSession(hashToken(s));
+  }
+
+  /** A session token or a login token. */
+  fromToken(token: string): User | null {
+    const h = hashToken(token);
+    return this.o.store.userBySession(h) ?? this.o.store.userByTokenHash(h);
+  }
+
+  private credential(headers: Headers): string | null {
+    const a = headers['authorization'];
+    if (typeof a === 'string' && /^Bearer\s+/i.test(a)) return a.replace(/^Bearer\s+/i, '').trim();
+    return cookie(headers['cookie'], SESSION_COOKIE);
+  }
+
+  fromHeaders(headers: Headers): Result<User> {
+    if (this.o.proxyUserHeader !== null) {
+      const name = headers[this.o.proxyUserHeader];
+      if (typeof name === 'string' && name.length > 0) {
+        const user = this.o.store.userByName(name);
+        if (user) return ok(user);
+        return err(
+          mqdError(
+            'MQD_E_UNAUTHENTICATED',
+            `the proxy names user '${name.slice(0, 64)}', who has no MQD account (an admin adds users with POST /api/admin/users)`,
+          ),
+        );
+      }
+    }
+    const token = this.credential(headers);
+    if (token === null) return err(mqdError('MQD_E_UNAUTHENTICATED', 'no session cookie or bearer token'));
+    const user = this.fromToken(token);
+    return user
+      ? ok(user)
+      : err(mqdError('MQD_E_UNAUTHENTICATED', 'the session expired or the token is unknown'));
+  }
+}
+
+/** May this user see and snapshot a job owned by `uid`? */
+export const mayAccess = (user: User, uid: number): boolean => user.admin || user.uid === uid;

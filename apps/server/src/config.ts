@@ -1,0 +1,306 @@
+// The aggregator's configuration, read and validated in one place. Each setting has a CLI
+// flag and an MQD_* environment variable; the flag wins over the variable, the variable over
+// the default. Nothing else in the server reads process.env.
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
+import { DEFAULT_MAX_MESSAGE_BYTES } from './agent-protocol.js';
+
+export const SERVER_VERSION = '0.1.0';
+
+export interface ServerConfig {
+  /** TCP port; 0 = any free port. */
+  readonly port: number;
+  /** Address to listen on; 127.0.0.1 unless the aggregator must be reachable from other nodes. */
+  readonly host: string;
+  /** Directory of mqd.sqlite, or ':memory:' for a store that ends with the process. */
+  readonly dataDir: string;
+  /** Shared token of the agents; null = generate one at start (printed). */
+  readonly agentToken: string | null;
+  /** Login token of the admin user; null = generate one at start (printed with the URL). */
+  readonly adminToken: string | null;
+  /** Request header naming the user, set by a trusted reverse proxy; null = not trusted. */
+  readonly proxyUserHeader: string | null;
+  /** Base URL for share links; null = derived from each request's Host. */
+  readonly publicUrl: string | null;
+  /** Directory of the built dashboard to serve at /; null = API only. */
+  readonly webRoot: string | null;
+  readonly maxSnapshotsPerJob: number;
+  readonly maxSnapshotAgeSeconds: number;
+  /** Expensive requests (snapshot, attach, share, login) per user per window. */
+  readonly rateLimitMax: number;
+  readonly rateLimitWindowMs: number;
+  /** Largest agent message accepted, bytes. */
+  readonly maxMessageBytes: number;
+  /** Snapshot every attached job this often; 0 = never. */
+  readonly autoSnapshotSeconds: number;
+  /** How long an agent has to answer a snapshot request. */
+  readonly snapshotTimeoutMs: number;
+  /** A job is reported hung when this many consecutive snapshots have equal queues. */
+  readonly hungSnapshots: number;
+  readonly shareTtlSeconds: number;
+  readonly maxShareTtlSeconds: number;
+  readonly sessionTtlSeconds: number;
+  /** gzip level of stored snapshots (1 = fastest). */
+  readonly gzipLevel: number;
+}
+
+type Kind = 'int' | 'string' | 'token' | 'header';
+interface Setting {
+  readonly key: keyof ServerConfig;
+  readonly flag: string;
+  readonly env: string;
+  readonly kind: Kind;
+  readonly min?: number;
+  readonly max?: number;
+  readonly help: string;
+}
+
+const SETTINGS: readonly Setting[] = [
+  { key: 'port', flag: 'port', env: 'MQD_PORT', kind: 'int', min: 0, max: 65535, help: 'TCP port' },
+  { key: 'host', flag: 'host', env: 'MQD_HOST', kind: 'string', help: 'listen address' },
+  {
+    key: 'dataDir',
+    flag: 'data-dir',
+    env: 'MQD_DATA_DIR',
+    kind: 'string',
+    help: "store directory or ':memory:'",
+  },
+  {
+    key: 'agentToken',
+    flag: 'agent-token',
+    env: 'MQD_AGENT_TOKEN',
+    kind: 'token',
+    help: 'shared agent token',
+  },
+  {
+    key: 'adminToken',
+    flag: 'admin-token',
+    env: 'MQD_ADMIN_TOKEN',
+    kind: 'token',
+    help: 'admin login token',
+  },
+  {
+    key: 'proxyUserHeader',
+    flag: 'proxy-user-header',
+    env: 'MQD_PROXY_USER_HEADER',
+    kind: 'header',
+    help: 'trusted reverse-proxy user header, e.g. X-Remote-User',
+  },
+  {
+    key: 'publicUrl',
+    flag: 'public-url',
+    env: 'MQD_PUBLIC_URL',
+    kind: 'string',
+    help: 'base URL of share links',
+  },
+  {
+    key: 'webRoot',
+    flag: 'web-root',
+    env: 'MQD_WEB_ROOT',
+    kind: 'string',
+    help: 'built dashboard directory',
+  },
+  {
+    key: 'maxSnapshotsPerJob',
+    flag: 'max-snapshots-per-job',
+    env: 'MQD_MAX_SNAPSHOTS_PER_JOB',
+    kind: 'int',
+    min: 0,
+    max: 1_000_000,
+    help: 'snapshots kept per job (0 = all)',
+  },
+  {
+    key: 'maxSnapshotAgeSeconds',
+    flag: 'max-snapshot-age-seconds',
+    env: 'MQD_MAX_SNAPSHOT_AGE_SECONDS',
+    kind: 'int',
+    min: 0,
+    max: 10 * 365 * 86400,
+    help: 'drop snapshots older than this (0 = never)',
+  },
+  {
+    key: 'rateLimitMax',
+    flag: 'rate-limit-max',
+    env: 'MQD_RATE_LIMIT_MAX',
+    kind: 'int',
+    min: 1,
+    max: 1_000_000,
+    help: 'expensive requests per window per user',
+  },
+  {
+    key: 'rateLimitWindowMs',
+    flag: 'rate-limit-window-ms',
+    env: 'MQD_RATE_LIMIT_WINDOW_MS',
+    kind: 'int',
+    min: 100,
+    max: 86_400_000,
+    help: 'rate-limit window',
+  },
+  {
+    key: 'maxMessageBytes',
+    flag: 'max-message-bytes',
+    env: 'MQD_MAX_MESSAGE_BYTES',
+    kind: 'int',
+    min: 4096,
+    max: 1 << 30,
+    help: 'largest agent message',
+  },
+  {
+    key: 'autoSnapshotSeconds',
+    flag: 'auto-snapshot-seconds',
+    env: 'MQD_AUTO_SNAPSHOT_SECONDS',
+    kind: 'int',
+    min: 0,
+    max: 86400,
+    help: 'snapshot every attached job this often (0 = off)',
+  },
+  {
+    key: 'snapshotTimeoutMs',
+    flag: 'snapshot-timeout-ms',
+    env: 'MQD_SNAPSHOT_TIMEOUT_MS',
+    kind: 'int',
+    min: 100,
+    max: 600_000,
+    help: 'agent answer deadline',
+  },
+  {
+    key: 'hungSnapshots',
+    flag: 'hung-snapshots',
+    env: 'MQD_HUNG_SNAPSHOTS',
+    kind: 'int',
+    min: 2,
+    max: 1000,
+    help: 'equal consecutive snapshots that make a job hung',
+  },
+  {
+    key: 'shareTtlSeconds',
+    flag: 'share-ttl-seconds',
+    env: 'MQD_SHARE_TTL_SECONDS',
+    kind: 'int',
+    min: 1,
+    max: 365 * 86400,
+    help: 'default life of a share link',
+  },
+  {
+    key: 'maxShareTtlSeconds',
+    flag: 'max-share-ttl-seconds',
+    env: 'MQD_MAX_SHARE_TTL_SECONDS',
+    kind: 'int',
+    min: 1,
+    max: 365 * 86400,
+    help: 'longest life of a share link',
+  },
+  {
+    key: 'sessionTtlSeconds',
+    flag: 'session-ttl-seconds',
+    env: 'MQD_SESSION_TTL_SECONDS',
+    kind: 'int',
+    min: 60,
+    max: 365 * 86400,
+    help: 'login session life',
+  },
+  {
+    key: 'gzipLevel',
+    flag: 'gzip-level',
+    env: 'MQD_GZIP_LEVEL',
+    kind: 'int',
+    min: 1,
+    max: 9,
+    help: 'gzip level',
+  },
+];
+
+export const DEFAULT_CONFIG: ServerConfig = {
+  port: 8080,
+  host: '127.0.0.1',
+  dataDir: join(homedir(), '.local', 'share', 'mqd'),
+  agentToken: null,
+  adminToken: null,
+  proxyUserHeader: null,
+  publicUrl: null,
+  webRoot: null,
+  maxSnapshotsPerJob: 100,
+  maxSnapshotAgeSeconds: 7 * 86400,
+  rateLimitMax: 30,
+  rateLimitWindowMs: 60_000,
+  maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
+  autoSnapshotSeconds: 0,
+  snapshotTimeoutMs: 30_000,
+  hungSnapshots: 3,
+  shareTtlSeconds: 7 * 86400,
+  maxShareTtlSeconds: 30 * 86400,
+  sessionTtlSeconds: 12 * 3600,
+  gzipLevel: 3,
+};
+
+/** `--flag value` help lines, for the CLI's --help. */
+export function configHelp(): string {
+  return SETTINGS.map((s) => `  --${s.flag.padEnd(26)} ${s.env.padEnd(30)} ${s.help}`).join('\n');
+}
+
+function parseValue(s: Setting, raw: string, from: string): Result<string | number> {
+  const bad = (why: string) => err(mqdError('MQD_E_USAGE', `${from}: ${why}`));
+  switch (s.kind) {
+    case 'int': {
+      if (!/^\d+$/.test(raw.trim())) return bad(`expected a whole number, got '${raw}'`);
+      const n = Number(raw);
+      if (n < (s.min ?? 0) || n > (s.max ?? Number.MAX_SAFE_INTEGER)) {
+        return bad(`must be in [${s.min ?? 0}, ${s.max ?? Number.MAX_SAFE_INTEGER}], got ${n}`);
+      }
+      return ok(n);
+    }
+    case 'string':
+      return raw.length === 0 ? bad('must not be empty') : ok(raw);
+    case 'token':
+      // Tokens guard the job's memory; a short one could be guessed.
+      return raw.length < 16 ? bad('a token needs at least 16 characters') : ok(raw);
+    case 'header':
+      return /^[A-Za-z0-9-]{1,64}$/.test(raw) ? ok(raw.toLowerCase()) : bad(`'${raw}' is not a header name`);
+  }
+}
+
+export interface ConfigSources {
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly argv?: readonly string[];
+  /** Applied last (tests, embedding); not validated beyond the type. */
+  readonly overrides?: Partial<ServerConfig>;
+}
+
+/** The configuration from defaults, MQD_* variables and CLI flags, or the first problem. */
+export function loadConfig(src: ConfigSources = {}): Result<ServerConfig, MqdError> {
+  const out: Record<string, unknown> = { ...DEFAULT_CONFIG };
+  const env = src.env ?? {};
+  for (const s of SETTINGS) {
+    const raw = env[s.env];
+    if (raw === undefined || raw === '') continue;
+    const v = parseValue(s, raw, s.env);
+    if (!v.ok) return v;
+    out[s.key] = v.value;
+  }
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    values = parseArgs({
+      args: [...(src.argv ?? [])],
+      options: Object.fromEntries(SETTINGS.map((s) => [s.flag, { type: 'string' as const }])),
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (e) {
+    // parseArgs throws for unknown flags: that is a usage error, reported as a value.
+    return err(mqdError('MQD_E_USAGE', (e as Error).message));
+  }
+  for (const s of SETTINGS) {
+    const raw = values[s.flag];
+    if (typeof raw !== 'string') continue;
+    const v = parseValue(s, raw, `--${s.flag}`);
+    if (!v.ok) return v;
+    out[s.key] = v.value;
+  }
+  const cfg = { ...(out as unknown as ServerConfig), ...src.overrides };
+  if (cfg.shareTtlSeconds > cfg.maxShareTtlSeconds) {
+    return err(mqdError('MQD_E_USAGE', 'share-ttl-seconds must not exceed max-share-ttl-seconds'));
+  }
+  return ok(cfg);
+}

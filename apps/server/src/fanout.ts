@@ -1,0 +1,282 @@
+// Taking a job snapshot: fan each host's ranks out to that host's agent, merge the answers
+// into one JobSnapshot sorted by rank, and store it. A rank nobody answered for is still in the
+// snapshot, in state agent-missing with the reason, so a partial answer reads as partial.
+import { createHash, randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import { gunzip, gzip } from 'node:zlib';
+import {
+  err,
+  type JobId,
+  type JobSnapshot,
+  type MqdError,
+  mqdError,
+  ok,
+  QUEUE_KINDS,
+  type RankSnapshot,
+  type Result,
+  SNAPSHOT_SCHEMA_VERSION,
+  SnapshotId,
+} from '@mqd/model';
+import type { AgentHub } from './hub.js';
+import type { MpiInfo, RankTarget } from './seams.js';
+import type { Store } from './store.js';
+import { type JobRecord, MAX_LISTED_MISSING, type SnapshotMeta, type SnapshotSummary } from './types.js';
+
+const gzipAsync = promisify(gzip);
+const gunzipAsync = promisify(gunzip);
+
+/** What the /ui namespace is told; who hears it is the broadcaster's business. */
+export interface UiEvents {
+  /** To the job's owner and the admins. */
+  toJob(uid: number, event: 'job.attached' | 'snapshot.progress' | 'snapshot.done', payload: object): void;
+  /** To every logged-in browser. */
+  toAll(event: 'agent.connected' | 'agent.disconnected', payload: object): void;
+}
+
+export const newId = (bytes = 12): string => randomBytes(bytes).toString('base64url');
+
+const UNKNOWN_MPI: MpiInfo = { library: 'unknown', dll: null, lengthUnit: 'bytes' };
+/** Codes that mean the rank's process is gone: a job whose every rank says so has ended. */
+const GONE = new Set(['MQD_E_NO_SUCH_PID', 'MQD_E_PID_EXITED', 'MQD_E_JOB_ENDED']);
+
+/**
+ * Counts and a digest of the queues. The digest covers what a hung job keeps constant (state,
+ * communicators, each operation's status, peer, tag, length and buffer) and leaves out what
+ * changes between reads of a stuck job anyway (pause times, pids, timestamps).
+ */
+export function summarize(ranks: readonly RankSnapshot[]): SnapshotSummary {
+  const h = createHash('sha256');
+  let okCount = 0;
+  let errors = 0;
+  let missing = 0;
+  let pendingSends = 0;
+  let pendingReceives = 0;
+  let unexpected = 0;
+  const missingRanks: number[] = [];
+  for (const r of ranks) {
+    const s = r.state;
+    if (s.kind === 'ok') okCount++;
+    else if (s.kind === 'agent-missing') {
+      missing++;
+      if (missingRanks.length < MAX_LISTED_MISSING) missingRanks.push(r.rank);
+    } else errors++;
+    let line = `${r.rank}|${s.kind}|${s.kind === 'ok' ? '' : s.code}`;
+    for (const c of r.communicators) {
+      line += `|c${c.id}:${c.size}:${c.localRank}`;
+      for (const q of QUEUE_KINDS) {
+        const ops = c[q];
+        line += `|${q[0]}`;
+        if (ops === null) {
+          line += 'null';
+          continue;
+        }
+        for (const o of ops) {
+          if (q === 'unexpected') unexpected++;
+          else if (o.status === 'pending') {
+            if (q === 'sends') pendingSends++;
+            else pendingReceives++;
+          }
+          line += `;${o.status[0]},${o.peer.local},${o.peer.global},${o.tag},${o.length},${o.buffer}`;
+        }
+      }
+    }
+    h.update(line);
+    h.update('\n');
+  }
+  return {
+    ranks: ranks.length,
+    ok: okCount,
+    errors,
+    missing,
+    pendingSends,
+    pendingReceives,
+    unexpected,
+    digest: h.digest('hex'),
+    missingRanks,
+  };
+}
+
+/** The rank nobody answered for, with why. */
+function unanswered(
+  t: { rank: number; pid: number; host: string },
+  failure: MqdError | undefined,
+): RankSnapshot {
+  const state: RankSnapshot['state'] =
+    failure !== undefined && failure.code !== 'MQD_E_AGENT_MISSING'
+      ? { kind: 'error', code: failure.code, message: failure.message }
+      : {
+          kind: 'agent-missing',
+          code: 'MQD_E_AGENT_MISSING',
+          message: (
+            failure ??
+            mqdError('MQD_E_AGENT_MISSING', `the agent on ${t.host} answered without rank ${t.rank}`)
+          ).message,
+        };
+  return { rank: t.rank, pid: t.pid, host: t.host, state, pausedMicros: null, communicators: [] };
+}
+
+export interface HungJob {
+  readonly jobId: JobId;
+  /** takenAt of the oldest of the equal snapshots (epoch ms). */
+  readonly since: number;
+  readonly snapshots: number;
+  readonly digest: string;
+  readonly pendingSends: number;
+  readonly pendingReceives: number;
+  readonly unexpected: number;
+  readonly lastSnapshotId: string;
+}
+
+export interface SnapshotServiceOptions {
+  readonly store: Store;
+  readonly hub: AgentHub;
+  readonly ui: UiEvents;
+  readonly clock: () => number;
+  readonly snapshotTimeoutMs: number;
+  readonly gzipLevel: number;
+}
+
+export class SnapshotService {
+  private readonly inFlight = new Map<JobId, Promise<Result<SnapshotMeta>>>();
+
+  constructor(private readonly o: SnapshotServiceOptions) {}
+
+  /** Snapshots the job; a request while one is running for the job gets that one's result. */
+  take(job: JobRecord, who: string): Promise<Result<SnapshotMeta>> {
+    const running = this.inFlight.get(job.id);
+    if (running) return running;
+    const p = this.run(job, who).finally(() => this.inFlight.delete(job.id));
+    this.inFlight.set(job.id, p);
+    return p;
+  }
+
+  isRunning(jobId: JobId): boolean {
+    return this.inFlight.has(jobId);
+  }
+
+  private async run(job: JobRecord, who: string): Promise<Result<SnapshotMeta>> {
+    const { store, hub, ui, clock } = this.o;
+    if (job.ranks.length === 0) return err(mqdError('MQD_E_NO_RANKS', `job ${job.id} has no ranks`));
+    const takenAt = clock();
+    const t0 = performance.now();
+    const n = job.ranks.length;
+    const index = new Map<number, number>();
+    const byHost = new Map<string, RankTarget[]>();
+    job.ranks.forEach((r, i) => {
+      index.set(r.rank, i);
+      const list = byHost.get(r.host);
+      if (list) list.push({ rank: r.rank, pid: r.pid });
+      else byHost.set(r.host, [{ rank: r.rank, pid: r.pid }]);
+    });
+    const slots: (RankSnapshot | undefined)[] = new Array(n);
+    let received = 0;
+    let lastProgress = 0;
+    const onRanks = (ranks: RankSnapshot[]) => {
+      for (const r of ranks) {
+        const i = index.get(r.rank);
+        if (i !== undefined) slots[i] = r;
+      }
+      received += ranks.length;
+      const now = performance.now();
+      if (now - lastProgress > 100) {
+        lastProgress = now;
+        ui.toJob(job.uid, 'snapshot.progress', { jobId: job.id, received, expected: n });
+      }
+    };
+    const failures = new Map<string, MqdError>();
+    let mpi: MpiInfo | null = null;
+    await Promise.all(
+      [...byHost].map(async ([host, targets]) => {
+        const r = await hub.snapshot(host, targets, this.o.snapshotTimeoutMs, onRanks);
+        if (r.ok) mpi ??= r.value.mpi;
+        else failures.set(host, r.error);
+      }),
+    );
+    const ranks: RankSnapshot[] = new Array(n);
+    for (let i = 0; i < n; i++) {
+      const loc = job.ranks[i];
+      if (loc === undefined) throw new Error(`job ${job.id} layout has a hole at ${i}`);
+      ranks[i] = slots[i] ?? unanswered(loc, failures.get(loc.host));
+    }
+    const snapshot: JobSnapshot = {
+      schemaVersion: SNAPSHOT_SCHEMA_VERSION,
+      takenAt: new Date(takenAt).toISOString(),
+      durationMicros: Math.round((performance.now() - t0) * 1000),
+      mpi: mpi ?? UNKNOWN_MPI,
+      ranks,
+    };
+    const summary = summarize(ranks);
+    const json = JSON.stringify(snapshot);
+    const gz = await gzipAsync(json, { level: this.o.gzipLevel });
+    const meta: SnapshotMeta = {
+      ...summary,
+      id: SnapshotId(newId()),
+      jobId: job.id,
+      takenAt,
+      durationMicros: snapshot.durationMicros,
+      createdBy: who,
+      bytes: Buffer.byteLength(json),
+      storedBytes: gz.byteLength,
+    };
+    store.insertSnapshot(
+      { meta, gz },
+      {
+        who,
+        action: 'snapshot',
+        jobId: job.id,
+        snapshotId: meta.id,
+        detail: `${summary.ranks} ranks, ${summary.missing} agent-missing, ${summary.errors} errors`,
+      },
+    );
+    if (ranks.every((r) => r.state.kind === 'error' && GONE.has(r.state.code)))
+      store.markJobEnded(job.id, clock());
+    ui.toJob(job.uid, 'snapshot.done', { jobId: job.id, snapshotId: meta.id, partial: meta.missing > 0 });
+    return ok(meta);
+  }
+
+  /** The stored snapshot's JSON text, or null when it is gone. */
+  async json(id: string): Promise<string | null> {
+    const gz = this.o.store.snapshotData(id);
+    return gz === null ? null : (await gunzipAsync(gz)).toString('utf8');
+  }
+
+  /**
+   * Jobs whose last `n` snapshots have equal queue digests, with pending operations and every
+   * rank answered: nothing moved between them.
+   */
+  hung(n: number, uid: number | null): HungJob[] {
+    const out: HungJob[] = [];
+    for (const job of this.o.store.jobs(uid)) {
+      if (job.endedAt !== null) continue;
+      const last = this.o.store.snapshots(job.id, n);
+      const newest = last[0];
+      const oldest = last[last.length - 1];
+      if (last.length < n || newest === undefined || oldest === undefined) continue;
+      if (!last.every((m) => m.digest === newest.digest && m.missing === 0)) continue;
+      if (newest.pendingSends + newest.pendingReceives + newest.unexpected === 0) continue;
+      out.push({
+        jobId: job.id,
+        since: oldest.takenAt,
+        snapshots: last.length,
+        digest: newest.digest,
+        pendingSends: newest.pendingSends,
+        pendingReceives: newest.pendingReceives,
+        unexpected: newest.unexpected,
+        lastSnapshotId: newest.id,
+      });
+    }
+    return out;
+  }
+
+  /** One round of auto-snapshots: every running job with at least one agent connected. */
+  async autoTick(): Promise<number> {
+    const jobs = this.o.store
+      .jobs(null)
+      .filter(
+        (j) =>
+          j.endedAt === null && !this.isRunning(j.id) && j.ranks.some((r) => this.o.hub.isConnected(r.host)),
+      );
+    const results = await Promise.all(jobs.map((j) => this.take(j, 'auto')));
+    return results.filter((r) => r.ok).length;
+  }
+}

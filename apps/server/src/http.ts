@@ -1,0 +1,107 @@
+// How a coded error becomes an HTTP reply, and the record -> JSON conversions of the API.
+import { assertUnreachable, type ErrorCode, type MqdError, MqdException, mqdError } from '@mqd/model';
+import type { HungJob } from './fanout.js';
+import type { AgentInfo } from './hub.js';
+import type { AuditEntry, JobRecord, SnapshotMeta, User } from './types.js';
+
+export function httpStatus(code: ErrorCode): number {
+  switch (code) {
+    case 'MQD_E_USAGE':
+    case 'MQD_E_BAD_INPUT':
+      return 400;
+    case 'MQD_E_UNAUTHENTICATED':
+      return 401;
+    case 'MQD_E_FORBIDDEN':
+    case 'MQD_E_PTRACE_DENIED':
+      return 403;
+    case 'MQD_E_NOT_FOUND':
+    case 'MQD_E_NO_SUCH_PID':
+      return 404;
+    case 'MQD_E_JOB_ENDED':
+    case 'MQD_E_PID_EXITED':
+      return 410;
+    case 'MQD_E_NOT_STARTER':
+    case 'MQD_E_NOT_MPI':
+    case 'MQD_E_EMPTY_PROCTABLE':
+    case 'MQD_E_NO_RANKS':
+    case 'MQD_E_NO_QUEUES':
+    case 'MQD_E_QUEUE_UNSUPPORTED':
+      return 422;
+    case 'MQD_E_RATE_LIMITED':
+      return 429;
+    case 'MQD_E_INTERNAL':
+      return 500;
+    case 'MQD_E_STOP_FAILED':
+    case 'MQD_E_NO_DLL_NAME':
+    case 'MQD_E_DLL_NOT_FOUND':
+    case 'MQD_E_DLL_NOT_ELF':
+    case 'MQD_E_DLL_WRONG_ARCH':
+    case 'MQD_E_DLL_LOAD':
+    case 'MQD_E_DLL_INCOMPATIBLE':
+    case 'MQD_E_DLL_CRASHED':
+    case 'MQD_E_DLL_ERROR':
+    case 'MQD_E_READ_BUDGET':
+    case 'MQD_E_NO_DEBUG_INFO':
+      // The agent answered, with a failure on its node.
+      return 502;
+    case 'MQD_E_AGENT_MISSING':
+      return 503;
+    case 'MQD_E_DLL_TIMEOUT':
+      return 504;
+    default:
+      return assertUnreachable(code);
+  }
+}
+
+export interface ErrorBody {
+  readonly statusCode: number;
+  readonly code: ErrorCode;
+  readonly message: string;
+}
+
+export const errorBody = (e: MqdError): ErrorBody => ({
+  statusCode: httpStatus(e.code),
+  code: e.code,
+  message: e.message,
+});
+
+/** Ends a request with a coded error (the root error handler turns it into the reply). */
+export function fail(code: ErrorCode, detail: string): never {
+  throw new MqdException(mqdError(code, detail));
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+export const userJson = (u: User) => ({ name: u.name, uid: u.uid, admin: u.admin });
+
+export const metaJson = (m: SnapshotMeta) => ({ ...m, takenAt: iso(m.takenAt), partial: m.missing > 0 });
+
+export function jobJson(job: JobRecord, connected: (host: string) => boolean, last: SnapshotMeta | null) {
+  const hosts = new Map<string, number>();
+  for (const r of job.ranks) hosts.set(r.host, (hosts.get(r.host) ?? 0) + 1);
+  return {
+    id: job.id,
+    host: job.host,
+    starterPid: job.starterPid,
+    uid: job.uid,
+    command: job.command,
+    method: job.method,
+    rankCount: job.ranks.length,
+    hosts: [...hosts].map(([host, ranks]) => ({ host, ranks, agentConnected: connected(host) })),
+    createdAt: iso(job.createdAt),
+    createdBy: job.createdBy,
+    endedAt: job.endedAt === null ? null : iso(job.endedAt),
+    lastSnapshot: last === null ? null : metaJson(last),
+  };
+}
+
+export const agentJson = (a: AgentInfo) => ({
+  ...a,
+  connectedAt: iso(a.connectedAt),
+  lastSeenAt: iso(a.lastSeenAt),
+  disconnectedAt: a.disconnectedAt === null ? null : iso(a.disconnectedAt),
+});
+
+export const auditJson = (a: AuditEntry) => ({ ...a, at: iso(a.at) });
+
+export const hungJson = (h: HungJob) => ({ ...h, since: iso(h.since) });

@@ -1,0 +1,354 @@
+// The agents hub: the aggregator's end of agent-protocol.ts. It authenticates agents, keeps
+// one live connection per host, validates every message at the edge (a refused message is
+// answered with `refused` and leaves no trace), and turns requests into promises of Results
+// that settle exactly once: on the reply, on timeout, or on disconnect.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { err, type MqdError, mqdError, ok, type RankSnapshot, type Result } from '@mqd/model';
+import type { Namespace, Socket } from 'socket.io';
+import {
+  AGENT_PROTOCOL_VERSION,
+  type AgentHandshake,
+  type AgentHealth,
+  type AgentMessage,
+  decodeAgentMessage,
+  encodeMessage,
+  fromWire,
+  parseHandshake,
+  type Refusal,
+  type ServerMessage,
+  type SnapshotResult,
+  WIRE_EVENT,
+} from './agent-protocol.js';
+import type { LocatedJob, MpiInfo, RankTarget, SeenStarter } from './seams.js';
+
+export interface AgentInfo {
+  readonly agentId: string;
+  readonly host: string;
+  readonly version: string;
+  readonly connected: boolean;
+  readonly connectedAt: number;
+  readonly lastSeenAt: number;
+  readonly disconnectedAt: number | null;
+  readonly health: AgentHealth | null;
+  readonly mpi: MpiInfo | null;
+  readonly jobs: readonly SeenStarter[];
+  readonly messages: number;
+  readonly refused: number;
+  readonly pending: number;
+}
+
+export type HubEvent =
+  | { readonly kind: 'connect'; readonly agent: AgentInfo }
+  | { readonly kind: 'disconnect'; readonly agent: AgentInfo; readonly reason: string }
+  | { readonly kind: 'refused'; readonly host: string; readonly error: MqdError };
+
+export interface HubOptions {
+  readonly agentToken: string;
+  readonly maxMessageBytes: number;
+  readonly statusIntervalMs: number;
+  readonly clock: () => number;
+  readonly onEvent?: (e: HubEvent) => void;
+}
+
+type Pending =
+  | {
+      readonly method: 'snapshot';
+      /** rank -> pid the agent was asked for. */
+      readonly expected: Map<number, number>;
+      readonly seen: Set<number>;
+      readonly onRanks: (ranks: RankSnapshot[]) => void;
+      readonly settle: (r: Result<SnapshotResult>) => void;
+      readonly timer: NodeJS.Timeout;
+    }
+  | {
+      readonly method: 'locate';
+      readonly settle: (r: Result<LocatedJob>) => void;
+      readonly timer: NodeJS.Timeout;
+    };
+
+class AgentConn {
+  nextId = 1;
+  readonly pending = new Map<number, Pending>();
+  lastSeenAt: number;
+  disconnectedAt: number | null = null;
+  health: AgentHealth | null = null;
+  mpi: MpiInfo | null = null;
+  jobs: readonly SeenStarter[] = [];
+  messages = 0;
+  refused = 0;
+  constructor(
+    readonly socket: Socket,
+    readonly hs: AgentHandshake,
+    readonly connectedAt: number,
+  ) {
+    this.lastSeenAt = connectedAt;
+  }
+  info(): AgentInfo {
+    return {
+      agentId: this.hs.agentId,
+      host: this.hs.host,
+      version: this.hs.version,
+      connected: this.disconnectedAt === null,
+      connectedAt: this.connectedAt,
+      lastSeenAt: this.lastSeenAt,
+      disconnectedAt: this.disconnectedAt,
+      health: this.health,
+      mpi: this.mpi,
+      jobs: this.jobs,
+      messages: this.messages,
+      refused: this.refused,
+      pending: this.pending.size,
+    };
+  }
+}
+
+const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
+
+/** Constant-time token check: both sides hashed first so neither length nor prefix leaks. */
+export function tokenMatches(given: unknown, expectedDigest: Buffer): boolean {
+  return typeof given === 'string' && timingSafeEqual(digest(given), expectedDigest);
+}
+
+const MAX_GONE = 256;
+
+export class AgentHub {
+  private readonly live = new Map<string, AgentConn>();
+  /** Recently disconnected agents, for the admin page (bounded). */
+  private readonly gone = new Map<string, AgentInfo>();
+  private readonly tokenDigest: Buffer;
+  /** Messages refused since start, all agents (and connections refused at the handshake). */
+  refusedMessages = 0;
+  refusedHandshakes = 0;
+
+  constructor(
+    private readonly nsp: Namespace,
+    private readonly opts: HubOptions,
+  ) {
+    this.tokenDigest = digest(opts.agentToken);
+    nsp.use((socket, next) => {
+      const auth = socket.handshake.auth as Record<string, unknown> | undefined;
+      const refuse = (e: MqdError) => {
+        this.refusedHandshakes++;
+        next(Object.assign(new Error(e.message), { data: { code: e.code } }));
+      };
+      if (!tokenMatches(auth?.['token'], this.tokenDigest)) {
+        return refuse(mqdError('MQD_E_UNAUTHENTICATED', 'agent token missing or wrong'));
+      }
+      const hs = parseHandshake(auth);
+      if (!hs.ok) return refuse(hs.error);
+      if (hs.value.protocol !== AGENT_PROTOCOL_VERSION) {
+        return refuse(
+          mqdError(
+            'MQD_E_BAD_INPUT',
+            `agent speaks protocol ${hs.value.protocol}, this aggregator ${AGENT_PROTOCOL_VERSION}: run the same MQD version on both`,
+          ),
+        );
+      }
+      socket.data = { hs: hs.value };
+      next();
+    });
+    nsp.on('connection', (socket) => this.onConnection(socket));
+  }
+
+  private send(conn: AgentConn, msg: ServerMessage): void {
+    conn.socket.emit(WIRE_EVENT, encodeMessage(msg));
+  }
+
+  private onConnection(socket: Socket): void {
+    const hs = (socket.data as { hs: AgentHandshake }).hs;
+    const conn = new AgentConn(socket, hs, this.opts.clock());
+    const old = this.live.get(hs.host);
+    this.live.set(hs.host, conn);
+    this.gone.delete(hs.host);
+    // One agent per host: the newer connection wins (a restarted agent, or a reconnect the
+    // server has not noticed the end of yet).
+    if (old) old.socket.disconnect(true);
+    socket.on(WIRE_EVENT, (data: unknown) => this.onMessage(conn, data));
+    socket.onAny((event: string) => {
+      if (event !== WIRE_EVENT) {
+        this.refuse(conn, {
+          error: mqdError(
+            'MQD_E_BAD_INPUT',
+            `unknown event '${event.slice(0, 64)}'; agents send only '${WIRE_EVENT}'`,
+          ),
+          refId: null,
+        });
+      }
+    });
+    socket.on('disconnect', (reason) => this.onDisconnect(conn, reason));
+    this.send(conn, {
+      type: 'welcome',
+      protocol: AGENT_PROTOCOL_VERSION,
+      agentId: hs.agentId,
+      maxMessageBytes: this.opts.maxMessageBytes,
+      statusIntervalMs: this.opts.statusIntervalMs,
+    });
+    this.opts.onEvent?.({ kind: 'connect', agent: conn.info() });
+  }
+
+  private onDisconnect(conn: AgentConn, reason: string): void {
+    conn.disconnectedAt = this.opts.clock();
+    const lost = mqdError(
+      'MQD_E_AGENT_MISSING',
+      `the agent on ${conn.hs.host} disconnected (${reason}) before it answered`,
+    );
+    for (const p of conn.pending.values()) {
+      clearTimeout(p.timer);
+      p.settle(err(lost));
+    }
+    conn.pending.clear();
+    if (this.live.get(conn.hs.host) === conn) {
+      this.live.delete(conn.hs.host);
+      this.gone.set(conn.hs.host, conn.info());
+      if (this.gone.size > MAX_GONE) {
+        const first = this.gone.keys().next();
+        if (!first.done) this.gone.delete(first.value);
+      }
+    }
+    this.opts.onEvent?.({ kind: 'disconnect', agent: conn.info(), reason });
+  }
+
+  private refuse(conn: AgentConn, r: Refusal): void {
+    conn.refused++;
+    this.refusedMessages++;
+    this.send(conn, { type: 'refused', refId: r.refId, error: r.error });
+    this.opts.onEvent?.({ kind: 'refused', host: conn.hs.host, error: r.error });
+  }
+
+  private onMessage(conn: AgentConn, data: unknown): void {
+    const decoded = decodeAgentMessage(data, this.opts.maxMessageBytes);
+    if (!decoded.ok) {
+      this.refuse(conn, decoded.error);
+      return;
+    }
+    const msg = decoded.value;
+    conn.messages++;
+    conn.lastSeenAt = this.opts.clock();
+    const refusal = this.dispatch(conn, msg);
+    if (refusal !== null)
+      this.refuse(conn, { error: mqdError('MQD_E_BAD_INPUT', refusal), refId: 'id' in msg ? msg.id : null });
+  }
+
+  /** Applies a well-formed message; returns why it is refused instead, or null. */
+  private dispatch(conn: AgentConn, msg: AgentMessage): string | null {
+    switch (msg.type) {
+      case 'status':
+        conn.health = msg.health;
+        conn.mpi = msg.mpi;
+        conn.jobs = msg.jobs;
+        return null;
+      case 'chunk': {
+        const p = conn.pending.get(msg.id);
+        if (p?.method !== 'snapshot')
+          return `chunk for request ${msg.id}, which is not an open snapshot request`;
+        // Check the whole chunk before keeping any of it: a refused chunk leaves no trace.
+        for (const r of msg.ranks) {
+          if (p.expected.get(r.rank) !== r.pid || p.seen.has(r.rank)) {
+            return `chunk for request ${msg.id} has rank ${r.rank} (pid ${r.pid}), which was not asked for or came twice`;
+          }
+        }
+        for (const r of msg.ranks) p.seen.add(r.rank);
+        p.onRanks(msg.ranks);
+        return null;
+      }
+      case 'reply': {
+        const p = conn.pending.get(msg.id);
+        if (p === undefined || p.method !== msg.method) {
+          return `reply to request ${msg.id}, which is not an open ${msg.method} request`;
+        }
+        conn.pending.delete(msg.id);
+        clearTimeout(p.timer);
+        if (!msg.ok) p.settle(err(fromWire(msg.error, 'MQD_E_INTERNAL')));
+        else if (p.method === 'snapshot' && msg.method === 'snapshot') p.settle(ok(msg.result));
+        else if (p.method === 'locate' && msg.method === 'locate') p.settle(ok(msg.result));
+        return null;
+      }
+    }
+  }
+
+  private request<T>(
+    host: string,
+    timeoutMs: number,
+    make: (id: number, settle: (r: Result<T>) => void, timer: NodeJS.Timeout) => Pending,
+    message: (id: number) => ServerMessage,
+  ): Promise<Result<T>> {
+    const conn = this.live.get(host);
+    if (!conn) {
+      return Promise.resolve(err(mqdError('MQD_E_AGENT_MISSING', `no agent is connected for host ${host}`)));
+    }
+    return new Promise<Result<T>>((resolve) => {
+      const id = conn.nextId++;
+      const timer = setTimeout(() => {
+        conn.pending.delete(id);
+        resolve(
+          err(
+            mqdError(
+              'MQD_E_AGENT_MISSING',
+              `the agent on ${host} did not answer request ${id} within ${timeoutMs} ms`,
+            ),
+          ),
+        );
+      }, timeoutMs);
+      conn.pending.set(id, make(id, resolve, timer));
+      this.send(conn, message(id));
+    });
+  }
+
+  /**
+   * Asks the agent on `host` to read `ranks`. Accepted ranks are handed to onRanks as their
+   * chunks arrive, so a request that ends in a timeout or disconnect keeps what it got.
+   */
+  snapshot(
+    host: string,
+    ranks: readonly RankTarget[],
+    timeoutMs: number,
+    onRanks: (ranks: RankSnapshot[]) => void,
+  ): Promise<Result<SnapshotResult>> {
+    return this.request<SnapshotResult>(
+      host,
+      // The agent gets timeoutMs for the read; the hub also waits for the transfer.
+      timeoutMs + 2000,
+      (_id, settle, timer) => ({
+        method: 'snapshot',
+        expected: new Map(ranks.map((r) => [r.rank, r.pid])),
+        seen: new Set(),
+        onRanks,
+        settle,
+        timer,
+      }),
+      (id) => ({ type: 'request', id, method: 'snapshot', params: { ranks, timeoutMs } }),
+    );
+  }
+
+  locate(host: string, starterPid: number, timeoutMs: number): Promise<Result<LocatedJob>> {
+    return this.request<LocatedJob>(
+      host,
+      timeoutMs,
+      (_id, settle, timer) => ({ method: 'locate', settle, timer }),
+      (id) => ({ type: 'request', id, method: 'locate', params: { starterPid } }),
+    );
+  }
+
+  isConnected(host: string): boolean {
+    return this.live.has(host);
+  }
+
+  hosts(): string[] {
+    return [...this.live.keys()];
+  }
+
+  /** Live agents first, then recently disconnected ones. */
+  agents(): AgentInfo[] {
+    return [...[...this.live.values()].map((c) => c.info()), ...this.gone.values()];
+  }
+
+  /** Starters the live agents report, for listing attachable jobs. */
+  seenStarters(): { host: string; starter: SeenStarter }[] {
+    return [...this.live.values()].flatMap((c) => c.jobs.map((starter) => ({ host: c.hs.host, starter })));
+  }
+
+  /** Drops every agent connection (they will reconnect to the next server). */
+  close(): void {
+    this.nsp.disconnectSockets(true);
+  }
+}

@@ -1,0 +1,21 @@
+// The store's lifecycle inside the app: the age part of retention runs hourly even when no
+// snapshot is taken (the count part runs on every insert), and the store closes with the app.
+import type { FastifyPluginAsync } from 'fastify';
+import type { PluginOpts } from '../app.js';
+
+const SWEEP_MS = 3600_000;
+
+export const storePlugin: FastifyPluginAsync<PluginOpts & { ownsStore: boolean }> = async (
+  app,
+  { s, ownsStore },
+) => {
+  const timer = setInterval(() => {
+    const removed = s.store.sweep();
+    if (removed > 0) app.log.info({ removed }, 'retention removed old snapshots');
+  }, SWEEP_MS);
+  timer.unref();
+  app.addHook('onClose', async () => {
+    clearInterval(timer);
+    if (ownsStore) s.store.close();
+  });
+};

@@ -1,0 +1,70 @@
+// The seams between the agent and the code that touches MPI processes. The real reader
+// (mqd-core through the MPI library's message-queue DLL) and the real locator (MPIR attach to
+// mpirun, packages/mpir) are injected as options, so this package never loads koffi itself and
+// tests run against the synthetic implementations in synthetic.ts.
+import type { LengthUnit, MpiLibrary, RankSnapshot, Result } from '@mqd/model';
+
+/** What the agent knows about the MPI library of the ranks it reads (JobSnapshot.mpi). */
+export interface MpiInfo {
+  readonly library: MpiLibrary;
+  /** Path of the message-queue DLL in use; null when none could be loaded. */
+  readonly dll: string | null;
+  readonly lengthUnit: LengthUnit;
+}
+
+/** One rank to read on this node. */
+export interface RankTarget {
+  readonly rank: number;
+  readonly pid: number;
+}
+
+export interface ReadOptions {
+  /** This node's name, for RankSnapshot.host. */
+  readonly host: string;
+  /** The whole read must end by then; the reader marks ranks it could not finish as errors. */
+  readonly timeoutMs: number;
+  /** Aborted when the aggregator gives up on the request (disconnect, agent shutdown). */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * Reads the message queues of ranks on this node. It should return one RankSnapshot per target
+ * (a rank it could not read is a RankSnapshot with state error); it may also throw or reject,
+ * and the agent then turns every rank it did not return into an error rank.
+ */
+export interface RankReader {
+  read(ranks: readonly RankTarget[], opts: ReadOptions): Promise<RankSnapshot[]>;
+  /** The library and DLL the reader uses; null until it has loaded one. */
+  readonly mpi: MpiInfo | null;
+}
+
+/** A rank of a located job and the node it runs on. */
+export interface LocatedRank {
+  readonly rank: number;
+  readonly pid: number;
+  readonly host: string;
+}
+
+export interface LocatedJob {
+  readonly ranks: readonly LocatedRank[];
+  /** How the ranks were found, e.g. "mpir-proctable" or "process-tree". */
+  readonly method: string;
+  /** Owner of the starter: only this uid (or an admin) sees and snapshots the job. */
+  readonly uid: number;
+  /** The starter's command line, for display. */
+  readonly command: string;
+}
+
+/** An MPI starter (mpirun/mpiexec) an agent sees on its node, before anyone attaches to it. */
+export interface SeenStarter {
+  readonly starterPid: number;
+  readonly uid: number;
+  readonly command: string;
+}
+
+/** Finds the ranks of a job from its starter; runs on the starter's node. */
+export interface JobLocator {
+  locate(starterPid: number): Promise<Result<LocatedJob>>;
+  /** Starters visible on this node, reported in the agent's status; optional. */
+  list?(): Promise<readonly SeenStarter[]>;
+}

@@ -1,0 +1,71 @@
+// `mqd serve`: the aggregator on a port, plus optionally an agent in the same process for the
+// node it runs on, and the login URL printed the way Jupyter does it.
+import { hostname } from 'node:os';
+import type { FastifyInstance, FastifyServerOptions } from 'fastify';
+import { type AgentHandle, startAgent } from './agent.js';
+import { buildApp } from './app.js';
+import type { ServerConfig } from './config.js';
+import type { JobLocator, RankReader } from './seams.js';
+
+export interface ServeOptions {
+  readonly config: ServerConfig;
+  /** With a reader, an in-process agent serves this node's ranks. */
+  readonly reader?: RankReader | null;
+  readonly locator?: JobLocator | null;
+  /** Node name of the in-process agent; default os.hostname(). */
+  readonly localHost?: string;
+  readonly print?: (line: string) => void;
+  readonly logger?: FastifyServerOptions['logger'];
+  readonly clock?: () => number;
+}
+
+export interface Served extends AsyncDisposable {
+  readonly app: FastifyInstance;
+  /** Where the aggregator listens, e.g. http://127.0.0.1:8080. */
+  readonly url: string;
+  /** The URL that logs the admin in. */
+  readonly loginUrl: string;
+  readonly adminToken: string;
+  readonly agentToken: string;
+  readonly agent: AgentHandle | null;
+  close(): Promise<void>;
+}
+
+export async function serve(o: ServeOptions): Promise<Served> {
+  const print = o.print ?? ((l: string) => console.log(l));
+  const app = await buildApp({
+    config: o.config,
+    ...(o.logger === undefined ? {} : { logger: o.logger }),
+    ...(o.clock ? { clock: o.clock } : {}),
+  });
+  await app.listen({ port: o.config.port, host: o.config.host });
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr !== null ? addr.port : o.config.port;
+  const shownHost = ['0.0.0.0', '::'].includes(o.config.host) ? hostname() : o.config.host;
+  const url = `http://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${port}`;
+  const local = `http://${o.config.host === '::' ? '[::1]' : o.config.host === '0.0.0.0' ? '127.0.0.1' : shownHost}:${port}`;
+  const { adminToken, agentToken } = app.mqd;
+  const loginUrl = `${url}/?token=${encodeURIComponent(adminToken)}`;
+
+  const agent = o.reader
+    ? startAgent({
+        serverUrl: local,
+        token: agentToken,
+        reader: o.reader,
+        locator: o.locator ?? null,
+        host: o.localHost ?? hostname(),
+        log: (l) => app.log.info(l),
+      })
+    : null;
+
+  print(`MQD Dashboard aggregator at ${url}`);
+  print('To log in as admin, open:');
+  print(`    ${loginUrl}`);
+  print(`Agents on other nodes: mqd agent --server ${url} --token ${agentToken}`);
+
+  const close = async () => {
+    await agent?.dispose();
+    await app.close();
+  };
+  return { app, url, loginUrl, adminToken, agentToken, agent, close, [Symbol.asyncDispose]: close };
+}

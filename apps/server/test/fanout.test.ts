@@ -1,0 +1,241 @@
+import { type JobSnapshot, validateSnapshot } from '@mqd/model';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type AgentHandle, startAgent, startSyntheticAgents } from '../src/agent.js';
+import type { RankReader } from '../src/seams.js';
+import { createSyntheticLocator, createSyntheticReader, syntheticRank } from '../src/synthetic.js';
+import { AGENT_TOKEN, json, startServer, type TestServer, waitFor } from './helpers.js';
+
+interface Meta {
+  id: string;
+  ranks: number;
+  ok: number;
+  missing: number;
+  partial: boolean;
+  missingRanks: number[];
+  pendingSends: number;
+}
+
+const cleanup: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  while (cleanup.length) await cleanup.pop()?.();
+});
+
+async function server(config = {}): Promise<TestServer> {
+  const s = await startServer(config);
+  cleanup.push(() => s.close());
+  return s;
+}
+
+async function attach(s: TestServer, starterPid: number, host?: string) {
+  const res = await s.app.inject({
+    method: 'POST',
+    url: '/api/jobs/attach',
+    headers: s.admin,
+    payload: host === undefined ? { starterPid } : { host, starterPid },
+  });
+  expect(res.statusCode, res.body).toBe(201);
+  return json<{ job: { id: string; rankCount: number; hosts: { host: string; agentConnected: boolean }[] } }>(
+    res,
+  ).job;
+}
+
+async function snapshot(s: TestServer, jobId: string): Promise<Meta> {
+  const res = await s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
+  expect(res.statusCode, res.body).toBe(201);
+  return json<{ snapshot: Meta }>(res).snapshot;
+}
+
+async function data(s: TestServer, id: string): Promise<JobSnapshot> {
+  const res = await s.app.inject({ method: 'GET', url: `/api/snapshots/${id}`, headers: s.admin });
+  expect(res.statusCode, res.body).toBe(200);
+  return json<{ snapshot: JobSnapshot }>(res).snapshot;
+}
+
+describe('fan-out and merge', () => {
+  it('merges two agents that each own half of a job into one snapshot sorted by rank', async () => {
+    const s = await server();
+    const sim = startSyntheticAgents({ serverUrl: s.url, token: AGENT_TOKEN, agents: 2, ranksPerAgent: 4 });
+    cleanup.push(() => sim.dispose());
+    await sim.whenConnected();
+    // Two agents are connected: attach must find the one that reports the starter.
+    await waitFor(() => s.app.mqd.hub.seenStarters().length === 1, 'the starter report');
+    const job = await attach(s, sim.job.starterPid);
+    expect(job.rankCount).toBe(8);
+    expect(job.hosts.map((h) => [h.host, h.agentConnected])).toEqual([
+      ['sim-0', true],
+      ['sim-1', true],
+    ]);
+    const meta = await snapshot(s, job.id);
+    expect(meta).toMatchObject({ ranks: 8, ok: 8, missing: 0, partial: false });
+    const snap = await data(s, meta.id);
+    expect(validateSnapshot(snap).ok).toBe(true);
+    expect(snap.ranks.map((r) => r.rank)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(snap.ranks.map((r) => r.host)).toEqual([
+      'sim-0',
+      'sim-0',
+      'sim-0',
+      'sim-0',
+      'sim-1',
+      'sim-1',
+      'sim-1',
+      'sim-1',
+    ]);
+    expect(snap.mpi.library).toBe('openmpi');
+    // What arrived is exactly what the agents generated.
+    expect(snap.ranks[5]).toEqual(syntheticRank(5, 20_005, 'sim-1', 8, 1, 0));
+  });
+
+  it('marks the ranks of an agent that disconnects mid-snapshot agent-missing, and is whole again after it reconnects', async () => {
+    const s = await server();
+    const job = {
+      starterPid: 77,
+      uid: 1000,
+      command: 'mpirun -np 6 ./a.out',
+      hosts: ['n0', 'n1'],
+      ranksPerHost: 3,
+    };
+    const a0 = startAgent({
+      serverUrl: s.url,
+      token: AGENT_TOKEN,
+      host: 'n0',
+      reader: createSyntheticReader({ worldSize: 6 }),
+      locator: createSyntheticLocator(job),
+    });
+    // n1's reader blocks until released, so its agent can be cut off while a request is open.
+    const inner = createSyntheticReader({ worldSize: 6 });
+    let block = true;
+    let started = 0;
+    let release: () => void = () => {};
+    const gated: RankReader = {
+      mpi: inner.mpi,
+      async read(ranks, opts) {
+        started++;
+        if (block) await new Promise<void>((r) => (release = r));
+        return inner.read(ranks, opts);
+      },
+    };
+    const a1: AgentHandle = startAgent({
+      serverUrl: s.url,
+      token: AGENT_TOKEN,
+      host: 'n1',
+      reader: gated,
+      backoff: { initialMs: 20, maxMs: 50 },
+    });
+    cleanup.push(
+      () => a0.dispose(),
+      () => a1.dispose(),
+    );
+    await Promise.all([a0.whenConnected(), a1.whenConnected()]);
+    const attached = await attach(s, 77, 'n0');
+
+    const pending = s.app.inject({
+      method: 'POST',
+      url: `/api/jobs/${attached.id}/snapshots`,
+      headers: s.admin,
+    });
+    await waitFor(() => started === 1, 'n1 to start reading');
+    const reconnected = new Promise<void>((resolve) => {
+      const sub = a1.onEvent((e) => {
+        if (e.kind === 'welcome') {
+          sub.dispose();
+          resolve();
+        }
+      });
+    });
+    a1.simulateDrop();
+    const res = await pending;
+    expect(res.statusCode, res.body).toBe(201);
+    const partial = json<{ snapshot: Meta }>(res).snapshot;
+    expect(partial).toMatchObject({ ranks: 6, ok: 3, missing: 3, partial: true, missingRanks: [3, 4, 5] });
+    const snap = await data(s, partial.id);
+    expect(snap.ranks.map((r) => r.state.kind)).toEqual([
+      'ok',
+      'ok',
+      'ok',
+      'agent-missing',
+      'agent-missing',
+      'agent-missing',
+    ]);
+    const missing = snap.ranks[4]?.state;
+    expect(missing?.kind === 'agent-missing' && missing.code).toBe('MQD_E_AGENT_MISSING');
+    expect(missing?.kind === 'agent-missing' && missing.message).toMatch(/n1 disconnected/);
+    release();
+
+    await reconnected;
+    block = false;
+    const full = await snapshot(s, attached.id);
+    expect(full).toMatchObject({ ranks: 6, ok: 6, missing: 0, partial: false });
+    const history = await s.app.inject({
+      method: 'GET',
+      url: `/api/jobs/${attached.id}/snapshots`,
+      headers: s.admin,
+    });
+    expect(json<{ snapshots: Meta[] }>(history).snapshots.map((m) => m.partial)).toEqual([false, true]);
+  });
+
+  it('names the ranks of a host without an agent, and of an agent that does not answer in time', async () => {
+    const s = await server({ snapshotTimeoutMs: 100 });
+    const job = { starterPid: 5, uid: 0, command: 'mpirun', hosts: ['a', 'b', 'c'], ranksPerHost: 2 };
+    const never: RankReader = { mpi: null, read: () => new Promise<never>(() => {}) };
+    const a = startAgent({
+      serverUrl: s.url,
+      token: AGENT_TOKEN,
+      host: 'a',
+      reader: createSyntheticReader({ worldSize: 6 }),
+      locator: createSyntheticLocator(job),
+    });
+    const b = startAgent({ serverUrl: s.url, token: AGENT_TOKEN, host: 'b', reader: never });
+    cleanup.push(
+      () => a.dispose(),
+      () => b.dispose(),
+    );
+    await Promise.all([a.whenConnected(), b.whenConnected()]);
+    const attached = await attach(s, 5, 'a');
+    const meta = await snapshot(s, attached.id);
+    expect(meta).toMatchObject({ ranks: 6, ok: 2, partial: true });
+    const snap = await data(s, meta.id);
+    // b's agent gives up after the read deadline and answers with error ranks; c has no agent.
+    const states = snap.ranks.map((r) => (r.state.kind === 'ok' ? 'ok' : `${r.state.kind}:${r.state.code}`));
+    expect(states).toEqual([
+      'ok',
+      'ok',
+      'error:MQD_E_DLL_TIMEOUT',
+      'error:MQD_E_DLL_TIMEOUT',
+      'agent-missing:MQD_E_AGENT_MISSING',
+      'agent-missing:MQD_E_AGENT_MISSING',
+    ]);
+    expect(meta.missingRanks).toEqual([4, 5]);
+  });
+
+  it('turns a reader that throws into error ranks and keeps serving', async () => {
+    const s = await server();
+    let calls = 0;
+    const inner = createSyntheticReader({ worldSize: 2 });
+    const flaky: RankReader = {
+      mpi: inner.mpi,
+      async read(ranks, opts) {
+        calls++;
+        if (calls === 1) throw new Error('DLL host died');
+        return inner.read(ranks, opts);
+      },
+    };
+    const job = { starterPid: 9, uid: 0, command: 'mpirun', hosts: ['x'], ranksPerHost: 2 };
+    const a = startAgent({
+      serverUrl: s.url,
+      token: AGENT_TOKEN,
+      host: 'x',
+      reader: flaky,
+      locator: createSyntheticLocator(job),
+    });
+    cleanup.push(() => a.dispose());
+    await a.whenConnected();
+    const attached = await attach(s, 9);
+    const first = await snapshot(s, attached.id);
+    expect(first).toMatchObject({ ok: 0, errors: 2, missing: 0 });
+    const snap = await data(s, first.id);
+    expect(snap.ranks[0]?.state).toMatchObject({ kind: 'error', code: 'MQD_E_INTERNAL' });
+    expect(snap.ranks[0]?.state.kind === 'error' && snap.ranks[0].state.message).toMatch(/DLL host died/);
+    const second = await snapshot(s, attached.id);
+    expect(second).toMatchObject({ ok: 2, errors: 0 });
+  });
+});

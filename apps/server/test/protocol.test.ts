@@ -1,0 +1,318 @@
+import { io, type Socket } from 'socket.io-client';
+import { afterEach, describe, expect, it } from 'vitest';
+import { chunkMessages } from '../src/agent.js';
+import {
+  AGENT_NAMESPACE,
+  AGENT_PROTOCOL_VERSION,
+  decodeAgentMessage,
+  decodeServerMessage,
+  encodeMessage,
+  type ServerMessage,
+  WIRE_EVENT,
+} from '../src/agent-protocol.js';
+import { syntheticRank } from '../src/synthetic.js';
+import { AGENT_TOKEN, json, startServer, type TestServer, waitFor } from './helpers.js';
+
+const cleanup: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  while (cleanup.length) await cleanup.pop()?.();
+});
+
+const hello = (host: string, token = AGENT_TOKEN) => ({
+  token,
+  protocol: AGENT_PROTOCOL_VERSION,
+  agentId: host,
+  host,
+  version: 'test',
+});
+
+/** A hand-driven agent: the test decides every byte it sends. */
+function rawAgent(url: string, auth: Record<string, unknown>) {
+  const socket: Socket = io(new URL(AGENT_NAMESPACE, url).toString(), {
+    auth,
+    reconnection: false,
+    transports: ['websocket'],
+  });
+  cleanup.push(() => {
+    socket.disconnect();
+  });
+  const inbox: ServerMessage[] = [];
+  socket.on(WIRE_EVENT, (data: unknown) => {
+    const m = decodeServerMessage(data, Number.MAX_SAFE_INTEGER);
+    if (!m.ok) throw new Error(m.error.error.message);
+    inbox.push(m.value);
+  });
+  return { socket, inbox };
+}
+
+function connectError(s: Socket): Promise<Error & { data?: { code?: string } }> {
+  return new Promise((resolve) => s.once('connect_error', resolve));
+}
+
+let srv: TestServer;
+async function server(config = {}) {
+  srv = await startServer(config);
+  cleanup.push(() => srv.close());
+  return srv;
+}
+
+async function audit(s: TestServer) {
+  const res = await s.app.inject({ method: 'GET', url: '/api/admin/activity', headers: s.admin });
+  return json<{ entries: { action: string }[] }>(res).entries.map((e) => e.action);
+}
+
+describe('agent handshake', () => {
+  it('refuses a forged or missing token with MQD_E_UNAUTHENTICATED and keeps nothing', async () => {
+    const s = await server();
+    for (const auth of [hello('forger', 'not-the-agent-token-at-all'), { host: 'x' }]) {
+      const a = rawAgent(s.url, auth);
+      const e = await connectError(a.socket);
+      expect(e.data?.code).toBe('MQD_E_UNAUTHENTICATED');
+      expect(e.message).toMatch(/^MQD_E_UNAUTHENTICATED: /);
+    }
+    expect(s.app.mqd.hub.agents()).toEqual([]);
+    expect(s.app.mqd.hub.refusedHandshakes).toBe(2);
+    expect(await audit(s)).not.toContain('agent-connect');
+  });
+
+  it('refuses another protocol version and a malformed handshake with MQD_E_BAD_INPUT', async () => {
+    const s = await server();
+    const v2 = rawAgent(s.url, { ...hello('n'), protocol: AGENT_PROTOCOL_VERSION + 1 });
+    expect((await connectError(v2.socket)).message).toMatch(/protocol 2/);
+    const bad = rawAgent(s.url, { ...hello('n'), agentId: 'has spaces' });
+    const e = await connectError(bad.socket);
+    expect(e.data?.code).toBe('MQD_E_BAD_INPUT');
+    expect(e.message).toMatch(/auth\.agentId/);
+    expect(s.app.mqd.hub.agents()).toEqual([]);
+  });
+});
+
+describe('agent messages', () => {
+  async function connected(s: TestServer, host = 'n0') {
+    const a = rawAgent(s.url, hello(host));
+    await waitFor(() => a.inbox.some((m) => m.type === 'welcome'), 'welcome');
+    return a;
+  }
+  const refusals = (a: { inbox: ServerMessage[] }) =>
+    a.inbox.flatMap((m) => (m.type === 'refused' ? [m] : []));
+
+  it('refuses oversized, non-JSON and mis-shaped messages with a coded error and stores nothing', async () => {
+    const s = await server({ maxMessageBytes: 8192 });
+    const a = await connected(s);
+    const welcome = a.inbox[0];
+    expect(welcome).toMatchObject({ type: 'welcome', maxMessageBytes: 8192 });
+    const status = {
+      type: 'status',
+      health: {
+        rssBytes: 1,
+        heapUsedBytes: 1,
+        uptimeSeconds: 1,
+        loadAverage1m: 0,
+        activeRequests: 0,
+        lastError: null,
+      },
+      mpi: null,
+      jobs: [{ starterPid: 10, uid: 1, command: 'x'.repeat(9000) }],
+    };
+    a.socket.emit(WIRE_EVENT, encodeMessage(status as never)); // too big
+    a.socket.emit(WIRE_EVENT, Buffer.from('{"type":"status",')); // not JSON
+    a.socket.emit(
+      WIRE_EVENT,
+      encodeMessage({ ...status, jobs: [{ starterPid: -1, uid: 1, command: 'x' }] } as never),
+    );
+    a.socket.emit(WIRE_EVENT, JSON.stringify(status)); // a string, not one binary argument
+    a.socket.emit('hello', 1); // an event agents do not send
+    await waitFor(() => refusals(a).length === 5, 'five refusals');
+    expect(refusals(a).every((r) => r.error.code === 'MQD_E_BAD_INPUT')).toBe(true);
+    // socket.io runs onAny listeners before event handlers, so the order is not the send order.
+    const messages = refusals(a).map((r) => r.error.message);
+    for (const re of [
+      /exceeds the 8192-byte limit/,
+      /not JSON/,
+      /jobs\[0\]\.starterPid/,
+      /one binary argument/,
+      /unknown event 'hello'/,
+    ]) {
+      expect(
+        messages.filter((m) => re.test(m)),
+        re.source,
+      ).toHaveLength(1);
+    }
+    // Nothing from them was kept: no status, no starters.
+    const agent = s.app.mqd.hub.agents()[0];
+    expect(agent).toMatchObject({ host: 'n0', health: null, jobs: [], refused: 5, messages: 0 });
+
+    // A well-formed status is accepted on the same connection.
+    a.socket.emit(WIRE_EVENT, encodeMessage({ ...status, jobs: [] } as never));
+    await waitFor(() => s.app.mqd.hub.agents()[0]?.health !== null, 'the status');
+  });
+
+  it('refuses chunks and replies for requests never made, and ranks that were not asked for', async () => {
+    const s = await server();
+    const a = await connected(s, 'h');
+    const rank = syntheticRank(0, 100, 'h', 2, 1, 0);
+    a.socket.emit(WIRE_EVENT, encodeMessage({ type: 'chunk', id: 99, ranks: [rank] }));
+    a.socket.emit(
+      WIRE_EVENT,
+      encodeMessage({
+        type: 'reply',
+        id: 98,
+        method: 'snapshot',
+        ok: true,
+        result: { count: 0, mpi: null, durationMicros: 0 },
+      }),
+    );
+    await waitFor(() => refusals(a).length === 2, 'two refusals');
+    expect(refusals(a).map((r) => r.refId)).toEqual([99, 98]);
+
+    // Now a real request: the agent answers with one rank it was asked for and one it was not.
+    const answer = s.app.mqd.hub.snapshot('h', [{ rank: 0, pid: 100 }], 5000, () => {});
+    await waitFor(() => a.inbox.some((m) => m.type === 'request'), 'the request');
+    const req = a.inbox.find((m) => m.type === 'request');
+    if (req?.type !== 'request') throw new Error('no request');
+    const intruder = syntheticRank(1, 101, 'h', 2, 1, 0);
+    a.socket.emit(WIRE_EVENT, encodeMessage({ type: 'chunk', id: req.id, ranks: [rank, intruder] }));
+    await waitFor(() => refusals(a).length === 3, 'the mixed chunk refused');
+    expect(refusals(a)[2]?.error.message).toMatch(/rank 1 \(pid 101\), which was not asked for/);
+    // A rank that breaks the snapshot schema (an unsigned wildcard) is refused too.
+    const broken = structuredClone(rank);
+    const op = broken.communicators[0]?.receives?.[0];
+    if (!op) throw new Error('fixture');
+    op.peer.local = 4294967295;
+    a.socket.emit(WIRE_EVENT, encodeMessage({ type: 'chunk', id: req.id, ranks: [broken] }));
+    await waitFor(() => refusals(a).length === 4, 'the invalid chunk refused');
+
+    const got: number[] = [];
+    // The refused chunks left nothing: the open request still expects rank 0, and takes it now.
+    const pending = s.app.mqd.hub.snapshot('h', [{ rank: 0, pid: 100 }], 5000, (rs) =>
+      got.push(...rs.map((r) => r.rank)),
+    );
+    await waitFor(() => a.inbox.filter((m) => m.type === 'request').length === 2, 'the second request');
+    const req2 = a.inbox.filter((m) => m.type === 'request')[1];
+    if (req2?.type !== 'request') throw new Error('no request');
+    a.socket.emit(WIRE_EVENT, encodeMessage({ type: 'chunk', id: req2.id, ranks: [rank] }));
+    a.socket.emit(
+      WIRE_EVENT,
+      encodeMessage({
+        type: 'reply',
+        id: req2.id,
+        method: 'snapshot',
+        ok: true,
+        result: { count: 1, mpi: null, durationMicros: 5 },
+      }),
+    );
+    const r2 = await pending;
+    expect(r2.ok).toBe(true);
+    expect(got).toEqual([0]);
+    a.socket.disconnect();
+    const r1 = await answer;
+    expect(r1.ok).toBe(false);
+    if (!r1.ok) expect(r1.error.code).toBe('MQD_E_AGENT_MISSING');
+  });
+
+  it('stores no snapshot data from a refused chunk: the rank is agent-missing', async () => {
+    const s = await server({ snapshotTimeoutMs: 200 });
+    const a = await connected(s, 'h');
+    a.socket.on(WIRE_EVENT, (data: unknown) => {
+      const m = decodeServerMessage(data, Number.MAX_SAFE_INTEGER);
+      if (!m.ok || m.value.type !== 'request') return;
+      if (m.value.method === 'locate') {
+        a.socket.emit(
+          WIRE_EVENT,
+          encodeMessage({
+            type: 'reply',
+            id: m.value.id,
+            method: 'locate',
+            ok: true,
+            result: { ranks: [{ rank: 0, pid: 100, host: 'h' }], method: 'test', uid: 0, command: 'mpirun' },
+          }),
+        );
+      } else {
+        const bad = { ...syntheticRank(0, 100, 'h', 1, 1, 0), extra: 'field' };
+        a.socket.emit(WIRE_EVENT, encodeMessage({ type: 'chunk', id: m.value.id, ranks: [bad as never] }));
+        a.socket.emit(
+          WIRE_EVENT,
+          encodeMessage({
+            type: 'reply',
+            id: m.value.id,
+            method: 'snapshot',
+            ok: true,
+            result: { count: 1, mpi: null, durationMicros: 1 },
+          }),
+        );
+      }
+    });
+    const att = await s.app.inject({
+      method: 'POST',
+      url: '/api/jobs/attach',
+      headers: s.admin,
+      payload: { starterPid: 7 },
+    });
+    expect(att.statusCode, att.body).toBe(201);
+    const jobId = json<{ job: { id: string } }>(att).job.id;
+    const res = await s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
+    expect(json<{ snapshot: { ok: number; missing: number } }>(res).snapshot).toMatchObject({
+      ok: 0,
+      missing: 1,
+    });
+    expect(refusals(a)).toHaveLength(1);
+  });
+});
+
+describe('codec', () => {
+  it('round-trips every message type and names the first bad field', () => {
+    const rank = syntheticRank(3, 7, 'h', 8, 1, 0);
+    const msgs = [
+      { type: 'chunk', id: 1, ranks: [rank] },
+      {
+        type: 'reply',
+        id: 2,
+        method: 'snapshot',
+        ok: true,
+        result: { count: 1, mpi: null, durationMicros: 3 },
+      },
+      {
+        type: 'reply',
+        id: 3,
+        method: 'locate',
+        ok: false,
+        error: { code: 'MQD_E_NOT_STARTER', message: 'no' },
+      },
+    ] as const;
+    for (const m of msgs) {
+      const r = decodeAgentMessage(encodeMessage(m as never), 1 << 20);
+      expect(r.ok && r.value).toEqual(m);
+    }
+    const bad = decodeAgentMessage(
+      Buffer.from(JSON.stringify({ type: 'reply', id: 0, method: 'snapshot', ok: true })),
+      1 << 20,
+    );
+    expect(!bad.ok && bad.error.error.message).toMatch(/at id: expected an integer/);
+    const extra = decodeServerMessage(
+      encodeMessage({ type: 'request', id: 1, method: 'locate', params: { starterPid: 5, x: 1 } } as never),
+      1 << 20,
+    );
+    expect(!extra.ok && extra.error.error.message).toMatch(/params\.x: unknown field/);
+  });
+
+  it('splits an answer into chunks that each fit the message limit', () => {
+    const ranks = Array.from({ length: 40 }, (_, i) => syntheticRank(i, 100 + i, 'h', 40, 1, 0));
+    const limit = 8192;
+    const chunks = [...chunkMessages(5, ranks, 'h', limit)];
+    expect(chunks.length).toBeGreaterThan(1);
+    const back = chunks.flatMap((c) => {
+      expect(c.byteLength).toBeLessThanOrEqual(limit);
+      const m = decodeAgentMessage(c, limit);
+      if (!m.ok || m.value.type !== 'chunk') throw new Error('bad chunk');
+      return m.value.ranks;
+    });
+    expect(back).toEqual(ranks);
+    // A rank bigger than the limit on its own becomes an error rank instead of a refused chunk.
+    const [only] = [...chunkMessages(6, ranks.slice(0, 1), 'h', 600)];
+    const m = decodeAgentMessage(only, 600);
+    expect(m.ok && m.value.type === 'chunk' && m.value.ranks[0]?.state).toMatchObject({
+      kind: 'error',
+      code: 'MQD_E_READ_BUDGET',
+    });
+  });
+});

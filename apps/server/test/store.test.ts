@@ -1,0 +1,176 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { JobId, SnapshotId } from '@mqd/model';
+import { afterEach, describe, expect, it } from 'vitest';
+import { MIGRATIONS, type NewSnapshot, Store } from '../src/store.js';
+import type { JobRecord, SnapshotMeta } from '../src/types.js';
+
+const dirs: string[] = [];
+const stores: Store[] = [];
+afterEach(() => {
+  for (const s of stores.splice(0)) s.close();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function tmp(): string {
+  const d = mkdtempSync(join(tmpdir(), 'mqd-store-'));
+  dirs.push(d);
+  return d;
+}
+
+function open(
+  dataDir: string,
+  clock: { now: number },
+  retention = { maxSnapshotsPerJob: 0, maxAgeSeconds: 0 },
+  migrations = MIGRATIONS,
+) {
+  const s = new Store({ dataDir, retention, clock: () => clock.now, migrations });
+  stores.push(s);
+  return s;
+}
+
+const job = (id: string, at: number): JobRecord => ({
+  id: JobId(id),
+  host: 'n0',
+  starterPid: 42,
+  uid: 1000,
+  command: 'mpirun -np 2 ./a.out',
+  method: 'test',
+  ranks: [
+    { rank: 0, pid: 100, host: 'n0' },
+    { rank: 1, pid: 101, host: 'n1' },
+  ],
+  createdAt: at,
+  createdBy: 'admin',
+  endedAt: null,
+});
+
+function snap(id: string, jobId: string, takenAt: number): NewSnapshot {
+  const meta: SnapshotMeta = {
+    id: SnapshotId(id),
+    jobId: JobId(jobId),
+    takenAt,
+    durationMicros: 10,
+    createdBy: 'admin',
+    bytes: 2,
+    storedBytes: 22,
+    ranks: 2,
+    ok: 2,
+    errors: 0,
+    missing: 0,
+    pendingSends: 1,
+    pendingReceives: 1,
+    unexpected: 0,
+    digest: 'd',
+    missingRanks: [],
+  };
+  return { meta, gz: gzipSync(`{"id":"${id}"}`) };
+}
+
+const audit = { who: 'admin', action: 'snapshot' } as const;
+
+describe('store', () => {
+  it('runs each migration once, across reopens', () => {
+    const dir = tmp();
+    const clock = { now: 1000 };
+    const first = open(dir, clock);
+    expect(first.migrationsApplied).toEqual([1]);
+    first.close();
+    const second = open(dir, clock);
+    expect(second.migrationsApplied).toEqual([]);
+    second.close();
+    // A new release adds migration 2: only it runs, once.
+    const withV2 = [...MIGRATIONS, { version: 2, sql: 'ALTER TABLE jobs ADD COLUMN note TEXT' }];
+    const third = open(dir, clock, undefined, withV2);
+    expect(third.migrationsApplied).toEqual([2]);
+    expect(third.schemaVersion()).toBe(2);
+    third.close();
+    const fourth = open(dir, clock, undefined, withV2);
+    expect(fourth.migrationsApplied).toEqual([]);
+    const rows = fourth.db.prepare('SELECT version FROM schema_version ORDER BY version').all();
+    expect(rows).toEqual([{ version: 1 }, { version: 2 }]);
+  });
+
+  it('keeps committed snapshots across a reopen, with WAL on', () => {
+    const dir = tmp();
+    const clock = { now: 5000 };
+    const a = open(dir, clock);
+    expect(a.db.pragma('journal_mode', { simple: true })).toBe('wal');
+    a.saveJob(job('j1', 1), { who: 'admin', action: 'attach', jobId: 'j1' });
+    a.insertSnapshot(snap('s1', 'j1', 4000), { ...audit, jobId: 'j1', snapshotId: 's1' });
+    // No close: as if the process died after the commit.
+    const b = open(dir, clock);
+    expect(b.job('j1')?.ranks).toHaveLength(2);
+    expect(b.snapshotMeta('s1')).toMatchObject({ id: 's1', jobId: 'j1', takenAt: 4000, pendingSends: 1 });
+    expect(b.snapshotData('s1')).toEqual(snap('s1', 'j1', 4000).gz);
+    expect(b.activity(10).map((e) => e.action)).toEqual(['snapshot', 'attach']);
+  });
+
+  it('writes a snapshot and its audit row together or not at all', () => {
+    const clock = { now: 1 };
+    const s = open(':memory:', clock);
+    s.saveJob(job('j1', 1), { who: 'admin', action: 'attach', jobId: 'j1' });
+    s.insertSnapshot(snap('s1', 'j1', 1), audit);
+    // Same id again: the insert fails, and the audit row of the failed write is not kept.
+    expect(() => s.insertSnapshot(snap('s1', 'j1', 2), { ...audit, snapshotId: 'dup' })).toThrow(/UNIQUE/);
+    expect(s.activity(10).some((e) => e.snapshotId === 'dup')).toBe(false);
+    // A snapshot of an unknown job violates the foreign key: nothing is written.
+    expect(() => s.insertSnapshot(snap('s2', 'nope', 2), { ...audit, snapshotId: 's2' })).toThrow(
+      /FOREIGN KEY/,
+    );
+    expect(s.snapshotMeta('s2')).toBeNull();
+    expect(s.countSnapshots()).toBe(1);
+  });
+
+  it('keeps at most N snapshots per job, newest first', () => {
+    const clock = { now: 100 };
+    const s = open(':memory:', clock, { maxSnapshotsPerJob: 3, maxAgeSeconds: 0 });
+    s.saveJob(job('j1', 1), { who: 'admin', action: 'attach' });
+    s.saveJob({ ...job('j2', 1), starterPid: 43 }, { who: 'admin', action: 'attach' });
+    for (let i = 1; i <= 5; i++) s.insertSnapshot(snap(`a${i}`, 'j1', i), audit);
+    s.insertSnapshot(snap('b1', 'j2', 1), audit);
+    expect(s.snapshots('j1', 10).map((m) => m.id)).toEqual(['a5', 'a4', 'a3']);
+    expect(s.snapshots('j2', 10).map((m) => m.id)).toEqual(['b1']);
+    expect(s.snapshotData('a1')).toBeNull();
+  });
+
+  it('drops snapshots older than the maximum age, and their share links with them', () => {
+    const clock = { now: 0 };
+    const s = open(':memory:', clock, { maxSnapshotsPerJob: 0, maxAgeSeconds: 60 });
+    s.saveJob(job('j1', 0), { who: 'admin', action: 'attach' });
+    s.insertSnapshot(snap('old', 'j1', 0), audit);
+    s.insertShare(
+      { id: 'sh', snapshotId: SnapshotId('old'), createdBy: 'admin', createdAt: 0, expiresAt: 1e12 },
+      {
+        who: 'admin',
+        action: 'share',
+      },
+    );
+    clock.now = 30_000;
+    s.insertSnapshot(snap('mid', 'j1', 30_000), audit);
+    expect(s.countSnapshots('j1')).toBe(2);
+    clock.now = 60_001;
+    expect(s.sweep()).toBe(1);
+    expect(s.snapshots('j1', 10).map((m) => m.id)).toEqual(['mid']);
+    expect(s.liveShare('sh')).toBeNull();
+    clock.now = 100_000;
+    s.insertSnapshot(snap('new', 'j1', 100_000), audit);
+    expect(s.snapshots('j1', 10).map((m) => m.id)).toEqual(['new']);
+  });
+
+  it('finds users by token hash and sessions until they expire', () => {
+    const clock = { now: 0 };
+    const s = open(':memory:', clock);
+    const u = s.upsertUser({ name: 'alice', uid: 1000, admin: false, tokenHash: 'h1' });
+    expect(s.userByTokenHash('h1')).toEqual(u);
+    // Updating a user keeps the token unless a new one is given.
+    s.upsertUser({ name: 'alice', uid: 1001, admin: false, tokenHash: null });
+    expect(s.userByTokenHash('h1')?.uid).toBe(1001);
+    s.createSession('sess', u.id, 1000);
+    expect(s.userBySession('sess')?.name).toBe('alice');
+    clock.now = 1000;
+    expect(s.userBySession('sess')).toBeNull();
+  });
+});
