@@ -1,10 +1,13 @@
 // The `mqd` command: one entry, one subcommand per job.
 import { mqdError } from '@mqd/model';
+import { AGENT_USAGE, SERVE_USAGE, agentCommand, serveCommand } from './serve-cmd.js';
 import { SNAPSHOT_USAGE, snapshotCommand } from './snapshot-cmd.js';
 
 export const USAGE = `usage: mqd <command> [options]
 commands:
   snapshot   read the message queues of MPI processes (mqd snapshot --help)
+  serve      the dashboard: aggregator + a local agent, SQLite store (mqd serve --help)
+  agent      connect this node to an aggregator (mqd agent --help)
 exit codes: 0 ok, 1 nothing could be read, 2 usage, 3 partial (some ranks failed)`;
 
 const io = {
@@ -17,11 +20,15 @@ export async function main(argv: string[]): Promise<number> {
   switch (cmd) {
     case 'snapshot':
       return snapshotCommand(rest, io);
+    case 'serve':
+      return serveCommand(rest, io);
+    case 'agent':
+      return agentCommand(rest, io);
     case undefined:
     case '-h':
     case '--help':
     case 'help':
-      io.out(`${USAGE}\n\n${SNAPSHOT_USAGE}`);
+      io.out(`${USAGE}\n\n${SNAPSHOT_USAGE}\n\n${SERVE_USAGE}\n\n${AGENT_USAGE}`);
       return cmd === undefined ? 2 : 0;
     default:
       io.err(`${mqdError('MQD_E_USAGE', `unknown command '${cmd}'`).message}\n${USAGE}`);

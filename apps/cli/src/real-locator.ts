@@ -1,0 +1,41 @@
+// The real JobLocator for agents: @mqd/mpir behind the server's seam. Runs on the node of the
+// starter (mpirun / mpiexec): reads its MPIR table, or falls back to the process tree.
+import { readFileSync, readdirSync } from 'node:fs';
+import { attachStarter } from '@mqd/mpir';
+import { type MqdError, type Result, ok } from '@mqd/model';
+import type { JobLocator, LocatedJob, SeenStarter } from '@mqd/server';
+
+/** Process names of MPI starters an agent reports before anyone attaches. */
+const STARTERS = new Set(['mpirun', 'mpiexec', 'orterun', 'mpiexec.hydra', 'prterun', 'srun']);
+
+export class MpirJobLocator implements JobLocator {
+  async locate(starterPid: number): Promise<Result<LocatedJob, MqdError>> {
+    const r = attachStarter(starterPid);
+    if (!r.ok) return r;
+    const j = r.value;
+    return ok({
+      ranks: j.ranks.map((x) => ({ rank: x.rank, pid: x.pid, host: x.host })),
+      method: j.method,
+      uid: j.starter?.uid ?? 0,
+      command: j.starter?.command ?? '',
+    });
+  }
+
+  async list(): Promise<readonly SeenStarter[]> {
+    const out: SeenStarter[] = [];
+    for (const d of readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue;
+      try {
+        const comm = readFileSync(`/proc/${d}/comm`, 'utf8').trim();
+        if (!STARTERS.has(comm)) continue;
+        const status = readFileSync(`/proc/${d}/status`, 'utf8');
+        const uid = Number(/^Uid:\s+(\d+)/m.exec(status)?.[1] ?? -1);
+        const command = readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0').filter(Boolean).join(' ');
+        out.push({ starterPid: Number(d), uid, command });
+      } catch {
+        // the process ended while we looked: not a starter any more
+      }
+    }
+    return out;
+  }
+}
