@@ -10,6 +10,7 @@ const alias = {
   '@mqd/mpir': src('./packages/mpir/src/index.ts'),
   '@mqd/testkit': src('./packages/testkit/src/index.ts'),
   '@mqd/server': src('./apps/server/src/index.ts'),
+  '@mqd/cli': src('./apps/cli/src/index.ts'),
 };
 
 export default defineConfig({
@@ -24,6 +25,18 @@ export default defineConfig({
           include: ['packages/*/test/**/*.test.ts', 'apps/*/test/**/*.test.ts'],
           exclude: ['**/*.mpi.test.ts', '**/node_modules/**'],
           testTimeout: 20_000,
+        },
+      },
+      {
+        // Browser end-to-end: Debian's chromium driven by playwright-core against the real
+        // server and real hung jobs. One file at a time.
+        resolve: { alias },
+        test: {
+          name: 'e2e',
+          include: ['e2e/test/**/*.e2e.test.ts'],
+          fileParallelism: false,
+          testTimeout: 180_000,
+          hookTimeout: 180_000,
         },
       },
       {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run): provisions whatever is missing (Debian packages,
 # the debug-enabled Open MPI and MPICH builds, node modules), then runs every check:
-# format + lint, import direction, type-check + build, unit tests, real-MPI tests, browser e2e.
+# format + lint, import direction, type-check + build, unit tests, real-MPI tests, browser e2e
+# (Playwright driving Debian's chromium, run as vitest's e2e project).
 # Ends with one line "N passed, N failed" over all test runners.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,17 +28,11 @@ if [ $failed != 0 ]; then
 fi
 
 rm -rf .test-results && mkdir -p .test-results
-step "unit + real-MPI tests (vitest)"
-npx vitest run --reporter=default --reporter=json --outputFile=.test-results/vitest.json
+step "unit, real-MPI and browser e2e tests (vitest projects unit, mpi, e2e)"
+npx vitest run
 vitest_rc=$?
-e2e_rc=0
-if [ -f e2e/run.mjs ]; then
-  step "browser e2e (Playwright + Debian chromium)"
-  node e2e/run.mjs
-  e2e_rc=$?
-fi
 step "summary"
 node scripts/summarize-tests.mjs .test-results
 sum_rc=$?
 echo "total time $(( $(date +%s) - t0 )) s"
-[ $vitest_rc = 0 ] && [ $e2e_rc = 0 ] && [ $sum_rc = 0 ]
+[ $vitest_rc = 0 ] && [ $sum_rc = 0 ]

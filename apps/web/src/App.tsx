@@ -1,0 +1,352 @@
+// The dashboard shell: URL state (the single source of truth for what is shown), the snapshot
+// being viewed, login, the header with view tabs and sharing, and keyboard shortcuts.
+import { assertUnreachable, type SnapshotId } from '@mqd/model';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { type Api, type ApiError, isUnauthenticated } from './api.js';
+import { Diagnosis } from './Diagnosis.js';
+import { cachedSnapshot, type LoadedSnapshot, rememberSnapshot } from './data.js';
+import { demoSnapshot } from './demo.js';
+import { formatTime } from './format.js';
+import { shownValue, useResource } from './hooks.js';
+import { trackBusy } from './idle.js';
+import { JobsView } from './jobs/JobsView.js';
+import { OrderView } from './matching/OrderView.js';
+import { MatrixView } from './matrix/MatrixView.js';
+import { RankView } from './rank/RankView.js';
+import { TimelineView } from './timeline/TimelineView.js';
+import { ErrorBox, Progress } from './ui.js';
+import { parseUrl, type UrlState, urlOf, VIEW_KEYS, type View } from './url-state.js';
+
+export type SetUrl = (patch: Partial<UrlState>, how?: 'push' | 'replace') => void;
+
+export interface ViewProps {
+  readonly api: Api;
+  readonly url: UrlState;
+  readonly setUrl: SetUrl;
+  readonly data: LoadedSnapshot;
+}
+
+const TABS: readonly { view: View; label: string; title: string; key: string }[] = [
+  { view: 'jobs', label: 'Jobs', title: 'Jobs and snapshots', key: 'j' },
+  { view: 'matrix', label: 'Matrix', title: 'Message matrix: senders x receivers', key: 'm' },
+  { view: 'timeline', label: 'Timeline', title: 'Queue depth across snapshots', key: 't' },
+  { view: 'order', label: 'Matching order', title: 'Matching order of one rank and communicator', key: 'o' },
+  { view: 'rank', label: 'Rank', title: 'Everything about one rank', key: 'r' },
+];
+
+function useUrlState(): [UrlState, SetUrl] {
+  const [url, setState] = useState(() => parseUrl(location.pathname, location.search));
+  // The latest state, so that setUrl stays stable and history is written outside React updaters.
+  const current = useRef(url);
+  useEffect(() => {
+    const onPop = () => {
+      current.current = parseUrl(location.pathname, location.search);
+      setState(current.current);
+    };
+    addEventListener('popstate', onPop);
+    return () => removeEventListener('popstate', onPop);
+  }, []);
+  const setUrl = useCallback<SetUrl>((patch, how = 'push') => {
+    const next = { ...current.current, ...patch };
+    current.current = next;
+    const target = urlOf(next);
+    if (target !== `${location.pathname}${location.search}`) {
+      if (how === 'push') history.pushState(null, '', target);
+      else history.replaceState(null, '', target);
+    }
+    setState(next);
+  }, []);
+  return [url, setUrl];
+}
+
+function isTyping(e: KeyboardEvent): boolean {
+  const t = e.target;
+  return (
+    t instanceof HTMLElement && (t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName))
+  );
+}
+
+export function App({ api }: { api: Api }) {
+  const [url, setUrl] = useUrlState();
+  const [needLogin, setNeedLogin] = useState(false);
+
+  // --- the snapshot being viewed ---------------------------------------------------------
+  const shareKey = url.share;
+  const [shared] = useResource(
+    shareKey === null || url.demo !== null ? null : `share:${shareKey}`,
+    (signal) => api.shared(shareKey ?? '', signal),
+  );
+  const snapId = url.snap;
+  const [live] = useResource(
+    url.demo !== null || url.share !== null || snapId === null ? null : `snap:${snapId}`,
+    async (signal) => {
+      if (snapId === null) throw new Error('unreachable: the loader runs only with a snapshot id');
+      const hit = cachedSnapshot(snapId);
+      if (hit) return { ok: true, value: { id: snapId, ...hit } } as const;
+      const r = await api.snapshot(snapId, signal);
+      if (r.ok) rememberSnapshot(r.value.id, r.value);
+      return r;
+    },
+  );
+
+  const data: LoadedSnapshot | null = useMemo(() => {
+    if (url.demo !== null) return demoSnapshot(url.demo, url.scenario);
+    if (url.share !== null) {
+      const s = shownValue(shared);
+      return s
+        ? {
+            key: `share:${url.share}`,
+            source: 'shared',
+            snapshotId: null,
+            jobId: s.jobId,
+            takenAt: s.takenAt,
+            snapshot: s.snapshot,
+            readOnly: true,
+          }
+        : null;
+    }
+    const s = shownValue(live);
+    return s && s.id === url.snap
+      ? {
+          key: `snap:${s.id}`,
+          source: 'live',
+          snapshotId: s.id,
+          jobId: s.jobId,
+          takenAt: s.takenAt,
+          snapshot: s.snapshot,
+          readOnly: false,
+        }
+      : null;
+  }, [url.demo, url.scenario, url.share, url.snap, shared, live]);
+
+  const loadError: ApiError | null =
+    url.share !== null
+      ? shared.status === 'error'
+        ? shared.error
+        : null
+      : live.status === 'error'
+        ? live.error
+        : null;
+  const loading = url.share !== null ? shared.status === 'loading' : live.status === 'loading';
+
+  useEffect(() => {
+    if (loadError && isUnauthenticated(loadError)) setNeedLogin(true);
+  }, [loadError]);
+
+  // --- keyboard ------------------------------------------------------------------------------
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if (e.ctrlKey || e.metaKey || e.altKey || isTyping(e)) return;
+      if (e.key === 'Escape') {
+        setUrl({ cell: null }, 'replace');
+        return;
+      }
+      if (e.key === 'v') {
+        setUrl({ value: url.value === 'count' ? 'bytes' : 'count' }, 'replace');
+        return;
+      }
+      const view = VIEW_KEYS[e.key];
+      if (view && !(view === 'jobs' && url.share !== null)) setUrl({ view });
+    };
+    addEventListener('keydown', onKey);
+    return () => removeEventListener('keydown', onKey);
+  }, [setUrl, url.value, url.share]);
+
+  const title = data
+    ? `MQD · ${data.snapshot.ranks.length.toLocaleString()} ranks · ${formatTime(data.takenAt)}`
+    : 'MQD Dashboard';
+  useEffect(() => {
+    document.title = title;
+  }, [title]);
+
+  // The server keeps the session in a cookie; reloading re-runs every loader with it.
+  const onLoggedIn = () => location.reload();
+
+  const viewNeedsSnapshot = url.view !== 'jobs';
+  return (
+    <div className="app">
+      <header className="topbar">
+        <a className="brand" href="/" title="MQD Dashboard: MPI message queues">
+          MQD
+        </a>
+        <nav className="tabs" aria-label="Views">
+          {TABS.filter((t) => !(t.view === 'jobs' && url.share !== null)).map((t) => (
+            <button
+              key={t.view}
+              type="button"
+              className="tab"
+              aria-current={url.view === t.view ? 'page' : undefined}
+              onClick={() => setUrl({ view: t.view })}
+              title={`${t.title} (key ${t.key})`}
+            >
+              {t.label} <kbd>{t.key}</kbd>
+            </button>
+          ))}
+        </nav>
+        <SnapshotBadge data={data} />
+        {data && !data.readOnly && data.source === 'live' && data.snapshotId !== null && (
+          <ShareButton api={api} snapshotId={data.snapshotId} />
+        )}
+      </header>
+      {data?.readOnly && (
+        <div className="banner readonly" data-testid="read-only-banner" role="status">
+          Frozen snapshot taken {formatTime(data.takenAt)} — read-only
+          {data.jobId !== null && <span className="muted"> (job {data.jobId})</span>}
+        </div>
+      )}
+      {url.demo !== null && (
+        <div className="banner demo" role="status">
+          Demo: a synthetic {url.scenario} job of {url.demo.toLocaleString()} ranks generated in this page,
+          not a real job. <a href="/">Leave the demo</a>
+        </div>
+      )}
+      <main className="view">
+        {needLogin ? (
+          <LoginForm api={api} onDone={onLoggedIn} />
+        ) : url.view === 'jobs' && url.share === null ? (
+          <JobsView api={api} url={url} setUrl={setUrl} onUnauthenticated={() => setNeedLogin(true)} />
+        ) : viewNeedsSnapshot && !data ? (
+          <NoSnapshot url={url} setUrl={setUrl} loading={loading} error={loadError} />
+        ) : data ? (
+          <>
+            {(url.view === 'matrix' || url.view === 'order') && <Diagnosis data={data} />}
+            <ViewSwitch view={url.view} api={api} url={url} setUrl={setUrl} data={data} />
+          </>
+        ) : null}
+      </main>
+      <footer className="statusbar">
+        <span>
+          Keys: <kbd>j</kbd> jobs <kbd>m</kbd> matrix <kbd>t</kbd> timeline <kbd>o</kbd> order <kbd>r</kbd>{' '}
+          rank <kbd>v</kbd> count/size <kbd>Esc</kbd> clear selection
+        </span>
+        {data && <span className="muted">{data.snapshot.mpi.dll ?? 'no message-queue DLL'}</span>}
+      </footer>
+    </div>
+  );
+}
+
+function ViewSwitch(props: ViewProps & { view: View }) {
+  switch (props.view) {
+    case 'jobs':
+      return null;
+    case 'matrix':
+      return <MatrixView {...props} />;
+    case 'timeline':
+      return <TimelineView {...props} />;
+    case 'order':
+      return <OrderView {...props} />;
+    case 'rank':
+      return <RankView {...props} />;
+    default:
+      return assertUnreachable(props.view);
+  }
+}
+
+function SnapshotBadge({ data }: { data: LoadedSnapshot | null }) {
+  if (!data) return <span className="snapshot-badge muted">No snapshot selected</span>;
+  const s = data.snapshot;
+  return (
+    <span className="snapshot-badge" title={data.snapshot.mpi.dll ?? ''}>
+      {data.jobId !== null && <span>Job {data.jobId} · </span>}
+      <span>taken {formatTime(data.takenAt)}</span>
+      <span className="muted">
+        {' '}
+        · {s.mpi.library} · {s.ranks.length.toLocaleString()} ranks · lengths in {s.mpi.lengthUnit}
+      </span>
+    </span>
+  );
+}
+
+function ShareButton({ api, snapshotId }: { api: Api; snapshotId: SnapshotId }) {
+  const [state, setState] = useState<
+    { kind: 'idle' } | { kind: 'busy' } | { kind: 'done'; url: string } | { kind: 'error'; error: ApiError }
+  >({ kind: 'idle' });
+  // A new snapshot needs a new link.
+  // biome-ignore lint/correctness/useExhaustiveDependencies: reset when the snapshot changes.
+  useEffect(() => setState({ kind: 'idle' }), [snapshotId]);
+  const share = async () => {
+    setState({ kind: 'busy' });
+    const r = await trackBusy(api.share(snapshotId));
+    if (!r.ok) setState({ kind: 'error', error: r.error });
+    else setState({ kind: 'done', url: new URL(r.value.url, location.origin).href });
+  };
+  return (
+    <span className="share">
+      <button type="button" data-testid="share-button" onClick={share} disabled={state.kind === 'busy'}>
+        {state.kind === 'busy' ? 'Freezing…' : 'Share snapshot'}
+      </button>
+      {state.kind === 'done' && (
+        <span className="share-link" data-testid="share-link">
+          <input
+            readOnly
+            value={state.url}
+            onFocus={(e) => e.currentTarget.select()}
+            aria-label="Share link"
+          />
+          <button type="button" onClick={() => void navigator.clipboard?.writeText(state.url)}>
+            Copy
+          </button>
+        </span>
+      )}
+      {state.kind === 'error' && <ErrorBox error={state.error} compact />}
+    </span>
+  );
+}
+
+function NoSnapshot({
+  url,
+  setUrl,
+  loading,
+  error,
+}: {
+  url: UrlState;
+  setUrl: SetUrl;
+  loading: boolean;
+  error: ApiError | null;
+}) {
+  if (loading)
+    return <Progress what={url.share !== null ? 'Loading the shared snapshot…' : 'Loading the snapshot…'} />;
+  if (error) return <ErrorBox error={error} />;
+  return (
+    <div className="empty">
+      <p>Pick a job and a snapshot first.</p>
+      <p>
+        <button type="button" onClick={() => setUrl({ view: 'jobs' })}>
+          Go to jobs
+        </button>{' '}
+        or <a href="/?demo=1024">open a synthetic 1,024-rank demo</a>.
+      </p>
+    </div>
+  );
+}
+
+function LoginForm({ api, onDone }: { api: Api; onDone: () => void }) {
+  const [token, setToken] = useState('');
+  const [state, setState] = useState<
+    { kind: 'idle' } | { kind: 'busy' } | { kind: 'error'; error: ApiError }
+  >({
+    kind: 'idle',
+  });
+  return (
+    <form
+      className="login"
+      onSubmit={async (e) => {
+        e.preventDefault();
+        setState({ kind: 'busy' });
+        const r = await trackBusy(api.login(token.trim()));
+        if (r.ok) onDone();
+        else setState({ kind: 'error', error: r.error });
+      }}
+    >
+      <h2>Log in</h2>
+      <p>
+        Paste the token printed by <code>mqd serve</code>.
+      </p>
+      <input type="password" value={token} onChange={(e) => setToken(e.target.value)} aria-label="Token" />
+      <button type="submit" disabled={state.kind === 'busy' || token.trim() === ''}>
+        {state.kind === 'busy' ? 'Checking…' : 'Log in'}
+      </button>
+      {state.kind === 'error' && <ErrorBox error={state.error} />}
+    </form>
+  );
+}

@@ -1,0 +1,94 @@
+// "Why is the job stuck?": the analysis of @mqd/model (wait-for graph, near misses, rank
+// classes) in one paragraph above the matrix and the matching order. It runs after the first
+// paint (it can take a moment at 16,384 ranks) and once per snapshot.
+import { type Explanation, explainSnapshot, type JobSnapshot } from '@mqd/model';
+import { useEffect, useState } from 'react';
+import type { LoadedSnapshot } from './data.js';
+import { useBusyWhile } from './hooks.js';
+import { beginBusy } from './idle.js';
+
+const cache = new WeakMap<JobSnapshot, Explanation | { failed: string }>();
+
+const VERDICT_LABEL: Record<string, string> = {
+  deadlock: 'Deadlock',
+  'collective-hang': 'Hung in a collective',
+  stuck: 'Stuck',
+  progressing: 'Progressing',
+  idle: 'Idle',
+  unknown: 'Undetermined',
+};
+
+/** The first sentence, cut short: the whole paragraph can list thousands of ranks. */
+function lead(summary: string): string {
+  const end = summary.search(/\.(\s|$)/);
+  const first = end > 0 ? summary.slice(0, end + 1) : summary;
+  return first.length > 200 ? `${first.slice(0, 199)}…` : first;
+}
+
+export function Diagnosis({ data }: { data: LoadedSnapshot }) {
+  const snapshot = data.snapshot;
+  const [result, setResult] = useState(() => cache.get(snapshot) ?? null);
+  useEffect(() => {
+    const hit = cache.get(snapshot);
+    if (hit) {
+      setResult(hit);
+      return;
+    }
+    setResult(null);
+    const end = beginBusy();
+    const timer = setTimeout(() => {
+      let r: Explanation | { failed: string };
+      try {
+        r = explainSnapshot(snapshot);
+      } catch (e: unknown) {
+        // The analysis is another package's code: its failure must not take the views down,
+        // and it is reported here, where its answer would have been.
+        console.error('MQD: analysis failed', e);
+        r = { failed: e instanceof Error ? e.message : String(e) };
+      }
+      cache.set(snapshot, r);
+      setResult(r);
+      end();
+    }, 0);
+    return () => {
+      clearTimeout(timer);
+      end();
+    };
+  }, [snapshot]);
+
+  useBusyWhile(result === null);
+  if (result === null) {
+    return (
+      <section className="diagnosis pending" data-testid="diagnosis">
+        Analysing why the job is stuck…
+      </section>
+    );
+  }
+  if ('failed' in result) {
+    return (
+      <section className="diagnosis failed" data-testid="diagnosis" role="alert">
+        The analysis failed on this snapshot ({result.failed}); the views below are unaffected.
+      </section>
+    );
+  }
+  return (
+    <details className={`diagnosis verdict-${result.verdict}`} data-testid="diagnosis">
+      <summary>
+        <span className="verdict">{VERDICT_LABEL[result.verdict] ?? result.verdict}</span>
+        {result.partial && <span className="muted">(partial: some ranks could not be read) </span>}
+        <span className="diagnosis-lead">{lead(result.summary)}</span>
+      </summary>
+      <p className="diagnosis-summary">{result.summary}</p>
+      {(result.limits.length > 0 || result.partialReasons.length > 0) && (
+        <ul className="limits">
+          {result.partialReasons.map((r) => (
+            <li key={`p:${r}`}>{r}</li>
+          ))}
+          {result.limits.map((l) => (
+            <li key={`l:${l}`}>{l}</li>
+          ))}
+        </ul>
+      )}
+    </details>
+  );
+}

@@ -1,0 +1,380 @@
+// The one typed client of the aggregator's REST API. Every response is checked here, at the
+// edge, so the views only ever see validated values; a changed route or field is fixed here.
+// Expected failures (HTTP errors, network, a malformed body) are Results, never exceptions.
+// Live progress: the server pushes progress events over socket.io on /ui, but the dashboard
+// may not depend on socket.io-client, so it polls (see JobsView) until a fetch-based stream exists.
+import {
+  ERROR_HINTS,
+  err,
+  isErrorCode,
+  JobId,
+  type JobSnapshot,
+  ok,
+  Pid,
+  type Result,
+  SnapshotId,
+  validateSnapshot,
+} from '@mqd/model';
+
+/** Failures that only the browser sees (the server's own codes come from @mqd/model). */
+export const WEB_ERROR_HINTS = {
+  MQD_E_NETWORK:
+    'cannot reach the MQD server: check that `mqd serve` is running and that this page was opened from it',
+  MQD_E_BAD_RESPONSE:
+    'the server answered with something this dashboard does not understand: use the dashboard served by the same MQD version',
+  MQD_E_ABORTED: 'the request was cancelled because the view changed',
+} as const;
+export type WebErrorCode = keyof typeof WEB_ERROR_HINTS;
+
+export interface ApiError {
+  /** HTTP status; 0 when no response arrived. */
+  readonly status: number;
+  /** An MQD error code (server codes are ErrorCode; see also WEB_ERROR_HINTS). */
+  readonly code: string;
+  /** What happened and what to do. */
+  readonly message: string;
+}
+
+export type ApiResult<T> = Result<T, ApiError>;
+
+export type JobState = 'running' | 'looks-hung' | 'ended';
+export const JOB_STATES: readonly JobState[] = ['running', 'looks-hung', 'ended'];
+
+export interface JobSummary {
+  readonly id: JobId;
+  readonly starterPid: Pid;
+  readonly host: string;
+  readonly uid: number;
+  readonly command: string;
+  readonly state: JobState;
+  /** ISO time, null before the first snapshot. */
+  readonly lastSnapshotAt: string | null;
+  readonly ranks: number;
+}
+
+/** The server's per-snapshot summary: shown as label/value pairs, whatever fields it has. */
+export type SummaryFields = Readonly<Record<string, string | number | boolean | null>>;
+
+export interface SnapshotListEntry {
+  readonly id: SnapshotId;
+  readonly takenAt: string;
+  readonly summary: SummaryFields;
+}
+
+export interface StoredSnapshot {
+  readonly id: SnapshotId;
+  readonly jobId: JobId;
+  readonly takenAt: string;
+  readonly snapshot: JobSnapshot;
+}
+
+export interface SharedSnapshot {
+  readonly snapshot: JobSnapshot;
+  readonly takenAt: string;
+  readonly jobId: JobId;
+  readonly readOnly: true;
+}
+
+export interface ShareLink {
+  /** As the server gave it (absolute or relative to the dashboard's origin). */
+  readonly url: string;
+  readonly id: string;
+}
+
+export interface AttachRequest {
+  readonly host?: string;
+  readonly starterPid: Pid;
+}
+
+export interface Api {
+  health(signal?: AbortSignal): Promise<ApiResult<SummaryFields>>;
+  login(token: string): Promise<ApiResult<void>>;
+  jobs(signal?: AbortSignal): Promise<ApiResult<JobSummary[]>>;
+  /** Resolves with the attached job's id when the server names it. */
+  attach(req: AttachRequest): Promise<ApiResult<JobId | null>>;
+  takeSnapshot(job: JobId): Promise<ApiResult<{ id: SnapshotId; snapshot: JobSnapshot }>>;
+  snapshots(job: JobId, signal?: AbortSignal): Promise<ApiResult<SnapshotListEntry[]>>;
+  snapshot(id: SnapshotId, signal?: AbortSignal): Promise<ApiResult<StoredSnapshot>>;
+  share(id: SnapshotId, expiresInSeconds?: number): Promise<ApiResult<ShareLink>>;
+  shared(shareId: string, signal?: AbortSignal): Promise<ApiResult<SharedSnapshot>>;
+}
+
+export interface ApiOptions {
+  /** Prefix of every route; '' when the dashboard is served by the API server itself. */
+  readonly base?: string;
+  readonly fetch?: typeof fetch;
+}
+
+// --- decoding at the edge -------------------------------------------------------------------
+
+class DecodeError extends Error {}
+
+type Json = unknown;
+
+function obj(v: Json, path: string): Record<string, Json> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v))
+    throw new DecodeError(`${path}: expected an object`);
+  return v as Record<string, Json>;
+}
+
+function str(v: Json, path: string): string {
+  if (typeof v !== 'string') throw new DecodeError(`${path}: expected a string`);
+  return v;
+}
+
+function num(v: Json, path: string): number {
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw new DecodeError(`${path}: expected a number`);
+  return v;
+}
+
+/** Ids may arrive as numbers (SQLite rowids) or strings; the dashboard treats them as text. */
+function idText(v: Json, path: string): string {
+  if (typeof v === 'number' && Number.isInteger(v)) return String(v);
+  const s = str(v, path);
+  if (s === '') throw new DecodeError(`${path}: empty id`);
+  return s;
+}
+
+/** ISO text; epoch milliseconds are accepted and converted. */
+function time(v: Json, path: string): string {
+  if (typeof v === 'number' && Number.isFinite(v)) return new Date(v).toISOString();
+  const s = str(v, path);
+  if (Number.isNaN(Date.parse(s))) throw new DecodeError(`${path}: not a date: ${s.slice(0, 40)}`);
+  return s;
+}
+
+function arrayOf<T>(v: Json, path: string, item: (v: Json, path: string) => T, wrapper: string): T[] {
+  // Accept both a bare array and { <wrapper>: [...] }: the route docs allow either reading.
+  const list = Array.isArray(v) ? v : obj(v, path)[wrapper];
+  if (!Array.isArray(list)) throw new DecodeError(`${path}: expected an array (or {${wrapper}: [...]})`);
+  return list.map((x, i) => item(x, `${path}[${i}]`));
+}
+
+function summaryFields(v: Json, path: string): SummaryFields {
+  if (v === undefined || v === null) return {};
+  const o = obj(v, path);
+  const out: Record<string, string | number | boolean | null> = {};
+  for (const [k, x] of Object.entries(o)) {
+    if (x === null || typeof x === 'string' || typeof x === 'number' || typeof x === 'boolean') out[k] = x;
+  }
+  return out;
+}
+
+function job(v: Json, path: string): JobSummary {
+  const o = obj(v, path);
+  const state = str(o['state'], `${path}.state`);
+  if (!(JOB_STATES as readonly string[]).includes(state))
+    throw new DecodeError(`${path}.state: unknown state ${state}`);
+  const pid = num(o['starterPid'], `${path}.starterPid`);
+  if (!Number.isInteger(pid) || pid < 1) throw new DecodeError(`${path}.starterPid: not a pid`);
+  return {
+    id: JobId(idText(o['id'], `${path}.id`)),
+    starterPid: Pid(pid),
+    host: str(o['host'], `${path}.host`),
+    uid: num(o['uid'], `${path}.uid`),
+    command: str(o['command'] ?? '', `${path}.command`),
+    state: state as JobState,
+    lastSnapshotAt: o['lastSnapshotAt'] == null ? null : time(o['lastSnapshotAt'], `${path}.lastSnapshotAt`),
+    ranks: num(o['ranks'] ?? 0, `${path}.ranks`),
+  };
+}
+
+function snapshotBody(v: Json, path: string): JobSnapshot {
+  const r = validateSnapshot(v);
+  if (!r.ok) throw new DecodeError(`${path}: ${r.error.message}`);
+  return r.value;
+}
+
+function listEntry(v: Json, path: string): SnapshotListEntry {
+  const o = obj(v, path);
+  return {
+    id: SnapshotId(idText(o['id'], `${path}.id`)),
+    takenAt: time(o['takenAt'], `${path}.takenAt`),
+    summary: summaryFields(o['summary'], `${path}.summary`),
+  };
+}
+
+// --- transport ----------------------------------------------------------------------------------
+
+function webError(code: WebErrorCode, status: number, detail: string): ApiError {
+  return { status, code, message: `${code}: ${detail}: ${WEB_ERROR_HINTS[code]}` };
+}
+
+/** The server's {code, message}; a message that lacks the hint gets the model's hint for that code. */
+function serverError(status: number, body: Json): ApiError {
+  if (typeof body === 'object' && body !== null && !Array.isArray(body)) {
+    const o = body as Record<string, Json>;
+    const code = typeof o['code'] === 'string' ? o['code'] : '';
+    const message = typeof o['message'] === 'string' ? o['message'] : '';
+    if (code !== '') {
+      const hint = isErrorCode(code) && !message.includes(ERROR_HINTS[code]) ? `: ${ERROR_HINTS[code]}` : '';
+      return {
+        status,
+        code,
+        message: `${message.startsWith(code) ? message : `${code}: ${message}`}${hint}`,
+      };
+    }
+  }
+  if (status === 401)
+    return {
+      status,
+      code: 'MQD_E_UNAUTHENTICATED',
+      message: `MQD_E_UNAUTHENTICATED: ${ERROR_HINTS.MQD_E_UNAUTHENTICATED}`,
+    };
+  // A proxy in front of the server answers these when the server itself is down.
+  if (status === 502 || status === 503 || status === 504)
+    return webError('MQD_E_NETWORK', status, `HTTP ${status} from a proxy`);
+  return webError('MQD_E_BAD_RESPONSE', status, `HTTP ${status} without an MQD error body`);
+}
+
+export function createApi(opts: ApiOptions = {}): Api {
+  const base = opts.base ?? '';
+  const doFetch = opts.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
+
+  async function request<T>(
+    method: 'GET' | 'POST',
+    path: string,
+    decode: (body: Json) => T,
+    body?: unknown,
+    signal?: AbortSignal,
+  ): Promise<ApiResult<T>> {
+    const init: RequestInit = {
+      method,
+      credentials: 'same-origin',
+      headers:
+        body === undefined
+          ? { accept: 'application/json' }
+          : { accept: 'application/json', 'content-type': 'application/json' },
+    };
+    if (body !== undefined) init.body = JSON.stringify(body);
+    if (signal) init.signal = signal;
+    let res: Response;
+    try {
+      res = await doFetch(`${base}${path}`, init);
+    } catch (e: unknown) {
+      if (signal?.aborted) return err(webError('MQD_E_ABORTED', 0, `${method} ${path}`));
+      return err(
+        webError(
+          'MQD_E_NETWORK',
+          0,
+          `${method} ${path} failed (${e instanceof Error ? e.message : String(e)})`,
+        ),
+      );
+    }
+    let json: Json;
+    try {
+      const text = await res.text();
+      json = text === '' ? undefined : JSON.parse(text);
+    } catch (e: unknown) {
+      if (signal?.aborted) return err(webError('MQD_E_ABORTED', res.status, `${method} ${path}`));
+      return err(
+        webError(
+          'MQD_E_BAD_RESPONSE',
+          res.status,
+          `${method} ${path} did not return JSON (${e instanceof Error ? e.message : String(e)})`,
+        ),
+      );
+    }
+    if (!res.ok) return err(serverError(res.status, json));
+    try {
+      return ok(decode(json));
+    } catch (e: unknown) {
+      // Only decoding failures are expected here; anything else is a bug and propagates.
+      if (e instanceof DecodeError || e instanceof RangeError) {
+        return err(webError('MQD_E_BAD_RESPONSE', res.status, `${method} ${path}: ${e.message}`));
+      }
+      throw e;
+    }
+  }
+
+  const enc = encodeURIComponent;
+  return {
+    health: (signal) => request('GET', '/api/health', (b) => summaryFields(b, 'health'), undefined, signal),
+    login: (token) => request('POST', '/api/login', () => undefined, { token }),
+    jobs: (signal) => request('GET', '/api/jobs', (b) => arrayOf(b, 'jobs', job, 'jobs'), undefined, signal),
+    attach: (req) =>
+      request(
+        'POST',
+        '/api/jobs/attach',
+        (b) => {
+          if (typeof b !== 'object' || b === null) return null;
+          const o = b as Record<string, Json>;
+          const id =
+            o['id'] ??
+            (typeof o['job'] === 'object' && o['job'] !== null
+              ? (o['job'] as Record<string, Json>)['id']
+              : undefined);
+          return id === undefined ? null : JobId(idText(id, 'attach.id'));
+        },
+        req.host === undefined
+          ? { starterPid: req.starterPid }
+          : { host: req.host, starterPid: req.starterPid },
+      ),
+    takeSnapshot: (jobId) =>
+      request('POST', `/api/jobs/${enc(jobId)}/snapshots`, (b) => {
+        const o = obj(b, 'snapshot');
+        return {
+          id: SnapshotId(idText(o['id'], 'snapshot.id')),
+          snapshot: snapshotBody(o['snapshot'], 'snapshot.snapshot'),
+        };
+      }),
+    snapshots: (jobId, signal) =>
+      request(
+        'GET',
+        `/api/jobs/${enc(jobId)}/snapshots`,
+        (b) => arrayOf(b, 'snapshots', listEntry, 'snapshots'),
+        undefined,
+        signal,
+      ),
+    snapshot: (id, signal) =>
+      request(
+        'GET',
+        `/api/snapshots/${enc(id)}`,
+        (b) => {
+          const o = obj(b, 'snapshot');
+          return {
+            id: SnapshotId(idText(o['id'], 'snapshot.id')),
+            jobId: JobId(idText(o['jobId'], 'snapshot.jobId')),
+            takenAt: time(o['takenAt'], 'snapshot.takenAt'),
+            snapshot: snapshotBody(o['snapshot'], 'snapshot.snapshot'),
+          };
+        },
+        undefined,
+        signal,
+      ),
+    share: (id, expiresInSeconds) =>
+      request(
+        'POST',
+        `/api/snapshots/${enc(id)}/share`,
+        (b) => {
+          const o = obj(b, 'share');
+          return { url: str(o['url'], 'share.url'), id: idText(o['id'], 'share.id') };
+        },
+        expiresInSeconds === undefined ? {} : { expiresInSeconds },
+      ),
+    shared: (shareId, signal) =>
+      request(
+        'GET',
+        `/api/shared/${enc(shareId)}`,
+        (b) => {
+          const o = obj(b, 'shared');
+          return {
+            snapshot: snapshotBody(o['snapshot'], 'shared.snapshot'),
+            takenAt: time(o['takenAt'], 'shared.takenAt'),
+            jobId: JobId(idText(o['jobId'], 'shared.jobId')),
+            readOnly: true,
+          };
+        },
+        undefined,
+        signal,
+      ),
+  };
+}
+
+export function isUnauthenticated(e: ApiError): boolean {
+  return e.status === 401 || e.code === 'MQD_E_UNAUTHENTICATED';
+}
+
+export function isAborted(e: ApiError): boolean {
+  return e.code === 'MQD_E_ABORTED';
+}

@@ -1,0 +1,60 @@
+// The snapshot a view shows, wherever it came from (the live server, a share link, the
+// synthetic demo), and the per-snapshot derived tables, computed once and shared by views.
+import type { JobId, JobSnapshot, SnapshotId } from '@mqd/model';
+import { buildEdges } from './matrix/build-edges.js';
+import type { EdgeTable } from './matrix/edges.js';
+
+export type SnapshotSource = 'live' | 'shared' | 'demo';
+
+export interface LoadedSnapshot {
+  /** Unique per snapshot and source: keys caches and effects. */
+  readonly key: string;
+  readonly source: SnapshotSource;
+  readonly snapshotId: SnapshotId | null;
+  readonly jobId: JobId | null;
+  readonly takenAt: string;
+  readonly snapshot: JobSnapshot;
+  /** Shared snapshots are frozen: no share, no new snapshot, no timeline of the live job. */
+  readonly readOnly: boolean;
+}
+
+const edgeCache = new WeakMap<JobSnapshot, EdgeTable>();
+
+/** The matrix's edge table of a snapshot, built on first use. */
+export function edgesOf(snapshot: JobSnapshot): EdgeTable {
+  let t = edgeCache.get(snapshot);
+  if (!t) {
+    t = buildEdges(snapshot);
+    edgeCache.set(snapshot, t);
+  }
+  return t;
+}
+
+/** Snapshots fetched from the server, by id: the timeline and the snapshot picker reuse them. */
+const MAX_CACHED = 32;
+const snapshotCache = new Map<string, { takenAt: string; jobId: JobId; snapshot: JobSnapshot }>();
+
+export function cachedSnapshot(
+  id: SnapshotId,
+): { takenAt: string; jobId: JobId; snapshot: JobSnapshot } | undefined {
+  const hit = snapshotCache.get(id);
+  if (hit) {
+    // Refresh its position: the Map's insertion order is the eviction order.
+    snapshotCache.delete(id);
+    snapshotCache.set(id, hit);
+  }
+  return hit;
+}
+
+export function rememberSnapshot(
+  id: SnapshotId,
+  value: { takenAt: string; jobId: JobId; snapshot: JobSnapshot },
+): void {
+  snapshotCache.delete(id);
+  snapshotCache.set(id, value);
+  while (snapshotCache.size > MAX_CACHED) {
+    const oldest = snapshotCache.keys().next();
+    if (oldest.done) break;
+    snapshotCache.delete(oldest.value);
+  }
+}

@@ -1,0 +1,77 @@
+// Display formatting shared by the views.
+import type { LengthUnit, Operation } from '@mqd/model';
+
+export function formatTime(iso: string | null): string {
+  if (iso === null) return '—';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  return d.toLocaleString(undefined, {
+    year: 'numeric',
+    month: 'short',
+    day: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+  });
+}
+
+export function formatClock(iso: string): string {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  return d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+}
+
+/** "3 min ago" for recent times, the date otherwise. */
+export function formatAge(iso: string | null, now = Date.now()): string {
+  if (iso === null) return 'never';
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return iso;
+  const s = Math.round((now - t) / 1000);
+  if (s < 0) return formatTime(iso);
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
+  return formatTime(iso);
+}
+
+const SIZE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+
+export function formatSize(n: number, unit: LengthUnit): string {
+  if (unit === 'elements') return `${n.toLocaleString()} el.`;
+  let v = n;
+  let u = 0;
+  while (v >= 1024 && u < SIZE_UNITS.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return `${u === 0 ? v : v.toFixed(v < 10 ? 1 : 0)} ${SIZE_UNITS[u]}`;
+}
+
+export function formatMicros(us: number | null): string {
+  if (us === null) return 'not stopped';
+  if (us < 1000) return `${us} µs`;
+  if (us < 1_000_000) return `${(us / 1000).toFixed(1)} ms`;
+  return `${(us / 1_000_000).toFixed(2)} s`;
+}
+
+export function formatCount(n: number): string {
+  return n.toLocaleString();
+}
+
+/** "ANY" for wildcards, the world rank (and the local one when it differs). */
+export function formatPeer(op: Operation, resolved: number | null): string {
+  if (op.peer.local === null && op.peer.global === null) return 'ANY';
+  const world = resolved ?? op.peer.global;
+  const local = op.peer.local;
+  if (world === null) return local === null ? '?' : `local ${local} (world ?)`;
+  if (local === null || local === world) return String(world);
+  return `${world} (local ${local})`;
+}
+
+export function formatTag(tag: number | null): string {
+  return tag === null ? 'ANY' : String(tag);
+}
+
+export function plural(n: number, one: string, many = `${one}s`): string {
+  return `${n.toLocaleString()} ${n === 1 ? one : many}`;
+}

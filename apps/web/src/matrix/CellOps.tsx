@@ -1,0 +1,113 @@
+// The operations behind one matrix cell (or block, or strip segment): a linear scan of the
+// edge table, capped, each row linking to the matching order of the rank that holds it.
+import { useMemo } from 'react';
+import type { SetUrl } from '../App.js';
+import type { LoadedSnapshot } from '../data.js';
+import { formatCount, formatPeer, formatSize, formatTag } from '../format.js';
+import { commLabel, QUEUE_LABEL, resolveGlobalPeer } from '../snapshot-index.js';
+import { KindSwatch } from '../ui.js';
+import {
+  ANY_PEER,
+  type CellRange,
+  type CompiledFilter,
+  type EdgeTable,
+  edgesInCell,
+  KIND_OF_INDEX,
+} from './edges.js';
+import { KIND_COLOR } from './palette.js';
+
+const LIMIT = 500;
+
+function rangeLabel(start: number, size: number, n: number, any: string): string {
+  if (start === ANY_PEER) return any;
+  const end = Math.min(n, start + size) - 1;
+  return end <= start ? `rank ${start}` : `ranks ${start}–${end}`;
+}
+
+export function CellOps({
+  data,
+  edges,
+  filter,
+  cell,
+  setUrl,
+}: {
+  data: LoadedSnapshot;
+  edges: EdgeTable;
+  filter: CompiledFilter;
+  cell: CellRange;
+  setUrl: SetUrl;
+}) {
+  const snapshot = data.snapshot;
+  const { indices, total } = useMemo(() => edgesInCell(edges, filter, cell, LIMIT), [edges, filter, cell]);
+  const unit = snapshot.mpi.lengthUnit;
+  const n = edges.worldSize;
+  return (
+    <div className="cell-ops" data-testid="cell-ops">
+      <header className="cell-ops-head">
+        <h3>
+          {rangeLabel(cell.row, cell.size, n, 'ANY / unknown sender')} →{' '}
+          {rangeLabel(cell.col, cell.size, n, 'unknown receiver')}
+        </h3>
+        <button
+          type="button"
+          onClick={() => setUrl({ cell: null }, 'replace')}
+          title="Clear the selection (Esc)"
+        >
+          Close
+        </button>
+      </header>
+      <p className="muted">
+        {formatCount(total)} operation{total === 1 ? '' : 's'}
+        {total > indices.length && `, first ${formatCount(indices.length)} shown`}
+      </p>
+      {indices.length === 0 ? (
+        <p className="empty">No operations here with the current filters.</p>
+      ) : (
+        <table className="ops compact">
+          <thead>
+            <tr>
+              <th>Queue</th>
+              <th title="The process whose queue holds the operation">On rank</th>
+              <th>Peer</th>
+              <th>Tag</th>
+              <th>Size</th>
+              <th>Comm.</th>
+              <th>#</th>
+            </tr>
+          </thead>
+          <tbody>
+            {indices.map((i) => {
+              const rank = snapshot.ranks[edges.owner[i] ?? 0];
+              const comm = rank?.communicators[edges.commPos[i] ?? 0];
+              const kind = KIND_OF_INDEX[edges.kind[i] ?? 0] ?? 'sends';
+              const op = comm?.[kind]?.[edges.opPos[i] ?? 0];
+              if (!rank || !comm || !op) return null;
+              const peer = resolveGlobalPeer(op, comm, rank.rank, n);
+              return (
+                <tr
+                  key={i}
+                  data-testid="cell-op-row"
+                  className="clickable"
+                  onClick={() => setUrl({ view: 'order', rank: rank.rank, rcomm: comm.id })}
+                  title={`${QUEUE_LABEL[kind]} of rank ${rank.rank}: open its matching order`}
+                >
+                  <td>
+                    <KindSwatch color={KIND_COLOR[kind]} />{' '}
+                    {kind === 'sends' ? 'send' : kind === 'receives' ? 'recv' : 'unexp'}
+                    {op.status !== 'pending' && <span className="badge">{op.status}</span>}
+                  </td>
+                  <td>{rank.rank}</td>
+                  <td className={op.peer.local === null ? 'wild' : ''}>{formatPeer(op, peer)}</td>
+                  <td className={op.tag === null ? 'wild' : ''}>{formatTag(op.tag)}</td>
+                  <td>{formatSize(op.length, unit)}</td>
+                  <td>{commLabel(comm)}</td>
+                  <td>{edges.opPos[i]}</td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,82 @@
+// Fills the matrix's edge table (see edges.ts) from a snapshot: one walk over every queue.
+import type { Communicator, JobSnapshot, Operation } from '@mqd/model';
+import { commKey, commLabel, indexRanks, resolveGlobalPeer } from '../snapshot-index.js';
+import { ANY_PEER, type EdgeTable, KIND_RECEIVES, KIND_SENDS, KIND_UNEXPECTED } from './edges.js';
+
+export function buildEdges(snapshot: JobSnapshot): EdgeTable {
+  let n = 0;
+  for (const r of snapshot.ranks) {
+    for (const c of r.communicators)
+      n += (c.sends?.length ?? 0) + (c.receives?.length ?? 0) + (c.unexpected?.length ?? 0);
+  }
+  const src = new Int32Array(n);
+  const dst = new Int32Array(n);
+  const kind = new Uint8Array(n);
+  const size = new Float64Array(n);
+  const tag = new Int32Array(n);
+  const tagAny = new Uint8Array(n);
+  const comm = new Uint32Array(n);
+  const owner = new Int32Array(n);
+  const commPos = new Uint32Array(n);
+  const opPos = new Uint32Array(n);
+  const commIndex = new Map<string, number>();
+  const comms: { key: string; label: string; ops: number }[] = [];
+  const { worldSize } = indexRanks(snapshot);
+  const peer = (op: Operation, c: Communicator, self: number) =>
+    resolveGlobalPeer(op, c, self, worldSize) ?? ANY_PEER;
+
+  let e = 0;
+  const put = (
+    op: Operation,
+    k: number,
+    s: number,
+    d: number,
+    ci: number,
+    ri: number,
+    cp: number,
+    qp: number,
+  ) => {
+    src[e] = s;
+    dst[e] = d;
+    kind[e] = k;
+    size[e] = op.length;
+    if (op.tag === null) tagAny[e] = 1;
+    else tag[e] = op.tag;
+    comm[e] = ci;
+    owner[e] = ri;
+    commPos[e] = cp;
+    opPos[e] = qp;
+    e++;
+  };
+  snapshot.ranks.forEach((r, ri) => {
+    r.communicators.forEach((c, cp) => {
+      const key = commKey(c);
+      let ci = commIndex.get(key);
+      if (ci === undefined) {
+        ci = comms.length;
+        commIndex.set(key, ci);
+        comms.push({ key, label: commLabel(c), ops: 0 });
+      }
+      const summary = comms[ci];
+      const before = e;
+      c.sends?.forEach((op, qp) => {
+        put(op, KIND_SENDS, r.rank, peer(op, c, r.rank), ci, ri, cp, qp);
+      });
+      c.receives?.forEach((op, qp) => {
+        put(op, KIND_RECEIVES, peer(op, c, r.rank), r.rank, ci, ri, cp, qp);
+      });
+      c.unexpected?.forEach((op, qp) => {
+        put(op, KIND_UNEXPECTED, peer(op, c, r.rank), r.rank, ci, ri, cp, qp);
+      });
+      if (summary) summary.ops += e - before;
+    });
+  });
+  comms.sort((a, b) => b.ops - a.ops || a.label.localeCompare(b.label));
+  // Re-number after sorting so index 0 is the busiest communicator.
+  const remap = new Uint32Array(comms.length);
+  comms.forEach((c, i) => {
+    remap[commIndex.get(c.key) ?? 0] = i;
+  });
+  for (let i = 0; i < n; i++) comm[i] = remap[comm[i] ?? 0] ?? 0;
+  return { worldSize, length: n, src, dst, kind, size, tag, tagAny, comm, owner, commPos, opPos, comms };
+}

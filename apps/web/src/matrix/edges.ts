@@ -1,0 +1,138 @@
+// The message matrix starts from one flat table of every queued operation, as a struct of
+// typed arrays (Perfetto's slice tracks do the same): it is walked once per snapshot, copied to
+// the aggregation worker without a structured clone of the snapshot, and scanned linearly for
+// the operations of a clicked cell. This file has no runtime dependency on @mqd/model, so the
+// worker bundle stays small; build-edges.ts fills the table from a snapshot.
+import type { QueueKind } from '@mqd/model';
+
+export const KIND_SENDS = 0;
+export const KIND_RECEIVES = 1;
+export const KIND_UNEXPECTED = 2;
+export const KIND_COUNT = 3;
+export const KIND_INDEX: Record<QueueKind, number> = {
+  sends: KIND_SENDS,
+  receives: KIND_RECEIVES,
+  unexpected: KIND_UNEXPECTED,
+};
+export const KIND_OF_INDEX: readonly QueueKind[] = ['sends', 'receives', 'unexpected'];
+
+/** Sender or receiver index of an operation whose peer is MPI_ANY_SOURCE or unknown. */
+export const ANY_PEER = -1;
+
+/** The columns the aggregation needs (what goes to the worker). */
+export interface EdgeColumns {
+  readonly worldSize: number;
+  readonly length: number;
+  /** World rank of the sender: the matrix row. ANY_PEER for ANY_SOURCE receives or unknown senders. */
+  readonly src: Int32Array;
+  /** World rank of the receiver: the matrix column. ANY_PEER when a send's destination is unknown. */
+  readonly dst: Int32Array;
+  /** KIND_SENDS / KIND_RECEIVES / KIND_UNEXPECTED. */
+  readonly kind: Uint8Array;
+  /** Operation.length, in the snapshot's lengthUnit. */
+  readonly size: Float64Array;
+  readonly tag: Int32Array;
+  /** 1 when the tag is MPI_ANY_TAG (tag column then holds 0). */
+  readonly tagAny: Uint8Array;
+  /** Index into EdgeTable.comms. */
+  readonly comm: Uint32Array;
+}
+
+/** A communicator as the filters see it: one key across all processes that share it. */
+export interface CommSummary {
+  readonly key: string;
+  readonly label: string;
+  readonly ops: number;
+}
+
+export interface EdgeTable extends EdgeColumns {
+  /** Position in snapshot.ranks of the process whose queue holds the operation. */
+  readonly owner: Int32Array;
+  /** Position of the communicator in that process's communicators. */
+  readonly commPos: Uint32Array;
+  /** Position in the queue (0 = matched first). */
+  readonly opPos: Uint32Array;
+  readonly comms: readonly CommSummary[];
+}
+
+/** What the matrix shows. Edges failing any test are left out of every count. */
+export interface MatrixFilter {
+  /** A CommSummary.key, or null for all communicators. */
+  readonly comm: string | null;
+  /** Only this tag (MPI_ANY_TAG receives included: they would take it); null = all tags. */
+  readonly tag: number | null;
+  readonly kinds: readonly QueueKind[];
+}
+
+export const NO_FILTER: MatrixFilter = { comm: null, tag: null, kinds: ['sends', 'receives', 'unexpected'] };
+
+/** A filter compiled against one table: a predicate on edge indices. */
+export interface CompiledFilter {
+  readonly commIndex: number;
+  readonly tag: number | null;
+  readonly kindMask: number;
+}
+
+export function compileFilter(filter: MatrixFilter, comms: readonly CommSummary[]): CompiledFilter {
+  let kindMask = 0;
+  for (const k of filter.kinds) kindMask |= 1 << KIND_INDEX[k];
+  // An unknown communicator key matches nothing (-2), rather than silently showing everything.
+  const commIndex = filter.comm === null ? -1 : comms.findIndex((c) => c.key === filter.comm);
+  return { commIndex: filter.comm !== null && commIndex < 0 ? -2 : commIndex, tag: filter.tag, kindMask };
+}
+
+export function edgePasses(t: EdgeColumns, f: CompiledFilter, i: number): boolean {
+  if (((f.kindMask >> (t.kind[i] ?? 0)) & 1) === 0) return false;
+  if (f.commIndex !== -1 && t.comm[i] !== f.commIndex) return false;
+  if (f.tag !== null && t.tagAny[i] === 0 && t.tag[i] !== f.tag) return false;
+  return true;
+}
+
+/** A rectangle of the matrix: rows [row, row+size) x cols [col, col+size); ANY_PEER = the wildcard strip. */
+export interface CellRange {
+  readonly row: number;
+  readonly col: number;
+  readonly size: number;
+}
+
+function inRange(v: number, start: number, size: number): boolean {
+  return start === ANY_PEER ? v === ANY_PEER : v >= start && v < start + size;
+}
+
+/** Edge indices of the operations in a cell (or a block, or a strip segment), in table order. */
+export function edgesInCell(
+  t: EdgeColumns,
+  f: CompiledFilter,
+  cell: CellRange,
+  limit: number,
+): { indices: number[]; total: number } {
+  const indices: number[] = [];
+  let total = 0;
+  for (let i = 0; i < t.length; i++) {
+    if (!inRange(t.src[i] ?? 0, cell.row, cell.size) || !inRange(t.dst[i] ?? 0, cell.col, cell.size))
+      continue;
+    if (!edgePasses(t, f, i)) continue;
+    total++;
+    if (indices.length < limit) indices.push(i);
+  }
+  return { indices, total };
+}
+
+/** The columns only, as fresh copies whose buffers can be transferred to a worker. */
+export function copyColumns(t: EdgeColumns): EdgeColumns {
+  return {
+    worldSize: t.worldSize,
+    length: t.length,
+    src: t.src.slice(),
+    dst: t.dst.slice(),
+    kind: t.kind.slice(),
+    size: t.size.slice(),
+    tag: t.tag.slice(),
+    tagAny: t.tagAny.slice(),
+    comm: t.comm.slice(),
+  };
+}
+
+export function columnBuffers(t: EdgeColumns): ArrayBuffer[] {
+  return [t.src, t.dst, t.kind, t.size, t.tag, t.tagAny, t.comm].map((a) => a.buffer as ArrayBuffer);
+}

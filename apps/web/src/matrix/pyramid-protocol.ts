@@ -1,0 +1,11 @@
+// Messages between the main thread and the pyramid worker; replies carry the request id.
+import type { CommSummary, EdgeColumns, MatrixFilter } from './edges.js';
+import type { Pyramid } from './pyramid.js';
+
+export type WorkerRequest =
+  | { readonly type: 'edges'; readonly columns: EdgeColumns; readonly comms: readonly CommSummary[] }
+  | { readonly type: 'build'; readonly id: number; readonly filter: MatrixFilter };
+
+export type WorkerReply =
+  | { readonly type: 'pyramid'; readonly id: number; readonly pyramid: Pyramid; readonly millis: number }
+  | { readonly type: 'error'; readonly id: number; readonly message: string };

@@ -1,0 +1,335 @@
+// Aggregation of the message matrix into a pyramid of block levels, so that drawing never
+// touches more cells than there are pixels. Level L groups 2^L x 2^L ranks into one block.
+// Pending operations are sparse (a few per rank, even at 16,384 ranks), so each level is a
+// compressed sparse row (CSR) matrix in typed arrays; the wildcard row ("sender ANY") and the
+// unknown-destination column are dense strips beside it.
+//
+// Invariant: for every level, the per-kind counts and sizes of all blocks plus both strips sum
+// to the totals of the filtered edges, exactly (tests check this per block).
+import { ANY_PEER, type CompiledFilter, type EdgeColumns, edgePasses, KIND_COUNT } from './edges.js';
+
+export interface Level {
+  readonly level: number;
+  /** Ranks per block side: 2^level. */
+  readonly blockSize: number;
+  /** Blocks per matrix side: ceil(worldSize / blockSize). */
+  readonly dim: number;
+  /** CSR row pointers (dim + 1). */
+  readonly rowPtr: Uint32Array;
+  /** Block column of each stored block, ascending within a row. */
+  readonly col: Uint32Array;
+  /** Operations per stored block and kind: [block * 3 + kind]. */
+  readonly count: Uint32Array;
+  /** Summed Operation.length per stored block and kind: [block * 3 + kind]. */
+  readonly bytes: Float64Array;
+  /** Sender ANY / unknown, per receiver block and kind: [blockCol * 3 + kind]. */
+  readonly anyRowCount: Uint32Array;
+  readonly anyRowBytes: Float64Array;
+  /** Receiver unknown, per sender block and kind: [blockRow * 3 + kind]. */
+  readonly unknownColCount: Uint32Array;
+  readonly unknownColBytes: Float64Array;
+  /** Largest block total (all kinds), strips included: the top of the colour scale. */
+  readonly maxCount: number;
+  readonly maxBytes: number;
+}
+
+export interface Pyramid {
+  readonly worldSize: number;
+  /** levels[0] is one rank per block; the last level has dim 1. */
+  readonly levels: readonly Level[];
+  /** Edges that passed the filter. */
+  readonly ops: number;
+}
+
+const TWO32 = 2 ** 32;
+
+export function buildPyramid(t: EdgeColumns, f: CompiledFilter): Pyramid {
+  const levels: Level[] = [buildLevel0(t, f)];
+  let last = levels[0];
+  while (last && last.dim > 1) {
+    last = coarsen(last);
+    levels.push(last);
+  }
+  const first = levels[0];
+  let ops = 0;
+  if (first) {
+    for (const c of first.count) ops += c;
+    for (const c of first.anyRowCount) ops += c;
+    for (const c of first.unknownColCount) ops += c;
+  }
+  return { worldSize: t.worldSize, levels, ops };
+}
+
+function buildLevel0(t: EdgeColumns, f: CompiledFilter): Level {
+  const n = Math.max(1, t.worldSize);
+  const anyRowCount = new Uint32Array(n * KIND_COUNT);
+  const anyRowBytes = new Float64Array(n * KIND_COUNT);
+  const unknownColCount = new Uint32Array(n * KIND_COUNT);
+  const unknownColBytes = new Float64Array(n * KIND_COUNT);
+  // Counting sort of the passing edges by row, then each row's keys (dst * 2^32 + edge) sorted
+  // numerically: no comparator closures, and equal cells end up adjacent.
+  const rowCount = new Uint32Array(n + 1);
+  let m = 0;
+  for (let i = 0; i < t.length; i++) {
+    if (!edgePasses(t, f, i)) continue;
+    const s = t.src[i] ?? 0;
+    const d = t.dst[i] ?? 0;
+    const k = t.kind[i] ?? 0;
+    const sz = t.size[i] ?? 0;
+    if (s === ANY_PEER) {
+      if (d !== ANY_PEER) {
+        anyRowCount[d * KIND_COUNT + k] = (anyRowCount[d * KIND_COUNT + k] ?? 0) + 1;
+        anyRowBytes[d * KIND_COUNT + k] = (anyRowBytes[d * KIND_COUNT + k] ?? 0) + sz;
+      }
+      continue;
+    }
+    if (d === ANY_PEER) {
+      unknownColCount[s * KIND_COUNT + k] = (unknownColCount[s * KIND_COUNT + k] ?? 0) + 1;
+      unknownColBytes[s * KIND_COUNT + k] = (unknownColBytes[s * KIND_COUNT + k] ?? 0) + sz;
+      continue;
+    }
+    rowCount[s + 1] = (rowCount[s + 1] ?? 0) + 1;
+    m++;
+  }
+  for (let r = 0; r < n; r++) rowCount[r + 1] = (rowCount[r + 1] ?? 0) + (rowCount[r] ?? 0);
+  const keys = new Float64Array(m);
+  const fill = rowCount.slice(0, n);
+  for (let i = 0; i < t.length; i++) {
+    const s = t.src[i] ?? 0;
+    const d = t.dst[i] ?? 0;
+    if (s === ANY_PEER || d === ANY_PEER || !edgePasses(t, f, i)) continue;
+    const at = fill[s] ?? 0;
+    keys[at] = d * TWO32 + i;
+    fill[s] = at + 1;
+  }
+  const rowPtr = new Uint32Array(n + 1);
+  const col = new Uint32Array(m);
+  const count = new Uint32Array(m * KIND_COUNT);
+  const bytes = new Float64Array(m * KIND_COUNT);
+  let out = 0;
+  for (let r = 0; r < n; r++) {
+    const a = rowCount[r] ?? 0;
+    const b = rowCount[r + 1] ?? 0;
+    if (b - a > 1) keys.subarray(a, b).sort();
+    let prev = -1;
+    for (let j = a; j < b; j++) {
+      const key = keys[j] ?? 0;
+      const d = Math.floor(key / TWO32);
+      const i = key - d * TWO32;
+      if (d !== prev) {
+        col[out] = d;
+        out++;
+        prev = d;
+      }
+      const slot = (out - 1) * KIND_COUNT + (t.kind[i] ?? 0);
+      count[slot] = (count[slot] ?? 0) + 1;
+      bytes[slot] = (bytes[slot] ?? 0) + (t.size[i] ?? 0);
+    }
+    rowPtr[r + 1] = out;
+  }
+  return finish(
+    0,
+    1,
+    n,
+    rowPtr,
+    col.slice(0, out),
+    count.slice(0, out * KIND_COUNT),
+    bytes.slice(0, out * KIND_COUNT),
+    {
+      anyRowCount,
+      anyRowBytes,
+      unknownColCount,
+      unknownColBytes,
+    },
+  );
+}
+
+interface Strips {
+  anyRowCount: Uint32Array;
+  anyRowBytes: Float64Array;
+  unknownColCount: Uint32Array;
+  unknownColBytes: Float64Array;
+}
+
+function finish(
+  level: number,
+  blockSize: number,
+  dim: number,
+  rowPtr: Uint32Array,
+  col: Uint32Array,
+  count: Uint32Array,
+  bytes: Float64Array,
+  strips: Strips,
+): Level {
+  let maxCount = 0;
+  let maxBytes = 0;
+  const scan = (c: Uint32Array, by: Float64Array, blocks: number) => {
+    for (let b = 0; b < blocks; b++) {
+      const o = b * KIND_COUNT;
+      const tc = (c[o] ?? 0) + (c[o + 1] ?? 0) + (c[o + 2] ?? 0);
+      const tb = (by[o] ?? 0) + (by[o + 1] ?? 0) + (by[o + 2] ?? 0);
+      if (tc > maxCount) maxCount = tc;
+      if (tb > maxBytes) maxBytes = tb;
+    }
+  };
+  scan(count, bytes, col.length);
+  scan(strips.anyRowCount, strips.anyRowBytes, dim);
+  scan(strips.unknownColCount, strips.unknownColBytes, dim);
+  return { level, blockSize, dim, rowPtr, col, count, bytes, ...strips, maxCount, maxBytes };
+}
+
+/** Level L+1 from level L: merge each pair of block rows, halving the column indices. */
+function coarsen(p: Level): Level {
+  const dim = Math.ceil(p.dim / 2);
+  const rowPtr = new Uint32Array(dim + 1);
+  // Upper bound: every parent block survives.
+  const col = new Uint32Array(p.col.length);
+  const count = new Uint32Array(p.col.length * KIND_COUNT);
+  const bytes = new Float64Array(p.col.length * KIND_COUNT);
+  let out = 0;
+  for (let r = 0; r < dim; r++) {
+    let i = p.rowPtr[2 * r] ?? 0;
+    const iEnd = p.rowPtr[2 * r + 1] ?? 0;
+    let j = iEnd;
+    const jEnd = 2 * r + 1 < p.dim ? (p.rowPtr[2 * r + 2] ?? 0) : iEnd;
+    let prev = -1;
+    // Two sorted runs (rows 2r and 2r+1); take the smaller column each step.
+    while (i < iEnd || j < jEnd) {
+      let from: number;
+      if (j >= jEnd || (i < iEnd && (p.col[i] ?? 0) <= (p.col[j] ?? 0))) from = i++;
+      else from = j++;
+      const c = (p.col[from] ?? 0) >>> 1;
+      if (c !== prev) {
+        col[out] = c;
+        out++;
+        prev = c;
+      }
+      const o = (out - 1) * KIND_COUNT;
+      const fo = from * KIND_COUNT;
+      for (let k = 0; k < KIND_COUNT; k++) {
+        count[o + k] = (count[o + k] ?? 0) + (p.count[fo + k] ?? 0);
+        bytes[o + k] = (bytes[o + k] ?? 0) + (p.bytes[fo + k] ?? 0);
+      }
+    }
+    rowPtr[r + 1] = out;
+  }
+  const halve = <A extends Uint32Array | Float64Array>(src: A, make: (n: number) => A): A => {
+    const dst = make(dim * KIND_COUNT);
+    for (let b = 0; b < p.dim; b++) {
+      const o = (b >>> 1) * KIND_COUNT;
+      for (let k = 0; k < KIND_COUNT; k++) dst[o + k] = (dst[o + k] ?? 0) + (src[b * KIND_COUNT + k] ?? 0);
+    }
+    return dst;
+  };
+  const u32 = (n: number) => new Uint32Array(n);
+  const f64 = (n: number) => new Float64Array(n);
+  return finish(
+    p.level + 1,
+    p.blockSize * 2,
+    dim,
+    rowPtr,
+    col.slice(0, out),
+    count.slice(0, out * KIND_COUNT),
+    bytes.slice(0, out * KIND_COUNT),
+    {
+      anyRowCount: halve(p.anyRowCount, u32),
+      anyRowBytes: halve(p.anyRowBytes, f64),
+      unknownColCount: halve(p.unknownColCount, u32),
+      unknownColBytes: halve(p.unknownColBytes, f64),
+    },
+  );
+}
+
+/** Index of a stored block in its level, or -1 when the block is empty. */
+export function findBlock(l: Level, row: number, col: number): number {
+  if (row < 0 || row >= l.dim) return -1;
+  let lo = l.rowPtr[row] ?? 0;
+  let hi = (l.rowPtr[row + 1] ?? 0) - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const c = l.col[mid] ?? 0;
+    if (c === col) return mid;
+    if (c < col) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
+}
+
+/** First stored block of a row whose column is >= col (for culling a visible column range). */
+export function lowerBound(l: Level, row: number, col: number): number {
+  let lo = l.rowPtr[row] ?? 0;
+  let hi = l.rowPtr[row + 1] ?? 0;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((l.col[mid] ?? 0) < col) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+export interface BlockValues {
+  readonly count: readonly [number, number, number];
+  readonly bytes: readonly [number, number, number];
+}
+
+const ZERO: BlockValues = { count: [0, 0, 0], bytes: [0, 0, 0] };
+
+function triple(a: Uint32Array | Float64Array, o: number): [number, number, number] {
+  return [a[o] ?? 0, a[o + 1] ?? 0, a[o + 2] ?? 0];
+}
+
+/**
+ * Per-kind values of one block of a level. Row or column ANY_PEER reads the strips
+ * (row ANY_PEER = sender ANY/unknown, col ANY_PEER = receiver unknown).
+ */
+export function blockValues(l: Level, row: number, col: number): BlockValues {
+  if (row === ANY_PEER && col === ANY_PEER) return ZERO;
+  if (row === ANY_PEER) {
+    if (col < 0 || col >= l.dim) return ZERO;
+    return { count: triple(l.anyRowCount, col * KIND_COUNT), bytes: triple(l.anyRowBytes, col * KIND_COUNT) };
+  }
+  if (col === ANY_PEER) {
+    if (row < 0 || row >= l.dim) return ZERO;
+    return {
+      count: triple(l.unknownColCount, row * KIND_COUNT),
+      bytes: triple(l.unknownColBytes, row * KIND_COUNT),
+    };
+  }
+  const b = findBlock(l, row, col);
+  if (b < 0) return ZERO;
+  return { count: triple(l.count, b * KIND_COUNT), bytes: triple(l.bytes, b * KIND_COUNT) };
+}
+
+/**
+ * The finest level whose blocks are at least one device pixel wide at this many ranks per
+ * pixel. Never finer: a block narrower than a pixel can vanish when drawn (nearest-neighbour
+ * sampling skips it), and a single stuck row must never vanish.
+ */
+export function levelForDensity(p: Pyramid, ranksPerPixel: number): Level {
+  // The epsilon keeps an exact power of two (8 ranks per pixel) on its own level despite rounding.
+  const want = ranksPerPixel <= 1 ? 0 : Math.ceil(Math.log2(ranksPerPixel) - 1e-9);
+  const idx = Math.max(0, Math.min(p.levels.length - 1, want));
+  const l = p.levels[idx];
+  if (!l) throw new Error('pyramid has no levels');
+  return l;
+}
+
+/** Every buffer of a pyramid, for a zero-copy transfer out of the worker. */
+export function pyramidBuffers(p: Pyramid): ArrayBuffer[] {
+  const out: ArrayBuffer[] = [];
+  for (const l of p.levels) {
+    for (const a of [
+      l.rowPtr,
+      l.col,
+      l.count,
+      l.bytes,
+      l.anyRowCount,
+      l.anyRowBytes,
+      l.unknownColCount,
+      l.unknownColBytes,
+    ]) {
+      out.push(a.buffer as ArrayBuffer);
+    }
+  }
+  return out;
+}

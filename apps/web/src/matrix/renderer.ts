@@ -1,0 +1,460 @@
+// Draws the message matrix on one <canvas>: never one DOM element per cell. The zoom
+// transform comes from d3-zoom (or the benchmark); each frame picks the pyramid level whose
+// blocks are about one device pixel, culls to the visible block range, and either blits a
+// cached one-pixel-per-block bitmap (coarse levels) or fills the visible stored blocks batched
+// by colour (fine levels). Frames are coalesced: one requestAnimationFrame at most.
+import { beginBusy } from '../idle.js';
+import { ANY_PEER, type CellRange, KIND_COUNT } from './edges.js';
+import { PALETTE_CSS, PALETTE_RGBA, paletteIndex, STEPS, type ValueMode } from './palette.js';
+import { type Level, levelForDensity, lowerBound, type Pyramid } from './pyramid.js';
+
+/** CSS px height of the "sender ANY" strip and width of the "receiver unknown" strip. */
+export const STRIP = 14;
+export const STRIP_GAP = 6;
+/** Levels at most this many blocks wide are drawn from a cached bitmap. */
+const BITMAP_MAX_DIM = 2048;
+
+export interface ZoomState {
+  readonly k: number;
+  readonly x: number;
+  readonly y: number;
+}
+
+export const IDENTITY: ZoomState = { k: 1, x: 0, y: 0 };
+
+export interface MatrixGeometry {
+  /** Size of the zoomable matrix viewport, CSS px. */
+  readonly areaWidth: number;
+  readonly areaHeight: number;
+  /** Side of the whole matrix at zoom 1, CSS px. */
+  readonly side: number;
+  /** CSS px per rank at zoom 1. */
+  readonly unit: number;
+}
+
+/** A hit: the block under the pointer at the level drawn, with its rank range. */
+export interface MatrixHit extends CellRange {
+  readonly level: Level;
+  /** Block coordinates in that level (ANY_PEER for a strip). */
+  readonly blockRow: number;
+  readonly blockCol: number;
+}
+
+type Surface = HTMLCanvasElement | OffscreenCanvas;
+
+/** Layout of the matrix in a canvas of this CSS size, for a matrix of n ranks. */
+export function geometryFor(cssWidth: number, cssHeight: number, n: number): MatrixGeometry {
+  const areaWidth = Math.max(1, cssWidth - STRIP - STRIP_GAP);
+  const areaHeight = Math.max(1, cssHeight - STRIP - STRIP_GAP);
+  const side = Math.min(areaWidth, areaHeight);
+  return { areaWidth, areaHeight, side, unit: side / Math.max(1, n) };
+}
+
+export class MatrixRenderer {
+  private readonly ctx: CanvasRenderingContext2D;
+  private pyramid: Pyramid | null = null;
+  private mode: ValueMode = 'count';
+  private zoom: ZoomState = IDENTITY;
+  private cssWidth = 0;
+  private cssHeight = 0;
+  private dpr = 1;
+  private selection: CellRange | null = null;
+  private hover: CellRange | null = null;
+  private frame = 0;
+  private readonly bitmaps = new Map<string, Surface>();
+  private readonly afterDraw: (() => void)[] = [];
+  private endBusy: (() => void) | null = null;
+  private readonly buckets: number[][] = Array.from({ length: KIND_COUNT * STEPS }, () => []);
+  /** Called after each drawn frame with its draw time in ms. */
+  onDrawn: ((millis: number) => void) | null = null;
+
+  constructor(private readonly canvas: HTMLCanvasElement) {
+    const ctx = canvas.getContext('2d', { alpha: false });
+    if (!ctx) throw new Error('MQD: this browser has no 2D canvas context');
+    this.ctx = ctx;
+  }
+
+  setPyramid(p: Pyramid | null): void {
+    if (p === this.pyramid) return;
+    this.pyramid = p;
+    this.bitmaps.clear();
+    this.requestDraw();
+  }
+
+  setMode(mode: ValueMode): void {
+    if (mode === this.mode) return;
+    this.mode = mode;
+    this.requestDraw();
+  }
+
+  setSelection(sel: CellRange | null): void {
+    this.selection = sel;
+    this.requestDraw();
+  }
+
+  setHover(h: CellRange | null): void {
+    if (sameRange(h, this.hover)) return;
+    this.hover = h;
+    this.requestDraw();
+  }
+
+  resize(cssWidth: number, cssHeight: number, dpr: number): void {
+    this.cssWidth = Math.max(1, Math.floor(cssWidth));
+    this.cssHeight = Math.max(1, Math.floor(cssHeight));
+    this.dpr = dpr;
+    this.canvas.width = Math.round(this.cssWidth * dpr);
+    this.canvas.height = Math.round(this.cssHeight * dpr);
+    this.canvas.style.width = `${this.cssWidth}px`;
+    this.canvas.style.height = `${this.cssHeight}px`;
+    this.requestDraw();
+  }
+
+  /** `draw: false` lets a caller that draws synchronously (the benchmark) skip the frame request. */
+  setZoom(z: ZoomState, draw = true): void {
+    this.zoom = z;
+    if (draw) this.requestDraw();
+  }
+
+  getZoom(): ZoomState {
+    return this.zoom;
+  }
+
+  geometry(): MatrixGeometry {
+    return geometryFor(this.cssWidth, this.cssHeight, this.pyramid?.worldSize ?? 1);
+  }
+
+  /**
+   * Where the strips start, CSS px: right under / right of the matrix while its edge is on
+   * screen, else at the viewport's edge (they always stay visible).
+   */
+  stripOrigin(): { x: number; y: number } {
+    const g = this.geometry();
+    const span = (this.pyramid?.worldSize ?? 0) * g.unit * this.zoom.k;
+    return {
+      x: Math.min(g.areaWidth, this.zoom.x + span) + STRIP_GAP,
+      y: Math.min(g.areaHeight, this.zoom.y + span) + STRIP_GAP,
+    };
+  }
+
+  /** The level drawn at the current zoom. */
+  currentLevel(): Level | null {
+    const p = this.pyramid;
+    if (!p) return null;
+    const g = this.geometry();
+    return levelForDensity(p, 1 / (g.unit * this.zoom.k * this.dpr));
+  }
+
+  hitTest(cssX: number, cssY: number): MatrixHit | null {
+    const p = this.pyramid;
+    const level = this.currentLevel();
+    if (!p || !level) return null;
+    const g = this.geometry();
+    const px = g.unit * this.zoom.k;
+    const n = p.worldSize;
+    const bs = level.blockSize;
+    const rankAtX = Math.floor((cssX - this.zoom.x) / px);
+    const rankAtY = Math.floor((cssY - this.zoom.y) / px);
+    const inX = cssX >= 0 && cssX < g.areaWidth && rankAtX >= 0 && rankAtX < n;
+    const inY = cssY >= 0 && cssY < g.areaHeight && rankAtY >= 0 && rankAtY < n;
+    const strip = this.stripOrigin();
+    const inAnyRow = cssY >= strip.y && cssY < strip.y + STRIP;
+    const inUnknownCol = cssX >= strip.x && cssX < strip.x + STRIP;
+    const block = (r: number) => Math.floor(r / bs);
+    if (inX && inY) {
+      const br = block(rankAtY);
+      const bc = block(rankAtX);
+      return { level, blockRow: br, blockCol: bc, row: br * bs, col: bc * bs, size: bs };
+    }
+    if (inX && inAnyRow) {
+      const bc = block(rankAtX);
+      return { level, blockRow: ANY_PEER, blockCol: bc, row: ANY_PEER, col: bc * bs, size: bs };
+    }
+    if (inY && inUnknownCol) {
+      const br = block(rankAtY);
+      return { level, blockRow: br, blockCol: ANY_PEER, row: br * bs, col: ANY_PEER, size: bs };
+    }
+    return null;
+  }
+
+  requestDraw(): void {
+    if (this.frame !== 0) return;
+    // A pending frame counts as "rendering" for the app-idle signal.
+    this.endBusy = beginBusy();
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      this.drawNow();
+    });
+  }
+
+  /** Calls `fn` once the next frame has been drawn (or at once if nothing is pending). */
+  afterNextDraw(fn: () => void): void {
+    if (this.frame === 0) this.requestDraw();
+    this.afterDraw.push(fn);
+  }
+
+  dispose(): void {
+    if (this.frame !== 0) cancelAnimationFrame(this.frame);
+    this.frame = 0;
+    this.endBusy?.();
+    this.endBusy = null;
+    for (const fn of this.afterDraw.splice(0)) fn();
+    this.bitmaps.clear();
+    this.onDrawn = null;
+  }
+
+  /** Draws synchronously; returns the time taken in ms. */
+  drawNow(): number {
+    const started = performance.now();
+    const ctx = this.ctx;
+    const dpr = this.dpr;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.fillStyle = '#ffffff';
+    ctx.fillRect(0, 0, this.cssWidth, this.cssHeight);
+    const p = this.pyramid;
+    const level = this.currentLevel();
+    if (p && level && p.worldSize > 0) this.drawMatrix(p, level);
+    const millis = performance.now() - started;
+    this.onDrawn?.(millis);
+    for (const fn of this.afterDraw.splice(0)) fn();
+    const end = this.endBusy;
+    this.endBusy = null;
+    end?.();
+    return millis;
+  }
+
+  private drawMatrix(p: Pyramid, level: Level): void {
+    const ctx = this.ctx;
+    const g = this.geometry();
+    const { k, x, y } = this.zoom;
+    const px = g.unit * k;
+    const n = p.worldSize;
+    const bs = level.blockSize;
+    const blockPx = bs * px;
+    const logMax = Math.log1p(this.mode === 'count' ? level.maxCount : level.maxBytes);
+
+    // Visible rank and block ranges (culling).
+    const r0 = Math.max(0, Math.floor(-y / px));
+    const r1 = Math.min(n, Math.ceil((g.areaHeight - y) / px));
+    const c0 = Math.max(0, Math.floor(-x / px));
+    const c1 = Math.min(n, Math.ceil((g.areaWidth - x) / px));
+    const br0 = Math.floor(r0 / bs);
+    const br1 = Math.ceil(r1 / bs);
+    const bc0 = Math.floor(c0 / bs);
+    const bc1 = Math.ceil(c1 / bs);
+
+    // The matrix extent, so that empty space reads as "no operations", not "outside".
+    const left = x + c0 * px;
+    const top = y + r0 * px;
+    const right = x + c1 * px;
+    const bottom = y + r1 * px;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(0, 0, g.areaWidth, g.areaHeight);
+    ctx.clip();
+    ctx.fillStyle = '#f3f4f6';
+    ctx.fillRect(left, top, right - left, bottom - top);
+    if (r1 > r0 && c1 > c0) {
+      ctx.beginPath();
+      ctx.rect(left, top, right - left, bottom - top);
+      ctx.clip();
+      if (level.dim <= BITMAP_MAX_DIM) {
+        const bmp = this.bitmap(level, logMax);
+        ctx.imageSmoothingEnabled = false;
+        ctx.drawImage(
+          bmp,
+          bc0,
+          br0,
+          bc1 - bc0,
+          br1 - br0,
+          x + bc0 * blockPx,
+          y + br0 * blockPx,
+          (bc1 - bc0) * blockPx,
+          (br1 - br0) * blockPx,
+        );
+      } else {
+        this.fillBlocks(level, br0, br1, bc0, bc1, blockPx, logMax);
+      }
+      if (blockPx >= 8) this.drawGrid(br0, br1, bc0, bc1, blockPx, left, top, right, bottom);
+    }
+    ctx.restore();
+    this.drawStrips(level, g, bc0, bc1, br0, br1, blockPx, logMax);
+    this.outline(this.hover, px, 'rgba(17,24,39,0.55)', 1);
+    this.outline(this.selection, px, '#111827', 2);
+  }
+
+  private fillBlocks(
+    level: Level,
+    br0: number,
+    br1: number,
+    bc0: number,
+    bc1: number,
+    blockPx: number,
+    logMax: number,
+  ): void {
+    const { x, y } = this.zoom;
+    const buckets = this.buckets;
+    for (const b of buckets) b.length = 0;
+    for (let r = br0; r < br1; r++) {
+      const end = level.rowPtr[r + 1] ?? 0;
+      for (let i = lowerBound(level, r, bc0); i < end; i++) {
+        const c = level.col[i] ?? 0;
+        if (c >= bc1) break;
+        const pi = paletteIndex(level.count, level.bytes, i * KIND_COUNT, this.mode, logMax);
+        if (pi >= 0) buckets[pi]?.push(r, c);
+      }
+    }
+    this.flushBuckets((r, c) => [x + c * blockPx, y + r * blockPx, blockPx, blockPx]);
+  }
+
+  /** One fillStyle per colour, then every rectangle of that colour (canvas batching). */
+  private flushBuckets(rect: (a: number, b: number) => [number, number, number, number]): void {
+    const ctx = this.ctx;
+    this.buckets.forEach((b, pi) => {
+      if (b.length === 0) return;
+      ctx.fillStyle = PALETTE_CSS[pi] ?? '#000';
+      for (let i = 0; i < b.length; i += 2) {
+        const [rx, ry, rw, rh] = rect(b[i] ?? 0, b[i + 1] ?? 0);
+        // At least one device pixel, so that a lone operation is never lost to rounding.
+        ctx.fillRect(rx, ry, Math.max(rw, 1 / this.dpr), Math.max(rh, 1 / this.dpr));
+      }
+      b.length = 0;
+    });
+  }
+
+  private drawGrid(
+    br0: number,
+    br1: number,
+    bc0: number,
+    bc1: number,
+    blockPx: number,
+    left: number,
+    top: number,
+    right: number,
+    bottom: number,
+  ): void {
+    const ctx = this.ctx;
+    const { x, y } = this.zoom;
+    ctx.strokeStyle = 'rgba(0,0,0,0.07)';
+    ctx.lineWidth = 1 / this.dpr;
+    ctx.beginPath();
+    for (let r = br0; r <= br1; r++) {
+      const yy = y + r * blockPx;
+      ctx.moveTo(left, yy);
+      ctx.lineTo(right, yy);
+    }
+    for (let c = bc0; c <= bc1; c++) {
+      const xx = x + c * blockPx;
+      ctx.moveTo(xx, top);
+      ctx.lineTo(xx, bottom);
+    }
+    ctx.stroke();
+  }
+
+  private drawStrips(
+    level: Level,
+    g: MatrixGeometry,
+    bc0: number,
+    bc1: number,
+    br0: number,
+    br1: number,
+    blockPx: number,
+    logMax: number,
+  ): void {
+    const ctx = this.ctx;
+    const { x, y } = this.zoom;
+    const { x: sx, y: sy } = this.stripOrigin();
+    // The strips span the visible part of the matrix only.
+    const spanW = Math.min(g.areaWidth, sx - STRIP_GAP) - Math.max(0, x);
+    const spanH = Math.min(g.areaHeight, sy - STRIP_GAP) - Math.max(0, y);
+    ctx.fillStyle = '#f3f4f6';
+    ctx.fillRect(Math.max(0, x), sy, spanW, STRIP);
+    ctx.fillRect(sx, Math.max(0, y), STRIP, spanH);
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(Math.max(0, x), sy, spanW, STRIP);
+    ctx.clip();
+    for (let c = bc0; c < bc1; c++) {
+      const pi = paletteIndex(level.anyRowCount, level.anyRowBytes, c * KIND_COUNT, this.mode, logMax);
+      if (pi >= 0) this.buckets[pi]?.push(c, 0);
+    }
+    // Strip segments are at least 3 px wide: one wildcard receive must be findable by eye.
+    const segment = Math.max(blockPx, 3);
+    this.flushBuckets((c) => [x + c * blockPx + (blockPx - segment) / 2, sy, segment, STRIP]);
+    ctx.restore();
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(sx, Math.max(0, y), STRIP, spanH);
+    ctx.clip();
+    for (let r = br0; r < br1; r++) {
+      const pi = paletteIndex(
+        level.unknownColCount,
+        level.unknownColBytes,
+        r * KIND_COUNT,
+        this.mode,
+        logMax,
+      );
+      if (pi >= 0) this.buckets[pi]?.push(r, 0);
+    }
+    this.flushBuckets((r) => [sx, y + r * blockPx + (blockPx - segment) / 2, STRIP, segment]);
+    ctx.restore();
+  }
+
+  private outline(cell: CellRange | null, px: number, color: string, width: number): void {
+    if (!cell) return;
+    const { x, y } = this.zoom;
+    const ctx = this.ctx;
+    const size = cell.size * px;
+    const strip = this.stripOrigin();
+    const rx = cell.col === ANY_PEER ? strip.x : x + cell.col * px;
+    const ry = cell.row === ANY_PEER ? strip.y : y + cell.row * px;
+    const rw = cell.col === ANY_PEER ? STRIP : size;
+    const rh = cell.row === ANY_PEER ? STRIP : size;
+    // Tiny blocks get a visible ring around them rather than a sub-pixel stroke.
+    const pad = Math.max(0, (4 - Math.min(rw, rh)) / 2);
+    ctx.strokeStyle = color;
+    ctx.lineWidth = width;
+    ctx.strokeRect(rx - pad - width / 2, ry - pad - width / 2, rw + 2 * pad + width, rh + 2 * pad + width);
+  }
+
+  /** One pixel per block of a coarse level, built once per (level, mode, pyramid). */
+  private bitmap(level: Level, logMax: number): Surface {
+    const key = `${level.level}:${this.mode}`;
+    const cached = this.bitmaps.get(key);
+    if (cached) return cached;
+    const dim = level.dim;
+    const surface: Surface =
+      typeof OffscreenCanvas !== 'undefined'
+        ? new OffscreenCanvas(dim, dim)
+        : document.createElement('canvas');
+    surface.width = dim;
+    surface.height = dim;
+    const ctx = surface.getContext('2d') as
+      | CanvasRenderingContext2D
+      | OffscreenCanvasRenderingContext2D
+      | null;
+    if (!ctx) throw new Error('MQD: cannot create an offscreen 2D context');
+    const img = ctx.createImageData(dim, dim);
+    const data = img.data;
+    for (let r = 0; r < dim; r++) {
+      const end = level.rowPtr[r + 1] ?? 0;
+      for (let i = level.rowPtr[r] ?? 0; i < end; i++) {
+        const pi = paletteIndex(level.count, level.bytes, i * KIND_COUNT, this.mode, logMax);
+        if (pi < 0) continue;
+        const o = (r * dim + (level.col[i] ?? 0)) * 4;
+        const po = pi * 4;
+        data[o] = PALETTE_RGBA[po] ?? 0;
+        data[o + 1] = PALETTE_RGBA[po + 1] ?? 0;
+        data[o + 2] = PALETTE_RGBA[po + 2] ?? 0;
+        data[o + 3] = 255;
+      }
+    }
+    ctx.putImageData(img, 0, 0);
+    this.bitmaps.set(key, surface);
+    return surface;
+  }
+}
+
+function sameRange(a: CellRange | null, b: CellRange | null): boolean {
+  if (a === null || b === null) return a === b;
+  return a.row === b.row && a.col === b.col && a.size === b.size;
+}

@@ -1,0 +1,236 @@
+// Everything the snapshot knows about one rank: its state and errors, how long it was paused,
+// every communicator and each of its three queues with all fields and the library's extra text.
+// A queue the library cannot show is said so in plain words, never drawn as an empty list.
+import {
+  type Communicator,
+  type LengthUnit,
+  type MpiLibrary,
+  type Operation,
+  QUEUE_KINDS,
+  type QueueKind,
+} from '@mqd/model';
+import { useMemo } from 'react';
+import type { ViewProps } from '../App.js';
+import { formatCount, formatMicros, formatPeer, formatSize, formatTag } from '../format.js';
+import { defaultRank } from '../matching/OrderView.js';
+import { RankPicker } from '../RankPicker.js';
+import {
+  commLabel,
+  explainUnavailable,
+  indexRanks,
+  libraryCaveats,
+  QUEUE_LABEL,
+  resolveGlobalPeer,
+} from '../snapshot-index.js';
+import { Unavailable } from '../ui.js';
+
+const ROWS_PER_QUEUE = 200;
+
+export function RankView({ url, setUrl, data }: ViewProps) {
+  const snapshot = data.snapshot;
+  const rankNo = url.rank ?? defaultRank(snapshot);
+  const rank = useMemo(() => snapshot.ranks.find((r) => r.rank === rankNo) ?? null, [snapshot, rankNo]);
+  const { worldSize } = useMemo(() => indexRanks(snapshot), [snapshot]);
+  const caveats = useMemo(() => libraryCaveats(snapshot), [snapshot]);
+
+  return (
+    <div className="rank-view">
+      <div className="toolbar">
+        <RankPicker snapshot={snapshot} rank={rankNo} onChange={(r) => setUrl({ rank: r }, 'replace')} />
+      </div>
+      {!rank ? (
+        <p className="empty">Rank {rankNo ?? '?'} is not in this snapshot (no agent reported it).</p>
+      ) : (
+        <>
+          <dl className="facts" data-testid="rank-facts">
+            <dt>World rank</dt>
+            <dd>{rank.rank}</dd>
+            <dt>Host / pid</dt>
+            <dd>
+              {rank.host} / {rank.pid}
+            </dd>
+            <dt>Paused for the read</dt>
+            <dd>{formatMicros(rank.pausedMicros)}</dd>
+            <dt>State</dt>
+            <dd>{rank.state.kind === 'ok' ? 'queues read' : rank.state.kind}</dd>
+            <dt>Communicators</dt>
+            <dd>{rank.communicators.length}</dd>
+          </dl>
+          {rank.state.kind !== 'ok' && (
+            <div className="error" role="alert">
+              <strong>{rank.state.code}</strong> {rank.state.message}
+            </div>
+          )}
+          {caveats.length > 0 && (
+            <ul className="caveats">
+              {caveats.map((c) => (
+                <li key={c}>{c}</li>
+              ))}
+            </ul>
+          )}
+          {rank.communicators.map((c) => (
+            <CommSection
+              key={c.id}
+              comm={c}
+              rank={rank.rank}
+              worldSize={worldSize}
+              library={snapshot.mpi.library}
+              unit={snapshot.mpi.lengthUnit}
+              onOrder={() => setUrl({ view: 'order', rank: rank.rank, rcomm: c.id })}
+            />
+          ))}
+        </>
+      )}
+    </div>
+  );
+}
+
+function CommSection({
+  comm,
+  rank,
+  worldSize,
+  library,
+  unit,
+  onOrder,
+}: {
+  comm: Communicator;
+  rank: number;
+  worldSize: number;
+  library: MpiLibrary;
+  unit: LengthUnit;
+  onOrder: () => void;
+}) {
+  return (
+    <section className="comm" data-testid="rank-comm">
+      <header>
+        <h3>{commLabel(comm)}</h3>
+        <span className="muted">
+          id {comm.id} · size {comm.size} · this rank is {comm.localRank} here ·{' '}
+          {comm.group ? 'group known' : 'group not reported'}
+        </span>
+        <button type="button" onClick={onOrder}>
+          Matching order
+        </button>
+      </header>
+      {QUEUE_KINDS.map((k) => (
+        <QueueTable
+          key={k}
+          kind={k}
+          comm={comm}
+          rank={rank}
+          worldSize={worldSize}
+          library={library}
+          unit={unit}
+        />
+      ))}
+    </section>
+  );
+}
+
+function QueueTable({
+  kind,
+  comm,
+  rank,
+  worldSize,
+  library,
+  unit,
+}: {
+  kind: QueueKind;
+  comm: Communicator;
+  rank: number;
+  worldSize: number;
+  library: MpiLibrary;
+  unit: LengthUnit;
+}) {
+  const q = comm[kind];
+  const title = QUEUE_LABEL[kind];
+  if (q === null) {
+    return (
+      <div className="queue">
+        <h4>{title}</h4>
+        <Unavailable text={explainUnavailable(library, kind)} reason={comm.unavailable[kind]?.message} />
+      </div>
+    );
+  }
+  if (q.length === 0) {
+    return (
+      <div className="queue">
+        <h4>
+          {title} <span className="muted">none</span>
+        </h4>
+      </div>
+    );
+  }
+  const shown = q.slice(0, ROWS_PER_QUEUE);
+  return (
+    <div className="queue">
+      <h4>
+        {title} <span className="muted">{formatCount(q.length)}, in matching order</span>
+      </h4>
+      <table className="ops">
+        <thead>
+          <tr>
+            <th>#</th>
+            <th>Status</th>
+            <th>{kind === 'sends' ? 'To' : 'From'}</th>
+            <th>Tag</th>
+            <th>Size</th>
+            <th>Actual</th>
+            <th>Buffer</th>
+            <th>Extra text</th>
+          </tr>
+        </thead>
+        <tbody>
+          {shown.map((op, i) => (
+            // biome-ignore lint/suspicious/noArrayIndexKey: queue position is the identity here.
+            <OpRow key={i} i={i} op={op} comm={comm} rank={rank} worldSize={worldSize} unit={unit} />
+          ))}
+        </tbody>
+      </table>
+      {q.length > shown.length && (
+        <p className="muted">{formatCount(q.length - shown.length)} more not shown.</p>
+      )}
+    </div>
+  );
+}
+
+function OpRow({
+  i,
+  op,
+  comm,
+  rank,
+  worldSize,
+  unit,
+}: {
+  i: number;
+  op: Operation;
+  comm: Communicator;
+  rank: number;
+  worldSize: number;
+  unit: LengthUnit;
+}) {
+  const a = op.actual;
+  return (
+    <tr>
+      <td>{i}</td>
+      <td>
+        {op.status}
+        {op.systemBuffer && <span className="badge">Bsend buffer</span>}
+      </td>
+      <td className={op.peer.local === null ? 'wild' : ''}>
+        {formatPeer(op, resolveGlobalPeer(op, comm, rank, worldSize))}
+      </td>
+      <td className={op.tag === null ? 'wild' : ''}>{formatTag(op.tag)}</td>
+      <td>{formatSize(op.length, unit)}</td>
+      <td>
+        {a
+          ? `from ${a.peer.global ?? a.peer.local ?? '?'} tag ${formatTag(a.tag)}${a.length === null ? '' : ` · ${formatSize(a.length, unit)}`}`
+          : '—'}
+      </td>
+      <td>
+        <code>{op.buffer}</code>
+      </td>
+      <td className="extra">{op.extraText.length > 0 ? op.extraText.join(' · ') : '—'}</td>
+    </tr>
+  );
+}

@@ -1,0 +1,46 @@
+// Small shared pieces of chrome: progress and coded errors, shown where they happen.
+import type { ApiError } from './api.js';
+
+export function Progress({ what }: { what: string }) {
+  return (
+    <div className="progress" role="status" aria-live="polite">
+      <span className="spinner" aria-hidden="true" />
+      {what}
+    </div>
+  );
+}
+
+/** A coded error as the server or the client wrote it: `CODE: what happened: what to do`. */
+export function ErrorBox({ error, compact = false }: { error: ApiError; compact?: boolean }) {
+  return (
+    <div className={compact ? 'error compact' : 'error'} role="alert" data-testid="error">
+      <strong>{error.code}</strong>
+      {!compact && (
+        <span>
+          {' '}
+          {error.message.startsWith(error.code) ? error.message.slice(error.code.length + 2) : error.message}
+        </span>
+      )}
+      {compact && (
+        <span title={error.message}>
+          {' '}
+          {error.message.slice(error.code.length + 2, error.code.length + 82)}…
+        </span>
+      )}
+    </div>
+  );
+}
+
+export function KindSwatch({ color }: { color: string }) {
+  return <span className="swatch" style={{ background: color }} aria-hidden="true" />;
+}
+
+/** A queue the library cannot show: the plain sentence first, the coded reason under it. */
+export function Unavailable({ text, reason }: { text: string; reason: string | undefined }) {
+  return (
+    <div className="unavailable" role="note" data-testid="queue-unavailable">
+      <p>{text}</p>
+      {reason && <p className="muted">Reason reported: {reason}</p>}
+    </div>
+  );
+}

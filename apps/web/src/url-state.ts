@@ -1,0 +1,177 @@
+// Everything that decides what the dashboard shows lives in the URL, so a link reproduces it:
+// the path picks live data (/) or a frozen share (/s/<id>); search params hold the rest.
+// Defaults are left out of the URL. Unknown or malformed values fall back to the default
+// (a hand-edited link still opens), and formatUrl(parseUrl(x)) is stable.
+import { JobId, QUEUE_KINDS, type QueueKind, SnapshotId } from '@mqd/model';
+import { ANY_PEER, type CellRange } from './matrix/edges.js';
+import type { ValueMode } from './matrix/palette.js';
+import type { ZoomState } from './matrix/renderer.js';
+
+export const VIEWS = ['jobs', 'matrix', 'timeline', 'order', 'rank'] as const;
+export type View = (typeof VIEWS)[number];
+
+export interface UrlState {
+  readonly view: View;
+  /** Share id from /s/<id>: the views are read-only and show that frozen snapshot. */
+  readonly share: string | null;
+  readonly job: JobId | null;
+  readonly snap: SnapshotId | null;
+  /** Matrix: value shown per cell. */
+  readonly value: ValueMode;
+  /** Matrix filter: communicator key (see commKey), tag, queue kinds. */
+  readonly comm: string | null;
+  readonly tag: number | null;
+  readonly kinds: readonly QueueKind[];
+  /** Matrix: selected cell or block (rows x cols), ANY_PEER for a strip. */
+  readonly cell: CellRange | null;
+  /** Matrix zoom: k, and the translation as a fraction of the matrix side (viewport-independent). */
+  readonly zoom: ZoomState | null;
+  /** Rank and matching-order views: world rank, and the communicator id within that rank. */
+  readonly rank: number | null;
+  readonly rcomm: string | null;
+  /** Timeline: which queue kind's depth is drawn. */
+  readonly tkind: QueueKind | 'all';
+  /** Jobs view: poll the job list. */
+  readonly auto: boolean;
+  /** Development: show a synthetic job of this many ranks instead of the server's. */
+  readonly demo: number | null;
+  /** Which synthetic job the demo shows (see demo.ts). */
+  readonly scenario: DemoScenario;
+}
+
+export const DEMO_SCENARIOS = ['halo', 'ring', 'wrong-tag', 'collective'] as const;
+export type DemoScenario = (typeof DEMO_SCENARIOS)[number];
+
+export const DEFAULT_STATE: UrlState = {
+  view: 'jobs',
+  share: null,
+  job: null,
+  snap: null,
+  value: 'count',
+  comm: null,
+  tag: null,
+  kinds: QUEUE_KINDS,
+  cell: null,
+  zoom: null,
+  rank: null,
+  rcomm: null,
+  tkind: 'all',
+  auto: false,
+  demo: null,
+  scenario: 'halo',
+};
+
+const SHARE_PATH = /^\/s\/([A-Za-z0-9_-]{1,128})\/?$/;
+const INT = /^-?\d{1,10}$/;
+const MAX_DEMO_RANKS = 1 << 20;
+
+function int(s: string | null, min: number, max: number): number | null {
+  if (s === null || !INT.test(s)) return null;
+  const n = Number(s);
+  return n >= min && n <= max ? n : null;
+}
+
+function oneOf<T extends string>(s: string | null, options: readonly T[]): T | null {
+  return s !== null && (options as readonly string[]).includes(s) ? (s as T) : null;
+}
+
+function nonEmpty(s: string | null, max = 256): string | null {
+  return s !== null && s.length > 0 && s.length <= max ? s : null;
+}
+
+function parseKinds(s: string | null): readonly QueueKind[] {
+  if (s === null) return QUEUE_KINDS;
+  const picked = new Set(s.split(','));
+  const kinds = QUEUE_KINDS.filter((k) => picked.has(k));
+  return kinds.length > 0 ? kinds : QUEUE_KINDS;
+}
+
+function parseCell(s: string | null): CellRange | null {
+  if (s === null) return null;
+  const parts = s.split(',');
+  if (parts.length !== 3) return null;
+  const row = int(parts[0] ?? null, ANY_PEER, 0x7fffffff);
+  const col = int(parts[1] ?? null, ANY_PEER, 0x7fffffff);
+  const size = int(parts[2] ?? null, 1, 1 << 30);
+  if (row === null || col === null || size === null) return null;
+  if (row === ANY_PEER && col === ANY_PEER) return null;
+  return { row, col, size };
+}
+
+function parseZoom(s: string | null): ZoomState | null {
+  if (s === null) return null;
+  const parts = s.split(',').map(Number);
+  const [k, x, y] = parts;
+  if (parts.length !== 3 || k === undefined || x === undefined || y === undefined) return null;
+  if (![k, x, y].every(Number.isFinite) || k < 1 || k > 1e7) return null;
+  return { k, x, y };
+}
+
+export function parseUrl(pathname: string, search: string): UrlState {
+  const q = new URLSearchParams(search);
+  const shareMatch = SHARE_PATH.exec(pathname);
+  const share = shareMatch?.[1] ?? null;
+  const job = nonEmpty(q.get('job'));
+  const snap = nonEmpty(q.get('snap'));
+  const demo = int(q.get('demo'), 1, MAX_DEMO_RANKS);
+  const fallbackView: View = share !== null || demo !== null ? 'matrix' : 'jobs';
+  return {
+    view: oneOf(q.get('view'), VIEWS) ?? fallbackView,
+    share,
+    job: job === null ? null : JobId(job),
+    snap: snap === null ? null : SnapshotId(snap),
+    value: oneOf(q.get('value'), ['count', 'bytes'] as const) ?? 'count',
+    comm: nonEmpty(q.get('comm')),
+    tag: int(q.get('tag'), -2147483648, 2147483647),
+    kinds: parseKinds(q.get('kinds')),
+    cell: parseCell(q.get('cell')),
+    zoom: parseZoom(q.get('z')),
+    rank: int(q.get('rank'), 0, 0x7fffffff),
+    rcomm: nonEmpty(q.get('rcomm')),
+    tkind: oneOf(q.get('tkind'), ['all', ...QUEUE_KINDS] as const) ?? 'all',
+    auto: q.get('auto') === '1',
+    demo,
+    scenario: oneOf(q.get('scenario'), DEMO_SCENARIOS) ?? 'halo',
+  };
+}
+
+/** Zoom numbers short enough for a URL, precise enough to land on the same cells. */
+function num(n: number): string {
+  return String(Number(n.toPrecision(6)));
+}
+
+export function formatUrl(s: UrlState): { pathname: string; search: string } {
+  const q = new URLSearchParams();
+  const fallbackView: View = s.share !== null || s.demo !== null ? 'matrix' : 'jobs';
+  if (s.view !== fallbackView) q.set('view', s.view);
+  if (s.demo !== null) q.set('demo', String(s.demo));
+  if (s.scenario !== 'halo') q.set('scenario', s.scenario);
+  if (s.job !== null) q.set('job', s.job);
+  if (s.snap !== null) q.set('snap', s.snap);
+  if (s.value !== 'count') q.set('value', s.value);
+  if (s.comm !== null) q.set('comm', s.comm);
+  if (s.tag !== null) q.set('tag', String(s.tag));
+  if (s.kinds.length !== QUEUE_KINDS.length) q.set('kinds', s.kinds.join(','));
+  if (s.cell !== null) q.set('cell', `${s.cell.row},${s.cell.col},${s.cell.size}`);
+  if (s.zoom !== null) q.set('z', `${num(s.zoom.k)},${num(s.zoom.x)},${num(s.zoom.y)}`);
+  if (s.rank !== null) q.set('rank', String(s.rank));
+  if (s.rcomm !== null) q.set('rcomm', s.rcomm);
+  if (s.tkind !== 'all') q.set('tkind', s.tkind);
+  if (s.auto) q.set('auto', '1');
+  const search = q.toString();
+  return { pathname: s.share !== null ? `/s/${s.share}` : '/', search: search === '' ? '' : `?${search}` };
+}
+
+export function urlOf(s: UrlState): string {
+  const { pathname, search } = formatUrl(s);
+  return `${pathname}${search}`;
+}
+
+/** Keyboard shortcuts that switch views (Esc clears the selection; see App). */
+export const VIEW_KEYS: Readonly<Record<string, View>> = {
+  j: 'jobs',
+  m: 'matrix',
+  t: 'timeline',
+  o: 'order',
+  r: 'rank',
+};

@@ -1,0 +1,118 @@
+import { JobId, Pid, SnapshotId } from '@mqd/model';
+import { describe, expect, it } from 'vitest';
+import { createApi } from '../src/api.js';
+import { fourRanks } from './fixtures.js';
+
+interface Call {
+  url: string;
+  method: string;
+  body: unknown;
+}
+
+/** A fetch that answers from a table and records what was asked. */
+function fakeFetch(routes: Record<string, { status: number; body?: unknown; raw?: string }>) {
+  const calls: Call[] = [];
+  const impl = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+    const url = String(input);
+    const method = init?.method ?? 'GET';
+    calls.push({ url, method, body: typeof init?.body === 'string' ? JSON.parse(init.body) : undefined });
+    const r = routes[`${method} ${url}`];
+    if (!r) throw new TypeError('fetch failed');
+    // 204 may not carry a body, not even an empty one.
+    const text = r.raw ?? (r.body === undefined ? null : JSON.stringify(r.body));
+    return new Response(r.status === 204 ? null : text, { status: r.status });
+  };
+  return { calls, fetch: impl as typeof fetch };
+}
+
+const job = {
+  id: 7,
+  starterPid: 4242,
+  host: 'n1',
+  uid: 1000,
+  command: 'mpirun -n 4 ./a.out',
+  state: 'looks-hung',
+  lastSnapshotAt: '2026-01-01T00:00:00Z',
+  ranks: 4,
+};
+
+describe('api client', () => {
+  it('decodes jobs from a bare array or a {jobs} wrapper, ids as text', async () => {
+    for (const body of [[job], { jobs: [job] }]) {
+      const f = fakeFetch({ 'GET /api/jobs': { status: 200, body } });
+      const r = await createApi({ fetch: f.fetch }).jobs();
+      expect(r.ok && r.value).toEqual([{ ...job, id: '7' }]);
+    }
+  });
+
+  it('refuses a job with an unknown state, naming the field', async () => {
+    const f = fakeFetch({ 'GET /api/jobs': { status: 200, body: [{ ...job, state: 'zombie' }] } });
+    const r = await createApi({ fetch: f.fetch }).jobs();
+    expect(r.ok).toBe(false);
+    if (!r.ok) {
+      expect(r.error.code).toBe('MQD_E_BAD_RESPONSE');
+      expect(r.error.message).toContain('jobs[0].state');
+    }
+  });
+
+  it('validates snapshots against the model schema at the edge', async () => {
+    const good = { id: 's1', jobId: 'j1', takenAt: '2026-01-01T00:00:00Z', snapshot: fourRanks() };
+    const bad = { ...good, snapshot: { ...fourRanks(), schemaVersion: 2 } };
+    const f = fakeFetch({
+      'GET /api/snapshots/s1': { status: 200, body: good },
+      'GET /api/snapshots/s2': { status: 200, body: bad },
+    });
+    const api = createApi({ fetch: f.fetch });
+    const r1 = await api.snapshot(SnapshotId('s1'));
+    expect(r1.ok && r1.value.snapshot.ranks.length).toBe(4);
+    const r2 = await api.snapshot(SnapshotId('s2'));
+    expect(!r2.ok && r2.error.code).toBe('MQD_E_BAD_RESPONSE');
+  });
+
+  it("passes the server's coded errors through and adds the model's hint", async () => {
+    const f = fakeFetch({
+      'POST /api/jobs/attach': {
+        status: 400,
+        body: { code: 'MQD_E_NOT_STARTER', message: 'pid 1 is not a starter' },
+      },
+      'GET /api/jobs': { status: 401, raw: '' },
+    });
+    const api = createApi({ fetch: f.fetch });
+    const r = await api.attach({ starterPid: Pid(1) });
+    expect(r.ok).toBe(false);
+    if (!r.ok) {
+      expect(r.error).toMatchObject({ status: 400, code: 'MQD_E_NOT_STARTER' });
+      expect(r.error.message).toMatch(
+        /^MQD_E_NOT_STARTER: pid 1 is not a starter: this pid is not an MPI starter/,
+      );
+    }
+    expect(f.calls[0]).toMatchObject({ method: 'POST', body: { starterPid: 1 } });
+    const r401 = await api.jobs();
+    expect(!r401.ok && r401.error.code).toBe('MQD_E_UNAUTHENTICATED');
+  });
+
+  it('reports an unreachable server and non-JSON answers as coded errors', async () => {
+    const f = fakeFetch({ 'GET /api/health': { status: 200, raw: '<html>' } });
+    const api = createApi({ fetch: f.fetch });
+    const net = await api.jobs();
+    expect(!net.ok && net.error.code).toBe('MQD_E_NETWORK');
+    const html = await api.health();
+    expect(!html.ok && html.error.code).toBe('MQD_E_BAD_RESPONSE');
+  });
+
+  it('sends share and login bodies, and encodes ids in paths', async () => {
+    const f = fakeFetch({
+      'POST /api/snapshots/a%2Fb/share': { status: 200, body: { url: '/s/xyz', id: 'xyz' } },
+      'POST /api/login': { status: 204 },
+      'POST /api/jobs/j%201/snapshots': { status: 200, body: { id: 9, snapshot: fourRanks() } },
+    });
+    const api = createApi({ fetch: f.fetch });
+    const share = await api.share(SnapshotId('a/b'), 3600);
+    expect(share.ok && share.value).toEqual({ url: '/s/xyz', id: 'xyz' });
+    expect(f.calls[0]?.body).toEqual({ expiresInSeconds: 3600 });
+    expect((await api.login('t0k')).ok).toBe(true);
+    expect(f.calls[1]?.body).toEqual({ token: 't0k' });
+    const snap = await api.takeSnapshot(JobId('j 1'));
+    expect(snap.ok && snap.value.id).toBe('9');
+  });
+});

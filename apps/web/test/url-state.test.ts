@@ -1,0 +1,73 @@
+import { JobId, SnapshotId } from '@mqd/model';
+import { describe, expect, it } from 'vitest';
+import { ANY_PEER } from '../src/matrix/edges.js';
+import { DEFAULT_STATE, formatUrl, parseUrl, type UrlState, urlOf } from '../src/url-state.js';
+
+const roundTrip = (s: UrlState) => {
+  const { pathname, search } = formatUrl(s);
+  return parseUrl(pathname, search);
+};
+
+describe('URL state', () => {
+  it('leaves defaults out of the URL', () => {
+    expect(urlOf(DEFAULT_STATE)).toBe('/');
+    expect(parseUrl('/', '')).toEqual(DEFAULT_STATE);
+  });
+
+  it('round-trips every key', () => {
+    const s: UrlState = {
+      view: 'order',
+      share: null,
+      job: JobId('job-7'),
+      snap: SnapshotId('s 42/x'),
+      value: 'bytes',
+      comm: 'name:MPI_COMM_WORLD',
+      tag: -5,
+      kinds: ['sends', 'unexpected'],
+      cell: { row: ANY_PEER, col: 256, size: 32 },
+      zoom: { k: 12.5, x: -0.25, y: -3.125 },
+      rank: 8191,
+      rcomm: '0x44000000',
+      tkind: 'receives',
+      auto: true,
+      demo: 4096,
+      scenario: 'wrong-tag',
+    };
+    expect(roundTrip(s)).toEqual(s);
+    expect(formatUrl(roundTrip(s))).toEqual(formatUrl(s));
+  });
+
+  it('opens a share link on the matrix, read-only state in the path', () => {
+    const s = parseUrl('/s/AbC_12-x', '?rank=3');
+    expect(s.share).toBe('AbC_12-x');
+    expect(s.view).toBe('matrix');
+    expect(s.rank).toBe(3);
+    expect(urlOf(s)).toBe('/s/AbC_12-x?rank=3');
+    expect(roundTrip({ ...s, view: 'rank' })).toEqual({ ...s, view: 'rank' });
+  });
+
+  it('falls back to defaults for malformed values', () => {
+    const s = parseUrl(
+      '/s/../etc',
+      '?view=nope&value=kB&tag=1.5&kinds=foo&cell=1,2&z=0,1,1&rank=-1&demo=0&auto=yes',
+    );
+    expect(s).toEqual(DEFAULT_STATE);
+  });
+
+  it('keeps a partial kind list in canonical order', () => {
+    const s = parseUrl('/', '?kinds=unexpected,receives,bogus');
+    expect(s.kinds).toEqual(['receives', 'unexpected']);
+    expect(urlOf(s)).toBe('/?kinds=receives%2Cunexpected');
+  });
+
+  it('shortens zoom numbers without moving the view by more than a millionth', () => {
+    const s = {
+      ...DEFAULT_STATE,
+      view: 'matrix' as const,
+      zoom: { k: Math.PI, x: -0.123456789, y: 0 },
+    };
+    const back = roundTrip(s).zoom;
+    expect(back?.k).toBeCloseTo(Math.PI, 5);
+    expect(back?.x).toBeCloseTo(-0.123457, 6);
+  });
+});

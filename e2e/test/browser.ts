@@ -1,0 +1,43 @@
+// Debian's chromium through playwright-core: the only browser this project uses (browser
+// downloads do not work here). Console errors are collected so tests can assert there are none.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
+
+export const ARTIFACTS = fileURLToPath(new URL('../artifacts', import.meta.url));
+
+export async function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run'],
+  });
+}
+
+export interface Watched {
+  readonly page: Page;
+  readonly errors: string[];
+}
+
+/** A page whose console errors and page errors are recorded. */
+export async function watchedPage(ctx: BrowserContext): Promise<Watched> {
+  const page = await ctx.newPage();
+  const errors: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(`console: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+  return { page, errors };
+}
+
+/** Waits until the app says it is idle (no fetch or render in flight). */
+export async function idle(page: Page, timeoutMs = 30_000): Promise<void> {
+  await page.waitForFunction(() => document.body.dataset['mqdIdle'] === 'true', undefined, { timeout: timeoutMs });
+}
+
+export async function screenshot(page: Page, name: string): Promise<string> {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const path = join(ARTIFACTS, `${name}.png`);
+  await page.screenshot({ path, fullPage: false });
+  return path;
+}
