@@ -38,7 +38,7 @@ export const ERROR_HINTS = {
   MQD_E_NO_DEBUG_INFO:
     'the MPI library has no debug info for the types its DLL needs; install its debug package (e.g. libopenmpi3-dbgsym) or use an MPI built with -g',
   MQD_E_QUEUE_UNSUPPORTED:
-    'this MPI library does not record this queue; look at the other side (the peer\'s sends or receives) for the same messages',
+    "this MPI library does not record this queue; look at the other side (the peer's sends or receives) for the same messages",
   MQD_E_NO_QUEUES:
     'this process has no message queues the DLL can read (MPI not initialised yet, or a library without queue debugging support)',
   // --- MPIR / jobs

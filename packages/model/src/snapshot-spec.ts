@@ -13,6 +13,7 @@
 // - MPI_COMM_NULL is never listed.
 // - `peer.global` is a rank in MPI_COMM_WORLD, derived from the group when the library leaves
 //   it unknown but it can be known; null when it cannot.
+// - MPI_COMM_WORLD's group is never listed (null): it is the identity by definition.
 import { type Static, Type } from '@sinclair/typebox';
 
 export const SNAPSHOT_SCHEMA_VERSION = 1 as const;
@@ -102,7 +103,11 @@ export const Communicator = Type.Object(
     size: NonNegInt,
     /** This process's rank in the communicator. */
     localRank: Int32,
-    /** World rank of each local rank (group[i] = world rank of local rank i); null when the library cannot say. */
+    /**
+     * World rank of each local rank (group[i] = world rank of local rank i); null when the
+     * library cannot say. Always null for MPI_COMM_WORLD, whose group is the identity by
+     * definition: materialising it would cost size^2 integers per job (268M at 16,384 ranks).
+     */
     group: Type.Union([Type.Array(Int32, { maxItems: 1 << 24 }), Type.Null()]),
     sends: Queue,
     receives: Queue,

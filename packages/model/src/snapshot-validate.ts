@@ -33,6 +33,14 @@ export function validateSnapshot(data: unknown): Result<JobSnapshot, MqdError> {
           );
         }
       }
+      if (c.name === 'MPI_COMM_WORLD' && c.group !== null) {
+        return err(
+          mqdError(
+            'MQD_E_BAD_INPUT',
+            `rank ${r.rank}: MPI_COMM_WORLD's group must be null (it is the identity)`,
+          ),
+        );
+      }
       if (c.group !== null && c.group.length !== c.size) {
         return err(
           mqdError(

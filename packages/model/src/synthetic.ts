@@ -20,12 +20,6 @@ export interface SyntheticOptions {
   readonly style?: SyntheticStyle;
   /** ISO time of the snapshot; default 2026-01-01T00:00:00.000Z. */
   readonly takenAt?: string;
-  /**
-   * Give MPI_COMM_WORLD its group on every rank (Open MPI style only). Default: up to 1024
-   * ranks. A real agent would send it, but at 16,384 ranks that is 268M integers, which no test
-   * or JSON baseline can hold; the analysis then treats world as world by name.
-   */
-  readonly worldGroup?: boolean;
 }
 
 /** mulberry32: tiny, fast, and the same sequence on every platform. */
@@ -73,7 +67,6 @@ class Gen {
   readonly n: number;
   readonly style: SyntheticStyle;
   private readonly rng: () => number;
-  private readonly worldGroup: number[] | null;
   private readonly takenAt: string;
 
   constructor(opts: SyntheticOptions) {
@@ -84,9 +77,7 @@ class Gen {
     this.style = opts.style ?? 'openmpi';
     this.rng = prng(opts.seed ?? 1);
     this.takenAt = opts.takenAt ?? '2026-01-01T00:00:00.000Z';
-    const group = this.style === 'openmpi' && (opts.worldGroup ?? this.n <= 1024);
     // One shared array: every rank's world group is the identity.
-    this.worldGroup = group ? Array.from({ length: this.n }, (_, i) => i) : null;
   }
 
   private hex(digits: number): string {
@@ -159,7 +150,8 @@ class Gen {
 
   rank(r: number, world: Queues, internal: Queues = {}): RankSnapshot {
     const comms: Communicator[] = [
-      this.comm('MPI_COMM_WORLD', this.n, r, this.worldGroup, world, 0),
+      // MPI_COMM_WORLD's group is the identity by definition: never listed (snapshot-spec.ts).
+      this.comm('MPI_COMM_WORLD', this.n, r, null, world, 0),
       this.comm('MPI_COMM_SELF', 1, 0, [r], {}, 1),
     ];
     if (this.style === 'mpich') comms.push(this.comm('', this.n, r, null, internal, 2));

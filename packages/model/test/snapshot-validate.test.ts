@@ -20,7 +20,7 @@ function snap(): JobSnapshot {
             name: 'MPI_COMM_WORLD',
             size: 2,
             localRank: 0,
-            group: [0, 1],
+            group: null,
             sends: [
               {
                 status: 'pending',
@@ -66,6 +66,14 @@ describe('validateSnapshot', () => {
     c.unexpected = [];
     c.unavailable = { unexpected: { code: 'X', message: 'y' } };
     expect(validateSnapshot(s).ok).toBe(false);
+  });
+  it("refuses a listed MPI_COMM_WORLD group (it is the identity by definition)", () => {
+    const s = snap();
+    const c = s.ranks[0]?.communicators[0];
+    if (!c) throw new Error('fixture');
+    c.group = [0, 1];
+    const r = validateSnapshot(s);
+    expect(r.ok ? 'ok' : r.error.message).toMatch(/MPI_COMM_WORLD's group must be null/);
   });
   it('refuses duplicate ranks and extra fields', () => {
     const s = snap();

@@ -35,7 +35,8 @@ async function measure(mpi: 'openmpi' | 'mpich'): Promise<Row> {
       let t0 = process.hrtime.bigint();
       const first = await s.snapshot(targets);
       cold.push(ms(t0));
-      if (first.snapshot.ranks.some((r) => r.state.kind !== 'ok')) throw new Error(`${mpi}: ${JSON.stringify(first.snapshot.ranks.map((r) => r.state))}`);
+      if (first.snapshot.ranks.some((r) => r.state.kind !== 'ok'))
+        throw new Error(`${mpi}: ${JSON.stringify(first.snapshot.ranks.map((r) => r.state))}`);
       for (let w = 0; w < 3; w++) {
         t0 = process.hrtime.bigint();
         const again = await s.snapshot(targets);

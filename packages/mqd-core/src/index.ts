@@ -2,6 +2,7 @@ export { formatSnapshot } from './format.js';
 export { DllHost, type DllHostOptions, type HostRun } from './host/client.js';
 export type { HostStats, HostTarget } from './host/protocol.js';
 export * as mqs from './mqs/mqs-spec.js';
+export * as ptraceExt from './native/ptrace-ext.js';
 export {
   type SnapshotOptions,
   type SnapshotResult,
@@ -22,4 +23,3 @@ export {
 } from './target/proc.js';
 export { ProcessImage, readMaps } from './target/process-image.js';
 export { stopProcess } from './target/stopper.js';
-export * as ptraceExt from './native/ptrace-ext.js';

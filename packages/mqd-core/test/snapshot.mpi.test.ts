@@ -2,20 +2,21 @@
 // The expected queues (packages/testkit/src/expected-queues.ts, fixtures/mpi/README.md) state
 // what each library's DLL shows; here MQD's snapshot must show exactly that, in matching order,
 // with the communicators' names, sizes and groups, and unsupported queues as unsupported.
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+
 import { type Communicator, type JobSnapshot, type Operation, validateSnapshot } from '@mqd/model';
 import {
+  disposeAll,
   type ExpectedComm,
   type ExpectedOp,
+  expectedQueues,
   type FixtureJob,
   HANG_FIXTURES,
+  launchFixture,
   MPI_NAMES,
   MPI_QUEUE_TRAITS,
-  disposeAll,
-  expectedQueues,
-  launchFixture,
 } from '@mqd/testkit';
-import { Snapshotter, processState, tracerPid } from '../src/index.js';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { processState, Snapshotter, tracerPid } from '../src/index.js';
 
 let job: FixtureJob | null = null;
 const snapshotter = new Snapshotter();
@@ -30,19 +31,30 @@ afterAll(async () => {
 
 const opRow = (o: Operation) => [o.peer.local, o.peer.global, o.tag, o.length, o.status];
 
-function expectedRow(mpi: (typeof MPI_NAMES)[number], e: ExpectedOp, group: readonly number[] | null) {
-  // The global rank is what the library says, or what MQD derives from a known group.
-  const global = e.peer === null ? null : group ? (group[e.peer] ?? null) : MPI_QUEUE_TRAITS[mpi].reportsGlobalRanks ? e.peerWorld : null;
+function expectedRow(mpi: (typeof MPI_NAMES)[number], e: ExpectedOp, comm: Communicator) {
+  // The global rank is what the library says, or what MQD derives: from the group, or local ==
+  // global on MPI_COMM_WORLD.
+  const derived = comm.name === 'MPI_COMM_WORLD' ? e.peer : comm.group && e.peer !== null ? (comm.group[e.peer] ?? null) : null;
+  const global = e.peer === null ? null : (derived ?? (MPI_QUEUE_TRAITS[mpi].reportsGlobalRanks ? e.peerWorld : null));
   return [e.peer, global, e.tag, e.length, e.status];
 }
 
-function checkComm(mpi: (typeof MPI_NAMES)[number], got: Communicator | undefined, want: ExpectedComm, rank: number) {
+function checkComm(
+  mpi: (typeof MPI_NAMES)[number],
+  got: Communicator | undefined,
+  want: ExpectedComm,
+  rank: number,
+) {
   const where = `${mpi} rank ${rank} ${want.name}`;
   expect(got, `${where}: communicator missing`).toBeDefined();
   if (!got) return;
   expect([where, got.size, got.localRank]).toEqual([where, want.size, want.localRank]);
   // Open MPI's DLL reports groups; MPICH's cannot (null), except MPI_COMM_WORLD which MQD derives.
-  if (MPI_QUEUE_TRAITS[mpi].reportsGlobalRanks || want.name === 'MPI_COMM_WORLD') expect([where, got.group]).toEqual([where, [...want.group]]);
+  // MPI_COMM_WORLD's group is the identity by definition and never listed; other groups come
+  // from Open MPI's DLL, while MPICH's cannot report them (null).
+  if (want.name === 'MPI_COMM_WORLD') expect([where, got.group]).toEqual([where, null]);
+  else if (MPI_QUEUE_TRAITS[mpi].reportsGlobalRanks)
+    expect([where, got.group]).toEqual([where, [...want.group]]);
   else expect([where, got.group]).toEqual([where, null]);
   for (const q of ['sends', 'receives', 'unexpected'] as const) {
     const w = want[q];
@@ -50,7 +62,11 @@ function checkComm(mpi: (typeof MPI_NAMES)[number], got: Communicator | undefine
       expect([where, q, got[q]]).toEqual([where, q, null]);
       expect(got.unavailable[q]?.code).toBe('MQD_E_QUEUE_UNSUPPORTED');
     } else {
-      expect([where, q, got[q]?.map(opRow)]).toEqual([where, q, w.map((e) => expectedRow(mpi, e, got.group))]);
+      expect([where, q, got[q]?.map(opRow)]).toEqual([
+        where,
+        q,
+        w.map((e) => expectedRow(mpi, e, got)),
+      ]);
     }
   }
 }
@@ -63,11 +79,19 @@ describe.each(MPI_NAMES)('%s: snapshots of real hung jobs', (mpi) => {
     expect(valid.ok ? 'valid' : valid.error.message).toBe('valid');
     expect(snapshot.mpi.library).toBe(mpi);
     expect(snapshot.mpi.lengthUnit).toBe(MPI_QUEUE_TRAITS[mpi].lengthUnit);
-    expect(snapshot.ranks.map((r) => [r.rank, r.pid, r.state.kind])).toEqual(job.ranks.map((r) => [r.rank, r.pid, 'ok']));
+    expect(snapshot.ranks.map((r) => [r.rank, r.pid, r.state.kind])).toEqual(
+      job.ranks.map((r) => [r.rank, r.pid, 'ok']),
+    );
     const expected = expectedQueues(mpi, fixture, 4);
     for (const r of snapshot.ranks) {
       const mine = expected[r.rank] ?? [];
-      for (const want of mine) checkComm(mpi, r.communicators.find((c) => c.name === want.name), want, r.rank);
+      for (const want of mine)
+        checkComm(
+          mpi,
+          r.communicators.find((c) => c.name === want.name),
+          want,
+          r.rank,
+        );
       // Every other communicator the library lists is one of its own, with nothing pending.
       const others = r.communicators.filter((c) => !mine.some((w) => w.name === c.name));
       for (const c of others) {

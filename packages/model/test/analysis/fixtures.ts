@@ -65,15 +65,9 @@ export function comm(
   };
 }
 
-/** MPI_COMM_WORLD of an n-rank job as rank r sees it (Open MPI: group known, id 0). */
+/** MPI_COMM_WORLD of an n-rank job as rank r sees it (its group is the identity, never listed). */
 export function world(n: number, r: number, q: Queues): Communicator {
-  return comm(
-    'MPI_COMM_WORLD',
-    n,
-    r,
-    Array.from({ length: n }, (_, i) => i),
-    q,
-  );
+  return comm('MPI_COMM_WORLD', n, r, null, q);
 }
 
 export function rank(r: number, communicators: Communicator[]): RankSnapshot {

@@ -606,18 +606,20 @@ export class MqsSession {
       rc = f.mqs_next_communicator(t.key) as number;
       if (rc !== mqs_ok) break;
     }
-    // Derive what the library leaves unknown: MPI_COMM_WORLD's group is the identity.
+    // Derive what the library leaves unknown. MPI_COMM_WORLD's group is the identity by
+    // definition, so it is never listed (snapshot-spec.ts) and local == global there. Elsewhere
+    // the group is the authority: Open MPI copies the local rank into a send's actual global
+    // rank, MPICH leaves global ranks -1.
     for (const { comm, worldish } of raw) {
-      if (worldish && comm.group === null && comm.size <= 1 << 20)
-        comm.group = Array.from({ length: comm.size }, (_, i) => i);
+      if (worldish) comm.group = null;
+      const group = comm.group;
+      const toGlobal = worldish ? (l: number) => l : group ? (l: number) => group[l] : null;
       for (const q of ['sends', 'receives', 'unexpected'] as const) {
-        if (!comm.group) continue;
-        // The group is the authority: Open MPI copies the local rank into a send's actual
-        // global rank, MPICH leaves global ranks -1.
+        if (!toGlobal) continue;
         for (const op of comm[q] ?? []) {
-          if (op.peer.local !== null) op.peer.global = comm.group[op.peer.local] ?? op.peer.global;
+          if (op.peer.local !== null) op.peer.global = toGlobal(op.peer.local) ?? op.peer.global;
           if (op.actual && op.actual.peer.local !== null) {
-            op.actual.peer.global = comm.group[op.actual.peer.local] ?? op.actual.peer.global;
+            op.actual.peer.global = toGlobal(op.actual.peer.local) ?? op.actual.peer.global;
           }
         }
       }

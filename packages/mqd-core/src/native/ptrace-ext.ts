@@ -7,7 +7,16 @@
 // call these from a koffi async call or a worker other than the one that seized.
 // x86_64 only (the register layout below and the int3 opcode the callers write).
 import koffi from 'koffi';
-import { iovec, PTRACE_DETACH, PTRACE_INTERRUPT, PTRACE_SEIZE, ptrace, __WALL, WNOHANG, waitpid } from './libc.js';
+import {
+  __WALL,
+  iovec,
+  PTRACE_DETACH,
+  PTRACE_INTERRUPT,
+  PTRACE_SEIZE,
+  ptrace,
+  WNOHANG,
+  waitpid,
+} from './libc.js';
 
 const libc = koffi.load('libc.so.6');
 const _process_vm_writev = libc.func(
@@ -29,6 +38,8 @@ export const PTRACE_O_EXITKILL = 0x100000;
 export const PTRACE_EVENT_CLONE = 3;
 export const PTRACE_EVENT_EXEC = 4;
 export const PTRACE_EVENT_STOP = 128;
+
+export { EPERM, ESRCH } from './libc.js';
 
 export const SIGTRAP = 5;
 export const SIGSTOP = 19;
@@ -131,6 +142,7 @@ export function waitThread(tid: number, block = false): TraceEvent {
   if (r < 0) return { kind: 'error', errno: -r };
   if (r === 0) return { kind: 'none' };
   if ((status & 0x7f) === 0) return { kind: 'exited', code: (status >> 8) & 0xff };
-  if ((status & 0xff) === 0x7f) return { kind: 'stopped', signal: (status >> 8) & 0xff, event: status >>> 16 };
+  if ((status & 0xff) === 0x7f)
+    return { kind: 'stopped', signal: (status >> 8) & 0xff, event: status >>> 16 };
   return { kind: 'killed', signal: status & 0x7f };
 }
