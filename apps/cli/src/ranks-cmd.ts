@@ -38,9 +38,13 @@ export function formatJobRanks(job: JobRanks): string {
   const lines = [
     `${head}: ${job.ranks.length} rank${job.ranks.length === 1 ? '' : 's'} on ${hosts.length} host${hosts.length === 1 ? '' : 's'} (via ${job.method})`,
   ];
-  const rows = [['rank', 'pid', 'host', 'executable'], ...job.ranks.map((r) => [String(r.rank), String(r.pid), r.host, r.executable])];
+  const rows = [
+    ['rank', 'pid', 'host', 'executable'],
+    ...job.ranks.map((r) => [String(r.rank), String(r.pid), r.host, r.executable]),
+  ];
   const widths = [0, 1, 2].map((c) => Math.max(...rows.map((row) => (row[c] ?? '').length)));
-  for (const row of rows) lines.push(`  ${row.map((cell, c) => (c < 3 ? cell.padEnd(widths[c] ?? 0) : cell)).join('  ')}`);
+  for (const row of rows)
+    lines.push(`  ${row.map((cell, c) => (c < 3 ? cell.padEnd(widths[c] ?? 0) : cell)).join('  ')}`);
   for (const w of job.warnings) lines.push(`warning: ${w}`);
   return lines.join('\n');
 }
@@ -67,10 +71,12 @@ export async function ranksCommand(argv: string[], io: Io): Promise<number> {
     return 0;
   }
   const pids = values.pid ?? [];
-  if ((values.attach === undefined) === (pids.length === 0)) return usage(io, 'give either --attach PID or --pid PID...');
+  if ((values.attach === undefined) === (pids.length === 0))
+    return usage(io, 'give either --attach PID or --pid PID...');
   const method = values.method ?? 'auto';
   if (!isMethod(method)) return usage(io, `--method takes ${METHOD_CHOICES.join(', ')}, got '${method}'`);
-  if (values.method !== undefined && values.attach === undefined) return usage(io, '--method goes with --attach');
+  if (values.method !== undefined && values.attach === undefined)
+    return usage(io, '--method goes with --attach');
 
   let result: Result<JobRanks, MqdError>;
   if (values.attach !== undefined) {

@@ -1,6 +1,7 @@
 // `mqd run [--snapshot] [--json] [--timeout SECONDS] -- STARTER [ARGS...]`
-import { parseArgs } from 'node:util';
+
 import { constants } from 'node:os';
+import { parseArgs } from 'node:util';
 import { formatSnapshot, type SnapshotResult, Snapshotter } from '@mqd/core';
 import { mqdError } from '@mqd/model';
 import { type JobRanks, launchUnderTool, localHost, localTargets } from '@mqd/mpir';
@@ -70,7 +71,9 @@ export async function runCommand(argv: string[], io: Io): Promise<number> {
       // Printed while the starter is held, so the table comes before the job's own output.
       atBreakpoint: async (job) => {
         const snap = snapshotter
-          ? await snapshotter.snapshot(localTargets(job, here.short).map((r) => ({ pid: r.pid, rank: r.rank, host: r.host })))
+          ? await snapshotter.snapshot(
+              localTargets(job, here.short).map((r) => ({ pid: r.pid, rank: r.rank, host: r.host })),
+            )
           : null;
         report(job, snap);
         return snap;

@@ -1,1 +1,38 @@
-export {};
+// @mqd/mpir: find every rank of an MPI job. See README.md.
+export {
+  type AttachOptions,
+  attachStarter,
+  type MpirSymbols,
+  mpirSymbols,
+  type PidTarget,
+  processTreeRanks,
+  ranksFromPids,
+  readMpirTable,
+} from './attach.js';
+export { type LocalHost, localHost, normaliseHost } from './host.js';
+export {
+  type AcquisitionMethod,
+  type JobRanks,
+  METHOD_CHOICES,
+  type MethodChoice,
+  makeJob,
+  type RankEntry,
+  type StarterInfo,
+} from './job.js';
+export { type JobExit, type LaunchedJob, type LaunchOptions, launchUnderTool } from './launch.js';
+export {
+  decodeProcdescs,
+  LP64_PROCDESC,
+  MAX_PROCTABLE_SIZE,
+  type ProcdescLayout,
+  procdescLayout,
+  type RawProcdesc,
+  staleEntryReason,
+} from './procdesc.js';
+export { descendants, isAlive } from './procfs.js';
+export {
+  type AttachedSnapshot,
+  localTargets,
+  type SnapshotAttachOptions,
+  snapshotAttach,
+} from './snapshot.js';
