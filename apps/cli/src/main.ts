@@ -1,11 +1,15 @@
 // The `mqd` command: one entry, one subcommand per job.
 import { mqdError } from '@mqd/model';
-import { AGENT_USAGE, SERVE_USAGE, agentCommand, serveCommand } from './serve-cmd.js';
+import { RANKS_USAGE, ranksCommand } from './ranks-cmd.js';
+import { RUN_USAGE, runCommand } from './run-cmd.js';
+import { AGENT_USAGE, agentCommand, SERVE_USAGE, serveCommand } from './serve-cmd.js';
 import { SNAPSHOT_USAGE, snapshotCommand } from './snapshot-cmd.js';
 
 export const USAGE = `usage: mqd <command> [options]
 commands:
   snapshot   read the message queues of MPI processes (mqd snapshot --help)
+  ranks      list the ranks of a job from its starter's pid (mqd ranks --help)
+  run        launch a job under the tool: mqd run [--snapshot] -- mpirun -np 4 ./app
   serve      the dashboard: aggregator + a local agent, SQLite store (mqd serve --help)
   agent      connect this node to an aggregator (mqd agent --help)
 exit codes: 0 ok, 1 nothing could be read, 2 usage, 3 partial (some ranks failed)`;
@@ -20,6 +24,10 @@ export async function main(argv: string[]): Promise<number> {
   switch (cmd) {
     case 'snapshot':
       return snapshotCommand(rest, io);
+    case 'ranks':
+      return ranksCommand(rest, io);
+    case 'run':
+      return runCommand(rest, io);
     case 'serve':
       return serveCommand(rest, io);
     case 'agent':
@@ -28,7 +36,7 @@ export async function main(argv: string[]): Promise<number> {
     case '-h':
     case '--help':
     case 'help':
-      io.out(`${USAGE}\n\n${SNAPSHOT_USAGE}\n\n${SERVE_USAGE}\n\n${AGENT_USAGE}`);
+      io.out([USAGE, SNAPSHOT_USAGE, RANKS_USAGE, RUN_USAGE, SERVE_USAGE, AGENT_USAGE].join('\n\n'));
       return cmd === undefined ? 2 : 0;
     default:
       io.err(`${mqdError('MQD_E_USAGE', `unknown command '${cmd}'`).message}\n${USAGE}`);

@@ -1,8 +1,8 @@
 // The real JobLocator for agents: @mqd/mpir behind the server's seam. Runs on the node of the
 // starter (mpirun / mpiexec): reads its MPIR table, or falls back to the process tree.
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { type MqdError, ok, type Result } from '@mqd/model';
 import { attachStarter } from '@mqd/mpir';
-import { type MqdError, type Result, ok } from '@mqd/model';
 import type { JobLocator, LocatedJob, SeenStarter } from '@mqd/server';
 
 /** Process names of MPI starters an agent reports before anyone attaches. */

@@ -2,7 +2,7 @@
 // Snapshotter per agent, so repeated snapshots of a job are warm (DLL loaded, types indexed,
 // processes set up).
 import { Snapshotter } from '@mqd/core';
-import { type RankSnapshot, mqdError } from '@mqd/model';
+import { mqdError, type RankSnapshot } from '@mqd/model';
 import type { MpiInfo, RankReader, RankTarget, ReadOptions } from '@mqd/server';
 
 export class CoreRankReader implements RankReader {
@@ -31,7 +31,10 @@ function aborted(r: RankTarget, host: string): RankSnapshot {
     rank: r.rank,
     pid: r.pid,
     host,
-    state: { kind: 'error', ...mqdError('MQD_E_AGENT_MISSING', 'the request was cancelled before this rank was read') },
+    state: {
+      kind: 'error',
+      ...mqdError('MQD_E_AGENT_MISSING', 'the request was cancelled before this rank was read'),
+    },
     pausedMicros: null,
     communicators: [],
   };

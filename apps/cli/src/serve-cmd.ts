@@ -1,15 +1,16 @@
 // `mqd serve`: the aggregator plus a local agent (real MPI reader and MPIR locator) in one
 // command, SQLite in the data directory; prints the login URL with its token, like Jupyter.
 // `mqd agent --server URL --token T`: one per node.
-import { hostname } from 'node:os';
-import { parseArgs } from 'node:util';
-import { fileURLToPath } from 'node:url';
+
 import { existsSync } from 'node:fs';
-import { normaliseHost } from '@mqd/mpir';
+import { hostname } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 import { mqdError } from '@mqd/model';
+import { normaliseHost } from '@mqd/mpir';
 import { configHelp, loadConfig, serve, startAgent } from '@mqd/server';
-import { CoreRankReader } from './real-reader.js';
 import { MpirJobLocator } from './real-locator.js';
+import { CoreRankReader } from './real-reader.js';
 import type { Io } from './snapshot-cmd.js';
 
 export const SERVE_USAGE = `usage: mqd serve [--no-local-agent] [aggregator options]
@@ -33,7 +34,11 @@ function untilSignal(): Promise<NodeJS.Signals> {
   });
 }
 
-export async function serveCommand(argv: string[], io: Io, opts: { untilStopped?: Promise<unknown> } = {}): Promise<number> {
+export async function serveCommand(
+  argv: string[],
+  io: Io,
+  opts: { untilStopped?: Promise<unknown> } = {},
+): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
     io.out(SERVE_USAGE);
     return 0;
@@ -60,7 +65,11 @@ export async function serveCommand(argv: string[], io: Io, opts: { untilStopped?
   return 0;
 }
 
-export async function agentCommand(argv: string[], io: Io, opts: { untilStopped?: Promise<unknown> } = {}): Promise<number> {
+export async function agentCommand(
+  argv: string[],
+  io: Io,
+  opts: { untilStopped?: Promise<unknown> } = {},
+): Promise<number> {
   let values: { server?: string; token?: string; host?: string; dll?: string; help?: boolean };
   try {
     ({ values } = parseArgs({
@@ -84,7 +93,9 @@ export async function agentCommand(argv: string[], io: Io, opts: { untilStopped?
   }
   const token = values.token ?? process.env['MQD_AGENT_TOKEN'];
   if (!values.server || !token) {
-    io.err(`${mqdError('MQD_E_USAGE', 'give --server URL and --token TOKEN (or MQD_AGENT_TOKEN)').message}\n${AGENT_USAGE}`);
+    io.err(
+      `${mqdError('MQD_E_USAGE', 'give --server URL and --token TOKEN (or MQD_AGENT_TOKEN)').message}\n${AGENT_USAGE}`,
+    );
     return 2;
   }
   const reader = new CoreRankReader(values.dll);

@@ -1,11 +1,14 @@
-// `mqd snapshot --pid PID[:RANK] ... [--dll PATH] [--json] [--all]`
+// `mqd snapshot (--attach STARTER_PID | --pid PID[:RANK] ...) [--dll PATH] [--json] [--all] [--explain]`
 import { parseArgs } from 'node:util';
 import { formatSnapshot, type SnapshotTarget, Snapshotter } from '@mqd/core';
-import { type MqdError, explainSnapshot, formatExplanation, mqdError } from '@mqd/model';
+import { explainSnapshot, formatExplanation, type MqdError, mqdError } from '@mqd/model';
+import { snapshotAttach } from '@mqd/mpir';
 
-export const SNAPSHOT_USAGE = `usage: mqd snapshot --pid PID[:RANK] [--pid ...] [--dll PATH] [--json] [--all] [--explain]
+export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --pid PID[:RANK] [--pid ...]) [--dll PATH] [--json] [--all] [--explain]
   Stops each MPI process for a few milliseconds, reads its message queues through the MPI
   library's debugger DLL and prints them. RANK defaults to the rank in the process environment.
+  --attach PID the pid of mpirun/mpiexec: its ranks on this host are found through MPIR
+               (or the process tree when the starter has no MPIR symbols)
   --dll PATH   the message-queue DLL (default: MPIR_dll_name in the process)
   --json       print the snapshot as JSON (schema: packages/model/src/snapshot-spec.ts)
   --all        also list empty internal communicators
@@ -26,12 +29,21 @@ export interface Io {
 }
 
 export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
-  let values: { pid?: string[]; dll?: string; json?: boolean; all?: boolean; explain?: boolean; help?: boolean };
+  let values: {
+    pid?: string[];
+    attach?: string;
+    dll?: string;
+    json?: boolean;
+    all?: boolean;
+    explain?: boolean;
+    help?: boolean;
+  };
   try {
     ({ values } = parseArgs({
       args: argv,
       options: {
         pid: { type: 'string', multiple: true },
+        attach: { type: 'string' },
         dll: { type: 'string' },
         json: { type: 'boolean' },
         all: { type: 'boolean' },
@@ -57,16 +69,33 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
     }
     targets.push(t);
   }
-  if (targets.length === 0) {
-    io.err(`${mqdError('MQD_E_USAGE', 'give at least one --pid').message}\n${SNAPSHOT_USAGE}`);
+  if ((targets.length === 0) === (values.attach === undefined)) {
+    io.err(
+      `${mqdError('MQD_E_USAGE', 'give either --attach STARTER_PID or at least one --pid').message}\n${SNAPSHOT_USAGE}`,
+    );
+    return 2;
+  }
+  const starter = values.attach !== undefined ? parsePidArg(values.attach) : null;
+  if (starter && 'code' in starter) {
+    io.err(starter.message);
     return 2;
   }
   const snapshotter = new Snapshotter();
+  const snapOpts = values.dll !== undefined ? { dll: values.dll } : {};
   try {
-    const { snapshot } = await snapshotter.snapshot(
-      targets,
-      values.dll !== undefined ? { dll: values.dll } : {},
-    );
+    let snapshot: Awaited<ReturnType<Snapshotter['snapshot']>>['snapshot'];
+    if (starter) {
+      const attached = await snapshotAttach(starter.pid, { snapshotter, snapshot: snapOpts });
+      if (!attached.ok) {
+        io.err(attached.error.message);
+        return 1;
+      }
+      for (const w of attached.value.job.warnings) io.err(`warning: ${w}`);
+      if (!values.json) io.out(`ranks found through ${attached.value.job.method} of starter ${starter.pid}`);
+      snapshot = attached.value.result.snapshot;
+    } else {
+      snapshot = (await snapshotter.snapshot(targets, snapOpts)).snapshot;
+    }
     const explanation = values.explain ? explainSnapshot(snapshot) : null;
     if (values.json) io.out(JSON.stringify(explanation ? { snapshot, explanation } : snapshot, null, 2));
     else {

@@ -2,12 +2,12 @@
 // attach by starter pid over REST, snapshot, and the stored job snapshot must equal what
 // mqd-core reports directly.
 import { hostname } from 'node:os';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { Snapshotter } from '@mqd/core';
 import type { JobSnapshot } from '@mqd/model';
 import { normaliseHost } from '@mqd/mpir';
-import { type Served, loadConfig, serve } from '@mqd/server';
-import { type FixtureJob, MPI_NAMES, disposeAll, launchFixture } from '@mqd/testkit';
+import { loadConfig, type Served, serve } from '@mqd/server';
+import { disposeAll, type FixtureJob, launchFixture, MPI_NAMES } from '@mqd/testkit';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { MpirJobLocator } from '../src/real-locator.js';
 import { CoreRankReader } from '../src/real-reader.js';
 
@@ -25,12 +25,17 @@ afterEach(async () => {
 });
 afterAll(() => disposeAll());
 
-const stable = (s: JobSnapshot) => s.ranks.map((r) => ({ ...r, pausedMicros: r.pausedMicros === null ? null : 0 }));
+const stable = (s: JobSnapshot) =>
+  s.ranks.map((r) => ({ ...r, pausedMicros: r.pausedMicros === null ? null : 0 }));
 
 describe.each(MPI_NAMES)('%s: aggregator + agent on a real hung job', (mpi) => {
   it('attaches by starter pid and stores the snapshot mqd-core reports', async () => {
     job = await launchFixture({ mpi, fixture: 'wrong_tag', np: 4 });
-    const cfg = loadConfig({ env: {}, argv: [], overrides: { port: 0, host: '127.0.0.1', dataDir: ':memory:', adminToken: ADMIN } });
+    const cfg = loadConfig({
+      env: {},
+      argv: [],
+      overrides: { port: 0, host: '127.0.0.1', dataDir: ':memory:', adminToken: ADMIN },
+    });
     if (!cfg.ok) throw new Error(cfg.error.message);
     reader = new CoreRankReader();
     served = await serve({
@@ -50,16 +55,25 @@ describe.each(MPI_NAMES)('%s: aggregator + agent on a real hung job', (mpi) => {
     });
     expect(attach.status, await attach.clone().text()).toBe(201);
     const jobId = ((await attach.json()) as { job: { id: string } }).job.id;
-    const snap = await fetch(`${served.url}/api/jobs/${jobId}/snapshots`, { method: 'POST', headers: { authorization: auth.authorization } });
+    const snap = await fetch(`${served.url}/api/jobs/${jobId}/snapshots`, {
+      method: 'POST',
+      headers: { authorization: auth.authorization },
+    });
     expect(snap.status).toBe(201);
     const { snapshot } = (await snap.json()) as { snapshot: { id: string; snapshot: JobSnapshot } };
-    const stored = await fetch(`${served.url}/api/snapshots/${snapshot.id}`, { headers: { authorization: auth.authorization } });
+    const stored = await fetch(`${served.url}/api/snapshots/${snapshot.id}`, {
+      headers: { authorization: auth.authorization },
+    });
     const viaApi = ((await stored.json()) as { snapshot: JobSnapshot }).snapshot;
-    expect(viaApi.ranks.map((r) => [r.rank, r.pid, r.state.kind])).toEqual(job.ranks.map((r) => [r.rank, r.pid, 'ok']));
+    expect(viaApi.ranks.map((r) => [r.rank, r.pid, r.state.kind])).toEqual(
+      job.ranks.map((r) => [r.rank, r.pid, 'ok']),
+    );
 
     const direct = new Snapshotter();
     try {
-      const { snapshot: mine } = await direct.snapshot(job.ranks.map((r) => ({ pid: r.pid, rank: r.rank, host: normaliseHost(hostname()) })));
+      const { snapshot: mine } = await direct.snapshot(
+        job.ranks.map((r) => ({ pid: r.pid, rank: r.rank, host: normaliseHost(hostname()) })),
+      );
       expect(stable(viaApi)).toEqual(stable(mine));
       expect(viaApi.mpi).toEqual(mine.mpi);
     } finally {

@@ -67,7 +67,7 @@ describe('validateSnapshot', () => {
     c.unavailable = { unexpected: { code: 'X', message: 'y' } };
     expect(validateSnapshot(s).ok).toBe(false);
   });
-  it("refuses a listed MPI_COMM_WORLD group (it is the identity by definition)", () => {
+  it('refuses a listed MPI_COMM_WORLD group (it is the identity by definition)', () => {
     const s = snap();
     const c = s.ranks[0]?.communicators[0];
     if (!c) throw new Error('fixture');

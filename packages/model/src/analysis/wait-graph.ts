@@ -216,7 +216,10 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
         collOps.wait.push(0);
         continue;
       }
-      if (sender < 0 || ok[sender] === 0 || op.status === 'complete') continue;
+      // Not filtered on status: an unexpected message is unmatched by definition, and its data
+      // having arrived ("complete", as MPICH reports it) does not free a synchronous sender,
+      // which waits for the match (MPI_Ssend's eager-sync message is exactly this).
+      if (sender < 0 || ok[sender] === 0) continue;
       if (senderMayBeBlocked(ix, sender, ce, op.tag, library)) {
         add(sender, KIND_SINGLE, ce.rankIdx, ci, 'unexpected', i, EV_INFERRED);
       }

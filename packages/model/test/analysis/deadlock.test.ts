@@ -280,3 +280,30 @@ describe('deadlock: partial snapshots', () => {
     expect(e.dependsOnUnknown).toBe('');
   });
 });
+
+describe('deadlock: MPICH ring of synchronous sends (seen on real MPICH 4.0.2)', () => {
+  it('infers the ring from unexpected messages the DLL reports as complete', () => {
+    // MPICH omits blocking MPI_Ssend from its send queue; each rank holds its left
+    // neighbour's eager-sync message as an unexpected entry whose status reads "complete"
+    // (the data arrived; the sender still waits for the match).
+    const n = 4;
+    const snap = snapshot(
+      Array.from({ length: n }, (_, r) =>
+        rank(r, [
+          comm('MPI_COMM_WORLD', n, r, null, {
+            sends: [],
+            receives: [],
+            unexpected: [op({ peer: (r - 1 + n) % n, global: null, tag: 42, status: 'complete', length: 0 })],
+          }),
+        ]),
+      ),
+      'mpich',
+    );
+    const e = explainSnapshot(snap);
+    expect(e.verdict).toBe('deadlock');
+    const cycles = e.deadlock?.cycles ?? [];
+    expect(cycles).toHaveLength(1);
+    expect(cycles[0]?.ranks).toEqual([0, 1, 2, 3]); // r-1 sent to r and waits for it
+    expect(cycles[0]?.certain).toBe(false);
+  });
+});
