@@ -1,0 +1,70 @@
+// The hang analysis on real hung jobs (issue 7): the ring of synchronous sends is one cycle
+// through every rank, and the receive waiting for a tag that never comes is a tag near miss
+// where the library shows both sides.
+
+import { Snapshotter } from '@mqd/core';
+import { explainSnapshot } from '@mqd/model';
+import { disposeAll, type FixtureJob, launchFixture } from '@mqd/testkit';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+
+let job: FixtureJob | null = null;
+const snapshotter = new Snapshotter();
+afterEach(async () => {
+  await job?.dispose();
+  job = null;
+});
+afterAll(async () => {
+  await snapshotter.dispose();
+  await disposeAll();
+});
+
+async function explain(mpi: 'openmpi' | 'mpich', fixture: string) {
+  job = await launchFixture({ mpi, fixture, np: 4 });
+  const { snapshot } = await snapshotter.snapshot(job.ranks.map((r) => ({ pid: r.pid })));
+  return explainSnapshot(snapshot);
+}
+
+describe('ring of synchronous sends', () => {
+  it('Open MPI (sends visible): one certain cycle through every rank', async () => {
+    const e = await explain('openmpi', 'ring_ssend');
+    expect(e.verdict).toBe('deadlock');
+    expect(e.deadlock?.cycles.map((c) => [c.ranks, c.certain])).toEqual([[[0, 1, 2, 3], true]]);
+    expect(e.deadlock?.cycles[0]?.edges.map((x) => x.ops.map((o) => [o.rank, o.queue, o.tag]))).toEqual([
+      [[0, 'sends', 42]],
+      [[1, 'sends', 42]],
+      [[2, 'sends', 42]],
+      [[3, 'sends', 42]],
+    ]);
+  });
+
+  it('MPICH (blocking sends hidden): the same cycle, inferred from the unexpected messages', async () => {
+    const e = await explain('mpich', 'ring_ssend');
+    expect(e.verdict).toBe('deadlock');
+    expect(e.deadlock?.cycles.map((c) => [c.ranks, c.certain])).toEqual([[[0, 1, 2, 3], false]]);
+    expect(e.limits.join('\n')).toMatch(/only nonblocking sends/);
+  });
+});
+
+describe('a receive waiting for a tag that never comes', () => {
+  it('MPICH (both sides visible): a tag near miss against the unexpected messages from rank 1', async () => {
+    const e = await explain('mpich', 'wrong_tag');
+    const mine = e.nearMisses.find((n) => n.kind === 'receive' && n.op.rank === 0);
+    expect(mine?.peer).toBe(1);
+    expect(mine?.tag).toBe(99);
+    expect(mine?.candidates.map((c) => [c.op.queue, c.peer, c.tag, c.differs, c.wouldMatch])).toEqual([
+      ['unexpected', 1, 7, ['tag'], false],
+      ['unexpected', 1, 8, ['tag'], false],
+    ]);
+  });
+
+  it('Open MPI (unexpected queue hidden): says the other side cannot be seen', async () => {
+    const e = await explain('openmpi', 'wrong_tag');
+    expect(e.limits.join('\n')).toMatch(/unexpected messages are not visible/);
+    // Rank 1's tag-7/8 sends completed eagerly, so no queue shows them: nothing to call a near miss.
+    expect(e.nearMisses.filter((n) => n.op.rank === 0).flatMap((n) => n.candidates)).toEqual([]);
+    // Still explained from the receives: 0 waits for 1 (tag 99), 1 waits for 0 (tag 1).
+    expect(
+      e.deadlock?.cycles.map((c) => c.edges.map((x) => x.ops.map((o) => [o.rank, o.queue, o.tag]))),
+    ).toEqual([[[[0, 'receives', 99]], [[1, 'receives', 1]]]]);
+  });
+});
