@@ -326,9 +326,7 @@ describe('MPICH job on two network-namespace nodes, an agent on each, the aggreg
     await waitFor(
       async () => {
         const row = (await listAgents()).find((a) => a.agentId === victimId);
-        return row !== undefined && row.connected && row.pending > 0
-          ? done(true)
-          : pending(JSON.stringify(row ?? null));
+        return row?.connected && row.pending > 0 ? done(true) : pending(JSON.stringify(row ?? null));
       },
       { timeoutMs: 20_000, what: 'the snapshot request to be pending on the node2 agent' },
     );

@@ -270,13 +270,6 @@ export class NetnsProcess {
     }
   }
 
-  /** The live descendants of the process right now (e.g. an agent's DLL host). */
-  liveDescendants(): number[] {
-    return descendants(this.pid)
-      .filter((p) => p.state !== 'Z' && p.state !== 'X')
-      .map((p) => p.pid);
-  }
-
   /** Sends `signal` to the process itself, if it is still the process started. */
   signal(signal: NodeJS.Signals): void {
     const id = this.known.get(this.pid);
@@ -354,6 +347,7 @@ export function spawnInNetns(
 
 export interface NetnsJobOptions {
   readonly cluster: NetnsCluster;
+  /** hydra's ssh launcher and -iface are MPICH's: Open MPI's mpirun would need its own plumbing. */
   readonly mpi: Extract<MpiName, 'mpich'>;
   readonly binary: string;
   /** The node mpiexec runs on. */

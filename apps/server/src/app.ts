@@ -172,7 +172,12 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     return reply.code(500).send(errorBody(mqdError('MQD_E_INTERNAL', fe.message)));
   });
   app.setNotFoundHandler((req, reply) => {
-    reply
+    // The dashboard is a single-page app: its routes (/s/<shareId>, ...) are index.html.
+    const path = req.url.split('?')[0] ?? '';
+    if (config.webRoot !== null && req.method === 'GET' && !path.startsWith('/api/') && !path.startsWith('/socket.io')) {
+      return reply.type('text/html').sendFile('index.html');
+    }
+    return reply
       .code(404)
       .send(errorBody(mqdError('MQD_E_NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`)));
   });
