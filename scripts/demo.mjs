@@ -3,11 +3,15 @@
 // snapshot so the dashboard has something to show at once. Options:
 //   --mpi openmpi|mpich (default openmpi)   --fixture NAME (default wrong_tag)   --port N (default 8080)
 import { parseArgs } from 'node:util';
-import { launchFixture } from '@mqd/testkit';
 import { serveCommand } from '@mqd/cli';
+import { launchFixture } from '@mqd/testkit';
 
 const { values } = parseArgs({
-  options: { mpi: { type: 'string', default: 'openmpi' }, fixture: { type: 'string', default: 'wrong_tag' }, port: { type: 'string', default: '8080' } },
+  options: {
+    mpi: { type: 'string', default: 'openmpi' },
+    fixture: { type: 'string', default: 'wrong_tag' },
+    port: { type: 'string', default: '8080' },
+  },
 });
 console.log(`starting a hung ${values.mpi} job (${values.fixture}, 4 ranks)...`);
 const job = await launchFixture({ mpi: values.mpi, fixture: values.fixture, np: 4, waitFor: 'ready' });
@@ -27,21 +31,33 @@ const io = {
   },
   err: (l) => console.error(l),
 };
-const server = serveCommand(['--port', values.port, '--data-dir', '.mqd-data', '--auto-snapshot-seconds', '15'], io, { untilStopped: stopped });
+const server = serveCommand(
+  ['--port', values.port, '--data-dir', '.mqd-data', '--auto-snapshot-seconds', '15'],
+  io,
+  { untilStopped: stopped },
+);
 
 // Attach the demo job once the aggregator is up, so the dashboard opens on it.
 const started = Date.now();
-while (!lines.some((l) => l.includes('/?token=')) && Date.now() - started < 30_000) await new Promise((r) => setTimeout(r, 50));
+while (!lines.some((l) => l.includes('/?token=')) && Date.now() - started < 30_000)
+  await new Promise((r) => setTimeout(r, 50));
 const login = lines.find((l) => l.includes('/?token='))?.trim();
 if (login) {
   const url = new URL(login);
   const token = url.searchParams.get('token');
   const auth = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
   for (let i = 0; i < 100; i++) {
-    const r = await fetch(`${url.origin}/api/jobs/attach`, { method: 'POST', headers: auth, body: JSON.stringify({ starterPid: job.starterPid }) });
+    const r = await fetch(`${url.origin}/api/jobs/attach`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ starterPid: job.starterPid }),
+    });
     if (r.status === 201) {
       const { job: j } = await r.json();
-      await fetch(`${url.origin}/api/jobs/${j.id}/snapshots`, { method: 'POST', headers: { authorization: auth.authorization } });
+      await fetch(`${url.origin}/api/jobs/${j.id}/snapshots`, {
+        method: 'POST',
+        headers: { authorization: auth.authorization },
+      });
       console.log(`attached the demo job as ${j.id} and took a first snapshot; open the login URL above.`);
       break;
     }

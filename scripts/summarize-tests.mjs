@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Sums the JSON reports of the test runners (vitest, and the e2e runner) into the one closing
 // line CI reads: "N passed, N failed". Exit 1 when anything failed or nothing ran.
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const dir = process.argv[2] ?? '.test-results';

@@ -3,14 +3,21 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 
 export const ARTIFACTS = fileURLToPath(new URL('../artifacts', import.meta.url));
 
 export async function launchChromium(): Promise<Browser> {
   return chromium.launch({
     executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-quic',
+      '--no-first-run',
+    ],
   });
 }
 
@@ -32,7 +39,9 @@ export async function watchedPage(ctx: BrowserContext): Promise<Watched> {
 
 /** Waits until the app says it is idle (no fetch or render in flight). */
 export async function idle(page: Page, timeoutMs = 30_000): Promise<void> {
-  await page.waitForFunction(() => document.body.dataset['mqdIdle'] === 'true', undefined, { timeout: timeoutMs });
+  await page.waitForFunction(() => document.body.dataset['mqdIdle'] === 'true', undefined, {
+    timeout: timeoutMs,
+  });
 }
 
 export async function screenshot(page: Page, name: string): Promise<string> {

@@ -2,15 +2,23 @@
 // starter (mpirun / mpiexec): reads its MPIR table, or falls back to the process tree.
 import { readdirSync, readFileSync } from 'node:fs';
 import { type MqdError, ok, type Result } from '@mqd/model';
-import { attachStarter } from '@mqd/mpir';
+import { attachStarter, type LocalHost, localHost } from '@mqd/mpir';
 import type { JobLocator, LocatedJob, SeenStarter } from '@mqd/server';
 
 /** Process names of MPI starters an agent reports before anyone attaches. */
 const STARTERS = new Set(['mpirun', 'mpiexec', 'orterun', 'mpiexec.hydra', 'prterun', 'srun']);
 
 export class MpirJobLocator implements JobLocator {
+  private readonly here: LocalHost;
+
+  /** `agentHost`: the name this node's agent registered with; the starter's own names for this machine map to it. */
+  constructor(agentHost?: string) {
+    const machine = localHost();
+    this.here = agentHost ? { short: agentHost, aliases: new Set([agentHost, ...machine.aliases]) } : machine;
+  }
+
   async locate(starterPid: number): Promise<Result<LocatedJob, MqdError>> {
-    const r = attachStarter(starterPid);
+    const r = attachStarter(starterPid, { here: this.here });
     if (!r.ok) return r;
     const j = r.value;
     return ok({

@@ -51,11 +51,12 @@ export async function serveCommand(
   }
   const config = cfg.value.webRoot === null ? { ...cfg.value, webRoot: defaultWebRoot() } : cfg.value;
   const reader = noAgent ? null : new CoreRankReader();
+  const here = normaliseHost(hostname());
   const served = await serve({
     config,
     reader,
-    locator: noAgent ? null : new MpirJobLocator(),
-    localHost: normaliseHost(hostname()),
+    locator: noAgent ? null : new MpirJobLocator(here),
+    localHost: here,
     print: (l) => io.out(l),
     logger: false,
   });
@@ -99,12 +100,13 @@ export async function agentCommand(
     return 2;
   }
   const reader = new CoreRankReader(values.dll);
+  const host = normaliseHost(values.host ?? hostname());
   const agent = startAgent({
     serverUrl: values.server,
     token,
     reader,
-    locator: new MpirJobLocator(),
-    host: normaliseHost(values.host ?? hostname()),
+    locator: new MpirJobLocator(host),
+    host,
     log: (l) => io.err(l),
   });
   io.out(`mqd agent ${agent.agentId} for host ${agent.host} connecting to ${values.server}`);

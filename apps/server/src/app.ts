@@ -174,7 +174,12 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   app.setNotFoundHandler((req, reply) => {
     // The dashboard is a single-page app: its routes (/s/<shareId>, ...) are index.html.
     const path = req.url.split('?')[0] ?? '';
-    if (config.webRoot !== null && req.method === 'GET' && !path.startsWith('/api/') && !path.startsWith('/socket.io')) {
+    if (
+      config.webRoot !== null &&
+      req.method === 'GET' &&
+      !path.startsWith('/api/') &&
+      !path.startsWith('/socket.io')
+    ) {
       return reply.type('text/html').sendFile('index.html');
     }
     return reply

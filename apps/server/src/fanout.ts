@@ -251,9 +251,7 @@ export class SnapshotService {
       const last = this.o.store.snapshots(job.id, n);
       const newest = last[0];
       const oldest = last[last.length - 1];
-      if (last.length < n || newest === undefined || oldest === undefined) continue;
-      if (!last.every((m) => m.digest === newest.digest && m.missing === 0)) continue;
-      if (newest.pendingSends + newest.pendingReceives + newest.unexpected === 0) continue;
+      if (!looksHung(last, n) || newest === undefined || oldest === undefined) continue;
       out.push({
         jobId: job.id,
         since: oldest.takenAt,
@@ -279,4 +277,15 @@ export class SnapshotService {
     const results = await Promise.all(jobs.map((j) => this.take(j, 'auto')));
     return results.filter((r) => r.ok).length;
   }
+}
+
+/**
+ * A job looks hung when its last `n` snapshots (newest first) all have the same queue digest,
+ * every rank answered in each, and something is pending: nothing moved between them.
+ */
+export function looksHung(last: readonly SnapshotMeta[], n: number): boolean {
+  const newest = last[0];
+  if (last.length < n || newest === undefined) return false;
+  if (!last.every((m) => m.digest === newest.digest && m.missing === 0)) return false;
+  return newest.pendingSends + newest.pendingReceives + newest.unexpected > 0;
 }

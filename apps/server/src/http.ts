@@ -1,6 +1,6 @@
 // How a coded error becomes an HTTP reply, and the record -> JSON conversions of the API.
 import { assertUnreachable, type ErrorCode, type MqdError, MqdException, mqdError } from '@mqd/model';
-import type { HungJob } from './fanout.js';
+import { type HungJob, looksHung } from './fanout.js';
 import type { AgentInfo } from './hub.js';
 import type { AuditEntry, JobRecord, SnapshotMeta, User } from './types.js';
 
@@ -76,7 +76,18 @@ export const userJson = (u: User) => ({ name: u.name, uid: u.uid, admin: u.admin
 
 export const metaJson = (m: SnapshotMeta) => ({ ...m, takenAt: iso(m.takenAt), partial: m.missing > 0 });
 
-export function jobJson(job: JobRecord, connected: (host: string) => boolean, last: SnapshotMeta | null) {
+/**
+ * A job as the API shows it. `recent` is its newest snapshots, newest first (at least
+ * `hungAfter` of them when there are that many): they decide its state.
+ */
+export function jobJson(
+  job: JobRecord,
+  connected: (host: string) => boolean,
+  recent: readonly SnapshotMeta[],
+  hungAfter: number,
+) {
+  const last = recent[0] ?? null;
+  const state = job.endedAt !== null ? 'ended' : looksHung(recent, hungAfter) ? 'looks-hung' : 'running';
   const hosts = new Map<string, number>();
   for (const r of job.ranks) hosts.set(r.host, (hosts.get(r.host) ?? 0) + 1);
   return {
@@ -91,6 +102,8 @@ export function jobJson(job: JobRecord, connected: (host: string) => boolean, la
     createdAt: iso(job.createdAt),
     createdBy: job.createdBy,
     endedAt: job.endedAt === null ? null : iso(job.endedAt),
+    state,
+    lastSnapshotAt: last === null ? null : iso(last.takenAt),
     lastSnapshot: last === null ? null : metaJson(last),
   };
 }

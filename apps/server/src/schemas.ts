@@ -90,6 +90,8 @@ export const JobJson = {
     'createdAt',
     'createdBy',
     'endedAt',
+    'state',
+    'lastSnapshotAt',
     'lastSnapshot',
   ],
   properties: {
@@ -111,6 +113,8 @@ export const JobJson = {
     createdAt: iso,
     createdBy: str,
     endedAt: nullable(iso),
+    state: { type: 'string', enum: ['running', 'looks-hung', 'ended'] },
+    lastSnapshotAt: nullable(iso),
     lastSnapshot: nullable(SnapshotMetaJson),
   },
 } as const;

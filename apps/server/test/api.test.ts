@@ -382,7 +382,7 @@ describe('share links', () => {
     expect(share.statusCode).toBe(201);
     const { id, url, expiresAt } = json<{ id: string; url: string; expiresAt: string }>(share);
     expect(Buffer.from(id, 'base64url').length).toBeGreaterThanOrEqual(16);
-    expect(url).toMatch(new RegExp(`/api/shared/${id}$`));
+    expect(url).toMatch(new RegExp(`/s/${id}$`));
     expect(expiresAt).toBe('2026-03-01T01:00:00.000Z');
 
     const view = await s.app.inject({ method: 'GET', url: `/api/shared/${id}` });

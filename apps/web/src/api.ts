@@ -175,7 +175,7 @@ function job(v: Json, path: string): JobSummary {
     command: str(o['command'] ?? '', `${path}.command`),
     state: state as JobState,
     lastSnapshotAt: o['lastSnapshotAt'] == null ? null : time(o['lastSnapshotAt'], `${path}.lastSnapshotAt`),
-    ranks: num(o['ranks'] ?? 0, `${path}.ranks`),
+    ranks: num(o['rankCount'] ?? o['ranks'] ?? 0, `${path}.rankCount`),
   };
 }
 
@@ -288,7 +288,7 @@ export function createApi(opts: ApiOptions = {}): Api {
   }
 
   const enc = encodeURIComponent;
-  return {
+  const api: Api = {
     health: (signal) => request('GET', '/api/health', (b) => summaryFields(b, 'health'), undefined, signal),
     login: (token) => request('POST', '/api/login', () => undefined, { token }),
     jobs: (signal) => request('GET', '/api/jobs', (b) => arrayOf(b, 'jobs', job, 'jobs'), undefined, signal),
@@ -310,14 +310,15 @@ export function createApi(opts: ApiOptions = {}): Api {
           ? { starterPid: req.starterPid }
           : { host: req.host, starterPid: req.starterPid },
       ),
-    takeSnapshot: (jobId) =>
-      request('POST', `/api/jobs/${enc(jobId)}/snapshots`, (b) => {
-        const o = obj(b, 'snapshot');
-        return {
-          id: SnapshotId(idText(o['id'], 'snapshot.id')),
-          snapshot: snapshotBody(o['snapshot'], 'snapshot.snapshot'),
-        };
-      }),
+    // The aggregator answers with the new snapshot's summary; the snapshot itself is read back.
+    takeSnapshot: async (jobId) => {
+      const taken = await request('POST', `/api/jobs/${enc(jobId)}/snapshots`, (b) =>
+        SnapshotId(idText(obj(obj(b, 'body')['snapshot'], 'snapshot')['id'], 'snapshot.id')),
+      );
+      if (!taken.ok) return taken;
+      const full = await api.snapshot(taken.value);
+      return full.ok ? { ok: true, value: { id: full.value.id, snapshot: full.value.snapshot } } : full;
+    },
     snapshots: (jobId, signal) =>
       request(
         'GET',
@@ -331,12 +332,13 @@ export function createApi(opts: ApiOptions = {}): Api {
         'GET',
         `/api/snapshots/${enc(id)}`,
         (b) => {
-          const o = obj(b, 'snapshot');
+          const o = obj(b, 'body');
+          const meta = obj(o['meta'], 'meta');
           return {
-            id: SnapshotId(idText(o['id'], 'snapshot.id')),
-            jobId: JobId(idText(o['jobId'], 'snapshot.jobId')),
-            takenAt: time(o['takenAt'], 'snapshot.takenAt'),
-            snapshot: snapshotBody(o['snapshot'], 'snapshot.snapshot'),
+            id: SnapshotId(idText(meta['id'], 'meta.id')),
+            jobId: JobId(idText(meta['jobId'], 'meta.jobId')),
+            takenAt: time(meta['takenAt'], 'meta.takenAt'),
+            snapshot: snapshotBody(o['snapshot'], 'snapshot'),
           };
         },
         undefined,
@@ -358,10 +360,11 @@ export function createApi(opts: ApiOptions = {}): Api {
         `/api/shared/${enc(shareId)}`,
         (b) => {
           const o = obj(b, 'shared');
+          const meta = obj(o['meta'], 'shared.meta');
           return {
             snapshot: snapshotBody(o['snapshot'], 'shared.snapshot'),
-            takenAt: time(o['takenAt'], 'shared.takenAt'),
-            jobId: JobId(idText(o['jobId'], 'shared.jobId')),
+            takenAt: time(meta['takenAt'], 'shared.meta.takenAt'),
+            jobId: JobId(idText(meta['jobId'], 'shared.meta.jobId')),
             readOnly: true,
           };
         },
@@ -369,6 +372,7 @@ export function createApi(opts: ApiOptions = {}): Api {
         signal,
       ),
   };
+  return api;
 }
 
 export function isUnauthenticated(e: ApiError): boolean {

@@ -2,15 +2,33 @@
 import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { App } from './App.js';
-import { createApi } from './api.js';
-import { initIdle } from './idle.js';
+import { type Api, createApi } from './api.js';
+import { initIdle, trackBusy } from './idle.js';
 import './styles.css';
 
 const root = document.getElementById('root');
 if (!root) throw new Error('MQD: index.html has no #root element');
 initIdle();
-createRoot(root).render(
-  <StrictMode>
-    <App api={createApi()} />
-  </StrictMode>,
+
+/**
+ * `mqd serve` prints a login URL with ?token=… (like Jupyter): exchange it for a session before
+ * anything else asks the API, and take it out of the address bar and the history.
+ */
+async function loginFromUrl(api: Api): Promise<void> {
+  const here = new URL(window.location.href);
+  const token = here.searchParams.get('token');
+  if (token === null) return;
+  here.searchParams.delete('token');
+  window.history.replaceState(window.history.state, '', `${here.pathname}${here.search}${here.hash}`);
+  // A failed login falls through to the login form, which shows the coded error on retry.
+  await trackBusy(api.login(token));
+}
+
+const api = createApi();
+void loginFromUrl(api).then(() =>
+  createRoot(root).render(
+    <StrictMode>
+      <App api={api} />
+    </StrictMode>,
+  ),
 );

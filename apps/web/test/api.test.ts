@@ -56,7 +56,8 @@ describe('api client', () => {
   });
 
   it('validates snapshots against the model schema at the edge', async () => {
-    const good = { id: 's1', jobId: 'j1', takenAt: '2026-01-01T00:00:00Z', snapshot: fourRanks() };
+    // The aggregator's shape (apps/server, GET /api/snapshots/:id): the summary, then the snapshot.
+    const good = { meta: { id: 's1', jobId: 'j1', takenAt: '2026-01-01T00:00:00Z' }, snapshot: fourRanks() };
     const bad = { ...good, snapshot: { ...fourRanks(), schemaVersion: 2 } };
     const f = fakeFetch({
       'GET /api/snapshots/s1': { status: 200, body: good },
@@ -104,7 +105,12 @@ describe('api client', () => {
     const f = fakeFetch({
       'POST /api/snapshots/a%2Fb/share': { status: 200, body: { url: '/s/xyz', id: 'xyz' } },
       'POST /api/login': { status: 204 },
-      'POST /api/jobs/j%201/snapshots': { status: 200, body: { id: 9, snapshot: fourRanks() } },
+      // POST answers with the summary; the client reads the snapshot back.
+      'POST /api/jobs/j%201/snapshots': { status: 201, body: { snapshot: { id: 9, jobId: 'j 1' } } },
+      'GET /api/snapshots/9': {
+        status: 200,
+        body: { meta: { id: '9', jobId: 'j 1', takenAt: '2026-01-01T00:00:00Z' }, snapshot: fourRanks() },
+      },
     });
     const api = createApi({ fetch: f.fetch });
     const share = await api.share(SnapshotId('a/b'), 3600);
@@ -114,5 +120,6 @@ describe('api client', () => {
     expect(f.calls[1]?.body).toEqual({ token: 't0k' });
     const snap = await api.takeSnapshot(JobId('j 1'));
     expect(snap.ok && snap.value.id).toBe('9');
+    expect(snap.ok && snap.value.snapshot.ranks.length).toBe(4);
   });
 });

@@ -34,8 +34,14 @@ const opRow = (o: Operation) => [o.peer.local, o.peer.global, o.tag, o.length, o
 function expectedRow(mpi: (typeof MPI_NAMES)[number], e: ExpectedOp, comm: Communicator) {
   // The global rank is what the library says, or what MQD derives: from the group, or local ==
   // global on MPI_COMM_WORLD.
-  const derived = comm.name === 'MPI_COMM_WORLD' ? e.peer : comm.group && e.peer !== null ? (comm.group[e.peer] ?? null) : null;
-  const global = e.peer === null ? null : (derived ?? (MPI_QUEUE_TRAITS[mpi].reportsGlobalRanks ? e.peerWorld : null));
+  const derived =
+    comm.name === 'MPI_COMM_WORLD'
+      ? e.peer
+      : comm.group && e.peer !== null
+        ? (comm.group[e.peer] ?? null)
+        : null;
+  const global =
+    e.peer === null ? null : (derived ?? (MPI_QUEUE_TRAITS[mpi].reportsGlobalRanks ? e.peerWorld : null));
   return [e.peer, global, e.tag, e.length, e.status];
 }
 
@@ -62,11 +68,7 @@ function checkComm(
       expect([where, q, got[q]]).toEqual([where, q, null]);
       expect(got.unavailable[q]?.code).toBe('MQD_E_QUEUE_UNSUPPORTED');
     } else {
-      expect([where, q, got[q]?.map(opRow)]).toEqual([
-        where,
-        q,
-        w.map((e) => expectedRow(mpi, e, got)),
-      ]);
+      expect([where, q, got[q]?.map(opRow)]).toEqual([where, q, w.map((e) => expectedRow(mpi, e, got))]);
     }
   }
 }

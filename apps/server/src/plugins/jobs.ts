@@ -23,7 +23,12 @@ export function jobFor(s: Services, user: User, id: string): JobRecord {
 export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) => {
   const { s } = opts;
   const toJson = (job: JobRecord) =>
-    jobJson(job, (h) => s.hub.isConnected(h), s.store.snapshots(job.id, 1)[0] ?? null);
+    jobJson(
+      job,
+      (h) => s.hub.isConnected(h),
+      s.store.snapshots(job.id, s.config.hungSnapshots),
+      s.config.hungSnapshots,
+    );
 
   app.get(
     '/jobs',

@@ -104,8 +104,13 @@ export const sharesPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) =>
         response: {
           201: {
             type: 'object',
-            required: ['id', 'url', 'expiresAt'],
-            properties: { id: { type: 'string' }, url: { type: 'string' }, expiresAt: { type: 'string' } },
+            required: ['id', 'url', 'apiUrl', 'expiresAt'],
+            properties: {
+              id: { type: 'string' },
+              url: { type: 'string', description: 'the dashboard page of the frozen snapshot (/s/<id>)' },
+              apiUrl: { type: 'string', description: 'the same snapshot as JSON (/api/shared/<id>)' },
+              expiresAt: { type: 'string' },
+            },
           },
           400: errorRef,
           429: errorRef,
@@ -131,9 +136,11 @@ export const sharesPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) =>
         },
       );
       const base = s.config.publicUrl ?? `${req.protocol}://${req.host}`;
+      // `url` is the dashboard page that opens the frozen snapshot read-only; `apiUrl` its JSON.
       return reply.code(201).send({
         id,
-        url: `${base.replace(/\/$/, '')}/api/shared/${id}`,
+        url: `${base.replace(/\/$/, '')}/s/${id}`,
+        apiUrl: `${base.replace(/\/$/, '')}/api/shared/${id}`,
         expiresAt: new Date(expiresAt).toISOString(),
       });
     },
