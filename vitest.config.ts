@@ -16,7 +16,6 @@ const alias = {
 export default defineConfig({
   resolve: { alias },
   test: {
-    reporters: ['default', ['json', { outputFile: '.test-results/vitest.json' }]],
     projects: [
       {
         resolve: { alias },

@@ -28,9 +28,12 @@ if [ $failed != 0 ]; then
 fi
 
 rm -rf .test-results && mkdir -p .test-results
-step "unit, real-MPI and browser e2e tests (vitest projects unit, mpi, e2e)"
-npx vitest run
-vitest_rc=$?
+# One project after the other: real MPI jobs and the browser must not compete for the 2 cores.
+vitest_rc=0
+for project in unit mpi e2e; do
+  step "vitest project $project"
+  npx vitest run --project "$project" --reporter=default --reporter=json --outputFile=".test-results/$project.json" || vitest_rc=1
+done
 step "summary"
 node scripts/summarize-tests.mjs .test-results
 sum_rc=$?
