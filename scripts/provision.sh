@@ -134,7 +134,9 @@ if [ $want_node = 1 ]; then
   cd "$here"
   if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
     log "installing node modules"
-    if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; else npm install --no-audit --no-fund --loglevel=error; fi
+    # npm install (not npm ci): it follows package-lock.json, and npm 11 here leaves other
+    # platforms' optional binaries (biome, turbo) out of the lock file, which npm ci refuses.
+    npm install --no-audit --no-fund --loglevel=error
   else
     log "node modules: up to date"
   fi
