@@ -1,13 +1,9 @@
 // "Why is the job stuck?": the analysis of @mqd/model (wait-for graph, near misses, rank
 // classes) in one paragraph above the matrix and the matching order. It runs after the first
 // paint (it can take a moment at 16,384 ranks) and once per snapshot.
-import { type Explanation, explainSnapshot, type JobSnapshot } from '@mqd/model';
-import { useEffect, useState } from 'react';
 import type { LoadedSnapshot } from './data.js';
+import { useExplanation } from './explanation.js';
 import { useBusyWhile } from './hooks.js';
-import { beginBusy } from './idle.js';
-
-const cache = new WeakMap<JobSnapshot, Explanation | { failed: string }>();
 
 const VERDICT_LABEL: Record<string, string> = {
   deadlock: 'Deadlock',
@@ -27,35 +23,7 @@ function lead(summary: string): string {
 
 export function Diagnosis({ data }: { data: LoadedSnapshot }) {
   const snapshot = data.snapshot;
-  const [result, setResult] = useState(() => cache.get(snapshot) ?? null);
-  useEffect(() => {
-    const hit = cache.get(snapshot);
-    if (hit) {
-      setResult(hit);
-      return;
-    }
-    setResult(null);
-    const end = beginBusy();
-    const timer = setTimeout(() => {
-      let r: Explanation | { failed: string };
-      try {
-        r = explainSnapshot(snapshot);
-      } catch (e: unknown) {
-        // The analysis is another package's code: its failure must not take the views down,
-        // and it is reported here, where its answer would have been.
-        console.error('MQD: analysis failed', e);
-        r = { failed: e instanceof Error ? e.message : String(e) };
-      }
-      cache.set(snapshot, r);
-      setResult(r);
-      end();
-    }, 0);
-    return () => {
-      clearTimeout(timer);
-      end();
-    };
-  }, [snapshot]);
-
+  const result = useExplanation(snapshot);
   useBusyWhile(result === null);
   if (result === null) {
     return (

@@ -24,6 +24,7 @@ import {
 } from 'react';
 import type { ViewProps } from '../App.js';
 import { edgesOf } from '../data.js';
+import { cycleCells, useExplanation } from '../explanation.js';
 import { formatCount, formatSize, plural } from '../format.js';
 import { useBusyWhile, useElementSize } from '../hooks.js';
 import { beginBusy } from '../idle.js';
@@ -46,6 +47,10 @@ const URL_ZOOM_DELAY_MS = 400;
 export function MatrixView({ url, setUrl, data }: ViewProps) {
   const snapshot = data.snapshot;
   const edges = useMemo(() => edgesOf(snapshot), [snapshot]);
+  // The deadlock cycles, outlined in red on their cells (the renderer belongs to MatrixCanvas,
+  // whose effects run before these).
+  const explanation = useExplanation(snapshot);
+  const cycle = useMemo(() => cycleCells(explanation), [explanation]);
   const filter: MatrixFilter = useMemo(
     () => ({ comm: url.comm, tag: url.tag, kinds: url.kinds }),
     [url.comm, url.tag, url.kinds],
@@ -185,6 +190,7 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
           url={url}
           setUrl={setUrl}
           rendererRef={rendererRef}
+          highlights={cycle}
           lengthUnit={lengthUnit}
         />
         {building && !pyramid && <Progress what={`Aggregating ${formatCount(edges.length)} operations…`} />}
@@ -262,6 +268,8 @@ interface CanvasProps {
   readonly setUrl: ViewProps['setUrl'];
   readonly rendererRef: RefObject<MatrixRenderer | null>;
   readonly lengthUnit: 'bytes' | 'elements';
+  /** Rank-level cells outlined in red: the deadlock cycles' edges. */
+  readonly highlights: readonly { row: number; col: number }[];
 }
 
 function rangeText(start: number, size: number, n: number, anyText: string): string {
@@ -270,7 +278,7 @@ function rangeText(start: number, size: number, n: number, anyText: string): str
   return end <= start ? String(start) : `${start}–${end}`;
 }
 
-function MatrixCanvas({ pyramid, url, setUrl, rendererRef, lengthUnit }: CanvasProps) {
+function MatrixCanvas({ pyramid, url, setUrl, rendererRef, lengthUnit, highlights }: CanvasProps) {
   const [stageRef, size] = useElementSize<HTMLDivElement>();
   const canvasRef = useRef<HTMLCanvasElement | null>(null);
   const xAxisRef = useRef<SVGGElement | null>(null);
@@ -311,6 +319,10 @@ function MatrixCanvas({ pyramid, url, setUrl, rendererRef, lengthUnit }: CanvasP
   useEffect(() => {
     rendererRef.current?.setSelection(url.cell);
   }, [url.cell, rendererRef]);
+
+  useEffect(() => {
+    rendererRef.current?.setHighlights(highlights);
+  }, [highlights, rendererRef]);
 
   const drawAxes = useMemo(
     () => (z: ZoomState) => {

@@ -20,6 +20,9 @@ export interface ZoomState {
   readonly y: number;
 }
 
+/** Outline of a deadlock cycle's cells. */
+export const CYCLE_CSS = '#dc2626';
+
 export const IDENTITY: ZoomState = { k: 1, x: 0, y: 0 };
 
 export interface MatrixGeometry {
@@ -60,6 +63,7 @@ export class MatrixRenderer {
   private dpr = 1;
   private selection: CellRange | null = null;
   private hover: CellRange | null = null;
+  private highlights: readonly { row: number; col: number }[] = [];
   private frame = 0;
   private readonly bitmaps = new Map<string, Surface>();
   private readonly afterDraw: (() => void)[] = [];
@@ -89,6 +93,12 @@ export class MatrixRenderer {
 
   setSelection(sel: CellRange | null): void {
     this.selection = sel;
+    this.requestDraw();
+  }
+
+  /** Rank-level cells outlined on top (the deadlock cycles' edges). */
+  setHighlights(cells: readonly { row: number; col: number }[]): void {
+    this.highlights = cells;
     this.requestDraw();
   }
 
@@ -278,6 +288,7 @@ export class MatrixRenderer {
     }
     ctx.restore();
     this.drawStrips(level, g, bc0, bc1, br0, br1, blockPx, logMax);
+    for (const h of this.highlights) this.outline({ row: h.row, col: h.col, size: 1 }, px, CYCLE_CSS, 2);
     this.outline(this.hover, px, 'rgba(17,24,39,0.55)', 1);
     this.outline(this.selection, px, '#111827', 2);
   }

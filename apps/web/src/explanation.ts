@@ -1,0 +1,64 @@
+// One explanation per snapshot (explainSnapshot of @mqd/model), shared by the diagnosis panel
+// and the matrix (which outlines the deadlock cycles), computed once after the first paint.
+import { type Explanation, explainSnapshot, type JobSnapshot } from '@mqd/model';
+import { useEffect, useState } from 'react';
+import { beginBusy } from './idle.js';
+
+export type ExplanationResult = Explanation | { failed: string };
+
+const cache = new WeakMap<JobSnapshot, ExplanationResult>();
+
+export function useExplanation(snapshot: JobSnapshot): ExplanationResult | null {
+  const [result, setResult] = useState(() => cache.get(snapshot) ?? null);
+  useEffect(() => {
+    const hit = cache.get(snapshot);
+    if (hit) {
+      setResult(hit);
+      return;
+    }
+    setResult(null);
+    const end = beginBusy();
+    const timer = setTimeout(() => {
+      let r: ExplanationResult = cache.get(snapshot) ?? { failed: 'not computed' };
+      if (!cache.has(snapshot)) {
+        try {
+          r = explainSnapshot(snapshot);
+        } catch (e: unknown) {
+          // The analysis is another package's code: its failure must not take the views down,
+          // and it is reported where its answer would have been.
+          console.error('MQD: analysis failed', e);
+          r = { failed: e instanceof Error ? e.message : String(e) };
+        }
+        cache.set(snapshot, r);
+      }
+      setResult(r);
+      end();
+    }, 0);
+    return () => {
+      clearTimeout(timer);
+      end();
+    };
+  }, [snapshot]);
+  return result;
+}
+
+/** At most this many cycle cells are outlined (a 16,384-rank ring has 16,384). */
+const MAX_CYCLE_CELLS = 20_000;
+
+/**
+ * The matrix cells (sender row, receiver column) of the deadlock cycles' edges: a rank waiting
+ * in a send (or inferred to, from an unexpected message) is the sender; a rank waiting in a
+ * receive is the receiver of the message it waits for.
+ */
+export function cycleCells(e: ExplanationResult | null): { row: number; col: number }[] {
+  if (!e || 'failed' in e || !e.deadlock) return [];
+  const out: { row: number; col: number }[] = [];
+  for (const c of e.deadlock.cycles) {
+    for (const edge of c.edges) {
+      if (out.length >= MAX_CYCLE_CELLS) return out;
+      const viaReceive = edge.ops.length > 0 && edge.ops.every((o) => o.queue === 'receives');
+      out.push(viaReceive ? { row: edge.to, col: edge.from } : { row: edge.from, col: edge.to });
+    }
+  }
+  return out;
+}
