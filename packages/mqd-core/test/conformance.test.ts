@@ -244,6 +244,37 @@ describe('bad input gets a coded error that says what to do', () => {
     await expectRunningFree(t);
   });
 
+  it('says the user may not read a process of another user (non-root)', async () => {
+    const t = await startTarget(b.target, b.dll, 0, 0);
+    const script = join(import.meta.dirname, 'snapshot-once.ts');
+    const r = spawnSync(
+      'setpriv',
+      [
+        '--reuid=65534',
+        '--regid=65534',
+        '--clear-groups',
+        process.execPath,
+        '--conditions=source',
+        '--import',
+        'tsx',
+        script,
+        '-',
+        String(t.pid),
+      ],
+      { encoding: 'utf8', cwd: process.cwd(), env: { ...process.env, HOME: tmpdir() } },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    const states = JSON.parse(r.stdout.trim().split('\n').pop() ?? '[]') as {
+      kind: string;
+      code?: string;
+      message?: string;
+    }[];
+    expect(states).toHaveLength(1);
+    expect(states[0]?.code).toBe('MQD_E_PTRACE_DENIED');
+    expect(states[0]?.message).toMatch(/run as the job owner/);
+    await expectRunningFree(t);
+  });
+
   it('says which pid does not exist and which is not an MPI process', async () => {
     const sleeper = spawn('sleep', ['30']);
     try {
