@@ -14,9 +14,17 @@ if (!existsSync(join(root, 'bench.html'))) {
   console.error('MQD_E_USAGE: apps/web/dist/bench.html is missing: run npm run build first');
   process.exit(2);
 }
-const types = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.map': 'application/json' };
+const types = {
+  '.html': 'text/html',
+  '.js': 'text/javascript',
+  '.css': 'text/css',
+  '.map': 'application/json',
+};
 const server = createServer((req, res) => {
-  const path = normalize(decodeURIComponent((req.url ?? '/').split('?')[0] ?? '/')).replace(/^(\.\.[/\\])+/, '');
+  const path = normalize(decodeURIComponent((req.url ?? '/').split('?')[0] ?? '/')).replace(
+    /^(\.\.[/\\])+/,
+    '',
+  );
   const file = join(root, path);
   if (!file.startsWith(root) || !existsSync(file) || !statSync(file).isFile()) {
     res.writeHead(404).end();
@@ -33,9 +41,16 @@ const browser = await chromium.launch({
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic'],
 });
 async function run(ranks, width, height, scale) {
-  const page = await browser.newPage({ viewport: { width: width + 40, height: height + 40 }, deviceScaleFactor: scale });
-  await page.goto(`http://127.0.0.1:${port}/bench.html?ranks=${ranks}&frames=120&width=${width}&height=${height}`);
-  await page.waitForFunction(() => window.__mqdBench?.done === true || window.__mqdBench?.error, undefined, { timeout: 180_000 });
+  const page = await browser.newPage({
+    viewport: { width: width + 40, height: height + 40 },
+    deviceScaleFactor: scale,
+  });
+  await page.goto(
+    `http://127.0.0.1:${port}/bench.html?ranks=${ranks}&frames=120&width=${width}&height=${height}`,
+  );
+  await page.waitForFunction(() => window.__mqdBench?.done === true || window.__mqdBench?.error, undefined, {
+    timeout: 180_000,
+  });
   const r = await page.evaluate(() => window.__mqdBench);
   await page.close();
   if (r.error) throw new Error(`bench page: ${r.error}`);

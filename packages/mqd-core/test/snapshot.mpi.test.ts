@@ -3,6 +3,8 @@
 // what each library's DLL shows; here MQD's snapshot must show exactly that, in matching order,
 // with the communicators' names, sizes and groups, and unsupported queues as unsupported.
 
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { type Communicator, type JobSnapshot, type Operation, validateSnapshot } from '@mqd/model';
 import {
   disposeAll,
@@ -14,9 +16,11 @@ import {
   launchFixture,
   MPI_NAMES,
   MPI_QUEUE_TRAITS,
+  queueDll,
 } from '@mqd/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { processState, Snapshotter, tracerPid } from '../src/index.js';
+import { waitFor } from './conformance-kit.js';
 
 let job: FixtureJob | null = null;
 const snapshotter = new Snapshotter();
@@ -108,6 +112,37 @@ describe.each(MPI_NAMES)('%s: snapshots of real hung jobs', (mpi) => {
       expect(tracerPid(r.pid)).toBe(0);
       expect(processState(r.pid)).not.toBe('t');
     }
+  });
+
+  it('kill -9 of the snapshotting process while a rank is stopped leaves every rank running', async () => {
+    job = await launchFixture({ mpi, fixture: 'ring_ssend', np: 4 });
+    const rank0 = job.ranks[0];
+    if (!rank0) throw new Error('no rank 0');
+    const child = spawn(
+      process.execPath,
+      [
+        '--conditions=source',
+        '--import',
+        'tsx',
+        join(import.meta.dirname, 'hold-snapshot.ts'),
+        queueDll(mpi),
+        String(rank0.pid),
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    const line = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout?.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('\n')) resolve(out);
+      });
+      child.on('exit', (c) => reject(new Error(`hold-snapshot exited ${c}: ${out}`)));
+    });
+    expect(line).toMatch(new RegExp(`^STOPPED ${rank0.pid}`));
+    expect(processState(rank0.pid)).toBe('t');
+    child.kill('SIGKILL');
+    await waitFor(() => job?.ranks.every((r) => tracerPid(r.pid) === 0) ?? false, 10_000);
+    for (const r of job.ranks) expect(processState(r.pid)).toMatch(/^[RS]$/);
   });
 
   it('a second snapshot of the same job reuses the setup and agrees with the first', async () => {
