@@ -54,11 +54,14 @@ if (login) {
     });
     if (r.status === 201) {
       const { job: j } = await r.json();
-      await fetch(`${url.origin}/api/jobs/${j.id}/snapshots`, {
+      const s = await fetch(`${url.origin}/api/jobs/${j.id}/snapshots`, {
         method: 'POST',
         headers: { authorization: auth.authorization },
       });
-      console.log(`attached the demo job as ${j.id} and took a first snapshot; open the login URL above.`);
+      const { snapshot } = await s.json();
+      console.log(`attached the demo job as ${j.id} and took a first snapshot (more every 15 s).`);
+      console.log('Open the dashboard on it (this link logs you in as admin):');
+      console.log(`    ${url.origin}/?token=${token}&view=matrix&job=${j.id}&snap=${snapshot.id}`);
       break;
     }
     await new Promise((res) => setTimeout(res, 200)); // the local agent is still connecting
