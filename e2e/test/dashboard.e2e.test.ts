@@ -2,11 +2,9 @@
 // real MPI reader and MPIR locator) and real hung Open MPI and MPICH jobs. Screenshots of each
 // view go to e2e/artifacts/. Every wait is on a condition (the app's idle signal, an element).
 import { existsSync } from 'node:fs';
-import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { CoreRankReader, MpirJobLocator } from '@mqd/cli';
-import { normaliseHost } from '@mqd/mpir';
-import { loadConfig, type Served, serve } from '@mqd/server';
+import { type LocalServe, serveWithLocalAgent } from '@mqd/cli';
+import { loadConfig, type Served } from '@mqd/server';
 import { disposeAll, type FixtureJob, launchFixture, MPI_NAMES } from '@mqd/testkit';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -18,8 +16,7 @@ const STRIP = 14; // apps/web/src/matrix/renderer.ts: the ANY/unknown strips bes
 const STRIP_GAP = 6;
 
 let browser: Browser;
-let served: Served | null = null;
-let reader: CoreRankReader | null = null;
+let local: LocalServe | null = null;
 let job: FixtureJob | null = null;
 const pages: Watched[] = [];
 
@@ -30,11 +27,9 @@ beforeAll(async () => {
 });
 afterEach(async () => {
   for (const p of pages.splice(0)) await p.page.context().close();
-  await served?.close();
-  await reader?.dispose();
+  await local?.close();
   await job?.dispose();
-  served = null;
-  reader = null;
+  local = null;
   job = null;
 });
 afterAll(async () => {
@@ -50,17 +45,8 @@ async function start(mpi: 'openmpi' | 'mpich', fixture: string): Promise<Served>
     overrides: { port: 0, host: '127.0.0.1', dataDir: ':memory:', adminToken: ADMIN, webRoot: WEB },
   });
   if (!cfg.ok) throw new Error(cfg.error.message);
-  reader = new CoreRankReader();
-  served = await serve({
-    config: cfg.value,
-    reader,
-    locator: new MpirJobLocator(),
-    localHost: normaliseHost(hostname()),
-    print: () => {},
-    logger: false,
-  });
-  await served.agent?.whenConnected();
-  return served;
+  local = await serveWithLocalAgent(cfg.value);
+  return local.served;
 }
 
 async function openPage(url: string, viewport = { width: 1280, height: 800 }): Promise<Watched> {

@@ -1,3 +1,4 @@
+export { type LocalServe, serveWithLocalAgent } from './local-serve.js';
 export { main } from './main.js';
 export { MpirJobLocator } from './real-locator.js';
 export { CoreRankReader } from './real-reader.js';

@@ -8,7 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { mqdError } from '@mqd/model';
 import { normaliseHost } from '@mqd/mpir';
-import { configHelp, loadConfig, serve, startAgent } from '@mqd/server';
+import { configHelp, loadConfig, startAgent } from '@mqd/server';
+import { serveWithLocalAgent } from './local-serve.js';
 import { MpirJobLocator } from './real-locator.js';
 import { CoreRankReader } from './real-reader.js';
 import type { Io } from './snapshot-cmd.js';
@@ -50,19 +51,9 @@ export async function serveCommand(
     return 2;
   }
   const config = cfg.value.webRoot === null ? { ...cfg.value, webRoot: defaultWebRoot() } : cfg.value;
-  const reader = noAgent ? null : new CoreRankReader();
-  const here = normaliseHost(hostname());
-  const served = await serve({
-    config,
-    reader,
-    locator: noAgent ? null : new MpirJobLocator(here),
-    localHost: here,
-    print: (l) => io.out(l),
-    logger: false,
-  });
+  const local = await serveWithLocalAgent(config, { localAgent: !noAgent, print: (l) => io.out(l) });
   await (opts.untilStopped ?? untilSignal());
-  await served.close();
-  await reader?.dispose();
+  await local.close();
   return 0;
 }
 

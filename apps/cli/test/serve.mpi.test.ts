@@ -5,22 +5,18 @@ import { hostname } from 'node:os';
 import { Snapshotter } from '@mqd/core';
 import type { JobSnapshot } from '@mqd/model';
 import { normaliseHost } from '@mqd/mpir';
-import { loadConfig, type Served, serve } from '@mqd/server';
+import { loadConfig } from '@mqd/server';
 import { disposeAll, type FixtureJob, launchFixture, MPI_NAMES } from '@mqd/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { MpirJobLocator } from '../src/real-locator.js';
-import { CoreRankReader } from '../src/real-reader.js';
+import { type LocalServe, serveWithLocalAgent } from '../src/local-serve.js';
 
 const ADMIN = 'admin-token-for-the-serve-test-0123456789';
 let job: FixtureJob | null = null;
-let served: Served | null = null;
-let reader: CoreRankReader | null = null;
+let local: LocalServe | null = null;
 afterEach(async () => {
-  await served?.close();
-  await reader?.dispose();
+  await local?.close();
   await job?.dispose();
-  served = null;
-  reader = null;
+  local = null;
   job = null;
 });
 afterAll(() => disposeAll());
@@ -37,16 +33,8 @@ describe.each(MPI_NAMES)('%s: aggregator + agent on a real hung job', (mpi) => {
       overrides: { port: 0, host: '127.0.0.1', dataDir: ':memory:', adminToken: ADMIN },
     });
     if (!cfg.ok) throw new Error(cfg.error.message);
-    reader = new CoreRankReader();
-    served = await serve({
-      config: cfg.value,
-      reader,
-      locator: new MpirJobLocator(),
-      localHost: normaliseHost(hostname()),
-      print: () => {},
-      logger: false,
-    });
-    await served.agent?.whenConnected();
+    local = await serveWithLocalAgent(cfg.value);
+    const served = local.served;
     const auth = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' };
     const attach = await fetch(`${served.url}/api/jobs/attach`, {
       method: 'POST',

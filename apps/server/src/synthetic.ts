@@ -11,6 +11,7 @@ import {
   mqdError,
   type Operation,
   ok,
+  prng,
   type RankSnapshot,
 } from '@mqd/model';
 import type {
@@ -37,18 +38,6 @@ export interface SyntheticReaderOptions {
   readonly evolve?: boolean;
   /** Ranks whose read fails (state error, MQD_E_PTRACE_DENIED), like a rank owned by someone else. */
   readonly failRanks?: (rank: number) => boolean;
-}
-
-/** Small deterministic PRNG (mulberry32): the same seed always yields the same queues. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const ROW = 8;

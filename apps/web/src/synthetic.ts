@@ -11,7 +11,14 @@
 // - some sends on an unnamed communicator have a destination the library cannot map to a world rank;
 // - a few ranks could not be read (a DLL timeout, a missing agent).
 // Replace with packages/model's generator if it grows one.
-import type { Communicator, JobSnapshot, MpiLibrary, Operation, RankSnapshot } from '@mqd/model';
+import {
+  type Communicator,
+  type JobSnapshot,
+  type MpiLibrary,
+  type Operation,
+  prng,
+  type RankSnapshot,
+} from '@mqd/model';
 
 export interface SyntheticOptions {
   readonly ranks: number;
@@ -25,18 +32,6 @@ export interface SyntheticOptions {
 export const SYNTHETIC_STUCK_TAG = 99;
 export const SYNTHETIC_CULPRIT_TAG = 7;
 export const SYNTHETIC_MISMATCHED_TAG = 8;
-
-/** mulberry32: tiny, fast, and good enough to scatter synthetic traffic. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export function syntheticCulprit(ranks: number): number {
   return Math.floor(ranks / 2);
@@ -56,8 +51,8 @@ export function syntheticSnapshot(o: SyntheticOptions): JobSnapshot {
   const width = Math.max(1, Math.round(Math.sqrt(n)));
   const culprit = syntheticCulprit(n);
   const band = syntheticStuckBand(n);
-  const moving = rng(seed * 7919 + step * 104729 + 1);
-  const fixed = rng(seed * 15485863 + 3);
+  const moving = prng(seed * 7919 + step * 104729 + 1);
+  const fixed = prng(seed * 15485863 + 3);
   const elements = library === 'mpich';
   // Buffers name the rank, a slot, and (for traffic that moves) the step: the hung operations
   // keep their buffer, so the timeline can tell "unchanged" from "re-posted".

@@ -22,8 +22,8 @@ export interface SyntheticOptions {
   readonly takenAt?: string;
 }
 
-/** mulberry32: tiny, fast, and the same sequence on every platform. */
-function prng(seed: number): () => number {
+/** mulberry32: tiny, fast, and the same sequence on every platform (shared by every synthetic generator). */
+export function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

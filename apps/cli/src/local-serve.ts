@@ -1,0 +1,37 @@
+// The aggregator with (or without) an in-process agent for this node that uses the real seams:
+// what `mqd serve` runs, and what the end-to-end tests start.
+import { hostname } from 'node:os';
+import { normaliseHost } from '@mqd/mpir';
+import { type Served, type ServerConfig, serve } from '@mqd/server';
+import { MpirJobLocator } from './real-locator.js';
+import { CoreRankReader } from './real-reader.js';
+
+export interface LocalServe {
+  readonly served: Served;
+  /** Stops the aggregator, the agent and the DLL hosts. */
+  close(): Promise<void>;
+}
+
+export async function serveWithLocalAgent(
+  config: ServerConfig,
+  opts: { localAgent?: boolean; print?: (line: string) => void } = {},
+): Promise<LocalServe> {
+  const reader = opts.localAgent === false ? null : new CoreRankReader();
+  const here = normaliseHost(hostname());
+  const served = await serve({
+    config,
+    reader,
+    locator: reader ? new MpirJobLocator(here) : null,
+    localHost: here,
+    print: opts.print ?? (() => {}),
+    logger: false,
+  });
+  await served.agent?.whenConnected();
+  return {
+    served,
+    async close() {
+      await served.close();
+      await reader?.dispose();
+    },
+  };
+}
