@@ -12,7 +12,7 @@ const NODE = 'node:*';
 /** package dir -> allowed bare imports (prefix match on the package name) */
 const RULES = {
   'packages/model': ['@sinclair/typebox'],
-  'apps/web': ['@mqd/model', 'react', 'react-dom', 'd3', 'd3-'],
+  'apps/web': ['@mqd/model', 'react', 'react-dom', 'd3', 'd3-', 'socket.io-client'],
   'packages/mqd-core': [NODE, '@mqd/model', 'koffi'],
   'packages/mpir': [NODE, '@mqd/model', '@mqd/core'],
   'packages/testkit': [NODE, '@mqd/model'],

@@ -16,6 +16,7 @@ import { RankView } from './rank/RankView.js';
 import { TimelineView } from './timeline/TimelineView.js';
 import { ErrorBox, Progress } from './ui.js';
 import { parseUrl, type UrlState, urlOf, VIEW_KEYS, type View } from './url-state.js';
+import { useLiveConnection } from './use-live.js';
 
 export type SetUrl = (patch: Partial<UrlState>, how?: 'push' | 'replace') => void;
 
@@ -69,6 +70,9 @@ function isTyping(e: KeyboardEvent): boolean {
 export function App({ api }: { api: Api }) {
   const [url, setUrl] = useUrlState();
   const [needLogin, setNeedLogin] = useState(false);
+  // Live events need a session: shared and demo pages never connect, and a page sent to the
+  // login form stops (logging in reloads the page, which connects again).
+  const liveEvents = useLiveConnection(url.share === null && url.demo === null && !needLogin);
 
   // --- the snapshot being viewed ---------------------------------------------------------
   const shareKey = url.share;
@@ -204,7 +208,13 @@ export function App({ api }: { api: Api }) {
         {needLogin ? (
           <LoginForm api={api} onDone={onLoggedIn} />
         ) : url.view === 'jobs' && url.share === null ? (
-          <JobsView api={api} url={url} setUrl={setUrl} onUnauthenticated={() => setNeedLogin(true)} />
+          <JobsView
+            api={api}
+            live={liveEvents}
+            url={url}
+            setUrl={setUrl}
+            onUnauthenticated={() => setNeedLogin(true)}
+          />
         ) : viewNeedsSnapshot && !data ? (
           <NoSnapshot url={url} setUrl={setUrl} loading={loading} error={loadError} />
         ) : data ? (

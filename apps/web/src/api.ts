@@ -1,8 +1,8 @@
 // The one typed client of the aggregator's REST API. Every response is checked here, at the
 // edge, so the views only ever see validated values; a changed route or field is fixed here.
 // Expected failures (HTTP errors, network, a malformed body) are Results, never exceptions.
-// Live progress: the server pushes progress events over socket.io on /ui, but the dashboard
-// may not depend on socket.io-client, so it polls (see JobsView) until a fetch-based stream exists.
+// Pushed events (snapshot progress, list changes) come over socket.io on /ui through live.ts;
+// they only prompt reloads through this client, which stays the one source of data.
 import {
   ERROR_HINTS,
   err,

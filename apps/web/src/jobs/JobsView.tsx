@@ -1,17 +1,21 @@
 // Jobs: the jobs the aggregator knows, attaching to a new one by its starter's pid, taking a
-// snapshot, and the snapshots of the selected job. The list refreshes by polling when
-// auto-refresh is on: the server's socket.io push on /ui is not used because the dashboard
-// may not depend on socket.io-client.
+// snapshot, and the snapshots of the selected job. While the live connection (live.ts) is up,
+// the lists reload when the server says a job was attached or a snapshot stored, and a snapshot
+// being taken shows how many ranks have answered; while it is down, the lists are polled every
+// 5 s when auto-refresh is on. The REST answer alone decides how a snapshot ended.
 import { type JobId, Pid, type SnapshotId } from '@mqd/model';
-import { useEffect, useState } from 'react';
+import { useEffect, useReducer, useState } from 'react';
 import type { SetUrl } from '../App.js';
 import { type Api, type ApiError, isUnauthenticated, type JobState, type JobSummary } from '../api.js';
 import { rememberSnapshot } from '../data.js';
 import { formatAge, formatTime } from '../format.js';
 import { shownValue, useInterval, useResource } from '../hooks.js';
 import { trackBusy } from '../idle.js';
+import type { Live, LiveStatus } from '../live.js';
+import { progressLabel, SNAPSHOT_IDLE, type SnapshotTaking, snapshotReducer } from '../live-events.js';
 import { ErrorBox, Progress } from '../ui.js';
 import type { UrlState } from '../url-state.js';
+import { useLiveJobs, useLiveStatus, useOnReconnect } from '../use-live.js';
 
 const POLL_MS = 5000;
 
@@ -21,19 +25,41 @@ const STATE_LABEL: Record<JobState, string> = {
   ended: 'ended',
 };
 
+const LIVE_LABEL: Record<LiveStatus, { text: string; title: string }> = {
+  connected: {
+    text: 'live',
+    title: 'The server pushes changes: the lists reload when a job or snapshot is added',
+  },
+  connecting: {
+    text: 'connecting…',
+    title: 'Live updates are (re)connecting; until then the lists are polled when auto-refresh is on',
+  },
+  refused: {
+    text: 'not live',
+    title: 'The server refused live updates (no session?): the lists are polled when auto-refresh is on',
+  },
+  closed: { text: 'not live', title: 'No live connection: the lists are polled when auto-refresh is on' },
+};
+
 export function JobsView({
   api,
+  live,
   url,
   setUrl,
   onUnauthenticated,
 }: {
   api: Api;
+  /** The page's live connection, null when it has none. */
+  live: Live | null;
   url: UrlState;
   setUrl: SetUrl;
   onUnauthenticated: () => void;
 }) {
+  const liveStatus = useLiveStatus(live);
+  // Polling is the fallback: pushed events replace it while the connection is up.
+  const poll = url.auto && liveStatus !== 'connected';
   const [jobs, reloadJobs] = useResource('jobs', (signal) => api.jobs(signal));
-  useInterval(url.auto, POLL_MS, reloadJobs);
+  useInterval(poll, POLL_MS, reloadJobs);
   const jobList = shownValue(jobs);
   const selected = url.job;
   const [snapshots, reloadSnapshots] = useResource(
@@ -43,24 +69,32 @@ export function JobsView({
       return api.snapshots(selected, signal);
     },
   );
-  useInterval(url.auto && selected !== null, POLL_MS, reloadSnapshots);
+  useInterval(poll && selected !== null, POLL_MS, reloadSnapshots);
+  useLiveJobs(live, (e) => {
+    reloadJobs();
+    if (e.jobId === selected) reloadSnapshots();
+  });
+  useOnReconnect(live, () => {
+    reloadJobs();
+    if (selected !== null) reloadSnapshots();
+  });
 
   useEffect(() => {
     for (const r of [jobs, snapshots])
       if (r.status === 'error' && isUnauthenticated(r.error)) onUnauthenticated();
   }, [jobs, snapshots, onUnauthenticated]);
 
-  const [snapState, setSnapState] = useState<
-    { kind: 'idle' } | { kind: 'busy'; job: JobId } | { kind: 'error'; job: JobId; error: ApiError }
-  >({ kind: 'idle' });
+  const [snapState, dispatchSnap] = useReducer(snapshotReducer, SNAPSHOT_IDLE);
   const takeSnapshot = async (job: JobId) => {
-    setSnapState({ kind: 'busy', job });
-    const r = await trackBusy(api.takeSnapshot(job));
+    dispatchSnap({ type: 'start', job });
+    // Subscribed before the request leaves, so no progress event can slip past.
+    const progress = live?.onProgress(job, (event) => dispatchSnap({ type: 'progress', event }));
+    const r = await trackBusy(api.takeSnapshot(job)).finally(() => progress?.dispose());
     if (!r.ok) {
-      setSnapState({ kind: 'error', job, error: r.error });
+      dispatchSnap({ type: 'failed', job, error: r.error });
       return;
     }
-    setSnapState({ kind: 'idle' });
+    dispatchSnap({ type: 'succeeded', job });
     rememberSnapshot(r.value.id, {
       takenAt: r.value.snapshot.takenAt,
       jobId: job,
@@ -81,15 +115,23 @@ export function JobsView({
           </button>
           <label
             className="check"
-            title="Poll the server every 5 s (live push needs socket.io, which the dashboard does not use yet)"
+            title={`Poll the server every ${POLL_MS / 1000} s while live updates are not connected`}
           >
             <input
               type="checkbox"
               checked={url.auto}
               onChange={(e) => setUrl({ auto: e.target.checked }, 'replace')}
             />{' '}
-            Auto-refresh (every {POLL_MS / 1000} s)
+            Auto-refresh (every {POLL_MS / 1000} s when not live)
           </label>
+          <span
+            className={`live-status live-${liveStatus}`}
+            title={LIVE_LABEL[liveStatus].title}
+            data-testid="live-status"
+            data-status={liveStatus}
+          >
+            {LIVE_LABEL[liveStatus].text}
+          </span>
         </div>
         <AttachForm
           api={api}
@@ -134,11 +176,7 @@ export function JobsView({
             </tbody>
           </table>
         )}
-        {snapState.kind === 'busy' && (
-          <Progress
-            what={`Taking a snapshot of job ${snapState.job}: every rank is stopped briefly while its queues are read…`}
-          />
-        )}
+        {snapState.kind === 'busy' && <SnapshotProgress state={snapState} />}
         {snapState.kind === 'error' && <ErrorBox error={snapState.error} />}
       </section>
       <section className="job-snapshots" aria-label="Snapshots of the selected job">
@@ -286,5 +324,28 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
       </button>
       {state.kind === 'error' && <ErrorBox error={state.error} />}
     </form>
+  );
+}
+
+/** The snapshot in flight: ranks answered so far once the server reports them, else a spinner. */
+function SnapshotProgress({ state }: { state: SnapshotTaking & { kind: 'busy' } }) {
+  const what = `Taking a snapshot of job ${state.job}: every rank is stopped briefly while its queues are read…`;
+  const label = progressLabel(state);
+  if (state.progress === null || label === null) return <Progress what={what} />;
+  return (
+    <div
+      className="progress snapshot-progress"
+      role="status"
+      aria-live="polite"
+      data-testid="snapshot-progress"
+      data-received={state.progress.received}
+      data-expected={state.progress.expected}
+    >
+      <span>{what}</span>
+      <span className="bar-line">
+        <progress max={Math.max(1, state.progress.expected)} value={state.progress.received} />
+        <span>{label}</span>
+      </span>
+    </div>
   );
 }
