@@ -1,6 +1,6 @@
 // Builds the conformance DLL, its MPI-like library and target (native/conformance), and runs
 // targets that always get cleaned up.
-import { execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -111,4 +111,27 @@ export async function waitFor(cond: () => boolean, timeoutMs: number): Promise<v
     await new Promise((r) => setTimeout(r, delay));
     delay = Math.min(delay * 2, 50);
   }
+}
+
+/**
+ * Starts test/hold-snapshot.ts (a stand-in agent whose snapshot holds each rank stopped for a
+ * minute) on `pid` and resolves once it says the rank is stopped, with its first line.
+ */
+export function holdStopped(dll: string, pid: number): Promise<{ child: ChildProcess; line: string }> {
+  const script = fileURLToPath(new URL('./hold-snapshot.ts', import.meta.url));
+  const child = spawn(
+    process.execPath,
+    ['--conditions=source', '--import', 'tsx', script, dll, String(pid)],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('\n')) resolve({ child, line: out });
+    });
+    child.on('exit', (c) => reject(new Error(`hold-snapshot exited ${c}: ${out}`)));
+  });
 }

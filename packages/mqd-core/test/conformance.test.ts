@@ -13,6 +13,7 @@ import { MqsSession } from '../src/mqs/session.js';
 import {
   buildConformance,
   buildIdPath,
+  holdStopped,
   killAllTargets,
   startTarget,
   strippedCopy,
@@ -179,28 +180,7 @@ describe('conformance DLL: a misbehaving DLL costs one rank of one snapshot', ()
 
   it('lets the rank run on when the agent is kill -9ed while the rank is stopped', async () => {
     const t = await startTarget(b.target, b.dll, 0, 0);
-    const child = spawn(
-      process.execPath,
-      [
-        '--conditions=source',
-        '--import',
-        'tsx',
-        join(import.meta.dirname, 'hold-snapshot.ts'),
-        b.dll,
-        String(t.pid),
-      ],
-      {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      },
-    );
-    const line = await new Promise<string>((resolve, reject) => {
-      let out = '';
-      child.stdout?.on('data', (d: Buffer) => {
-        out += d.toString();
-        if (out.includes('\n')) resolve(out);
-      });
-      child.on('exit', (c) => reject(new Error(`hold-snapshot exited ${c}: ${out}`)));
-    });
+    const { child, line } = await holdStopped(b.dll, t.pid);
     expect(line).toMatch(new RegExp(`^STOPPED ${t.pid}`));
     // Stopped right now, traced by the DLL host.
     expect(processState(t.pid)).toBe('t');

@@ -3,8 +3,6 @@
 // what each library's DLL shows; here MQD's snapshot must show exactly that, in matching order,
 // with the communicators' names, sizes and groups, and unsupported queues as unsupported.
 
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { type Communicator, type JobSnapshot, type Operation, validateSnapshot } from '@mqd/model';
 import {
   disposeAll,
@@ -20,7 +18,7 @@ import {
 } from '@mqd/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { processState, Snapshotter, tracerPid } from '../src/index.js';
-import { waitFor } from './conformance-kit.js';
+import { holdStopped, waitFor } from './conformance-kit.js';
 
 let job: FixtureJob | null = null;
 const snapshotter = new Snapshotter();
@@ -118,26 +116,7 @@ describe.each(MPI_NAMES)('%s: snapshots of real hung jobs', (mpi) => {
     job = await launchFixture({ mpi, fixture: 'ring_ssend', np: 4 });
     const rank0 = job.ranks[0];
     if (!rank0) throw new Error('no rank 0');
-    const child = spawn(
-      process.execPath,
-      [
-        '--conditions=source',
-        '--import',
-        'tsx',
-        join(import.meta.dirname, 'hold-snapshot.ts'),
-        queueDll(mpi),
-        String(rank0.pid),
-      ],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    );
-    const line = await new Promise<string>((resolve, reject) => {
-      let out = '';
-      child.stdout?.on('data', (d: Buffer) => {
-        out += d.toString();
-        if (out.includes('\n')) resolve(out);
-      });
-      child.on('exit', (c) => reject(new Error(`hold-snapshot exited ${c}: ${out}`)));
-    });
+    const { child, line } = await holdStopped(queueDll(mpi), rank0.pid);
     expect(line).toMatch(new RegExp(`^STOPPED ${rank0.pid}`));
     expect(processState(rank0.pid)).toBe('t');
     child.kill('SIGKILL');
