@@ -116,6 +116,13 @@ describe.each(MPI_NAMES)('%s job in the dashboard', (mpi) => {
     await idle(page);
     expect(await page.getByTestId('cell-op-row').count()).toBe(0);
     await screenshot(page, `${mpi}-ring-cell`);
+    // The admin's fleet view lists this node's agent, connected.
+    await page.keyboard.press('f');
+    const agent = page.getByTestId('fleet-agent-row').first();
+    await agent.waitFor();
+    await idle(page);
+    expect(await agent.getAttribute('data-connected')).toBe('true');
+    await screenshot(page, `${mpi}-fleet`);
     expect(errors).toEqual([]);
   });
 

@@ -6,6 +6,7 @@ import { type Api, type ApiError, isUnauthenticated } from './api.js';
 import { Diagnosis } from './Diagnosis.js';
 import { cachedSnapshot, type LoadedSnapshot, rememberSnapshot } from './data.js';
 import { demoSnapshot } from './demo.js';
+import { FleetPage } from './fleet/FleetView.js';
 import { formatTime } from './format.js';
 import { shownValue, useResource } from './hooks.js';
 import { trackBusy } from './idle.js';
@@ -33,6 +34,7 @@ const TABS: readonly { view: View; label: string; title: string; key: string }[]
   { view: 'timeline', label: 'Timeline', title: 'Queue depth across snapshots', key: 't' },
   { view: 'order', label: 'Matching order', title: 'Matching order of one rank and communicator', key: 'o' },
   { view: 'rank', label: 'Rank', title: 'Everything about one rank', key: 'r' },
+  { view: 'fleet', label: 'Fleet', title: 'Agents, hung jobs and activity (admins)', key: 'f' },
 ];
 
 function useUrlState(): [UrlState, SetUrl] {
@@ -72,7 +74,11 @@ export function App({ api }: { api: Api }) {
   const [needLogin, setNeedLogin] = useState(false);
   // Live events need a session: shared and demo pages never connect, and a page sent to the
   // login form stops (logging in reloads the page, which connects again).
-  const liveEvents = useLiveConnection(url.share === null && url.demo === null && !needLogin);
+  const livePage = url.share === null && url.demo === null;
+  const liveEvents = useLiveConnection(livePage && !needLogin);
+  // Who is logged in decides whether the fleet tab is offered; shared and demo pages have no session.
+  const [me] = useResource(livePage && !needLogin ? 'me' : null, (signal) => api.me(signal));
+  const isAdmin = shownValue(me)?.admin === true;
 
   // --- the snapshot being viewed ---------------------------------------------------------
   const shareKey = url.share;
@@ -136,6 +142,10 @@ export function App({ api }: { api: Api }) {
   useEffect(() => {
     if (loadError && isUnauthenticated(loadError)) setNeedLogin(true);
   }, [loadError]);
+  // Only the fleet view waits on /api/me; elsewhere the view's own requests send to the login form.
+  useEffect(() => {
+    if (url.view === 'fleet' && me.status === 'error' && isUnauthenticated(me.error)) setNeedLogin(true);
+  }, [url.view, me]);
 
   // --- keyboard ------------------------------------------------------------------------------
   useEffect(() => {
@@ -150,11 +160,12 @@ export function App({ api }: { api: Api }) {
         return;
       }
       const view = VIEW_KEYS[e.key];
-      if (view && !(view === 'jobs' && url.share !== null)) setUrl({ view });
+      if (view && !(view === 'jobs' && url.share !== null) && !(view === 'fleet' && !isAdmin))
+        setUrl({ view });
     };
     addEventListener('keydown', onKey);
     return () => removeEventListener('keydown', onKey);
-  }, [setUrl, url.value, url.share]);
+  }, [setUrl, url.value, url.share, isAdmin]);
 
   const title = data
     ? `MQD · ${data.snapshot.ranks.length.toLocaleString()} ranks · ${formatTime(data.takenAt)}`
@@ -166,7 +177,10 @@ export function App({ api }: { api: Api }) {
   // The server keeps the session in a cookie; reloading re-runs every loader with it.
   const onLoggedIn = () => location.reload();
 
-  const viewNeedsSnapshot = url.view !== 'jobs';
+  const viewNeedsSnapshot = url.view !== 'jobs' && url.view !== 'fleet';
+  const tabs = TABS.filter(
+    (t) => !(t.view === 'jobs' && url.share !== null) && !(t.view === 'fleet' && !isAdmin),
+  );
   return (
     <div className="app">
       <header className="topbar">
@@ -174,7 +188,7 @@ export function App({ api }: { api: Api }) {
           MQD
         </a>
         <nav className="tabs" aria-label="Views">
-          {TABS.filter((t) => !(t.view === 'jobs' && url.share !== null)).map((t) => (
+          {tabs.map((t) => (
             <button
               key={t.view}
               type="button"
@@ -215,6 +229,21 @@ export function App({ api }: { api: Api }) {
             setUrl={setUrl}
             onUnauthenticated={() => setNeedLogin(true)}
           />
+        ) : url.view === 'fleet' ? (
+          livePage ? (
+            <FleetPage
+              api={api}
+              live={liveEvents}
+              me={me}
+              url={url}
+              setUrl={setUrl}
+              onUnauthenticated={() => setNeedLogin(true)}
+            />
+          ) : (
+            <p className="empty">
+              The fleet view is part of the live dashboard, not of shared or demo pages.
+            </p>
+          )
         ) : viewNeedsSnapshot && !data ? (
           <NoSnapshot url={url} setUrl={setUrl} loading={loading} error={loadError} />
         ) : data ? (
@@ -227,7 +256,14 @@ export function App({ api }: { api: Api }) {
       <footer className="statusbar">
         <span>
           Keys: <kbd>j</kbd> jobs <kbd>m</kbd> matrix <kbd>t</kbd> timeline <kbd>o</kbd> order <kbd>r</kbd>{' '}
-          rank <kbd>v</kbd> count/size <kbd>Esc</kbd> clear selection
+          rank
+          {isAdmin && (
+            <>
+              {' '}
+              <kbd>f</kbd> fleet
+            </>
+          )}{' '}
+          <kbd>v</kbd> count/size <kbd>Esc</kbd> clear selection
         </span>
         {data && <span className="muted">{data.snapshot.mpi.dll ?? 'no message-queue DLL'}</span>}
       </footer>
@@ -238,6 +274,7 @@ export function App({ api }: { api: Api }) {
 function ViewSwitch(props: ViewProps & { view: View }) {
   switch (props.view) {
     case 'jobs':
+    case 'fleet':
       return null;
     case 'matrix':
       return <MatrixView {...props} />;

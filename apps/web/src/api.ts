@@ -86,6 +86,89 @@ export interface AttachRequest {
   readonly starterPid: Pid;
 }
 
+/** The logged-in user (GET /api/me). */
+export interface Me {
+  readonly name: string;
+  /** Unix uid whose jobs this user may see; null for a user not tied to one. */
+  readonly uid: number | null;
+  readonly admin: boolean;
+}
+
+/** What an agent last reported about itself; fields it did not send are null. */
+export interface AgentHealth {
+  readonly rssBytes: number | null;
+  readonly heapUsedBytes: number | null;
+  readonly uptimeSeconds: number | null;
+  readonly loadAverage1m: number | null;
+  readonly activeRequests: number | null;
+  /** The last coded error the agent hit, as `CODE: message`. */
+  readonly lastError: string | null;
+}
+
+/** An MPI starter (mpirun / mpiexec) an agent sees on its node. */
+export interface SeenStarter {
+  readonly starterPid: number;
+  readonly uid: number;
+  readonly command: string;
+}
+
+/** One per-node agent, connected or recently disconnected (GET /api/admin/agents). */
+export interface FleetAgent {
+  readonly agentId: string;
+  readonly host: string;
+  readonly version: string;
+  readonly connected: boolean;
+  readonly connectedAt: string;
+  readonly lastSeenAt: string;
+  readonly disconnectedAt: string | null;
+  readonly health: AgentHealth | null;
+  readonly mpi: { readonly library: string; readonly dll: string | null; readonly lengthUnit: string } | null;
+  readonly jobs: readonly SeenStarter[];
+  readonly messages: number;
+  readonly refused: number;
+  readonly pending: number;
+}
+
+export interface FleetAgents {
+  readonly agents: readonly FleetAgent[];
+  /** Agent messages and handshakes the hub refused since it started. */
+  readonly refusedMessages: number;
+  readonly refusedHandshakes: number;
+}
+
+/**
+ * One audit entry (GET /api/admin/activity), newest first. `action` stays open text
+ * (`snapshot`, `share`, `attach`, `login`, `agent-connect`, …): a newer server's action is shown, not refused.
+ */
+export interface ActivityEntry {
+  readonly id: number;
+  readonly at: string;
+  readonly who: string;
+  readonly action: string;
+  readonly jobId: JobId | null;
+  readonly snapshotId: SnapshotId | null;
+  readonly detail: string;
+}
+
+/** A job whose queues did not change across its last `snapshots` snapshots (GET /api/admin/hung). */
+export interface HungJob {
+  readonly jobId: JobId;
+  /** takenAt of the oldest of the equal snapshots. */
+  readonly since: string;
+  readonly snapshots: number;
+  readonly digest: string;
+  readonly pendingSends: number;
+  readonly pendingReceives: number;
+  readonly unexpected: number;
+  readonly lastSnapshotId: SnapshotId;
+}
+
+export interface HungJobs {
+  /** How many equal snapshots in a row make a job look hung (the server's setting). */
+  readonly snapshots: number;
+  readonly jobs: readonly HungJob[];
+}
+
 export interface Api {
   health(signal?: AbortSignal): Promise<ApiResult<SummaryFields>>;
   login(token: string): Promise<ApiResult<void>>;
@@ -97,6 +180,12 @@ export interface Api {
   snapshot(id: SnapshotId, signal?: AbortSignal): Promise<ApiResult<StoredSnapshot>>;
   share(id: SnapshotId, expiresInSeconds?: number): Promise<ApiResult<ShareLink>>;
   shared(shareId: string, signal?: AbortSignal): Promise<ApiResult<SharedSnapshot>>;
+  me(signal?: AbortSignal): Promise<ApiResult<Me>>;
+  /** Admins only (403 MQD_E_FORBIDDEN otherwise), as are activity and hung. */
+  agents(signal?: AbortSignal): Promise<ApiResult<FleetAgents>>;
+  /** The newest `limit` audit entries (the server allows 1..1000). */
+  activity(limit: number, signal?: AbortSignal): Promise<ApiResult<ActivityEntry[]>>;
+  hung(signal?: AbortSignal): Promise<ApiResult<HungJobs>>;
 }
 
 export interface ApiOptions {
@@ -183,6 +272,151 @@ function snapshotBody(v: Json, path: string): JobSnapshot {
   const r = validateSnapshot(v);
   if (!r.ok) throw new DecodeError(`${path}: ${r.error.message}`);
   return r.value;
+}
+
+function bool(v: Json, path: string): boolean {
+  if (typeof v !== 'boolean') throw new DecodeError(`${path}: expected true or false`);
+  return v;
+}
+
+/** A count or id: an integer >= 0. */
+function count(v: Json, path: string): number {
+  const n = num(v, path);
+  if (!Number.isInteger(n) || n < 0) throw new DecodeError(`${path}: expected a whole number >= 0`);
+  return n;
+}
+
+function nullable<T>(v: Json, path: string, item: (v: Json, path: string) => T): T | null {
+  return v === null ? null : item(v, path);
+}
+
+/** An optional number the server leaves out when unknown. */
+function maybeNum(v: Json, path: string): number | null {
+  return v === undefined || v === null ? null : num(v, path);
+}
+
+/** The list under `key`, which must be there (unlike arrayOf, these routes have one shape). */
+function listAt<T>(
+  o: Record<string, Json>,
+  key: string,
+  path: string,
+  item: (v: Json, path: string) => T,
+): T[] {
+  const list = o[key];
+  if (!Array.isArray(list)) throw new DecodeError(`${path}.${key}: expected an array`);
+  return list.map((x, i) => item(x, `${path}.${key}[${i}]`));
+}
+
+export function decodeMe(v: Json): Me {
+  const u = obj(obj(v, 'me')['user'], 'me.user');
+  return {
+    name: str(u['name'], 'me.user.name'),
+    uid: nullable(u['uid'], 'me.user.uid', count),
+    admin: bool(u['admin'], 'me.user.admin'),
+  };
+}
+
+function agentHealth(v: Json, path: string): AgentHealth {
+  const o = obj(v, path);
+  const e = o['lastError'];
+  let lastError: string | null = null;
+  if (e !== undefined && e !== null) {
+    const eo = obj(e, `${path}.lastError`);
+    lastError = `${str(eo['code'], `${path}.lastError.code`)}: ${str(eo['message'], `${path}.lastError.message`)}`;
+  }
+  return {
+    rssBytes: maybeNum(o['rssBytes'], `${path}.rssBytes`),
+    heapUsedBytes: maybeNum(o['heapUsedBytes'], `${path}.heapUsedBytes`),
+    uptimeSeconds: maybeNum(o['uptimeSeconds'], `${path}.uptimeSeconds`),
+    loadAverage1m: maybeNum(o['loadAverage1m'], `${path}.loadAverage1m`),
+    activeRequests: maybeNum(o['activeRequests'], `${path}.activeRequests`),
+    lastError,
+  };
+}
+
+function seenStarter(v: Json, path: string): SeenStarter {
+  const o = obj(v, path);
+  return {
+    starterPid: count(o['starterPid'], `${path}.starterPid`),
+    uid: count(o['uid'], `${path}.uid`),
+    command: str(o['command'], `${path}.command`),
+  };
+}
+
+function fleetAgent(v: Json, path: string): FleetAgent {
+  const o = obj(v, path);
+  return {
+    agentId: str(o['agentId'], `${path}.agentId`),
+    host: str(o['host'], `${path}.host`),
+    version: str(o['version'], `${path}.version`),
+    connected: bool(o['connected'], `${path}.connected`),
+    connectedAt: time(o['connectedAt'], `${path}.connectedAt`),
+    lastSeenAt: time(o['lastSeenAt'], `${path}.lastSeenAt`),
+    disconnectedAt: nullable(o['disconnectedAt'], `${path}.disconnectedAt`, time),
+    health: nullable(o['health'], `${path}.health`, agentHealth),
+    mpi: nullable(o['mpi'], `${path}.mpi`, (m, p) => {
+      const mo = obj(m, p);
+      return {
+        library: str(mo['library'], `${p}.library`),
+        dll: nullable(mo['dll'], `${p}.dll`, str),
+        lengthUnit: str(mo['lengthUnit'], `${p}.lengthUnit`),
+      };
+    }),
+    jobs: listAt(o, 'jobs', path, seenStarter),
+    messages: count(o['messages'], `${path}.messages`),
+    refused: count(o['refused'], `${path}.refused`),
+    pending: count(o['pending'], `${path}.pending`),
+  };
+}
+
+export function decodeAgents(v: Json): FleetAgents {
+  const o = obj(v, 'agents');
+  return {
+    agents: listAt(o, 'agents', 'body', fleetAgent),
+    refusedMessages: count(o['refusedMessages'], 'body.refusedMessages'),
+    refusedHandshakes: count(o['refusedHandshakes'], 'body.refusedHandshakes'),
+  };
+}
+
+function activityEntry(v: Json, path: string): ActivityEntry {
+  const o = obj(v, path);
+  const jobId = nullable(o['jobId'], `${path}.jobId`, idText);
+  const snapshotId = nullable(o['snapshotId'], `${path}.snapshotId`, idText);
+  return {
+    id: count(o['id'], `${path}.id`),
+    at: time(o['at'], `${path}.at`),
+    who: str(o['who'], `${path}.who`),
+    action: str(o['action'], `${path}.action`),
+    jobId: jobId === null ? null : JobId(jobId),
+    snapshotId: snapshotId === null ? null : SnapshotId(snapshotId),
+    detail: str(o['detail'], `${path}.detail`),
+  };
+}
+
+export function decodeActivity(v: Json): ActivityEntry[] {
+  return listAt(obj(v, 'activity'), 'entries', 'body', activityEntry);
+}
+
+function hungJob(v: Json, path: string): HungJob {
+  const o = obj(v, path);
+  return {
+    jobId: JobId(idText(o['jobId'], `${path}.jobId`)),
+    since: time(o['since'], `${path}.since`),
+    snapshots: count(o['snapshots'], `${path}.snapshots`),
+    digest: str(o['digest'], `${path}.digest`),
+    pendingSends: count(o['pendingSends'], `${path}.pendingSends`),
+    pendingReceives: count(o['pendingReceives'], `${path}.pendingReceives`),
+    unexpected: count(o['unexpected'], `${path}.unexpected`),
+    lastSnapshotId: SnapshotId(idText(o['lastSnapshotId'], `${path}.lastSnapshotId`)),
+  };
+}
+
+export function decodeHung(v: Json): HungJobs {
+  const o = obj(v, 'hung');
+  return {
+    snapshots: count(o['snapshots'], 'body.snapshots'),
+    jobs: listAt(o, 'jobs', 'body', hungJob),
+  };
 }
 
 function listEntry(v: Json, path: string): SnapshotListEntry {
@@ -371,6 +605,17 @@ export function createApi(opts: ApiOptions = {}): Api {
         undefined,
         signal,
       ),
+    me: (signal) => request('GET', '/api/me', decodeMe, undefined, signal),
+    agents: (signal) => request('GET', '/api/admin/agents', decodeAgents, undefined, signal),
+    activity: (limit, signal) =>
+      request(
+        'GET',
+        `/api/admin/activity?limit=${Math.max(1, Math.min(1000, Math.trunc(limit)))}`,
+        decodeActivity,
+        undefined,
+        signal,
+      ),
+    hung: (signal) => request('GET', '/api/admin/hung', decodeHung, undefined, signal),
   };
   return api;
 }

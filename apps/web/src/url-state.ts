@@ -7,7 +7,8 @@ import { ANY_PEER, type CellRange } from './matrix/edges.js';
 import type { ValueMode } from './matrix/palette.js';
 import type { ZoomState } from './matrix/renderer.js';
 
-export const VIEWS = ['jobs', 'matrix', 'timeline', 'order', 'rank'] as const;
+// `fleet` is the admins' view of agents and activity; it needs no snapshot.
+export const VIEWS = ['jobs', 'matrix', 'timeline', 'order', 'rank', 'fleet'] as const;
 export type View = (typeof VIEWS)[number];
 
 export interface UrlState {
@@ -174,4 +175,5 @@ export const VIEW_KEYS: Readonly<Record<string, View>> = {
   t: 'timeline',
   o: 'order',
   r: 'rank',
+  f: 'fleet',
 };

@@ -1,7 +1,7 @@
 import { JobId, SnapshotId } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { ANY_PEER } from '../src/matrix/edges.js';
-import { DEFAULT_STATE, formatUrl, parseUrl, type UrlState, urlOf } from '../src/url-state.js';
+import { DEFAULT_STATE, formatUrl, parseUrl, type UrlState, urlOf, VIEW_KEYS } from '../src/url-state.js';
 
 const roundTrip = (s: UrlState) => {
   const { pathname, search } = formatUrl(s);
@@ -35,6 +35,15 @@ describe('URL state', () => {
     };
     expect(roundTrip(s)).toEqual(s);
     expect(formatUrl(roundTrip(s))).toEqual(formatUrl(s));
+  });
+
+  it('round-trips the fleet view, reached by the f key', () => {
+    const s: UrlState = { ...DEFAULT_STATE, view: 'fleet' };
+    expect(urlOf(s)).toBe('/?view=fleet');
+    expect(parseUrl('/', '?view=fleet')).toEqual(s);
+    expect(roundTrip({ ...s, job: JobId('j1'), auto: true })).toEqual({ ...s, job: JobId('j1'), auto: true });
+    expect(VIEW_KEYS['f']).toBe('fleet');
+    expect(parseUrl('/', '?view=Fleet').view).toBe('jobs');
   });
 
   it('opens a share link on the matrix, read-only state in the path', () => {
