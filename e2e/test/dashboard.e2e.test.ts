@@ -142,6 +142,11 @@ describe.each(MPI_NAMES)('%s job in the dashboard', (mpi) => {
       const unexpected = await page.getByTestId('order-unexpected-row').allInnerTexts();
       expect(unexpected.join('\n')).toMatch(/\b7\b/);
       expect(unexpected.join('\n')).toMatch(/\b8\b/);
+      // The shared analysis explains the receive: two tag near misses (7 and 8 from rank 1).
+      const near = await page.getByTestId('order-near-miss').allInnerTexts();
+      expect(near).toHaveLength(2);
+      expect(near[0]).toMatch(/tag differs \(7, receive wants 99\)/);
+      expect(near[1]).toMatch(/tag differs \(8, receive wants 99\)/);
     } else {
       expect(await page.getByTestId('queue-unavailable').first().innerText()).toMatch(/unexpected/i);
     }

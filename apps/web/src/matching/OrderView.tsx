@@ -1,10 +1,13 @@
 // Matching order of one rank and communicator: posted receives and unexpected messages in the
 // order the library matches them, wildcards spelled "ANY", and per receive the messages that
-// would or would not satisfy it and why. Reasons come from ./match-reasons.ts, a local
-// stand-in until the model's analysis offers the per-receive view.
-import type { Communicator, JobSnapshot, RankSnapshot } from '@mqd/model';
+// would or would not satisfy it and why. The near misses and their reasons come from the
+// model's analysis (the snapshot's cached explanation, joined to the rows in ./near-misses.ts);
+// ./match-reasons.ts adds what the analysis does not say: every candidate addressed to the
+// rank, and which receive takes which message.
+import { assertUnreachable, type Communicator, type JobSnapshot, type RankSnapshot } from '@mqd/model';
 import { useMemo } from 'react';
 import type { ViewProps } from '../App.js';
+import { type ExplanationResult, useExplanation } from '../explanation.js';
 import { formatPeer, formatSize, formatTag, plural } from '../format.js';
 import { RankPicker } from '../RankPicker.js';
 import { commLabel, explainUnavailable, indexRanks, resolveGlobalPeer } from '../snapshot-index.js';
@@ -17,6 +20,31 @@ import {
   takenByText,
   type Verdict,
 } from './match-reasons.js';
+import {
+  joinNearMisses,
+  type NearMissLine,
+  nearMissWhere,
+  nearMissWhy,
+  type OrderNearMisses,
+  type ReceiveNearMisses,
+} from './near-misses.js';
+
+/** The analysis's near misses for the rows on screen, or why there are none yet. */
+type NearMissState =
+  | { readonly kind: 'pending' }
+  | { readonly kind: 'failed'; readonly message: string }
+  | { readonly kind: 'ok'; readonly value: OrderNearMisses };
+
+function nearMissState(
+  explanation: ExplanationResult | null,
+  order: MatchingOrder | null,
+  rank: RankSnapshot | null,
+): NearMissState {
+  if (explanation === null) return { kind: 'pending' };
+  if ('failed' in explanation) return { kind: 'failed', message: explanation.failed };
+  if (!order || !rank) return { kind: 'pending' };
+  return { kind: 'ok', value: joinNearMisses(order, rank.communicators, explanation) };
+}
 
 /** The rank to open when the URL names none: the first with a posted receive (the usual suspect). */
 export function defaultRank(snapshot: JobSnapshot): number | null {
@@ -52,6 +80,9 @@ export function OrderView({ url, setUrl, data }: ViewProps) {
     [snapshot, rank, comm],
   );
   const { worldSize } = useMemo(() => indexRanks(snapshot), [snapshot]);
+  // The explanation is computed once per snapshot and cached (../explanation.ts): reused, not redone.
+  const explanation = useExplanation(snapshot);
+  const near = useMemo(() => nearMissState(explanation, order, rank), [explanation, order, rank]);
 
   return (
     <div className="order-view">
@@ -88,7 +119,7 @@ export function OrderView({ url, setUrl, data }: ViewProps) {
       ) : !comm || !order ? (
         <p className="empty">Rank {rank.rank} has no communicators with queues.</p>
       ) : (
-        <OrderBody order={order} snapshot={snapshot} worldSize={worldSize} setUrl={setUrl} />
+        <OrderBody order={order} near={near} snapshot={snapshot} worldSize={worldSize} setUrl={setUrl} />
       )}
     </div>
   );
@@ -96,11 +127,13 @@ export function OrderView({ url, setUrl, data }: ViewProps) {
 
 function OrderBody({
   order,
+  near,
   snapshot,
   worldSize,
   setUrl,
 }: {
   order: MatchingOrder;
+  near: NearMissState;
   snapshot: JobSnapshot;
   worldSize: number;
   setUrl: ViewProps['setUrl'];
@@ -122,18 +155,22 @@ function OrderBody({
         ) : order.receives.length === 0 ? (
           <p className="empty">No posted receives (the library looked and found none).</p>
         ) : (
-          <ol className="order-list">
-            {order.receives.map((row) => (
-              <ReceiveItem
-                key={row.position}
-                row={row}
-                order={order}
-                unit={unit}
-                worldSize={worldSize}
-                setUrl={setUrl}
-              />
-            ))}
-          </ol>
+          <>
+            {near.kind === 'ok' && <NearMissPreamble near={near.value} rank={rank} />}
+            <ol className="order-list">
+              {order.receives.map((row) => (
+                <ReceiveItem
+                  key={row.position}
+                  row={row}
+                  order={order}
+                  near={near}
+                  unit={unit}
+                  worldSize={worldSize}
+                  setUrl={setUrl}
+                />
+              ))}
+            </ol>
+          </>
         )}
       </section>
       <section className="order-col">
@@ -206,15 +243,35 @@ function OrderBody({
   );
 }
 
+/** What the analysis says about the rank as a whole: queues it cannot see, entries it cannot place. */
+function NearMissPreamble({ near, rank }: { near: OrderNearMisses; rank: number }) {
+  if (!near.ambiguous && near.caveats.length === 0) return null;
+  return (
+    <div className="hint">
+      {near.ambiguous && (
+        <div>
+          Another communicator of rank {rank} has the same name and size and shows no group: the analysis
+          cannot tell the two apart, so its near misses are not shown here.
+        </div>
+      )}
+      {near.caveats.map((c) => (
+        <div key={c}>Analysis limit: {c}.</div>
+      ))}
+    </div>
+  );
+}
+
 function ReceiveItem({
   row,
   order,
+  near,
   unit,
   worldSize,
   setUrl,
 }: {
   row: ReceiveRow;
   order: MatchingOrder;
+  near: NearMissState;
   unit: 'bytes' | 'elements';
   worldSize: number;
   setUrl: ViewProps['setUrl'];
@@ -222,6 +279,10 @@ function ReceiveItem({
   const { op } = row;
   const source = resolveGlobalPeer(op, order.comm, order.rank, worldSize);
   const takes = row.takes === null ? null : takenByText(order, row.takes);
+  const explained = near.kind === 'ok' ? near.value.byReceive.get(row.position) : undefined;
+  // The analysis's line for each candidate the local list also shows, so its "why" wins there.
+  const modelLines = new Map<number, NearMissLine>();
+  for (const l of explained?.lines ?? []) if (l.candidate !== null) modelLines.set(l.candidate, l);
   return (
     <li
       className={`order-row${row.matchCount === 0 && op.status === 'pending' ? ' starved' : ''}`}
@@ -244,6 +305,9 @@ function ReceiveItem({
               : 'Nothing visible can satisfy this receive.'}
         {row.matchCount > 0 && <span className="muted"> {plural(row.matchCount, 'matching message')}.</span>}
       </div>
+      {op.status === 'pending' && (
+        <NearMisses near={near} explained={explained} order={order} setUrl={setUrl} />
+      )}
       {row.verdicts.length > 0 && (
         <details>
           <summary>
@@ -262,6 +326,8 @@ function ReceiveItem({
                 <VerdictRow
                   key={`${v.candidate.origin}:${v.candidate.heldBy}:${v.candidate.comm.id}:${v.candidate.position}`}
                   v={v}
+                  model={modelLines.get(order.candidates.indexOf(v.candidate))}
+                  explained={explained}
                   order={order}
                   unit={unit}
                   setUrl={setUrl}
@@ -276,13 +342,101 @@ function ReceiveItem({
   );
 }
 
+/** The analysis's near misses of one pending receive: candidates that differ in at most one field. */
+function NearMisses({
+  near,
+  explained,
+  order,
+  setUrl,
+}: {
+  near: NearMissState;
+  explained: ReceiveNearMisses | undefined;
+  order: MatchingOrder;
+  setUrl: ViewProps['setUrl'];
+}) {
+  switch (near.kind) {
+    case 'pending':
+      return <div className="order-verdict muted">Looking for near misses…</div>;
+    case 'failed':
+      return (
+        <div className="order-verdict muted">
+          The analysis failed ({near.message}): near misses are not shown.
+        </div>
+      );
+    case 'ok':
+      break;
+    default:
+      return assertUnreachable(near);
+  }
+  if (near.value.ambiguous) return null;
+  if (explained === undefined) {
+    return (
+      <div className="order-verdict muted">
+        {near.value.truncated
+          ? 'Not among the near misses the analysis lists (it stops at its limit).'
+          : 'No near miss: no visible message differs from this receive in only one field.'}
+      </div>
+    );
+  }
+  const commName = order.comm.name;
+  return (
+    <div className="order-verdict">
+      <div className="muted">
+        {plural(explained.lines.length, 'near miss', 'near misses')} (the analysis: messages that differ in at
+        most one of communicator, source, tag):
+      </div>
+      <ul className="order-near-misses">
+        {explained.lines.map((l, i) => {
+          const local = l.candidate === null ? undefined : order.candidates[l.candidate];
+          const takenBy = l.candidate === null ? null : (order.takenBy[l.candidate] ?? null);
+          return (
+            <li
+              // Two communicators with one key at a sender give two lines the same OpRef: the index keeps them apart.
+              // biome-ignore lint/suspicious/noArrayIndexKey: the OpRef comes first; the index only breaks that tie.
+              key={`${l.ref.rank}:${l.ref.queue}:${l.ref.commKey}:${l.ref.index}:${i}`}
+              data-testid="order-near-miss"
+              className={l.wouldMatch ? 'match' : 'nomatch'}
+            >
+              {l.wouldMatch ? '✓' : '✗'}{' '}
+              <button
+                type="button"
+                className="link"
+                onClick={() => setUrl({ rank: l.ref.rank, rcomm: local?.comm.id ?? null }, 'replace')}
+              >
+                {nearMissWhere(l.ref)}
+              </button>{' '}
+              from rank {l.from ?? '?'} tag {formatTag(l.tag)} on{' '}
+              {l.ref.commName || 'an unnamed communicator'}: {nearMissWhy(l, explained, commName)}
+              {l.wouldMatch && takenBy !== null
+                ? takenBy === explained.position
+                  ? ' (this receive takes it)'
+                  : ` (taken by receive #${takenBy})`
+                : ''}
+            </li>
+          );
+        })}
+      </ul>
+      {explained.notes.map((n) => (
+        <div key={n} className="warn">
+          {n}.
+        </div>
+      ))}
+    </div>
+  );
+}
+
 function VerdictRow({
   v,
+  model,
+  explained,
   order,
   unit,
   setUrl,
 }: {
   v: Verdict;
+  /** The analysis's line for this candidate, when it lists it as a near miss. */
+  model: NearMissLine | undefined;
+  explained: ReceiveNearMisses | undefined;
   order: MatchingOrder;
   unit: 'bytes' | 'elements';
   setUrl: ViewProps['setUrl'];
@@ -309,14 +463,16 @@ function VerdictRow({
         tag {formatTag(c.op.tag)} · {formatSize(c.op.length, unit)} · {commLabel(c.comm)}
       </td>
       <td>
-        {v.matches
-          ? [
-              takenBy !== null && takenBy !== undefined ? `taken by receive #${takenBy}` : 'matches',
-              v.truncates ? `longer than the receive buffer: MPI_ERR_TRUNCATE` : '',
-            ]
-              .filter(Boolean)
-              .join('; ')
-          : v.reasons.map(reasonText).join('; ')}
+        {model && explained && !model.wouldMatch
+          ? nearMissWhy(model, explained, order.comm.name)
+          : v.matches
+            ? [
+                takenBy !== null && takenBy !== undefined ? `taken by receive #${takenBy}` : 'matches',
+                v.truncates ? `longer than the receive buffer: MPI_ERR_TRUNCATE` : '',
+              ]
+                .filter(Boolean)
+                .join('; ')
+            : v.reasons.map(reasonText).join('; ')}
       </td>
     </tr>
   );

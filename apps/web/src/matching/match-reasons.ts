@@ -1,7 +1,8 @@
-// Matching order of one rank and communicator, and why each candidate message would or would
-// not satisfy each posted receive. This is a LOCAL STAND-IN for the analysis module being
-// written in packages/model/src/analysis: when that lands, OrderView should take its result
-// and this file should go (the shapes here are deliberately small so the swap stays local).
+// Matching order of one rank and communicator: every candidate message addressed to the rank,
+// whether it would satisfy each posted receive, and which receive takes which message. The
+// model's analysis (near-miss.ts) answers "why not" only for candidates that differ in one
+// field, and says nothing of who takes what; OrderView shows its answer where it has one
+// (joined in ./near-misses.ts) and these local reasons for the rest.
 //
 // MPI matching, as the views explain it:
 // - A message matches a receive when the communicator is the same, the receive's source is
