@@ -2,7 +2,7 @@
 // Snapshotter per agent, so repeated snapshots of a job are warm (DLL loaded, types indexed,
 // processes set up).
 import { Snapshotter } from '@mqd/core';
-import { mqdError, type RankSnapshot } from '@mqd/model';
+import { mqdError, type RankSnapshot, rankNotRead } from '@mqd/model';
 import type { MpiInfo, RankReader, RankTarget, ReadOptions } from '@mqd/server';
 
 export class CoreRankReader implements RankReader {
@@ -27,15 +27,8 @@ export class CoreRankReader implements RankReader {
 }
 
 function aborted(r: RankTarget, host: string): RankSnapshot {
-  return {
-    rank: r.rank,
-    pid: r.pid,
-    host,
-    state: {
-      kind: 'error',
-      ...mqdError('MQD_E_AGENT_MISSING', 'the request was cancelled before this rank was read'),
-    },
-    pausedMicros: null,
-    communicators: [],
-  };
+  return rankNotRead(
+    { ...r, host },
+    mqdError('MQD_E_AGENT_MISSING', 'the request was cancelled before this rank was read'),
+  );
 }

@@ -11,6 +11,7 @@ import {
   MqdException,
   mqdError,
   type RankSnapshot,
+  rankNotRead,
 } from '@mqd/model';
 import { io, type Socket } from 'socket.io-client';
 import {
@@ -103,14 +104,7 @@ function toMqdError(e: unknown, fallback: ErrorCode): MqdError {
 }
 
 function errorRank(t: RankTarget, host: string, e: MqdError): RankSnapshot {
-  return {
-    rank: t.rank,
-    pid: t.pid,
-    host,
-    state: { kind: 'error', code: e.code, message: e.message.slice(0, 4096) },
-    pausedMicros: null,
-    communicators: [],
-  };
+  return rankNotRead({ ...t, host }, e);
 }
 
 /**

@@ -14,6 +14,7 @@ import {
   QUEUE_KINDS,
   type RankSnapshot,
   type Result,
+  rankNotRead,
   SNAPSHOT_SCHEMA_VERSION,
   SnapshotId,
 } from '@mqd/model';
@@ -101,18 +102,12 @@ function unanswered(
   t: { rank: number; pid: number; host: string },
   failure: MqdError | undefined,
 ): RankSnapshot {
-  const state: RankSnapshot['state'] =
-    failure !== undefined && failure.code !== 'MQD_E_AGENT_MISSING'
-      ? { kind: 'error', code: failure.code, message: failure.message }
-      : {
-          kind: 'agent-missing',
-          code: 'MQD_E_AGENT_MISSING',
-          message: (
-            failure ??
-            mqdError('MQD_E_AGENT_MISSING', `the agent on ${t.host} answered without rank ${t.rank}`)
-          ).message,
-        };
-  return { rank: t.rank, pid: t.pid, host: t.host, state, pausedMicros: null, communicators: [] };
+  if (failure !== undefined && failure.code !== 'MQD_E_AGENT_MISSING') return rankNotRead(t, failure);
+  return rankNotRead(
+    t,
+    failure ?? mqdError('MQD_E_AGENT_MISSING', `the agent on ${t.host} answered without rank ${t.rank}`),
+    'agent-missing',
+  );
 }
 
 export interface HungJob {

@@ -12,6 +12,7 @@ import {
   ok,
   type RankSnapshot,
   type Result,
+  rankNotRead,
   SNAPSHOT_SCHEMA_VERSION,
 } from '@mqd/model';
 import { DllHost, type DllHostOptions } from './host/client.js';
@@ -92,15 +93,7 @@ export class Snapshotter {
         const found = rankFromEnviron(t.pid);
         rank = found?.rank;
       }
-      const fail = (e: MqdError, r: number) =>
-        failed.push({
-          rank: r,
-          pid: t.pid,
-          host,
-          state: { kind: 'error', ...e },
-          pausedMicros: null,
-          communicators: [],
-        });
+      const fail = (e: MqdError, r: number) => failed.push(rankNotRead({ rank: r, pid: t.pid, host }, e));
       if (rank === undefined) {
         // Without a rank we still report the pid, under a rank no real process can have.
         fail(
@@ -145,8 +138,7 @@ export class Snapshotter {
       restarts += run.restarts;
       if (run.error) {
         const e = run.error;
-        for (const t of list)
-          ranks.push({ ...t, state: { kind: 'error', ...e }, pausedMicros: null, communicators: [] });
+        for (const t of list) ranks.push(rankNotRead(t, e));
         continue;
       }
       ranks.push(...run.ranks);

@@ -5,7 +5,8 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { type MpiLibrary, type MqdError, mqdError, type RankSnapshot } from '@mqd/model';
+import { type MpiLibrary, type MqdError, mqdError, type RankSnapshot, rankNotRead } from '@mqd/model';
+import { libraryOfDll } from '../mqs/library.js';
 import type { HostMessage, HostStats, HostTarget, SnapshotRequest } from './protocol.js';
 
 export interface DllHostOptions {
@@ -138,30 +139,22 @@ export class DllHost {
       const culprit = targets.find((t) => t.pid === outcome.pid);
       if (culprit && !done.has(culprit.pid)) {
         const code = outcome.kind === 'timeout' ? 'MQD_E_DLL_TIMEOUT' : 'MQD_E_DLL_CRASHED';
-        done.set(culprit.pid, {
-          rank: culprit.rank,
-          pid: culprit.pid,
-          host: culprit.host,
-          state: { kind: 'error', ...mqdError(code, `${this.dll} on pid ${culprit.pid}: ${outcome.detail}`) },
-          pausedMicros: null,
-          communicators: [],
-        });
+        done.set(
+          culprit.pid,
+          rankNotRead(culprit, mqdError(code, `${this.dll} on pid ${culprit.pid}: ${outcome.detail}`)),
+        );
       }
       pending = targets.filter((t) => !done.has(t.pid));
       restarts++;
       if (restarts > maxRestarts) {
         for (const t of pending) {
-          done.set(t.pid, {
-            rank: t.rank,
-            pid: t.pid,
-            host: t.host,
-            state: {
-              kind: 'error',
-              ...mqdError('MQD_E_DLL_CRASHED', `gave up after ${restarts} DLL host restarts in one snapshot`),
-            },
-            pausedMicros: null,
-            communicators: [],
-          });
+          done.set(
+            t.pid,
+            rankNotRead(
+              t,
+              mqdError('MQD_E_DLL_CRASHED', `gave up after ${restarts} DLL host restarts in one snapshot`),
+            ),
+          );
         }
         break;
       }
@@ -169,9 +162,8 @@ export class DllHost {
     const ranks = targets.map((t) => done.get(t.pid)).filter((r): r is RankSnapshot => r !== undefined);
     return {
       ranks,
-      library:
-        last?.library ??
-        (this.dll.includes('tvmpich') ? 'mpich' : this.dll.includes('ompi') ? 'openmpi' : 'unknown'),
+      // No rank answered: judge the library by the DLL's name alone.
+      library: last?.library ?? libraryOfDll(this.dll),
       version: last?.version ?? '',
       stats: last?.stats ?? null,
       restarts,

@@ -3,7 +3,6 @@
 // communicators and three queues of a stopped process. Runs inside the DLL host child
 // (dll-host-main.ts): a DLL that crashes or loops takes this process down, not the agent.
 import { readFileSync } from 'node:fs';
-import { basename } from 'node:path';
 import {
   type Communicator,
   err,
@@ -14,6 +13,7 @@ import {
   ok,
   type RankSnapshot,
   type Result,
+  rankNotRead,
 } from '@mqd/model';
 import koffi from 'koffi';
 import { dlopen, dlsymAddress, RTLD_NOW } from '../native/libc.js';
@@ -22,6 +22,7 @@ import { EM_X86_64, ET_DYN, hostMachine, readElfInfo } from '../target/elf.js';
 import { TargetMemory } from '../target/memory.js';
 import { ProcessImage } from '../target/process-image.js';
 import { stopProcess } from '../target/stopper.js';
+import { libraryOfDll } from './library.js';
 import {
   BASIC_CALLBACKS,
   COMMUNICATOR,
@@ -151,12 +152,7 @@ export class MqsSession {
     }
     this.getCommGroup = group;
     this.version = String(this.fns.mqs_version_string() ?? '');
-    const base = basename(dllPath);
-    this.library = /tvmpich|\bMPICH\b/i.test(`${base} ${this.version}`)
-      ? 'mpich'
-      : /ompi|Open MPI/i.test(`${base} ${this.version}`)
-        ? 'openmpi'
-        : 'unknown';
+    this.library = libraryOfDll(dllPath, this.version);
     this.basicCb = this.table(BASIC_CALLBACKS, this.basicImpl());
     this.imageCb = this.table(IMAGE_CALLBACKS, this.imageImpl());
     this.processCb = this.table(PROCESS_CALLBACKS, this.processImpl());
@@ -485,17 +481,11 @@ export class MqsSession {
     const base = { rank: r.rank, pid: r.pid, host: r.host };
     const tgt = this.target(r);
     if (!tgt.ok) {
-      return {
-        ...base,
-        state: { kind: tgt.error.kind, ...tgt.error.error },
-        pausedMicros: null,
-        communicators: [],
-      };
+      return rankNotRead(base, tgt.error.error, tgt.error.kind);
     }
     const t = tgt.value;
     const stop = stopProcess(r.pid, this.opts.stopTimeoutMs);
-    if (!stop.ok)
-      return { ...base, state: { kind: 'error', ...stop.error }, pausedMicros: null, communicators: [] };
+    if (!stop.ok) return rankNotRead(base, stop.error);
     let comms: Result<{ communicators: Communicator[]; walkError: MqdError | null }, MqdError>;
     let paused: number;
     try {
@@ -507,7 +497,7 @@ export class MqsSession {
       paused = stop.value.resume();
     }
     if (!comms.ok) {
-      return { ...base, state: { kind: 'error', ...comms.error }, pausedMicros: paused, communicators: [] };
+      return rankNotRead(base, comms.error, 'error', paused);
     }
     const { communicators, walkError } = comms.value;
     return {
