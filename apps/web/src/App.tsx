@@ -11,6 +11,7 @@ import { formatTime } from './format.js';
 import { shownValue, useResource } from './hooks.js';
 import { trackBusy } from './idle.js';
 import { JobsView } from './jobs/JobsView.js';
+import type { Live } from './live.js';
 import { OrderView } from './matching/OrderView.js';
 import { MatrixView } from './matrix/MatrixView.js';
 import { RankView } from './rank/RankView.js';
@@ -20,6 +21,16 @@ import { parseUrl, type UrlState, urlOf, VIEW_KEYS, type View } from './url-stat
 import { useLiveConnection } from './use-live.js';
 
 export type SetUrl = (patch: Partial<UrlState>, how?: 'push' | 'replace') => void;
+
+/** Props of the pages that talk to the live server (jobs, fleet). */
+export interface LivePageProps {
+  readonly api: Api;
+  /** The page's live connection, null when it has none. */
+  readonly live: Live | null;
+  readonly url: UrlState;
+  readonly setUrl: SetUrl;
+  readonly onUnauthenticated: () => void;
+}
 
 export interface ViewProps {
   readonly api: Api;

@@ -6,20 +6,12 @@
 // the App does not show the tab to them and this page says so instead of asking.
 import type { JobId, SnapshotId } from '@mqd/model';
 import { type MouseEvent, useEffect } from 'react';
-import type { SetUrl } from '../App.js';
-import {
-  type ActivityEntry,
-  type Api,
-  type FleetAgent,
-  type HungJob,
-  isUnauthenticated,
-  type Me,
-} from '../api.js';
+import type { LivePageProps } from '../App.js';
+import { type ActivityEntry, type FleetAgent, type HungJob, isUnauthenticated, type Me } from '../api.js';
 import { formatAge, formatCount, formatTime, plural } from '../format.js';
 import { type Resource, shownValue, useInterval, useResource } from '../hooks.js';
-import type { Live } from '../live.js';
 import { ErrorBox, Progress } from '../ui.js';
-import { type UrlState, urlOf } from '../url-state.js';
+import { urlOf } from '../url-state.js';
 import { useLiveAgents, useLiveJobs, useOnReconnect } from '../use-live.js';
 
 export const FLEET_REFRESH_MS = 10_000;
@@ -30,14 +22,7 @@ export const ACTIVITY_LIMIT = 50;
  * The fleet page for whoever is logged in: the view for an admin, a plain refusal for anyone
  * else (never a request the server would refuse anyway).
  */
-export function FleetPage(props: {
-  api: Api;
-  live: Live | null;
-  me: Resource<Me>;
-  url: UrlState;
-  setUrl: SetUrl;
-  onUnauthenticated: () => void;
-}) {
+export function FleetPage(props: LivePageProps & { readonly me: Resource<Me> }) {
   const me = shownValue(props.me);
   if (me === null) {
     if (props.me.status === 'error') return <ErrorBox error={props.me.error} />;
@@ -53,19 +38,7 @@ export function FleetPage(props: {
   return <FleetView {...props} />;
 }
 
-function FleetView({
-  api,
-  live,
-  url,
-  setUrl,
-  onUnauthenticated,
-}: {
-  api: Api;
-  live: Live | null;
-  url: UrlState;
-  setUrl: SetUrl;
-  onUnauthenticated: () => void;
-}) {
+function FleetView({ api, live, url, setUrl, onUnauthenticated }: LivePageProps) {
   const [agents, reloadAgents] = useResource('fleet:agents', (signal) => api.agents(signal));
   const [hung, reloadHung] = useResource('fleet:hung', (signal) => api.hung(signal));
   const [activity, reloadActivity] = useResource('fleet:activity', (signal) =>

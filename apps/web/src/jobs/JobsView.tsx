@@ -5,16 +5,15 @@
 // 5 s when auto-refresh is on. The REST answer alone decides how a snapshot ended.
 import { type JobId, Pid, type SnapshotId } from '@mqd/model';
 import { useEffect, useReducer, useState } from 'react';
-import type { SetUrl } from '../App.js';
+import type { LivePageProps } from '../App.js';
 import { type Api, type ApiError, isUnauthenticated, type JobState, type JobSummary } from '../api.js';
 import { rememberSnapshot } from '../data.js';
 import { formatAge, formatTime } from '../format.js';
 import { shownValue, useInterval, useResource } from '../hooks.js';
 import { trackBusy } from '../idle.js';
-import type { Live, LiveStatus } from '../live.js';
+import type { LiveStatus } from '../live.js';
 import { progressLabel, SNAPSHOT_IDLE, type SnapshotTaking, snapshotReducer } from '../live-events.js';
 import { ErrorBox, Progress } from '../ui.js';
-import type { UrlState } from '../url-state.js';
 import { useLiveJobs, useLiveStatus, useOnReconnect } from '../use-live.js';
 
 const POLL_MS = 5000;
@@ -41,20 +40,7 @@ const LIVE_LABEL: Record<LiveStatus, { text: string; title: string }> = {
   closed: { text: 'not live', title: 'No live connection: the lists are polled when auto-refresh is on' },
 };
 
-export function JobsView({
-  api,
-  live,
-  url,
-  setUrl,
-  onUnauthenticated,
-}: {
-  api: Api;
-  /** The page's live connection, null when it has none. */
-  live: Live | null;
-  url: UrlState;
-  setUrl: SetUrl;
-  onUnauthenticated: () => void;
-}) {
+export function JobsView({ api, live, url, setUrl, onUnauthenticated }: LivePageProps) {
   const liveStatus = useLiveStatus(live);
   // Polling is the fallback: pushed events replace it while the connection is up.
   const poll = url.auto && liveStatus !== 'connected';
