@@ -140,6 +140,82 @@ export const RankState = Type.Union([
 ]);
 export type RankState = Static<typeof RankState>;
 
+/** Most frames kept per thread (innermost first); deeper stacks are cut and marked `truncated`. */
+export const MAX_FRAMES_PER_THREAD = 256;
+/** Most threads listed per rank. */
+export const MAX_THREADS_PER_RANK = 4096;
+
+/** One frame of a thread's call stack, as libdw unwound and symbolised it. */
+export const Frame = Type.Object(
+  {
+    /** Program counter of the frame (the return address minus one for outer frames), 0x-prefixed hex. */
+    pc: Type.String({ pattern: '^0x[0-9a-f]{1,16}$' }),
+    /** Function name, C++ demangled; null when no symbol covers the pc. */
+    function: Type.Union([ShortText(1024), Type.Null()]),
+    /** Path of the mapped file (executable or shared library) holding the pc; null if unmapped. */
+    module: Type.Union([ShortText(4096), Type.Null()]),
+    /** Source file from the line table; null without debug info. */
+    file: Type.Union([ShortText(4096), Type.Null()]),
+    line: Type.Union([NonNegInt, Type.Null()]),
+    /** An inlined call site: this frame has no physical frame of its own (same pc as the next one). */
+    inlined: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
+export type Frame = Static<typeof Frame>;
+
+/** One OS thread of a rank, unwound in the same stop as the queue read. */
+export const ThreadStack = Type.Object(
+  {
+    /** Linux thread id. */
+    tid: Type.Integer({ minimum: 1 }),
+    /** /proc/PID/task/TID/comm; null if unreadable. */
+    name: Type.Union([ShortText(64), Type.Null()]),
+    /** The process's main thread (tid == pid). */
+    main: Type.Boolean(),
+    /** Innermost first; at most MAX_FRAMES_PER_THREAD. */
+    frames: Type.Array(Frame, { maxItems: MAX_FRAMES_PER_THREAD }),
+    /** More frames existed than were kept. */
+    truncated: Type.Boolean(),
+    /** Why the unwind stopped early (a coded error), or null when it reached the outermost frame. */
+    error: Type.Union([CodedError, Type.Null()]),
+  },
+  { additionalProperties: false },
+);
+export type ThreadStack = Static<typeof ThreadStack>;
+
+/**
+ * The public MPI function a rank is inside, found on its stacks: `PMPI_X` and the library's
+ * internal frames fold to `MPI_X` (the outermost MPI frame of the thread).
+ */
+export const MpiCall = Type.Object(
+  {
+    /** e.g. "MPI_Ssend", "MPI_Barrier". */
+    function: ShortText(128),
+    /** The thread that is inside it. */
+    tid: Type.Integer({ minimum: 1 }),
+    /** The call's arguments, where the MPI library's debug info let them be read from that frame. */
+    args: Type.Union([
+      Type.Object(
+        {
+          /** Destination (sends) or source (receives, probes): local and world rank; null = not applicable or unreadable. */
+          peer: Type.Union([Peer, Type.Null()]),
+          /** null = MPI_ANY_TAG, not applicable or unreadable. */
+          tag: Type.Union([Int32, Type.Null()]),
+          /** Communicator.id of the call's communicator in this rank's list when it could be matched, else null. */
+          communicator: Type.Union([ShortText(64), Type.Null()]),
+          /** Element count argument; null when not applicable or unreadable. */
+          count: Type.Union([NonNegInt, Type.Null()]),
+        },
+        { additionalProperties: false },
+      ),
+      Type.Null(),
+    ]),
+  },
+  { additionalProperties: false },
+);
+export type MpiCall = Static<typeof MpiCall>;
+
 export const RankSnapshot = Type.Object(
   {
     /** Rank in MPI_COMM_WORLD. */
@@ -150,6 +226,15 @@ export const RankSnapshot = Type.Object(
     /** How long every thread of the rank was stopped for the read, in microseconds; null if never stopped. */
     pausedMicros: Type.Union([NonNegInt, Type.Null()]),
     communicators: Type.Array(Communicator, { maxItems: 65536 }),
+    /**
+     * Every thread's call stack, unwound in the same stop as the queues (absent when stacks were
+     * not asked for or the rank was never stopped; an empty array never means "not read").
+     */
+    threads: Type.Optional(Type.Array(ThreadStack, { maxItems: MAX_THREADS_PER_RANK })),
+    /** Why the stacks could not be read while the queues could (absent when threads is present or not asked for). */
+    stacksError: Type.Optional(CodedError),
+    /** The MPI call the rank is in, from its stacks; null = in no MPI call ("computing"); absent = stacks not read. */
+    mpiCall: Type.Optional(Type.Union([MpiCall, Type.Null()])),
   },
   { additionalProperties: false },
 );
