@@ -16,6 +16,11 @@ export interface MpiInfo {
 export interface RankTarget {
   readonly rank: number;
   readonly pid: number;
+  /**
+   * The process's start time (field 22 of /proc/PID/stat, clock ticks since boot, decimal) when
+   * the job was located: with (host, pid) it pins the identity, so a reused pid is refused.
+   */
+  readonly startTime?: string;
 }
 
 export interface ReadOptions {
@@ -25,6 +30,14 @@ export interface ReadOptions {
   readonly timeoutMs: number;
   /** Aborted when the aggregator gives up on the request (disconnect, agent shutdown). */
   readonly signal: AbortSignal;
+  /**
+   * The job owner's uid: every rank must belong to it (ranks of another uid are refused with
+   * MQD_E_FOREIGN_PROCESS and never stopped), and the reader runs with that uid's rights.
+   * Absent only where no check applies (a reader that already runs as the user).
+   */
+  readonly ownerUid?: number;
+  /** An admin asked to read processes of uid 0 (refused otherwise with MQD_E_ROOT_PROCESS). */
+  readonly allowRoot?: boolean;
 }
 
 /**
@@ -43,6 +56,8 @@ export interface LocatedRank {
   readonly rank: number;
   readonly pid: number;
   readonly host: string;
+  /** /proc/PID/stat start time when the locator could read it (ranks on the starter's node). */
+  readonly startTime?: string;
 }
 
 export interface LocatedJob {
@@ -53,6 +68,8 @@ export interface LocatedJob {
   readonly uid: number;
   /** The starter's command line, for display. */
   readonly command: string;
+  /** The starter's /proc/PID/stat start time: (host, pid, startTime) is the job's identity. */
+  readonly starterStartTime: string;
 }
 
 /** An MPI starter (mpirun/mpiexec) an agent sees on its node, before anyone attaches to it. */
@@ -60,6 +77,8 @@ export interface SeenStarter {
   readonly starterPid: number;
   readonly uid: number;
   readonly command: string;
+  /** /proc/PID/stat start time (see LocatedJob.starterStartTime). */
+  readonly startTime?: string;
 }
 
 /** Finds the ranks of a job from its starter; runs on the starter's node. */

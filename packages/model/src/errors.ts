@@ -14,6 +14,14 @@ export const ERROR_HINTS = {
     'run as the job owner (or root); with Yama ptrace_scope>=1 also grant CAP_SYS_PTRACE or set kernel.yama.ptrace_scope=0',
   MQD_E_STOP_FAILED:
     'the process could not be stopped for a consistent read; check that no other debugger is attached (TracerPid in /proc/PID/status)',
+  MQD_E_FOREIGN_PROCESS:
+    'this process belongs to another user than the job owner; it was not stopped or read (an admin may read it explicitly)',
+  MQD_E_ROOT_PROCESS:
+    'this process runs as root; MQD reads root processes only when an admin asks for it explicitly',
+  MQD_E_PID_REUSED:
+    'this pid now belongs to another process than the one located (it was reused); attach the job again',
+  MQD_E_PRIVDROP:
+    "the reader could not take the process owner's identity (setgroups/setgid/setuid/no_new_privs); run the agent as root, or as the job owner",
   MQD_E_NOT_MPI:
     'this process has no MPI library mapped; pass the pids of the MPI ranks, or attach to the starter (mpirun/mpiexec)',
   // --- the DLL
@@ -31,12 +39,16 @@ export const ERROR_HINTS = {
     'the DLL crashed on this process; this snapshot is lost but the agent restarted the DLL host, so take another; report the MPI version if it repeats',
   MQD_E_DLL_TIMEOUT:
     'the DLL did not answer in time (likely looping on corrupt queues); this snapshot is lost, take another',
+  MQD_E_DLL_POLICY:
+    "the site's DLL policy refused this DLL (see --dll-policy): use an MPI library installed by the administrators",
   MQD_E_DLL_ERROR: "the MPI library's DLL reported an error; the message is its own",
   MQD_E_READ_BUDGET:
     'the DLL read more target memory than allowed (a corrupt or cyclic list); raise MQD_READ_BUDGET_BYTES if the job is really that large',
   // --- debug info
   MQD_E_NO_DEBUG_INFO:
     'the MPI library has no debug info for the types its DLL needs; install its debug package (e.g. libopenmpi3-dbgsym) or use an MPI built with -g',
+  MQD_E_NO_STACKS:
+    'the call stacks could not be unwound (the queues were read); install debug info for the program and its libraries, or check the message',
   MQD_E_QUEUE_UNSUPPORTED:
     "this MPI library does not record this queue; look at the other side (the peer's sends or receives) for the same messages",
   MQD_E_NO_QUEUES:
@@ -54,6 +66,17 @@ export const ERROR_HINTS = {
   MQD_E_NOT_FOUND: 'check the id; it may have been removed by retention',
   MQD_E_RATE_LIMITED: 'too many expensive requests; wait a moment and retry',
   MQD_E_AGENT_MISSING: 'no agent is connected for this host; start `mqd agent` there',
+  MQD_E_AGENT_CONFLICT:
+    'an agent for this host is already connected; stop the other agent, or give this one another --host',
+  MQD_E_BAD_ORIGIN: 'the request came from a page of another origin; open the dashboard from its own URL',
+  MQD_E_TOKEN_EXPIRED: 'this login token has expired or was revoked; ask an admin for a new one',
+  MQD_E_STORE_READONLY:
+    'the store cannot write (disk full or read-only); free space in the data directory, then retry: reading still works',
+  MQD_E_STORE_CORRUPT:
+    'the database file is corrupt; stop the server, move mqd.sqlite aside (or restore a backup) and start again: a new store is created',
+  MQD_E_TOO_LARGE: 'the data exceeds the configured byte budget; raise the budget or read fewer ranks',
+  MQD_E_INSECURE:
+    'refusing plain HTTP on a non-loopback address; pass --tls-cert and --tls-key (or --allow-insecure-http behind a TLS proxy)',
   MQD_E_INTERNAL: 'this is a bug in MQD Dashboard; please report it with the message',
 } as const;
 
