@@ -6,6 +6,8 @@ import { defineConfig } from 'vitest/config';
 const src = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 const alias = {
   '@mqd/model': src('./packages/model/src/index.ts'),
+  // Longer keys first: '@mqd/core' would otherwise also rewrite '@mqd/core/testing'.
+  '@mqd/core/testing': src('./packages/mqd-core/test/kits.ts'),
   '@mqd/core': src('./packages/mqd-core/src/index.ts'),
   '@mqd/mpir': src('./packages/mpir/src/index.ts'),
   '@mqd/testkit': src('./packages/testkit/src/index.ts'),

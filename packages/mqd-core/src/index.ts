@@ -1,7 +1,23 @@
 export { formatSnapshot } from './format.js';
 export { DllHost, type DllHostOptions, type HostRun } from './host/client.js';
+export {
+  checkDllPolicy,
+  checkTarget,
+  DLL_POLICIES,
+  type DllPolicy,
+  enterReader,
+  type OwnerRule,
+  type ProcCredentials,
+  procCredentials,
+  procStartTime,
+  type ReaderCredentials,
+  type ReaderIdentity,
+  readerForkOptions,
+  readerIdentity,
+} from './host/identity.js';
 export type { HostStats, HostTarget } from './host/protocol.js';
 export * as mqs from './mqs/mqs-spec.js';
+export { setParentDeathSignal } from './native/libc.js';
 export * as ptraceExt from './native/ptrace-ext.js';
 export {
   type SnapshotOptions,

@@ -1,7 +1,10 @@
-// Snapshots of MPI processes: resolves each process's message-queue DLL (MPIR_dll_name in
-// the process, unless one is given), hands the ranks to one supervised DLL host per DLL, and
-// assembles a JobSnapshot. Keep one Snapshotter for repeated snapshots: the hosts keep the
-// DLL, the per-build-id indexes and the processes' setup, so the second snapshot is warm.
+// Snapshots of MPI processes: checks who owns each process (and that it is still the process
+// the caller located), resolves each process's message-queue DLL (MPIR_dll_name in the
+// process, unless one is given) in a reader child running as the owner, hands the ranks to one
+// supervised DLL host per (owner, DLL), and assembles a JobSnapshot. This process only reads
+// /proc metadata; everything that parses, loads or stops runs in the readers (host/identity.ts).
+// Keep one Snapshotter for repeated snapshots: the hosts keep the DLL, the per-build-id indexes
+// and the processes' setup, so the second snapshot is warm.
 import {
   err,
   type JobSnapshot,
@@ -16,17 +19,30 @@ import {
   SNAPSHOT_SCHEMA_VERSION,
 } from '@mqd/model';
 import { DllHost, type DllHostOptions } from './host/client.js';
-import type { HostStats } from './host/protocol.js';
-import { DebugFileRegistry } from './target/debug-file.js';
-import { TargetMemory } from './target/memory.js';
+import {
+  checkDllPolicy,
+  checkTarget,
+  type DllPolicy,
+  identityKey,
+  procCredentials,
+  procStartTime,
+  type ReaderIdentity,
+  readerIdentity,
+} from './host/identity.js';
+import type { HostStats, HostTarget } from './host/protocol.js';
+import { credentials } from './native/libc.js';
 import { rankFromEnviron, shortHostname } from './target/proc.js';
-import { ProcessImage } from './target/process-image.js';
 
 export interface SnapshotTarget {
   readonly pid: number;
   /** MPI_COMM_WORLD rank; read from the process's environment when absent. */
   readonly rank?: number;
   readonly host?: string;
+  /**
+   * The process's start time when it was located (field 22 of /proc/PID/stat): a pid that now
+   * has another start time was reused and is refused with MQD_E_PID_REUSED, never stopped.
+   */
+  readonly startTime?: string;
 }
 
 export interface SnapshotOptions {
@@ -34,7 +50,23 @@ export interface SnapshotOptions {
   readonly dll?: string;
   /** Test hook for the kill -9 guarantee (see HostRequest.holdStoppedMs). */
   readonly holdStoppedMs?: number;
+  /** Unwind every thread of every rank in the same stop as the queue read (default true). */
+  readonly stacks?: boolean;
   readonly onStopped?: (pid: number) => void;
+  /**
+   * The job owner: every rank must run as this uid (real, effective, saved, fs), else it is
+   * refused with MQD_E_FOREIGN_PROCESS and never stopped or read; the reader runs as this uid.
+   * Default: the owner of the first rank, which every other rank must share.
+   */
+  readonly ownerUid?: number;
+  /**
+   * Read processes of uid 0 (refused with MQD_E_ROOT_PROCESS otherwise). Default: allowed only
+   * when no ownerUid is given and this process itself runs as root (root reading root's own
+   * job from the command line); an agent acting for a user passes ownerUid and decides.
+   */
+  readonly allowRoot?: boolean;
+  /** Site policy for the DLL a process names (see DllHostOptions.dllPolicy); default the host options'. */
+  readonly dllPolicy?: DllPolicy;
 }
 
 export interface SnapshotResult {
@@ -46,36 +78,55 @@ const lengthUnitOf = (lib: MpiLibrary): LengthUnit => (lib === 'mpich' ? 'elemen
 
 export class Snapshotter {
   private readonly hosts = new Map<string, DllHost>();
-  private readonly registry = new DebugFileRegistry();
 
   constructor(private readonly hostOptions: DllHostOptions = {}) {}
 
-  /** The DLL a process names in MPIR_dll_name. */
-  dllOf(pid: number): Result<string, MqdError> {
-    const img = ProcessImage.load(pid, this.registry);
-    if (!img.ok) return img;
-    const sym = img.value.findSymbol('MPIR_dll_name');
-    if (!sym) {
-      if (!img.value.mpiLibrary())
-        return err(mqdError('MQD_E_NOT_MPI', `pid ${pid} (${img.value.exe}) maps no MPI library`));
-      return err(mqdError('MQD_E_NO_DLL_NAME', `pid ${pid} (${img.value.exe}) has no MPIR_dll_name symbol`));
-    }
-    const mem = new TargetMemory(pid, 1 << 16);
-    const name = mem.readCString(sym.address, Math.min(Math.max(sym.size, 1), 4096));
-    if (!name) {
-      if (mem.lastFailure === 'denied')
-        return err(mqdError('MQD_E_PTRACE_DENIED', `cannot read the memory of pid ${pid}`));
-      return err(mqdError('MQD_E_NO_DLL_NAME', `pid ${pid}: MPIR_dll_name is empty or unreadable`));
-    }
-    return ok(name);
+  /** The DLL `pid` names in MPIR_dll_name, resolved by a reader running as the pid's owner. */
+  async dllOf(pid: number, opts: { allowRoot?: boolean } = {}): Promise<Result<string, MqdError>> {
+    const creds = procCredentials(pid);
+    if (!creds) return err(mqdError('MQD_E_NO_SUCH_PID', `no running process ${pid}`));
+    const owner = creds.uids[0];
+    const allowRoot = opts.allowRoot ?? credentials().euid === 0;
+    const [answer] = await this.resolver(readerIdentity(owner, creds.gids[0])).resolve([
+      { pid, ownerUid: owner, allowRoot },
+    ]);
+    if (!answer) return err(mqdError('MQD_E_INTERNAL', `no answer for pid ${pid}`));
+    return 'dll' in answer ? ok(answer.dll) : err(answer.error);
   }
 
-  private host(dll: string): DllHost {
-    let h = this.hosts.get(dll);
-    if (!h) {
-      h = new DllHost(dll, this.hostOptions);
-      this.hosts.set(dll, h);
+  private key(id: ReaderIdentity, dll: string | null): string {
+    return `${identityKey(id)}|${dll ?? ''}`;
+  }
+
+  /** A reader of this identity to resolve DLL names with: any live one, else a fresh unbound one. */
+  private resolver(id: ReaderIdentity): DllHost {
+    const prefix = `${identityKey(id)}|`;
+    let unbound: DllHost | undefined;
+    for (const [k, h] of this.hosts) {
+      if (!k.startsWith(prefix)) continue;
+      if (h.hostPid !== null) return h;
+      if (!h.bound) unbound = h;
     }
+    if (unbound) return unbound;
+    const h = new DllHost(null, this.hostOptions, id);
+    this.hosts.set(this.key(id, null), h);
+    return h;
+  }
+
+  private host(id: ReaderIdentity, dll: string): DllHost {
+    const k = this.key(id, dll);
+    let h = this.hosts.get(k);
+    if (h) return h;
+    // A reader that only resolved names has loaded no DLL yet: it becomes this DLL's host.
+    const spare = this.hosts.get(this.key(id, null));
+    if (spare) {
+      this.hosts.delete(this.key(id, null));
+      spare.bind(dll);
+      h = spare;
+    } else {
+      h = new DllHost(dll, this.hostOptions, id);
+    }
+    this.hosts.set(k, h);
     return h;
   }
 
@@ -84,8 +135,16 @@ export class Snapshotter {
     const takenAt = new Date().toISOString();
     const here = shortHostname();
     const failed: RankSnapshot[] = [];
-    const byDll = new Map<string, { pid: number; rank: number; host: string }[]>();
     const seenRanks = new Set<number>();
+    const policy = opts.dllPolicy ?? this.hostOptions.dllPolicy ?? 'any';
+    // Who the job belongs to: given, else the first rank's owner (every rank must share it).
+    let ownerUid = opts.ownerUid;
+    const root = credentials().euid === 0;
+    // Not root and no owner given: we can only read our own processes anyway, the kernel decides.
+    const kernelDecides = opts.ownerUid === undefined && !root;
+    const allowRoot = opts.allowRoot ?? (opts.ownerUid === undefined && root);
+    /** Ranks that passed the owner checks, by reader identity. */
+    const byReader = new Map<string, { id: ReaderIdentity; targets: HostTarget[] }>();
     for (const t of targets) {
       const host = t.host ?? here;
       let rank = t.rank;
@@ -113,15 +172,59 @@ export class Snapshotter {
         continue;
       }
       seenRanks.add(rank);
-      const dll = opts.dll !== undefined ? ok(opts.dll) : this.dllOf(t.pid);
-      if (!dll.ok) {
-        fail(dll.error, rank);
+      // /proc metadata only: the owner, and the start time that pins the process.
+      const creds = procCredentials(t.pid);
+      const startTime = t.startTime ?? procStartTime(t.pid) ?? undefined;
+      if (!creds || startTime === undefined) {
+        fail(mqdError('MQD_E_NO_SUCH_PID', `no running process ${t.pid}`), rank);
         continue;
       }
-      if (!byDll.has(dll.value)) this.host(dll.value).warmUp(); // boots while we resolve the rest
-      const list = byDll.get(dll.value) ?? [];
-      list.push({ pid: t.pid, rank, host });
-      byDll.set(dll.value, list);
+      ownerUid ??= creds.uids[0];
+      const rule = kernelDecides
+        ? { ownerUid: creds.uids[0], allowRoot: true, startTime }
+        : { ownerUid, allowRoot, startTime };
+      const refused = checkTarget(t.pid, rule);
+      if (refused) {
+        fail(refused, rank);
+        continue;
+      }
+      const id = readerIdentity(rule.ownerUid, creds.gids[0]);
+      const key = identityKey(id);
+      const group = byReader.get(key) ?? { id, targets: [] };
+      group.targets.push({ pid: t.pid, rank, host, ...rule });
+      byReader.set(key, group);
+    }
+    // Each reader resolves the DLL names of its own ranks (it runs as their owner).
+    const byDll = new Map<string, { id: ReaderIdentity; dll: string; targets: HostTarget[] }>();
+    for (const { id, targets: list } of byReader.values()) {
+      const resolved: Map<number, Result<string, MqdError>> = new Map();
+      if (opts.dll !== undefined) {
+        for (const t of list) resolved.set(t.pid, ok(opts.dll));
+      } else {
+        const answers = await this.resolver(id).resolve(
+          list.map((t) => ({
+            pid: t.pid,
+            ownerUid: t.ownerUid ?? id.uid,
+            allowRoot: t.allowRoot ?? false,
+            ...(t.startTime !== undefined ? { startTime: t.startTime } : {}),
+          })),
+        );
+        for (const a of answers) resolved.set(a.pid, 'dll' in a ? ok(a.dll) : err(a.error));
+      }
+      for (const t of list) {
+        const named = resolved.get(t.pid) ?? err(mqdError('MQD_E_INTERNAL', `pid ${t.pid} was not resolved`));
+        // The site policy is checked here, by the agent, before any reader loads the file.
+        const dll = named.ok ? checkDllPolicy(named.value, policy) : named;
+        if (!dll.ok) {
+          failed.push(rankNotRead(t, dll.error));
+          continue;
+        }
+        const k = this.key(id, dll.value);
+        if (!byDll.has(k)) this.host(id, dll.value).warmUp(); // boots while we resolve the rest
+        const group = byDll.get(k) ?? { id, dll: dll.value, targets: [] };
+        group.targets.push(t);
+        byDll.set(k, group);
+      }
     }
     const keep = targets.map((t) => t.pid);
     let library: MpiLibrary = 'unknown';
@@ -129,10 +232,11 @@ export class Snapshotter {
     let stats: HostStats | null = null;
     let restarts = 0;
     const ranks: RankSnapshot[] = [...failed];
-    for (const [dll, list] of byDll) {
-      const h = this.host(dll);
+    for (const { id, dll, targets: list } of byDll.values()) {
+      const h = this.host(id, dll);
       const run = await h.snapshot(list, keep, {
         ...(opts.holdStoppedMs !== undefined ? { holdStoppedMs: opts.holdStoppedMs } : {}),
+        ...(opts.stacks !== undefined ? { stacks: opts.stacks } : {}),
         ...(opts.onStopped ? { onStopped: opts.onStopped } : {}),
       });
       restarts += run.restarts;
@@ -164,6 +268,23 @@ export class Snapshotter {
         hostStarts: [...this.hosts.values()].reduce((n, h) => n + h.starts, 0),
       },
     };
+  }
+
+  /** The identity each running reader reported (uid, gid, groups, NoNewPrivs), for tests and status. */
+  readerCredentials(): {
+    pid: number;
+    uid: number;
+    euid: number;
+    gid: number;
+    groups: readonly number[];
+    noNewPrivs: boolean;
+  }[] {
+    const out = [];
+    for (const h of this.hosts.values()) {
+      const pid = h.hostPid;
+      if (pid !== null && h.credentials) out.push({ pid, ...h.credentials });
+    }
+    return out;
   }
 
   /** Pids of the running DLL hosts (tests use them to kill a host mid-snapshot). */

@@ -7,7 +7,23 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type MpiLibrary, type MqdError, mqdError, type RankSnapshot, rankNotRead } from '@mqd/model';
 import { libraryOfDll } from '../mqs/library.js';
-import type { HostMessage, HostStats, HostTarget, SnapshotRequest } from './protocol.js';
+import { credentials } from '../native/libc.js';
+import {
+  checkDllPolicy,
+  type DllPolicy,
+  type ReaderCredentials,
+  type ReaderIdentity,
+  readerForkOptions,
+} from './identity.js';
+import type {
+  HostMessage,
+  HostStats,
+  HostTarget,
+  Resolved,
+  ResolveRequest,
+  ResolveTarget,
+  SnapshotRequest,
+} from './protocol.js';
 
 export interface DllHostOptions {
   readonly readBudgetBytes?: number;
@@ -16,6 +32,8 @@ export interface DllHostOptions {
   readonly rankTimeoutMs?: number;
   /** Host replacements allowed within one request before the rest is given up. */
   readonly maxRestartsPerRequest?: number;
+  /** 'root-owned': the DLL and every directory above it must be root's and not group/other-writable. */
+  readonly dllPolicy?: DllPolicy;
 }
 
 export interface HostRun {
@@ -45,9 +63,17 @@ function hostEntry(): { file: string; execArgv: string[] } {
 interface Live {
   readonly child: ChildProcess;
   readonly ready: Promise<void>;
+  /** Set when the child said it is not who it was asked to be (it exits right after). */
+  privdrop: MqdError | null;
   listener: ((m: HostMessage) => void) | null;
   exitListener: ((desc: string) => void) | null;
   exited: string | null;
+}
+
+/** The identity of a reader that runs as this process (no uid switch). */
+function ownIdentity(): ReaderIdentity {
+  const me = credentials();
+  return { uid: me.uid, gid: me.gid, switched: false };
 }
 
 export class DllHost {
@@ -56,11 +82,39 @@ export class DllHost {
   private nextId = 1;
   /** Hosts started over this supervisor's life (1 = never restarted). */
   starts = 0;
+  /** What the last reader child reported about itself (uid, gid, groups, NoNewPrivs). */
+  credentials: ReaderCredentials | null = null;
+  readonly identity: ReaderIdentity;
+  private boundDll: string | null;
 
+  /**
+   * `dll` null: a reader that only resolves DLL names until `bind` gives it one. `identity`: the
+   * uid/gid its child runs as (default: this process's own, no switch).
+   */
   constructor(
-    readonly dll: string,
+    dll: string | null,
     private readonly opts: DllHostOptions = {},
-  ) {}
+    identity: ReaderIdentity | null = null,
+  ) {
+    this.boundDll = dll;
+    this.identity = identity ?? ownIdentity();
+  }
+
+  get dll(): string {
+    if (this.boundDll === null) throw new Error('DllHost: no DLL bound yet');
+    return this.boundDll;
+  }
+
+  get bound(): boolean {
+    return this.boundDll !== null;
+  }
+
+  /** Gives a resolving reader its DLL (once; it has not loaded any). */
+  bind(dll: string): void {
+    if (this.boundDll !== null && this.boundDll !== dll)
+      throw new Error('DllHost: already bound to another DLL');
+    this.boundDll = dll;
+  }
 
   private spawn(): Live {
     const { file, execArgv } = hostEntry();
@@ -68,6 +122,7 @@ export class DllHost {
       execArgv,
       serialization: 'advanced',
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+      ...readerForkOptions(this.identity),
     });
     this.starts++;
     let stderr = '';
@@ -76,12 +131,16 @@ export class DllHost {
     });
     const live: Live = {
       child,
+      privdrop: null,
       listener: null,
       exitListener: null,
       exited: null,
       ready: new Promise<void>((resolve, reject) => {
         const onMsg = (m: HostMessage) => {
-          if (m.type === 'ready') resolve();
+          if (m.type === 'ready') {
+            this.credentials = m.credentials;
+            resolve();
+          } else if (m.type === 'privdrop') live.privdrop = m.error;
           else live.listener?.(m);
         };
         child.on('message', onMsg);
@@ -106,7 +165,7 @@ export class DllHost {
   snapshot(
     targets: readonly HostTarget[],
     keepPids: readonly number[],
-    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void } = {},
+    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void; stacks?: boolean } = {},
   ): Promise<HostRun> {
     const run = this.queue.then(() => this.run(targets, keepPids, extra));
     this.queue = run.catch(() => undefined);
@@ -116,13 +175,17 @@ export class DllHost {
   private async run(
     targets: readonly HostTarget[],
     keepPids: readonly number[],
-    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void },
+    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void; stacks?: boolean },
   ): Promise<HostRun> {
     const done = new Map<number, RankSnapshot>();
     let pending = [...targets];
     let restarts = 0;
     let last: { library: MpiLibrary; version: string; stats: HostStats } | null = null;
     const maxRestarts = this.opts.maxRestartsPerRequest ?? 3;
+    const allowed = checkDllPolicy(this.dll, this.opts.dllPolicy ?? 'any');
+    if (!allowed.ok) {
+      return { ranks: [], library: 'unknown', version: '', stats: null, restarts, error: allowed.error };
+    }
     while (pending.length > 0) {
       if (!this.live || this.live.exited) this.live = this.spawn();
       const live = this.live;
@@ -175,7 +238,7 @@ export class DllHost {
     live: Live,
     targets: readonly HostTarget[],
     keepPids: readonly number[],
-    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void },
+    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void; stacks?: boolean },
     done: Map<number, RankSnapshot>,
   ): Promise<
     | { kind: 'done'; library: MpiLibrary; version: string; stats: HostStats }
@@ -185,6 +248,7 @@ export class DllHost {
     try {
       await live.ready;
     } catch (e) {
+      if (live.privdrop) return { kind: 'failed', error: live.privdrop };
       return { kind: 'crashed', pid: null, detail: `host did not start: ${(e as Error).message}` };
     }
     const id = this.nextId++;
@@ -241,7 +305,68 @@ export class DllHost {
         readBudgetBytes: this.opts.readBudgetBytes ?? 64 << 20,
         stopTimeoutMs: this.opts.stopTimeoutMs ?? 2000,
         ...(extra.holdStoppedMs !== undefined ? { holdStoppedMs: extra.holdStoppedMs } : {}),
+        ...(extra.stacks !== undefined ? { stacks: extra.stacks } : {}),
       };
+      live.child.send(req);
+    });
+  }
+
+  /**
+   * Which DLL each target names (MPIR_dll_name), read by the reader child: the agent never
+   * parses a target's files. The child checks each target's owner and start time first.
+   */
+  resolve(targets: readonly ResolveTarget[]): Promise<Resolved[]> {
+    const run = this.queue.then(() => this.runResolve(targets));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async runResolve(targets: readonly ResolveTarget[]): Promise<Resolved[]> {
+    const failAll = (e: MqdError): Resolved[] => targets.map((t) => ({ pid: t.pid, error: e }));
+    if (!this.live || this.live.exited) this.live = this.spawn();
+    const live = this.live;
+    try {
+      await live.ready;
+    } catch (e) {
+      this.kill(live);
+      return failAll(
+        live.privdrop ?? mqdError('MQD_E_DLL_CRASHED', `reader did not start: ${(e as Error).message}`),
+      );
+    }
+    const id = this.nextId++;
+    const timeoutMs = this.opts.rankTimeoutMs ?? 15_000;
+    const wanted = new Set(targets.map((t) => t.pid));
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.kill(live);
+        finish(
+          failAll(
+            mqdError('MQD_E_DLL_TIMEOUT', `the reader did not resolve the DLL names in ${timeoutMs} ms`),
+          ),
+        );
+      }, timeoutMs);
+      const finish = (r: Resolved[]) => {
+        clearTimeout(timer);
+        live.listener = null;
+        live.exitListener = null;
+        resolve(r);
+      };
+      live.listener = (m) => {
+        if (m.type !== 'resolved' || m.id !== id) return;
+        // The child runs as the target's owner: its answers are data, only for pids we asked about.
+        const byPid = new Map(m.answers.filter((a) => wanted.has(a.pid)).map((a) => [a.pid, a]));
+        finish(
+          targets.map(
+            (t) =>
+              byPid.get(t.pid) ?? {
+                pid: t.pid,
+                error: mqdError('MQD_E_INTERNAL', `the reader gave no answer for pid ${t.pid}`),
+              },
+          ),
+        );
+      };
+      live.exitListener = (desc) => finish(failAll(mqdError('MQD_E_DLL_CRASHED', `reader ${desc}`)));
+      const req: ResolveRequest = { type: 'resolve', id, targets };
       live.child.send(req);
     });
   }

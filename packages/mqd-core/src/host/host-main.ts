@@ -1,17 +1,33 @@
 // The DLL host: a child process that loads one MPI library's message-queue DLL and answers
-// snapshot requests. It exists so that a DLL that segfaults, aborts or loops costs one
-// snapshot, never the agent. It dies with its parent (PR_SET_PDEATHSIG), and because ranks
+// snapshot requests. It is the reader: it runs as the targets' owner (the agent forks it with
+// their uid/gid when it is root), sets PR_SET_NO_NEW_PRIVS and checks its own identity before it
+// answers anything, and checks each pid's owner and start time again right before it touches
+// it. It exists so that a DLL that segfaults, aborts or loops costs one snapshot, never the agent. It dies with its parent (PR_SET_PDEATHSIG), and because ranks
 // are stopped with PTRACE_SEIZE, its death lets every rank run on.
-import { type MqdError, mqdError } from '@mqd/model';
+import { type MqdError, mqdError, rankNotRead } from '@mqd/model';
 import { MqsSession } from '../mqs/session.js';
 import { setParentDeathSignal } from '../native/libc.js';
 import { DebugFileRegistry } from '../target/debug-file.js';
-import type { HostMessage, HostRequest, SnapshotRequest } from './protocol.js';
+import { dllNamedBy } from './dll-name.js';
+import { checkTarget, enterReader } from './identity.js';
+import type {
+  HostMessage,
+  HostRequest,
+  HostTarget,
+  Resolved,
+  ResolveRequest,
+  SnapshotRequest,
+} from './protocol.js';
 
 const SIGKILL = 9;
 setParentDeathSignal(SIGKILL);
 if (process.ppid === 1) process.exit(1); // the parent died before we could ask
-
+const entered = enterReader();
+// Not who the agent asked for: say so and do nothing else (no request is ever handled).
+const credentials = entered.ok ? entered.value : null;
+if (!entered.ok) {
+  process.send?.({ type: 'privdrop', error: entered.error } satisfies HostMessage, () => process.exit(1));
+}
 const registry = new DebugFileRegistry();
 let session: MqsSession | null = null;
 let sessionError: MqdError | null = null;
@@ -53,6 +69,10 @@ function handle(req: HostRequest): void {
     send({ type: 'pong', id: req.id });
     return;
   }
+  if (req.type === 'resolve') {
+    resolve(req);
+    return;
+  }
   const s = openSession(req);
   if (!(s instanceof MqsSession)) {
     send({ type: 'failed', id: req.id, error: s });
@@ -63,7 +83,12 @@ function handle(req: HostRequest): void {
   s.retain(new Set(req.keepPids));
   for (const t of req.targets) {
     send({ type: 'begin', id: req.id, pid: t.pid });
-    send({ type: 'rank', id: req.id, rank: s.snapshotRank(t) });
+    const refused = refusal(t);
+    send({
+      type: 'rank',
+      id: req.id,
+      rank: refused ? rankNotRead(t, refused) : s.snapshotRank(t, { stacks: req.stacks !== false }),
+    });
   }
   // Counters are cumulative over the life of this host.
   send({
@@ -80,7 +105,28 @@ function handle(req: HostRequest): void {
   });
 }
 
+function resolve(req: ResolveRequest): void {
+  const answers: Resolved[] = req.targets.map((t) => {
+    const refused = checkTarget(t.pid, t);
+    if (refused) return { pid: t.pid, error: refused };
+    const dll = dllNamedBy(t.pid, registry);
+    return dll.ok ? { pid: t.pid, dll: dll.value } : { pid: t.pid, error: dll.error };
+  });
+  send({ type: 'resolved', id: req.id, answers });
+}
+
+/** The agent checked `t`; check again here, right before the stop (the pid may have changed hands). */
+function refusal(t: HostTarget): MqdError | null {
+  if (t.ownerUid === undefined) return null;
+  return checkTarget(t.pid, {
+    ownerUid: t.ownerUid,
+    allowRoot: t.allowRoot ?? false,
+    startTime: t.startTime,
+  });
+}
+
 process.on('message', (m: HostRequest) => {
+  if (!credentials) return;
   try {
     handle(m);
   } catch (e) {
@@ -92,4 +138,4 @@ process.on('message', (m: HostRequest) => {
   }
 });
 process.on('disconnect', () => process.exit(0));
-send({ type: 'ready', pid: process.pid });
+if (credentials) send({ type: 'ready', pid: process.pid, credentials });

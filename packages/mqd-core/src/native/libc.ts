@@ -93,3 +93,26 @@ export function dlsymAddress(handle: unknown, name: string): bigint {
   const p = _dlsym(handle ?? null, name);
   return p ? BigInt(koffi.address(p)) : 0n;
 }
+
+// ---- the reader's identity (host/identity.ts) ----
+const _getuid = libc.func('uint32_t getuid()');
+const _geteuid = libc.func('uint32_t geteuid()');
+const _getgid = libc.func('uint32_t getgid()');
+const _getegid = libc.func('uint32_t getegid()');
+export const PR_SET_NO_NEW_PRIVS = 38;
+export const PR_GET_NO_NEW_PRIVS = 39;
+
+/** prctl(PR_SET_NO_NEW_PRIVS, 1): 0 or -errno. Nothing this process execs can gain privileges. */
+export function setNoNewPrivs(): number {
+  const r = _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as number;
+  return r < 0 ? -koffi.errno() : r;
+}
+
+export function credentials(): { uid: number; euid: number; gid: number; egid: number } {
+  return {
+    uid: _getuid() as number,
+    euid: _geteuid() as number,
+    gid: _getgid() as number,
+    egid: _getegid() as number,
+  };
+}

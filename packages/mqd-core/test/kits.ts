@@ -1,0 +1,4 @@
+// The test kits other packages' tests may use (`@mqd/core/testing`): the conformance target and
+// DLL, and the attacker's toolbox for the privilege-separation tests.
+export * from './conformance-kit.js';
+export * from './security-kit.js';
