@@ -32,12 +32,20 @@ export function requireMpi(mpi: MpiName): void {
   if (!mpiAvailable(mpi)) throw new Error(mpiMissingMessage(mpi));
 }
 
-/** Names of the fixtures (the .c files in fixtures/mpi), sorted. */
+/**
+ * A fixture whose name ends in this is its base fixture built with separate debug info: the
+ * executable stripped of DWARF and pointing at `<binary>.debug` through .gnu_debuglink.
+ */
+export const DEBUGLINK_SUFFIX = '_debuglink';
+/** The base fixtures that also exist as a debuglink variant. */
+export const DEBUGLINK_FIXTURES: readonly string[] = ['collective_two'];
+
+/** Names of the fixtures (the .c and .cpp files in fixtures/mpi, and the debuglink variants), sorted. */
 export function listFixtures(): string[] {
-  return readdirSync(FIXTURES_DIR)
-    .filter((f) => f.endsWith('.c'))
-    .map((f) => f.slice(0, -2))
-    .sort();
+  const base = readdirSync(FIXTURES_DIR)
+    .filter((f) => f.endsWith('.c') || f.endsWith('.cpp'))
+    .map((f) => f.replace(/\.(c|cpp)$/, ''));
+  return [...base, ...DEBUGLINK_FIXTURES.map((f) => `${f}${DEBUGLINK_SUFFIX}`)].sort();
 }
 
 const mtimeMs = (path: string): number => statSync(path).mtimeMs;
@@ -54,7 +62,11 @@ export function fixtureBinary(mpi: MpiName, name: string): string {
       `MQD_TESTKIT_E_FIXTURE: bad fixture name '${name}': use one of ${listFixtures().join(', ')}`,
     );
   }
-  const source = join(FIXTURES_DIR, `${name}.c`);
+  const debuglink =
+    name.endsWith(DEBUGLINK_SUFFIX) && DEBUGLINK_FIXTURES.includes(name.slice(0, -DEBUGLINK_SUFFIX.length));
+  const baseName = debuglink ? name.slice(0, -DEBUGLINK_SUFFIX.length) : name;
+  const cxx = existsSync(join(FIXTURES_DIR, `${baseName}.cpp`));
+  const source = join(FIXTURES_DIR, `${baseName}.${cxx ? 'cpp' : 'c'}`);
   if (!existsSync(source)) {
     throw new Error(
       `MQD_TESTKIT_E_FIXTURE: no fixture '${name}' (${source}): use one of ${listFixtures().join(', ')}`,
@@ -68,13 +80,25 @@ export function fixtureBinary(mpi: MpiName, name: string): string {
 
   mkdirSync(outDir, { recursive: true });
   const tmp = `${binary}.tmp-${process.pid}`;
-  const mpicc = join(mpiPrefix(mpi), 'bin', 'mpicc');
+  // MPICH is built without its C++ wrapper here: its mpicc drives g++ as well when told the
+  // language (-x c++) and given the C++ runtime.
+  const cxxWrapper = join(mpiPrefix(mpi), 'bin', 'mpicxx');
+  const useCxxWrapper = cxx && existsSync(cxxWrapper);
+  const mpicc = useCxxWrapper ? cxxWrapper : join(mpiPrefix(mpi), 'bin', 'mpicc');
+  const langArgs = cxx && !useCxxWrapper ? ['-x', 'c++'] : [];
+  const libArgs = cxx && !useCxxWrapper ? ['-lstdc++'] : [];
+  const run = (file: string, args: string[]) =>
+    execFileSync(file, args, { cwd: FIXTURES_DIR, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8' });
   try {
-    execFileSync(mpicc, ['-g', '-O0', '-Wall', '-o', tmp, source], {
-      cwd: FIXTURES_DIR,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      encoding: 'utf8',
-    });
+    run(mpicc, ['-g', '-O0', '-Wall', '-o', tmp, ...langArgs, source, '-x', 'none', ...libArgs]);
+    if (debuglink) {
+      // Separate debug info: DWARF into <binary>.debug, the executable stripped and linked to
+      // it by name and CRC (.gnu_debuglink), as distributions ship -dbgsym files.
+      const debugFile = `${binary}.debug`;
+      run('objcopy', ['--only-keep-debug', tmp, debugFile]);
+      run('objcopy', ['--strip-debug', tmp]);
+      run('objcopy', [`--add-gnu-debuglink=${debugFile}`, tmp]);
+    }
   } catch (e) {
     rmSync(tmp, { force: true });
     const detail = e instanceof Error && 'stderr' in e && typeof e.stderr === 'string' ? e.stderr : String(e);

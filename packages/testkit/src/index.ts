@@ -21,6 +21,15 @@ export {
   type MpiQueueTraits,
 } from './expected-queues.js';
 export {
+  blocksOffMainThread,
+  CPP_RING_FRAMES,
+  expectedStackCall,
+  STACK_FIXTURES,
+  type StackFixture,
+} from './expected-stacks.js';
+export {
+  DEBUGLINK_FIXTURES,
+  DEBUGLINK_SUFFIX,
   fixtureBinary,
   listFixtures,
   mpiAvailable,

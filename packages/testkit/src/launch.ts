@@ -4,6 +4,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { assertUnreachable, Pid, Rank } from '@mqd/model';
 import { DEFAULT_DISPOSE_TIMEOUT_MS, DEFAULT_LAUNCH_TIMEOUT_MS, MPI_LABELS, type MpiName } from './config.js';
+import { blocksOffMainThread } from './expected-stacks.js';
 import { fixtureBinary, mpiPrefix, requireMpi } from './fixtures.js';
 import {
   descendants,
@@ -418,7 +419,7 @@ export async function launchFixture(opts: LaunchOptions): Promise<FixtureJob> {
             if (status !== undefined)
               return failed(`the starter exited (code ${status.code}, signal ${status.signal})`);
             if (!job.rankRunning(r)) return failed(`rank ${r.rank} (pid ${r.pid}) exited`);
-            const check = await rankBlockedIn(r.pid, r.call);
+            const check = await rankBlockedIn(r.pid, r.call, blocksOffMainThread(opts.fixture));
             if (check.blocked) return done(true);
             return pending(check.error ?? `main thread in ${check.frames.slice(0, 8).join(' < ')}`);
           },

@@ -15,25 +15,29 @@ export type StackResult = Result<StackSample, string>;
 
 const EU_STACK_TIMEOUT_MS = 15_000;
 
-/** Frames of the main thread (TID == PID) in eu-stack's output. */
-export function parseEuStack(text: string, pid: number): string[] {
+/** Frames of the main thread (TID == PID) in eu-stack's output; of every thread with `tid` null. */
+export function parseEuStack(text: string, pid: number | null): string[] {
   const frames: string[] = [];
   let inMain = false;
   for (const line of text.split('\n')) {
     const tid = /^TID (\d+):/.exec(line);
     if (tid) {
-      inMain = Number(tid[1]) === pid;
+      inMain = pid === null || Number(tid[1]) === pid;
       continue;
     }
     if (!inMain) continue;
-    const frame = /^#\d+\s+0x[0-9a-f]+\s*(\S*)/.exec(line);
+    // The rest of the line: demangled C++ names contain spaces ("int ns::f<int>(int, int)").
+    const frame = /^#\d+\s+0x[0-9a-f]+\s*(.*?)\s*$/.exec(line);
     if (frame) frames.push(frame[1] || '??');
   }
   return frames;
 }
 
-/** Samples the main thread's stack of `pid` once. A missing eu-stack or a gone pid is an error value. */
-export function mainThreadStack(pid: Pid): Promise<StackResult> {
+/**
+ * Samples the main thread's stack of `pid` once (every thread's frames, concatenated, with
+ * `allThreads`). A missing eu-stack or a gone pid is an error value.
+ */
+export function mainThreadStack(pid: Pid, allThreads = false): Promise<StackResult> {
   return new Promise((resolve) => {
     const child = spawn('eu-stack', ['-p', String(pid)], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -51,7 +55,7 @@ export function mainThreadStack(pid: Pid): Promise<StackResult> {
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      const frames = parseEuStack(stdout, pid);
+      const frames = parseEuStack(stdout, allThreads ? null : pid);
       // eu-stack exits 1 when one frame of some thread cannot be unwound, yet prints the rest;
       // only an empty main thread means the sample failed.
       if (frames.length === 0) {
@@ -83,8 +87,8 @@ export interface BlockedCheck {
  * Whether the main thread of `pid` is inside `fn` right now (e.g. 'MPI_Ssend', which also
  * matches the PMPI_ entry point the profiling interface puts on the stack).
  */
-export async function rankBlockedIn(pid: Pid, fn: string): Promise<BlockedCheck> {
-  const sample = await mainThreadStack(pid);
+export async function rankBlockedIn(pid: Pid, fn: string, anyThread = false): Promise<BlockedCheck> {
+  const sample = await mainThreadStack(pid, anyThread);
   if (!sample.ok) return { blocked: false, frames: [], error: sample.error };
   const re = frameMatcher(fn);
   return { blocked: sample.value.frames.some((f) => re.test(f)), frames: sample.value.frames };

@@ -50,6 +50,17 @@ describe('parseEuStack', () => {
     expect(parseEuStack(out, 100)).toEqual(['__sched_yield', 'mca_pml_ob1_send', 'PMPI_Ssend', '??']);
     expect(parseEuStack(out, 101)).toEqual(['epoll_wait']);
   });
+  it('keeps demangled C++ names whole, and every thread with no pid', () => {
+    const cpp = [
+      'TID 7:',
+      '#0  0x00007f0000000001 PMPI_Recv',
+      '#1  0x0000555500000002 int mqd::ring::recv_from<int>(int, int)',
+      'TID 8:',
+      '#0  0x00007f0000000005 poll',
+    ].join('\n');
+    expect(parseEuStack(cpp, 7)).toEqual(['PMPI_Recv', 'int mqd::ring::recv_from<int>(int, int)']);
+    expect(parseEuStack(cpp, null)).toEqual(['PMPI_Recv', 'int mqd::ring::recv_from<int>(int, int)', 'poll']);
+  });
 });
 
 describe('frameMatcher', () => {

@@ -22,6 +22,7 @@ import { EM_X86_64, ET_DYN, hostMachine, readElfInfo } from '../target/elf.js';
 import { TargetMemory } from '../target/memory.js';
 import { ProcessImage } from '../target/process-image.js';
 import { stopProcess } from '../target/stopper.js';
+import { findMpiCall, type MpiFrame, Unwinder, type UnwoundRank } from '../target/unwind.js';
 import { libraryOfDll } from './library.js';
 import {
   BASIC_CALLBACKS,
@@ -108,6 +109,43 @@ function decodeRank(v: DataView, off: number, commSize: number): number | null {
   return lo;
 }
 
+/** An MPI call's arguments as read in the stop, before they are matched to the communicators. */
+interface RawMpiArgs {
+  readonly call: MpiFrame;
+  readonly peer: number | null;
+  readonly tag: number | null;
+  readonly count: number | null;
+  readonly comm: { kind: 'id'; id: string } | null;
+}
+
+/** The snapshot fields for what the unwinder gave: threads and mpiCall, or stacksError. */
+function stackFieldsOf(
+  stacks: UnwoundRank | MqdError,
+  raw: RawMpiArgs | null,
+  communicators: readonly Communicator[],
+): Pick<RankSnapshot, 'threads' | 'stacksError' | 'mpiCall'> {
+  if ('code' in stacks) return { stacksError: { code: stacks.code, message: stacks.message } };
+  const call = findMpiCall(stacks.threads);
+  if (call === null) return { threads: stacks.threads, mpiCall: null };
+  let args: NonNullable<RankSnapshot['mpiCall']>['args'] = null;
+  if (raw && (raw.peer !== null || raw.tag !== null || raw.count !== null || raw.comm !== null)) {
+    const comm = raw.comm ? communicators.find((c) => c.id === raw.comm?.id) : undefined;
+    // Negative ranks are MPI_ANY_SOURCE / MPI_PROC_NULL, -1 tags MPI_ANY_TAG: null.
+    const local = raw.peer !== null && raw.peer >= 0 ? raw.peer : null;
+    let global: number | null = null;
+    if (local !== null && comm) {
+      global = comm.name === 'MPI_COMM_WORLD' ? local : (comm.group?.[local] ?? null);
+    }
+    args = {
+      peer: raw.peer === null ? null : { local, global },
+      tag: raw.tag !== null && raw.tag >= 0 ? raw.tag : null,
+      communicator: comm ? comm.id : null,
+      count: raw.count !== null && raw.count >= 0 ? raw.count : null,
+    };
+  }
+  return { threads: stacks.threads, mpiCall: { function: call.function, tid: call.tid, args } };
+}
+
 function decodeLength(v: DataView, off: number): number | null {
   const big = v.getBigInt64(off, true);
   if (big < 0n) return null;
@@ -129,6 +167,8 @@ export class MqsSession {
   private readonly typeKeys = new Map<string, number>();
   private readonly errorStrings = new Map<number, unknown>();
   private nextKey = 1;
+  /** libdw unwinder for the stacks read in the same stop (created on first use). */
+  private unwinder: Unwinder | null = null;
   private readonly basicCb: unknown;
   private readonly imageCb: unknown;
   private readonly processCb: unknown;
@@ -386,6 +426,7 @@ export class MqsSession {
     this.processes.delete(t.key);
     this.byImage.delete(t.imageKey);
     this.byPid.delete(t.pid);
+    this.unwinder?.drop(t.pid);
   }
 
   /** Drops processes that are not in `keep` (the job shrank or ended). */
@@ -395,6 +436,8 @@ export class MqsSession {
 
   close(): void {
     for (const t of [...this.processes.values()]) this.forget(t);
+    this.unwinder?.dispose();
+    this.unwinder = null;
   }
 
   /** The target process for a pid, set up (image + process lifecycles) on first use. */
@@ -476,9 +519,13 @@ export class MqsSession {
     return ok(t);
   }
 
-  /** Stops the rank, reads every communicator and queue, resumes it. Never throws for expected failures. */
-  snapshotRank(r: RankTarget): RankSnapshot {
+  /**
+   * Stops the rank, reads every communicator and queue and (unless `stacks` is false) unwinds
+   * every thread in the same stop, resumes it. Never throws for expected failures.
+   */
+  snapshotRank(r: RankTarget, opts: { readonly stacks?: boolean } = {}): RankSnapshot {
     const base = { rank: r.rank, pid: r.pid, host: r.host };
+    const wantStacks = opts.stacks !== false;
     const tgt = this.target(r);
     if (!tgt.ok) {
       return rankNotRead(base, tgt.error.error, tgt.error.kind);
@@ -487,17 +534,26 @@ export class MqsSession {
     const stop = stopProcess(r.pid, this.opts.stopTimeoutMs);
     if (!stop.ok) return rankNotRead(base, stop.error);
     let comms: Result<{ communicators: Communicator[]; walkError: MqdError | null }, MqdError>;
+    let stacks: UnwoundRank | MqdError | null = null;
+    let rawArgs: RawMpiArgs | null = null;
     let paused: number;
     try {
       t.memory.newStop();
       this.opts.whileStopped?.(r.pid);
       comms = this.readCommunicators(t);
+      // One stop serves both: the stacks describe the same instant as the queues.
+      if (wantStacks) {
+        stacks = this.readStacks(r.pid, stop.value.tids);
+        if (!('code' in stacks)) rawArgs = this.readMpiArgs(t, stacks);
+      }
     } finally {
       // Whatever happened, the rank runs again before anything else.
       paused = stop.value.resume();
     }
+    const stackFields =
+      stacks === null ? {} : stackFieldsOf(stacks, rawArgs, comms.ok ? comms.value.communicators : []);
     if (!comms.ok) {
-      return rankNotRead(base, comms.error, 'error', paused);
+      return { ...rankNotRead(base, comms.error, 'error', paused), ...stackFields };
     }
     const { communicators, walkError } = comms.value;
     return {
@@ -505,7 +561,65 @@ export class MqsSession {
       state: walkError ? { kind: 'error', ...walkError } : { kind: 'ok' },
       pausedMicros: paused,
       communicators,
+      ...stackFields,
     };
+  }
+
+  /**
+   * The arguments of the rank's MPI call, read while it is stopped: dest/source, tag, count as
+   * the call's frame holds them, and the communicator handle turned into what identifies it in
+   * the DLL's list (Open MPI: the context id read from the ompi_communicator_t; MPICH: the
+   * MPIR_Comm address of a builtin or direct handle). Best effort: null where unreadable.
+   */
+  private readMpiArgs(t: TargetProcess, stacks: UnwoundRank): RawMpiArgs | null {
+    const call = findMpiCall(stacks.threads);
+    if (call === null || !this.unwinder) return null;
+    const thread = stacks.threads.find((x) => x.tid === call.tid);
+    if (!thread) return null;
+    // Physical frame index: inlined frames share their caller's physical frame.
+    let physical = 0;
+    for (let i = 0; i < call.frameIndex; i++) if (!thread.frames[i]?.inlined) physical++;
+    const fn = thread.frames[call.frameIndex]?.function ?? call.function;
+    const words = this.unwinder.frameArgs(t.pid, call.tid, physical, fn, (a) => t.memory.readU64(a));
+    const int = (names: string[]): number | null => {
+      for (const n of names) {
+        const v = words.get(n);
+        if (v !== undefined) return Number(BigInt.asIntN(32, v));
+      }
+      return null;
+    };
+    const handle = words.get('comm') ?? null;
+    let comm: RawMpiArgs['comm'] = null;
+    if (handle !== null) {
+      if (this.library === 'openmpi') {
+        const ty = t.image.findType('ompi_communicator_t');
+        const off = ty ? ty.file.fieldOffset(ty, 'c_contextid') : -1;
+        const word = off >= 0 ? t.memory.readU64(handle + BigInt(off)) : null;
+        if (word !== null) comm = { kind: 'id', id: String(Number(BigInt.asUintN(32, word))) };
+      } else if (this.library === 'mpich') {
+        // MPICH handles: kind in bits 30-31 (1 builtin, 2 direct), index in the low 26 bits.
+        const h = Number(BigInt.asUintN(32, handle));
+        const kind = h >>> 30;
+        const table = kind === 1 ? 'MPIR_Comm_builtin' : kind === 2 ? 'MPIR_Comm_direct' : null;
+        const sym = table ? t.image.findSymbol(table) : null;
+        const ty = t.image.findType('MPIR_Comm');
+        const size = ty ? ty.file.sizeOf(ty) : -1;
+        if (sym && size > 0) {
+          const addr = sym.address + BigInt((h & 0x3ffffff) * size);
+          comm = { kind: 'id', id: `0x${addr.toString(16)}` };
+        }
+      }
+    }
+    return { call, peer: int(['dest', 'source', 'src']), tag: int(['tag']), count: int(['count']), comm };
+  }
+
+  private readStacks(pid: number, tids: readonly number[]): UnwoundRank | MqdError {
+    try {
+      this.unwinder ??= new Unwinder();
+      return this.unwinder.unwind(pid, tids);
+    } catch (e) {
+      return mqdError('MQD_E_NO_STACKS', `pid ${pid}: ${(e as Error).message}`);
+    }
   }
 
   private readCommunicators(

@@ -51,7 +51,68 @@ export const dw = {
     'void *dwarf_diecu(void *die, void *result, void *address_size, void *offset_size)',
   ),
   dwarf_addrdie: libdw.func('void *dwarf_addrdie(void *dwarf, uint64_t addr, void *result)'),
+  // ---- live processes: unwinding and symbolisation (target/unwind.ts) ----
+  dwfl_linux_proc_report: libdw.func('int dwfl_linux_proc_report(void *dwfl, int pid)'),
+  dwfl_linux_proc_attach: libdw.func(
+    'int dwfl_linux_proc_attach(void *dwfl, int pid, bool assume_ptrace_stopped)',
+  ),
+  dwfl_getthread_frames: libdw.func(
+    'int dwfl_getthread_frames(void *dwfl, int tid, void *callback, void *arg)',
+  ),
+  dwfl_frame_pc: libdw.func('bool dwfl_frame_pc(void *frame, void *pc, void *isactivation)'),
+  dwfl_frame_reg: libdw.func('int dwfl_frame_reg(void *frame, unsigned int regno, void *val)'),
+  dwfl_addrmodule: libdw.func('void *dwfl_addrmodule(void *dwfl, uint64_t addr)'),
+  dwfl_module_addrinfo: libdw.func(
+    'const char *dwfl_module_addrinfo(void *mod, uint64_t addr, void *offset, void *sym, void *shndx, void *elfp, void *bias)',
+  ),
+  dwfl_module_getsrc: libdw.func('void *dwfl_module_getsrc(void *mod, uint64_t addr)'),
+  dwfl_lineinfo: libdw.func(
+    'const char *dwfl_lineinfo(void *line, void *addr, void *linep, void *colp, void *mtime, void *length)',
+  ),
+  dwfl_module_addrdie: libdw.func('void *dwfl_module_addrdie(void *mod, uint64_t addr, void *bias)'),
+  dwarf_getscopes: libdw.func('int dwarf_getscopes(void *cudie, uint64_t pc, void *scopes)'),
+  dwarf_attr_integrate: libdw.func('void *dwarf_attr_integrate(void *die, unsigned int name, void *result)'),
+  dwarf_formstring: libdw.func('const char *dwarf_formstring(void *attr)'),
+  dwarf_formsdata: libdw.func('int dwarf_formsdata(void *attr, void *value)'),
+  dwarf_getsrcfiles: libdw.func('int dwarf_getsrcfiles(void *cudie, void *files, void *nfiles)'),
+  dwarf_filesrc: libdw.func('const char *dwarf_filesrc(void *files, size_t idx, void *mtime, void *length)'),
+  dwarf_getlocation_addr: libdw.func(
+    'int dwarf_getlocation_addr(void *attr, uint64_t address, void *exprs, void *exprlens, size_t nlocs)',
+  ),
+  dwarf_getlocation: libdw.func('int dwarf_getlocation(void *attr, void *expr, void *exprlen)'),
+  dwarf_lowpc: libdw.func('int dwarf_lowpc(void *die, void *addr)'),
 };
+
+/** Dwfl_Callbacks for a live process (find_elf through /proc), owned for the life of the process. */
+export function procCallbacks(debuginfoPath: string | null): unknown {
+  const opened = dlopen('libdw.so.1', RTLD_NOW);
+  if (!('handle' in opened)) throw new Error(`dlopen libdw.so.1: ${opened.error}`);
+  const cb = koffi.alloc('uintptr_t', 4);
+  const view = new BigUint64Array(koffi.view(cb, 32));
+  view[0] = dlsymAddress(opened.handle, 'dwfl_linux_proc_find_elf');
+  view[1] = dlsymAddress(opened.handle, 'dwfl_standard_find_debuginfo');
+  view[2] = 0n;
+  view[3] = 0n;
+  if (view[0] === 0n || view[1] === 0n) {
+    throw new Error('libdw.so.1 is loaded but dwfl_linux_proc_find_elf is not visible through dlsym');
+  }
+  if (debuginfoPath !== null) {
+    const n = Buffer.byteLength(debuginfoPath) + 1;
+    const str = koffi.alloc('char', n);
+    koffi.encode(str, 'char', debuginfoPath, n);
+    const holder = koffi.alloc('uintptr_t', 1);
+    new BigUint64Array(koffi.view(holder, 8))[0] = BigInt(koffi.address(str));
+    view[3] = BigInt(koffi.address(holder));
+    keepAlive.push(str, holder);
+  }
+  keepAlive.push(cb);
+  return cb;
+}
+
+/** The frame callback of dwfl_getthread_frames: int (*)(Dwfl_Frame *, void *). */
+export const FrameCallback = koffi.proto('int mqd_dwfl_frame_cb(void *frame, void *arg)');
+/** Size of a Dwarf_Op {uint8_t atom; Dwarf_Word number, number2, offset}. */
+export const DWARF_OP_SIZE = 32;
 
 export const DW_TAG = {
   class_type: 0x02,
@@ -65,8 +126,18 @@ export const DW_TAG = {
   base_type: 0x24,
   partial_unit: 0x3c,
   imported_unit: 0x3d,
+  formal_parameter: 0x05,
+  inlined_subroutine: 0x1d,
+  subprogram: 0x2e,
 } as const;
 export const DW_AT = {
+  name: 0x03,
+  location: 0x02,
+  frame_base: 0x40,
+  call_file: 0x58,
+  call_line: 0x59,
+  linkage_name: 0x6e,
+  MIPS_linkage_name: 0x2007,
   declaration: 0x3c,
   data_member_location: 0x38,
   type: 0x49,

@@ -1,0 +1,724 @@
+// Call stacks of every thread of a stopped rank, unwound with libdw in the SAME stop as the
+// queue read (stopper.ts holds every thread in a ptrace interrupt-stop; libdw is told so with
+// assume_ptrace_stopped and never attaches or detaches by itself). Registers and memory come
+// from the stopped threads through ptrace/process_vm_readv issued by libdw on this JS thread,
+// the tracer thread.
+//
+// Costs are paid once: one Dwfl per process (reported from /proc/PID/maps and re-reported only
+// when the maps text changes), one registered frame callback per Unwinder, and a symbol cache
+// per (build-id, file address) shared by every process mapping the same file, so a warm
+// snapshot symbolises with map lookups only.
+import { readFileSync } from 'node:fs';
+import {
+  type Frame,
+  MAX_FRAMES_PER_THREAD,
+  type MpiCall,
+  type MqdError,
+  mqdError,
+  type ThreadStack,
+} from '@mqd/model';
+import koffi from 'koffi';
+import {
+  alloc,
+  allocDie,
+  DIE_SIZE,
+  DW_AT,
+  DW_TAG,
+  DWARF_OP_SIZE,
+  dw,
+  dwflError,
+  FrameCallback,
+  procCallbacks,
+} from '../native/libdw.js';
+
+const libc = koffi.load('libc.so.6');
+const cFree = libc.func('void free(void *ptr)');
+let demangler: ((name: string) => string | null) | null | undefined;
+
+/** C++ names through libstdc++'s own __cxa_demangle; the result is malloc'd and freed here. */
+export function demangle(name: string): string {
+  if (!name.startsWith('_Z')) return name;
+  if (demangler === undefined) {
+    try {
+      const cxx = koffi.load('libstdc++.so.6');
+      const fn = cxx.func(
+        'void *__cxa_demangle(const char *mangled, void *buf, void *len, _Out_ int *status)',
+      );
+      demangler = (n: string) => {
+        const status = [0];
+        const p = fn(n, null, null, status);
+        if (!p) return null;
+        try {
+          return status[0] === 0 ? (koffi.decode(p, 'char', -1) as string) : null;
+        } finally {
+          cFree(p);
+        }
+      };
+    } catch {
+      demangler = null; // no libstdc++ here: mangled names stay mangled
+    }
+  }
+  return demangler?.(name) ?? name;
+}
+
+/**
+ * What one symbolised pc gives, without the pc and the module path (cached per build-id and
+ * file address: two paths with one build-id, e.g. a copy or a debuglink-stripped twin, share it).
+ */
+interface FrameInfo {
+  readonly function: string | null;
+  readonly file: string | null;
+  readonly line: number | null;
+  readonly inlined: boolean;
+}
+
+interface ModuleInfo {
+  readonly name: string | null;
+  readonly key: string;
+  readonly start: bigint;
+}
+
+interface ProcDwfl {
+  readonly dwfl: unknown;
+  readonly startTime: string;
+  maps: string;
+  readonly modules: Map<bigint, ModuleInfo>;
+}
+
+/** Registers of one physical frame libdw could recover (DWARF numbering), for argument reads. */
+export interface FrameRegs {
+  readonly pc: bigint;
+  readonly regs: ReadonlyMap<number, bigint>;
+  /** The canonical frame address of this frame (the caller's stack pointer after return). */
+  readonly cfa: bigint | null;
+}
+
+export interface UnwoundRank {
+  readonly threads: ThreadStack[];
+}
+
+const SYMBOL_CACHE_MAX = 200_000;
+/** DWARF x86_64 register numbers libdw can recover in outer frames, plus rsp (7). */
+const ARG_REGS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 14, 15];
+
+function startTimeOf(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+function threadName(pid: number, tid: number): string | null {
+  try {
+    return readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').replace(/\n$/, '').slice(0, 64);
+  } catch {
+    return null;
+  }
+}
+
+const hex = (v: bigint) => `0x${v.toString(16)}`;
+
+/**
+ * Unwinds stopped processes. One per DLL host (session); owns every native block and the
+ * registered callback it uses, freed by dispose().
+ */
+export class Unwinder {
+  private readonly procs = new Map<number, ProcDwfl>();
+  private readonly symbols = new Map<string, FrameInfo[]>();
+  private readonly callbacks: unknown;
+  private readonly frameCb: unknown;
+  // Out-parameters, reused by every call (never held by C past the call).
+  private readonly pcBuf = alloc(8);
+  private readonly actBuf = alloc(8);
+  private readonly regBuf = alloc(8);
+  private readonly biasBuf = alloc(8);
+  private readonly offBuf = alloc(8);
+  private readonly lineBuf = alloc(8);
+  private readonly scopesBuf = alloc(8);
+  private readonly attrBuf = alloc(32);
+  private readonly filesBuf = alloc(16);
+  private readonly startBuf = alloc(8);
+  private readonly symBuf = alloc(32);
+  private readonly shndxBuf = alloc(8);
+  private readonly elfBuf = alloc(8);
+  private readonly symBiasBuf = alloc(8);
+  private readonly nBuf = alloc(8);
+  private readonly exprsBuf = alloc(8);
+  private readonly lensBuf = alloc(8);
+  private readonly dieA = allocDie();
+  private readonly dieB = allocDie();
+  private readonly argPlans = new Map<string, ArgPlan | null>();
+  private readonly pcView: BigUint64Array;
+  private readonly actView: Uint8Array;
+  private readonly regView: BigUint64Array;
+  private readonly lineView: Int32Array;
+  // State of the unwind in progress (the callback cannot take JS arguments).
+  private cur: { pcs: bigint[]; act: boolean[]; limit: number; regsAt: number; regs: FrameRegs[] } = {
+    pcs: [],
+    act: [],
+    limit: 0,
+    regsAt: -1,
+    regs: [],
+  };
+  private disposed = false;
+
+  constructor() {
+    this.callbacks = procCallbacks(process.env['MQD_DEBUGINFO_PATH'] ?? null);
+    this.frameCb = koffi.register((frame: unknown) => this.onFrame(frame), koffi.pointer(FrameCallback));
+    this.pcView = new BigUint64Array(koffi.view(this.pcBuf, 8));
+    this.actView = new Uint8Array(koffi.view(this.actBuf, 8));
+    this.regView = new BigUint64Array(koffi.view(this.regBuf, 8));
+    this.lineView = new Int32Array(koffi.view(this.lineBuf, 8));
+  }
+
+  private onFrame(frame: unknown): number {
+    try {
+      const c = this.cur;
+      if (!dw.dwfl_frame_pc(frame, this.pcBuf, this.actBuf)) return 1; // DWARF_CB_ABORT
+      const pc = this.pcView[0] ?? 0n;
+      const activation = (this.actView[0] ?? 0) !== 0;
+      if (c.regsAt >= 0) {
+        // Argument pass: registers of frame regsAt and the stack pointer of its caller (= CFA).
+        const idx = c.pcs.length;
+        if (idx === c.regsAt || idx === c.regsAt + 1) {
+          const regs = new Map<number, bigint>();
+          for (const r of idx === c.regsAt ? ARG_REGS : [7]) {
+            if (dw.dwfl_frame_reg(frame, r, this.regBuf) === 0) regs.set(r, this.regView[0] ?? 0n);
+          }
+          c.regs.push({ pc, regs, cfa: null });
+        }
+        c.pcs.push(pc);
+        return c.pcs.length > c.regsAt + 1 ? 1 : 0;
+      }
+      if (c.pcs.length >= c.limit) {
+        c.pcs.push(pc); // one more than the cap: marks truncation
+        return 1;
+      }
+      c.pcs.push(pc);
+      c.act.push(activation);
+      return 0;
+    } catch {
+      return 1; // never throw into C (ffi-lessons trap 2)
+    }
+  }
+
+  private dwflFor(pid: number): ProcDwfl | MqdError {
+    const start = startTimeOf(pid);
+    if (start === null) return mqdError('MQD_E_NO_STACKS', `pid ${pid} is gone`);
+    let maps: string;
+    try {
+      maps = readFileSync(`/proc/${pid}/maps`, 'utf8');
+    } catch (e) {
+      return mqdError('MQD_E_NO_STACKS', `cannot read /proc/${pid}/maps: ${(e as Error).message}`);
+    }
+    const old = this.procs.get(pid);
+    if (old && old.startTime === start && old.maps === maps) return old;
+    if (old) this.drop(pid);
+    const dwfl = dw.dwfl_begin(this.callbacks);
+    if (!dwfl) return mqdError('MQD_E_NO_STACKS', `dwfl_begin: ${dwflError()}`);
+    dw.dwfl_report_begin(dwfl);
+    const rc = dw.dwfl_linux_proc_report(dwfl, pid) as number;
+    if (rc !== 0 || (dw.dwfl_report_end(dwfl, null, null) as number) !== 0) {
+      const e = mqdError(
+        'MQD_E_NO_STACKS',
+        `dwfl_linux_proc_report(${pid}): ${rc > 0 ? `errno ${rc}` : dwflError()}`,
+      );
+      dw.dwfl_end(dwfl);
+      return e;
+    }
+    // Our stopper holds every thread: libdw must not attach or detach by itself.
+    if ((dw.dwfl_linux_proc_attach(dwfl, pid, true) as number) !== 0) {
+      const e = mqdError('MQD_E_NO_STACKS', `dwfl_linux_proc_attach(${pid}): ${dwflError()}`);
+      dw.dwfl_end(dwfl);
+      return e;
+    }
+    const p: ProcDwfl = { dwfl, startTime: start, maps, modules: new Map() };
+    this.procs.set(pid, p);
+    return p;
+  }
+
+  /** Raw pcs of one thread, innermost first; `limit + 1` entries means truncated. */
+  private framesOf(p: ProcDwfl, tid: number, limit: number): { pcs: bigint[]; act: boolean[]; rc: number } {
+    this.cur = { pcs: [], act: [], limit, regsAt: -1, regs: [] };
+    const rc = dw.dwfl_getthread_frames(p.dwfl, tid, this.frameCb, null) as number;
+    const { pcs, act } = this.cur;
+    this.cur = { pcs: [], act: [], limit: 0, regsAt: -1, regs: [] };
+    return { pcs, act, rc };
+  }
+
+  /**
+   * Unwinds every thread in `tids` of stopped process `pid` (the main thread first).
+   * Must run between stopProcess and resume, on the tracer thread.
+   */
+  unwind(pid: number, tids: readonly number[], maxFrames = MAX_FRAMES_PER_THREAD): UnwoundRank | MqdError {
+    if (this.disposed) throw new Error('Unwinder used after dispose');
+    const p = this.dwflFor(pid);
+    if ('code' in p) return p;
+    const ordered = [...tids].sort((a, b) => (a === pid ? -1 : b === pid ? 1 : a - b));
+    const threads: ThreadStack[] = [];
+    let failures = 0;
+    let firstError: string | null = null;
+    for (const tid of ordered) {
+      const { pcs, act, rc } = this.framesOf(p, tid, maxFrames);
+      const truncated = pcs.length > maxFrames;
+      if (truncated) pcs.length = maxFrames;
+      let error: MqdError | null = null;
+      if (rc === -1) {
+        const msg = dwflError();
+        error = mqdError(
+          'MQD_E_NO_STACKS',
+          `thread ${tid}: unwinding stopped after ${pcs.length} frames: ${msg}`,
+        );
+        if (pcs.length === 0) {
+          failures++;
+          firstError ??= msg;
+        }
+      }
+      const frames: Frame[] = [];
+      let cut = truncated;
+      for (let i = 0; i < pcs.length; i++) {
+        const raw = pcs[i] ?? 0n;
+        // A return address points after the call: symbolise the call instruction itself.
+        const pc = act[i] === false && raw > 0n ? raw - 1n : raw;
+        const { module, infos } = this.symbolise(p, pc);
+        for (const info of infos) {
+          if (frames.length >= maxFrames) {
+            cut = true; // inlined frames pushed the stack past the cap
+            break;
+          }
+          frames.push({
+            pc: hex(pc),
+            function: info.function,
+            module,
+            file: info.file,
+            line: info.line,
+            inlined: info.inlined,
+          });
+        }
+      }
+      threads.push({
+        tid,
+        name: threadName(pid, tid),
+        main: tid === pid,
+        frames,
+        truncated: cut,
+        error,
+      });
+    }
+    if (threads.length > 0 && failures === threads.length) {
+      return mqdError(
+        'MQD_E_NO_STACKS',
+        `pid ${pid}: no thread could be unwound (${firstError ?? 'no frames'})`,
+      );
+    }
+    return { threads };
+  }
+
+  /**
+   * Registers of physical frame `index` (0 = innermost, counted as libdw unwinds, inlined
+   * frames excluded) of a stopped thread, and its CFA (the stack pointer of its caller).
+   */
+  frameRegisters(pid: number, tid: number, index: number): FrameRegs | null {
+    const p = this.procs.get(pid);
+    if (!p) return null;
+    this.cur = { pcs: [], act: [], limit: MAX_FRAMES_PER_THREAD, regsAt: index, regs: [] };
+    dw.dwfl_getthread_frames(p.dwfl, tid, this.frameCb, null);
+    const got = this.cur.regs;
+    this.cur = { pcs: [], act: [], limit: 0, regsAt: -1, regs: [] };
+    const self = got[0];
+    if (!self) return null;
+    const caller = got[1];
+    return { pc: self.pc, regs: self.regs, cfa: caller?.regs.get(7) ?? null };
+  }
+
+  private moduleOf(p: ProcDwfl, mod: unknown): ModuleInfo {
+    const addr = BigInt(koffi.address(mod));
+    const hit = p.modules.get(addr);
+    if (hit) return hit;
+    const main: (string | null)[] = [null];
+    const debug: (string | null)[] = [null];
+    const nameRet = dw.dwfl_module_info(mod, null, this.startBuf, null, null, null, main, debug) as
+      | string
+      | null;
+    const start = new BigUint64Array(koffi.view(this.startBuf, 8))[0] ?? 0n;
+    const name = nameRet ?? main[0] ?? null;
+    const bits: unknown[] = [null];
+    const vaddr = [0n];
+    const n = dw.dwfl_module_build_id(mod, bits, vaddr) as number;
+    let key = `${name ?? '?'}@${start.toString(16)}`;
+    if (n > 0 && bits[0]) {
+      const b = new Uint8Array(koffi.decode(bits[0], koffi.array('uint8_t', n)) as number[]);
+      key = Buffer.from(b).toString('hex');
+    }
+    const info: ModuleInfo = { name, key, start };
+    p.modules.set(addr, info);
+    return info;
+  }
+
+  /** The frames one pc stands for: inlined instances innermost first, then the function itself. */
+  private symbolise(p: ProcDwfl, pc: bigint): { module: string | null; infos: FrameInfo[] } {
+    const mod = dw.dwfl_addrmodule(p.dwfl, pc);
+    if (!mod) return { module: null, infos: [{ function: null, file: null, line: null, inlined: false }] };
+    const m = this.moduleOf(p, mod);
+    const key = `${m.key}:${(pc - m.start).toString(16)}`;
+    let infos = this.symbols.get(key);
+    if (!infos) {
+      infos = this.symboliseSlow(mod, pc);
+      if (this.symbols.size >= SYMBOL_CACHE_MAX) this.symbols.clear();
+      this.symbols.set(key, infos);
+    }
+    return { module: m.name, infos };
+  }
+
+  private symboliseSlow(mod: unknown, pc: bigint): FrameInfo[] {
+    const symName = dw.dwfl_module_addrinfo(
+      mod,
+      pc,
+      this.offBuf,
+      this.symBuf,
+      this.shndxBuf,
+      this.elfBuf,
+      this.symBiasBuf,
+    ) as string | null;
+    let file: string | null = null;
+    let line: number | null = null;
+    const src = dw.dwfl_module_getsrc(mod, pc);
+    if (src) {
+      this.lineView[0] = 0;
+      const f = dw.dwfl_lineinfo(src, null, this.lineBuf, null, null, null) as string | null;
+      if (f) {
+        file = f;
+        line = this.lineView[0] ?? null;
+        if (line !== null && line <= 0) line = null;
+      }
+    }
+    const outer: FrameInfo = {
+      function: symName ? demangle(symName) : null,
+      file,
+      line,
+      inlined: false,
+    };
+    // Inlined call sites at this pc, from the DWARF scopes (innermost first).
+    const cudie = dw.dwfl_module_addrdie(mod, pc, this.biasBuf);
+    if (!cudie) return [outer];
+    const bias = new BigUint64Array(koffi.view(this.biasBuf, 8))[0] ?? 0n;
+    const n = dw.dwarf_getscopes(cudie, pc - bias, this.scopesBuf) as number;
+    if (n <= 0) return [outer];
+    const scopesPtr = koffi.decode(this.scopesBuf, 'void *');
+    try {
+      const inl: { name: string | null; callFile: number | null; callLine: number | null }[] = [];
+      const die = this.dieA;
+      for (let i = 0; i < n; i++) {
+        const bytes = new Uint8Array(koffi.view(scopesPtr, (i + 1) * DIE_SIZE)).subarray(i * DIE_SIZE);
+        new Uint8Array(koffi.view(die, DIE_SIZE)).set(bytes.subarray(0, DIE_SIZE));
+        const tag = dw.dwarf_tag(die) as number;
+        if (tag === DW_TAG.subprogram) break;
+        if (tag !== DW_TAG.inlined_subroutine) continue;
+        inl.push({
+          name: this.dieName(die),
+          callFile: this.udata(die, DW_AT.call_file),
+          callLine: this.udata(die, DW_AT.call_line),
+        });
+      }
+      if (inl.length === 0) return [outer];
+      // The innermost inline instance keeps the line-table position; each outer frame is at
+      // the call site (DW_AT_call_file/line) of the instance inside it.
+      const files = this.srcFiles(cudie);
+      const out: FrameInfo[] = [];
+      let pos = { file, line };
+      for (const f of inl) {
+        out.push({ function: f.name, file: pos.file, line: pos.line, inlined: true });
+        pos = {
+          file: f.callFile !== null ? (files(f.callFile) ?? null) : null,
+          line: f.callLine !== null && f.callLine > 0 ? f.callLine : null,
+        };
+      }
+      out.push({ ...outer, file: pos.file, line: pos.line });
+      return out;
+    } finally {
+      cFree(scopesPtr);
+    }
+  }
+
+  private udata(die: unknown, at: number): number | null {
+    if (!dw.dwarf_attr_integrate(die, at, this.attrBuf)) return null;
+    const v = [0n];
+    return (dw.dwarf_formudata(this.attrBuf, v) as number) === 0 ? Number(v[0]) : null;
+  }
+
+  private dieName(die: unknown): string | null {
+    for (const at of [DW_AT.linkage_name, DW_AT.MIPS_linkage_name, DW_AT.name]) {
+      if (!dw.dwarf_attr_integrate(die, at, this.attrBuf)) continue;
+      const s = dw.dwarf_formstring(this.attrBuf) as string | null;
+      if (s) return demangle(s);
+    }
+    return null;
+  }
+
+  private srcFiles(cudie: unknown): (idx: number) => string | null {
+    const filesBuf = this.filesBuf;
+    let loaded: { files: unknown; n: number } | null | undefined;
+    return (idx) => {
+      if (loaded === undefined) {
+        loaded = null;
+        const nBuf = this.nBuf;
+        if ((dw.dwarf_getsrcfiles(cudie, filesBuf, nBuf) as number) === 0) {
+          loaded = {
+            files: koffi.decode(filesBuf, 'void *'),
+            n: Number(new BigUint64Array(koffi.view(nBuf, 8))[0] ?? 0n),
+          };
+        }
+      }
+      if (!loaded || idx >= loaded.n) return null;
+      return (dw.dwarf_filesrc(loaded.files, idx, null, null) as string | null) ?? null;
+    };
+  }
+
+  /**
+   * The formal parameters of the function `fnName` at physical frame `index` of a stopped
+   * thread, read where the DWARF location at that pc is simple enough: DW_OP_fbreg on a
+   * DW_OP_call_frame_cfa frame base, DW_OP_breg*, DW_OP_reg* (registers libdw recovered for that
+   * frame), literals with DW_OP_stack_value; location lists through dwarf_getlocation_addr.
+   * Values are the raw 64-bit words (callers narrow ints); unreadable parameters are absent.
+   */
+  frameArgs(
+    pid: number,
+    tid: number,
+    index: number,
+    fnName: string,
+    read: (addr: bigint) => bigint | null,
+  ): Map<string, bigint> {
+    const out = new Map<string, bigint>();
+    const p = this.procs.get(pid);
+    if (!p) return out;
+    const regs = this.frameRegisters(pid, tid, index);
+    if (!regs) return out;
+    const pc = index === 0 ? regs.pc : regs.pc - 1n;
+    const mod = dw.dwfl_addrmodule(p.dwfl, pc);
+    if (!mod) return out;
+    // The DWARF half (which parameters, which location expression at this pc) is cached per
+    // (build-id, offset, function): a warm snapshot evaluates copied ops in JS only.
+    const m = this.moduleOf(p, mod);
+    const key = `${m.key}:${(pc - m.start).toString(16)}:${fnName}`;
+    let plan = this.argPlans.get(key);
+    if (plan === undefined) {
+      plan = this.argPlan(mod, pc, fnName);
+      if (this.argPlans.size >= SYMBOL_CACHE_MAX) this.argPlans.clear();
+      this.argPlans.set(key, plan);
+    }
+    if (plan === null) return out;
+    let frameBase: bigint | null = regs.cfa;
+    if (plan.frameBase !== 'cfa') {
+      const fb = plan.frameBase === null ? null : evalOps(plan.frameBase, regs, null);
+      frameBase = fb === null ? null : fb.kind === 'value' ? fb.v : fb.kind === 'mem' ? fb.addr : regs.cfa;
+    }
+    for (const param of plan.params) {
+      const loc = evalOps(param.ops, regs, frameBase);
+      if (loc === null || loc.kind === 'cfa') continue;
+      const v = loc.kind === 'value' ? loc.v : read(loc.addr);
+      if (v !== null) out.set(param.name, v);
+    }
+    return out;
+  }
+
+  /** Which parameters `fnName` has at `pc` and their location ops there (null = none found). */
+  private argPlan(mod: unknown, pc: bigint, fnName: string): ArgPlan | null {
+    const cudie = dw.dwfl_module_addrdie(mod, pc, this.biasBuf);
+    if (!cudie) return null;
+    const bias = new BigUint64Array(koffi.view(this.biasBuf, 8))[0] ?? 0n;
+    const n = dw.dwarf_getscopes(cudie, pc - bias, this.scopesBuf) as number;
+    if (n <= 0) return null;
+    const scopesPtr = koffi.decode(this.scopesBuf, 'void *');
+    try {
+      const die = this.dieA;
+      const child = this.dieB;
+      const want = fnName.replace(/^P/, '');
+      let chosen = -1;
+      let subprogram = -1;
+      for (let i = 0; i < n; i++) {
+        this.copyDie(scopesPtr, i, die);
+        const tag = dw.dwarf_tag(die) as number;
+        if (tag !== DW_TAG.subprogram && tag !== DW_TAG.inlined_subroutine) continue;
+        const name = this.attrString(die, DW_AT.name);
+        // MPICH 4 inlines its `internal_X` (same parameters) into MPI_X/PMPI_X; dwarf_getscopes
+        // then continues with the inline's abstract origin, without the containing subprogram.
+        const matches =
+          name !== null && (name.replace(/^P/, '') === want || name === want.replace(/^MPI_/, 'internal_'));
+        if (chosen < 0 && matches) chosen = i;
+        if (tag === DW_TAG.subprogram && subprogram < 0) subprogram = i;
+      }
+      if (chosen < 0) chosen = subprogram;
+      if (chosen < 0) return null;
+      // The frame base of the physical function (the subprogram scope); GCC on x86_64 always
+      // makes it DW_OP_call_frame_cfa, which stands in when the subprogram is not in the scopes.
+      let frameBase: ArgPlan['frameBase'] = 'cfa';
+      if (subprogram >= 0) {
+        this.copyDie(scopesPtr, subprogram, die);
+        if (dw.dwarf_attr_integrate(die, DW_AT.frame_base, this.attrBuf)) {
+          frameBase = this.locationOps(this.attrBuf, pc - bias);
+        }
+      }
+      const params: { name: string; ops: Op[] }[] = [];
+      this.copyDie(scopesPtr, chosen, die);
+      if ((dw.dwarf_child(die, child) as number) === 0) {
+        do {
+          if ((dw.dwarf_tag(child) as number) !== DW_TAG.formal_parameter) continue;
+          const name = this.attrString(child, DW_AT.name);
+          if (name === null) continue;
+          if (!dw.dwarf_attr_integrate(child, DW_AT.location, this.attrBuf)) continue;
+          const ops = this.locationOps(this.attrBuf, pc - bias);
+          if (ops !== null) params.push({ name, ops });
+        } while ((dw.dwarf_siblingof(child, child) as number) === 0);
+      }
+      return { frameBase, params };
+    } catch {
+      return null; // arguments are best effort: a DWARF surprise leaves them unread
+    } finally {
+      cFree(scopesPtr);
+    }
+  }
+
+  private copyDie(scopesPtr: unknown, i: number, into: unknown): void {
+    const bytes = new Uint8Array(koffi.view(scopesPtr, (i + 1) * DIE_SIZE)).subarray(i * DIE_SIZE);
+    new Uint8Array(koffi.view(into, DIE_SIZE)).set(bytes.subarray(0, DIE_SIZE));
+  }
+
+  private attrString(die: unknown, at: number): string | null {
+    if (!dw.dwarf_attr_integrate(die, at, this.attrBuf)) return null;
+    return (dw.dwarf_formstring(this.attrBuf) as string | null) ?? null;
+  }
+
+  /** The location expression of an attribute valid at `addr`, copied out of libdw (null if none). */
+  private locationOps(attr: unknown, addr: bigint): Op[] | null {
+    const found = dw.dwarf_getlocation_addr(attr, addr, this.exprsBuf, this.lensBuf, 1) as number;
+    if (found !== 1) return null;
+    const opsPtr = koffi.decode(this.exprsBuf, 'void *');
+    const nops = Number(new BigUint64Array(koffi.view(this.lensBuf, 8))[0] ?? 0n);
+    if (!opsPtr || nops <= 0 || nops > 16) return null;
+    const raw = new DataView(koffi.view(opsPtr, nops * DWARF_OP_SIZE));
+    const ops: Op[] = [];
+    for (let i = 0; i < nops; i++) {
+      ops.push({
+        atom: raw.getUint8(i * DWARF_OP_SIZE),
+        number: raw.getBigUint64(i * DWARF_OP_SIZE + 8, true),
+      });
+    }
+    return ops;
+  }
+
+  /** Forget a process (exited, or no longer part of the job): its Dwfl is ended. */
+  drop(pid: number): void {
+    const p = this.procs.get(pid);
+    if (!p) return;
+    this.procs.delete(pid);
+    dw.dwfl_end(p.dwfl);
+  }
+
+  retain(keep: ReadonlySet<number>): void {
+    for (const pid of [...this.procs.keys()]) if (!keep.has(pid)) this.drop(pid);
+  }
+
+  /** Ends every Dwfl and unregisters the frame callback. */
+  dispose(): void {
+    if (this.disposed) return;
+    for (const pid of [...this.procs.keys()]) this.drop(pid);
+    koffi.unregister(this.frameCb as Parameters<typeof koffi.unregister>[0]);
+    this.disposed = true;
+  }
+
+  get cachedSymbols(): number {
+    return this.symbols.size;
+  }
+}
+
+/** One DWARF expression operation, copied out of libdw. */
+interface Op {
+  readonly atom: number;
+  readonly number: bigint;
+}
+
+/** Where the parameters of one function are at one pc ('cfa' = frame base is the CFA). */
+interface ArgPlan {
+  readonly frameBase: Op[] | null | 'cfa';
+  readonly params: readonly { readonly name: string; readonly ops: Op[] }[];
+}
+
+/** Evaluates the simple forms of a DWARF location (else null). */
+function evalOps(
+  ops: readonly Op[],
+  regs: FrameRegs,
+  frameBase: bigint | null,
+): { kind: 'value'; v: bigint } | { kind: 'mem'; addr: bigint } | { kind: 'cfa' } | null {
+  const stack: bigint[] = [];
+  let isValue = false;
+  const reg = (r: number) => regs.regs.get(r) ?? null;
+  for (const { atom, number: num } of ops) {
+    const snum = BigInt.asIntN(64, num);
+    if (atom >= 0x30 && atom <= 0x4f)
+      stack.push(BigInt(atom - 0x30)); // DW_OP_lit*
+    else if (atom >= 0x08 && atom <= 0x11)
+      stack.push(atom % 2 === 1 ? snum : num); // const*
+    else if (atom >= 0x50 && atom <= 0x6f) {
+      // DW_OP_reg*: the value is in the register itself.
+      if (ops.length !== 1) return null;
+      const v = reg(atom - 0x50);
+      return v === null ? null : { kind: 'value', v };
+    } else if (atom >= 0x70 && atom <= 0x8f) {
+      const v = reg(atom - 0x70);
+      if (v === null) return null;
+      stack.push(v + snum);
+    } else if (atom === 0x91) {
+      if (frameBase === null) return null;
+      stack.push(frameBase + snum); // DW_OP_fbreg
+    } else if (atom === 0x9c) {
+      if (ops.length === 1) return { kind: 'cfa' }; // DW_OP_call_frame_cfa
+      if (regs.cfa === null) return null;
+      stack.push(regs.cfa);
+    } else if (atom === 0x23) {
+      const top = stack.pop();
+      if (top === undefined) return null;
+      stack.push(top + num); // DW_OP_plus_uconst
+    } else if (atom === 0x9f)
+      isValue = true; // DW_OP_stack_value
+    else return null; // entry values, pieces, implicit values...: not read
+  }
+  const top = stack.pop();
+  if (top === undefined) return null;
+  return isValue ? { kind: 'value', v: top } : { kind: 'mem', addr: top };
+}
+
+// ---- the MPI call a rank is in --------------------------------------------------------------
+
+const PUBLIC_MPI = /^P?MPI_[A-Z][A-Za-z0-9_]*$/;
+
+/** `PMPI_Ssend` -> `MPI_Ssend`; null for anything that is not a public MPI entry point. */
+export function publicMpiName(fn: string | null): string | null {
+  if (fn === null) return null;
+  const bare = fn.replace(/\(.*$/, '');
+  if (!PUBLIC_MPI.test(bare)) return null;
+  return bare.startsWith('P') ? bare.slice(1) : bare;
+}
+
+/** Where the public MPI call is on a thread: the outermost MPI_X/PMPI_X frame. */
+export interface MpiFrame {
+  readonly function: string;
+  readonly tid: number;
+  /** Index in ThreadStack.frames. */
+  readonly frameIndex: number;
+}
+
+/** The main thread first, then the others; the outermost public MPI frame of the first thread inside one. */
+export function findMpiCall(threads: readonly ThreadStack[]): MpiFrame | null {
+  const ordered = [...threads].sort((a, b) => Number(b.main) - Number(a.main));
+  for (const t of ordered) {
+    for (let i = t.frames.length - 1; i >= 0; i--) {
+      const name = publicMpiName(t.frames[i]?.function ?? null);
+      if (name !== null) return { function: name, tid: t.tid, frameIndex: i };
+    }
+  }
+  return null;
+}
+
+export type { MpiCall };
