@@ -23,7 +23,7 @@ export default defineConfig({
     target: 'es2022',
     sourcemap: true,
     rolldownOptions: {
-      input: { main: here('index.html'), bench: here('bench.html') },
+      input: { main: here('index.html'), bench: here('bench.html'), stacks: here('stacks-bench.html') },
     },
   },
   server: {

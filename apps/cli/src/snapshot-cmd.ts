@@ -1,10 +1,11 @@
-// `mqd snapshot (--attach STARTER_PID | --pid PID[:RANK] ...) [--dll PATH] [--json] [--all] [--explain]`
+// `mqd snapshot (--attach STARTER_PID | --pid PID[:RANK] ...) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]`
 import { parseArgs } from 'node:util';
 import { formatSnapshot, type SnapshotTarget, Snapshotter } from '@mqd/core';
-import { explainSnapshot, formatExplanation, type MqdError, mqdError } from '@mqd/model';
+import { buildStackTree, explainSnapshot, formatExplanation, type MqdError, mqdError } from '@mqd/model';
 import { snapshotAttach } from '@mqd/mpir';
+import { formatStacks } from './stacks-text.js';
 
-export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --pid PID[:RANK] [--pid ...]) [--dll PATH] [--json] [--all] [--explain]
+export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --pid PID[:RANK] [--pid ...]) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]
   Stops each MPI process for a few milliseconds, reads its message queues through the MPI
   library's debugger DLL and prints them. RANK defaults to the rank in the process environment.
   --attach PID the pid of mpirun/mpiexec: its ranks on this host are found through MPIR
@@ -13,7 +14,11 @@ export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --pid
   --json       print the snapshot as JSON (schema: packages/model/src/snapshot-spec.ts)
   --all        also list empty internal communicators
   --explain    say why the job is stuck: deadlock cycles, near-miss matches, rank classes
-               (with --json: {snapshot, explanation})`;
+               (with --json: {snapshot, explanation})
+  --stacks     print the stacks merged into a call-prefix tree (STAT style: ranks per frame as
+               ranges), with the classes of identical stacks and the outliers
+               (with --json: {snapshot, stackTree[, explanation]})
+  --all-threads  with --stacks: every thread of every rank, not only the main thread`;
 
 export function parsePidArg(s: string): SnapshotTarget | MqdError {
   const m = /^(\d+)(?::(\d+))?$/.exec(s);
@@ -36,6 +41,8 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
     json?: boolean;
     all?: boolean;
     explain?: boolean;
+    stacks?: boolean;
+    'all-threads'?: boolean;
     help?: boolean;
   };
   try {
@@ -48,6 +55,8 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
         json: { type: 'boolean' },
         all: { type: 'boolean' },
         explain: { type: 'boolean' },
+        stacks: { type: 'boolean' },
+        'all-threads': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -97,9 +106,16 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
       snapshot = (await snapshotter.snapshot(targets, snapOpts)).snapshot;
     }
     const explanation = values.explain ? explainSnapshot(snapshot) : null;
-    if (values.json) io.out(JSON.stringify(explanation ? { snapshot, explanation } : snapshot, null, 2));
-    else {
+    const stackTree = values.stacks
+      ? buildStackTree(snapshot, { threads: values['all-threads'] ? 'all' : 'main' })
+      : null;
+    if (values.json) {
+      // The bare snapshot stays the default shape; extras wrap it beside `snapshot`.
+      const extras = { ...(stackTree ? { stackTree } : {}), ...(explanation ? { explanation } : {}) };
+      io.out(JSON.stringify(stackTree || explanation ? { snapshot, ...extras } : snapshot, null, 2));
+    } else {
       io.out(formatSnapshot(snapshot, { all: values.all ?? false }));
+      if (stackTree) io.out(`\n${formatStacks(stackTree)}`);
       if (explanation) io.out(`\n${formatExplanation(explanation)}`);
     }
     const okRanks = snapshot.ranks.filter((r) => r.state.kind === 'ok').length;

@@ -15,6 +15,7 @@ import type { Live } from './live.js';
 import { OrderView } from './matching/OrderView.js';
 import { MatrixView } from './matrix/MatrixView.js';
 import { RankView } from './rank/RankView.js';
+import { StacksView } from './stacks/StacksView.js';
 import { TimelineView } from './timeline/TimelineView.js';
 import { ErrorBox, Progress } from './ui.js';
 import { parseUrl, type UrlState, urlOf, VIEW_KEYS, type View } from './url-state.js';
@@ -45,6 +46,7 @@ const TABS: readonly { view: View; label: string; title: string; key: string }[]
   { view: 'timeline', label: 'Timeline', title: 'Queue depth across snapshots', key: 't' },
   { view: 'order', label: 'Matching order', title: 'Matching order of one rank and communicator', key: 'o' },
   { view: 'rank', label: 'Rank', title: 'Everything about one rank', key: 'r' },
+  { view: 'stacks', label: 'Stacks', title: 'Every rank’s stack, merged into one call tree', key: 's' },
   { view: 'fleet', label: 'Fleet', title: 'Agents, hung jobs and activity (admins)', key: 'f' },
 ];
 
@@ -259,7 +261,9 @@ export function App({ api }: { api: Api }) {
           <NoSnapshot url={url} setUrl={setUrl} loading={loading} error={loadError} />
         ) : data ? (
           <>
-            {(url.view === 'matrix' || url.view === 'order') && <Diagnosis data={data} />}
+            {(url.view === 'matrix' || url.view === 'order' || url.view === 'stacks') && (
+              <Diagnosis data={data} />
+            )}
             <ViewSwitch view={url.view} api={api} url={url} setUrl={setUrl} data={data} />
           </>
         ) : null}
@@ -267,7 +271,7 @@ export function App({ api }: { api: Api }) {
       <footer className="statusbar">
         <span>
           Keys: <kbd>j</kbd> jobs <kbd>m</kbd> matrix <kbd>t</kbd> timeline <kbd>o</kbd> order <kbd>r</kbd>{' '}
-          rank
+          rank <kbd>s</kbd> stacks
           {isAdmin && (
             <>
               {' '}
@@ -295,6 +299,8 @@ function ViewSwitch(props: ViewProps & { view: View }) {
       return <OrderView {...props} />;
     case 'rank':
       return <RankView {...props} />;
+    case 'stacks':
+      return <StacksView {...props} />;
     default:
       return assertUnreachable(props.view);
   }

@@ -1,6 +1,7 @@
 // "Why is the job stuck?": the analysis of @mqd/model (wait-for graph, near misses, rank
 // classes) in one paragraph above the matrix and the matching order. It runs after the first
 // paint (it can take a moment at 16,384 ranks) and once per snapshot.
+import { describeCallGroup } from '@mqd/model';
 import type { LoadedSnapshot } from './data.js';
 import { useExplanation } from './explanation.js';
 import { useBusyWhile } from './hooks.js';
@@ -47,6 +48,21 @@ export function Diagnosis({ data }: { data: LoadedSnapshot }) {
         <span className="diagnosis-lead">{lead(result.summary)}</span>
       </summary>
       <p className="diagnosis-summary">{result.summary}</p>
+      {result.collectiveMismatches.map((m) => (
+        <p key={m.commKey} className="diagnosis-mismatch" data-testid="diagnosis-mismatch">
+          Collective mismatch on{' '}
+          {m.commName === null ? 'an unknown communicator' : m.commName || 'an unnamed communicator'}:{' '}
+          {m.text}
+        </p>
+      ))}
+      {result.calls.length > 0 && (
+        <ul className="diagnosis-calls" data-testid="diagnosis-calls" aria-label="Where the ranks are">
+          {result.calls.slice(0, 8).map((g) => (
+            <li key={`${g.where}:${g.call}:${g.commName}:${g.ranks}`}>{describeCallGroup(g)}</li>
+          ))}
+          {result.calls.length > 8 && <li className="muted">{result.calls.length - 8} more groups</li>}
+        </ul>
+      )}
       {(result.limits.length > 0 || result.partialReasons.length > 0) && (
         <ul className="limits">
           {result.partialReasons.map((r) => (

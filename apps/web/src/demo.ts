@@ -7,6 +7,7 @@ import {
   type JobSnapshot,
   syntheticCollectiveHang,
   syntheticRingDeadlock,
+  syntheticStacksJob,
   syntheticWrongTagHang,
 } from '@mqd/model';
 import type { LoadedSnapshot } from './data.js';
@@ -24,6 +25,10 @@ function scenarioSnapshot(ranks: number, scenario: Exclude<DemoScenario, 'halo'>
       return syntheticWrongTagHang({ ranks, style: 'mpich' });
     case 'collective':
       return syntheticCollectiveHang({ ranks: Math.max(3, ranks) });
+    case 'stacks':
+      return syntheticStacksJob({ ranks, scenario: 'mixed' });
+    case 'stacks-mismatch':
+      return syntheticStacksJob({ ranks: Math.max(2, ranks), scenario: 'collective-mismatch' });
     default:
       return assertUnreachable(scenario);
   }

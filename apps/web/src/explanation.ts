@@ -56,6 +56,8 @@ export function cycleCells(e: ExplanationResult | null): { row: number; col: num
   for (const c of e.deadlock.cycles) {
     for (const edge of c.edges) {
       if (out.length >= MAX_CYCLE_CELLS) return out;
+      // A wait inside a collective is no message between the two ranks: no cell to outline.
+      if (edge.ops.length > 0 && edge.ops.every((o) => o.evidence === 'collective-call')) continue;
       const viaReceive = edge.ops.length > 0 && edge.ops.every((o) => o.queue === 'receives');
       out.push(viaReceive ? { row: edge.to, col: edge.from } : { row: edge.from, col: edge.to });
     }

@@ -8,7 +8,7 @@ import type { ValueMode } from './matrix/palette.js';
 import type { ZoomState } from './matrix/renderer.js';
 
 // `fleet` is the admins' view of agents and activity; it needs no snapshot.
-export const VIEWS = ['jobs', 'matrix', 'timeline', 'order', 'rank', 'fleet'] as const;
+export const VIEWS = ['jobs', 'matrix', 'timeline', 'order', 'rank', 'stacks', 'fleet'] as const;
 export type View = (typeof VIEWS)[number];
 
 export interface UrlState {
@@ -23,6 +23,15 @@ export interface UrlState {
   readonly comm: string | null;
   readonly tag: number | null;
   readonly kinds: readonly QueueKind[];
+  /**
+   * Ranks selected in the stacks view, as ranges ("0-2,5"); the matrix shows only operations
+   * to or from them.
+   */
+  readonly ranks: string | null;
+  /** Stacks view: function-name search, every thread instead of main threads, selected node. */
+  readonly sq: string | null;
+  readonly threads: 'main' | 'all';
+  readonly snode: number | null;
   /** Matrix: selected cell or block (rows x cols), ANY_PEER for a strip. */
   readonly cell: CellRange | null;
   /** Matrix zoom: k, and the translation as a fraction of the matrix side (viewport-independent). */
@@ -40,7 +49,14 @@ export interface UrlState {
   readonly scenario: DemoScenario;
 }
 
-export const DEMO_SCENARIOS = ['halo', 'ring', 'wrong-tag', 'collective'] as const;
+export const DEMO_SCENARIOS = [
+  'halo',
+  'ring',
+  'wrong-tag',
+  'collective',
+  'stacks',
+  'stacks-mismatch',
+] as const;
 export type DemoScenario = (typeof DEMO_SCENARIOS)[number];
 
 export const DEFAULT_STATE: UrlState = {
@@ -52,6 +68,10 @@ export const DEFAULT_STATE: UrlState = {
   comm: null,
   tag: null,
   kinds: QUEUE_KINDS,
+  ranks: null,
+  sq: null,
+  threads: 'main',
+  snode: null,
   cell: null,
   zoom: null,
   rank: null,
@@ -65,6 +85,11 @@ export const DEFAULT_STATE: UrlState = {
 const SHARE_PATH = /^\/s\/([A-Za-z0-9_-]{1,128})\/?$/;
 const INT = /^-?\d{1,10}$/;
 const MAX_DEMO_RANKS = 1 << 20;
+const RANGES = /^\d{1,10}(?:-\d{1,10})?(?:,\d{1,10}(?:-\d{1,10})?)*$/;
+
+function ranges(s: string | null): string | null {
+  return s !== null && s.length <= 8192 && RANGES.test(s) ? s : null;
+}
 
 function int(s: string | null, min: number, max: number): number | null {
   if (s === null || !INT.test(s)) return null;
@@ -125,6 +150,10 @@ export function parseUrl(pathname: string, search: string): UrlState {
     comm: nonEmpty(q.get('comm')),
     tag: int(q.get('tag'), -2147483648, 2147483647),
     kinds: parseKinds(q.get('kinds')),
+    ranks: ranges(q.get('ranks')),
+    sq: nonEmpty(q.get('sq'), 128),
+    threads: q.get('threads') === 'all' ? 'all' : 'main',
+    snode: int(q.get('snode'), 0, 1 << 24),
     cell: parseCell(q.get('cell')),
     zoom: parseZoom(q.get('z')),
     rank: int(q.get('rank'), 0, 0x7fffffff),
@@ -153,6 +182,10 @@ export function formatUrl(s: UrlState): { pathname: string; search: string } {
   if (s.comm !== null) q.set('comm', s.comm);
   if (s.tag !== null) q.set('tag', String(s.tag));
   if (s.kinds.length !== QUEUE_KINDS.length) q.set('kinds', s.kinds.join(','));
+  if (s.ranks !== null) q.set('ranks', s.ranks);
+  if (s.sq !== null) q.set('sq', s.sq);
+  if (s.threads !== 'main') q.set('threads', s.threads);
+  if (s.snode !== null) q.set('snode', String(s.snode));
   if (s.cell !== null) q.set('cell', `${s.cell.row},${s.cell.col},${s.cell.size}`);
   if (s.zoom !== null) q.set('z', `${num(s.zoom.k)},${num(s.zoom.x)},${num(s.zoom.y)}`);
   if (s.rank !== null) q.set('rank', String(s.rank));
@@ -175,5 +208,6 @@ export const VIEW_KEYS: Readonly<Record<string, View>> = {
   t: 'timeline',
   o: 'order',
   r: 'rank',
+  s: 'stacks',
   f: 'fleet',
 };

@@ -1,4 +1,4 @@
-import { JobId, Pid, SnapshotId } from '@mqd/model';
+import { JobId, Pid, SnapshotId, syntheticStacksJob } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { createApi } from '../src/api.js';
 import { fourRanks } from './fixtures.js';
@@ -68,6 +68,30 @@ describe('api client', () => {
     expect(r1.ok && r1.value.snapshot.ranks.length).toBe(4);
     const r2 = await api.snapshot(SnapshotId('s2'));
     expect(!r2.ok && r2.error.code).toBe('MQD_E_BAD_RESPONSE');
+  });
+
+  it('accepts the optional stacks fields (threads, mpiCall, stacksError) and refuses a malformed frame', async () => {
+    const withStacks = syntheticStacksJob({ ranks: 4, scenario: 'collective-mismatch' });
+    const noStacks = withStacks.ranks.map(({ threads: _t, mpiCall: _c, ...r }, i) =>
+      i === 1 ? { ...r, stacksError: { code: 'MQD_E_NO_STACKS', message: 'unwinding failed' } } : r,
+    );
+    const meta = { id: 's1', jobId: 'j1', takenAt: '2026-01-01T00:00:00Z' };
+    const badFrame = structuredClone(withStacks);
+    const t0 = badFrame.ranks[0]?.threads?.[0];
+    if (t0) t0.frames = [{ ...(t0.frames[0] ?? { pc: '0x1' }), pc: 'not-hex' } as never];
+    const f = fakeFetch({
+      'GET /api/snapshots/a': { status: 200, body: { meta, snapshot: withStacks } },
+      'GET /api/snapshots/b': { status: 200, body: { meta, snapshot: { ...withStacks, ranks: noStacks } } },
+      'GET /api/snapshots/c': { status: 200, body: { meta, snapshot: badFrame } },
+    });
+    const api = createApi({ fetch: f.fetch });
+    const a = await api.snapshot(SnapshotId('a'));
+    expect(a.ok && a.value.snapshot.ranks[3]?.mpiCall?.function).toBe('MPI_Allreduce');
+    expect(a.ok && a.value.snapshot.ranks[0]?.threads?.[0]?.frames.length).toBeGreaterThan(5);
+    const b = await api.snapshot(SnapshotId('b'));
+    expect(b.ok && b.value.snapshot.ranks[1]?.stacksError?.code).toBe('MQD_E_NO_STACKS');
+    const c = await api.snapshot(SnapshotId('c'));
+    expect(!c.ok && c.error.code).toBe('MQD_E_BAD_RESPONSE');
   });
 
   it("passes the server's coded errors through and adds the model's hint", async () => {

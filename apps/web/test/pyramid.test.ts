@@ -147,6 +147,21 @@ describe('buildPyramid', () => {
     }
   });
 
+  it('filters to operations to or from the selected ranks (the stacks view selection)', () => {
+    const snap = syntheticSnapshot({ ranks: 1000, seed: 3 });
+    const t = buildEdges(snap);
+    const selected = new Set([0, 1, 2, 3, 500, 997, 998, 999]);
+    let expected = 0;
+    for (let i = 0; i < t.length; i++) {
+      if (selected.has(t.src[i] ?? -1) || selected.has(t.dst[i] ?? -1)) expected++;
+    }
+    const filter: MatrixFilter = { ...NO_FILTER, ranks: '0-3,500,997-999' };
+    const p = buildPyramid(t, compileFilter(filter, t.comms));
+    expect(expected).toBeGreaterThan(0);
+    expect(p.ops).toBe(expected);
+    checkAgainstBruteForce(t, filter, p);
+  });
+
   it('lists the operations of a block and of a strip segment', () => {
     const t = buildEdges(fourRanks());
     const f = compileFilter(NO_FILTER, t.comms);

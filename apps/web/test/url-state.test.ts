@@ -24,6 +24,10 @@ describe('URL state', () => {
       comm: 'name:MPI_COMM_WORLD',
       tag: -5,
       kinds: ['sends', 'unexpected'],
+      ranks: '0-2,5,7-9',
+      sq: 'MPI_Bar',
+      threads: 'all',
+      snode: 12,
       cell: { row: ANY_PEER, col: 256, size: 32 },
       zoom: { k: 12.5, x: -0.25, y: -3.125 },
       rank: 8191,
@@ -35,6 +39,15 @@ describe('URL state', () => {
     };
     expect(roundTrip(s)).toEqual(s);
     expect(formatUrl(roundTrip(s))).toEqual(formatUrl(s));
+  });
+
+  it('round-trips the stacks view (key s) and drops malformed rank ranges', () => {
+    const s: UrlState = { ...DEFAULT_STATE, view: 'stacks', ranks: '0-3', sq: 'Allreduce', snode: 4 };
+    expect(urlOf(s)).toBe('/?view=stacks&ranks=0-3&sq=Allreduce&snode=4');
+    expect(roundTrip(s)).toEqual(s);
+    expect(VIEW_KEYS['s']).toBe('stacks');
+    expect(parseUrl('/', '?view=stacks&ranks=0-3;drop').ranks).toBeNull();
+    expect(parseUrl('/', '?threads=bogus').threads).toBe('main');
   });
 
   it('round-trips the fleet view, reached by the f key', () => {

@@ -194,7 +194,10 @@ export const MpiCall = Type.Object(
     function: ShortText(128),
     /** The thread that is inside it. */
     tid: Type.Integer({ minimum: 1 }),
-    /** The call's arguments, where the MPI library's debug info let them be read from that frame. */
+    /**
+     * The call's arguments, where the MPI library's debug info let them be read from that frame
+     * (each field null when unreadable or not applicable; the whole object null when none was).
+     */
     args: Type.Union([
       Type.Object(
         {

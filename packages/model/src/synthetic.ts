@@ -7,7 +7,16 @@
 // - MPICH: send queue null (no MPIR_Sendq_head), unexpected visible, global ranks unknown
 //   (null), no groups, lengths in elements, ids are addresses that differ per process, and an
 //   unnamed internal copy of MPI_COMM_WORLD carrying collective traffic with negative tags.
-import type { Communicator, JobSnapshot, Operation, RankSnapshot } from './snapshot-spec.js';
+import { assertUnreachable } from './assert.js';
+import type {
+  Communicator,
+  Frame,
+  JobSnapshot,
+  MpiCall,
+  Operation,
+  RankSnapshot,
+  ThreadStack,
+} from './snapshot-spec.js';
 
 type Reason = NonNullable<Communicator['unavailable']['sends']>;
 
@@ -338,4 +347,208 @@ export function withUnreadableRanks(snap: JobSnapshot, ranks: readonly number[])
         : r,
     ),
   };
+}
+
+export type StacksScenario = 'mixed' | 'collective-mismatch' | 'ssend-ring';
+
+export interface StacksOptions extends Omit<SyntheticOptions, 'style'> {
+  /**
+   * mixed (default): about 20 distinct stacks (halo exchange, reductions, computing kernels, a
+   * few outliers) and a progress thread on some ranks; collective-mismatch: every rank in
+   * MPI_Barrier but the last, in MPI_Allreduce; ssend-ring: every rank in MPI_Ssend to the
+   * next, its send listed as complete (Open MPI's eager-synchronous send).
+   */
+  readonly scenario?: StacksScenario;
+}
+
+const APP = '/home/user/solver/bin/solver';
+const LIBC = '/usr/lib/x86_64-linux-gnu/libc.so.6';
+const LIBMPI = '/usr/lib/x86_64-linux-gnu/openmpi/lib/libmpi.so.40.30.4';
+const LIBOPAL = '/usr/lib/x86_64-linux-gnu/openmpi/lib/libopen-pal.so.40.30.2';
+const OUTER = [
+  '_start',
+  '__libc_start_main',
+  '__libc_start_call_main',
+  'main',
+  'run_simulation',
+  'timestep_loop',
+];
+const PROGRESS = ['opal_progress', 'mca_pml_ob1_progress', 'mca_btl_vader_component_progress'];
+
+function moduleOf(fn: string): string {
+  if (fn.startsWith('_') || fn === 'clone3' || fn === 'start_thread' || fn === 'poll') return LIBC;
+  if (fn.startsWith('opal_') || fn.startsWith('mca_btl')) return LIBOPAL;
+  if (/^(P?MPI_|ompi_|mca_)/.test(fn)) return LIBMPI;
+  return APP;
+}
+
+/** A thread from its call path (outermost first); pcs vary by rank as they would under ASLR. */
+function syntheticThread(tid: number, path: readonly string[], main: boolean, salt: number): ThreadStack {
+  const frames: Frame[] = [];
+  for (let i = path.length - 1; i >= 0; i--) {
+    const fn = path[i] ?? '??';
+    const module = moduleOf(fn);
+    const base = module === APP ? 0x400000 : 0x7f0000000000 + (salt % 4096) * 0x1000;
+    frames.push({
+      pc: `0x${(base + i * 0x40 + fn.length).toString(16)}`,
+      function: fn,
+      module,
+      file: module === APP ? `solver/${path[3] === fn ? 'main' : 'step'}.c` : null,
+      line: module === APP ? 100 + i : null,
+      inlined: false,
+    });
+  }
+  return { tid, name: main ? 'solver' : 'progress', main, frames, truncated: false, error: null };
+}
+
+interface Where {
+  readonly path: string[];
+  readonly call: MpiCall | null;
+}
+
+function mpiAt(fn: string, peer: number | null | undefined, tag: number | null): Where['call'] {
+  return {
+    function: fn,
+    tid: 1,
+    args:
+      peer === undefined
+        ? { peer: null, tag: null, communicator: '0', count: 1 }
+        : { peer: { local: peer, global: peer }, tag, communicator: '0', count: 512 },
+  };
+}
+
+/** The mixed scenario's place for rank r (about 20 distinct stacks; a few outlier ranks). */
+function mixedWhere(r: number, n: number, pick: number): Where {
+  const step = [...OUTER];
+  if (r === n - 1 && n > 2) {
+    // The outlier: still writing a checkpoint.
+    return {
+      path: [...step, 'write_checkpoint', 'H5Dwrite', 'write_chunk', '__GI___libc_write'],
+      call: null,
+    };
+  }
+  const variant = pick % 20;
+  if (variant < 8) {
+    const fn =
+      ['exchange_halo_x', 'exchange_halo_y', 'exchange_halo_z', 'exchange_corners'][variant % 4] ?? 'x';
+    const wait = variant < 4 ? 'MPI_Waitall' : 'PMPI_Waitall';
+    return {
+      path: [...step, 'solve', fn, wait, 'ompi_request_default_wait_all', ...PROGRESS],
+      call: { function: 'MPI_Waitall', tid: 1, args: null },
+    };
+  }
+  if (variant < 12) {
+    const fn = ['global_norm', 'global_dt', 'residual', 'energy'][variant - 8] ?? 'x';
+    return {
+      path: [
+        ...step,
+        'solve',
+        fn,
+        'MPI_Allreduce',
+        'ompi_coll_base_allreduce_intra_recursivedoubling',
+        'ompi_request_default_wait',
+        ...PROGRESS,
+      ],
+      call: mpiAt('MPI_Allreduce', undefined, null),
+    };
+  }
+  if (variant < 17) {
+    const kernel = ['flux_x', 'flux_y', 'flux_z', 'update_cells', 'apply_bc'][variant - 12] ?? 'x';
+    return { path: [...step, 'solve', 'compute', kernel, `${kernel}_inner`], call: null };
+  }
+  if (variant < 19) {
+    return {
+      path: [
+        ...step,
+        'solve',
+        'exchange_halo_x',
+        'MPI_Recv',
+        'mca_pml_ob1_recv',
+        'ompi_request_default_wait',
+        ...PROGRESS,
+      ],
+      call: mpiAt('MPI_Recv', (r + n - 1) % n, 4),
+    };
+  }
+  return {
+    path: [...step, 'diagnostics', 'MPI_Iprobe', 'mca_pml_ob1_iprobe', 'opal_progress'],
+    call: { function: 'MPI_Iprobe', tid: 1, args: null },
+  };
+}
+
+/**
+ * An Open MPI style job whose ranks carry stacks (threads and mpiCall), for the stack tree,
+ * the Stacks view and the diagnosis at scale. The queues agree with the calls.
+ */
+export function syntheticStacksJob(opts: StacksOptions): JobSnapshot {
+  const g = new Gen({ ...opts, style: 'openmpi' });
+  const n = g.n;
+  const scenario = opts.scenario ?? 'mixed';
+  const rng = prng((opts.seed ?? 1) ^ 0x2545f491);
+  return g.snapshot(
+    g.ranks((r) => {
+      let where: Where;
+      let world: Queues = {};
+      switch (scenario) {
+        case 'collective-mismatch':
+          where =
+            r === n - 1 && n > 1
+              ? {
+                  path: [
+                    ...OUTER,
+                    'global_norm',
+                    'MPI_Allreduce',
+                    'ompi_coll_base_allreduce_intra_recursivedoubling',
+                    ...PROGRESS,
+                  ],
+                  call: mpiAt('MPI_Allreduce', undefined, null),
+                }
+              : {
+                  path: [
+                    ...OUTER,
+                    'sync_all',
+                    'MPI_Barrier',
+                    'ompi_coll_base_barrier_intra_recursivedoubling',
+                    ...PROGRESS,
+                  ],
+                  call: mpiAt('MPI_Barrier', undefined, null),
+                };
+          break;
+        case 'ssend-ring': {
+          const right = (r + 1) % n;
+          where = {
+            path: [
+              ...OUTER,
+              'pass_token',
+              'MPI_Ssend',
+              'mca_pml_ob1_send',
+              'ompi_request_default_wait',
+              ...PROGRESS,
+            ],
+            call: mpiAt('MPI_Ssend', right, 7),
+          };
+          world = { sends: [g.op('sends', { status: 'complete', peer: right, tag: 7, bytes: 2048 })] };
+          break;
+        }
+        case 'mixed': {
+          where = mixedWhere(r, n, Math.floor(rng() * 1_000_000));
+          const recvPeer = where.call?.args?.peer?.global ?? null;
+          if (where.call?.function === 'MPI_Recv' && recvPeer !== null) {
+            world = { receives: [g.op('receives', { peer: recvPeer, tag: 4, bytes: 4096 })] };
+          }
+          break;
+        }
+        default:
+          assertUnreachable(scenario);
+      }
+      const base = g.rank(r, world);
+      const threads = [syntheticThread(base.pid, where.path, true, r)];
+      if (scenario === 'mixed' && r % 8 === 0) {
+        threads.push(
+          syntheticThread(base.pid + 1, ['clone3', 'start_thread', 'progress_engine', 'poll'], false, r),
+        );
+      }
+      return { ...base, threads, mpiCall: where.call };
+    }),
+  );
 }

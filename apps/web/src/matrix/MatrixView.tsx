@@ -52,8 +52,8 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
   const explanation = useExplanation(snapshot);
   const cycle = useMemo(() => cycleCells(explanation), [explanation]);
   const filter: MatrixFilter = useMemo(
-    () => ({ comm: url.comm, tag: url.tag, kinds: url.kinds }),
-    [url.comm, url.tag, url.kinds],
+    () => ({ comm: url.comm, tag: url.tag, kinds: url.kinds, ranks: url.ranks }),
+    [url.comm, url.tag, url.kinds, url.ranks],
   );
   const compiled = useMemo(() => compileFilter(filter, edges.comms), [filter, edges]);
 
@@ -161,10 +161,26 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
         <h3>Tag</h3>
         <TagInput tag={url.tag} onChange={(tag) => setUrl({ tag, cell: null }, 'replace')} />
         <p className="hint">ANY_TAG receives stay visible under a tag filter: they would take that tag.</p>
-        {(url.comm !== null || url.tag !== null || url.kinds.length !== QUEUE_KINDS.length) && (
+        {url.ranks !== null && (
+          <>
+            <h3>Ranks</h3>
+            <p className="stats" data-testid="matrix-rank-filter">
+              to or from <code>{url.ranks.length > 60 ? `${url.ranks.slice(0, 59)}…` : url.ranks}</code>{' '}
+              <button type="button" onClick={() => setUrl({ ranks: null, cell: null }, 'replace')}>
+                All ranks
+              </button>
+            </p>
+          </>
+        )}
+        {(url.comm !== null ||
+          url.tag !== null ||
+          url.ranks !== null ||
+          url.kinds.length !== QUEUE_KINDS.length) && (
           <button
             type="button"
-            onClick={() => setUrl({ comm: null, tag: null, kinds: QUEUE_KINDS, cell: null }, 'replace')}
+            onClick={() =>
+              setUrl({ comm: null, tag: null, ranks: null, kinds: QUEUE_KINDS, cell: null }, 'replace')
+            }
           >
             Clear filters
           </button>

@@ -62,6 +62,8 @@ export interface MatrixFilter {
   /** Only this tag (MPI_ANY_TAG receives included: they would take it); null = all tags. */
   readonly tag: number | null;
   readonly kinds: readonly QueueKind[];
+  /** Only operations to or from these world ranks, as ranges ("0-2,5"); null = all ranks. */
+  readonly ranks?: string | null;
 }
 
 export const NO_FILTER: MatrixFilter = { comm: null, tag: null, kinds: ['sends', 'receives', 'unexpected'] };
@@ -71,6 +73,18 @@ export interface CompiledFilter {
   readonly commIndex: number;
   readonly tag: number | null;
   readonly kindMask: number;
+  /** 1 for each selected world rank (index = rank); null = every rank passes. */
+  readonly rankMask: Uint8Array | null;
+}
+
+/** "0-2,5" as a mask (this file has no runtime dependency on @mqd/model, so no expandRanks). */
+function rankMask(text: string): Uint8Array {
+  let max = -1;
+  const parts = text.split(',').map((p) => p.split('-').map(Number));
+  for (const p of parts) max = Math.max(max, ...p.filter(Number.isFinite));
+  const mask = new Uint8Array(Math.min(max + 1, 1 << 24));
+  for (const [lo = 0, hi = lo] of parts) for (let r = lo; r <= hi && r < mask.length; r++) mask[r] = 1;
+  return mask;
 }
 
 export function compileFilter(filter: MatrixFilter, comms: readonly CommSummary[]): CompiledFilter {
@@ -78,13 +92,20 @@ export function compileFilter(filter: MatrixFilter, comms: readonly CommSummary[
   for (const k of filter.kinds) kindMask |= 1 << KIND_INDEX[k];
   // An unknown communicator key matches nothing (-2), rather than silently showing everything.
   const commIndex = filter.comm === null ? -1 : comms.findIndex((c) => c.key === filter.comm);
-  return { commIndex: filter.comm !== null && commIndex < 0 ? -2 : commIndex, tag: filter.tag, kindMask };
+  return {
+    commIndex: filter.comm !== null && commIndex < 0 ? -2 : commIndex,
+    tag: filter.tag,
+    kindMask,
+    rankMask: filter.ranks ? rankMask(filter.ranks) : null,
+  };
 }
 
 export function edgePasses(t: EdgeColumns, f: CompiledFilter, i: number): boolean {
   if (((f.kindMask >> (t.kind[i] ?? 0)) & 1) === 0) return false;
   if (f.commIndex !== -1 && t.comm[i] !== f.commIndex) return false;
   if (f.tag !== null && t.tagAny[i] === 0 && t.tag[i] !== f.tag) return false;
+  const m = f.rankMask;
+  if (m !== null && m[t.src[i] ?? -1] !== 1 && m[t.dst[i] ?? -1] !== 1) return false;
   return true;
 }
 

@@ -3,11 +3,15 @@
 // A queue the library cannot show is said so in plain words, never drawn as an empty list.
 import {
   type Communicator,
+  foldMpiName,
+  isBlockingCall,
   type LengthUnit,
   type MpiLibrary,
   type Operation,
   QUEUE_KINDS,
   type QueueKind,
+  type RankSnapshot,
+  type ThreadStack,
 } from '@mqd/model';
 import { useMemo } from 'react';
 import type { ViewProps } from '../App.js';
@@ -55,6 +59,8 @@ export function RankView({ url, setUrl, data }: ViewProps) {
             <dd>{rank.state.kind === 'ok' ? 'queues read' : rank.state.kind}</dd>
             <dt>Communicators</dt>
             <dd>{rank.communicators.length}</dd>
+            <dt>MPI call</dt>
+            <dd data-testid="rank-mpi-call">{describeCall(rank)}</dd>
           </dl>
           {rank.state.kind !== 'ok' && (
             <div className="error" role="alert">
@@ -68,21 +74,114 @@ export function RankView({ url, setUrl, data }: ViewProps) {
               ))}
             </ul>
           )}
-          {rank.communicators.map((c) => (
-            <CommSection
-              key={c.id}
-              comm={c}
-              rank={rank.rank}
-              worldSize={worldSize}
-              library={snapshot.mpi.library}
-              unit={snapshot.mpi.lengthUnit}
-              onOrder={() => setUrl({ view: 'order', rank: rank.rank, rcomm: c.id })}
-            />
-          ))}
+          <div className="rank-columns">
+            <section className="threads" data-testid="rank-threads" aria-label="Threads">
+              <h3>Stacks</h3>
+              {rank.stacksError && (
+                <div className="error" role="alert">
+                  <strong>{rank.stacksError.code}</strong> {rank.stacksError.message}
+                </div>
+              )}
+              {rank.threads === undefined ? (
+                <p className="muted">Stacks were not read for this rank.</p>
+              ) : (
+                rank.threads.map((t) => (
+                  <ThreadSection key={t.tid} thread={t} inCall={rank.mpiCall?.tid === t.tid} />
+                ))
+              )}
+            </section>
+            <div className="queues-column">
+              {rank.communicators.map((c) => (
+                <CommSection
+                  key={c.id}
+                  comm={c}
+                  rank={rank.rank}
+                  worldSize={worldSize}
+                  library={snapshot.mpi.library}
+                  unit={snapshot.mpi.lengthUnit}
+                  onOrder={() => setUrl({ view: 'order', rank: rank.rank, rcomm: c.id })}
+                />
+              ))}
+            </div>
+          </div>
         </>
       )}
     </div>
   );
+}
+
+/** "MPI_Ssend to 3, tag 7, on MPI_COMM_WORLD (blocking)", "computing", "stacks not read". */
+function describeCall(r: RankSnapshot): string {
+  const c = r.mpiCall;
+  if (c === undefined) return 'unknown (stacks not read)';
+  if (c === null) return 'none: computing (in no MPI call)';
+  const name = foldMpiName(c.function);
+  const a = c.args;
+  const parts: string[] = [name];
+  if (a) {
+    if (a.peer) {
+      const peer =
+        a.peer.local === null && a.peer.global === null
+          ? 'ANY_SOURCE'
+          : String(a.peer.global ?? `local ${a.peer.local}`);
+      parts.push(`peer ${peer}`);
+    }
+    if (a.tag !== null) parts.push(`tag ${a.tag}`);
+    if (a.count !== null) parts.push(`count ${a.count}`);
+    if (a.communicator !== null) {
+      const comm = r.communicators.find((x) => x.id === a.communicator);
+      parts.push(`on ${comm ? commLabel(comm) : `communicator ${a.communicator}`}`);
+    }
+  }
+  return `${parts.join(', ')} · thread ${c.tid} · ${isBlockingCall(name) ? 'blocks until its peers act' : 'returns by itself'}`;
+}
+
+function ThreadSection({ thread, inCall }: { thread: ThreadStack; inCall: boolean }) {
+  return (
+    <div className="thread" data-testid="rank-thread" data-tid={thread.tid}>
+      <h4>
+        Thread {thread.tid}
+        {thread.name !== null && <span className="muted"> {thread.name}</span>}
+        {thread.main && <span className="badge">main</span>}
+        {inCall && <span className="badge">in the MPI call</span>}
+      </h4>
+      {thread.error && (
+        <p className="muted">
+          Unwinding stopped early: {thread.error.code} {thread.error.message}
+        </p>
+      )}
+      <table className="ops compact frames">
+        <thead>
+          <tr>
+            <th>#</th>
+            <th>Function</th>
+            <th>Source</th>
+            <th>Module</th>
+          </tr>
+        </thead>
+        <tbody>
+          {thread.frames.map((f, i) => (
+            // biome-ignore lint/suspicious/noArrayIndexKey: frame depth is the identity here.
+            <tr key={i} className={f.function !== null && /^P?MPI_[A-Z]/.test(f.function) ? 'mpi' : ''}>
+              <td>{i}</td>
+              <td className="fn" title={f.pc}>
+                {f.function ?? <span className="muted">?? {f.pc}</span>}
+                {f.inlined && <span className="badge">inlined</span>}
+              </td>
+              <td>{f.file === null ? '—' : `${basename(f.file)}${f.line === null ? '' : `:${f.line}`}`}</td>
+              <td className="muted">{f.module === null ? '—' : basename(f.module)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {thread.truncated && <p className="muted">Deeper frames were cut.</p>}
+    </div>
+  );
+}
+
+function basename(p: string): string {
+  const i = p.lastIndexOf('/');
+  return i < 0 ? p : p.slice(i + 1);
 }
 
 function CommSection({

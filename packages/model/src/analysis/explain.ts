@@ -3,6 +3,14 @@
 // earlier snapshots) progress into one JSON-able object the CLI prints and the dashboard shows.
 import { assertUnreachable } from '../assert.js';
 import type { JobSnapshot, MpiLibrary, QueueKind } from '../snapshot-spec.js';
+import {
+  CALL_BLOCKED,
+  type CallGroup,
+  type CollectiveMismatch,
+  callGroups,
+  describeCallGroup,
+  findCollectiveMismatches,
+} from './call-facts.js';
 import type { PeerMode, RankClass } from './classes.js';
 import { rankClasses } from './classes.js';
 import type { NearMiss, NearMissResult } from './near-miss.js';
@@ -66,6 +74,15 @@ export interface Explanation {
   readonly outliers: string;
   /** Consecutive comparisons, oldest first, the last one ending at this snapshot. */
   readonly progress: ProgressStep[];
+  /**
+   * Where the stacks put the ranks: one group per MPI call (and communicator), computing, or
+   * without stacks; largest first. Empty when no rank's stacks were read.
+   */
+  readonly calls: CallGroup[];
+  /** Communicators whose members are in different collectives, or some in one and others elsewhere. */
+  readonly collectiveMismatches: CollectiveMismatch[];
+  /** Ranks the stacks show in no MPI call or in one that returns by itself: they can proceed. */
+  readonly computing: string;
 }
 
 export interface ExplainOptions {
@@ -106,12 +123,19 @@ export function explainSnapshot(
     waitingFor: compressRanks(c.waitingFor),
     lateWaitOn: compressRanks(c.lateWaitOn),
   }));
+  const calls = callGroups(ix, graph.calls);
+  const mismatches = findCollectiveMismatches(ix, graph.calls);
   const anythingPending =
-    waits.clauses > 0 || waits.unresolvedWaits > 0 || waits.collectives.length > 0 || hasPending(snap);
+    waits.clauses > 0 ||
+    waits.unresolvedWaits > 0 ||
+    waits.collectives.length > 0 ||
+    graph.calls.state.includes(CALL_BLOCKED) ||
+    hasPending(snap);
   const readable = waits.rankCount - waits.unknownRanks.length;
 
   let verdict: Verdict;
   if (readable === 0) verdict = 'unknown';
+  else if (mismatches.length > 0) verdict = 'collective-hang';
   else if (waits.deadlocked.length > 0) verdict = 'deadlock';
   else if (last !== undefined) {
     if (last.verdict === 'stuck') verdict = collectives.length > 0 ? 'collective-hang' : 'stuck';
@@ -135,7 +159,7 @@ export function explainSnapshot(
     rankCount: snap.ranks.length,
     partial: partialReasons.length > 0,
     partialReasons,
-    limits: limits(snap, waits, verdict),
+    limits: limits(snap, waits, verdict, graph.calls.any),
     waits: {
       waitingRanks: waits.waitingRanks,
       clauses: waits.clauses,
@@ -162,6 +186,9 @@ export function explainSnapshot(
     classPeers: classes.peers,
     outliers: classes.outliers,
     progress,
+    calls,
+    collectiveMismatches: mismatches,
+    computing: compressRanks(waits.computing),
   };
   return { ...base, summary: summarize(base, waits) };
 }
@@ -200,8 +227,18 @@ function unknownReasons(snap: JobSnapshot): string[] {
   );
 }
 
-function limits(snap: JobSnapshot, waits: WaitAnalysis, verdict: Verdict): string[] {
+function limits(snap: JobSnapshot, waits: WaitAnalysis, verdict: Verdict, stacks: boolean): string[] {
   const out: string[] = [];
+  if (stacks) {
+    const without = snap.ranks
+      .filter((r) => r.state.kind === 'ok' && r.mpiCall === undefined)
+      .map((r) => r.rank);
+    if (without.length > 0) {
+      out.push(
+        `stacks were not read on ${ranksText(compressRanks(without))}: where ${without.length === 1 ? 'it waits' : 'they wait'} comes from the queues alone`,
+      );
+    }
+  }
   const hidden: Record<QueueKind, { ranks: number; code: string }> = {
     sends: { ranks: 0, code: '' },
     receives: { ranks: 0, code: '' },
@@ -237,7 +274,7 @@ function limits(snap: JobSnapshot, waits: WaitAnalysis, verdict: Verdict): strin
       `${waits.unresolvedWaits} pending operations name a peer that cannot be mapped to a world rank (no group for their communicator); they are assumed satisfiable`,
     );
   }
-  if (snap.mpi.library === 'openmpi' && verdict !== 'deadlock' && waits.collectives.length === 0) {
+  if (snap.mpi.library === 'openmpi' && !stacks && verdict !== 'deadlock' && waits.collectives.length === 0) {
     out.push(
       "Open MPI's DLL hides collective-internal traffic: ranks inside a collective show nothing pending",
     );
@@ -303,7 +340,9 @@ function summarize(e: Omit<Explanation, 'summary'>, w: WaitAnalysis): string {
         );
         if (!c.certain) {
           parts.push(
-            'Part of it is inferred from unexpected messages whose senders cannot show their send queues, so it is likely rather than certain.',
+            c.edges.some((x) => x.ops.some((o) => o.evidence === 'send-in-call'))
+              ? 'Part of it rests on ranks blocked in a send the library already lists as done (an eager synchronous send waiting for its acknowledgement), so it is likely rather than certain.'
+              : 'Part of it is inferred from unexpected messages whose senders cannot show their send queues, so it is likely rather than certain.',
           );
         }
       }
@@ -315,6 +354,33 @@ function summarize(e: Omit<Explanation, 'summary'>, w: WaitAnalysis): string {
       break;
     }
     case 'collective-hang': {
+      const mm = e.collectiveMismatches[0];
+      if (mm !== undefined) {
+        const on = mm.commName === null ? '' : ` on ${mm.commName || 'an unnamed communicator'}`;
+        const allBlocked = mm.groups.every((g) => g.where !== 'call' || g.blocking);
+        const settled = mm.groups.every((g) => g.where === 'unread' || (g.where === 'call' && g.blocking));
+        parts.push(
+          settled
+            ? `Collective hang${on}: ${mm.text}; they can never meet.`
+            : `Collective hang${on}: ${mm.text}; the collective cannot complete until the others enter it.`,
+        );
+        if (!(settled && allBlocked) && last === undefined) {
+          parts.push('Ranks outside MPI may still get there: take another snapshot to confirm.');
+        }
+        if (e.collectiveMismatches.length > 1) {
+          parts.push(
+            `Also: ${e.collectiveMismatches
+              .slice(1, 4)
+              .map((x) => x.text)
+              .join('; ')}.`,
+          );
+        }
+        const d = e.deadlock?.cycles[0];
+        if (d?.edges.some((x) => x.ops.some((o) => o.evidence !== 'collective-call'))) {
+          parts.push(`The waits close a cycle through the collective: ${cyclePath(d.ranks)}.`);
+        }
+        break;
+      }
       const c = e.collectives[0];
       if (c === undefined) break;
       const name = c.commName || 'an unnamed library communicator';
@@ -371,6 +437,11 @@ function summarize(e: Omit<Explanation, 'summary'>, w: WaitAnalysis): string {
     default:
       assertUnreachable(e.verdict);
   }
+  if (e.calls.length > 0 && e.verdict !== 'collective-hang') {
+    const shown = e.calls.slice(0, 4).map((g) => describeCallGroup(g));
+    const more = e.calls.length > 4 ? `; ${e.calls.length - 4} more groups` : '';
+    parts.push(`Stacks: ${shown.join('; ')}${more}.`);
+  }
   if (e.dependsOnUnknown !== '') {
     parts.push(`If the unread ranks are blocked, ${ranksText(e.dependsOnUnknown)} would be deadlocked too.`);
   }
@@ -417,9 +488,10 @@ export function formatExplanation(e: Explanation): string {
       );
       for (const edge of c.edges.slice(0, MAX_EDGES_SHOWN)) {
         const ops = edge.ops
-          .map(
-            (o) =>
-              `${o.evidence} ${o.commName || 'unnamed'} ${o.queue}[${o.index}]@${o.rank} tag ${o.tag ?? 'any'}`,
+          .map((o) =>
+            o.call === undefined
+              ? `${o.evidence} ${o.commName || 'unnamed'} ${o.queue}[${o.index}]@${o.rank} tag ${o.tag ?? 'any'}`
+              : `${o.evidence} ${o.call}@${o.rank}${o.index >= 0 ? ` (${o.commName || 'unnamed'} ${o.queue}[${o.index}])` : ''} tag ${o.tag ?? 'any'}`,
           )
           .join('; ');
         out.push(`  ${edge.from} -> ${edge.to}: ${ops}`);
@@ -436,6 +508,17 @@ export function formatExplanation(e: Explanation): string {
     out.push(
       `collective in progress on ${c.commName || 'unnamed'}/${c.commSize}: ranks ${c.ranks}${c.waitingFor ? `; waiting for ${c.waitingFor}` : ''}${c.lateWaitOn ? `, which wait in p2p for ${c.lateWaitOn}` : ''}`,
     );
+  }
+  for (const m of e.collectiveMismatches) {
+    out.push(
+      `collective mismatch on ${m.commName === null ? 'an unknown communicator' : m.commName || 'unnamed'}:`,
+    );
+    for (const g of m.groups) out.push(`  ${describeCallGroup(g)}`);
+  }
+  if (e.calls.length > 0) {
+    out.push(`in MPI calls (stacks, ${plural(e.calls.length, 'group')}):`);
+    for (const g of e.calls.slice(0, 8)) out.push(`  ${describeCallGroup(g)}`);
+    if (e.calls.length > 8) out.push(`  ... ${e.calls.length - 8} more groups`);
   }
   if (e.nearMissTotal > 0) {
     out.push(`near misses (${e.nearMissTotal}):`);

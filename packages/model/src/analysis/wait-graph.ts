@@ -13,7 +13,16 @@
 // (Int32Array); a wildcard over a communicator is one clause on a group, never one edge per
 // member, so a world of ANY_SOURCE receives stays linear.
 import type { QueueKind } from '../snapshot-spec.js';
-import type { OpRef } from './comm.js';
+import {
+  CALL_BLOCKED,
+  CALL_COMPUTING,
+  CALL_NO_STACKS,
+  CALL_POLLING,
+  type CallFacts,
+  callFacts,
+  commMembers,
+} from './call-facts.js';
+import { type OpRef, peerGlobalRank } from './comm.js';
 import { type Csr, csr, IntVec } from './csr.js';
 import {
   type CommEntry,
@@ -24,17 +33,48 @@ import {
   type SnapshotIndex,
 } from './snapshot-index.js';
 
-/** Why an edge exists: the waiting rank's own operation, or an unexpected message at the target. */
-export type EdgeEvidence = 'send' | 'receive' | 'wildcard-receive' | 'inferred-from-unexpected';
-const EVIDENCE: readonly EdgeEvidence[] = ['send', 'receive', 'wildcard-receive', 'inferred-from-unexpected'];
+/**
+ * Why an edge exists: the waiting rank's own operation, an unexpected message at the target,
+ * or (from the stacks) the blocking call the rank is in: its arguments name the peer (`call`),
+ * it is in a collective the target has not entered (`collective-call`), or it is in a blocking
+ * send whose queue entry the library already shows as done (`send-in-call`, Open MPI's
+ * eager-synchronous MPI_Ssend: the data left, the acknowledgement never came).
+ */
+export type EdgeEvidence =
+  | 'send'
+  | 'receive'
+  | 'wildcard-receive'
+  | 'inferred-from-unexpected'
+  | 'call'
+  | 'collective-call'
+  | 'send-in-call';
+const EVIDENCE: readonly EdgeEvidence[] = [
+  'send',
+  'receive',
+  'wildcard-receive',
+  'inferred-from-unexpected',
+  'call',
+  'collective-call',
+  'send-in-call',
+];
 const EV_SEND = 0;
 const EV_RECV = 1;
 const EV_ANY = 2;
 const EV_INFERRED = 3;
+const EV_CALL = 4;
+const EV_COLLECTIVE = 5;
+const EV_SEND_IN_CALL = 6;
+/** Evidence that rests on inference, not on a pending operation or a call's own arguments. */
+const INFERRED_EVIDENCE: ReadonlySet<EdgeEvidence> = new Set(['inferred-from-unexpected', 'send-in-call']);
+
+/** A collective waiter gets clauses on at most this many absent members (keeps it linear). */
+const MAX_COLLECTIVE_CLAUSES = 16;
 
 export interface WaitEdgeOp extends OpRef {
   readonly evidence: EdgeEvidence;
   readonly tag: number | null;
+  /** For edges from the stacks: the MPI call the waiting rank is in (index is -1 when no queue entry backs it). */
+  readonly call?: string;
 }
 
 /** `from` cannot proceed until `to` does something; `ops` are the queue entries that say so. */
@@ -94,6 +134,8 @@ export interface WaitAnalysis {
   /** Ranks that waiting ranks wait for directly but that are not blocked themselves. */
   readonly waitingOnFree: number[];
   readonly collectives: CollectiveInProgress[];
+  /** Ranks whose stacks put them in no MPI call, or in one that returns by itself: they can proceed. */
+  readonly computing: number[];
 }
 
 export interface WaitOptions {
@@ -125,6 +167,8 @@ export interface WaitGraph {
   /** Groups each rank position belongs to (inverse of groupMembers). */
   readonly groupsOf: Csr;
   readonly unresolvedWaits: number;
+  /** The stacks' facts (mpiCall per rank). */
+  readonly calls: CallFacts;
   /** Collective-internal operations: communicator key, rank, target, and 1 for a wait (0 for an arrival). */
   readonly collOps: {
     readonly keyId: IntVec;
@@ -149,6 +193,18 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
   const groupRepComm = new IntVec();
   const collOps = { keyId: new IntVec(), rank: new IntVec(), target: new IntVec(), wait: new IntVec() };
   let unresolved = 0;
+  const calls = callFacts(ix);
+  // Ranks whose wait the stacks decide: computing or polling ranks wait for nothing, and a
+  // blocking call whose peer (or collective) is known replaces what the queues suggest.
+  const fromStacks = new Uint8Array(n);
+  // The peer a blocking p2p call's arguments name (a rank position, or a wildcard group): the
+  // queue entry for the same wait is kept as the evidence (it names the operation); the call
+  // itself becomes the evidence only where no pending entry shows that wait.
+  const callKind = new Uint8Array(n);
+  const callTarget = new Int32Array(n);
+  const callComm = new Int32Array(n);
+  const callQueue = new Uint8Array(n);
+  const covered = new Uint8Array(n);
 
   const add = (
     rank: number,
@@ -168,10 +224,75 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
     cEvidence.push(ev);
   };
 
+  const groupFor = (ce: CommEntry, ci: number): number => {
+    let g = groupOfKey.get(ce.keyId);
+    if (g === undefined) {
+      g = groupKeys.length;
+      groupOfKey.set(ce.keyId, g);
+      groupKeys.push(ce.keyId);
+      groupRepComm.push(ci);
+    }
+    return g;
+  };
+
+  if (calls.any) {
+    const inCollective = collectiveSets(ix, calls);
+    for (let i = 0; i < n; i++) {
+      const st = calls.state[i] ?? CALL_NO_STACKS;
+      if (st === CALL_COMPUTING || st === CALL_POLLING) {
+        fromStacks[i] = 1;
+        continue;
+      }
+      if (st !== CALL_BLOCKED || ok[i] === 0) continue;
+      const kind = calls.kind[i];
+      const ci = calls.commIdx[i] ?? -1;
+      const ce = comms[ci];
+      if (kind === 'collective') {
+        const keyId = calls.keyId[i] ?? -1;
+        const set = inCollective.get(keyId);
+        if (set === undefined || ce === undefined) continue;
+        fromStacks[i] = 1;
+        // Waits for the members that are not in the same collective (AND; the first few).
+        for (const m of set.absent(calls.fn[i] ?? '')) {
+          if (m !== i) add(i, KIND_SINGLE, m, ci, 'receives', -1, EV_COLLECTIVE);
+        }
+        continue;
+      }
+      if (kind !== 'send' && kind !== 'receive') continue;
+      const args = ix.snap.ranks[i]?.mpiCall?.args ?? null;
+      if (args === null || args.peer === null) continue;
+      const q: QueueKind = kind === 'send' ? 'sends' : 'receives';
+      if (args.peer.local === null && args.peer.global === null) {
+        if (kind !== 'receive' || ce === undefined) continue;
+        fromStacks[i] = 1;
+        callKind[i] = 1 + KIND_GROUP;
+        callTarget[i] = groupFor(ce, ci);
+        callComm[i] = ci;
+        callQueue[i] = q === 'sends' ? 0 : 1;
+        continue;
+      }
+      const rank = ix.snap.ranks[i];
+      const world =
+        ce !== undefined
+          ? peerGlobalRank(args.peer, ce.comm, ce.rank, n)
+          : args.peer.global !== null && args.peer.global >= 0
+            ? args.peer.global
+            : null;
+      const target = world === null ? -1 : ix.idxOf(world);
+      if (target < 0 || rank === undefined) continue;
+      fromStacks[i] = 1;
+      callKind[i] = 1 + KIND_SINGLE;
+      callTarget[i] = target;
+      callComm[i] = ci;
+      callQueue[i] = q === 'sends' ? 0 : 1;
+    }
+  }
+
   for (let ci = 0; ci < comms.length; ci++) {
     const ce = comms[ci];
     if (ce === undefined || ok[ce.rankIdx] === 0) continue;
     const c = ce.comm;
+    const decided = fromStacks[ce.rankIdx] === 1;
     for (const q of ['sends', 'receives'] as const) {
       const queue = c[q];
       if (queue === null) continue;
@@ -179,6 +300,25 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
         const op = queue[i];
         if (op === undefined || op.status !== 'pending') continue;
         const peer = ix.peerIdx(op.peer, ce);
+        if (decided) {
+          // Only the entry of the wait the call shows (same peer, or the same wildcard group).
+          const ck = callKind[ce.rankIdx] ?? 0;
+          if (ck === 0 || ce.internal || (op.tag !== null && op.tag < 0)) continue;
+          const t = callTarget[ce.rankIdx] ?? -1;
+          if (ck === 1 + KIND_SINGLE && peer === t) {
+            add(ce.rankIdx, KIND_SINGLE, peer, ci, q, i, q === 'sends' ? EV_SEND : EV_RECV);
+            covered[ce.rankIdx] = 1;
+          } else if (
+            ck === 1 + KIND_GROUP &&
+            peer === PEER_ANY &&
+            q === 'receives' &&
+            groupFor(ce, ci) === t
+          ) {
+            add(ce.rankIdx, KIND_GROUP, t, ci, q, i, EV_ANY);
+            covered[ce.rankIdx] = 1;
+          }
+          continue;
+        }
         if (ce.internal || (op.tag !== null && op.tag < 0)) {
           collOps.keyId.push(ce.keyId);
           collOps.rank.push(ce.rankIdx);
@@ -187,14 +327,7 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
           continue;
         }
         if (peer === PEER_ANY && q === 'receives') {
-          let g = groupOfKey.get(ce.keyId);
-          if (g === undefined) {
-            g = groupKeys.length;
-            groupOfKey.set(ce.keyId, g);
-            groupKeys.push(ce.keyId);
-            groupRepComm.push(ci);
-          }
-          add(ce.rankIdx, KIND_GROUP, g, ci, q, i, EV_ANY);
+          add(ce.rankIdx, KIND_GROUP, groupFor(ce, ci), ci, q, i, EV_ANY);
         } else if (peer < 0) {
           unresolved++;
         } else {
@@ -219,10 +352,47 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
       // Not filtered on status: an unexpected message is unmatched by definition, and its data
       // having arrived ("complete", as MPICH reports it) does not free a synchronous sender,
       // which waits for the match (MPI_Ssend's eager-sync message is exactly this).
-      if (sender < 0 || ok[sender] === 0) continue;
+      if (sender < 0 || ok[sender] === 0 || fromStacks[sender] === 1) continue;
       if (senderMayBeBlocked(ix, sender, ce, op.tag, library)) {
         add(sender, KIND_SINGLE, ce.rankIdx, ci, 'unexpected', i, EV_INFERRED);
       }
+    }
+  }
+
+  for (let i = 0; i < n; i++) {
+    const ck = callKind[i] ?? 0;
+    if (ck === 0 || covered[i] === 1) continue;
+    const q: QueueKind = callQueue[i] === 0 ? 'sends' : 'receives';
+    add(i, ck - 1, callTarget[i] ?? 0, callComm[i] ?? -1, q, -1, EV_CALL);
+  }
+
+  // A rank the stacks show blocked in a send whose queue shows nothing pending: its last send
+  // that the library lists as matched or complete is the one it is in (Open MPI reports an
+  // eager-synchronous MPI_Ssend complete while the sender waits for the acknowledgement).
+  if (calls.any) {
+    const pendingClauses = new Int32Array(n);
+    for (let k = 0; k < cRank.length; k++) {
+      const r = cRank.get(k);
+      pendingClauses[r] = (pendingClauses[r] ?? 0) + 1;
+    }
+    for (let i = 0; i < n; i++) {
+      if (calls.state[i] !== CALL_BLOCKED || calls.kind[i] !== 'send' || fromStacks[i] === 1) continue;
+      if (ok[i] === 0 || (pendingClauses[i] ?? 0) > 0) continue;
+      let best: { ci: number; index: number; peer: number } | null = null;
+      const end = ix.commStart[i + 1] ?? 0;
+      for (let ci = ix.commStart[i] ?? 0; ci < end; ci++) {
+        const ce = comms[ci];
+        const sends = ce?.comm.sends;
+        if (ce === undefined || ce.internal || sends === null || sends === undefined) continue;
+        if (calls.commIdx[i] !== -1 && calls.commIdx[i] !== ci) continue;
+        for (let j = 0; j < sends.length; j++) {
+          const op = sends[j];
+          if (op === undefined || op.status === 'pending' || (op.tag !== null && op.tag < 0)) continue;
+          const peer = ix.peerIdx(op.peer, ce);
+          if (peer >= 0) best = { ci, index: j, peer };
+        }
+      }
+      if (best !== null) add(i, KIND_SINGLE, best.peer, best.ci, 'sends', best.index, EV_SEND_IN_CALL);
     }
   }
 
@@ -300,8 +470,46 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
     groupUnknownMember,
     groupsOf,
     unresolvedWaits: unresolved,
+    calls,
     collOps,
   };
+}
+
+interface CollectiveSet {
+  /** The first MAX_COLLECTIVE_CLAUSES members not in collective `fn` on this communicator (one scan per call name). */
+  absent(fn: string): readonly number[];
+}
+
+/** Per communicator key that some rank is in a collective on: its members and who is in which call. */
+function collectiveSets(ix: SnapshotIndex, calls: CallFacts): Map<number, CollectiveSet> {
+  const out = new Map<number, CollectiveSet>();
+  for (let i = 0; i < ix.n; i++) {
+    if (calls.state[i] !== CALL_BLOCKED || calls.kind[i] !== 'collective') continue;
+    const keyId = calls.keyId[i] ?? -1;
+    if (keyId < 0 || out.has(keyId)) continue;
+    const members = commMembers(ix, keyId);
+    const byFn = new Map<string, number[]>();
+    out.set(keyId, {
+      absent: (fn) => {
+        let list = byFn.get(fn);
+        if (list === undefined) {
+          list = [];
+          for (let p = 0; p < members.length && list.length < MAX_COLLECTIVE_CLAUSES; p++) {
+            const m = members[p] ?? 0;
+            const same =
+              calls.keyId[m] === keyId &&
+              calls.kind[m] === 'collective' &&
+              calls.state[m] === CALL_BLOCKED &&
+              calls.fn[m] === fn;
+            if (!same) list.push(m);
+          }
+          byFn.set(fn, list);
+        }
+        return list;
+      },
+    });
+  }
+  return out;
 }
 
 /**
@@ -368,6 +576,8 @@ export function analyzeWaits(g: WaitGraph, opts: WaitOptions = {}): WaitAnalysis
   const busy = new Uint8Array(n);
   for (let i = 0; i < g.collOps.rank.length; i++)
     if (g.collOps.wait.get(i) === 1) busy[g.collOps.rank.get(i)] = 1;
+  // A rank the stacks show blocked in a call is not free, whatever its queues show.
+  for (let i = 0; i < n; i++) if (g.calls.state[i] === CALL_BLOCKED) busy[i] = 1;
   const waitingOnFree = new Uint8Array(n);
   for (let k = 0; k < clauseCount; k++) {
     const t = cTarget[k] ?? 0;
@@ -401,7 +611,12 @@ export function analyzeWaits(g: WaitGraph, opts: WaitOptions = {}): WaitAnalysis
     dependsOnUnknown,
     waitingOnFree: toRanks(indicesOf(waitingOnFree)),
     collectives: collectives(g),
+    computing: toRanks(indicesWhere(g.calls.state, (s) => s === CALL_COMPUTING || s === CALL_POLLING)),
   };
+}
+
+function* indicesWhere(xs: Uint8Array, pred: (x: number) => boolean): Iterable<number> {
+  for (let i = 0; i < xs.length; i++) if (pred(xs[i] ?? 0)) yield i;
 }
 
 /**
@@ -722,15 +937,31 @@ function edgeBetween(g: WaitGraph, from: number, to: number, sat: Uint8Array): W
     from: ix.rankOf[from] ?? 0,
     to: ix.rankOf[to] ?? 0,
     ops,
-    inferred: ops.every((o) => o.evidence === 'inferred-from-unexpected'),
+    inferred: ops.every((o) => INFERRED_EVIDENCE.has(o.evidence)),
   };
 }
 
 function clauseOp(g: WaitGraph, k: number): WaitEdgeOp {
-  const ce = g.ix.comms[g.cComm[k] ?? 0];
-  if (ce === undefined) throw new Error(`clause ${k} names a communicator that is not indexed`);
   const queue = QUEUE_OF_CODE[g.cQueue[k] ?? 0] ?? 'sends';
   const index = g.cIndex[k] ?? 0;
+  const ev = g.cEvidence[k] ?? 0;
+  if (ev === EV_CALL || ev === EV_COLLECTIVE || ev === EV_SEND_IN_CALL) {
+    const pos = g.cRank[k] ?? 0;
+    const ce = g.ix.comms[g.cComm[k] ?? -1];
+    const mpiCall = g.ix.snap.ranks[pos]?.mpiCall;
+    return {
+      rank: g.ix.rankOf[pos] ?? 0,
+      commKey: ce?.key ?? '',
+      commName: ce?.comm.name ?? '',
+      queue,
+      index,
+      evidence: EVIDENCE[ev] ?? 'call',
+      tag: index >= 0 ? (ce?.comm[queue]?.[index]?.tag ?? null) : (mpiCall?.args?.tag ?? null),
+      call: g.calls.fn[pos] ?? mpiCall?.function ?? '?',
+    };
+  }
+  const ce = g.ix.comms[g.cComm[k] ?? 0];
+  if (ce === undefined) throw new Error(`clause ${k} names a communicator that is not indexed`);
   // A literal of one fixed shape: at 16,384 edges this is the hot allocation.
   return {
     rank: ce.rank,

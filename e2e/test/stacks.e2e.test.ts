@@ -1,0 +1,164 @@
+// The Stacks view in Debian's chromium against the real aggregator. First on a job with stacks
+// generated in the page (the demo source, served by the real server): the tree, search,
+// selection, the jump to the matrix filtered to the selected ranks and to the rank detail with
+// its threads, and the collective-mismatch diagnosis. Then on real hung jobs (both MPIs): the
+// collective_mismatch fixture's stacks must show ranks 0-2 in MPI_Barrier and rank 3 in
+// MPI_Recv. Screenshots go to e2e/artifacts/. Every wait is on a condition.
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { type LocalServe, serveWithLocalAgent } from '@mqd/cli';
+import { loadConfig, type Served } from '@mqd/server';
+import { disposeAll, type FixtureJob, launchFixture, MPI_NAMES } from '@mqd/testkit';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { idle, launchChromium, screenshot, type Watched, watchedPage } from './browser.js';
+
+const WEB = fileURLToPath(new URL('../../apps/web/dist', import.meta.url));
+const ADMIN = 'admin-token-for-the-e2e-stacks-tests-0123456789';
+
+let browser: Browser;
+let local: LocalServe | null = null;
+let job: FixtureJob | null = null;
+const pages: Watched[] = [];
+
+beforeAll(async () => {
+  if (!existsSync(`${WEB}/index.html`))
+    throw new Error(`the dashboard is not built (${WEB}): run npm run build`);
+  browser = await launchChromium();
+});
+afterEach(async () => {
+  for (const p of pages.splice(0)) await p.page.context().close();
+  await local?.close();
+  await job?.dispose();
+  local = null;
+  job = null;
+});
+afterAll(async () => {
+  await browser?.close();
+  await disposeAll();
+});
+
+async function serve(): Promise<Served> {
+  const cfg = loadConfig({
+    env: {},
+    argv: [],
+    overrides: { port: 0, host: '127.0.0.1', dataDir: ':memory:', adminToken: ADMIN, webRoot: WEB },
+  });
+  if (!cfg.ok) throw new Error(cfg.error.message);
+  local = await serveWithLocalAgent(cfg.value);
+  return local.served;
+}
+
+async function openPage(url: string): Promise<Watched> {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, deviceScaleFactor: 1 });
+  const w = await watchedPage(ctx);
+  pages.push(w);
+  await w.page.goto(url);
+  await idle(w.page);
+  return w;
+}
+
+/** The tree node of a function (the first one, in tree order). */
+function node(page: Page, fn: string) {
+  return page.locator(`[data-testid="stack-node"][data-function="${fn}"]`).first();
+}
+
+describe('Stacks view', () => {
+  it('a job with stacks: tree, search, selection, matrix of the selection, rank threads, diagnosis', async () => {
+    const s = await serve();
+    const base = new URL(s.loginUrl);
+    const { page, errors } = await openPage(`${base.origin}/?demo=64&scenario=stacks-mismatch&view=stacks`);
+    await page.getByTestId('stacks-tree').waitFor();
+    await idle(page);
+    await expect.poll(() => node(page, 'MPI_Barrier').getAttribute('data-ranks')).toBe('0-62');
+    expect(await node(page, 'MPI_Allreduce').getAttribute('data-ranks')).toBe('63');
+    expect(await node(page, 'main').getAttribute('data-count')).toBe('64');
+    const diagnosis = page.getByTestId('diagnosis');
+    await expect.poll(async () => (await diagnosis.textContent()) ?? '').toMatch(/collective/i);
+    await diagnosis.locator('summary').click();
+    expect(await diagnosis.textContent()).toContain(
+      'ranks 0-62 in MPI_Barrier on MPI_COMM_WORLD, rank 63 in MPI_Allreduce on MPI_COMM_WORLD',
+    );
+    await screenshot(page, 'stacks-demo-tree');
+
+    // Search highlights the matching frames.
+    await page.getByTestId('stacks-search').fill('allreduce');
+    await idle(page);
+    await expect.poll(() => page.locator('[data-testid="stack-node"].match').count()).toBeGreaterThan(0);
+    for (const fn of await page
+      .locator('[data-testid="stack-node"].match')
+      .evaluateAll((els) => els.map((e) => e.getAttribute('data-function') ?? ''))) {
+      expect(fn.toLowerCase()).toContain('allreduce');
+    }
+    await screenshot(page, 'stacks-demo-search');
+
+    // Selecting a node selects its ranks; the matrix opens filtered to them.
+    await node(page, 'MPI_Allreduce').locator('button.frame').click();
+    await idle(page);
+    const selected = page.getByTestId('stack-selected');
+    expect(await selected.getAttribute('data-ranks')).toBe('63');
+    await page.getByTestId('stack-to-matrix').click();
+    await page.getByTestId('matrix-canvas').waitFor();
+    await idle(page);
+    expect(new URL(page.url()).searchParams.get('ranks')).toBe('63');
+    expect(await page.getByTestId('matrix-rank-filter').textContent()).toContain('63');
+    await screenshot(page, 'stacks-demo-matrix-filtered');
+
+    // Back to the stacks (key s), then to the rank detail with its threads.
+    await page.keyboard.press('s');
+    await page.getByTestId('stack-selected').waitFor();
+    await idle(page);
+    await page.getByTestId('stack-to-rank').click();
+    await page.getByTestId('rank-threads').waitFor();
+    await idle(page);
+    expect(await page.getByTestId('rank-mpi-call').textContent()).toContain('MPI_Allreduce');
+    expect(await page.getByTestId('rank-thread').first().textContent()).toContain('MPI_Allreduce');
+    await screenshot(page, 'stacks-demo-rank');
+    expect(errors).toEqual([]);
+  });
+
+  it('a snapshot without stacks says so', async () => {
+    const s = await serve();
+    const base = new URL(s.loginUrl);
+    const { page, errors } = await openPage(`${base.origin}/?demo=16&scenario=ring&view=stacks`);
+    await page.getByTestId('stacks-empty').waitFor();
+    expect(await page.getByTestId('stacks-empty').textContent()).toMatch(/no stacks/i);
+    expect(errors).toEqual([]);
+  });
+});
+
+describe.each(MPI_NAMES)('%s collective_mismatch job in the Stacks view', (mpi) => {
+  it('shows ranks 0-2 in MPI_Barrier and rank 3 in MPI_Recv, and the diagnosis names both', async () => {
+    job = await launchFixture({ mpi, fixture: 'collective_mismatch', np: 4 });
+    const s = await serve();
+    const { page, errors } = await openPage(s.loginUrl);
+    await page.getByTestId('attach-pid').fill(String(job.starterPid));
+    await page.getByTestId('attach-button').click();
+    // An attach the server refuses shows a coded error: fail with it, not with a timeout.
+    await page.getByTestId('job-row').or(page.getByTestId('error')).first().waitFor();
+    if (await page.getByTestId('error').isVisible()) {
+      await screenshot(page, `${mpi}-collective-mismatch-attach-error`);
+      throw new Error(`attach failed: ${await page.getByTestId('error').first().innerText()}`);
+    }
+    await idle(page);
+    await page.getByTestId('take-snapshot').first().click();
+    await page.getByTestId('matrix-canvas').waitFor();
+    await idle(page);
+    await page.keyboard.press('s');
+    await page.getByTestId('stacks-tree').waitFor();
+    await idle(page);
+    await screenshot(page, `${mpi}-collective-mismatch-stacks`);
+    await expect.poll(() => node(page, 'MPI_Barrier').getAttribute('data-ranks')).toBe('0-2');
+    expect(await node(page, 'MPI_Recv').getAttribute('data-ranks')).toBe('3');
+    const diagnosis = page.getByTestId('diagnosis');
+    await expect.poll(async () => (await diagnosis.textContent()) ?? '').toMatch(/collective/i);
+    const text = (await diagnosis.textContent()) ?? '';
+    expect(text).toMatch(/ranks 0-2 in MPI_Barrier/);
+    expect(text).toMatch(/rank 3 in MPI_Recv/);
+    await page.keyboard.press('r');
+    await page.getByTestId('rank-threads').waitFor();
+    await idle(page);
+    await screenshot(page, `${mpi}-collective-mismatch-rank`);
+    expect(errors).toEqual([]);
+  });
+});

@@ -1,0 +1,212 @@
+// The stacks' side of the hang analysis, over a SnapshotIndex: which MPI call each rank is in,
+// on which communicator, and the collectives whose members are not all in the same call
+// (a collective mismatch: "ranks 0-2 in MPI_Barrier on MPI_COMM_WORLD, rank 3 in
+// MPI_Allreduce"). Ranks whose stacks were not read (mpiCall absent) are left to the queues.
+import { type CallKind, callKind, foldMpiName, isWorldCollective } from './mpi-calls.js';
+import { compressRanks } from './ranges.js';
+import type { SnapshotIndex } from './snapshot-index.js';
+
+export const CALL_NO_STACKS = 0;
+export const CALL_COMPUTING = 1;
+/** In an MPI call that returns by itself (Test*, Iprobe, Isend...). */
+export const CALL_POLLING = 2;
+export const CALL_BLOCKED = 3;
+
+export interface CallFacts {
+  /** Per rank position, one of CALL_*. */
+  readonly state: Uint8Array;
+  /** Per position: the call's name, PMPI_ folded (null when not in a call or not read). */
+  readonly fn: (string | null)[];
+  readonly kind: (CallKind | null)[];
+  /** Per position: index in ix.comms of the call's communicator, -1 when unknown. */
+  readonly commIdx: Int32Array;
+  /** Per position: key id of the call's communicator (MPI_COMM_WORLD's for MPI_Finalize), -1 when unknown. */
+  readonly keyId: Int32Array;
+  /** Some rank's stacks were read. */
+  readonly any: boolean;
+}
+
+export function callFacts(ix: SnapshotIndex): CallFacts {
+  const n = ix.n;
+  const state = new Uint8Array(n);
+  const fn: (string | null)[] = new Array(n).fill(null);
+  const kind: (CallKind | null)[] = new Array(n).fill(null);
+  const commIdx = new Int32Array(n).fill(-1);
+  const keyId = new Int32Array(n).fill(-1);
+  let any = false;
+  for (let i = 0; i < n; i++) {
+    const r = ix.snap.ranks[i];
+    if (r === undefined || r.mpiCall === undefined) continue;
+    any = true;
+    const c = r.mpiCall;
+    if (c === null) {
+      state[i] = CALL_COMPUTING;
+      continue;
+    }
+    const name = foldMpiName(c.function);
+    const k = callKind(name);
+    fn[i] = name;
+    kind[i] = k;
+    state[i] = k === 'nonblocking' ? CALL_POLLING : CALL_BLOCKED;
+    const start = ix.commStart[i] ?? 0;
+    const end = ix.commStart[i + 1] ?? 0;
+    const id = c.args?.communicator ?? null;
+    for (let ci = start; ci < end; ci++) {
+      const ce = ix.comms[ci];
+      if (ce === undefined) continue;
+      const match = isWorldCollective(name)
+        ? ce.comm.name === 'MPI_COMM_WORLD'
+        : id !== null && ce.comm.id === id;
+      if (match) {
+        commIdx[i] = ci;
+        keyId[i] = ce.keyId;
+        break;
+      }
+    }
+  }
+  return { state, fn, kind, commIdx, keyId, any };
+}
+
+/** Rank positions that are members of the communicator with this key (those the snapshot has). */
+export function commMembers(ix: SnapshotIndex, keyId: number): Int32Array {
+  const rep = ix.comms.find((c) => c.keyId === keyId);
+  if (rep === undefined) return new Int32Array(0);
+  const c = rep.comm;
+  if (c.name === 'MPI_COMM_WORLD' || (c.group === null && c.size === ix.n)) {
+    return Int32Array.from({ length: ix.n }, (_, i) => i);
+  }
+  const out: number[] = [];
+  if (c.group !== null) {
+    for (const w of c.group) {
+      const idx = ix.idxOf(w);
+      if (idx >= 0) out.push(idx);
+    }
+  } else {
+    for (const ce of ix.comms) if (ce.keyId === keyId && out.at(-1) !== ce.rankIdx) out.push(ce.rankIdx);
+  }
+  return Int32Array.from(out).sort();
+}
+
+/** Where a set of ranks is: in one call (on one communicator), computing, or unknown. */
+export interface CallGroup {
+  /** "MPI_Barrier", or null for computing / not read. */
+  readonly call: string | null;
+  /** computing: in no MPI call; unread: queues or stacks not read; else in `call`. */
+  readonly where: 'call' | 'computing' | 'unread';
+  readonly blocking: boolean;
+  /** Name of the call's communicator ("" unnamed); null when it could not be matched. */
+  readonly commName: string | null;
+  readonly ranks: string;
+  readonly rankCount: number;
+}
+
+/** "ranks 0-2 in MPI_Barrier on MPI_COMM_WORLD", "rank 3 computing". */
+export function describeCallGroup(g: CallGroup, withComm = true): string {
+  const who = /[-,]/.test(g.ranks) ? `ranks ${g.ranks}` : `rank ${g.ranks}`;
+  if (g.where === 'computing') return `${who} computing (in no MPI call)`;
+  if (g.where === 'unread') return `${who} with no stacks`;
+  const comm =
+    !withComm || g.commName === null
+      ? g.blocking && callKind(g.call ?? '') === 'collective'
+        ? ' on an unknown communicator'
+        : ''
+      : ` on ${g.commName === '' ? 'an unnamed communicator' : g.commName}`;
+  return `${who} in ${g.call ?? '?'}${comm}`;
+}
+
+function groupPositions(ix: SnapshotIndex, f: CallFacts, positions: Iterable<number>): CallGroup[] {
+  const groups = new Map<string, { g: Omit<CallGroup, 'ranks' | 'rankCount'>; ranks: number[] }>();
+  for (const i of positions) {
+    const st = f.state[i] ?? CALL_NO_STACKS;
+    const ok = ix.ok[i] === 1;
+    let g: Omit<CallGroup, 'ranks' | 'rankCount'>;
+    if (
+      st === CALL_NO_STACKS ||
+      (!ok && st !== CALL_COMPUTING && st !== CALL_BLOCKED && st !== CALL_POLLING)
+    ) {
+      g = { call: null, where: 'unread', blocking: false, commName: null };
+    } else if (st === CALL_COMPUTING) g = { call: null, where: 'computing', blocking: false, commName: null };
+    else {
+      const ce = ix.comms[f.commIdx[i] ?? -1];
+      const k = f.kind[i];
+      const commName = ce === undefined ? null : ce.comm.name;
+      g = { call: f.fn[i] ?? null, where: 'call', blocking: k !== 'nonblocking', commName };
+    }
+    const key = `${g.where}\u0000${g.call}\u0000${g.commName === null ? '\u0001' : g.commName}`;
+    const e = groups.get(key);
+    const rank = ix.rankOf[i] ?? 0;
+    if (e) e.ranks.push(rank);
+    else groups.set(key, { g, ranks: [rank] });
+  }
+  return [...groups.values()]
+    .map(({ g, ranks }) => ({ ...g, ranks: compressRanks(ranks), rankCount: ranks.length }))
+    .sort((a, b) => b.rankCount - a.rankCount || firstRank(a.ranks) - firstRank(b.ranks));
+}
+
+function firstRank(ranges: string): number {
+  return Number.parseInt(ranges, 10) || 0;
+}
+
+/** Ranks grouped by the MPI call they are in (every rank; empty when no stacks were read). */
+export function callGroups(ix: SnapshotIndex, f: CallFacts): CallGroup[] {
+  if (!f.any) return [];
+  return groupPositions(
+    ix,
+    f,
+    Array.from({ length: ix.n }, (_, i) => i),
+  );
+}
+
+export interface CollectiveMismatch {
+  readonly commKey: string;
+  /** The communicator's name, or null when the collectives' communicator is unknown. */
+  readonly commName: string | null;
+  /** Where the communicator's members are, largest group first. */
+  readonly groups: CallGroup[];
+  /** "ranks 0-2 in MPI_Barrier on MPI_COMM_WORLD, rank 3 in MPI_Allreduce on MPI_COMM_WORLD". */
+  readonly text: string;
+}
+
+/**
+ * Communicators some of whose members are inside a blocking collective on it while others are
+ * inside a different collective, in another call, or computing: they can never meet. Members
+ * whose stacks were not read are listed but prove nothing either way. When no rank's
+ * collective communicator could be matched (no call arguments), the job's ranks are compared
+ * as if the collectives were on MPI_COMM_WORLD, named "an unknown communicator".
+ */
+export function findCollectiveMismatches(ix: SnapshotIndex, f: CallFacts): CollectiveMismatch[] {
+  if (!f.any) return [];
+  const keys = new Set<number>();
+  let unknownComm = false;
+  for (let i = 0; i < ix.n; i++) {
+    if (f.kind[i] !== 'collective') continue;
+    const k = f.keyId[i] ?? -1;
+    if (k >= 0) keys.add(k);
+    else unknownComm = true;
+  }
+  const out: CollectiveMismatch[] = [];
+  const check = (members: Int32Array, commKey: string, commName: string | null) => {
+    const groups = groupPositions(ix, f, members);
+    // A member in the same call whose communicator argument could not be matched is most
+    // likely in the same collective: it neither proves nor disproves a mismatch.
+    const here = new Set(groups.filter((g) => g.commName !== null).map((g) => g.call));
+    const known = groups.filter(
+      (g) => g.where !== 'unread' && !(commName !== null && g.commName === null && here.has(g.call)),
+    );
+    const collectiveHere = known.some((g) => g.blocking && callKind(g.call ?? '') === 'collective');
+    if (!collectiveHere || known.length < 2) return;
+    out.push({ commKey, commName, groups, text: groups.map((g) => describeCallGroup(g)).join(', ') });
+  };
+  for (const k of keys) {
+    const rep = ix.comms.find((c) => c.keyId === k);
+    check(commMembers(ix, k), ix.keys[k] ?? '', rep?.comm.name ?? null);
+  }
+  if (keys.size === 0 && unknownComm) {
+    check(
+      Int32Array.from({ length: ix.n }, (_, i) => i),
+      '',
+      null,
+    );
+  }
+  return out.sort((a, b) => (b.groups[0]?.rankCount ?? 0) - (a.groups[0]?.rankCount ?? 0));
+}
