@@ -1,6 +1,7 @@
 // The aggregator with (or without) an in-process agent for this node that uses the real seams:
 // what `mqd serve` runs, and what the end-to-end tests start.
 import { hostname } from 'node:os';
+import type { DllPolicy } from '@mqd/core';
 import { normaliseHost } from '@mqd/mpir';
 import { type Served, type ServerConfig, serve } from '@mqd/server';
 import { MpirJobLocator } from './real-locator.js';
@@ -14,9 +15,9 @@ export interface LocalServe {
 
 export async function serveWithLocalAgent(
   config: ServerConfig,
-  opts: { localAgent?: boolean; print?: (line: string) => void } = {},
+  opts: { localAgent?: boolean; dllPolicy?: DllPolicy; print?: (line: string) => void } = {},
 ): Promise<LocalServe> {
-  const reader = opts.localAgent === false ? null : new CoreRankReader();
+  const reader = opts.localAgent === false ? null : new CoreRankReader(undefined, opts.dllPolicy ?? 'any');
   const here = normaliseHost(hostname());
   const served = await serve({
     config,

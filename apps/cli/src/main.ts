@@ -2,7 +2,7 @@
 import { mqdError } from '@mqd/model';
 import { RANKS_USAGE, ranksCommand } from './ranks-cmd.js';
 import { RUN_USAGE, runCommand } from './run-cmd.js';
-import { AGENT_USAGE, agentCommand, SERVE_USAGE, serveCommand } from './serve-cmd.js';
+import { AGENT_USAGE, agentCommand, agentTokenCommand, SERVE_USAGE, serveCommand } from './serve-cmd.js';
 import { SNAPSHOT_USAGE, snapshotCommand } from './snapshot-cmd.js';
 
 export const USAGE = `usage: mqd <command> [options]
@@ -12,6 +12,7 @@ commands:
   run        launch a job under the tool: mqd run [--snapshot] -- mpirun -np 4 ./app
   serve      the dashboard: aggregator + a local agent, SQLite store (mqd serve --help)
   agent      connect this node to an aggregator (mqd agent --help)
+  agent-token  print a node's own agent token (admins; mqd agent --help)
 exit codes: 0 ok, 1 nothing could be read, 2 usage, 3 partial (some ranks failed)`;
 
 const io = {
@@ -32,6 +33,8 @@ export async function main(argv: string[]): Promise<number> {
       return serveCommand(rest, io);
     case 'agent':
       return agentCommand(rest, io);
+    case 'agent-token':
+      return agentTokenCommand(rest, io);
     case undefined:
     case '-h':
     case '--help':

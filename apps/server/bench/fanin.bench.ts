@@ -105,7 +105,15 @@ async function scenario(sc: Scenario): Promise<Measured> {
   const { buildApp } = await import('../src/app.js');
   const dataDir = mkdtempSync(join(tmpdir(), 'mqd-fanin-'));
   const app = await buildApp({
-    config: { dataDir, agentToken: TOKEN, adminToken: ADMIN, rateLimitMax: 10_000, maxSnapshotsPerJob: 10 },
+    config: {
+      dataDir,
+      agentToken: TOKEN,
+      adminToken: ADMIN,
+      rateLimitMax: 10_000,
+      maxSnapshotsPerJob: 10,
+      // The simulated agents all present the one token.
+      allowSharedAgentToken: true,
+    },
   });
   try {
     await app.listen({ port: 0, host: '127.0.0.1' });

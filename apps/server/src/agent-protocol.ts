@@ -17,7 +17,8 @@
 //   protocol must equal AGENT_PROTOCOL_VERSION, else connect_error `MQD_E_BAD_INPUT`.
 //   agentId  1..64 chars of [A-Za-z0-9._:-]; stable across reconnects of one agent process.
 //   host     the node name (1..255 chars) ranks report in RankSnapshot.host; at most one agent
-//            per host is live: a newer connection for the same host replaces the older one.
+//            per host is live: a second connection for a host with a live agent is refused
+//            (connect_error data.code MQD_E_AGENT_CONFLICT).
 //   version  free text (<= 64 chars), the agent's software version, for the admin page.
 //
 // Messages, aggregator -> agent
@@ -25,8 +26,12 @@
 //            first message after the handshake; the agent must keep each message it sends
 //            within maxMessageBytes (bytes of the JSON document) and send `status` every
 //            statusIntervalMs (milliseconds).
-//   request  {type, id, method: 'snapshot', params: {ranks: [{rank, pid}], timeoutMs}}
+//   request  {type, id, method: 'snapshot', params: {ranks: [{rank, pid, startTime?}], timeoutMs,
+//            ownerUid?, allowRoot?}}
 //            read these ranks (at most MAX_RANKS_PER_REQUEST) within timeoutMs milliseconds.
+//            startTime pins each rank's identity (/proc/PID/stat field 22, decimal ticks);
+//            ownerUid is the job owner (ranks of other uids are refused); allowRoot is set
+//            only when an admin explicitly asked to read uid-0 ranks.
 //            The agent answers with zero or more `chunk` messages, then one `reply`.
 //   request  {type, id, method: 'locate', params: {starterPid}}
 //            find the ranks of the job started by this mpirun/mpiexec pid; answered by one
@@ -41,7 +46,7 @@
 //            health: {rssBytes, heapUsedBytes (bytes), uptimeSeconds, loadAverage1m,
 //            activeRequests, lastError: {code, message} | null}; mpi: the reader's library
 //            and DLL or null; jobs: MPI starters seen on the node (<= MAX_SEEN_JOBS),
-//            [{starterPid, uid, command}].
+//            [{starterPid, uid, command, startTime?}].
 //   chunk    {type, id, ranks: RankSnapshot[]}  (packages/model snapshot-spec.ts)
 //            part of the answer to snapshot request `id`. Each rank must be one of the
 //            request's (rank, pid) pairs and appear once over all chunks. The agent splits
@@ -53,7 +58,8 @@
 //            validated on its own. Results:
 //              snapshot: {count, mpi, durationMicros}: count = ranks sent in chunks (the
 //                        aggregator checks it), durationMicros = wall time of the read.
-//              locate:   {ranks: [{rank, pid, host}], method, uid, command}.
+//              locate:   {ranks: [{rank, pid, host, startTime?}], method, uid, command,
+//                        starterStartTime}.
 //            An error {code, message} uses the codes of packages/model errors.ts.
 //
 // Invariants
@@ -110,6 +116,10 @@ export interface AgentHealth {
 export interface SnapshotParams {
   readonly ranks: readonly RankTarget[];
   readonly timeoutMs: number;
+  /** The job owner's uid: the agent reads only ranks of this uid (ReadOptions.ownerUid). */
+  readonly ownerUid?: number;
+  /** An admin asked to read uid-0 ranks (ReadOptions.allowRoot); never set for other users. */
+  readonly allowRoot?: boolean;
 }
 
 export interface SnapshotResult {
@@ -246,20 +256,28 @@ function mpiInfo(v: unknown, path: string): MpiInfo | null {
 }
 function rankTargets(v: unknown, path: string): RankTarget[] {
   return arr(v, path, MAX_RANKS_PER_REQUEST).map((x, i) => {
-    const o = obj(x, `${path}[${i}]`, ['rank', 'pid']);
-    return { rank: rankNo(o['rank'], `${path}[${i}].rank`), pid: pidNo(o['pid'], `${path}[${i}].pid`) };
+    const o = obj(x, `${path}[${i}]`, ['rank', 'pid', 'startTime']);
+    const t = { rank: rankNo(o['rank'], `${path}[${i}].rank`), pid: pidNo(o['pid'], `${path}[${i}].pid`) };
+    return o['startTime'] === undefined
+      ? t
+      : { ...t, startTime: startTime(o['startTime'], `${path}[${i}].startTime`) };
   });
 }
+/** /proc/PID/stat start time: decimal clock ticks since boot. */
+const startTime = (v: unknown, path: string) => str(v, path, 20, 1, /^[0-9]+$/);
 function locatedJob(v: unknown, path: string): LocatedJob {
-  const o = obj(v, path, ['ranks', 'method', 'uid', 'command']);
+  const o = obj(v, path, ['ranks', 'method', 'uid', 'command', 'starterStartTime']);
   const ranks = arr(o['ranks'], `${path}.ranks`, MAX_RANKS_PER_REQUEST).map((x, i) => {
     const p = `${path}.ranks[${i}]`;
-    const r = obj(x, p, ['rank', 'pid', 'host']);
-    return {
+    const r = obj(x, p, ['rank', 'pid', 'host', 'startTime']);
+    const base = {
       rank: rankNo(r['rank'], `${p}.rank`),
       pid: pidNo(r['pid'], `${p}.pid`),
       host: str(r['host'], `${p}.host`, 255, 1),
     };
+    return r['startTime'] === undefined
+      ? base
+      : { ...base, startTime: startTime(r['startTime'], `${p}.startTime`) };
   });
   const seen = new Set<number>();
   for (const r of ranks) {
@@ -271,15 +289,19 @@ function locatedJob(v: unknown, path: string): LocatedJob {
     method: str(o['method'], `${path}.method`, 64, 1),
     uid: int(o['uid'], `${path}.uid`, 0, 0xffffffff),
     command: str(o['command'], `${path}.command`, 4096),
+    starterStartTime: startTime(o['starterStartTime'], `${path}.starterStartTime`),
   };
 }
 function seenStarter(v: unknown, path: string): SeenStarter {
-  const o = obj(v, path, ['starterPid', 'uid', 'command']);
-  return {
+  const o = obj(v, path, ['starterPid', 'uid', 'command', 'startTime']);
+  const s = {
     starterPid: pidNo(o['starterPid'], `${path}.starterPid`),
     uid: int(o['uid'], `${path}.uid`, 0, 0xffffffff),
     command: str(o['command'], `${path}.command`, 4096),
   };
+  return o['startTime'] === undefined
+    ? s
+    : { ...s, startTime: startTime(o['startTime'], `${path}.startTime`) };
 }
 
 // --- ranks -------------------------------------------------------------------------------
@@ -295,7 +317,25 @@ const INT32_MAX = 2147483647;
 const BUFFER_RE = /^0x[0-9a-f]{1,16}$/;
 const OP_STATUS = ['pending', 'matched', 'complete'] as const;
 const NOT_OK = ['error', 'no-queues', 'agent-missing'] as const;
-const RANK_KEYS = ['rank', 'pid', 'host', 'state', 'pausedMicros', 'communicators'];
+const RANK_KEYS = [
+  'rank',
+  'pid',
+  'host',
+  'state',
+  'pausedMicros',
+  'communicators',
+  'threads',
+  'stacksError',
+  'mpiCall',
+];
+const THREAD_KEYS = ['tid', 'name', 'main', 'frames', 'truncated', 'error'];
+const FRAME_KEYS = ['pc', 'function', 'module', 'file', 'line', 'inlined'];
+const MPI_CALL_KEYS = ['function', 'tid', 'args'];
+const MPI_ARGS_KEYS = ['peer', 'tag', 'communicator', 'count'];
+const PC_RE = /^0x[0-9a-f]{1,16}$/;
+/** Same caps as snapshot-spec.ts (MAX_FRAMES_PER_THREAD, MAX_THREADS_PER_RANK). */
+const MAX_FRAMES = 256;
+const MAX_THREADS = 4096;
 const COMM_KEYS = [
   'id',
   'name',
@@ -369,6 +409,61 @@ function communicator(v: unknown, path: string): void {
   }
 }
 
+const strOrNull = (v: unknown, path: string, max: number) => (v === null ? null : str(v, path, max));
+const bool = (v: unknown, path: string) => {
+  if (typeof v !== 'boolean') fail(path, 'expected a boolean');
+};
+
+function codedError(v: unknown, path: string): void {
+  const o = obj(v, path, ['code', 'message']);
+  str(o['code'], `${path}.code`, 64);
+  str(o['message'], `${path}.message`, 4096);
+}
+
+function frame(v: unknown, path: string): void {
+  const o = obj(v, path, FRAME_KEYS);
+  str(o['pc'], `${path}.pc`, 18, 3, PC_RE);
+  strOrNull(o['function'], `${path}.function`, 1024);
+  strOrNull(o['module'], `${path}.module`, 4096);
+  strOrNull(o['file'], `${path}.file`, 4096);
+  if (o['line'] !== null) nonNeg(o['line'], `${path}.line`);
+  bool(o['inlined'], `${path}.inlined`);
+}
+
+function threadStack(v: unknown, path: string): void {
+  const o = obj(v, path, THREAD_KEYS);
+  int(o['tid'], `${path}.tid`, 1, Number.MAX_VALUE);
+  strOrNull(o['name'], `${path}.name`, 64);
+  bool(o['main'], `${path}.main`);
+  const frames = arr(o['frames'], `${path}.frames`, MAX_FRAMES);
+  for (let i = 0; i < frames.length; i++) frame(frames[i], `${path}.frames[${i}]`);
+  bool(o['truncated'], `${path}.truncated`);
+  if (o['error'] !== null) codedError(o['error'], `${path}.error`);
+}
+
+function mpiCall(v: unknown, path: string): void {
+  if (v === null) return;
+  const o = obj(v, path, MPI_CALL_KEYS);
+  str(o['function'], `${path}.function`, 128);
+  int(o['tid'], `${path}.tid`, 1, Number.MAX_VALUE);
+  if (o['args'] === null) return;
+  const a = obj(o['args'], `${path}.args`, MPI_ARGS_KEYS);
+  if (a['peer'] !== null) peer(a['peer'], `${path}.args.peer`);
+  int32OrNull(a['tag'], `${path}.args.tag`);
+  strOrNull(a['communicator'], `${path}.args.communicator`, 64);
+  if (a['count'] !== null) nonNeg(a['count'], `${path}.args.count`);
+}
+
+/** The optional stack fields of a rank (absent = not read; JSON never carries undefined). */
+function rankStacks(o: Obj, path: string): void {
+  if (o['threads'] !== undefined) {
+    const threads = arr(o['threads'], `${path}.threads`, MAX_THREADS);
+    for (let i = 0; i < threads.length; i++) threadStack(threads[i], `${path}.threads[${i}]`);
+  }
+  if (o['stacksError'] !== undefined) codedError(o['stacksError'], `${path}.stacksError`);
+  if (o['mpiCall'] !== undefined) mpiCall(o['mpiCall'], `${path}.mpiCall`);
+}
+
 function rankSnapshot(v: unknown, path: string): RankSnapshot {
   const o = obj(v, path, RANK_KEYS);
   int(o['rank'], `${path}.rank`, 0, INT32_MAX);
@@ -385,6 +480,7 @@ function rankSnapshot(v: unknown, path: string): RankSnapshot {
   if (o['pausedMicros'] !== null) nonNeg(o['pausedMicros'], `${path}.pausedMicros`);
   const comms = arr(o['communicators'], `${path}.communicators`, 65536);
   for (let i = 0; i < comms.length; i++) communicator(comms[i], `${path}.communicators[${i}]`);
+  rankStacks(o, path);
   return v as RankSnapshot;
 }
 
@@ -539,16 +635,17 @@ function serverMessage(v: unknown): ServerMessage {
         const p = obj(o['params'], 'params', ['starterPid']);
         return { type, id, method, params: { starterPid: pidNo(p['starterPid'], 'params.starterPid') } };
       }
-      const p = obj(o['params'], 'params', ['ranks', 'timeoutMs']);
-      return {
-        type,
-        id,
-        method,
-        params: {
-          ranks: rankTargets(p['ranks'], 'params.ranks'),
-          timeoutMs: int(p['timeoutMs'], 'params.timeoutMs', 1, MAX_ID),
-        },
+      const p = obj(o['params'], 'params', ['ranks', 'timeoutMs', 'ownerUid', 'allowRoot']);
+      const params: { -readonly [K in keyof SnapshotParams]: SnapshotParams[K] } = {
+        ranks: rankTargets(p['ranks'], 'params.ranks'),
+        timeoutMs: int(p['timeoutMs'], 'params.timeoutMs', 1, MAX_ID),
       };
+      if (p['ownerUid'] !== undefined) params.ownerUid = int(p['ownerUid'], 'params.ownerUid', 0, 0xffffffff);
+      if (p['allowRoot'] !== undefined) {
+        if (typeof p['allowRoot'] !== 'boolean') fail('params.allowRoot', 'expected a boolean');
+        params.allowRoot = p['allowRoot'];
+      }
+      return { type, id, method, params };
     }
     case 'refused': {
       const o = obj(v, '$', ['type', 'refId', 'error']);

@@ -83,6 +83,12 @@ export interface AgentOptions {
   readonly statusIntervalMs?: number;
   readonly log?: (line: string) => void;
   readonly random?: () => number;
+  /**
+   * TLS towards an https:// aggregator: `ca` (PEM) is the certificate authority the agent
+   * trusts; the server's certificate is always verified, except for the in-process agent of
+   * `mqd serve` on loopback (rejectUnauthorized false).
+   */
+  readonly tls?: { readonly ca?: string; readonly rejectUnauthorized?: boolean };
 }
 
 export interface AgentHandle extends AsyncDisposable {
@@ -216,6 +222,8 @@ export function startAgent(opts: AgentOptions): AgentHandle {
     reconnection: false,
     transports: ['websocket'],
     autoConnect: false,
+    ...(opts.tls?.ca !== undefined ? { ca: opts.tls.ca } : {}),
+    rejectUnauthorized: opts.tls?.rejectUnauthorized ?? true,
   });
 
   const send = (msg: AgentMessage | Buffer): boolean => {
@@ -279,7 +287,13 @@ export function startAgent(opts: AgentOptions): AgentHandle {
         }, p.timeoutMs);
       });
       got = await Promise.race([
-        opts.reader.read(p.ranks, { host, timeoutMs: p.timeoutMs, signal: ac.signal }),
+        opts.reader.read(p.ranks, {
+          host,
+          timeoutMs: p.timeoutMs,
+          signal: ac.signal,
+          ...(p.ownerUid === undefined ? {} : { ownerUid: p.ownerUid }),
+          ...(p.allowRoot === true ? { allowRoot: true } : {}),
+        }),
         timeout,
       ]);
     } catch (e) {

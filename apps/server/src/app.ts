@@ -13,15 +13,16 @@
 //
 // Services (store, auth, hub, snapshot fan-out) are built here once and handed to the plugins
 // that need them as plugin options, so each plugin states its dependencies.
+import { readFileSync } from 'node:fs';
 import rateLimit from '@fastify/rate-limit';
 import fastifyStatic from '@fastify/static';
 import swagger from '@fastify/swagger';
 import { MqdException, mqdError } from '@mqd/model';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { Server as SocketServer } from 'socket.io';
 import { AGENT_NAMESPACE } from './agent-protocol.js';
 import { Auth, newToken } from './auth.js';
-import { DEFAULT_CONFIG, SERVER_VERSION, type ServerConfig } from './config.js';
+import { DEFAULT_CONFIG, parseCidr, SERVER_VERSION, type ServerConfig } from './config.js';
 import { SnapshotService, type UiEvents } from './fanout.js';
 import { errorBody } from './http.js';
 import { AgentHub } from './hub.js';
@@ -75,10 +76,25 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   const config: ServerConfig = { ...DEFAULT_CONFIG, ...opts.config };
   const clock = opts.clock ?? Date.now;
   const app = Fastify({
+    ...(config.tlsCert !== null && config.tlsKey !== null
+      ? { https: { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } }
+      : {}),
     logger: opts.logger ?? false,
+    // Router-level client errors (bad URL encoding, an over-long path parameter) answered in
+    // the API's own coded shape, like every other refusal.
+    frameworkErrors: (e, _req, generic) => {
+      const reply = generic as unknown as FastifyReply;
+      const status =
+        typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500 ? e.statusCode : 400;
+      void reply
+        .code(status)
+        .headers(securityHeaders(config))
+        .send({ ...errorBody(mqdError('MQD_E_BAD_INPUT', e.message)), statusCode: status });
+    },
     // Snapshots are big; everything a client posts is small.
     bodyLimit: 64 * 1024,
-    trustProxy: config.proxyUserHeader !== null,
+    // X-Forwarded-* only from the configured proxies (a list of addresses/CIDRs).
+    trustProxy: config.trustedProxies.length > 0 ? [...config.trustedProxies] : false,
   });
 
   const ownsStore = opts.store === undefined;
@@ -90,19 +106,31 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
       retention: {
         maxSnapshotsPerJob: config.maxSnapshotsPerJob,
         maxAgeSeconds: config.maxSnapshotAgeSeconds,
+        auditAgeSeconds: config.auditRetentionSeconds,
       },
     });
   const auth = new Auth({
     store,
     clock,
     sessionTtlSeconds: config.sessionTtlSeconds,
+    loginTokenTtlSeconds: config.loginTokenTtlSeconds,
     proxyUserHeader: config.proxyUserHeader,
+    trustedProxies: config.trustedProxies.flatMap((c) => {
+      const p = parseCidr(c);
+      return p === null ? [] : [p];
+    }),
   });
   const adminToken = auth.ensureAdmin(config.adminToken);
   const agentToken = config.agentToken ?? newToken();
 
   const io = new SocketServer(app.server, {
     serveClient: false,
+    // A browser page of another origin must not ride the user's cookie into /ui or /agents
+    // (agents and API clients send no Origin and are not affected).
+    allowRequest: (req, cb) => {
+      const origin = req.headers.origin;
+      cb(null, origin === undefined || originAllowed(origin, req.headers.host, config));
+    },
     // engine.io's hard cap sits above ours, so a message a little over maxMessageBytes is
     // still received and refused with a coded error; far bigger ones just cut the connection.
     maxHttpBufferSize: config.maxMessageBytes + 64 * 1024,
@@ -114,19 +142,29 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   };
   const hub = new AgentHub(io.of(AGENT_NAMESPACE), {
     agentToken,
+    allowSharedToken: config.allowSharedAgentToken,
     maxMessageBytes: config.maxMessageBytes,
     statusIntervalMs: 10_000,
     clock,
     onEvent: (e) => {
+      // Audit rows of agent events are written outside any request: a store failure there is
+      // logged (the store turns read-only), never thrown into socket.io's event loop.
+      const audit = (a: Parameters<Store['audit']>[0]) => {
+        if (!store.db.open) return;
+        try {
+          store.audit(a);
+        } catch (x) {
+          if (!(x instanceof MqdException)) throw x;
+          app.log.error({ code: x.error.code }, x.error.message);
+        }
+      };
       switch (e.kind) {
         case 'connect':
-          store.audit({ who: `agent:${e.agent.host}`, action: 'agent-connect', detail: e.agent.agentId });
+          audit({ who: `agent:${e.agent.host}`, action: 'agent-connect', detail: e.agent.agentId });
           ui.toAll('agent.connected', { host: e.agent.host, agentId: e.agent.agentId });
           return;
         case 'disconnect':
-          if (store.db.open) {
-            store.audit({ who: `agent:${e.agent.host}`, action: 'agent-disconnect', detail: e.reason });
-          }
+          audit({ who: `agent:${e.agent.host}`, action: 'agent-disconnect', detail: e.reason });
           ui.toAll('agent.disconnected', { host: e.agent.host, agentId: e.agent.agentId, reason: e.reason });
           return;
         case 'refused':
@@ -142,11 +180,28 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     clock,
     snapshotTimeoutMs: config.snapshotTimeoutMs,
     gzipLevel: config.gzipLevel,
+    maxSnapshotBytes: config.maxSnapshotBytes,
   });
   const s: Services = { config, clock, store, auth, hub, snapshots, ui, io, agentToken, adminToken };
   app.decorate('mqd', s);
   app.decorateRequest('user', null);
 
+  app.addHook('onRequest', async (req, reply) => {
+    reply.headers(securityHeaders(config));
+    // State-changing requests from a page of another origin are refused: the session cookie
+    // would otherwise act for the user (CSRF). Clients without an Origin (curl, agents, API
+    // scripts with a bearer token) are not browsers and pass.
+    if (req.method !== 'GET' && req.method !== 'HEAD' && req.method !== 'OPTIONS') {
+      const origin = req.headers.origin;
+      if (origin !== undefined && !originAllowed(origin, req.headers.host, config)) {
+        const e = mqdError(
+          'MQD_E_BAD_ORIGIN',
+          `a ${req.method} from origin '${origin.slice(0, 200)}' is refused`,
+        );
+        return reply.code(403).send(errorBody(e));
+      }
+    }
+  });
   app.addSchema(ApiError);
   app.addSchema({ ...JobSnapshotJson, $id: 'JobSnapshot' });
   app.setErrorHandler((e, req, reply) => {
@@ -223,4 +278,47 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     await app.register(fastifyStatic, { root: config.webRoot, prefix: '/' });
   }
   return app;
+}
+
+/** The dashboard's own origins: the Host the request came to, and the configured public URL. */
+export function originAllowed(origin: string, host: string | undefined, config: ServerConfig): boolean {
+  const scheme = config.tlsCert !== null ? 'https' : 'http';
+  if (
+    host !== undefined &&
+    (origin === `${scheme}://${host}` || (origin === `http://${host}` && config.allowInsecureHttp))
+  ) {
+    return true;
+  }
+  if (config.publicUrl !== null) {
+    try {
+      if (new URL(config.publicUrl).origin === origin) return true;
+    } catch (e) {
+      if (!(e instanceof TypeError)) throw e;
+    }
+  }
+  return false;
+}
+
+/** Headers on every answer: what the built dashboard needs and nothing more. */
+export function securityHeaders(config: ServerConfig): Record<string, string> {
+  const h: Record<string, string> = {
+    'content-security-policy': [
+      "default-src 'self'",
+      "script-src 'self'",
+      // React sets style attributes; no inline <style> or <script> is needed.
+      "style-src 'self' 'unsafe-inline'",
+      "img-src 'self' data: blob:",
+      "connect-src 'self'",
+      "worker-src 'self' blob:",
+      "object-src 'none'",
+      "base-uri 'none'",
+      "form-action 'self'",
+      "frame-ancestors 'none'",
+    ].join('; '),
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'no-referrer',
+  };
+  if (config.tlsCert !== null) h['strict-transport-security'] = 'max-age=31536000';
+  return h;
 }

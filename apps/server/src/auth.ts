@@ -2,6 +2,7 @@
 // back as an HttpOnly cookie and as a bearer token. A trusted reverse proxy may name the user
 // in a header instead, but only when the configuration says so.
 import { createHash, randomBytes } from 'node:crypto';
+import { BlockList, isIPv4 } from 'node:net';
 import { err, mqdError, ok, type Result } from '@mqd/model';
 import type { Store } from './store.js';
 import type { User } from './types.js';
@@ -17,8 +18,24 @@ export interface AuthOptions {
   readonly store: Store;
   readonly clock: () => number;
   readonly sessionTtlSeconds: number;
+  /** Life of the login tokens of created users; 0 = never expire. */
+  readonly loginTokenTtlSeconds?: number;
   /** Lower-case header name, or null when no proxy is trusted. */
   readonly proxyUserHeader: string | null;
+  /** Peers (addresses/CIDRs, config.ts parseCidr) whose proxyUserHeader is believed. */
+  readonly trustedProxies: readonly { address: string; prefix: number; family: 'ipv4' | 'ipv6' }[];
+}
+
+/** Is `peer` (a socket's remote address) one of the trusted proxies? */
+export function makeProxyCheck(list: AuthOptions['trustedProxies']): (peer: string | undefined) => boolean {
+  const bl = new BlockList();
+  for (const c of list) bl.addSubnet(c.address, c.prefix, c.family);
+  return (peer) => {
+    if (peer === undefined || list.length === 0) return false;
+    // An IPv4 client on a dual-stack socket shows as ::ffff:a.b.c.d.
+    const v4 = peer.startsWith('::ffff:') ? peer.slice(7) : peer;
+    return isIPv4(v4) ? bl.check(v4, 'ipv4') : bl.check(peer, 'ipv6');
+  };
 }
 
 export type Headers = Readonly<Record<string, string | string[] | undefined>>;
@@ -27,13 +44,26 @@ function cookie(header: string | string[] | undefined, name: string): string | n
   const raw = Array.isArray(header) ? header.join(';') : (header ?? '');
   for (const part of raw.split(';')) {
     const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return decodeURIComponent(part.slice(eq + 1).trim());
+    if (eq > 0 && part.slice(0, eq).trim() === name) return safeDecode(part.slice(eq + 1).trim());
   }
   return null;
 }
 
+/** A malformed %-escape in a cookie is the client's mistake: no credential, never a throw. */
+function safeDecode(v: string): string | null {
+  try {
+    return decodeURIComponent(v);
+  } catch (e) {
+    if (e instanceof URIError) return null;
+    throw e;
+  }
+}
+
 export class Auth {
-  constructor(private readonly o: AuthOptions) {}
+  private readonly fromProxy: (peer: string | undefined) => boolean;
+  constructor(private readonly o: AuthOptions) {
+    this.fromProxy = makeProxyCheck(o.trustedProxies);
+  }
 
   /** Makes sure the admin user exists and holds `token` (a fresh one when null); returns it. */
   ensureAdmin(token: string | null): string {
@@ -44,13 +74,21 @@ export class Auth {
 
   createUser(name: string, uid: number | null, admin: boolean): { user: User; token: string } {
     const token = newToken();
-    const user = this.o.store.upsertUser({ name, uid, admin, tokenHash: hashToken(token) });
+    const ttl = this.o.loginTokenTtlSeconds ?? 0;
+    const user = this.o.store.upsertUser({
+      name,
+      uid,
+      admin,
+      tokenHash: hashToken(token),
+      tokenExpiresAt: ttl > 0 ? this.o.clock() + ttl * 1000 : null,
+    });
     return { user, token };
   }
 
   /** Exchanges a login token for a session. */
   login(token: string): Result<{ user: User; session: string; expiresAt: number }> {
-    const user = this.o.store.userByTokenHash(hashToken(token));
+    const user = this.o.store.loginToken(hashToken(token));
+    if (user === 'expired') return err(mqdError('MQD_E_TOKEN_EXPIRED', 'this login token has expired'));
     if (!user) return err(mqdError('MQD_E_UNAUTHENTICATED', 'unknown login token'));
     const session = newToken();
     const expiresAt = this.o.clock() + this.o.sessionTtlSeconds * 1000;
@@ -75,10 +113,22 @@ export class Auth {
     return cookie(headers['cookie'], SESSION_COOKIE);
   }
 
-  fromHeaders(headers: Headers): Result<User> {
-    if (this.o.proxyUserHeader !== null) {
+  /**
+   * `peer` is the TCP peer's address (never X-Forwarded-For): the proxy user header counts only
+   * from a configured proxy, and never names the built-in admin (admins log in with a token).
+   */
+  fromHeaders(headers: Headers, peer?: string): Result<User> {
+    if (this.o.proxyUserHeader !== null && this.fromProxy(peer)) {
       const name = headers[this.o.proxyUserHeader];
       if (typeof name === 'string' && name.length > 0) {
+        if (name === ADMIN_NAME) {
+          return err(
+            mqdError(
+              'MQD_E_FORBIDDEN',
+              `the proxy may not name the built-in '${ADMIN_NAME}'; log in with its token`,
+            ),
+          );
+        }
         const user = this.o.store.userByName(name);
         if (user) return ok(user);
         return err(
@@ -92,9 +142,11 @@ export class Auth {
     const token = this.credential(headers);
     if (token === null) return err(mqdError('MQD_E_UNAUTHENTICATED', 'no session cookie or bearer token'));
     const user = this.fromToken(token);
-    return user
-      ? ok(user)
-      : err(mqdError('MQD_E_UNAUTHENTICATED', 'the session expired or the token is unknown'));
+    if (user) return ok(user);
+    if (this.o.store.loginToken(hashToken(token)) === 'expired') {
+      return err(mqdError('MQD_E_TOKEN_EXPIRED', 'this login token has expired'));
+    }
+    return err(mqdError('MQD_E_UNAUTHENTICATED', 'the session expired or the token is unknown'));
   }
 }
 

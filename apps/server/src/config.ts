@@ -1,6 +1,7 @@
 // The aggregator's configuration, read and validated in one place. Each setting has a CLI
 // flag and an MQD_* environment variable; the flag wins over the variable, the variable over
 // the default. Nothing else in the server reads process.env.
+import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -22,6 +23,22 @@ export interface ServerConfig {
   readonly adminToken: string | null;
   /** Request header naming the user, set by a trusted reverse proxy; null = not trusted. */
   readonly proxyUserHeader: string | null;
+  /**
+   * Addresses or CIDR blocks of the reverse proxies whose proxyUserHeader is believed
+   * (comma-separated on the command line); the header from any other peer is ignored.
+   */
+  readonly trustedProxies: readonly string[];
+  /** PEM files of the server's TLS certificate and key; both null = plain HTTP. */
+  readonly tlsCert: string | null;
+  readonly tlsKey: string | null;
+  /** Plain HTTP on a non-loopback address (agent tokens and sessions readable on the wire). */
+  readonly allowInsecureHttp: boolean;
+  /** Agents may present the shared agent token instead of their per-host token. */
+  readonly allowSharedAgentToken: boolean;
+  /** Largest snapshot JSON kept, bytes (MQD_E_TOO_LARGE above it). */
+  readonly maxSnapshotBytes: number;
+  /** Audit rows and ended jobs older than this are removed by the hourly sweep; 0 = never. */
+  readonly auditRetentionSeconds: number;
   /** Base URL for share links; null = derived from each request's Host. */
   readonly publicUrl: string | null;
   /** Directory of the built dashboard to serve at /; null = API only. */
@@ -42,11 +59,13 @@ export interface ServerConfig {
   readonly shareTtlSeconds: number;
   readonly maxShareTtlSeconds: number;
   readonly sessionTtlSeconds: number;
+  /** Life of the login tokens given to users (POST /api/admin/users); 0 = never expire. */
+  readonly loginTokenTtlSeconds: number;
   /** gzip level of stored snapshots (1 = fastest). */
   readonly gzipLevel: number;
 }
 
-type Kind = 'int' | 'string' | 'token' | 'header';
+type Kind = 'int' | 'string' | 'token' | 'header' | 'list' | 'bool';
 interface Setting {
   readonly key: keyof ServerConfig;
   readonly flag: string;
@@ -87,6 +106,47 @@ const SETTINGS: readonly Setting[] = [
     env: 'MQD_PROXY_USER_HEADER',
     kind: 'header',
     help: 'trusted reverse-proxy user header, e.g. X-Remote-User',
+  },
+  {
+    key: 'trustedProxies',
+    flag: 'trusted-proxy',
+    env: 'MQD_TRUSTED_PROXY',
+    kind: 'list',
+    help: 'proxy addresses/CIDRs whose user header is believed (comma-separated)',
+  },
+  { key: 'tlsCert', flag: 'tls-cert', env: 'MQD_TLS_CERT', kind: 'string', help: 'TLS certificate (PEM)' },
+  { key: 'tlsKey', flag: 'tls-key', env: 'MQD_TLS_KEY', kind: 'string', help: 'TLS private key (PEM)' },
+  {
+    key: 'allowInsecureHttp',
+    flag: 'allow-insecure-http',
+    env: 'MQD_ALLOW_INSECURE_HTTP',
+    kind: 'bool',
+    help: 'plain HTTP on a non-loopback address (1/true)',
+  },
+  {
+    key: 'allowSharedAgentToken',
+    flag: 'allow-shared-agent-token',
+    env: 'MQD_ALLOW_SHARED_AGENT_TOKEN',
+    kind: 'bool',
+    help: 'accept the shared agent token from any host (default: per-host tokens only)',
+  },
+  {
+    key: 'maxSnapshotBytes',
+    flag: 'max-snapshot-bytes',
+    env: 'MQD_MAX_SNAPSHOT_BYTES',
+    kind: 'int',
+    min: 1024,
+    max: 16 * 1024 * 1024 * 1024,
+    help: 'largest snapshot JSON stored',
+  },
+  {
+    key: 'auditRetentionSeconds',
+    flag: 'audit-retention-seconds',
+    env: 'MQD_AUDIT_RETENTION_SECONDS',
+    kind: 'int',
+    min: 0,
+    max: 10 * 365 * 86400,
+    help: 'drop audit rows and ended jobs older than this (0 = never)',
   },
   {
     key: 'publicUrl',
@@ -202,6 +262,15 @@ const SETTINGS: readonly Setting[] = [
     help: 'login session life',
   },
   {
+    key: 'loginTokenTtlSeconds',
+    flag: 'login-token-ttl-seconds',
+    env: 'MQD_LOGIN_TOKEN_TTL_SECONDS',
+    kind: 'int',
+    min: 0,
+    max: 10 * 365 * 86400,
+    help: 'life of user login tokens (0 = never)',
+  },
+  {
     key: 'gzipLevel',
     flag: 'gzip-level',
     env: 'MQD_GZIP_LEVEL',
@@ -219,6 +288,13 @@ export const DEFAULT_CONFIG: ServerConfig = {
   agentToken: null,
   adminToken: null,
   proxyUserHeader: null,
+  trustedProxies: [],
+  tlsCert: null,
+  tlsKey: null,
+  allowInsecureHttp: false,
+  allowSharedAgentToken: false,
+  maxSnapshotBytes: 1024 * 1024 * 1024,
+  auditRetentionSeconds: 90 * 86400,
   publicUrl: null,
   webRoot: null,
   maxSnapshotsPerJob: 100,
@@ -232,6 +308,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   shareTtlSeconds: 7 * 86400,
   maxShareTtlSeconds: 30 * 86400,
   sessionTtlSeconds: 12 * 3600,
+  loginTokenTtlSeconds: 30 * 86400,
   gzipLevel: 3,
 };
 
@@ -240,7 +317,7 @@ export function configHelp(): string {
   return SETTINGS.map((s) => `  --${s.flag.padEnd(26)} ${s.env.padEnd(30)} ${s.help}`).join('\n');
 }
 
-function parseValue(s: Setting, raw: string, from: string): Result<string | number> {
+function parseValue(s: Setting, raw: string, from: string): Result<string | number | boolean | string[]> {
   const bad = (why: string) => err(mqdError('MQD_E_USAGE', `${from}: ${why}`));
   switch (s.kind) {
     case 'int': {
@@ -258,6 +335,19 @@ function parseValue(s: Setting, raw: string, from: string): Result<string | numb
       return raw.length < 16 ? bad('a token needs at least 16 characters') : ok(raw);
     case 'header':
       return /^[A-Za-z0-9-]{1,64}$/.test(raw) ? ok(raw.toLowerCase()) : bad(`'${raw}' is not a header name`);
+    case 'bool':
+      if (/^(1|true|yes)$/i.test(raw)) return ok(true);
+      return /^(0|false|no)$/i.test(raw) ? ok(false) : bad(`expected true or false, got '${raw}'`);
+    case 'list': {
+      const items = raw
+        .split(',')
+        .map((x) => x.trim())
+        .filter((x) => x.length > 0);
+      for (const x of items) {
+        if (parseCidr(x) === null) return bad(`'${x}' is not an IP address or CIDR block`);
+      }
+      return ok(items);
+    }
   }
 }
 
@@ -279,11 +369,15 @@ export function loadConfig(src: ConfigSources = {}): Result<ServerConfig, MqdErr
     if (!v.ok) return v;
     out[s.key] = v.value;
   }
-  let values: Record<string, string | boolean | undefined>;
+  let values: Record<string, string | boolean | (string | boolean)[] | undefined>;
   try {
     values = parseArgs({
       args: [...(src.argv ?? [])],
-      options: Object.fromEntries(SETTINGS.map((s) => [s.flag, { type: 'string' as const }])),
+      options: Object.fromEntries(
+        SETTINGS.map((s) =>
+          s.kind === 'bool' ? [s.flag, { type: 'boolean' as const }] : [s.flag, { type: 'string' as const }],
+        ),
+      ),
       strict: true,
       allowPositionals: false,
     }).values;
@@ -293,14 +387,46 @@ export function loadConfig(src: ConfigSources = {}): Result<ServerConfig, MqdErr
   }
   for (const s of SETTINGS) {
     const raw = values[s.flag];
+    if (s.kind === 'bool' && raw === true) {
+      out[s.key] = true;
+      continue;
+    }
     if (typeof raw !== 'string') continue;
     const v = parseValue(s, raw, `--${s.flag}`);
     if (!v.ok) return v;
     out[s.key] = v.value;
   }
   const cfg = { ...(out as unknown as ServerConfig), ...src.overrides };
+  if ((cfg.tlsCert === null) !== (cfg.tlsKey === null)) {
+    return err(mqdError('MQD_E_USAGE', '--tls-cert and --tls-key go together'));
+  }
+  if (cfg.tlsCert === null && !cfg.allowInsecureHttp && !isLoopback(cfg.host)) {
+    return err(
+      mqdError(
+        'MQD_E_INSECURE',
+        `plain HTTP on ${cfg.host} would send agent tokens and sessions in clear: pass --tls-cert and --tls-key, ` +
+          'or --allow-insecure-http behind a TLS-terminating proxy',
+      ),
+    );
+  }
   if (cfg.shareTtlSeconds > cfg.maxShareTtlSeconds) {
     return err(mqdError('MQD_E_USAGE', 'share-ttl-seconds must not exceed max-share-ttl-seconds'));
   }
   return ok(cfg);
+}
+
+/** 127.0.0.0/8, ::1 and localhost: addresses no other machine can reach. */
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+/** An address or CIDR block as [address, prefix, family], or null when it is neither. */
+export function parseCidr(v: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | null {
+  const [addr = '', bits] = v.split('/');
+  const family = isIP(addr);
+  if (family === 0) return null;
+  const maxBits = family === 4 ? 32 : 128;
+  const prefix = bits === undefined ? maxBits : /^\d+$/.test(bits) ? Number(bits) : -1;
+  if (prefix < 0 || prefix > maxBits) return null;
+  return { address: addr, prefix, family: family === 4 ? 'ipv4' : 'ipv6' };
 }

@@ -38,7 +38,8 @@ export const newId = (bytes = 12): string => randomBytes(bytes).toString('base64
 
 const UNKNOWN_MPI: MpiInfo = { library: 'unknown', dll: null, lengthUnit: 'bytes' };
 /** Codes that mean the rank's process is gone: a job whose every rank says so has ended. */
-const GONE = new Set(['MQD_E_NO_SUCH_PID', 'MQD_E_PID_EXITED', 'MQD_E_JOB_ENDED']);
+// A rank whose pid now belongs to another process (MQD_E_PID_REUSED) is gone as well.
+const GONE = new Set(['MQD_E_NO_SUCH_PID', 'MQD_E_PID_EXITED', 'MQD_E_JOB_ENDED', 'MQD_E_PID_REUSED']);
 
 /**
  * Counts and a digest of the queues. The digest covers what a hung job keeps constant (state,
@@ -129,7 +130,12 @@ export interface SnapshotServiceOptions {
   readonly clock: () => number;
   readonly snapshotTimeoutMs: number;
   readonly gzipLevel: number;
+  /** Largest snapshot JSON stored, bytes; a bigger one is refused with MQD_E_TOO_LARGE. */
+  readonly maxSnapshotBytes?: number;
 }
+
+const JSON_CACHE_ENTRIES = 16;
+const JSON_CACHE_CHARS = 256 * 1024 * 1024;
 
 export class SnapshotService {
   private readonly inFlight = new Map<JobId, Promise<Result<SnapshotMeta>>>();
@@ -160,8 +166,13 @@ export class SnapshotService {
     job.ranks.forEach((r, i) => {
       index.set(r.rank, i);
       const list = byHost.get(r.host);
-      if (list) list.push({ rank: r.rank, pid: r.pid });
-      else byHost.set(r.host, [{ rank: r.rank, pid: r.pid }]);
+      // The rank's start time pins its identity: the agent refuses a pid reused since attach.
+      const t: RankTarget =
+        r.startTime === undefined
+          ? { rank: r.rank, pid: r.pid }
+          : { rank: r.rank, pid: r.pid, startTime: r.startTime };
+      if (list) list.push(t);
+      else byHost.set(r.host, [t]);
     });
     const slots: (RankSnapshot | undefined)[] = new Array(n);
     let received = 0;
@@ -182,7 +193,9 @@ export class SnapshotService {
     let mpi: MpiInfo | null = null;
     await Promise.all(
       [...byHost].map(async ([host, targets]) => {
-        const r = await hub.snapshot(host, targets, this.o.snapshotTimeoutMs, onRanks);
+        // The owner's uid travels with the request: the agent reads only that uid's ranks, never
+        // uid 0 (allowRoot is not offered through this path).
+        const r = await hub.snapshot(host, targets, this.o.snapshotTimeoutMs, onRanks, { ownerUid: job.uid });
         if (r.ok) mpi ??= r.value.mpi;
         else failures.set(host, r.error);
       }),
@@ -202,6 +215,15 @@ export class SnapshotService {
     };
     const summary = summarize(ranks);
     const json = JSON.stringify(snapshot);
+    const budget = this.o.maxSnapshotBytes ?? Number.POSITIVE_INFINITY;
+    if (json.length > budget || Buffer.byteLength(json) > budget) {
+      return err(
+        mqdError(
+          'MQD_E_TOO_LARGE',
+          `the snapshot of job ${job.id} is ${Buffer.byteLength(json)} bytes, over the budget of ${budget} (--max-snapshot-bytes)`,
+        ),
+      );
+    }
     const gz = await gzipAsync(json, { level: this.o.gzipLevel });
     const meta: SnapshotMeta = {
       ...summary,
@@ -229,10 +251,34 @@ export class SnapshotService {
     return ok(meta);
   }
 
-  /** The stored snapshot's JSON text, or null when it is gone. */
+  /** Recently decoded snapshots (immutable once stored), newest last; bounded by JSON_CACHE_*. */
+  private readonly decoded = new Map<string, string>();
+  private decodedChars = 0;
+
+  /**
+   * The stored snapshot's JSON text, or null when it is gone. A popular share link is
+   * decompressed once, not per request; callers check that the snapshot still exists first.
+   */
   async json(id: string): Promise<string | null> {
+    const hit = this.decoded.get(id);
+    if (hit !== undefined) {
+      this.decoded.delete(id);
+      this.decoded.set(id, hit);
+      return hit;
+    }
     const gz = this.o.store.snapshotData(id);
-    return gz === null ? null : (await gunzipAsync(gz)).toString('utf8');
+    if (gz === null) return null;
+    const text = (await gunzipAsync(gz)).toString('utf8');
+    if (text.length <= JSON_CACHE_CHARS / 4) {
+      this.decoded.set(id, text);
+      this.decodedChars += text.length;
+      for (const [k, v] of this.decoded) {
+        if (this.decoded.size <= JSON_CACHE_ENTRIES && this.decodedChars <= JSON_CACHE_CHARS) break;
+        this.decoded.delete(k);
+        this.decodedChars -= v.length;
+      }
+    }
+    return text;
   }
 
   /**
@@ -263,12 +309,26 @@ export class SnapshotService {
 
   /** One round of auto-snapshots: every running job with at least one agent connected. */
   async autoTick(): Promise<number> {
-    const jobs = this.o.store
-      .jobs(null)
-      .filter(
-        (j) =>
-          j.endedAt === null && !this.isRunning(j.id) && j.ranks.some((r) => this.o.hub.isConnected(r.host)),
+    // A starter the agent of its node lists with another start time is another process: the
+    // job's starter is gone, and it is ended instead of snapshotted (identity by start time).
+    const seen = this.o.hub.seenStarters();
+    const replaced = (j: JobRecord) =>
+      seen.some(
+        (x) =>
+          x.host === j.host &&
+          x.starter.starterPid === j.starterPid &&
+          x.starter.startTime !== undefined &&
+          j.starterStartTime !== '' &&
+          x.starter.startTime !== j.starterStartTime,
       );
+    const jobs = this.o.store.jobs(null).filter((j) => {
+      if (j.endedAt !== null) return false;
+      if (replaced(j)) {
+        this.o.store.markJobEnded(j.id, this.o.clock());
+        return false;
+      }
+      return !this.isRunning(j.id) && j.ranks.some((r) => this.o.hub.isConnected(r.host));
+    });
     const results = await Promise.all(jobs.map((j) => this.take(j, 'auto')));
     return results.filter((r) => r.ok).length;
   }

@@ -13,7 +13,18 @@ export function httpStatus(code: ErrorCode): number {
       return 401;
     case 'MQD_E_FORBIDDEN':
     case 'MQD_E_PTRACE_DENIED':
+    case 'MQD_E_BAD_ORIGIN':
+    case 'MQD_E_INSECURE':
       return 403;
+    case 'MQD_E_TOKEN_EXPIRED':
+      return 401;
+    case 'MQD_E_AGENT_CONFLICT':
+      return 409;
+    case 'MQD_E_TOO_LARGE':
+      return 413;
+    case 'MQD_E_STORE_READONLY':
+    case 'MQD_E_STORE_CORRUPT':
+      return 503;
     case 'MQD_E_NOT_FOUND':
     case 'MQD_E_NO_SUCH_PID':
       return 404;
@@ -42,6 +53,12 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_DLL_ERROR':
     case 'MQD_E_READ_BUDGET':
     case 'MQD_E_NO_DEBUG_INFO':
+    case 'MQD_E_FOREIGN_PROCESS':
+    case 'MQD_E_ROOT_PROCESS':
+    case 'MQD_E_PID_REUSED':
+    case 'MQD_E_PRIVDROP':
+    case 'MQD_E_DLL_POLICY':
+    case 'MQD_E_NO_STACKS':
       // The agent answered, with a failure on its node.
       return 502;
     case 'MQD_E_AGENT_MISSING':

@@ -2,7 +2,7 @@
 // one live connection per host, validates every message at the edge (a refused message is
 // answered with `refused` and leaves no trace), and turns requests into promises of Results
 // that settle exactly once: on the reply, on timeout, or on disconnect.
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { err, type MqdError, mqdError, ok, type RankSnapshot, type Result } from '@mqd/model';
 import type { Namespace, Socket } from 'socket.io';
 import {
@@ -43,7 +43,10 @@ export type HubEvent =
   | { readonly kind: 'refused'; readonly host: string; readonly error: MqdError };
 
 export interface HubOptions {
+  /** The agents' secret: per-host tokens are derived from it (hostAgentToken). */
   readonly agentToken: string;
+  /** Accept the secret itself from any host (a single shared token); off unless configured. */
+  readonly allowSharedToken?: boolean;
   readonly maxMessageBytes: number;
   readonly statusIntervalMs: number;
   readonly clock: () => number;
@@ -109,6 +112,15 @@ export function tokenMatches(given: unknown, expectedDigest: Buffer): boolean {
   return typeof given === 'string' && timingSafeEqual(digest(given), expectedDigest);
 }
 
+/**
+ * The credential of one node: HMAC-SHA256 of its host name under the aggregator's agent secret.
+ * A node's token is worthless for any other host name, so a stolen token cannot impersonate
+ * the agent of another node (`mqd agent-token --host NAME` prints it; see SECURITY.md).
+ */
+export function hostAgentToken(secret: string, host: string): string {
+  return `h1.${createHmac('sha256', secret).update(`mqd-agent:${host}`, 'utf8').digest('base64url')}`;
+}
+
 const MAX_GONE = 256;
 
 export class AgentHub {
@@ -125,22 +137,43 @@ export class AgentHub {
     private readonly opts: HubOptions,
   ) {
     this.tokenDigest = digest(opts.agentToken);
+    const sharedAllowed = opts.allowSharedToken ?? false;
     nsp.use((socket, next) => {
       const auth = socket.handshake.auth as Record<string, unknown> | undefined;
       const refuse = (e: MqdError) => {
         this.refusedHandshakes++;
         next(Object.assign(new Error(e.message), { data: { code: e.code } }));
       };
-      if (!tokenMatches(auth?.['token'], this.tokenDigest)) {
-        return refuse(mqdError('MQD_E_UNAUTHENTICATED', 'agent token missing or wrong'));
-      }
       const hs = parseHandshake(auth);
-      if (!hs.ok) return refuse(hs.error);
+      if (!hs.ok) {
+        const shared = sharedAllowed && tokenMatches(auth?.['token'], this.tokenDigest);
+        return refuse(shared ? hs.error : mqdError('MQD_E_UNAUTHENTICATED', 'agent token missing or wrong'));
+      }
+      const perHost = digest(hostAgentToken(opts.agentToken, hs.value.host));
+      const given = hs.value.token;
+      if (!tokenMatches(given, perHost) && !(sharedAllowed && tokenMatches(given, this.tokenDigest))) {
+        return refuse(
+          mqdError(
+            'MQD_E_UNAUTHENTICATED',
+            `agent token missing or wrong for host ${hs.value.host.slice(0, 64)} (each node needs its own token: mqd agent-token --host NAME)`,
+          ),
+        );
+      }
       if (hs.value.protocol !== AGENT_PROTOCOL_VERSION) {
         return refuse(
           mqdError(
             'MQD_E_BAD_INPUT',
             `agent speaks protocol ${hs.value.protocol}, this aggregator ${AGENT_PROTOCOL_VERSION}: run the same MQD version on both`,
+          ),
+        );
+      }
+      if (this.live.has(hs.value.host)) {
+        // A live agent keeps its host: a second connection (an impostor, or a restart the
+        // server has not seen the end of yet) is refused, and retries after the old one ends.
+        return refuse(
+          mqdError(
+            'MQD_E_AGENT_CONFLICT',
+            `an agent is already connected for host ${hs.value.host}; stop it first (a restarted agent is accepted once the old connection times out)`,
           ),
         );
       }
@@ -156,13 +189,15 @@ export class AgentHub {
 
   private onConnection(socket: Socket): void {
     const hs = (socket.data as { hs: AgentHandshake }).hs;
+    if (this.live.has(hs.host)) {
+      // Two handshakes for one host raced past the middleware: the first one keeps the host.
+      this.refusedHandshakes++;
+      socket.disconnect(true);
+      return;
+    }
     const conn = new AgentConn(socket, hs, this.opts.clock());
-    const old = this.live.get(hs.host);
     this.live.set(hs.host, conn);
     this.gone.delete(hs.host);
-    // One agent per host: the newer connection wins (a restarted agent, or a reconnect the
-    // server has not noticed the end of yet).
-    if (old) old.socket.disconnect(true);
     socket.on(WIRE_EVENT, (data: unknown) => this.onMessage(conn, data));
     socket.onAny((event: string) => {
       if (event !== WIRE_EVENT) {
@@ -303,6 +338,7 @@ export class AgentHub {
     ranks: readonly RankTarget[],
     timeoutMs: number,
     onRanks: (ranks: RankSnapshot[]) => void,
+    owner: { readonly ownerUid?: number; readonly allowRoot?: boolean } = {},
   ): Promise<Result<SnapshotResult>> {
     return this.request<SnapshotResult>(
       host,
@@ -316,7 +352,7 @@ export class AgentHub {
         settle,
         timer,
       }),
-      (id) => ({ type: 'request', id, method: 'snapshot', params: { ranks, timeoutMs } }),
+      (id) => ({ type: 'request', id, method: 'snapshot', params: { ranks, timeoutMs, ...owner } }),
     );
   }
 

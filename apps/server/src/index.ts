@@ -6,7 +6,7 @@ export { type AppOptions, buildApp, type Services } from './app.js';
 export { ADMIN_NAME, hashToken } from './auth.js';
 export * from './config.js';
 export { type HungJob, SnapshotService, summarize, type UiEvents } from './fanout.js';
-export { AgentHub, type AgentInfo, tokenMatches } from './hub.js';
+export { AgentHub, type AgentInfo, hostAgentToken, tokenMatches } from './hub.js';
 export * from './seams.js';
 export * from './serve.js';
 export { MIGRATIONS, type Migration, type RetentionPolicy, Store, type StoreOptions } from './store.js';

@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyServerOptions } from 'fastify';
 import { type AgentHandle, startAgent } from './agent.js';
 import { buildApp } from './app.js';
 import type { ServerConfig } from './config.js';
+import { hostAgentToken } from './hub.js';
 import type { JobLocator, RankReader } from './seams.js';
 
 export interface ServeOptions {
@@ -42,18 +43,22 @@ export async function serve(o: ServeOptions): Promise<Served> {
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : o.config.port;
   const shownHost = ['0.0.0.0', '::'].includes(o.config.host) ? hostname() : o.config.host;
-  const url = `http://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${port}`;
-  const local = `http://${o.config.host === '::' ? '[::1]' : o.config.host === '0.0.0.0' ? '127.0.0.1' : shownHost}:${port}`;
+  const scheme = o.config.tlsCert !== null ? 'https' : 'http';
+  const url = `${scheme}://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${port}`;
+  const local = `${scheme}://${o.config.host === '::' ? '[::1]' : o.config.host === '0.0.0.0' ? '127.0.0.1' : shownHost}:${port}`;
   const { adminToken, agentToken } = app.mqd;
   const loginUrl = `${url}/?token=${encodeURIComponent(adminToken)}`;
 
+  const localHost = o.localHost ?? hostname();
   const agent = o.reader
     ? startAgent({
         serverUrl: local,
-        token: agentToken,
+        // The in-process agent holds this node's own credential, like any other node.
+        token: hostAgentToken(agentToken, localHost),
+        ...(o.config.tlsCert !== null ? { tls: { rejectUnauthorized: false } } : {}),
         reader: o.reader,
         locator: o.locator ?? null,
-        host: o.localHost ?? hostname(),
+        host: localHost,
         log: (l) => app.log.info(l),
       })
     : null;
@@ -61,7 +66,14 @@ export async function serve(o: ServeOptions): Promise<Served> {
   print(`MQD Dashboard aggregator at ${url}`);
   print('To log in as admin, open:');
   print(`    ${loginUrl}`);
-  print(`Agents on other nodes: mqd agent --server ${url} --token ${agentToken}`);
+  // The secret itself is never printed: each node gets its own derived token.
+  print(
+    `Agents on other nodes: MQD_AGENT_TOKEN=... mqd agent --server ${url}` +
+      ` (the token of node N: MQD_AGENT_SECRET=<--agent-token> mqd agent-token --host N)`,
+  );
+  if (o.config.tlsCert === null && o.config.allowInsecureHttp) {
+    print('WARNING: plain HTTP (--allow-insecure-http): tokens and sessions cross the network in clear');
+  }
 
   const close = async () => {
     await agent?.dispose();

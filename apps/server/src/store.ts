@@ -3,9 +3,9 @@
 // all-or-nothing (a snapshot, its retention sweep and its audit row) is one transaction.
 // Snapshots are kept as gzip of their JSON plus summary columns, so history and hung-job
 // queries never decompress anything.
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
-import { JobId, SnapshotId } from '@mqd/model';
+import { JobId, MqdException, mqdError, SnapshotId } from '@mqd/model';
 import Database from 'better-sqlite3';
 import type { LocatedRank } from './seams.js';
 import type { AuditAction, AuditEntry, JobRecord, ShareRecord, SnapshotMeta, User } from './types.js';
@@ -88,6 +88,16 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX audit_at ON audit(at);
     `,
   },
+  {
+    // A job's identity is (host, starter pid, starter start time): a reused pid is a new job.
+    version: 2,
+    sql: `
+      ALTER TABLE jobs ADD COLUMN starter_start_time TEXT NOT NULL DEFAULT '';
+      CREATE INDEX jobs_identity ON jobs(host, starter_pid, starter_start_time);
+      -- Login tokens expire (NULL = never, the configured admin token) and can be revoked.
+      ALTER TABLE users ADD COLUMN token_expires_at INTEGER;
+    `,
+  },
 ];
 
 export interface RetentionPolicy {
@@ -95,6 +105,8 @@ export interface RetentionPolicy {
   readonly maxSnapshotsPerJob: number;
   /** Snapshots older than this are dropped; 0 = forever. */
   readonly maxAgeSeconds: number;
+  /** Audit rows, and jobs ended, older than this are dropped by sweep(); 0 or absent = forever. */
+  readonly auditAgeSeconds?: number;
 }
 
 export interface StoreOptions {
@@ -142,6 +154,7 @@ interface JobRow {
   id: string;
   host: string;
   starter_pid: number;
+  starter_start_time: string;
   uid: number;
   command: string;
   method: string;
@@ -187,6 +200,7 @@ function toJob(r: JobRow): JobRecord {
     id: JobId(r.id),
     host: r.host,
     starterPid: r.starter_pid,
+    starterStartTime: r.starter_start_time,
     uid: r.uid,
     command: r.command,
     method: r.method,
@@ -195,6 +209,20 @@ function toJob(r: JobRow): JobRecord {
     createdBy: r.created_by,
     endedAt: r.ended_at,
   };
+}
+
+/** SQLite errors that mean the disk, not the request, is at fault. */
+const STORAGE_FAILURES = [
+  'SQLITE_FULL',
+  'SQLITE_IOERR',
+  'SQLITE_READONLY',
+  'SQLITE_CANTOPEN',
+  'SQLITE_CORRUPT',
+];
+
+function sqliteCode(e: unknown): string | null {
+  const c = (e as { code?: unknown } | null)?.code;
+  return typeof c === 'string' && c.startsWith('SQLITE_') ? c : null;
 }
 
 const toUser = (r: UserRow): User => ({ id: r.id, name: r.name, uid: r.uid, admin: r.is_admin === 1 });
@@ -208,15 +236,70 @@ export class Store {
 
   constructor(opts: StoreOptions) {
     const file = opts.dataDir === ':memory:' ? ':memory:' : join(opts.dataDir, 'mqd.sqlite');
-    if (opts.dataDir !== ':memory:') mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
-    this.db = new Database(file);
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = FULL');
-    this.db.pragma('foreign_keys = ON');
-    this.db.pragma('busy_timeout = 5000');
+    if (opts.dataDir !== ':memory:') {
+      // 0700/0600 also when the directory or file already exists (mkdir's mode does not apply
+      // then, and the umask would otherwise decide): snapshots hold other users' memory.
+      mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+      chmodSync(opts.dataDir, 0o700);
+      if (!existsSync(file)) closeSync(openSync(file, 'a', 0o600));
+      chmodSync(file, 0o600);
+      for (const side of ['-wal', '-shm']) if (existsSync(file + side)) chmodSync(file + side, 0o600);
+    }
     this.clock = opts.clock ?? Date.now;
     this.retention = opts.retention;
-    this.migrationsApplied = this.migrate(opts.migrations ?? MIGRATIONS);
+    try {
+      this.db = new Database(file);
+      this.db.pragma('journal_mode = WAL');
+      this.db.pragma('synchronous = FULL');
+      this.db.pragma('foreign_keys = ON');
+      this.db.pragma('busy_timeout = 5000');
+      const check = this.db.pragma('quick_check', { simple: true });
+      if (check !== 'ok') throw Object.assign(new Error(String(check)), { code: 'SQLITE_CORRUPT' });
+      this.migrationsApplied = this.migrate(opts.migrations ?? MIGRATIONS);
+    } catch (e) {
+      const code = sqliteCode(e);
+      if (code === 'SQLITE_CORRUPT' || code === 'SQLITE_NOTADB') {
+        throw new MqdException(
+          mqdError(
+            'MQD_E_STORE_CORRUPT',
+            `${file} is damaged (${code}: ${(e as Error).message}): stop the server, move the file aside ` +
+              `(mv ${file} ${file}.corrupt), then either restore a backup there or salvage it with ` +
+              `\`sqlite3 ${file}.corrupt .recover | sqlite3 ${file}\`, and start again`,
+          ),
+        );
+      }
+      throw e;
+    }
+  }
+
+  /** Why writes are refused (a disk-full or I/O error went before), or null while writable. */
+  readOnlyReason: string | null = null;
+
+  /**
+   * Every write goes through here: a full disk or an I/O error turns the store read-only
+   * (MQD_E_STORE_READONLY) instead of escaping as an exception that could end the process.
+   */
+  private write<T>(fn: () => T): T {
+    if (this.readOnlyReason !== null) {
+      throw new MqdException(
+        mqdError('MQD_E_STORE_READONLY', `the store is read-only: ${this.readOnlyReason}`),
+      );
+    }
+    try {
+      return fn();
+    } catch (e) {
+      const code = sqliteCode(e);
+      if (code !== null && STORAGE_FAILURES.some((c) => code.startsWith(c))) {
+        this.readOnlyReason = `${code}: ${(e as Error).message}`;
+        throw new MqdException(
+          mqdError(
+            'MQD_E_STORE_READONLY',
+            `the store could not write (${this.readOnlyReason}); reads still work: free disk space, then restart`,
+          ),
+        );
+      }
+      throw e;
+    }
   }
 
   private migrate(migrations: readonly Migration[]): number[] {
@@ -255,25 +338,67 @@ export class Store {
   // --- users and sessions
 
   /** Creates the user, or updates uid/admin (and the token when given) of an existing name. */
-  upsertUser(u: { name: string; uid: number | null; admin: boolean; tokenHash: string | null }): User {
-    this.db
-      .prepare(
-        `INSERT INTO users (name, uid, is_admin, token_hash, created_at) VALUES (@name, @uid, @admin, @tokenHash, @now)
-         ON CONFLICT(name) DO UPDATE SET uid = excluded.uid, is_admin = excluded.is_admin,
-           token_hash = COALESCE(excluded.token_hash, users.token_hash)`,
-      )
-      .run({ name: u.name, uid: u.uid, admin: u.admin ? 1 : 0, tokenHash: u.tokenHash, now: this.clock() });
-    const row = this.db
-      .prepare('SELECT id, name, uid, is_admin FROM users WHERE name = ?')
-      .get(u.name) as UserRow;
-    return toUser(row);
+  upsertUser(u: {
+    name: string;
+    uid: number | null;
+    admin: boolean;
+    tokenHash: string | null;
+    tokenExpiresAt?: number | null;
+  }): User {
+    return this.write(() => {
+      this.db
+        .prepare(
+          `INSERT INTO users (name, uid, is_admin, token_hash, token_expires_at, created_at)
+           VALUES (@name, @uid, @admin, @tokenHash, @expires, @now)
+           ON CONFLICT(name) DO UPDATE SET uid = excluded.uid, is_admin = excluded.is_admin,
+             token_hash = COALESCE(excluded.token_hash, users.token_hash),
+             token_expires_at = CASE WHEN excluded.token_hash IS NULL THEN users.token_expires_at
+                                     ELSE excluded.token_expires_at END`,
+        )
+        .run({
+          name: u.name,
+          uid: u.uid,
+          admin: u.admin ? 1 : 0,
+          tokenHash: u.tokenHash,
+          expires: u.tokenExpiresAt ?? null,
+          now: this.clock(),
+        });
+      const row = this.db
+        .prepare('SELECT id, name, uid, is_admin FROM users WHERE name = ?')
+        .get(u.name) as UserRow;
+      return toUser(row);
+    });
   }
 
+  /** The user of a live login token; 'expired' when it is past its expiry. */
   userByTokenHash(hash: string): User | null {
-    const r = this.db.prepare('SELECT id, name, uid, is_admin FROM users WHERE token_hash = ?').get(hash) as
-      | UserRow
-      | undefined;
-    return r ? toUser(r) : null;
+    const r = this.loginToken(hash);
+    return r === null || r === 'expired' ? null : r;
+  }
+
+  loginToken(hash: string): User | 'expired' | null {
+    const r = this.db
+      .prepare('SELECT id, name, uid, is_admin, token_expires_at FROM users WHERE token_hash = ?')
+      .get(hash) as (UserRow & { token_expires_at: number | null }) | undefined;
+    if (!r) return null;
+    if (r.token_expires_at !== null && r.token_expires_at <= this.clock()) return 'expired';
+    return toUser(r);
+  }
+
+  /** Revokes the user's login token and ends every session made with it. */
+  revokeToken(name: string, audit: NewAudit): boolean {
+    return this.write(() =>
+      this.db.transaction(() => {
+        const u = this.db.prepare('SELECT id FROM users WHERE name = ?').get(name) as
+          | { id: number }
+          | undefined;
+        if (!u) return false;
+        this.db.prepare('UPDATE users SET token_hash = NULL WHERE id = ?').run(u.id);
+        this.db.prepare('DELETE FROM sessions WHERE user_id = ?').run(u.id);
+        this.insertAudit(audit);
+        return true;
+      })(),
+    );
   }
 
   userByName(name: string): User | null {
@@ -284,65 +409,94 @@ export class Store {
   }
 
   createSession(tokenHash: string, userId: number, expiresAt: number): void {
-    this.db
-      .prepare('INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)')
-      .run(tokenHash, userId, this.clock(), expiresAt);
+    this.write(() => {
+      this.db
+        .prepare('INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)')
+        .run(tokenHash, userId, this.clock(), expiresAt);
+    });
   }
 
   userBySession(tokenHash: string): User | null {
     const r = this.db
       .prepare(
         `SELECT u.id, u.name, u.uid, u.is_admin FROM sessions s JOIN users u ON u.id = s.user_id
-         WHERE s.token_hash = ? AND s.expires_at > ?`,
+         WHERE s.token_hash = ? AND s.expires_at > ?
+           AND (u.token_expires_at IS NULL OR u.token_expires_at > ?)`,
       )
-      .get(tokenHash, this.clock()) as UserRow | undefined;
+      // A session dies with the login token it was made from (expiry here, revocation deletes it).
+      .get(tokenHash, this.clock(), this.clock()) as UserRow | undefined;
     return r ? toUser(r) : null;
   }
 
   deleteSession(tokenHash: string): void {
-    this.db.prepare('DELETE FROM sessions WHERE token_hash = ?').run(tokenHash);
+    this.write(() => {
+      this.db.prepare('DELETE FROM sessions WHERE token_hash = ?').run(tokenHash);
+    });
   }
 
   // --- jobs
 
-  findJob(host: string, starterPid: number): JobRecord | null {
+  /** The not-ended job of this starter process (pid and start time: a reused pid is another job). */
+  /** startTime null: any start time (an agent that could not read it). */
+  findJob(host: string, starterPid: number, starterStartTime: string | null): JobRecord | null {
     const r = this.db
       .prepare(
-        'SELECT * FROM jobs WHERE host = ? AND starter_pid = ? AND ended_at IS NULL ORDER BY created_at DESC',
+        `SELECT * FROM jobs WHERE host = ? AND starter_pid = ? AND (? IS NULL OR starter_start_time = ?)
+         AND ended_at IS NULL ORDER BY created_at DESC`,
       )
-      .get(host, starterPid) as JobRow | undefined;
+      .get(host, starterPid, starterStartTime, starterStartTime) as JobRow | undefined;
     return r ? toJob(r) : null;
+  }
+
+  /** Not-ended jobs on (host, pid) whose starter was another process: it is gone, so are they. */
+  endReusedJobs(host: string, starterPid: number, starterStartTime: string, at: number): number {
+    return this.write(() => {
+      return this.db
+        .prepare(
+          `UPDATE jobs SET ended_at = ? WHERE host = ? AND starter_pid = ? AND starter_start_time != ?
+           AND ended_at IS NULL`,
+        )
+        .run(at, host, starterPid, starterStartTime).changes;
+    });
   }
 
   /** Inserts a job, or replaces the layout of the job with this id; audited in the same transaction. */
   saveJob(job: JobRecord, audit: NewAudit): void {
-    this.db.transaction(() => {
-      this.db
-        .prepare(
-          `INSERT INTO jobs (id, host, starter_pid, uid, command, method, rank_count, layout, created_at, created_by, ended_at)
-           VALUES (@id, @host, @starterPid, @uid, @command, @method, @rankCount, @layout, @createdAt, @createdBy, @endedAt)
-           ON CONFLICT(id) DO UPDATE SET uid = excluded.uid, command = excluded.command, method = excluded.method,
-             rank_count = excluded.rank_count, layout = excluded.layout, ended_at = excluded.ended_at`,
-        )
-        .run({
-          id: job.id,
-          host: job.host,
-          starterPid: job.starterPid,
-          uid: job.uid,
-          command: job.command,
-          method: job.method,
-          rankCount: job.ranks.length,
-          layout: JSON.stringify(job.ranks),
-          createdAt: job.createdAt,
-          createdBy: job.createdBy,
-          endedAt: job.endedAt,
-        });
-      this.insertAudit(audit);
-    })();
+    this.write(() => {
+      this.db.transaction(() => {
+        this.db
+          .prepare(
+            `INSERT INTO jobs (id, host, starter_pid, starter_start_time, uid, command, method, rank_count, layout,
+               created_at, created_by, ended_at)
+             VALUES (@id, @host, @starterPid, @starterStartTime, @uid, @command, @method, @rankCount, @layout,
+               @createdAt, @createdBy, @endedAt)
+             ON CONFLICT(id) DO UPDATE SET command = excluded.command, method = excluded.method,
+               rank_count = excluded.rank_count, layout = excluded.layout, ended_at = excluded.ended_at
+             WHERE jobs.uid = excluded.uid AND jobs.starter_start_time = excluded.starter_start_time`,
+          )
+          .run({
+            id: job.id,
+            host: job.host,
+            starterPid: job.starterPid,
+            starterStartTime: job.starterStartTime,
+            uid: job.uid,
+            command: job.command,
+            method: job.method,
+            rankCount: job.ranks.length,
+            layout: JSON.stringify(job.ranks),
+            createdAt: job.createdAt,
+            createdBy: job.createdBy,
+            endedAt: job.endedAt,
+          });
+        this.insertAudit(audit);
+      })();
+    });
   }
 
   markJobEnded(id: JobId, at: number): void {
-    this.db.prepare('UPDATE jobs SET ended_at = ? WHERE id = ? AND ended_at IS NULL').run(at, id);
+    this.write(() => {
+      this.db.prepare('UPDATE jobs SET ended_at = ? WHERE id = ? AND ended_at IS NULL').run(at, id);
+    });
   }
 
   job(id: string): JobRecord | null {
@@ -364,18 +518,20 @@ export class Store {
 
   /** Stores a snapshot, applies retention to its job and audits it: all or nothing. */
   insertSnapshot(s: NewSnapshot, audit: NewAudit): { removed: number } {
-    const m = s.meta;
-    return this.db.transaction(() => {
-      this.db
-        .prepare(
-          `INSERT INTO snapshots (${META_COLUMNS}, data) VALUES (@id, @jobId, @takenAt, @durationMicros, @ranks, @ok,
-           @errors, @missing, @pendingSends, @pendingReceives, @unexpected, @digest, @missingRanks, @createdBy,
-           @bytes, @storedBytes, @data)`,
-        )
-        .run({ ...m, missingRanks: JSON.stringify(m.missingRanks), data: s.gz });
-      this.insertAudit(audit);
-      return { removed: this.applyRetention(m.jobId) };
-    })();
+    return this.write(() => {
+      const m = s.meta;
+      return this.db.transaction(() => {
+        this.db
+          .prepare(
+            `INSERT INTO snapshots (${META_COLUMNS}, data) VALUES (@id, @jobId, @takenAt, @durationMicros, @ranks, @ok,
+             @errors, @missing, @pendingSends, @pendingReceives, @unexpected, @digest, @missingRanks, @createdBy,
+             @bytes, @storedBytes, @data)`,
+          )
+          .run({ ...m, missingRanks: JSON.stringify(m.missingRanks), data: s.gz });
+        this.insertAudit(audit);
+        return { removed: this.applyRetention(m.jobId) };
+      })();
+    });
   }
 
   private applyRetention(jobId: string): number {
@@ -399,11 +555,20 @@ export class Store {
 
   /** Runs the age part of retention now (also done on every insert), and drops dead sessions. */
   sweep(): number {
-    this.db.prepare('DELETE FROM sessions WHERE expires_at <= ?').run(this.clock());
-    if (this.retention.maxAgeSeconds <= 0) return 0;
-    return this.db
-      .prepare('DELETE FROM snapshots WHERE taken_at < ?')
-      .run(this.clock() - this.retention.maxAgeSeconds * 1000).changes;
+    return this.write(() => {
+      this.db.prepare('DELETE FROM sessions WHERE expires_at <= ?').run(this.clock());
+      const auditAge = this.retention.auditAgeSeconds ?? 0;
+      if (auditAge > 0) {
+        const before = this.clock() - auditAge * 1000;
+        this.db.prepare('DELETE FROM audit WHERE at < ?').run(before);
+        // Ended jobs go with their snapshots and shares (ON DELETE CASCADE).
+        this.db.prepare('DELETE FROM jobs WHERE ended_at IS NOT NULL AND ended_at < ?').run(before);
+      }
+      if (this.retention.maxAgeSeconds <= 0) return 0;
+      return this.db
+        .prepare('DELETE FROM snapshots WHERE taken_at < ?')
+        .run(this.clock() - this.retention.maxAgeSeconds * 1000).changes;
+    });
   }
 
   snapshotMeta(id: string): SnapshotMeta | null {
@@ -443,14 +608,48 @@ export class Store {
   // --- shares
 
   insertShare(share: ShareRecord, audit: NewAudit): void {
-    this.db.transaction(() => {
-      this.db
-        .prepare(
-          'INSERT INTO shares (id, snapshot_id, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?)',
-        )
-        .run(share.id, share.snapshotId, share.createdBy, share.createdAt, share.expiresAt);
-      this.insertAudit(audit);
-    })();
+    this.write(() => {
+      this.db.transaction(() => {
+        this.db
+          .prepare(
+            'INSERT INTO shares (id, snapshot_id, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?)',
+          )
+          .run(share.id, share.snapshotId, share.createdBy, share.createdAt, share.expiresAt);
+        this.insertAudit(audit);
+      })();
+    });
+  }
+
+  /** Live shares created by `who` (null = everyone's), newest first. */
+  liveShares(who: string | null): ShareRecord[] {
+    const rows = this.db
+      .prepare(
+        `SELECT id, snapshot_id, created_by, created_at, expires_at FROM shares
+         WHERE expires_at > ? AND (? IS NULL OR created_by = ?) ORDER BY created_at DESC LIMIT 1000`,
+      )
+      .all(this.clock(), who, who) as {
+      id: string;
+      snapshot_id: string;
+      created_by: string;
+      created_at: number;
+      expires_at: number;
+    }[];
+    return rows.map((r) => ({
+      id: r.id,
+      snapshotId: SnapshotId(r.snapshot_id),
+      createdBy: r.created_by,
+      createdAt: r.created_at,
+      expiresAt: r.expires_at,
+    }));
+  }
+
+  revokeShare(id: string, audit: NewAudit): void {
+    this.write(() => {
+      this.db.transaction(() => {
+        this.db.prepare('DELETE FROM shares WHERE id = ?').run(id);
+        this.insertAudit(audit);
+      })();
+    });
   }
 
   /** A share that has not expired; expired ones are as good as absent. */
@@ -475,7 +674,9 @@ export class Store {
   // --- audit
 
   audit(a: NewAudit): void {
-    this.insertAudit(a);
+    this.write(() => {
+      this.insertAudit(a);
+    });
   }
 
   private insertAudit(a: NewAudit): void {

@@ -180,6 +180,8 @@ export interface SyntheticJob {
   readonly ranksPerHost: number;
   /** Pid of rank r is basePid + r. */
   readonly basePid?: number;
+  /** The starter's /proc start time (LocatedJob.starterStartTime); '1000' when absent. */
+  readonly starterStartTime?: string;
 }
 
 export function syntheticLayout(job: SyntheticJob): LocatedJob {
@@ -190,13 +192,24 @@ export function syntheticLayout(job: SyntheticJob): LocatedJob {
       return { rank, pid: basePid + rank, host };
     }),
   );
-  return { ranks, method: 'synthetic', uid: job.uid, command: job.command };
+  return {
+    ranks,
+    method: 'synthetic',
+    uid: job.uid,
+    command: job.command,
+    starterStartTime: job.starterStartTime ?? '1000',
+  };
 }
 
 /** A locator that knows one simulated job; other pids are not starters. */
 export function createSyntheticLocator(job: SyntheticJob): JobLocator {
   const located = syntheticLayout(job);
-  const seen: SeenStarter = { starterPid: job.starterPid, uid: job.uid, command: job.command };
+  const seen: SeenStarter = {
+    starterPid: job.starterPid,
+    uid: job.uid,
+    command: job.command,
+    startTime: located.starterStartTime,
+  };
   return {
     async locate(starterPid) {
       if (starterPid !== job.starterPid) {

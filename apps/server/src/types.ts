@@ -17,6 +17,9 @@ export interface JobRecord {
   /** Node of the starter (where the locate ran). */
   readonly host: string;
   readonly starterPid: number;
+  /** The starter's /proc/PID/stat start time: (host, starterPid, starterStartTime) is the identity. */
+  readonly starterStartTime: string;
+  /** Set once when the job is created; never changes (a reused pid is a new job). */
   readonly uid: number;
   readonly command: string;
   readonly method: string;

@@ -42,7 +42,12 @@ describe('agent connection', () => {
     await waitFor(() => events.filter((k) => k === 'connect-error').length >= 2, 'failed attempts');
 
     const second = await buildApp({
-      config: { dataDir: ':memory:', agentToken: AGENT_TOKEN, adminToken: ADMIN_TOKEN },
+      config: {
+        dataDir: ':memory:',
+        agentToken: AGENT_TOKEN,
+        adminToken: ADMIN_TOKEN,
+        allowSharedAgentToken: true,
+      },
     });
     cleanup.push(() => second.close());
     await second.listen({ port, host: '127.0.0.1' });
@@ -86,7 +91,7 @@ describe('agent connection', () => {
     expect(agent.connected).toBe(false);
   });
 
-  it('replaces an older connection for the same host', async () => {
+  it('refuses a second connection for a host with a live agent (MQD_E_AGENT_CONFLICT)', async () => {
     const s = await startServer();
     cleanup.push(() => s.close());
     const mk = (id: string) =>
@@ -103,14 +108,21 @@ describe('agent connection', () => {
     await a.whenConnected();
     const b = mk('b');
     cleanup.push(() => b.dispose());
-    await b.whenConnected();
-    await waitFor(() => !a.connected, 'the older agent to be dropped');
+    const codes: string[] = [];
+    b.onEvent((e) => {
+      if (e.kind === 'connect-error') codes.push(e.error.code);
+    });
+    await waitFor(() => codes.length > 0, 'the second agent to be refused');
+    expect(codes[0]).toBe('MQD_E_AGENT_CONFLICT');
+    // The live agent keeps its host: an impostor cannot evict it.
+    expect(a.connected).toBe(true);
+    expect(b.connected).toBe(false);
     expect(
       s.app.mqd.hub
         .agents()
         .filter((x) => x.connected)
         .map((x) => x.agentId),
-    ).toEqual(['b']);
+    ).toEqual(['a']);
   });
 });
 

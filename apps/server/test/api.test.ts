@@ -67,7 +67,7 @@ describe('authentication', () => {
       }
     }
     const health = await s.app.inject({ method: 'GET', url: '/api/health' });
-    expect(json(health)).toMatchObject({ status: 'ok', protocol: 1, schemaVersion: 1 });
+    expect(json(health)).toMatchObject({ status: 'ok', protocol: 1, schemaVersion: 2 });
   });
 
   it('logs in with the admin token and then works with the session cookie or bearer', async () => {
@@ -115,7 +115,7 @@ describe('authentication', () => {
     });
     expect(ignored.statusCode).toBe(401);
 
-    const on = await setup({ proxyUserHeader: 'x-remote-user' });
+    const on = await setup({ proxyUserHeader: 'x-remote-user', trustedProxies: ['127.0.0.1'] });
     await createUser(on.app, 'alice', 1000);
     const me = await on.app.inject({ method: 'GET', url: '/api/me', headers: { 'x-remote-user': 'alice' } });
     expect(json(me)).toEqual({ user: { name: 'alice', uid: 1000, admin: false } });
@@ -344,6 +344,7 @@ describe('snapshots over REST', () => {
         '/api/admin/agents',
         '/api/admin/hung',
         '/api/admin/users',
+        '/api/admin/users/{name}/token',
         '/api/health',
         '/api/jobs',
         '/api/jobs/attach',
@@ -353,6 +354,8 @@ describe('snapshots over REST', () => {
         '/api/logout',
         '/api/me',
         '/api/shared/{id}',
+        '/api/shares',
+        '/api/shares/{id}',
         '/api/snapshots/{id}',
         '/api/snapshots/{id}/export',
         '/api/snapshots/{id}/share',

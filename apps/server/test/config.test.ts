@@ -5,7 +5,15 @@ describe('loadConfig', () => {
   it('takes defaults, then MQD_* variables, then CLI flags', () => {
     const r = loadConfig({
       env: { MQD_PORT: '9000', MQD_HOST: '0.0.0.0', MQD_AUTO_SNAPSHOT_SECONDS: '30' },
-      argv: ['--port', '9100', '--proxy-user-header', 'X-Remote-User', '--max-snapshots-per-job', '7'],
+      argv: [
+        '--port',
+        '9100',
+        '--proxy-user-header',
+        'X-Remote-User',
+        '--max-snapshots-per-job',
+        '7',
+        '--allow-insecure-http',
+      ],
     });
     expect(r.ok).toBe(true);
     if (!r.ok) return;

@@ -21,7 +21,15 @@ export async function startServer(
 ): Promise<TestServer> {
   const app = await buildApp({
     ...opts,
-    config: { dataDir: ':memory:', agentToken: AGENT_TOKEN, adminToken: ADMIN_TOKEN, ...config },
+    config: {
+      dataDir: ':memory:',
+      agentToken: AGENT_TOKEN,
+      adminToken: ADMIN_TOKEN,
+      // Most tests run several synthetic agents on the shared token; security.test.ts checks
+      // per-host tokens with this off.
+      allowSharedAgentToken: true,
+      ...config,
+    },
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const addr = app.server.address();

@@ -224,7 +224,13 @@ describe('agent messages', () => {
             id: m.value.id,
             method: 'locate',
             ok: true,
-            result: { ranks: [{ rank: 0, pid: 100, host: 'h' }], method: 'test', uid: 0, command: 'mpirun' },
+            result: {
+              ranks: [{ rank: 0, pid: 100, host: 'h' }],
+              method: 'test',
+              uid: 0,
+              command: 'mpirun',
+              starterStartTime: '1',
+            },
           }),
         );
       } else {

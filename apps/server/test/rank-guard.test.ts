@@ -47,6 +47,47 @@ const errorRank: RankSnapshot = {
   communicators: [],
 };
 
+/** A rank with stacks: two threads (one inlined frame, one unwind error), an MPI call with args. */
+const stackRank: RankSnapshot = {
+  ...errorRank,
+  rank: 7,
+  pid: 4300,
+  state: { kind: 'ok' },
+  pausedMicros: 12,
+  threads: [
+    {
+      tid: 4300,
+      name: 'ring',
+      main: true,
+      frames: [
+        { pc: '0x7f01', function: 'inl', module: '/lib/x.so', file: 'a.c', line: 3, inlined: true },
+        { pc: '0x7f01', function: 'PMPI_Ssend', module: '/lib/x.so', file: null, line: null, inlined: false },
+      ],
+      truncated: false,
+      error: null,
+    },
+    {
+      tid: 4301,
+      name: null,
+      main: false,
+      frames: [],
+      truncated: true,
+      error: { code: 'MQD_E_NO_STACKS', message: 'm' },
+    },
+  ],
+  mpiCall: {
+    function: 'MPI_Ssend',
+    tid: 4300,
+    args: { peer: { local: 1, global: 1 }, tag: 4, communicator: '0', count: 2 },
+  },
+};
+const stacksErrorRank: RankSnapshot = {
+  ...errorRank,
+  rank: 8,
+  stacksError: { code: 'MQD_E_NO_STACKS', message: 'x' },
+  mpiCall: { function: 'MPI_Recv', tid: 1, args: null },
+};
+
 const byValidator = (r: unknown) =>
   validateSnapshot({
     schemaVersion: 1,
@@ -104,6 +145,8 @@ describe('checkRanks', () => {
       syntheticRank(5, 105, 'n0', 16, 3, 1) as unknown as Json,
       mpichRank as unknown as Json,
       errorRank as unknown as Json,
+      stackRank as unknown as Json,
+      stacksErrorRank as unknown as Json,
     ];
     let cases = 0;
     let refused = 0;

@@ -28,7 +28,9 @@ describe('serve', () => {
       expect(login).toBe(served.loginUrl);
       const token = new URL(login).searchParams.get('token') ?? '';
       expect(token).toBe(served.adminToken);
-      expect(lines.some((l) => l.includes(`--token ${served.agentToken}`))).toBe(true);
+      // The agent secret itself is never printed (per-node tokens are derived from it).
+      expect(lines.some((l) => l.includes(served.agentToken))).toBe(false);
+      expect(lines.some((l) => l.includes('mqd agent-token --host'))).toBe(true);
       const res = await fetch(`${served.url}/api/login`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },

@@ -35,6 +35,7 @@ const job = (id: string, at: number): JobRecord => ({
   id: JobId(id),
   host: 'n0',
   starterPid: 42,
+  starterStartTime: '5000',
   uid: 1000,
   command: 'mpirun -np 2 ./a.out',
   method: 'test',
@@ -76,21 +77,21 @@ describe('store', () => {
     const dir = tmp();
     const clock = { now: 1000 };
     const first = open(dir, clock);
-    expect(first.migrationsApplied).toEqual([1]);
+    expect(first.migrationsApplied).toEqual([1, 2]);
     first.close();
     const second = open(dir, clock);
     expect(second.migrationsApplied).toEqual([]);
     second.close();
-    // A new release adds migration 2: only it runs, once.
-    const withV2 = [...MIGRATIONS, { version: 2, sql: 'ALTER TABLE jobs ADD COLUMN note TEXT' }];
-    const third = open(dir, clock, undefined, withV2);
-    expect(third.migrationsApplied).toEqual([2]);
-    expect(third.schemaVersion()).toBe(2);
+    // A new release adds migration 3: only it runs, once.
+    const withV3 = [...MIGRATIONS, { version: 3, sql: 'ALTER TABLE jobs ADD COLUMN note TEXT' }];
+    const third = open(dir, clock, undefined, withV3);
+    expect(third.migrationsApplied).toEqual([3]);
+    expect(third.schemaVersion()).toBe(3);
     third.close();
-    const fourth = open(dir, clock, undefined, withV2);
+    const fourth = open(dir, clock, undefined, withV3);
     expect(fourth.migrationsApplied).toEqual([]);
     const rows = fourth.db.prepare('SELECT version FROM schema_version ORDER BY version').all();
-    expect(rows).toEqual([{ version: 1 }, { version: 2 }]);
+    expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
   });
 
   it('keeps committed snapshots across a reopen, with WAL on', () => {

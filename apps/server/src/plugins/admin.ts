@@ -136,4 +136,33 @@ export const adminPlugin: FastifyPluginAsync<PluginOpts> = async (app, { s }) =>
       return reply.code(201).send({ user: userJson(user), token });
     },
   );
+
+  app.delete<{ Params: { name: string } }>(
+    '/users/:name/token',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: "Revoke a user's login token; their sessions end at once",
+        security,
+        params: {
+          type: 'object',
+          required: ['name'],
+          properties: {
+            name: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._@-]+$' },
+          },
+        },
+        response: { 204: { type: 'null' }, ...errs },
+      },
+    },
+    async (req, reply) => {
+      const who = currentUser(req).name;
+      const done = s.store.revokeToken(req.params.name, {
+        who,
+        action: 'user-create',
+        detail: `revoked the login token of ${req.params.name}`,
+      });
+      if (!done) fail('MQD_E_NOT_FOUND', `no user ${req.params.name}`);
+      return reply.code(204).send();
+    },
+  );
 };

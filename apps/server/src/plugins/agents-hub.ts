@@ -13,7 +13,7 @@ export const agentsHubPlugin: FastifyPluginAsync<PluginOpts> = async (app, { s }
       ...socket.handshake.headers,
       ...(typeof token === 'string' ? { authorization: `Bearer ${token}` } : {}),
     };
-    const user = s.auth.fromHeaders(headers);
+    const user = s.auth.fromHeaders(headers, socket.conn.remoteAddress);
     if (!user.ok)
       return next(Object.assign(new Error(user.error.message), { data: { code: user.error.code } }));
     socket.data = { user: user.value };

@@ -90,7 +90,7 @@ const publicPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) => {
       s.store.audit({ who: r.value.user.name, action: 'login' });
       reply.header(
         'set-cookie',
-        `${SESSION_COOKIE}=${r.value.session}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${s.config.sessionTtlSeconds}`,
+        `${SESSION_COOKIE}=${r.value.session}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${s.config.sessionTtlSeconds}${s.config.tlsCert !== null ? '; Secure' : ''}`,
       );
       return {
         user: userJson(r.value.user),
@@ -119,6 +119,8 @@ const publicPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) => {
   app.get<{ Params: { id: string } }>(
     '/shared/:id',
     {
+      // Share links are public: limit per address, and the decoded JSON is cached (fanout.ts).
+      config: rateLimited(opts),
       schema: {
         tags: ['public'],
         summary: 'A shared snapshot, read-only, without login, until the link expires',
@@ -158,7 +160,7 @@ const publicPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) => {
 const authedPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) => {
   const { s } = opts;
   app.addHook('onRequest', async (req) => {
-    const r = s.auth.fromHeaders(req.headers);
+    const r = s.auth.fromHeaders(req.headers, req.socket.remoteAddress);
     if (!r.ok) throw new MqdException(r.error);
     req.user = r.value;
   });

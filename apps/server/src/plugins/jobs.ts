@@ -56,7 +56,9 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) => {
       const starters = s.hub
         .seenStarters()
         .filter(
-          (x) => mayAccess(user, x.starter.uid) && s.store.findJob(x.host, x.starter.starterPid) === null,
+          (x) =>
+            mayAccess(user, x.starter.uid) &&
+            s.store.findJob(x.host, x.starter.starterPid, x.starter.startTime ?? null) === null,
         )
         .map((x) => ({ host: x.host, ...x.starter }));
       return { jobs: jobs.map(toJson), starters };
@@ -115,11 +117,18 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) => {
         fail('MQD_E_FORBIDDEN', `starter ${pid} on ${host} belongs to uid ${found.uid}`);
       }
       if (found.ranks.length === 0) fail('MQD_E_NO_RANKS', `starter ${pid} on ${host} has no ranks`);
-      const existing = s.store.findJob(host, pid);
+      // Identity is (host, pid, start time): an old job on this pid with another start time had
+      // a starter that is gone, so it ends; this attach makes a new job with its own uid.
+      s.store.endReusedJobs(host, pid, found.starterStartTime, s.clock());
+      const existing = s.store.findJob(host, pid, found.starterStartTime);
+      if (existing && existing.uid !== found.uid) {
+        fail('MQD_E_PID_REUSED', `starter ${pid} on ${host} changed owner; attach it again later`);
+      }
       const job: JobRecord = {
         id: existing?.id ?? JobId(newId()),
         host,
         starterPid: pid,
+        starterStartTime: found.starterStartTime,
         uid: found.uid,
         command: found.command,
         method: found.method,

@@ -145,4 +145,72 @@ export const sharesPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) =>
       });
     },
   );
+
+  const ShareJson = {
+    type: 'object',
+    required: ['id', 'snapshotId', 'createdBy', 'createdAt', 'expiresAt'],
+    properties: {
+      id: { type: 'string' },
+      snapshotId: { type: 'string' },
+      createdBy: { type: 'string' },
+      createdAt: { type: 'string' },
+      expiresAt: { type: 'string' },
+    },
+  } as const;
+
+  app.get(
+    '/shares',
+    {
+      schema: {
+        tags: ['shares'],
+        summary: 'The live share links this user created (every live link for admins)',
+        security,
+        response: {
+          200: {
+            type: 'object',
+            required: ['shares'],
+            properties: { shares: { type: 'array', items: ShareJson } },
+          },
+          ...errs,
+        },
+      },
+    },
+    async (req) => {
+      const user = currentUser(req);
+      const list = s.store.liveShares(user.admin ? null : user.name);
+      return {
+        shares: list.map((x) => ({
+          ...x,
+          createdAt: new Date(x.createdAt).toISOString(),
+          expiresAt: new Date(x.expiresAt).toISOString(),
+        })),
+      };
+    },
+  );
+
+  app.delete<{ Params: { id: string } }>(
+    '/shares/:id',
+    {
+      schema: {
+        tags: ['shares'],
+        summary: 'Revoke a share link: it stops working at once',
+        security,
+        params: idParams,
+        response: { 204: { type: 'null' }, ...errs },
+      },
+    },
+    async (req, reply) => {
+      const user = currentUser(req);
+      const share = s.store.liveShare(req.params.id) ?? fail('MQD_E_NOT_FOUND', 'no such live share link');
+      // Only its creator (or an admin) revokes a link; others learn nothing about it.
+      if (!user.admin && share.createdBy !== user.name) fail('MQD_E_NOT_FOUND', 'no such live share link');
+      s.store.revokeShare(share.id, {
+        who: user.name,
+        action: 'share',
+        snapshotId: share.snapshotId,
+        detail: `revoked ${share.id}`,
+      });
+      return reply.code(204).send();
+    },
+  );
 };

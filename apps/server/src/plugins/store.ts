@@ -10,8 +10,13 @@ export const storePlugin: FastifyPluginAsync<PluginOpts & { ownsStore: boolean }
   { s, ownsStore },
 ) => {
   const timer = setInterval(() => {
-    const removed = s.store.sweep();
-    if (removed > 0) app.log.info({ removed }, 'retention removed old snapshots');
+    try {
+      const removed = s.store.sweep();
+      if (removed > 0) app.log.info({ removed }, 'retention removed old snapshots');
+    } catch (e) {
+      // A read-only store (disk full) skips the sweep; anything else is a bug and is logged.
+      app.log.error({ err: e }, 'retention sweep failed');
+    }
   }, SWEEP_MS);
   timer.unref();
   app.addHook('onClose', async () => {

@@ -1,0 +1,58 @@
+// The agent's credential never comes from argv unless the user insists (with a warning), and a
+// token file that other users could read is refused.
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { hostAgentToken } from '@mqd/server';
+import { afterEach, describe, expect, it } from 'vitest';
+import { agentCommand, agentTokenCommand, readSecretFile } from '../src/serve-cmd.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function tokenFile(mode: number): string {
+  const d = mkdtempSync(join(tmpdir(), 'mqd-cred-'));
+  dirs.push(d);
+  const p = join(d, 'token');
+  writeFileSync(p, 'secret-token-0123456789\n');
+  chmodSync(p, mode);
+  return p;
+}
+
+function capture() {
+  const out: string[] = [];
+  const err: string[] = [];
+  return { io: { out: (s: string) => out.push(s), err: (s: string) => err.push(s) }, out, err };
+}
+
+describe('agent credentials', () => {
+  it('reads a 0600 token file and refuses one readable by group or others', () => {
+    expect(readSecretFile(tokenFile(0o600))).toEqual({ ok: true, value: 'secret-token-0123456789' });
+    for (const mode of [0o640, 0o604, 0o660]) {
+      const r = readSecretFile(tokenFile(mode));
+      expect(r.ok, mode.toString(8)).toBe(false);
+      if (!r.ok) expect(r.message).toMatch(/chmod 600/);
+    }
+  });
+
+  it('mqd agent refuses a group-readable --token-file and plain HTTP to another machine', async () => {
+    const c = capture();
+    expect(
+      await agentCommand(['--server', 'http://127.0.0.1:1', '--token-file', tokenFile(0o644)], c.io),
+    ).toBe(2);
+    expect(c.err.join('\n')).toMatch(/MQD_E_USAGE: .*chmod 600/);
+    const d = capture();
+    expect(
+      await agentCommand(['--server', 'http://10.9.9.9:8080', '--token-file', tokenFile(0o600)], d.io),
+    ).toBe(2);
+    expect(d.err.join('\n')).toMatch(/MQD_E_INSECURE/);
+  });
+
+  it('mqd agent-token prints the token derived for a host', async () => {
+    const c = capture();
+    expect(await agentTokenCommand(['--host', 'node7', '--secret-file', tokenFile(0o600)], c.io)).toBe(0);
+    expect(c.out).toEqual([hostAgentToken('secret-token-0123456789', 'node7')]);
+  });
+});
