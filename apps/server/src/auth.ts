@@ -151,4 +151,9 @@ export class Auth {
 }
 
 /** May this user see and snapshot a job owned by `uid`? */
-export const mayAccess = (user: User, uid: number): boolean => user.admin || user.uid === uid;
+/**
+ * A user sees and snapshots the jobs of their own uid; admins see every job. Jobs of uid 0 are
+ * for admins only (even a user mapped to uid 0 is not one): that is what lets the snapshot
+ * path ask agents to read root's ranks (ReadOptions.allowRoot) for those jobs alone.
+ */
+export const mayAccess = (user: User, uid: number): boolean => user.admin || (user.uid === uid && uid !== 0);

@@ -193,9 +193,10 @@ export class SnapshotService {
     let mpi: MpiInfo | null = null;
     await Promise.all(
       [...byHost].map(async ([host, targets]) => {
-        // The owner's uid travels with the request: the agent reads only that uid's ranks, never
-        // uid 0 (allowRoot is not offered through this path).
-        const r = await hub.snapshot(host, targets, this.o.snapshotTimeoutMs, onRanks, { ownerUid: job.uid });
+        // The owner's uid travels with the request: the agent reads only that uid's ranks. uid 0
+        // is read only for a job of uid 0, which only admins may attach or snapshot (mayAccess).
+        const owner = job.uid === 0 ? { ownerUid: 0, allowRoot: true } : { ownerUid: job.uid };
+        const r = await hub.snapshot(host, targets, this.o.snapshotTimeoutMs, onRanks, owner);
         if (r.ok) mpi ??= r.value.mpi;
         else failures.set(host, r.error);
       }),

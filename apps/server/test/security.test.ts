@@ -131,6 +131,57 @@ describe('pid reuse', () => {
   });
 });
 
+describe('jobs of uid 0', () => {
+  it('are for admins only; only their snapshots ask the agent to read root ranks', async () => {
+    const s = await server();
+    const rootUser = await createUser(s.app, 'mapped-root', 0); // a user mapped to uid 0, not admin
+    const admin = await createUser(s.app, 'ops', null, true);
+    const loc = mutableLocator({
+      ranks: [{ rank: 0, pid: 701, host: 'n0', startTime: '11' }],
+      method: 'test',
+      uid: 0,
+      command: 'mpirun',
+      starterStartTime: '1',
+    });
+    const reads: ReadOptions[] = [];
+    const inner = createSyntheticReader({ worldSize: 1 });
+    const agent = startAgent({
+      serverUrl: s.url,
+      token: AGENT_TOKEN,
+      host: 'n0',
+      reader: {
+        mpi: inner.mpi,
+        read: (targets, opts) => {
+          reads.push(opts);
+          return inner.read(targets, opts);
+        },
+      },
+      locator: loc.locator,
+    });
+    cleanup.push(() => agent.dispose());
+    await agent.whenConnected();
+    const attach = (who: { authorization: string }) =>
+      s.app.inject({
+        method: 'POST',
+        url: '/api/jobs/attach',
+        headers: who,
+        payload: { host: 'n0', starterPid: 700 },
+      });
+    const refused = await attach(rootUser);
+    expect(refused.statusCode, refused.body).toBe(403);
+    expect(json(refused)).toMatchObject({ code: 'MQD_E_FORBIDDEN' });
+    const a = await attach(admin);
+    expect(a.statusCode, a.body).toBe(201);
+    const job = json<{ job: { id: string } }>(a).job;
+    const snap = await s.app.inject({ method: 'POST', url: `/api/jobs/${job.id}/snapshots`, headers: admin });
+    expect(snap.statusCode, snap.body).toBe(201);
+    expect(reads).toHaveLength(1);
+    expect(reads[0]).toMatchObject({ ownerUid: 0, allowRoot: true });
+    const peek = await s.app.inject({ method: 'GET', url: `/api/jobs/${job.id}`, headers: rootUser });
+    expect(peek.statusCode).toBe(403);
+  });
+});
+
 describe('store failures', () => {
   it('refuses to start on a corrupt database with MQD_E_STORE_CORRUPT and says how to recover', () => {
     const dir = mkdtempSync(join(tmpdir(), 'mqd-corrupt-'));
