@@ -3,7 +3,7 @@
 // the real StacksView on a synthetic job with stacks (~20 distinct stacks) and times it until
 // the tree is on screen, measured in the page (window.__mqdStacksBench). Baselines in the same
 // run: a JSON round trip of the same snapshot in the page, and the same page at 1,024 ranks.
-// Target: under 1 s at 16,384 ranks. Results: bench/results/stacks.json.
+// Target: under 1 s at 16,384 ranks. Results: bench/results/stacks-view.json.
 import { createReadStream, existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { extname, join, normalize } from 'node:path';
@@ -65,7 +65,7 @@ try {
   const pass = big !== undefined && big.renderMedianMs < TARGET_MS;
   mkdirSync('bench/results', { recursive: true });
   writeFileSync(
-    'bench/results/stacks.json',
+    'bench/results/stacks-view.json',
     `${JSON.stringify({ bench: 'stacks view', date: new Date().toISOString(), targets: { renderMs: TARGET_MS }, pass, rows }, null, 2)}\n`,
   );
   console.log(

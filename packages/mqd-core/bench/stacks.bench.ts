@@ -119,7 +119,7 @@ const result = {
   many,
 };
 mkdirSync('bench/results', { recursive: true });
-writeFileSync('bench/results/stacks.json', `${JSON.stringify(result, null, 2)}\n`);
+writeFileSync('bench/results/stacks-unwind.json', `${JSON.stringify(result, null, 2)}\n`);
 for (const r of stop) {
   console.log(
     `stacks ${r.mpi} ${r.ranks} ranks (${r.threadsPerRank} threads, ${r.mainThreadFrames} main-thread frames): stopped ${r.pausedNoStacksMs.toFixed(2)} ms without stacks, ${r.pausedStacksMs.toFixed(2)} ms with (+${r.addedPerRankMs.toFixed(2)} ms per rank, x${r.ratio.toFixed(2)}); first snapshot with stacks ${r.coldStacksSnapshotMs.toFixed(0)} ms`,
