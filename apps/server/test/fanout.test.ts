@@ -239,3 +239,42 @@ describe('fan-out and merge', () => {
     expect(second).toMatchObject({ ok: 2, errors: 0 });
   });
 });
+
+describe('snapshot byte budget', () => {
+  it('refuses a snapshot over --max-snapshot-bytes with MQD_E_TOO_LARGE and stores nothing', async () => {
+    const job = {
+      starterPid: 88,
+      uid: 1000,
+      command: 'mpirun -np 4 ./a.out',
+      hosts: ['n0'],
+      ranksPerHost: 4,
+    };
+    const make = async (maxSnapshotBytes: number) => {
+      const s = await server({ maxSnapshotBytes });
+      const agent = startAgent({
+        serverUrl: s.url,
+        token: AGENT_TOKEN,
+        host: 'n0',
+        reader: createSyntheticReader({ worldSize: 4 }),
+        locator: createSyntheticLocator(job),
+      });
+      cleanup.push(() => agent.dispose());
+      await agent.whenConnected();
+      const attached = await attach(s, 88, 'n0');
+      const res = await s.app.inject({
+        method: 'POST',
+        url: `/api/jobs/${attached.id}/snapshots`,
+        headers: s.admin,
+      });
+      return { s, res, attached };
+    };
+    const small = await make(512);
+    expect(small.res.statusCode).toBe(413);
+    expect(json(small.res)).toMatchObject({ code: 'MQD_E_TOO_LARGE' });
+    expect(small.s.app.mqd.store.countSnapshots(small.attached.id)).toBe(0);
+    // The same job under a budget it fits in is stored: the refusal was the budget's.
+    const roomy = await make(1 << 20);
+    expect(roomy.res.statusCode, roomy.res.body).toBe(201);
+    expect(roomy.s.app.mqd.store.countSnapshots(roomy.attached.id)).toBe(1);
+  });
+});

@@ -109,6 +109,31 @@ describe('store', () => {
     expect(b.activity(10).map((e) => e.action)).toEqual(['snapshot', 'attach']);
   });
 
+  it('drops audit rows and ended jobs (with their snapshots) past the audit retention; running jobs stay', () => {
+    const clock = { now: 1_000 };
+    const s = new Store({
+      dataDir: ':memory:',
+      retention: { maxSnapshotsPerJob: 0, maxAgeSeconds: 0, auditAgeSeconds: 60 },
+      clock: () => clock.now,
+    });
+    stores.push(s);
+    s.saveJob(job('old', 1_000), { who: 'admin', action: 'attach', jobId: 'old' });
+    s.saveJob({ ...job('live', 1_000), starterPid: 43 }, { who: 'admin', action: 'attach', jobId: 'live' });
+    s.insertSnapshot(snap('s-old', 'old', 1_000), { ...audit, jobId: 'old', snapshotId: 's-old' });
+    s.markJobEnded(JobId('old'), 2_000);
+    clock.now = 2_000 + 59_000; // not yet past 60 s
+    s.sweep();
+    expect(s.job('old')).not.toBeNull();
+    expect(s.activity(10)).toHaveLength(3);
+    clock.now = 2_000 + 61_000;
+    s.audit({ who: 'admin', action: 'login' }); // a fresh row survives the sweep
+    s.sweep();
+    expect(s.job('old')).toBeNull();
+    expect(s.snapshotMeta('s-old')).toBeNull();
+    expect(s.job('live')).not.toBeNull();
+    expect(s.activity(10).map((e) => e.action)).toEqual(['login']);
+  });
+
   it('writes a snapshot and its audit row together or not at all', () => {
     const clock = { now: 1 };
     const s = open(':memory:', clock);
