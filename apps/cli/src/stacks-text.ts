@@ -1,7 +1,13 @@
 // `mqd snapshot --stacks`: the merged call-prefix tree of the snapshot's stacks as text, the
 // way STAT prints it (indentation per frame, the ranks through each frame as ranges and their
 // count), then the equivalence classes of whole stacks and the outliers.
-import { buildStackTree, type JobSnapshot, type StackTree, type ThreadMode } from '@mqd/model';
+import {
+  buildStackTree,
+  formatStackTree,
+  type JobSnapshot,
+  type StackTree,
+  type ThreadMode,
+} from '@mqd/model';
 
 export interface StacksTextOptions {
   readonly threads?: ThreadMode;
@@ -24,22 +30,8 @@ export function formatStacks(tree: StackTree, opts: StacksTextOptions = {}): str
       ? `${tree.threadCount} threads of ${tree.rankCount} ranks`
       : `${tree.rankCount} ranks, main threads`;
   const out = [`stacks (${what}, ${tree.classTotal} distinct):`];
-  const all = tree.threads === 'all';
-  const stack: number[] = [...tree.roots].reverse();
-  while (stack.length > 0) {
-    const n = tree.nodes[stack.pop() ?? 0];
-    if (n === undefined) continue;
-    const count =
-      all && n.threadCount !== n.rankCount
-        ? ` (${n.rankCount} ranks, ${n.threadCount} threads)`
-        : n.rankCount > 1
-          ? ` (${n.rankCount})`
-          : '';
-    const mod = opts.modules && n.module !== null ? ` in ${n.module}` : '';
-    out.push(`${'  '.repeat(n.depth)}[${n.ranks}]${count} ${n.function}${mod}`);
-    for (let i = n.children.length - 1; i >= 0; i--) stack.push(n.children[i] ?? 0);
-  }
-  if (tree.missing !== '') out.push(`no stacks: [${tree.missing}]`);
+  // The tree itself is the model's one formatter; the CLI adds the heading and the classes.
+  out.push(formatStackTree(tree, opts.modules === undefined ? {} : { modules: opts.modules }));
   out.push('classes (ranks with the same whole stack):');
   for (const c of tree.classes.slice(0, 10)) {
     out.push(`  [${c.ranks}] (${c.rankCount}) ${c.frames.slice(-3).join(' > ')}`);

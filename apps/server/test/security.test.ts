@@ -64,6 +64,31 @@ function mutableLocator(first: LocatedJob): { locator: JobLocator; set(j: Locate
   };
 }
 
+/** An agent on host n0 with a synthetic one-rank reader that records every read's options. */
+async function recordingAgent(
+  s: TestServer,
+  locator: JobLocator,
+): Promise<{ targets: readonly RankTarget[]; opts: ReadOptions }[]> {
+  const reads: { targets: readonly RankTarget[]; opts: ReadOptions }[] = [];
+  const inner = createSyntheticReader({ worldSize: 1 });
+  const agent = startAgent({
+    serverUrl: s.url,
+    token: AGENT_TOKEN,
+    host: 'n0',
+    reader: {
+      mpi: inner.mpi,
+      read: (targets, opts) => {
+        reads.push({ targets, opts });
+        return inner.read(targets, opts);
+      },
+    },
+    locator,
+  });
+  cleanup.push(() => agent.dispose());
+  await agent.whenConnected();
+  return reads;
+}
+
 describe('pid reuse', () => {
   it('gives the second user a new job; the first keeps theirs; the agent gets the owner uid and start times', async () => {
     const s = await server();
@@ -77,23 +102,7 @@ describe('pid reuse', () => {
       starterStartTime: t,
     });
     const loc = mutableLocator(layout(1001, '5000'));
-    const reads: { targets: readonly RankTarget[]; opts: ReadOptions }[] = [];
-    const inner = createSyntheticReader({ worldSize: 1 });
-    const agent = startAgent({
-      serverUrl: s.url,
-      token: AGENT_TOKEN,
-      host: 'n0',
-      reader: {
-        mpi: inner.mpi,
-        read: (targets, opts) => {
-          reads.push({ targets, opts });
-          return inner.read(targets, opts);
-        },
-      },
-      locator: loc.locator,
-    });
-    cleanup.push(() => agent.dispose());
-    await agent.whenConnected();
+    const reads = await recordingAgent(s, loc.locator);
     const attach = (who: { authorization: string }) =>
       s.app.inject({
         method: 'POST',
@@ -143,23 +152,7 @@ describe('jobs of uid 0', () => {
       command: 'mpirun',
       starterStartTime: '1',
     });
-    const reads: ReadOptions[] = [];
-    const inner = createSyntheticReader({ worldSize: 1 });
-    const agent = startAgent({
-      serverUrl: s.url,
-      token: AGENT_TOKEN,
-      host: 'n0',
-      reader: {
-        mpi: inner.mpi,
-        read: (targets, opts) => {
-          reads.push(opts);
-          return inner.read(targets, opts);
-        },
-      },
-      locator: loc.locator,
-    });
-    cleanup.push(() => agent.dispose());
-    await agent.whenConnected();
+    const reads = await recordingAgent(s, loc.locator);
     const attach = (who: { authorization: string }) =>
       s.app.inject({
         method: 'POST',
@@ -176,7 +169,7 @@ describe('jobs of uid 0', () => {
     const snap = await s.app.inject({ method: 'POST', url: `/api/jobs/${job.id}/snapshots`, headers: admin });
     expect(snap.statusCode, snap.body).toBe(201);
     expect(reads).toHaveLength(1);
-    expect(reads[0]).toMatchObject({ ownerUid: 0, allowRoot: true });
+    expect(reads[0]?.opts).toMatchObject({ ownerUid: 0, allowRoot: true });
     const peek = await s.app.inject({ method: 'GET', url: `/api/jobs/${job.id}`, headers: rootUser });
     expect(peek.statusCode).toBe(403);
   });
