@@ -68,3 +68,26 @@ describe('a receive waiting for a tag that never comes', () => {
     ).toEqual([[[[0, 'receives', 99]], [[1, 'receives', 1]]]]);
   });
 });
+
+// Issue 10: the diagnosis over stacks and queues, on real jobs (the stacks come from the same
+// stop as the queues).
+describe.each(['openmpi', 'mpich'] as const)('%s: diagnosis from stacks and queues', (mpi) => {
+  it('ranks in different collectives: collective-hang naming each call and its ranks', async () => {
+    const e = await explain(mpi, 'collective_two');
+    expect(e.verdict).toBe('collective-hang');
+    expect(e.summary).toMatch(/ranks 0-2 in MPI_Barrier on MPI_COMM_WORLD/);
+    expect(e.summary).toMatch(/rank 3 in MPI_Allreduce/);
+  });
+
+  it('a ring of blocking MPI_Ssend: a deadlock through every rank', async () => {
+    const e = await explain(mpi, 'ssend_complete_ring');
+    expect(e.verdict).toBe('deadlock');
+    expect(e.deadlock?.cycles.map((c) => c.ranks)).toEqual([[0, 1, 2, 3]]);
+  });
+
+  it('every rank probing for a message from the next: a deadlock though no queue holds anything', async () => {
+    const e = await explain(mpi, 'probe_wait');
+    expect(e.verdict).toBe('deadlock');
+    expect(e.deadlock?.cycles.map((c) => c.ranks)).toEqual([[0, 1, 2, 3]]);
+  });
+});
