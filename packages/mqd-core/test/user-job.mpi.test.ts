@@ -1,7 +1,7 @@
 // A real MPI job run by an unprivileged user (uid 65534 via setpriv) and read by a root
 // Snapshotter acting for that user (ownerUid 65534): the queues are the expected ones and every
 // reader child ran as 65534 with no groups and NO_NEW_PRIVS. The MPI cache, the fixtures and
-// /work/main are world-readable; the user gets a writable HOME/TMPDIR of their own.
+// the checkout are world-readable; the user gets a writable HOME/TMPDIR of their own.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chownSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import type { JobSnapshot } from '@mqd/model';

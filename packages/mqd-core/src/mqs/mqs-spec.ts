@@ -3,7 +3,7 @@
 // constant, callback table and entry point is here, once, with its memory layout on LP64.
 // Sources of the facts: the MPI Forum draft "MPI Message Queue Dumping Interface", Open MPI's
 // ompi/debuggers/msgq_interface.h and MPICH's src/mpi/debugger/mpi_interface.h (see
-// /work/shared/reference/mqd-implementations.md). Written here, not copied.
+// ../shared/reference/mqd-implementations.md). Written here, not copied.
 //
 // Conventions (ffi-lessons.md):
 // - Opaque handles (mqs_image *, mqs_process *, mqs_type *, *_info *) are integers: the
