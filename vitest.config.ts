@@ -11,6 +11,7 @@ const alias = {
   '@mqd/core': src('./packages/mqd-core/src/index.ts'),
   '@mqd/mpir': src('./packages/mpir/src/index.ts'),
   '@mqd/testkit': src('./packages/testkit/src/index.ts'),
+  '@mqd/server/agent': src('./apps/server/src/agent-entry.ts'),
   '@mqd/server': src('./apps/server/src/index.ts'),
   '@mqd/cli': src('./apps/cli/src/index.ts'),
 };

@@ -1,6 +1,8 @@
+export { agentCommand } from './agent-cmd.js';
 export { type LocalServe, serveWithLocalAgent } from './local-serve.js';
 export { main } from './main.js';
+export { parsePidArg } from './pid-arg.js';
 export { MpirJobLocator } from './real-locator.js';
 export { CoreRankReader } from './real-reader.js';
-export { agentCommand, serveCommand } from './serve-cmd.js';
-export { parsePidArg, snapshotCommand } from './snapshot-cmd.js';
+export { serveCommand } from './serve-cmd.js';
+export { snapshotCommand } from './snapshot-cmd.js';

@@ -10,17 +10,8 @@ import {
   type PidTarget,
   ranksFromPids,
 } from '@mqd/mpir';
-import { type Io, parsePidArg } from './snapshot-cmd.js';
-
-export const RANKS_USAGE = `usage: mqd ranks --attach PID [--method auto|mpir|process-tree] [--json]
-       mqd ranks --pid PID[:RANK] [--pid ...] [--json]
-  Lists every rank of an MPI job with its pid and host, without stopping anything.
-  --attach PID   the job's starter (mpirun, mpiexec): its MPIR process table, else the MPI
-                 processes below it
-  --method M     auto (default): the MPIR table, else the process tree; mpir or process-tree
-                 to force one
-  --pid PID[:RANK]  ranks given directly (RANK defaults to the one in the process environment)
-  --json         print the job as JSON`;
+import { parsePidArg } from './pid-arg.js';
+import { type Io, RANKS_USAGE } from './usage.js';
 
 const isMethod = (s: string): s is MethodChoice => (METHOD_CHOICES as readonly string[]).includes(s);
 

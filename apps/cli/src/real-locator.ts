@@ -6,7 +6,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { procStartTime } from '@mqd/core';
 import { type MqdError, ok, type Result } from '@mqd/model';
 import { type LocalHost, localHost } from '@mqd/mpir';
-import type { JobLocator, LocatedJob, SeenStarter } from '@mqd/server';
+import type { JobLocator, LocatedJob, SeenStarter } from '@mqd/server/agent';
 import { locateAsOwner } from './locate-as-owner.js';
 
 /** Process names of MPI starters an agent reports before anyone attaches. */

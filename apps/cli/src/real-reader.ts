@@ -3,7 +3,7 @@
 // processes set up).
 import { type DllPolicy, Snapshotter } from '@mqd/core';
 import { mqdError, type RankSnapshot, rankNotRead } from '@mqd/model';
-import type { MpiInfo, RankReader, RankTarget, ReadOptions } from '@mqd/server';
+import type { MpiInfo, RankReader, RankTarget, ReadOptions } from '@mqd/server/agent';
 
 export class CoreRankReader implements RankReader {
   private readonly snapshotter = new Snapshotter();

@@ -6,16 +6,7 @@ import { formatSnapshot, type SnapshotResult, Snapshotter } from '@mqd/core';
 import { mqdError } from '@mqd/model';
 import { type JobRanks, launchUnderTool, localHost, localTargets } from '@mqd/mpir';
 import { formatJobRanks } from './ranks-cmd.js';
-import type { Io } from './snapshot-cmd.js';
-
-export const RUN_USAGE = `usage: mqd run [--snapshot] [--json] [--timeout SECONDS] -- STARTER [ARGS...]
-  Starts an MPI job under the tool (e.g. mqd run -- mpirun -np 4 ./app), stops the starter at
-  MPIR_Breakpoint, prints its process table, then lets the job run and exits with its status.
-  --snapshot      also take a first snapshot there (Open MPI's ranks are then held at the end
-                  of MPI_Init; MPICH's are not held, so some may not be in MPI yet)
-  --json          print the table (and snapshot) as one JSON document
-  --timeout SECS  time for the starter to reach MPIR_Breakpoint (default 60)
-  The job inherits this terminal; ^C reaches it directly, SIGTERM/SIGHUP sent to mqd are passed on.`;
+import { type Io, RUN_USAGE } from './usage.js';
 
 function usage(io: Io, detail: string): number {
   io.err(`${mqdError('MQD_E_USAGE', detail).message}\n${RUN_USAGE}`);

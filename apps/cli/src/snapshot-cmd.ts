@@ -1,37 +1,11 @@
 // `mqd snapshot (--attach STARTER_PID | --pid PID[:RANK] ...) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]`
 import { parseArgs } from 'node:util';
 import { formatSnapshot, type SnapshotTarget, Snapshotter } from '@mqd/core';
-import { buildStackTree, explainSnapshot, formatExplanation, type MqdError, mqdError } from '@mqd/model';
+import { buildStackTree, explainSnapshot, formatExplanation, mqdError } from '@mqd/model';
 import { snapshotAttach } from '@mqd/mpir';
+import { parsePidArg } from './pid-arg.js';
 import { formatStacks } from './stacks-text.js';
-
-export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --pid PID[:RANK] [--pid ...]) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]
-  Stops each MPI process for a few milliseconds, reads its message queues through the MPI
-  library's debugger DLL and prints them. RANK defaults to the rank in the process environment.
-  --attach PID the pid of mpirun/mpiexec: its ranks on this host are found through MPIR
-               (or the process tree when the starter has no MPIR symbols)
-  --dll PATH   the message-queue DLL (default: MPIR_dll_name in the process)
-  --json       print the snapshot as JSON (schema: packages/model/src/snapshot-spec.ts)
-  --all        also list empty internal communicators
-  --explain    say why the job is stuck: deadlock cycles, near-miss matches, rank classes
-               (with --json: {snapshot, explanation})
-  --stacks     print the stacks merged into a call-prefix tree (STAT style: ranks per frame as
-               ranges), with the classes of identical stacks and the outliers
-               (with --json: {snapshot, stackTree[, explanation]})
-  --all-threads  with --stacks: every thread of every rank, not only the main thread`;
-
-export function parsePidArg(s: string): SnapshotTarget | MqdError {
-  const m = /^(\d+)(?::(\d+))?$/.exec(s);
-  if (!m?.[1]) return mqdError('MQD_E_USAGE', `--pid takes PID or PID:RANK, got '${s}'`);
-  const pid = Number(m[1]);
-  if (pid < 1 || pid > 0x3fffffff) return mqdError('MQD_E_USAGE', `pid ${pid} is out of range`);
-  return m[2] !== undefined ? { pid, rank: Number(m[2]) } : { pid };
-}
-
-export interface Io {
-  out(s: string): void;
-  err(s: string): void;
-}
+import { type Io, SNAPSHOT_USAGE } from './usage.js';
 
 export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
   let values: {

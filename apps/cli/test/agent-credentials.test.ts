@@ -5,7 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { hostAgentToken } from '@mqd/server';
 import { afterEach, describe, expect, it } from 'vitest';
-import { agentCommand, agentTokenCommand, readSecretFile } from '../src/serve-cmd.js';
+import { agentCommand } from '../src/agent-cmd.js';
+import { readSecretFile } from '../src/secret-file.js';
+import { agentTokenCommand } from '../src/serve-cmd.js';
 
 const dirs: string[] = [];
 afterEach(() => {

@@ -5,6 +5,7 @@
 // answered, in state error when it could not be read.
 import { hostname, loadavg } from 'node:os';
 import {
+  type Disposable,
   type ErrorCode,
   isErrorCode,
   type MqdError,
@@ -28,8 +29,8 @@ import {
   WIRE_EVENT,
   type WireError,
 } from './agent-protocol.js';
+import { createFakeLocator, createFakeReader, type FakeJob } from './fakes.js';
 import type { JobLocator, RankReader, RankTarget, SeenStarter } from './seams.js';
-import { createSyntheticLocator, createSyntheticReader, type SyntheticJob } from './synthetic.js';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -62,10 +63,6 @@ export type AgentEvent =
   | { readonly kind: 'connect-error'; readonly error: MqdError; readonly retryInMs: number }
   | { readonly kind: 'refused'; readonly error: MqdError; readonly refId: number | null }
   | { readonly kind: 'request'; readonly method: 'snapshot' | 'locate'; readonly id: number };
-
-export interface Disposable {
-  dispose(): void;
-}
 
 export interface AgentOptions {
   /** Aggregator base URL, e.g. http://head:8080. */
@@ -464,7 +461,7 @@ export interface SyntheticAgentsOptions {
 
 export interface SyntheticAgents extends AsyncDisposable {
   readonly agents: readonly AgentHandle[];
-  readonly job: SyntheticJob;
+  readonly job: FakeJob;
   whenConnected(): Promise<void>;
   dispose(): Promise<void>;
 }
@@ -475,7 +472,7 @@ export interface SyntheticAgents extends AsyncDisposable {
  */
 export function startSyntheticAgents(o: SyntheticAgentsOptions): SyntheticAgents {
   const prefix = o.hostPrefix ?? 'sim-';
-  const job: SyntheticJob = {
+  const job: FakeJob = {
     starterPid: o.starterPid ?? 4242,
     uid: o.uid ?? 1000,
     command: o.command ?? `mpirun -np ${o.agents * o.ranksPerAgent} ./ring`,
@@ -489,12 +486,12 @@ export function startSyntheticAgents(o: SyntheticAgentsOptions): SyntheticAgents
       token: o.token,
       host,
       agentId: `${host}`,
-      reader: createSyntheticReader({
+      reader: createFakeReader({
         worldSize,
         ...(o.seed === undefined ? {} : { seed: o.seed }),
         ...(o.evolve === undefined ? {} : { evolve: o.evolve }),
       }),
-      locator: i === 0 ? createSyntheticLocator(job) : null,
+      locator: i === 0 ? createFakeLocator(job) : null,
       ...(o.backoff ? { backoff: o.backoff } : {}),
       ...(o.log ? { log: o.log } : {}),
     }),

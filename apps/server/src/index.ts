@@ -10,5 +10,5 @@ export { AgentHub, type AgentInfo, hostAgentToken, tokenMatches } from './hub.js
 export * from './seams.js';
 export * from './serve.js';
 export { MIGRATIONS, type Migration, type RetentionPolicy, Store, type StoreOptions } from './store.js';
-export * from './synthetic.js';
+export * from './fakes.js';
 export type * from './types.js';

@@ -2,7 +2,7 @@ import { io } from 'socket.io-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AgentEvent, backoffDelay, startAgent, startSyntheticAgents } from '../src/agent.js';
 import { buildApp } from '../src/app.js';
-import { createSyntheticReader } from '../src/synthetic.js';
+import { createFakeReader } from '../src/fakes.js';
 import { ADMIN_TOKEN, AGENT_TOKEN, json, startServer, waitFor } from './helpers.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];
@@ -30,7 +30,7 @@ describe('agent connection', () => {
       serverUrl: first.url,
       token: AGENT_TOKEN,
       host: 'n0',
-      reader: createSyntheticReader({ worldSize: 1 }),
+      reader: createFakeReader({ worldSize: 1 }),
       backoff: { initialMs: 10, maxMs: 40 },
     });
     cleanup.push(() => agent.dispose());
@@ -65,7 +65,7 @@ describe('agent connection', () => {
       serverUrl: s.url,
       token: 'wrong-token-wrong-token',
       host: 'n0',
-      reader: createSyntheticReader({ worldSize: 1 }),
+      reader: createFakeReader({ worldSize: 1 }),
       backoff: { initialMs: 5, maxMs: 10 },
     });
     agent.onEvent((e) => {
@@ -82,7 +82,7 @@ describe('agent connection', () => {
       serverUrl: s.url,
       token: AGENT_TOKEN,
       host: 'n1',
-      reader: createSyntheticReader({ worldSize: 1 }),
+      reader: createFakeReader({ worldSize: 1 }),
     });
     cleanup.push(() => good.dispose());
     await good.whenConnected();
@@ -100,7 +100,7 @@ describe('agent connection', () => {
         token: AGENT_TOKEN,
         host: 'same',
         agentId: id,
-        reader: createSyntheticReader({ worldSize: 1 }),
+        reader: createFakeReader({ worldSize: 1 }),
         backoff: { initialMs: 10_000 },
       });
     const a = mk('a');

@@ -1,8 +1,8 @@
-import { type JobSnapshot, validateSnapshot } from '@mqd/model';
+import { type JobSnapshot, syntheticRingRank, validateSnapshot } from '@mqd/model';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AgentHandle, startAgent, startSyntheticAgents } from '../src/agent.js';
+import { createFakeLocator, createFakeReader } from '../src/fakes.js';
 import type { RankReader } from '../src/seams.js';
-import { createSyntheticLocator, createSyntheticReader, syntheticRank } from '../src/synthetic.js';
 import { AGENT_TOKEN, json, startServer, type TestServer, waitFor } from './helpers.js';
 
 interface Meta {
@@ -82,7 +82,7 @@ describe('fan-out and merge', () => {
     ]);
     expect(snap.mpi.library).toBe('openmpi');
     // What arrived is exactly what the agents generated.
-    expect(snap.ranks[5]).toEqual(syntheticRank(5, 20_005, 'sim-1', 8, 1, 0));
+    expect(snap.ranks[5]).toEqual(syntheticRingRank(5, 20_005, 'sim-1', 8, 1, 0));
   });
 
   it('marks the ranks of an agent that disconnects mid-snapshot agent-missing, and is whole again after it reconnects', async () => {
@@ -98,11 +98,11 @@ describe('fan-out and merge', () => {
       serverUrl: s.url,
       token: AGENT_TOKEN,
       host: 'n0',
-      reader: createSyntheticReader({ worldSize: 6 }),
-      locator: createSyntheticLocator(job),
+      reader: createFakeReader({ worldSize: 6 }),
+      locator: createFakeLocator(job),
     });
     // n1's reader blocks until released, so its agent can be cut off while a request is open.
-    const inner = createSyntheticReader({ worldSize: 6 });
+    const inner = createFakeReader({ worldSize: 6 });
     let block = true;
     let started = 0;
     let release: () => void = () => {};
@@ -181,8 +181,8 @@ describe('fan-out and merge', () => {
       serverUrl: s.url,
       token: AGENT_TOKEN,
       host: 'a',
-      reader: createSyntheticReader({ worldSize: 6 }),
-      locator: createSyntheticLocator(job),
+      reader: createFakeReader({ worldSize: 6 }),
+      locator: createFakeLocator(job),
     });
     const b = startAgent({ serverUrl: s.url, token: AGENT_TOKEN, host: 'b', reader: never });
     cleanup.push(
@@ -210,7 +210,7 @@ describe('fan-out and merge', () => {
   it('turns a reader that throws into error ranks and keeps serving', async () => {
     const s = await server();
     let calls = 0;
-    const inner = createSyntheticReader({ worldSize: 2 });
+    const inner = createFakeReader({ worldSize: 2 });
     const flaky: RankReader = {
       mpi: inner.mpi,
       async read(ranks, opts) {
@@ -225,7 +225,7 @@ describe('fan-out and merge', () => {
       token: AGENT_TOKEN,
       host: 'x',
       reader: flaky,
-      locator: createSyntheticLocator(job),
+      locator: createFakeLocator(job),
     });
     cleanup.push(() => a.dispose());
     await a.whenConnected();
@@ -255,8 +255,8 @@ describe('snapshot byte budget', () => {
         serverUrl: s.url,
         token: AGENT_TOKEN,
         host: 'n0',
-        reader: createSyntheticReader({ worldSize: 4 }),
-        locator: createSyntheticLocator(job),
+        reader: createFakeReader({ worldSize: 4 }),
+        locator: createFakeLocator(job),
       });
       cleanup.push(() => agent.dispose());
       await agent.whenConnected();

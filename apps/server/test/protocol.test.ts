@@ -1,3 +1,4 @@
+import { syntheticRingRank } from '@mqd/model';
 import { io, type Socket } from 'socket.io-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { chunkMessages } from '../src/agent.js';
@@ -10,7 +11,6 @@ import {
   type ServerMessage,
   WIRE_EVENT,
 } from '../src/agent-protocol.js';
-import { syntheticRank } from '../src/synthetic.js';
 import { AGENT_TOKEN, json, startServer, type TestServer, waitFor } from './helpers.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];
@@ -150,7 +150,7 @@ describe('agent messages', () => {
   it('refuses chunks and replies for requests never made, and ranks that were not asked for', async () => {
     const s = await server();
     const a = await connected(s, 'h');
-    const rank = syntheticRank(0, 100, 'h', 2, 1, 0);
+    const rank = syntheticRingRank(0, 100, 'h', 2, 1, 0);
     a.socket.emit(WIRE_EVENT, encodeMessage({ type: 'chunk', id: 99, ranks: [rank] }));
     a.socket.emit(
       WIRE_EVENT,
@@ -170,7 +170,7 @@ describe('agent messages', () => {
     await waitFor(() => a.inbox.some((m) => m.type === 'request'), 'the request');
     const req = a.inbox.find((m) => m.type === 'request');
     if (req?.type !== 'request') throw new Error('no request');
-    const intruder = syntheticRank(1, 101, 'h', 2, 1, 0);
+    const intruder = syntheticRingRank(1, 101, 'h', 2, 1, 0);
     a.socket.emit(WIRE_EVENT, encodeMessage({ type: 'chunk', id: req.id, ranks: [rank, intruder] }));
     await waitFor(() => refusals(a).length === 3, 'the mixed chunk refused');
     expect(refusals(a)[2]?.error.message).toMatch(/rank 1 \(pid 101\), which was not asked for/);
@@ -234,7 +234,7 @@ describe('agent messages', () => {
           }),
         );
       } else {
-        const bad = { ...syntheticRank(0, 100, 'h', 1, 1, 0), extra: 'field' };
+        const bad = { ...syntheticRingRank(0, 100, 'h', 1, 1, 0), extra: 'field' };
         a.socket.emit(WIRE_EVENT, encodeMessage({ type: 'chunk', id: m.value.id, ranks: [bad as never] }));
         a.socket.emit(
           WIRE_EVENT,
@@ -267,7 +267,7 @@ describe('agent messages', () => {
 
 describe('codec', () => {
   it('round-trips every message type and names the first bad field', () => {
-    const rank = syntheticRank(3, 7, 'h', 8, 1, 0);
+    const rank = syntheticRingRank(3, 7, 'h', 8, 1, 0);
     const msgs = [
       { type: 'chunk', id: 1, ranks: [rank] },
       {
@@ -302,7 +302,7 @@ describe('codec', () => {
   });
 
   it('splits an answer into chunks that each fit the message limit', () => {
-    const ranks = Array.from({ length: 40 }, (_, i) => syntheticRank(i, 100 + i, 'h', 40, 1, 0));
+    const ranks = Array.from({ length: 40 }, (_, i) => syntheticRingRank(i, 100 + i, 'h', 40, 1, 0));
     const limit = 8192;
     const chunks = [...chunkMessages(5, ranks, 'h', limit)];
     expect(chunks.length).toBeGreaterThan(1);

@@ -1,10 +1,9 @@
 // The agent protocol's hand-written rank guard must accept and refuse exactly what the
 // snapshot spec's validator does: every leaf and object of realistic ranks is mutated in the
 // ways a broken or hostile agent could, and both must agree on each mutation.
-import { type RankSnapshot, validateSnapshot } from '@mqd/model';
+import { type RankSnapshot, syntheticRingRank, validateSnapshot } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { checkRanks } from '../src/agent-protocol.js';
-import { syntheticRank } from '../src/synthetic.js';
 
 const mpichRank: RankSnapshot = {
   rank: 3,
@@ -142,7 +141,7 @@ const REPLACEMENTS: Json[] = [
 describe('checkRanks', () => {
   it('agrees with validateSnapshot on every mutation of realistic ranks', () => {
     const bases: Json[] = [
-      syntheticRank(5, 105, 'n0', 16, 3, 1) as unknown as Json,
+      syntheticRingRank(5, 105, 'n0', 16, 3, 1) as unknown as Json,
       mpichRank as unknown as Json,
       errorRank as unknown as Json,
       stackRank as unknown as Json,
@@ -177,7 +176,7 @@ describe('checkRanks', () => {
   });
 
   it('refuses a rank twice in one chunk, and names the field', () => {
-    const r = syntheticRank(1, 2, 'h', 4, 1, 0);
+    const r = syntheticRingRank(1, 2, 'h', 4, 1, 0);
     const twice = checkRanks([r, r]);
     expect(!twice.ok && twice.error).toMatch(/ranks\[1\]\.rank: rank 1 appears twice/);
     const bad = structuredClone(r);

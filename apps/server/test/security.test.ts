@@ -11,10 +11,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startAgent } from '../src/agent.js';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
+import { createFakeReader } from '../src/fakes.js';
 import { hostAgentToken } from '../src/hub.js';
 import type { JobLocator, LocatedJob, RankTarget, ReadOptions } from '../src/seams.js';
 import { Store } from '../src/store.js';
-import { createSyntheticReader } from '../src/synthetic.js';
 import { AGENT_TOKEN, createUser, json, startServer, type TestServer, waitFor } from './helpers.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];
@@ -70,7 +70,7 @@ async function recordingAgent(
   locator: JobLocator,
 ): Promise<{ targets: readonly RankTarget[]; opts: ReadOptions }[]> {
   const reads: { targets: readonly RankTarget[]; opts: ReadOptions }[] = [];
-  const inner = createSyntheticReader({ worldSize: 1 });
+  const inner = createFakeReader({ worldSize: 1 });
   const agent = startAgent({
     serverUrl: s.url,
     token: AGENT_TOKEN,
@@ -224,7 +224,7 @@ describe('store failures', () => {
         serverUrl: s.url,
         token: AGENT_TOKEN,
         host: `full-${i}`,
-        reader: createSyntheticReader({ worldSize: 1 }),
+        reader: createFakeReader({ worldSize: 1 }),
       });
       await agent.whenConnected();
       await agent.dispose();
@@ -349,7 +349,7 @@ describe('agent credentials', () => {
         serverUrl: s.url,
         token,
         host,
-        reader: createSyntheticReader({ worldSize: 1 }),
+        reader: createFakeReader({ worldSize: 1 }),
         backoff: { initialMs: 10_000 },
       });
       cleanup.push(() => a.dispose());
@@ -410,7 +410,7 @@ describe('agent credentials', () => {
         serverUrl: url,
         token: hostAgentToken(AGENT_TOKEN, host),
         host,
-        reader: createSyntheticReader({ worldSize: 1 }),
+        reader: createFakeReader({ worldSize: 1 }),
         backoff: { initialMs: 10_000 },
         ...(tls ? { tls } : {}),
       });
@@ -488,7 +488,7 @@ describe('tokens and share links', () => {
       serverUrl: s.url,
       token: AGENT_TOKEN,
       host: 'n0',
-      reader: createSyntheticReader({ worldSize: 1 }),
+      reader: createFakeReader({ worldSize: 1 }),
       locator: loc.locator,
     });
     cleanup.push(() => agent.dispose());

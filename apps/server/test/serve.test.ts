@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
+import { createFakeLocator, createFakeReader } from '../src/fakes.js';
 import { serve } from '../src/serve.js';
-import { createSyntheticLocator, createSyntheticReader } from '../src/synthetic.js';
 import { waitFor } from './helpers.js';
 
 describe('serve', () => {
@@ -18,8 +18,8 @@ describe('serve', () => {
     };
     const served = await serve({
       config: cfg.value,
-      reader: createSyntheticReader({ worldSize: 2 }),
-      locator: createSyntheticLocator(job),
+      reader: createFakeReader({ worldSize: 2 }),
+      locator: createFakeLocator(job),
       localHost: 'local',
       print: (l) => lines.push(l),
     });

@@ -2,12 +2,13 @@
 // in the page (16,384 ranks unless ?ranks= says otherwise), then drives a scripted pan/zoom and
 // times every frame. Results land on window.__mqdBench for the Playwright benchmark, and in
 // the page as text. Parameters: ranks, seed, frames, width, height.
+
+import { haloCulprit, syntheticHaloJob } from '@mqd/model';
 import { beginBusy, initIdle } from './idle.js';
 import { buildEdges } from './matrix/build-edges.js';
 import { NO_FILTER } from './matrix/edges.js';
 import { createPyramidClient } from './matrix/pyramid-client.js';
 import { MatrixRenderer, type ZoomState } from './matrix/renderer.js';
-import { syntheticCulprit, syntheticSnapshot } from './synthetic.js';
 
 export interface BenchResult {
   readonly done: boolean;
@@ -69,7 +70,7 @@ async function run(): Promise<BenchResult> {
   const dpr = window.devicePixelRatio || 1;
 
   let t = performance.now();
-  const snapshot = syntheticSnapshot({ ranks, seed });
+  const snapshot = syntheticHaloJob({ ranks, seed });
   const generateMs = performance.now() - t;
 
   const start = performance.now();
@@ -91,7 +92,7 @@ async function run(): Promise<BenchResult> {
   // the stuck band, zoom back out. Each frame draws synchronously and is timed.
   const g = renderer.geometry();
   const maxK = Math.max(1, 24 / g.unit);
-  const focus = syntheticCulprit(ranks) * g.unit;
+  const focus = haloCulprit(ranks) * g.unit;
   const zoomAt = (k: number, fx: number, fy: number): ZoomState => ({
     k,
     x: Math.min(0, Math.max(g.areaWidth - g.side * k, g.areaWidth / 2 - fx * k)),

@@ -6,12 +6,12 @@ import {
   assertUnreachable,
   type JobSnapshot,
   syntheticCollectiveHang,
+  syntheticHaloSeries,
   syntheticRingDeadlock,
   syntheticStacksJob,
   syntheticWrongTagHang,
 } from '@mqd/model';
 import type { LoadedSnapshot } from './data.js';
-import { syntheticSeries } from './synthetic.js';
 import type { TimelineInput } from './timeline/timeline.js';
 import type { DemoScenario } from './url-state.js';
 
@@ -41,7 +41,7 @@ export function demoSeries(ranks: number, scenario: DemoScenario): TimelineInput
   if (!series) {
     if (scenario === 'halo') {
       // Fewer steps for big jobs: each 16,384-rank snapshot is tens of MB of objects.
-      series = syntheticSeries({ ranks, seed: 1 }, ranks > 4096 ? 4 : 8);
+      series = syntheticHaloSeries({ ranks, seed: 1 }, ranks > 4096 ? 4 : 8);
     } else {
       const snapshot = scenarioSnapshot(ranks, scenario);
       series = [{ id: `demo-${scenario}-${ranks}`, takenAt: snapshot.takenAt, snapshot }];

@@ -1,4 +1,4 @@
-import { validateSnapshot } from '@mqd/model';
+import { syntheticHaloJob, validateSnapshot } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { buildEdges } from '../src/matrix/build-edges.js';
 import {
@@ -18,7 +18,6 @@ import {
   levelForDensity,
   type Pyramid,
 } from '../src/matrix/pyramid.js';
-import { syntheticSnapshot } from '../src/synthetic.js';
 import { fourRanks } from './fixtures.js';
 
 /** The slow, obvious aggregation, to check the fast one against. */
@@ -127,7 +126,7 @@ describe('buildPyramid', () => {
   });
 
   it('matches a brute-force aggregation at every level of a 1,000-rank synthetic job', () => {
-    const snap = syntheticSnapshot({ ranks: 1000, seed: 3 });
+    const snap = syntheticHaloJob({ ranks: 1000, seed: 3 });
     expect(validateSnapshot(snap).ok).toBe(true);
     const t = buildEdges(snap);
     expect(t.worldSize).toBe(1000);
@@ -148,7 +147,7 @@ describe('buildPyramid', () => {
   });
 
   it('filters to operations to or from the selected ranks (the stacks view selection)', () => {
-    const snap = syntheticSnapshot({ ranks: 1000, seed: 3 });
+    const snap = syntheticHaloJob({ ranks: 1000, seed: 3 });
     const t = buildEdges(snap);
     const selected = new Set([0, 1, 2, 3, 500, 997, 998, 999]);
     let expected = 0;
@@ -172,7 +171,7 @@ describe('buildPyramid', () => {
   });
 
   it('picks the finest level whose blocks are at least one pixel', () => {
-    const t = buildEdges(syntheticSnapshot({ ranks: 1024 }));
+    const t = buildEdges(syntheticHaloJob({ ranks: 1024 }));
     const p = buildPyramid(t, compileFilter(NO_FILTER, t.comms));
     expect(levelForDensity(p, 0.1).blockSize).toBe(1);
     expect(levelForDensity(p, 1).blockSize).toBe(1);

@@ -1,6 +1,6 @@
+import { haloCulprit, haloStuckBand, syntheticHaloSeries } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { KIND_INDEX } from '../src/matrix/edges.js';
-import { syntheticCulprit, syntheticSeries, syntheticStuckBand } from '../src/synthetic.js';
 import { buildTimeline, depthAt } from '../src/timeline/timeline.js';
 import { comm, op, rank, snapshot } from './fixtures.js';
 
@@ -30,9 +30,9 @@ describe('queue timeline', () => {
 
   it('finds the hung operations of the synthetic job and nothing that moves', () => {
     const ranks = 512;
-    const t = buildTimeline(syntheticSeries({ ranks, seed: 5 }, 3));
-    const band = syntheticStuckBand(ranks);
-    const culprit = syntheticCulprit(ranks);
+    const t = buildTimeline(syntheticHaloSeries({ ranks, seed: 5 }, 3));
+    const band = haloStuckBand(ranks);
+    const culprit = haloCulprit(ranks);
     for (let r = band.from; r < band.to; r++) {
       expect(depthAt(t, t.persisted, 2, r, 'receives')).toBe(1);
     }

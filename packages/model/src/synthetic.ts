@@ -47,11 +47,11 @@ const OMPI_DLL = '/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/libompi_dbg_msg
 const MPICH_DLL = '/opt/mpich/lib/libtvmpich.so';
 const RANKS_PER_HOST = 32;
 const NO_UNEXPECTED: Reason = {
-  code: 'MQD_E_NO_QUEUES',
+  code: 'MQD_E_QUEUE_UNSUPPORTED',
   message: "Open MPI's message-queue DLL does not show unexpected messages",
 };
 const NO_SENDS: Reason = {
-  code: 'MQD_E_NO_QUEUES',
+  code: 'MQD_E_QUEUE_UNSUPPORTED',
   message: 'this MPICH build records no send queue (MPIR_Sendq_head is missing)',
 };
 /** MPICH's collective tags on its internal communicators are large negative numbers. */

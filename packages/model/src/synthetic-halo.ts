@@ -1,5 +1,6 @@
-// A deterministic synthetic hung job, generated in the page, for the benchmark, the demo mode
-// (?demo=<ranks>) and tests. Same options, same snapshot, byte for byte.
+// The "halo" scenario: a deterministic hung job with realistic background traffic, for the
+// dashboard's benchmark, its demo mode (?demo=<ranks>) and tests. Same options, same
+// snapshot, byte for byte. (The other scenarios are in synthetic.ts; both use its one PRNG.)
 //
 // The story it tells (so the views have something true to show):
 // - every rank runs a halo exchange on a torus: receives posted from its 4 neighbours, a few
@@ -10,17 +11,10 @@
 // - rank 0 gathers with ANY_SOURCE receives and holds unexpected messages from many ranks;
 // - some sends on an unnamed communicator have a destination the library cannot map to a world rank;
 // - a few ranks could not be read (a DLL timeout, a missing agent).
-// Replace with packages/model's generator if it grows one.
-import {
-  type Communicator,
-  type JobSnapshot,
-  type MpiLibrary,
-  type Operation,
-  prng,
-  type RankSnapshot,
-} from '@mqd/model';
+import type { Communicator, JobSnapshot, MpiLibrary, Operation, RankSnapshot } from './snapshot-spec.js';
+import { prng } from './synthetic.js';
 
-export interface SyntheticOptions {
+export interface HaloOptions {
   readonly ranks: number;
   readonly seed?: number;
   /** openmpi: no unexpected queue, lengths in bytes; mpich: all three queues, element counts. */
@@ -29,28 +23,28 @@ export interface SyntheticOptions {
   readonly step?: number;
 }
 
-export const SYNTHETIC_STUCK_TAG = 99;
-export const SYNTHETIC_CULPRIT_TAG = 7;
-export const SYNTHETIC_MISMATCHED_TAG = 8;
+export const HALO_STUCK_TAG = 99;
+export const HALO_CULPRIT_TAG = 7;
+export const HALO_MISMATCHED_TAG = 8;
 
-export function syntheticCulprit(ranks: number): number {
+export function haloCulprit(ranks: number): number {
   return Math.floor(ranks / 2);
 }
 
 /** The band of ranks stuck waiting for the culprit. */
-export function syntheticStuckBand(ranks: number): { from: number; to: number } {
+export function haloStuckBand(ranks: number): { from: number; to: number } {
   const from = Math.floor(ranks / 3);
   return { from, to: Math.min(ranks, from + Math.max(1, Math.floor(ranks / 16))) };
 }
 
-export function syntheticSnapshot(o: SyntheticOptions): JobSnapshot {
+export function syntheticHaloJob(o: HaloOptions): JobSnapshot {
   const n = Math.max(1, Math.floor(o.ranks));
   const seed = o.seed ?? 1;
   const step = o.step ?? 0;
   const library = o.library ?? 'mpich';
   const width = Math.max(1, Math.round(Math.sqrt(n)));
-  const culprit = syntheticCulprit(n);
-  const band = syntheticStuckBand(n);
+  const culprit = haloCulprit(n);
+  const band = haloStuckBand(n);
   const moving = prng(seed * 7919 + step * 104729 + 1);
   const fixed = prng(seed * 15485863 + 3);
   const elements = library === 'mpich';
@@ -93,7 +87,7 @@ export function syntheticSnapshot(o: SyntheticOptions): JobSnapshot {
       ? {}
       : {
           unexpected: {
-            code: 'MQD_E_NO_QUEUES',
+            code: 'MQD_E_QUEUE_UNSUPPORTED',
             message: "Open MPI's DLL returns mqs_no_information for unexpected messages",
           },
         },
@@ -142,13 +136,13 @@ export function syntheticSnapshot(o: SyntheticOptions): JobSnapshot {
     const unexpected: Operation[] = [];
     const inBand = r >= band.from && r < band.to;
     if (r === culprit) {
-      receives.push(op(null, null, SYNTHETIC_CULPRIT_TAG, len(64), buffer(r, 0, false)));
+      receives.push(op(null, null, HALO_CULPRIT_TAG, len(64), buffer(r, 0, false)));
       for (let i = 0; i < 3; i++) {
         const from = (culprit + 1 + i) % n;
-        if (elements) unexpected.push(op(from, from, SYNTHETIC_MISMATCHED_TAG, 0, '0x0'));
+        if (elements) unexpected.push(op(from, from, HALO_MISMATCHED_TAG, 0, '0x0'));
       }
     } else if (inBand) {
-      receives.push(op(culprit, culprit, SYNTHETIC_STUCK_TAG, len(4096), buffer(r, 0, false)));
+      receives.push(op(culprit, culprit, HALO_STUCK_TAG, len(4096), buffer(r, 0, false)));
     } else {
       // Halo: receives from the 4 torus neighbours; each is posted with probability 0.8.
       const neighbours = [(r - 1 + n) % n, (r + 1) % n, (r - width + n) % n, (r + width) % n];
@@ -183,7 +177,7 @@ export function syntheticSnapshot(o: SyntheticOptions): JobSnapshot {
         ? {}
         : {
             unexpected: {
-              code: 'MQD_E_NO_QUEUES',
+              code: 'MQD_E_QUEUE_UNSUPPORTED',
               message: "Open MPI's DLL returns mqs_no_information for unexpected messages",
             },
           },
@@ -208,7 +202,7 @@ export function syntheticSnapshot(o: SyntheticOptions): JobSnapshot {
           ? {}
           : {
               unexpected: {
-                code: 'MQD_E_NO_QUEUES',
+                code: 'MQD_E_QUEUE_UNSUPPORTED',
                 message: "Open MPI's DLL returns mqs_no_information for unexpected messages",
               },
             },
@@ -240,16 +234,16 @@ export function syntheticSnapshot(o: SyntheticOptions): JobSnapshot {
   };
 }
 
-export interface SyntheticEntry {
+export interface HaloEntry {
   readonly id: string;
   readonly takenAt: string;
   readonly snapshot: JobSnapshot;
 }
 
 /** `count` snapshots 30 s apart of the same hung job. */
-export function syntheticSeries(o: SyntheticOptions, count: number): SyntheticEntry[] {
+export function syntheticHaloSeries(o: HaloOptions, count: number): HaloEntry[] {
   return Array.from({ length: count }, (_, step) => {
-    const snapshot = syntheticSnapshot({ ...o, step });
+    const snapshot = syntheticHaloJob({ ...o, step });
     return { id: `demo-${o.ranks}-${step}`, takenAt: snapshot.takenAt, snapshot };
   });
 }

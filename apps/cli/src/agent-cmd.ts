@@ -1,0 +1,127 @@
+// `mqd agent --server URL` (token from --token-file or MQD_AGENT_TOKEN): one per node. It loads
+// only the agent side of @mqd/server (`@mqd/server/agent`): no web server, no database.
+
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { parseArgs } from 'node:util';
+import { mqdError } from '@mqd/model';
+import { normaliseHost } from '@mqd/mpir';
+import { isLoopback, startAgent } from '@mqd/server/agent';
+import { DLL_POLICIES, parseDllPolicy, untilSignal } from './cli-common.js';
+import { MpirJobLocator } from './real-locator.js';
+import { CoreRankReader } from './real-reader.js';
+import { secretFromFileOrEnv } from './secret-file.js';
+import { AGENT_USAGE, type Io } from './usage.js';
+
+export async function agentCommand(
+  argv: string[],
+  io: Io,
+  opts: { untilStopped?: Promise<unknown> } = {},
+): Promise<number> {
+  let values: {
+    server?: string;
+    token?: string;
+    'token-file'?: string;
+    ca?: string;
+    'allow-insecure-http'?: boolean;
+    host?: string;
+    dll?: string;
+    'dll-policy'?: string;
+    help?: boolean;
+  };
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        server: { type: 'string' },
+        token: { type: 'string' },
+        'token-file': { type: 'string' },
+        ca: { type: 'string' },
+        'allow-insecure-http': { type: 'boolean' },
+        host: { type: 'string' },
+        dll: { type: 'string' },
+        'dll-policy': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }));
+  } catch (e) {
+    io.err(`${mqdError('MQD_E_USAGE', (e as Error).message).message}\n${AGENT_USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    io.out(AGENT_USAGE);
+    return 0;
+  }
+  const r = secretFromFileOrEnv(values['token-file'], 'MQD_AGENT_TOKEN');
+  if (!r.ok) {
+    io.err(mqdError('MQD_E_USAGE', r.message).message);
+    return 2;
+  }
+  let token = r.value;
+  if (values['token-file'] === undefined && values.token !== undefined) {
+    io.err(
+      'WARNING: --token puts the agent token on the command line, where every user of this node sees it in `ps`; ' +
+        'use --token-file FILE (mode 600) or MQD_AGENT_TOKEN. --token will be removed.',
+    );
+    token = values.token;
+  }
+  if (!values.server || !token) {
+    io.err(
+      `${mqdError('MQD_E_USAGE', 'give --server URL and the token (--token-file FILE or MQD_AGENT_TOKEN)').message}\n${AGENT_USAGE}`,
+    );
+    return 2;
+  }
+  let server: URL;
+  try {
+    server = new URL(values.server);
+  } catch {
+    io.err(mqdError('MQD_E_USAGE', `--server ${values.server} is not a URL`).message);
+    return 2;
+  }
+  if (server.protocol === 'http:' && !isLoopback(server.hostname.replace(/^\[|\]$/g, ''))) {
+    if (!values['allow-insecure-http']) {
+      io.err(
+        mqdError(
+          'MQD_E_INSECURE',
+          `${values.server} is plain HTTP to another machine: the token and the snapshots would cross the network in clear ` +
+            'and the server could not be verified; use https:// with --ca, or --allow-insecure-http',
+        ).message,
+      );
+      return 2;
+    }
+    io.err(`WARNING: plain HTTP to ${server.host} (--allow-insecure-http): the server is not authenticated`);
+  }
+  let ca: string | undefined;
+  if (values.ca !== undefined) {
+    try {
+      ca = readFileSync(values.ca, 'utf8');
+    } catch (e) {
+      io.err(mqdError('MQD_E_USAGE', `cannot read --ca ${values.ca}: ${(e as Error).message}`).message);
+      return 2;
+    }
+  }
+  const dllPolicy = parseDllPolicy(values['dll-policy']);
+  if (!dllPolicy) {
+    io.err(
+      `${mqdError('MQD_E_USAGE', `--dll-policy takes ${DLL_POLICIES.join(' or ')}`).message}\n${AGENT_USAGE}`,
+    );
+    return 2;
+  }
+  const reader = new CoreRankReader(values.dll, dllPolicy);
+  const host = normaliseHost(values.host ?? hostname());
+  const agent = startAgent({
+    serverUrl: values.server,
+    token,
+    reader,
+    locator: new MpirJobLocator(host, { log: (l) => io.err(l) }),
+    host,
+    ...(ca === undefined ? {} : { tls: { ca } }),
+    log: (l) => io.err(l),
+  });
+  io.out(`mqd agent ${agent.agentId} for host ${agent.host} connecting to ${values.server}`);
+  await (opts.untilStopped ?? untilSignal());
+  await agent[Symbol.asyncDispose]();
+  await reader.dispose();
+  return 0;
+}

@@ -1,0 +1,66 @@
+// Every usage text of `mqd`, and the output seam the commands write to. This module imports
+// nothing, so `mqd --help` loads no command, no MPI reader and no server code.
+
+export interface Io {
+  out(s: string): void;
+  err(s: string): void;
+}
+
+export const USAGE = `usage: mqd <command> [options]
+commands:
+  snapshot   read the message queues of MPI processes (mqd snapshot --help)
+  ranks      list the ranks of a job from its starter's pid (mqd ranks --help)
+  run        launch a job under the tool: mqd run [--snapshot] -- mpirun -np 4 ./app
+  serve      the dashboard: aggregator + a local agent, SQLite store (mqd serve --help)
+  agent      connect this node to an aggregator (mqd agent --help)
+  agent-token  print a node's own agent token (admins; mqd agent --help)
+exit codes: 0 ok, 1 nothing could be read, 2 usage, 3 partial (some ranks failed)`;
+
+export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --pid PID[:RANK] [--pid ...]) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]
+  Stops each MPI process for a few milliseconds, reads its message queues through the MPI
+  library's debugger DLL and prints them. RANK defaults to the rank in the process environment.
+  --attach PID the pid of mpirun/mpiexec: its ranks on this host are found through MPIR
+               (or the process tree when the starter has no MPIR symbols)
+  --dll PATH   the message-queue DLL (default: MPIR_dll_name in the process)
+  --json       print the snapshot as JSON (schema: packages/model/src/snapshot-spec.ts)
+  --all        also list empty internal communicators
+  --explain    say why the job is stuck: deadlock cycles, near-miss matches, rank classes
+               (with --json: {snapshot, explanation})
+  --stacks     print the stacks merged into a call-prefix tree (STAT style: ranks per frame as
+               ranges), with the classes of identical stacks and the outliers
+               (with --json: {snapshot, stackTree[, explanation]})
+  --all-threads  with --stacks: every thread of every rank, not only the main thread`;
+
+export const RANKS_USAGE = `usage: mqd ranks --attach PID [--method auto|mpir|process-tree] [--json]
+       mqd ranks --pid PID[:RANK] [--pid ...] [--json]
+  Lists every rank of an MPI job with its pid and host, without stopping anything.
+  --attach PID   the job's starter (mpirun, mpiexec): its MPIR process table, else the MPI
+                 processes below it
+  --method M     auto (default): the MPIR table, else the process tree; mpir or process-tree
+                 to force one
+  --pid PID[:RANK]  ranks given directly (RANK defaults to the one in the process environment)
+  --json         print the job as JSON`;
+
+export const RUN_USAGE = `usage: mqd run [--snapshot] [--json] [--timeout SECONDS] -- STARTER [ARGS...]
+  Starts an MPI job under the tool (e.g. mqd run -- mpirun -np 4 ./app), stops the starter at
+  MPIR_Breakpoint, prints its process table, then lets the job run and exits with its status.
+  --snapshot      also take a first snapshot there (Open MPI's ranks are then held at the end
+                  of MPI_Init; MPICH's are not held, so some may not be in MPI yet)
+  --json          print the table (and snapshot) as one JSON document
+  --timeout SECS  time for the starter to reach MPIR_Breakpoint (default 60)
+  The job inherits this terminal; ^C reaches it directly, SIGTERM/SIGHUP sent to mqd are passed on.`;
+
+export const SERVE_USAGE_HEAD = `usage: mqd serve [--no-local-agent] [--dll-policy any|root-owned] [aggregator options]
+  Runs the aggregator and an agent for this node in one process (SQLite store in --data-dir).
+  Aggregator options (flag, environment variable, meaning): mqd serve --help`;
+
+export const AGENT_USAGE = `usage: mqd agent --server URL [--token-file FILE] [--ca PEM] [--allow-insecure-http] [--host NAME] [--dll PATH] [--dll-policy any|root-owned]
+  Connects this node to the aggregator and reads the MPI ranks on it on request.
+  The node's token comes from --token-file (a file only root can read) or MQD_AGENT_TOKEN,
+  never from the command line (--token still works but shows in \`ps\`; it is deprecated).
+  An https:// server is verified against --ca (or the system CAs); http:// is allowed only
+  to a loopback address unless --allow-insecure-http.
+
+usage: mqd agent-token --host NAME [--secret-file FILE]
+  Prints the token of node NAME, derived from the aggregator's --agent-token secret (read
+  from --secret-file or MQD_AGENT_SECRET).`;
