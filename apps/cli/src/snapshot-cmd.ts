@@ -1,10 +1,10 @@
 // `mqd snapshot (--attach STARTER_PID | --pid PID[:RANK] ...) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]`
 import { parseArgs } from 'node:util';
-import { formatSnapshot, type SnapshotTarget, Snapshotter } from '@mqd/core';
-import { buildStackTree, explainSnapshot, formatExplanation, mqdError } from '@mqd/model';
+import { type SnapshotTarget, Snapshotter } from '@mqd/core';
+import { buildStackTree, explainSnapshot, mqdError } from '@mqd/model';
 import { snapshotAttach } from '@mqd/mpir';
 import { parsePidArg } from './pid-arg.js';
-import { formatStacks } from './stacks-text.js';
+import { snapshotText } from './snapshot-text.js';
 import { type Io, SNAPSHOT_USAGE } from './usage.js';
 
 export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
@@ -88,9 +88,7 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
       const extras = { ...(stackTree ? { stackTree } : {}), ...(explanation ? { explanation } : {}) };
       io.out(JSON.stringify(stackTree || explanation ? { snapshot, ...extras } : snapshot, null, 2));
     } else {
-      io.out(formatSnapshot(snapshot, { all: values.all ?? false }));
-      if (stackTree) io.out(`\n${formatStacks(stackTree)}`);
-      if (explanation) io.out(`\n${formatExplanation(explanation)}`);
+      io.out(snapshotText(snapshot, { all: values.all ?? false, stackTree, explanation }));
     }
     const okRanks = snapshot.ranks.filter((r) => r.state.kind === 'ok').length;
     if (okRanks === 0) {

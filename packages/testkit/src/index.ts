@@ -38,6 +38,16 @@ export {
   requireMpi,
 } from './fixtures.js';
 export {
+  GOLDEN_DIR,
+  GOLDEN_FIXTURES,
+  GOLDEN_MPI_ROOT,
+  GOLDEN_REPO_ROOT,
+  GOLDEN_TIME,
+  goldenFile,
+  listGolden,
+  normaliseSnapshot,
+} from './golden.js';
+export {
   disposeAll,
   type FixtureJob,
   type JobExit,

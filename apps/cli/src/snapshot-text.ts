@@ -1,0 +1,18 @@
+// The text `mqd snapshot` prints: the queues, then (asked for) the merged stacks and the
+// diagnosis. One function, so the command and the golden tests print the same thing.
+import { formatSnapshot } from '@mqd/core';
+import { type Explanation, formatExplanation, type JobSnapshot, type StackTree } from '@mqd/model';
+import { formatStacks } from './stacks-text.js';
+
+export interface SnapshotTextParts {
+  readonly all?: boolean;
+  readonly stackTree?: StackTree | null;
+  readonly explanation?: Explanation | null;
+}
+
+export function snapshotText(snapshot: JobSnapshot, parts: SnapshotTextParts = {}): string {
+  const out = [formatSnapshot(snapshot, { all: parts.all ?? false })];
+  if (parts.stackTree) out.push(`\n${formatStacks(parts.stackTree)}`);
+  if (parts.explanation) out.push(`\n${formatExplanation(parts.explanation)}`);
+  return out.join('\n');
+}

@@ -1,0 +1,49 @@
+// Records the golden snapshots (fixtures/golden/, see packages/testkit/src/golden.ts) from the
+// real Open MPI and MPICH jobs, and checks that what the real libraries give today is still
+// what was recorded: the unit project's golden tests are only as true as this check.
+// `UPDATE_GOLDEN=1 npx vitest run --project mpi apps/cli/test/golden.mpi.test.ts` re-records
+// (then `UPDATE_GOLDEN=1 npx vitest run --project unit apps/cli/test/golden.test.ts` for the texts).
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { Snapshotter } from '@mqd/core';
+import { type JobSnapshot, validateSnapshot } from '@mqd/model';
+import {
+  disposeAll,
+  type FixtureJob,
+  GOLDEN_FIXTURES,
+  goldenFile,
+  launchFixture,
+  MPI_NAMES,
+  normaliseSnapshot,
+} from '@mqd/testkit';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+
+const UPDATE = process.env['UPDATE_GOLDEN'] === '1';
+let job: FixtureJob | null = null;
+const snapshotter = new Snapshotter();
+afterEach(async () => {
+  await job?.dispose();
+  job = null;
+});
+afterAll(async () => {
+  await snapshotter.dispose();
+  await disposeAll();
+});
+
+describe.each(MPI_NAMES)('%s', (mpi) => {
+  it.each(GOLDEN_FIXTURES)('%s: the real job still gives the recorded golden snapshot', async (fixture) => {
+    job = await launchFixture({ mpi, fixture, np: 4 });
+    const { snapshot } = await snapshotter.snapshot(job.ranks.map((r) => ({ pid: r.pid, rank: r.rank })));
+    const got = normaliseSnapshot(snapshot);
+    const valid = validateSnapshot(got);
+    expect(valid.ok ? 'valid' : valid.error.message).toBe('valid');
+    const file = goldenFile(mpi, fixture, 'snapshot.json');
+    if (UPDATE) {
+      mkdirSync(dirname(file), { recursive: true });
+      writeFileSync(file, `${JSON.stringify(got, null, 1)}\n`);
+    }
+    const recorded = JSON.parse(readFileSync(file, 'utf8')) as JobSnapshot;
+    // On a difference: if the library or the fixture changed on purpose, re-record (above).
+    expect(got).toEqual(recorded);
+  });
+});
