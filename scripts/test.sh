@@ -19,6 +19,8 @@ step "lint + format (biome)"
 npx biome ci --colors=off . || failed=1
 step "import direction"
 node scripts/check-imports.mjs || failed=1
+step "cited files exist"
+node scripts/check-refs.mjs || failed=1
 step "type-check + build (turbo)"
 npx turbo run typecheck build --output-logs=errors-only || failed=1
 if [ $failed != 0 ]; then

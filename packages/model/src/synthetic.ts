@@ -1,7 +1,7 @@
 // Deterministic synthetic JobSnapshots for tests and benchmarks: the same options always give
 // the same snapshot (a seeded PRNG chooses only pids, hosts' pause times, buffers and request
 // addresses, never the shape, so rank classes stay exact). Each generator reproduces what a
-// real library's DLL shows for that situation (see ../shared/reference/mqd-implementations.md):
+// real library's DLL shows for that situation (docs/mpi-facts.md, fixtures/mpi/README.md):
 // - Open MPI: sends and receives visible, unexpected queue null, global ranks known, lengths in
 //   bytes, request address in extra text line 0, collective traffic hidden.
 // - MPICH: send queue null (no MPIR_Sendq_head), unexpected visible, global ranks unknown

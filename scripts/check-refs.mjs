@@ -1,0 +1,76 @@
+#!/usr/bin/env node
+// Comments and docs cite files that exist. Finds repository paths named in source comments and
+// in Markdown (`packages/x/src/y.ts`, `docs/z.md`, `fixtures/mpi/README.md`, ...) and fails
+// on any that is not in the checkout, so a renamed or deleted file cannot leave a false pointer.
+// Paths outside the repository (../shared/...) may not be cited: copy the fact instead.
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+
+const root = resolve(new URL('..', import.meta.url).pathname);
+const TOP = ['apps', 'packages', 'scripts', 'fixtures', 'e2e', 'docs', 'bench', '.ci'];
+const SKIP = new Set(['node_modules', 'dist', 'build', 'artifacts', 'results', 'golden', '.turbo']);
+const EXT = /\.(ts|tsx|mjs|js|c|cpp|h|sh|md)$/;
+// A repository path: starts at a top-level folder (or is a root file) and ends in an extension.
+const PATH_RE =
+  /(?<![\w./-])((?:apps|packages|scripts|fixtures|e2e|docs|bench)\/[\w.@-]+(?:\/[\w.@<>*-]+)*\.(?:ts|tsx|mjs|js|c|cpp|h|sh|md|json|css|html))\b/g;
+const OUTSIDE_RE = /\.\.\/shared\/|(?<![\w-])shared\/reference\//g;
+
+function* walk(dir) {
+  for (const e of readdirSync(dir)) {
+    if (SKIP.has(e)) continue;
+    const p = join(dir, e);
+    if (statSync(p).isDirectory()) yield* walk(p);
+    else if (EXT.test(e)) yield p;
+  }
+}
+
+const files = [...TOP.flatMap((t) => (existsSync(join(root, t)) ? [...walk(join(root, t))] : []))];
+for (const f of ['README.md', 'SECURITY.md']) if (existsSync(join(root, f))) files.push(join(root, f));
+
+const bad = [];
+for (const file of files) {
+  const rel = relative(root, file);
+  if (rel === 'scripts/check-refs.mjs') continue;
+  const lines = readFileSync(file, 'utf8').split('\n');
+  lines.forEach((line, i) => {
+    // In code files only comments count (a string may name a path on purpose, e.g. a test's input).
+    const isDoc = rel.endsWith('.md');
+    const text = isDoc ? line : (/(\/\/|\/\*|^\s*\*|^\s*#)(.*)$/.exec(line)?.[2] ?? '');
+    for (const m of text.matchAll(PATH_RE)) {
+      const p = m[1];
+      if (p.includes('*') || p.includes('<')) continue; // a pattern, not a file
+      if (existsSync(join(root, p)) || existsSync(join(file, '..', p))) continue;
+      bad.push(`${rel}:${i + 1}: cites ${p}, which does not exist`);
+    }
+    for (const _ of text.matchAll(OUTSIDE_RE)) {
+      bad.push(
+        `${rel}:${i + 1}: cites a file outside the repository; put the fact in the package README instead`,
+      );
+    }
+  });
+}
+// Error hints name only settings that exist: each MQD_* variable and --flag a hint tells the
+// user to set must appear in the code that reads it (apps/cli, apps/server, packages/*/src).
+const hintsFile = join(root, 'packages/model/src/errors.ts');
+const hints = readFileSync(hintsFile, 'utf8');
+const code = files
+  .filter((f) => /\/src\/.*\.tsx?$/.test(f) && f !== hintsFile)
+  .map((f) => readFileSync(f, 'utf8'))
+  .join('\n');
+for (const v of new Set(hints.match(/\bMQD_(?!E_)[A-Z_]+\b/g) ?? [])) {
+  if (!code.includes(v)) bad.push(`packages/model/src/errors.ts: a hint names ${v}, which nothing reads`);
+}
+for (const f of new Set(hints.match(/(?<![\w-])--[a-z][a-z-]+/g) ?? [])) {
+  if (f === '--enable-debuginfo') continue; // MPICH's configure option, not ours
+  if (!code.includes(`'${f.slice(2)}'`) && !code.includes(f)) {
+    bad.push(`packages/model/src/errors.ts: a hint names ${f}, which no command accepts`);
+  }
+}
+if (bad.length > 0) {
+  console.error(bad.join('\n'));
+  console.error(`MQD_E_BAD_REFERENCE: ${bad.length} reference(s) to files that are not in the repository`);
+  process.exit(1);
+}
+console.log(
+  `references: ${files.length} files checked, every cited path and every setting a hint names exists`,
+);
