@@ -31,7 +31,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # ---- 1. Debian packages ------------------------------------------------------------
 PKGS=(build-essential dpkg-dev file elfutils libdw1 libdw-dev libelf-dev dwz chromium
-      sqlite3 iproute2 procps perl python3 xz-utils bzip2 ca-certificates openssl util-linux)
+      sqlite3 iproute2 procps perl python3 xz-utils bzip2 ca-certificates openssl util-linux
+      slurmctld slurmd slurm-client munge)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,7 +8,9 @@ import {
   METHOD_CHOICES,
   type MethodChoice,
   type PidTarget,
+  parseSlurmJob,
   ranksFromPids,
+  slurmRanks,
 } from '@mqd/mpir';
 import { parsePidArg } from './pid-arg.js';
 import { type Io, RANKS_USAGE } from './usage.js';
@@ -25,7 +27,9 @@ export function formatJobRanks(job: JobRanks): string {
   const hosts = Object.keys(job.byHost);
   const head = job.starter
     ? `job of pid ${job.starter.pid} (${job.starter.command || job.starter.exe}), uid ${job.starter.uid}`
-    : 'ranks given by pid';
+    : job.method === 'slurm'
+      ? 'Slurm job ranks on this node'
+      : 'ranks given by pid';
   const lines = [
     `${head}: ${job.ranks.length} rank${job.ranks.length === 1 ? '' : 's'} on ${hosts.length} host${hosts.length === 1 ? '' : 's'} (via ${job.method})`,
   ];
@@ -41,12 +45,20 @@ export function formatJobRanks(job: JobRanks): string {
 }
 
 export async function ranksCommand(argv: string[], io: Io): Promise<number> {
-  let values: { attach?: string; method?: string; pid?: string[]; json?: boolean; help?: boolean };
+  let values: {
+    attach?: string;
+    slurm?: string;
+    method?: string;
+    pid?: string[];
+    json?: boolean;
+    help?: boolean;
+  };
   try {
     ({ values } = parseArgs({
       args: argv,
       options: {
         attach: { type: 'string' },
+        slurm: { type: 'string' },
         method: { type: 'string' },
         pid: { type: 'string', multiple: true },
         json: { type: 'boolean' },
@@ -62,15 +74,20 @@ export async function ranksCommand(argv: string[], io: Io): Promise<number> {
     return 0;
   }
   const pids = values.pid ?? [];
-  if ((values.attach === undefined) === (pids.length === 0))
-    return usage(io, 'give either --attach PID or --pid PID...');
+  if ([values.attach !== undefined, values.slurm !== undefined, pids.length > 0].filter(Boolean).length !== 1)
+    return usage(io, 'give one of --attach PID, --slurm JOBID or --pid PID...');
   const method = values.method ?? 'auto';
   if (!isMethod(method)) return usage(io, `--method takes ${METHOD_CHOICES.join(', ')}, got '${method}'`);
   if (values.method !== undefined && values.attach === undefined)
     return usage(io, '--method goes with --attach');
 
   let result: Result<JobRanks, MqdError>;
-  if (values.attach !== undefined) {
+  if (values.slurm !== undefined) {
+    const spec = parseSlurmJob(values.slurm);
+    if (!spec.ok) return usage(io, spec.error.message);
+    const found = slurmRanks(spec.value);
+    result = found.ok ? { ok: true, value: found.value.job } : found;
+  } else if (values.attach !== undefined) {
     if (!/^\d+$/.test(values.attach)) return usage(io, `--attach takes a pid, got '${values.attach}'`);
     result = attachStarter(Number(values.attach), { method });
   } else {

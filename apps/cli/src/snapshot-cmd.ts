@@ -1,8 +1,8 @@
-// `mqd snapshot (--attach STARTER_PID | --pid PID[:RANK] ...) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]`
+// `mqd snapshot (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] ...) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]`
 import { parseArgs } from 'node:util';
 import { type SnapshotTarget, Snapshotter } from '@mqd/core';
 import { buildStackTree, explainSnapshot, mqdError } from '@mqd/model';
-import { snapshotAttach } from '@mqd/mpir';
+import { parseSlurmJob, slurmRanks, snapshotAttach } from '@mqd/mpir';
 import { parsePidArg } from './pid-arg.js';
 import { snapshotText } from './snapshot-text.js';
 import { type Io, SNAPSHOT_USAGE } from './usage.js';
@@ -11,6 +11,7 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
   let values: {
     pid?: string[];
     attach?: string;
+    slurm?: string;
     dll?: string;
     json?: boolean;
     all?: boolean;
@@ -25,6 +26,7 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
       options: {
         pid: { type: 'string', multiple: true },
         attach: { type: 'string' },
+        slurm: { type: 'string' },
         dll: { type: 'string' },
         json: { type: 'boolean' },
         all: { type: 'boolean' },
@@ -52,11 +54,37 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
     }
     targets.push(t);
   }
-  if ((targets.length === 0) === (values.attach === undefined)) {
+  const sources = [targets.length > 0, values.attach !== undefined, values.slurm !== undefined];
+  if (sources.filter(Boolean).length !== 1) {
     io.err(
-      `${mqdError('MQD_E_USAGE', 'give either --attach STARTER_PID or at least one --pid').message}\n${SNAPSHOT_USAGE}`,
+      `${mqdError('MQD_E_USAGE', 'give one of --attach STARTER_PID, --slurm JOBID or at least one --pid').message}\n${SNAPSHOT_USAGE}`,
     );
     return 2;
+  }
+  // A Slurm job: its ranks on this node, read for the job's owner as Slurm names it.
+  let ownerUid: number | undefined;
+  if (values.slurm !== undefined) {
+    const spec = parseSlurmJob(values.slurm);
+    if (!spec.ok) {
+      io.err(`${spec.error.message}\n${SNAPSHOT_USAGE}`);
+      return 2;
+    }
+    const found = slurmRanks(spec.value);
+    if (!found.ok) {
+      io.err(found.error.message);
+      return 1;
+    }
+    for (const w of found.value.job.warnings) io.err(`warning: ${w}`);
+    if (found.value.job.ranks.length === 0) {
+      io.err(mqdError('MQD_E_NO_RANKS', `Slurm job ${spec.value.jobId} has no rank on this node`).message);
+      return 1;
+    }
+    if (!values.json) {
+      const i = found.value.info;
+      io.out(`Slurm job ${i.jobId} (${i.name}) of ${i.user} (uid ${i.uid}) on ${i.nodes.join(',')}`);
+    }
+    ownerUid = found.value.info.uid;
+    for (const r of found.value.job.ranks) targets.push({ pid: r.pid, rank: r.rank });
   }
   const starter = values.attach !== undefined ? parsePidArg(values.attach) : null;
   if (starter && 'code' in starter) {
@@ -64,7 +92,11 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
     return 2;
   }
   const snapshotter = new Snapshotter();
-  const snapOpts = values.dll !== undefined ? { dll: values.dll } : {};
+  const snapOpts = {
+    ...(values.dll !== undefined ? { dll: values.dll } : {}),
+    // Root's own job may be read only when Slurm says it is root's (the agent's rule too).
+    ...(ownerUid !== undefined ? { ownerUid, allowRoot: ownerUid === 0 } : {}),
+  };
   try {
     let snapshot: Awaited<ReturnType<Snapshotter['snapshot']>>['snapshot'];
     if (starter) {

@@ -16,11 +16,13 @@ commands:
   agent-token  print a node's own agent token (admins; mqd agent --help)
 exit codes: 0 ok, 1 nothing could be read, 2 usage, 3 partial (some ranks failed)`;
 
-export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --pid PID[:RANK] [--pid ...]) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]
+export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] [--pid ...]) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]
   Stops each MPI process for a few milliseconds, reads its message queues through the MPI
   library's debugger DLL and prints them. RANK defaults to the rank in the process environment.
   --attach PID the pid of mpirun/mpiexec: its ranks on this host are found through MPIR
                (or the process tree when the starter has no MPIR symbols)
+  --slurm JOBID[.STEP]  a Slurm job (as squeue shows it): its ranks on this node, read for
+               the job's owner (ranks on other nodes are read by their nodes' agents)
   --dll PATH   the message-queue DLL (default: MPIR_dll_name in the process)
   --json       print the snapshot as JSON (schema: packages/model/src/snapshot-spec.ts)
   --all        also list empty internal communicators
@@ -32,12 +34,14 @@ export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --pid
   --all-threads  with --stacks: every thread of every rank, not only the main thread`;
 
 export const RANKS_USAGE = `usage: mqd ranks --attach PID [--method auto|mpir|process-tree] [--json]
+       mqd ranks --slurm JOBID[.STEP] [--json]
        mqd ranks --pid PID[:RANK] [--pid ...] [--json]
   Lists every rank of an MPI job with its pid and host, without stopping anything.
   --attach PID   the job's starter (mpirun, mpiexec): its MPIR process table, else the MPI
                  processes below it
   --method M     auto (default): the MPIR table, else the process tree; mpir or process-tree
                  to force one
+  --slurm JOBID  a Slurm job's ranks on this node (scontrol listpids; rank from the environment)
   --pid PID[:RANK]  ranks given directly (RANK defaults to the one in the process environment)
   --json         print the job as JSON`;
 

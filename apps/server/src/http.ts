@@ -35,6 +35,7 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_NOT_MPI':
     case 'MQD_E_EMPTY_PROCTABLE':
     case 'MQD_E_NO_RANKS':
+    case 'MQD_E_SLURM_JOB':
     case 'MQD_E_NO_QUEUES':
     case 'MQD_E_QUEUE_UNSUPPORTED':
       return 422;
@@ -59,6 +60,7 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_PRIVDROP':
     case 'MQD_E_DLL_POLICY':
     case 'MQD_E_NO_STACKS':
+    case 'MQD_E_NO_SLURM':
       // The agent answered, with a failure on its node.
       return 502;
     case 'MQD_E_AGENT_MISSING':

@@ -60,6 +60,11 @@ export const ERROR_HINTS = {
   MQD_E_EMPTY_PROCTABLE:
     'the starter has not filled its process table yet; wait until the job has started, or use the process-tree fallback',
   MQD_E_NO_RANKS: 'no MPI rank was found under this starter; check the pid, or pass the rank pids directly',
+  // --- Slurm
+  MQD_E_NO_SLURM:
+    "Slurm's commands did not answer; check that scontrol works here (and SLURM_CONF if your site sets it)",
+  MQD_E_SLURM_JOB:
+    'this Slurm job is unknown or not running yet; check its id and state with `squeue -j JOBID`',
   // --- server
   MQD_E_UNAUTHENTICATED: "log in with the token printed by `mqd serve` (or your site's proxy login)",
   MQD_E_FORBIDDEN: 'this job belongs to another user; ask its owner for a share link, or an admin for access',

@@ -31,6 +31,17 @@ export {
 } from './procdesc.js';
 export { descendants, isAlive } from './procfs.js';
 export {
+  defaultSlurmRunner,
+  parseSlurmJob,
+  type SlurmJobInfo,
+  type SlurmJobSpec,
+  type SlurmRanks,
+  type SlurmRunner,
+  slurmJobInfo,
+  slurmLocalPids,
+  slurmRanks,
+} from './slurm.js';
+export {
   type AttachedSnapshot,
   localTargets,
   type SnapshotAttachOptions,

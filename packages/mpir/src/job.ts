@@ -3,8 +3,11 @@
 // unit an agent works on.
 import { Pid, Rank } from '@mqd/model';
 
-/** How the ranks were found: the starter's MPIR table, its descendants in /proc, or pids given by the user. */
-export type AcquisitionMethod = 'mpir' | 'process-tree' | 'pid-list';
+/**
+ * How the ranks were found: the starter's MPIR table, its descendants in /proc, pids given by
+ * the user, or a Slurm job's processes on this node (`scontrol listpids`).
+ */
+export type AcquisitionMethod = 'mpir' | 'process-tree' | 'pid-list' | 'slurm';
 /** What the caller asks for: `auto` reads the MPIR table and falls back to the process tree. */
 export type MethodChoice = 'auto' | 'mpir' | 'process-tree';
 

@@ -84,6 +84,13 @@ export {
   statOf,
 } from './procfs.js';
 export {
+  type SlurmCluster,
+  type SlurmJob,
+  type SubmitOptions,
+  slurmAvailable,
+  startSlurm,
+} from './slurm.js';
+export {
   type BlockedCheck,
   frameMatcher,
   mainThreadStack,

@@ -1,0 +1,197 @@
+// Ranks of a Slurm job, by job id: users know `squeue`'s id, not their mpirun's pid.
+// Slurm says whose job it is (the uid the security model checks) and on which nodes it runs;
+// `scontrol listpids` (answered by this node's slurmd) lists every process of the job here,
+// whatever started it: srun directly, or mpirun/mpiexec inside the allocation (their ranks then
+// run in the batch step, or in the srun step hydra used for its proxies). A rank is a listed
+// process that maps an MPI library; its rank comes from the launcher's environment
+// (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, then SLURM_PROCID). Processes of another uid
+// than the job's are dropped, never read. Ranks on other nodes are their agents' to read.
+import { execFileSync } from 'node:child_process';
+import { procCredentials, rankFromEnviron } from '@mqd/core';
+import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
+import { type LocalHost, localHost, normaliseHost } from './host.js';
+import { type JobRanks, makeJob, type RankEntry, rankEntry } from './job.js';
+import { exeOf, mapsMpiLibrary } from './procfs.js';
+
+export interface SlurmJobSpec {
+  readonly jobId: number;
+  /** A step id ('0', 'batch', 'extern'), or null for every step. */
+  readonly step: string | null;
+}
+
+/** `JOBID` or `JOBID.STEP`. */
+export function parseSlurmJob(s: string): Result<SlurmJobSpec, MqdError> {
+  const m = /^(\d{1,10})(?:\.(\d{1,10}|batch|extern))?$/.exec(s.trim());
+  if (!m?.[1]) {
+    return err(mqdError('MQD_E_USAGE', `--slurm takes JOBID or JOBID.STEP (as squeue shows it), got '${s}'`));
+  }
+  return ok({ jobId: Number(m[1]), step: m[2] ?? null });
+}
+
+/** Runs a Slurm client command; tests and agents may pass their own (e.g. with SLURM_CONF). */
+export type SlurmRunner = (cmd: string, args: readonly string[]) => string;
+
+export const defaultSlurmRunner: SlurmRunner = (cmd, args) =>
+  execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 20_000 });
+
+export interface SlurmJobInfo {
+  readonly jobId: number;
+  readonly name: string;
+  readonly state: string;
+  readonly uid: number;
+  readonly user: string;
+  /** Expanded node names, normalised as hosts are (short, lower case). */
+  readonly nodes: readonly string[];
+  readonly command: string;
+}
+
+function slurmFailure(e: unknown, what: string): MqdError {
+  const x = e as { code?: string; stderr?: string | Buffer; message?: string };
+  if (x.code === 'ENOENT') {
+    return mqdError('MQD_E_NO_SLURM', `${what}: Slurm's client commands are not installed on this node`);
+  }
+  const text = String(x.stderr ?? x.message ?? e).trim();
+  if (/Invalid job id/i.test(text)) return mqdError('MQD_E_SLURM_JOB', `${what}: ${text}`);
+  return mqdError('MQD_E_NO_SLURM', `${what}: ${text.slice(0, 500)}`);
+}
+
+/** Owner, state and nodes of a job, from `scontrol show job --oneliner`. */
+export function slurmJobInfo(
+  jobId: number,
+  run: SlurmRunner = defaultSlurmRunner,
+): Result<SlurmJobInfo, MqdError> {
+  let line: string;
+  try {
+    line = run('scontrol', ['show', 'job', String(jobId), '--oneliner']);
+  } catch (e) {
+    return err(slurmFailure(e, `scontrol show job ${jobId}`));
+  }
+  const field = (k: string) => new RegExp(`(?:^|\\s)${k}=(\\S*)`).exec(line)?.[1] ?? null;
+  const user = /(?:^|\s)UserId=([^(\s]*)\((\d+)\)/.exec(line);
+  const state = field('JobState');
+  const nodeList = field('NodeList');
+  if (!user?.[2] || state === null) {
+    return err(
+      mqdError(
+        'MQD_E_SLURM_JOB',
+        `scontrol show job ${jobId} gave no owner or state: '${line.slice(0, 300)}'`,
+      ),
+    );
+  }
+  let nodes: string[] = [];
+  if (nodeList && nodeList !== '(null)') {
+    try {
+      nodes = run('scontrol', ['show', 'hostnames', nodeList])
+        .split('\n')
+        .map((h) => h.trim())
+        .filter((h) => h !== '')
+        .map((h) => normaliseHost(h));
+    } catch (e) {
+      return err(slurmFailure(e, `scontrol show hostnames ${nodeList}`));
+    }
+  }
+  return ok({
+    jobId,
+    name: field('JobName') ?? '',
+    state,
+    uid: Number(user[2]),
+    user: user[1] ?? '',
+    nodes,
+    command: field('Command') ?? '',
+  });
+}
+
+/** `scontrol listpids` rows on this node: pid and step of every process of the job. */
+export function slurmLocalPids(
+  spec: SlurmJobSpec,
+  run: SlurmRunner = defaultSlurmRunner,
+): Result<Array<{ pid: number; step: string }>, MqdError> {
+  let out: string;
+  try {
+    out = run('scontrol', [
+      'listpids',
+      spec.step === null ? String(spec.jobId) : `${spec.jobId}.${spec.step}`,
+    ]);
+  } catch (e) {
+    return err(slurmFailure(e, `scontrol listpids ${spec.jobId}`));
+  }
+  const rows: Array<{ pid: number; step: string }> = [];
+  for (const l of out.split('\n').slice(1)) {
+    const [pid, job, step] = l.trim().split(/\s+/);
+    if (pid && /^\d+$/.test(pid) && Number(job) === spec.jobId && step) rows.push({ pid: Number(pid), step });
+  }
+  return ok(rows);
+}
+
+export interface SlurmRanks {
+  readonly job: JobRanks;
+  readonly info: SlurmJobInfo;
+  /** Nodes of the job other than this one: their ranks are read by their own agents. */
+  readonly otherNodes: readonly string[];
+}
+
+/** The ranks of a Slurm job on this node. */
+export function slurmRanks(
+  spec: SlurmJobSpec,
+  opts: { run?: SlurmRunner; here?: LocalHost } = {},
+): Result<SlurmRanks, MqdError> {
+  const run = opts.run ?? defaultSlurmRunner;
+  const here = opts.here ?? localHost();
+  const info = slurmJobInfo(spec.jobId, run);
+  if (!info.ok) return info;
+  if (info.value.state !== 'RUNNING' && info.value.state !== 'SUSPENDED') {
+    return err(
+      mqdError(
+        info.value.state === 'PENDING' || info.value.state === 'CONFIGURING'
+          ? 'MQD_E_SLURM_JOB'
+          : 'MQD_E_JOB_ENDED',
+        `Slurm job ${spec.jobId} is ${info.value.state}`,
+      ),
+    );
+  }
+  const otherNodes = info.value.nodes.filter((n) => !here.aliases.has(n));
+  const onThisNode = info.value.nodes.length === 0 || otherNodes.length < info.value.nodes.length;
+  const rows = onThisNode ? slurmLocalPids(spec, run) : ok([]);
+  if (!rows.ok) return rows;
+  const warnings: string[] = [];
+  const ranks: RankEntry[] = [];
+  const seen = new Map<number, number>();
+  for (const { pid } of rows.value) {
+    const mpi = mapsMpiLibrary(pid);
+    if (!mpi.ok || !mpi.value) continue; // a starter, a proxy, a shell: not a rank
+    const creds = procCredentials(pid);
+    if (creds === null) continue; // exited since listpids
+    if (creds.uids[0] !== info.value.uid) {
+      warnings.push(
+        `pid ${pid} belongs to uid ${creds.uids[0]}, not to the job's owner ${info.value.uid}: not read`,
+      );
+      continue;
+    }
+    const rank = rankFromEnviron(pid)?.rank;
+    if (rank === undefined) {
+      warnings.push(`pid ${pid} maps an MPI library but its environment names no rank: not read`);
+      continue;
+    }
+    const other = seen.get(rank);
+    if (other !== undefined) {
+      warnings.push(`pids ${other} and ${pid} both say rank ${rank}: kept ${other}`);
+      continue;
+    }
+    seen.set(rank, pid);
+    ranks.push(rankEntry(rank, pid, here.short, exeOf(pid) ?? ''));
+  }
+  if (otherNodes.length > 0) {
+    warnings.push(
+      `ranks on ${otherNodes.join(', ')} are read by those nodes' agents (mqd agent), not from here`,
+    );
+  }
+  if (ranks.length === 0 && otherNodes.length === 0) {
+    return err(
+      mqdError(
+        'MQD_E_NO_RANKS',
+        `Slurm job ${spec.jobId} has no MPI process on this node (${rows.value.length} process(es) listed)`,
+      ),
+    );
+  }
+  return ok({ job: makeJob('slurm', null, ranks, warnings), info: info.value, otherNodes });
+}
