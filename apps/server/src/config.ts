@@ -21,6 +21,8 @@ export interface ServerConfig {
   readonly agentToken: string | null;
   /** Login token of the admin user; null = generate one at start (printed with the URL). */
   readonly adminToken: string | null;
+  /** Bearer token that may read /metrics (and nothing else); null: admins only. */
+  readonly metricsToken: string | null;
   /** Request header naming the user, set by a trusted reverse proxy; null = not trusted. */
   readonly proxyUserHeader: string | null;
   /**
@@ -99,6 +101,13 @@ const SETTINGS: readonly Setting[] = [
     env: 'MQD_ADMIN_TOKEN',
     kind: 'token',
     help: 'admin login token',
+  },
+  {
+    key: 'metricsToken',
+    flag: 'metrics-token',
+    env: 'MQD_METRICS_TOKEN',
+    kind: 'token',
+    help: 'bearer token for Prometheus to read /metrics (admins may too)',
   },
   {
     key: 'proxyUserHeader',
@@ -287,6 +296,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   dataDir: join(homedir(), '.local', 'share', 'mqd'),
   agentToken: null,
   adminToken: null,
+  metricsToken: null,
   proxyUserHeader: null,
   trustedProxies: [],
   tlsCert: null,

@@ -19,6 +19,7 @@ import {
   SnapshotId,
 } from '@mqd/model';
 import type { AgentHub } from './hub.js';
+import type { SnapshotMetrics } from './metrics.js';
 import type { MpiInfo, RankTarget } from './seams.js';
 import type { Store } from './store.js';
 import { type JobRecord, MAX_LISTED_MISSING, type SnapshotMeta, type SnapshotSummary } from './types.js';
@@ -132,6 +133,8 @@ export interface SnapshotServiceOptions {
   readonly gzipLevel: number;
   /** Largest snapshot JSON stored, bytes; a bigger one is refused with MQD_E_TOO_LARGE. */
   readonly maxSnapshotBytes?: number;
+  /** Where snapshot counts, durations and rank outcomes go (the /metrics families). */
+  readonly metrics?: SnapshotMetrics;
 }
 
 const JSON_CACHE_ENTRIES = 16;
@@ -156,6 +159,16 @@ export class SnapshotService {
   }
 
   private async run(job: JobRecord, who: string): Promise<Result<SnapshotMeta>> {
+    const t0 = performance.now();
+    const r = await this.runOnce(job, who);
+    this.o.metrics?.snapshotTaken({
+      seconds: (performance.now() - t0) / 1000,
+      outcome: !r.ok ? 'failed' : r.value.missing + r.value.errors > 0 ? 'partial' : 'ok',
+    });
+    return r;
+  }
+
+  private async runOnce(job: JobRecord, who: string): Promise<Result<SnapshotMeta>> {
     const { store, hub, ui, clock } = this.o;
     if (job.ranks.length === 0) return err(mqdError('MQD_E_NO_RANKS', `job ${job.id} has no ranks`));
     const takenAt = clock();
@@ -206,6 +219,15 @@ export class SnapshotService {
       const loc = job.ranks[i];
       if (loc === undefined) throw new Error(`job ${job.id} layout has a hole at ${i}`);
       ranks[i] = slots[i] ?? unanswered(loc, failures.get(loc.host));
+    }
+    if (this.o.metrics) {
+      const failedByCode = new Map<string, number>();
+      let readOk = 0;
+      for (const r of ranks) {
+        if (r.state.kind === 'ok') readOk++;
+        else failedByCode.set(r.state.code, (failedByCode.get(r.state.code) ?? 0) + 1);
+      }
+      this.o.metrics.ranksRead({ ok: readOk, failedByCode });
     }
     const snapshot: JobSnapshot = {
       schemaVersion: SNAPSHOT_SCHEMA_VERSION,

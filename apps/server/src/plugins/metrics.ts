@@ -1,0 +1,92 @@
+// GET /metrics: the aggregator's state in Prometheus text format, for the admins' Prometheus.
+// Who may scrape: a bearer with the metrics token (--metrics-token / MQD_METRICS_TOKEN, so a
+// Prometheus server needs no admin rights), or an admin (token or session). Jobs and users are
+// counted, never named: the metrics say how the service is, not whose jobs hang.
+
+import { timingSafeEqual } from 'node:crypto';
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import { MqdException, mqdError } from '@mqd/model';
+import type { FastifyPluginAsync } from 'fastify';
+import type { PluginOpts } from '../app.js';
+import { hashToken } from '../auth.js';
+import { Gauge, type MetricsRegistry, PROMETHEUS_CONTENT_TYPE } from '../metrics.js';
+
+export interface MetricsPluginOpts extends PluginOpts {
+  readonly registry: MetricsRegistry;
+}
+
+/** Gauges read at scrape time from the store, the hub and the snapshot service. */
+export function addServiceGauges(reg: MetricsRegistry, { s }: PluginOpts): void {
+  reg.add(
+    new Gauge('mqd_jobs', 'Jobs the aggregator knows, by state (live, ended).', () => {
+      let live = 0;
+      let ended = 0;
+      for (const j of s.store.jobs(null)) {
+        if (j.endedAt === null) live++;
+        else ended++;
+      }
+      return [
+        [{ state: 'live' }, live],
+        [{ state: 'ended' }, ended],
+      ];
+    }),
+  );
+  reg.add(
+    new Gauge(
+      'mqd_jobs_looking_hung',
+      'Live jobs whose last snapshots (--hung-snapshots of them) all have the same queues.',
+      () => s.snapshots.hung(s.config.hungSnapshots, null).length,
+    ),
+  );
+  reg.add(
+    new Gauge(
+      'mqd_agents_connected',
+      'Agents connected now.',
+      () => s.hub.agents().filter((a) => a.connected).length,
+    ),
+  );
+  reg.add(new Gauge('mqd_snapshots_stored', 'Snapshots in the store.', () => s.store.countSnapshots()));
+  reg.add(
+    new Gauge('mqd_store_bytes', 'Size of the SQLite store on disk (database and write-ahead log).', () => {
+      if (s.config.dataDir === ':memory:') return 0;
+      let total = 0;
+      for (const f of ['mqd.sqlite', 'mqd.sqlite-wal']) {
+        try {
+          total += statSync(join(s.config.dataDir, f)).size;
+        } catch {
+          // no WAL yet
+        }
+      }
+      return total;
+    }),
+  );
+}
+
+export const metricsPlugin: FastifyPluginAsync<MetricsPluginOpts> = async (app, { s, registry }) => {
+  const metricsDigest =
+    s.config.metricsToken === null ? null : Buffer.from(hashToken(s.config.metricsToken), 'hex');
+  app.get('/metrics', { schema: { hide: true } }, async (req, reply) => {
+    const auth = req.headers.authorization;
+    const bearer = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7).trim() : null;
+    const byToken =
+      metricsDigest !== null &&
+      bearer !== null &&
+      timingSafeEqual(Buffer.from(hashToken(bearer), 'hex'), metricsDigest);
+    if (!byToken) {
+      const user = s.auth.fromHeaders(req.headers, req.socket.remoteAddress);
+      if (!user.ok) throw new MqdException(user.error);
+      if (!user.value.admin) {
+        throw new MqdException(
+          mqdError(
+            'MQD_E_FORBIDDEN',
+            `${user.value.name} may not read /metrics: use the metrics token or an admin's`,
+          ),
+        );
+      }
+    }
+    reply.header('content-type', PROMETHEUS_CONTENT_TYPE);
+    reply.header('cache-control', 'no-store');
+    return registry.render();
+  });
+};
