@@ -26,8 +26,10 @@ import { DEFAULT_CONFIG, parseCidr, SERVER_VERSION, type ServerConfig } from './
 import { SnapshotService, type UiEvents } from './fanout.js';
 import { errorBody } from './http.js';
 import { AgentHub } from './hub.js';
+import { MetricsRegistry, snapshotMetrics } from './metrics.js';
 import { agentsHubPlugin } from './plugins/agents-hub.js';
 import { apiPlugin } from './plugins/api.js';
+import { addServiceGauges, metricsPlugin } from './plugins/metrics.js';
 import { storePlugin } from './plugins/store.js';
 import { ApiError, JobSnapshotJson } from './schemas.js';
 import { Store } from './store.js';
@@ -173,6 +175,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
       }
     },
   });
+  const registry = new MetricsRegistry();
   const snapshots = new SnapshotService({
     store,
     hub,
@@ -181,6 +184,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     snapshotTimeoutMs: config.snapshotTimeoutMs,
     gzipLevel: config.gzipLevel,
     maxSnapshotBytes: config.maxSnapshotBytes,
+    metrics: snapshotMetrics(registry),
   });
   const s: Services = { config, clock, store, auth, hub, snapshots, ui, io, agentToken, adminToken };
   app.decorate('mqd', s);
@@ -274,6 +278,8 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   await app.register(storePlugin, { s, ownsStore });
   await app.register(agentsHubPlugin, { s });
   await app.register(apiPlugin, { s, prefix: '/api' });
+  addServiceGauges(registry, { s });
+  await app.register(metricsPlugin, { s, registry });
   if (config.webRoot !== null) {
     await app.register(fastifyStatic, { root: config.webRoot, prefix: '/' });
   }
