@@ -32,7 +32,7 @@ const RULES = {
   e2e: [NODE, '@mqd/model', '@mqd/testkit', '@mqd/server', '@mqd/cli', '@mqd/mpir', 'playwright-core'],
 };
 // Test files may also use the test runner and the testkit.
-const TEST_EXTRA = ['vitest', '@mqd/testkit', NODE];
+const TEST_EXTRA = ['vitest', '@mqd/testkit', NODE, 'parse-prometheus-text-format'];
 
 const builtins = new Set(builtinModules);
 const IMPORT_RE =

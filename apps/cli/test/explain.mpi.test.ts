@@ -41,7 +41,7 @@ describe('ring of synchronous sends', () => {
     const e = await explain('mpich', 'ring_ssend');
     expect(e.verdict).toBe('deadlock');
     expect(e.deadlock?.cycles.map((c) => [c.ranks, c.certain])).toEqual([[[0, 1, 2, 3], false]]);
-    expect(e.limits.join('\n')).toMatch(/only nonblocking sends/);
+    expect(e.limits.map((l) => l.text).join('\n')).toMatch(/only nonblocking sends/);
   });
 });
 
@@ -59,7 +59,7 @@ describe('a receive waiting for a tag that never comes', () => {
 
   it('Open MPI (unexpected queue hidden): says the other side cannot be seen', async () => {
     const e = await explain('openmpi', 'wrong_tag');
-    expect(e.limits.join('\n')).toMatch(/unexpected messages are not visible/);
+    expect(e.limits.map((l) => l.text).join('\n')).toMatch(/unexpected messages are not visible/);
     // Rank 1's tag-7/8 sends completed eagerly, so no queue shows them: nothing to call a near miss.
     expect(e.nearMisses.filter((n) => n.op.rank === 0).flatMap((n) => n.candidates)).toEqual([]);
     // Still explained from the receives: 0 waits for 1 (tag 99), 1 waits for 0 (tag 1).

@@ -54,7 +54,9 @@ describe.each(MPI_NAMES)('%s under Slurm (sbatch + the MPI starter)', (mpi) => {
       const snap = await mqd(['snapshot', '--slurm', String(job.jobId), '--json']);
       expect(snap.code, snap.err).toBe(0);
       const got = normaliseSnapshot(JSON.parse(snap.out) as JobSnapshot);
-      const golden = JSON.parse(readFileSync(goldenFile(mpi, 'wrong_tag', 'snapshot.json'), 'utf8')) as JobSnapshot;
+      const golden = JSON.parse(
+        readFileSync(goldenFile(mpi, 'wrong_tag', 'snapshot.json'), 'utf8'),
+      ) as JobSnapshot;
       expect(got.ranks.map((r) => r.state.kind)).toEqual(['ok', 'ok', 'ok', 'ok']);
       expect(got.ranks.map((r) => [r.rank, r.communicators])).toEqual(
         golden.ranks.map((r) => [r.rank, r.communicators]),

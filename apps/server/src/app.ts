@@ -29,40 +29,13 @@ import { AgentHub } from './hub.js';
 import { MetricsRegistry, snapshotMetrics } from './metrics.js';
 import { agentsHubPlugin } from './plugins/agents-hub.js';
 import { apiPlugin } from './plugins/api.js';
+import type { Services } from './plugins/common.js';
 import { addServiceGauges, metricsPlugin } from './plugins/metrics.js';
 import { storePlugin } from './plugins/store.js';
-import { ApiError, JobSnapshotJson } from './schemas.js';
+import { SHARED_SCHEMAS } from './schemas.js';
 import { Store } from './store.js';
-import type { User } from './types.js';
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** Set by the authed plugin's hook; null on public routes. */
-    user: User | null;
-  }
-  interface FastifyInstance {
-    /** The services and tokens of this aggregator (for serve(), tests and the benchmark). */
-    mqd: Services;
-  }
-}
-
-export interface Services {
-  readonly config: ServerConfig;
-  readonly clock: () => number;
-  readonly store: Store;
-  readonly auth: Auth;
-  readonly hub: AgentHub;
-  readonly snapshots: SnapshotService;
-  readonly ui: UiEvents;
-  readonly io: SocketServer;
-  /** The tokens in effect (generated when the configuration had none). */
-  readonly agentToken: string;
-  readonly adminToken: string;
-}
-
-export interface PluginOpts {
-  readonly s: Services;
-}
+export type { PluginOpts, Services } from './plugins/common.js';
 
 export interface AppOptions {
   /** Over DEFAULT_CONFIG; usually the result of loadConfig(). */
@@ -167,7 +140,11 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
           return;
         case 'disconnect':
           audit({ who: `agent:${e.agent.host}`, action: 'agent-disconnect', detail: e.reason });
-          ui.toAll('agent.disconnected', { host: e.agent.host, agentId: e.agent.agentId, reason: e.reason });
+          ui.toAll('agent.disconnected', {
+            host: e.agent.host,
+            agentId: e.agent.agentId,
+            reason: e.reason,
+          });
           return;
         case 'refused':
           app.log.warn({ host: e.host, code: e.error.code }, e.error.message);
@@ -206,8 +183,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
       }
     }
   });
-  app.addSchema(ApiError);
-  app.addSchema({ ...JobSnapshotJson, $id: 'JobSnapshot' });
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   app.setErrorHandler((e, req, reply) => {
     if (e instanceof MqdException) return reply.code(errorBody(e.error).statusCode).send(errorBody(e.error));
     const fe = e as {

@@ -17,6 +17,7 @@ import {
   rankNotRead,
   SNAPSHOT_SCHEMA_VERSION,
   SnapshotId,
+  type UiEventPayload,
 } from '@mqd/model';
 import type { AgentHub } from './hub.js';
 import type { SnapshotMetrics } from './metrics.js';
@@ -28,11 +29,14 @@ const gzipAsync = promisify(gzip);
 const gunzipAsync = promisify(gunzip);
 
 /** What the /ui namespace is told; who hears it is the broadcaster's business. */
+export type JobUiEvent = 'job.attached' | 'snapshot.progress' | 'snapshot.done';
+export type AllUiEvent = 'agent.connected' | 'agent.disconnected';
+/** Every payload is the spec's (packages/model/src/api-spec.ts UI_EVENTS), checked by the compiler. */
 export interface UiEvents {
   /** To the job's owner and the admins. */
-  toJob(uid: number, event: 'job.attached' | 'snapshot.progress' | 'snapshot.done', payload: object): void;
+  toJob<N extends JobUiEvent>(uid: number, event: N, payload: UiEventPayload<N>): void;
   /** To every logged-in browser. */
-  toAll(event: 'agent.connected' | 'agent.disconnected', payload: object): void;
+  toAll<N extends AllUiEvent>(event: N, payload: UiEventPayload<N>): void;
 }
 
 export const newId = (bytes = 12): string => randomBytes(bytes).toString('base64url');
@@ -121,7 +125,7 @@ export interface HungJob {
   readonly pendingSends: number;
   readonly pendingReceives: number;
   readonly unexpected: number;
-  readonly lastSnapshotId: string;
+  readonly lastSnapshotId: SnapshotId;
 }
 
 export interface SnapshotServiceOptions {

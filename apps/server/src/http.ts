@@ -1,8 +1,24 @@
 // How a coded error becomes an HTTP reply, and the record -> JSON conversions of the API.
-import { assertUnreachable, type ErrorCode, type MqdError, MqdException, mqdError } from '@mqd/model';
+import {
+  type ApiAgent,
+  type ApiAuditEntry,
+  type ApiErrorBody,
+  type ApiHungJob,
+  type ApiJob,
+  type ApiShare,
+  type ApiSnapshotMeta,
+  type ApiUser,
+  assertUnreachable,
+  type ErrorCode,
+  JobId,
+  type MqdError,
+  MqdException,
+  mqdError,
+  SnapshotId,
+} from '@mqd/model';
 import { type HungJob, looksHung } from './fanout.js';
 import type { AgentInfo } from './hub.js';
-import type { AuditEntry, JobRecord, SnapshotMeta, User } from './types.js';
+import type { AuditEntry, JobRecord, ShareRecord, SnapshotMeta, User } from './types.js';
 
 export function httpStatus(code: ErrorCode): number {
   switch (code) {
@@ -72,13 +88,7 @@ export function httpStatus(code: ErrorCode): number {
   }
 }
 
-export interface ErrorBody {
-  readonly statusCode: number;
-  readonly code: ErrorCode;
-  readonly message: string;
-}
-
-export const errorBody = (e: MqdError): ErrorBody => ({
+export const errorBody = (e: MqdError): ApiErrorBody => ({
   statusCode: httpStatus(e.code),
   code: e.code,
   message: e.message,
@@ -89,11 +99,32 @@ export function fail(code: ErrorCode, detail: string): never {
   throw new MqdException(mqdError(code, detail));
 }
 
+// Records (epoch ms, as the store keeps them) -> the API spec's shapes (ISO times, branded ids).
+// Their return types are the spec's: a field the spec gains or loses fails to compile here.
+
 const iso = (ms: number) => new Date(ms).toISOString();
 
-export const userJson = (u: User) => ({ name: u.name, uid: u.uid, admin: u.admin });
+export const userJson = (u: User): ApiUser => ({ name: u.name, uid: u.uid, admin: u.admin });
 
-export const metaJson = (m: SnapshotMeta) => ({ ...m, takenAt: iso(m.takenAt), partial: m.missing > 0 });
+export const metaJson = (m: SnapshotMeta): ApiSnapshotMeta => ({
+  id: m.id,
+  jobId: m.jobId,
+  takenAt: iso(m.takenAt),
+  durationMicros: m.durationMicros,
+  createdBy: m.createdBy,
+  partial: m.missing > 0,
+  ranks: m.ranks,
+  ok: m.ok,
+  errors: m.errors,
+  missing: m.missing,
+  missingRanks: [...m.missingRanks],
+  pendingSends: m.pendingSends,
+  pendingReceives: m.pendingReceives,
+  unexpected: m.unexpected,
+  digest: m.digest,
+  bytes: m.bytes,
+  storedBytes: m.storedBytes,
+});
 
 /**
  * A job as the API shows it. `recent` is its newest snapshots, newest first (at least
@@ -104,7 +135,7 @@ export function jobJson(
   connected: (host: string) => boolean,
   recent: readonly SnapshotMeta[],
   hungAfter: number,
-) {
+): ApiJob {
   const last = recent[0] ?? null;
   const state = job.endedAt !== null ? 'ended' : looksHung(recent, hungAfter) ? 'looks-hung' : 'running';
   const hosts = new Map<string, number>();
@@ -127,13 +158,47 @@ export function jobJson(
   };
 }
 
-export const agentJson = (a: AgentInfo) => ({
-  ...a,
+export const agentJson = (a: AgentInfo): ApiAgent => ({
+  agentId: a.agentId,
+  host: a.host,
+  version: a.version,
+  connected: a.connected,
   connectedAt: iso(a.connectedAt),
   lastSeenAt: iso(a.lastSeenAt),
   disconnectedAt: a.disconnectedAt === null ? null : iso(a.disconnectedAt),
+  health: a.health,
+  mpi: a.mpi,
+  jobs: a.jobs.map((j) => ({ starterPid: j.starterPid, uid: j.uid, command: j.command })),
+  messages: a.messages,
+  refused: a.refused,
+  pending: a.pending,
 });
 
-export const auditJson = (a: AuditEntry) => ({ ...a, at: iso(a.at) });
+export const auditJson = (a: AuditEntry): ApiAuditEntry => ({
+  id: a.id,
+  at: iso(a.at),
+  who: a.who,
+  action: a.action,
+  jobId: a.jobId === null ? null : JobId(a.jobId),
+  snapshotId: a.snapshotId === null ? null : SnapshotId(a.snapshotId),
+  detail: a.detail,
+});
 
-export const hungJson = (h: HungJob) => ({ ...h, since: iso(h.since) });
+export const hungJson = (h: HungJob): ApiHungJob => ({
+  jobId: h.jobId,
+  since: iso(h.since),
+  snapshots: h.snapshots,
+  digest: h.digest,
+  pendingSends: h.pendingSends,
+  pendingReceives: h.pendingReceives,
+  unexpected: h.unexpected,
+  lastSnapshotId: h.lastSnapshotId,
+});
+
+export const shareJson = (x: ShareRecord): ApiShare => ({
+  id: x.id,
+  snapshotId: x.snapshotId,
+  createdBy: x.createdBy,
+  createdAt: iso(x.createdAt),
+  expiresAt: iso(x.expiresAt),
+});

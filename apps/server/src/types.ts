@@ -1,6 +1,6 @@
-// The aggregator's records, as the store keeps them and the REST API returns them (the JSON
-// schemas of the routes in schemas.ts describe the same shapes). Times are epoch milliseconds
-// inside the server and ISO 8601 UTC strings on the wire.
+// The aggregator's records, as the store keeps them (times in epoch milliseconds). What the REST
+// API sends is specified in packages/model api-spec.ts (ISO 8601 UTC times); http.ts maps each
+// record to its spec type, so a difference between the two fails to compile there.
 import type { JobId, SnapshotId } from '@mqd/model';
 import type { LocatedRank } from './seams.js';
 

@@ -1,6 +1,9 @@
 // Shared test scaffolding: an aggregator on loopback with an in-memory store, login helpers,
-// and a condition waiter (tests wait on state, never on time).
-import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+// and a condition waiter (tests wait on state, never on time). Every inject() response of a
+// server started here is checked against the API spec (packages/model api-spec.ts).
+import { gunzipSync } from 'node:zlib';
+import { API_ROUTES, decodeErrorBody, decodeResponse, type RouteName } from '@mqd/model';
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { type AppOptions, buildApp } from '../src/app.js';
 import type { ServerConfig } from '../src/config.js';
 
@@ -31,6 +34,7 @@ export async function startServer(
       ...config,
     },
   });
+  checkEveryInject(app);
   await app.listen({ port: 0, host: '127.0.0.1' });
   const addr = app.server.address();
   if (addr === null || typeof addr === 'string') throw new Error('no TCP address');
@@ -69,4 +73,62 @@ export async function createUser(
   });
   if (res.statusCode !== 201) throw new Error(`creating ${name}: ${res.statusCode} ${res.body}`);
   return { authorization: `Bearer ${json<{ token: string }>(res).token}` };
+}
+
+/** The API_ROUTES entry that serves `method url` (url with /api and maybe a query), or null. */
+export function routeOf(method: string, url: string): RouteName | null {
+  const path = url.split('?')[0] ?? '';
+  if (!path.startsWith('/api/')) return null;
+  const rest = path.slice('/api'.length);
+  for (const [name, r] of Object.entries(API_ROUTES)) {
+    const re = new RegExp(`^${r.url.replace(/:[A-Za-z]+/g, '[^/]+').replace(/\./g, '\\.')}$`);
+    if (r.method === method && re.test(rest)) return name as RouteName;
+  }
+  return null;
+}
+
+/** The body as JSON (gunzipped when the reply is gzip), or undefined when there is none. */
+export function bodyJson(res: LightMyRequestResponse): unknown {
+  const raw = res.headers['content-encoding'] === 'gzip' ? gunzipSync(res.rawPayload) : res.rawPayload;
+  return raw.length === 0 ? undefined : JSON.parse(raw.toString('utf8'));
+}
+
+/**
+ * Why `res` (the answer to `method url`) breaks the API spec, or null when it keeps it: an error
+ * is an ApiErrorBody with the reply's status; a success has the route's status and body.
+ */
+export function specViolation(method: string, url: string, res: LightMyRequestResponse): string | null {
+  const name = routeOf(method, url);
+  if (name === null && !url.startsWith('/api/')) return null; // the dashboard's files
+  const at = `${method} ${url} -> ${res.statusCode}`;
+  if (res.statusCode >= 400) {
+    const e = decodeErrorBody(bodyJson(res));
+    if (e === null) return `${at}: not an ApiError body: ${res.body.slice(0, 200)}`;
+    if (e.statusCode !== res.statusCode) return `${at}: body says statusCode ${e.statusCode}`;
+    if (!/^MQD_E_[A-Z_]+$/.test(e.code) || !e.message.startsWith(`${e.code}: `)) {
+      return `${at}: not a coded error: ${e.code} ${e.message.slice(0, 80)}`;
+    }
+    return null;
+  }
+  if (name === null) return `${at}: no route of API_ROUTES answers this`;
+  const spec = API_ROUTES[name];
+  if (res.statusCode !== spec.status) return `${at}: the spec says ${spec.status}`;
+  if (spec.status === 204) return res.rawPayload.length === 0 ? null : `${at}: 204 with a body`;
+  const d = decodeResponse(name, bodyJson(res));
+  return d.ok ? null : `${at}: ${d.error.message}`;
+}
+
+function checkEveryInject(app: FastifyInstance): void {
+  const inject = app.inject.bind(app);
+  const checked = async (opts: InjectOptions | string): Promise<LightMyRequestResponse> => {
+    const o = typeof opts === 'string' ? { url: opts } : opts;
+    const res = await inject(o);
+    const url = typeof o.url === 'string' ? o.url : String(o.path ?? '');
+    const bad = specViolation(String(o.method ?? 'GET').toUpperCase(), url, res);
+    if (bad !== null) throw new Error(`MQD_E_INTERNAL: the reply breaks the API spec: ${bad}`);
+    return res;
+  };
+  // Only the promise form is used by the tests; the chain form (inject() without options) stays as is.
+  app.inject = ((opts?: InjectOptions | string) =>
+    opts === undefined ? inject() : checked(opts)) as typeof app.inject;
 }

@@ -1,44 +1,36 @@
 // The dashboard shell: URL state (the single source of truth for what is shown), the snapshot
 // being viewed, login, the header with view tabs and sharing, and keyboard shortcuts.
-import { assertUnreachable, type SnapshotId } from '@mqd/model';
+import { assertUnreachable, type JobId, type SnapshotId } from '@mqd/model';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
-import { type Api, type ApiError, isUnauthenticated } from './api.js';
+import { type Api, type ApiError, isUnauthenticated, type SnapshotListEntry } from './api.js';
 import { Diagnosis } from './Diagnosis.js';
 import { cachedSnapshot, type LoadedSnapshot, rememberSnapshot } from './data.js';
 import { demoSnapshot } from './demo.js';
 import { FleetPage } from './fleet/FleetView.js';
 import { formatTime } from './format.js';
-import { shownValue, useResource } from './hooks.js';
+import { type Resource, shownValue, useJobSnapshotProgress, useResource } from './hooks.js';
 import { trackBusy } from './idle.js';
 import { JobsView } from './jobs/JobsView.js';
-import type { Live } from './live.js';
 import { OrderView } from './matching/OrderView.js';
 import { MatrixView } from './matrix/MatrixView.js';
 import { RankView } from './rank/RankView.js';
 import { StacksView } from './stacks/StacksView.js';
 import { TimelineView } from './timeline/TimelineView.js';
-import { ErrorBox, Progress } from './ui.js';
-import { parseUrl, type UrlState, urlOf, VIEW_KEYS, type View } from './url-state.js';
+import { ErrorBox, Progress, SnapshotProgressBar } from './ui.js';
+import {
+  jobNeedingLatest,
+  latestSnapshot,
+  parseUrl,
+  type UrlState,
+  urlOf,
+  VIEW_KEYS,
+  type View,
+  viewNeedsSnapshot,
+} from './url-state.js';
 import { useLiveConnection } from './use-live.js';
+import type { SetUrl, ViewProps } from './view-types.js';
 
-export type SetUrl = (patch: Partial<UrlState>, how?: 'push' | 'replace') => void;
-
-/** Props of the pages that talk to the live server (jobs, fleet). */
-export interface LivePageProps {
-  readonly api: Api;
-  /** The page's live connection, null when it has none. */
-  readonly live: Live | null;
-  readonly url: UrlState;
-  readonly setUrl: SetUrl;
-  readonly onUnauthenticated: () => void;
-}
-
-export interface ViewProps {
-  readonly api: Api;
-  readonly url: UrlState;
-  readonly setUrl: SetUrl;
-  readonly data: LoadedSnapshot;
-}
+// Still re-exported for the pages not yet moved to ./view-types.js (jobs, fleet, matrix/CellOps).
 
 const TABS: readonly { view: View; label: string; title: string; key: string }[] = [
   { view: 'jobs', label: 'Jobs', title: 'Jobs and snapshots', key: 'j' },
@@ -93,12 +85,53 @@ export function App({ api }: { api: Api }) {
   const [me] = useResource(livePage && !needLogin ? 'me' : null, (signal) => api.me(signal));
   const isAdmin = shownValue(me)?.admin === true;
 
+  // Snapshots of the selected job in flight, whoever started them. The jobs view shows its own
+  // (with the REST call's result); this bar is for the others, so the jobs view's snapshots
+  // are counted here to keep one bar per snapshot.
+  const [ownSnapshots, setOwnSnapshots] = useState<ReadonlyMap<JobId, number>>(new Map());
+  const { state: elsewhere, settled } = useJobSnapshotProgress(liveEvents, url.job);
+  const jobsApi = useMemo<Api>(() => {
+    const bump = (job: JobId, by: number) =>
+      setOwnSnapshots((m) => {
+        const next = new Map(m);
+        const n = (next.get(job) ?? 0) + by;
+        if (n > 0) next.set(job, n);
+        else next.delete(job);
+        return next;
+      });
+    return {
+      ...api,
+      takeSnapshot: async (job) => {
+        bump(job, 1);
+        try {
+          return await api.takeSnapshot(job);
+        } finally {
+          // Its progress events were this page's snapshot: no bar for it once it answered.
+          settled(job);
+          bump(job, -1);
+        }
+      },
+    };
+  }, [api, settled]);
+
   // --- the snapshot being viewed ---------------------------------------------------------
   const shareKey = url.share;
   const [shared] = useResource(
     shareKey === null || url.demo !== null ? null : `share:${shareKey}`,
     (signal) => api.shared(shareKey ?? '', signal),
   );
+  // A link to a job without a snapshot (`?view=matrix&job=7`) opens the job's latest snapshot.
+  const latestFor = needLogin ? null : jobNeedingLatest(url);
+  const [latest] = useResource(latestFor === null ? null : `latest:${latestFor}`, (signal) => {
+    if (latestFor === null) throw new Error('unreachable: the loader runs only with a job to look up');
+    return api.snapshots(latestFor, signal);
+  });
+  useEffect(() => {
+    if (latestFor === null || latest.status !== 'ready') return;
+    const newest = latestSnapshot(latest.value);
+    if (newest !== null) setUrl({ snap: newest.id }, 'replace');
+  }, [latestFor, latest, setUrl]);
+
   const snapId = url.snap;
   const [live] = useResource(
     url.demo !== null || url.share !== null || snapId === null ? null : `snap:${snapId}`,
@@ -149,8 +182,13 @@ export function App({ api }: { api: Api }) {
         : null
       : live.status === 'error'
         ? live.error
-        : null;
-  const loading = url.share !== null ? shared.status === 'loading' : live.status === 'loading';
+        : latest.status === 'error'
+          ? latest.error
+          : null;
+  const loading =
+    url.share !== null
+      ? shared.status === 'loading'
+      : live.status === 'loading' || latest.status === 'loading';
 
   useEffect(() => {
     if (loadError && isUnauthenticated(loadError)) setNeedLogin(true);
@@ -190,7 +228,7 @@ export function App({ api }: { api: Api }) {
   // The server keeps the session in a cookie; reloading re-runs every loader with it.
   const onLoggedIn = () => location.reload();
 
-  const viewNeedsSnapshot = url.view !== 'jobs' && url.view !== 'fleet';
+  const needsSnapshot = viewNeedsSnapshot(url.view);
   const tabs = TABS.filter(
     (t) => !(t.view === 'jobs' && url.share !== null) && !(t.view === 'fleet' && !isAdmin),
   );
@@ -225,6 +263,15 @@ export function App({ api }: { api: Api }) {
           {data.jobId !== null && <span className="muted"> (job {data.jobId})</span>}
         </div>
       )}
+      {elsewhere.kind === 'busy' && !ownSnapshots.has(elsewhere.job) && (
+        <div className="banner progress-banner">
+          <SnapshotProgressBar
+            state={elsewhere}
+            origin="elsewhere"
+            what={`A snapshot of job ${elsewhere.job} is being taken (started elsewhere): every rank is stopped briefly while its queues are read…`}
+          />
+        </div>
+      )}
       {url.demo !== null && (
         <div className="banner demo" role="status">
           Demo: a synthetic {url.scenario} job of {url.demo.toLocaleString()} ranks generated in this page,
@@ -236,7 +283,7 @@ export function App({ api }: { api: Api }) {
           <LoginForm api={api} onDone={onLoggedIn} />
         ) : url.view === 'jobs' && url.share === null ? (
           <JobsView
-            api={api}
+            api={jobsApi}
             live={liveEvents}
             url={url}
             setUrl={setUrl}
@@ -257,8 +304,8 @@ export function App({ api }: { api: Api }) {
               The fleet view is part of the live dashboard, not of shared or demo pages.
             </p>
           )
-        ) : viewNeedsSnapshot && !data ? (
-          <NoSnapshot url={url} setUrl={setUrl} loading={loading} error={loadError} />
+        ) : needsSnapshot && !data ? (
+          <NoSnapshot url={url} setUrl={setUrl} loading={loading} error={loadError} latest={latest} />
         ) : data ? (
           <>
             {(url.view === 'matrix' || url.view === 'order' || url.view === 'stacks') && (
@@ -362,17 +409,42 @@ function NoSnapshot({
   setUrl,
   loading,
   error,
+  latest,
 }: {
   url: UrlState;
   setUrl: SetUrl;
   loading: boolean;
   error: ApiError | null;
+  /** The job's snapshots, looked up when the link names a job and no snapshot. */
+  latest: Resource<SnapshotListEntry[]>;
 }) {
   if (loading)
-    return <Progress what={url.share !== null ? 'Loading the shared snapshot…' : 'Loading the snapshot…'} />;
+    return (
+      <Progress
+        what={
+          url.share !== null
+            ? 'Loading the shared snapshot…'
+            : url.snap === null && url.job !== null
+              ? `Opening the latest snapshot of job ${url.job}…`
+              : 'Loading the snapshot…'
+        }
+      />
+    );
   if (error) return <ErrorBox error={error} />;
+  if (url.job !== null && url.snap === null && latest.status === 'ready' && latest.value.length === 0) {
+    return (
+      <div className="empty" data-testid="no-snapshot">
+        <p>Job {url.job} has no snapshots yet.</p>
+        <p>
+          <button type="button" onClick={() => setUrl({ view: 'jobs' })}>
+            Take one in the jobs view
+          </button>
+        </p>
+      </div>
+    );
+  }
   return (
-    <div className="empty">
+    <div className="empty" data-testid="no-snapshot">
       <p>Pick a job and a snapshot first.</p>
       <p>
         <button type="button" onClick={() => setUrl({ view: 'jobs' })}>

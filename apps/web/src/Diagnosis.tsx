@@ -3,24 +3,8 @@
 // paint (it can take a moment at 16,384 ranks) and once per snapshot.
 import { describeCallGroup } from '@mqd/model';
 import type { LoadedSnapshot } from './data.js';
-import { useExplanation } from './explanation.js';
+import { bannerText, useExplanation } from './explanation.js';
 import { useBusyWhile } from './hooks.js';
-
-const VERDICT_LABEL: Record<string, string> = {
-  deadlock: 'Deadlock',
-  'collective-hang': 'Hung in a collective',
-  stuck: 'Stuck',
-  progressing: 'Progressing',
-  idle: 'Idle',
-  unknown: 'Undetermined',
-};
-
-/** The first sentence, cut short: the whole paragraph can list thousands of ranks. */
-function lead(summary: string): string {
-  const end = summary.search(/\.(\s|$)/);
-  const first = end > 0 ? summary.slice(0, end + 1) : summary;
-  return first.length > 200 ? `${first.slice(0, 199)}…` : first;
-}
 
 export function Diagnosis({ data }: { data: LoadedSnapshot }) {
   const snapshot = data.snapshot;
@@ -40,12 +24,17 @@ export function Diagnosis({ data }: { data: LoadedSnapshot }) {
       </section>
     );
   }
+  const banner = bannerText(result);
   return (
     <details className={`diagnosis verdict-${result.verdict}`} data-testid="diagnosis">
       <summary>
-        <span className="verdict">{VERDICT_LABEL[result.verdict] ?? result.verdict}</span>
+        <span className="verdict" data-testid="diagnosis-verdict">
+          {banner.verdict}
+        </span>{' '}
         {result.partial && <span className="muted">(partial: some ranks could not be read) </span>}
-        <span className="diagnosis-lead">{lead(result.summary)}</span>
+        <span className="diagnosis-lead" data-testid="diagnosis-lead">
+          {banner.lead}
+        </span>
       </summary>
       <p className="diagnosis-summary">{result.summary}</p>
       {result.collectiveMismatches.map((m) => (
@@ -69,7 +58,9 @@ export function Diagnosis({ data }: { data: LoadedSnapshot }) {
             <li key={`p:${r}`}>{r}</li>
           ))}
           {result.limits.map((l) => (
-            <li key={`l:${l}`}>{l}</li>
+            <li key={`l:${l.code}`} data-limit={l.code}>
+              {l.text}
+            </li>
           ))}
         </ul>
       )}

@@ -4,16 +4,28 @@
 // Pushed events (snapshot progress, list changes) come over socket.io on /ui through live.ts;
 // they only prompt reloads through this client, which stays the one source of data.
 import {
+  API_ROUTES,
+  type ApiAgent,
+  type ApiAgentHealth,
+  type ApiAuditEntry,
+  type ApiHungJob,
+  type ApiResponse,
+  type ApiSnapshotMeta,
+  type ApiUser,
+  decodeErrorBody,
+  decodeResponse,
   ERROR_HINTS,
   err,
   isErrorCode,
-  JobId,
+  type JobId,
   type JobSnapshot,
+  JOB_STATES as MODEL_JOB_STATES,
+  type JobState as ModelJobState,
   ok,
   Pid,
   type Result,
-  SnapshotId,
-  validateSnapshot,
+  type RouteName,
+  type SnapshotId,
 } from '@mqd/model';
 
 /** Failures that only the browser sees (the server's own codes come from @mqd/model). */
@@ -37,8 +49,8 @@ export interface ApiError {
 
 export type ApiResult<T> = Result<T, ApiError>;
 
-export type JobState = 'running' | 'looks-hung' | 'ended';
-export const JOB_STATES: readonly JobState[] = ['running', 'looks-hung', 'ended'];
+export type JobState = ModelJobState;
+export const JOB_STATES: readonly JobState[] = MODEL_JOB_STATES;
 
 export interface JobSummary {
   readonly id: JobId;
@@ -52,13 +64,15 @@ export interface JobSummary {
   readonly ranks: number;
 }
 
-/** The server's per-snapshot summary: shown as label/value pairs, whatever fields it has. */
+/** A snapshot's summary as label/value pairs, in the order the jobs view shows them. */
 export type SummaryFields = Readonly<Record<string, string | number | boolean | null>>;
 
 export interface SnapshotListEntry {
   readonly id: SnapshotId;
   readonly takenAt: string;
   readonly summary: SummaryFields;
+  /** Everything the server says about it (api-spec.ts ApiSnapshotMeta). */
+  readonly meta: ApiSnapshotMeta;
 }
 
 export interface StoredSnapshot {
@@ -86,95 +100,26 @@ export interface AttachRequest {
   readonly starterPid: Pid;
 }
 
+// The admin pages' records are the spec's own (packages/model api-spec.ts).
 /** The logged-in user (GET /api/me). */
-export interface Me {
-  readonly name: string;
-  /** Unix uid whose jobs this user may see; null for a user not tied to one. */
-  readonly uid: number | null;
-  readonly admin: boolean;
-}
-
-/** What an agent last reported about itself; fields it did not send are null. */
-export interface AgentHealth {
-  readonly rssBytes: number | null;
-  readonly heapUsedBytes: number | null;
-  readonly uptimeSeconds: number | null;
-  readonly loadAverage1m: number | null;
-  readonly activeRequests: number | null;
-  /** The last coded error the agent hit, as `CODE: message`. */
-  readonly lastError: string | null;
-}
-
-/** An MPI starter (mpirun / mpiexec) an agent sees on its node. */
-export interface SeenStarter {
-  readonly starterPid: number;
-  readonly uid: number;
-  readonly command: string;
-}
-
+export type Me = ApiUser;
+/** What an agent last reported about itself. */
+export type AgentHealth = ApiAgentHealth;
 /** One per-node agent, connected or recently disconnected (GET /api/admin/agents). */
-export interface FleetAgent {
-  readonly agentId: string;
-  readonly host: string;
-  readonly version: string;
-  readonly connected: boolean;
-  readonly connectedAt: string;
-  readonly lastSeenAt: string;
-  readonly disconnectedAt: string | null;
-  readonly health: AgentHealth | null;
-  readonly mpi: { readonly library: string; readonly dll: string | null; readonly lengthUnit: string } | null;
-  readonly jobs: readonly SeenStarter[];
-  readonly messages: number;
-  readonly refused: number;
-  readonly pending: number;
-}
-
-export interface FleetAgents {
-  readonly agents: readonly FleetAgent[];
-  /** Agent messages and handshakes the hub refused since it started. */
-  readonly refusedMessages: number;
-  readonly refusedHandshakes: number;
-}
-
-/**
- * One audit entry (GET /api/admin/activity), newest first. `action` stays open text
- * (`snapshot`, `share`, `attach`, `login`, `agent-connect`, …): a newer server's action is shown, not refused.
- */
-export interface ActivityEntry {
-  readonly id: number;
-  readonly at: string;
-  readonly who: string;
-  readonly action: string;
-  readonly jobId: JobId | null;
-  readonly snapshotId: SnapshotId | null;
-  readonly detail: string;
-}
-
+export type FleetAgent = ApiAgent;
+export type FleetAgents = ApiResponse<'agents'>;
+/** One audit entry (GET /api/admin/activity), newest first; `action` is open text. */
+export type ActivityEntry = ApiAuditEntry;
 /** A job whose queues did not change across its last `snapshots` snapshots (GET /api/admin/hung). */
-export interface HungJob {
-  readonly jobId: JobId;
-  /** takenAt of the oldest of the equal snapshots. */
-  readonly since: string;
-  readonly snapshots: number;
-  readonly digest: string;
-  readonly pendingSends: number;
-  readonly pendingReceives: number;
-  readonly unexpected: number;
-  readonly lastSnapshotId: SnapshotId;
-}
-
-export interface HungJobs {
-  /** How many equal snapshots in a row make a job look hung (the server's setting). */
-  readonly snapshots: number;
-  readonly jobs: readonly HungJob[];
-}
+export type HungJob = ApiHungJob;
+export type HungJobs = ApiResponse<'hung'>;
 
 export interface Api {
-  health(signal?: AbortSignal): Promise<ApiResult<SummaryFields>>;
+  health(signal?: AbortSignal): Promise<ApiResult<ApiResponse<'health'>>>;
   login(token: string): Promise<ApiResult<void>>;
   jobs(signal?: AbortSignal): Promise<ApiResult<JobSummary[]>>;
-  /** Resolves with the attached job's id when the server names it. */
-  attach(req: AttachRequest): Promise<ApiResult<JobId | null>>;
+  /** Resolves with the attached job's id. */
+  attach(req: AttachRequest): Promise<ApiResult<JobId>>;
   takeSnapshot(job: JobId): Promise<ApiResult<{ id: SnapshotId; snapshot: JobSnapshot }>>;
   snapshots(job: JobId, signal?: AbortSignal): Promise<ApiResult<SnapshotListEntry[]>>;
   snapshot(id: SnapshotId, signal?: AbortSignal): Promise<ApiResult<StoredSnapshot>>;
@@ -196,236 +141,42 @@ export interface ApiOptions {
 
 // --- decoding at the edge -------------------------------------------------------------------
 
-class DecodeError extends Error {}
-
-type Json = unknown;
-
-function obj(v: Json, path: string): Record<string, Json> {
-  if (typeof v !== 'object' || v === null || Array.isArray(v))
-    throw new DecodeError(`${path}: expected an object`);
-  return v as Record<string, Json>;
-}
-
-function str(v: Json, path: string): string {
-  if (typeof v !== 'string') throw new DecodeError(`${path}: expected a string`);
-  return v;
-}
-
-function num(v: Json, path: string): number {
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw new DecodeError(`${path}: expected a number`);
-  return v;
-}
-
-/** Ids may arrive as numbers (SQLite rowids) or strings; the dashboard treats them as text. */
-function idText(v: Json, path: string): string {
-  if (typeof v === 'number' && Number.isInteger(v)) return String(v);
-  const s = str(v, path);
-  if (s === '') throw new DecodeError(`${path}: empty id`);
-  return s;
-}
-
-/** ISO text; epoch milliseconds are accepted and converted. */
-function time(v: Json, path: string): string {
-  if (typeof v === 'number' && Number.isFinite(v)) return new Date(v).toISOString();
-  const s = str(v, path);
-  if (Number.isNaN(Date.parse(s))) throw new DecodeError(`${path}: not a date: ${s.slice(0, 40)}`);
-  return s;
-}
-
-function arrayOf<T>(v: Json, path: string, item: (v: Json, path: string) => T, wrapper: string): T[] {
-  // Accept both a bare array and { <wrapper>: [...] }: the route docs allow either reading.
-  const list = Array.isArray(v) ? v : obj(v, path)[wrapper];
-  if (!Array.isArray(list)) throw new DecodeError(`${path}: expected an array (or {${wrapper}: [...]})`);
-  return list.map((x, i) => item(x, `${path}[${i}]`));
-}
-
-function summaryFields(v: Json, path: string): SummaryFields {
-  if (v === undefined || v === null) return {};
-  const o = obj(v, path);
-  const out: Record<string, string | number | boolean | null> = {};
-  for (const [k, x] of Object.entries(o)) {
-    if (x === null || typeof x === 'string' || typeof x === 'number' || typeof x === 'boolean') out[k] = x;
-  }
-  return out;
-}
-
-function job(v: Json, path: string): JobSummary {
-  const o = obj(v, path);
-  const state = str(o['state'], `${path}.state`);
-  if (!(JOB_STATES as readonly string[]).includes(state))
-    throw new DecodeError(`${path}.state: unknown state ${state}`);
-  const pid = num(o['starterPid'], `${path}.starterPid`);
-  if (!Number.isInteger(pid) || pid < 1) throw new DecodeError(`${path}.starterPid: not a pid`);
+/** The jobs view's summary of one snapshot: the counts that say whether anything is queued. */
+export function snapshotSummary(m: ApiSnapshotMeta): SummaryFields {
   return {
-    id: JobId(idText(o['id'], `${path}.id`)),
-    starterPid: Pid(pid),
-    host: str(o['host'], `${path}.host`),
-    uid: num(o['uid'], `${path}.uid`),
-    command: str(o['command'] ?? '', `${path}.command`),
-    state: state as JobState,
-    lastSnapshotAt: o['lastSnapshotAt'] == null ? null : time(o['lastSnapshotAt'], `${path}.lastSnapshotAt`),
-    ranks: num(o['rankCount'] ?? o['ranks'] ?? 0, `${path}.rankCount`),
+    ranks: m.ranks,
+    ok: m.ok,
+    errors: m.errors,
+    missing: m.missing,
+    'pending sends': m.pendingSends,
+    'pending receives': m.pendingReceives,
+    unexpected: m.unexpected,
   };
 }
 
-function snapshotBody(v: Json, path: string): JobSnapshot {
-  const r = validateSnapshot(v);
-  if (!r.ok) throw new DecodeError(`${path}: ${r.error.message}`);
-  return r.value;
+export function snapshotListEntry(m: ApiSnapshotMeta): SnapshotListEntry {
+  return { id: m.id, takenAt: m.takenAt, summary: snapshotSummary(m), meta: m };
 }
 
-function bool(v: Json, path: string): boolean {
-  if (typeof v !== 'boolean') throw new DecodeError(`${path}: expected true or false`);
-  return v;
-}
-
-/** A count or id: an integer >= 0. */
-function count(v: Json, path: string): number {
-  const n = num(v, path);
-  if (!Number.isInteger(n) || n < 0) throw new DecodeError(`${path}: expected a whole number >= 0`);
-  return n;
-}
-
-function nullable<T>(v: Json, path: string, item: (v: Json, path: string) => T): T | null {
-  return v === null ? null : item(v, path);
-}
-
-/** An optional number the server leaves out when unknown. */
-function maybeNum(v: Json, path: string): number | null {
-  return v === undefined || v === null ? null : num(v, path);
-}
-
-/** The list under `key`, which must be there (unlike arrayOf, these routes have one shape). */
-function listAt<T>(
-  o: Record<string, Json>,
-  key: string,
-  path: string,
-  item: (v: Json, path: string) => T,
-): T[] {
-  const list = o[key];
-  if (!Array.isArray(list)) throw new DecodeError(`${path}.${key}: expected an array`);
-  return list.map((x, i) => item(x, `${path}.${key}[${i}]`));
-}
-
-export function decodeMe(v: Json): Me {
-  const u = obj(obj(v, 'me')['user'], 'me.user');
+function jobSummary(j: ApiResponse<'job'>['job']): JobSummary {
   return {
-    name: str(u['name'], 'me.user.name'),
-    uid: nullable(u['uid'], 'me.user.uid', count),
-    admin: bool(u['admin'], 'me.user.admin'),
+    id: j.id,
+    starterPid: Pid(j.starterPid),
+    host: j.host,
+    uid: j.uid,
+    command: j.command,
+    state: j.state,
+    lastSnapshotAt: j.lastSnapshotAt,
+    ranks: j.rankCount,
   };
 }
 
-function agentHealth(v: Json, path: string): AgentHealth {
-  const o = obj(v, path);
-  const e = o['lastError'];
-  let lastError: string | null = null;
-  if (e !== undefined && e !== null) {
-    const eo = obj(e, `${path}.lastError`);
-    lastError = `${str(eo['code'], `${path}.lastError.code`)}: ${str(eo['message'], `${path}.lastError.message`)}`;
-  }
-  return {
-    rssBytes: maybeNum(o['rssBytes'], `${path}.rssBytes`),
-    heapUsedBytes: maybeNum(o['heapUsedBytes'], `${path}.heapUsedBytes`),
-    uptimeSeconds: maybeNum(o['uptimeSeconds'], `${path}.uptimeSeconds`),
-    loadAverage1m: maybeNum(o['loadAverage1m'], `${path}.loadAverage1m`),
-    activeRequests: maybeNum(o['activeRequests'], `${path}.activeRequests`),
-    lastError,
-  };
-}
-
-function seenStarter(v: Json, path: string): SeenStarter {
-  const o = obj(v, path);
-  return {
-    starterPid: count(o['starterPid'], `${path}.starterPid`),
-    uid: count(o['uid'], `${path}.uid`),
-    command: str(o['command'], `${path}.command`),
-  };
-}
-
-function fleetAgent(v: Json, path: string): FleetAgent {
-  const o = obj(v, path);
-  return {
-    agentId: str(o['agentId'], `${path}.agentId`),
-    host: str(o['host'], `${path}.host`),
-    version: str(o['version'], `${path}.version`),
-    connected: bool(o['connected'], `${path}.connected`),
-    connectedAt: time(o['connectedAt'], `${path}.connectedAt`),
-    lastSeenAt: time(o['lastSeenAt'], `${path}.lastSeenAt`),
-    disconnectedAt: nullable(o['disconnectedAt'], `${path}.disconnectedAt`, time),
-    health: nullable(o['health'], `${path}.health`, agentHealth),
-    mpi: nullable(o['mpi'], `${path}.mpi`, (m, p) => {
-      const mo = obj(m, p);
-      return {
-        library: str(mo['library'], `${p}.library`),
-        dll: nullable(mo['dll'], `${p}.dll`, str),
-        lengthUnit: str(mo['lengthUnit'], `${p}.lengthUnit`),
-      };
-    }),
-    jobs: listAt(o, 'jobs', path, seenStarter),
-    messages: count(o['messages'], `${path}.messages`),
-    refused: count(o['refused'], `${path}.refused`),
-    pending: count(o['pending'], `${path}.pending`),
-  };
-}
-
-export function decodeAgents(v: Json): FleetAgents {
-  const o = obj(v, 'agents');
-  return {
-    agents: listAt(o, 'agents', 'body', fleetAgent),
-    refusedMessages: count(o['refusedMessages'], 'body.refusedMessages'),
-    refusedHandshakes: count(o['refusedHandshakes'], 'body.refusedHandshakes'),
-  };
-}
-
-function activityEntry(v: Json, path: string): ActivityEntry {
-  const o = obj(v, path);
-  const jobId = nullable(o['jobId'], `${path}.jobId`, idText);
-  const snapshotId = nullable(o['snapshotId'], `${path}.snapshotId`, idText);
-  return {
-    id: count(o['id'], `${path}.id`),
-    at: time(o['at'], `${path}.at`),
-    who: str(o['who'], `${path}.who`),
-    action: str(o['action'], `${path}.action`),
-    jobId: jobId === null ? null : JobId(jobId),
-    snapshotId: snapshotId === null ? null : SnapshotId(snapshotId),
-    detail: str(o['detail'], `${path}.detail`),
-  };
-}
-
-export function decodeActivity(v: Json): ActivityEntry[] {
-  return listAt(obj(v, 'activity'), 'entries', 'body', activityEntry);
-}
-
-function hungJob(v: Json, path: string): HungJob {
-  const o = obj(v, path);
-  return {
-    jobId: JobId(idText(o['jobId'], `${path}.jobId`)),
-    since: time(o['since'], `${path}.since`),
-    snapshots: count(o['snapshots'], `${path}.snapshots`),
-    digest: str(o['digest'], `${path}.digest`),
-    pendingSends: count(o['pendingSends'], `${path}.pendingSends`),
-    pendingReceives: count(o['pendingReceives'], `${path}.pendingReceives`),
-    unexpected: count(o['unexpected'], `${path}.unexpected`),
-    lastSnapshotId: SnapshotId(idText(o['lastSnapshotId'], `${path}.lastSnapshotId`)),
-  };
-}
-
-export function decodeHung(v: Json): HungJobs {
-  const o = obj(v, 'hung');
-  return {
-    snapshots: count(o['snapshots'], 'body.snapshots'),
-    jobs: listAt(o, 'jobs', 'body', hungJob),
-  };
-}
-
-function listEntry(v: Json, path: string): SnapshotListEntry {
-  const o = obj(v, path);
-  return {
-    id: SnapshotId(idText(o['id'], `${path}.id`)),
-    takenAt: time(o['takenAt'], `${path}.takenAt`),
-    summary: summaryFields(o['summary'], `${path}.summary`),
-  };
+/** A route's path under /api with its `:params` filled in (encoded). */
+function pathOf(route: RouteName, params: Readonly<Record<string, string>> = {}, query = ''): string {
+  const url = API_ROUTES[route].url.replace(/:([A-Za-z]+)/g, (_, k: string) =>
+    encodeURIComponent(params[k] ?? ''),
+  );
+  return `/api${url}${query}`;
 }
 
 // --- transport ----------------------------------------------------------------------------------
@@ -434,20 +185,13 @@ function webError(code: WebErrorCode, status: number, detail: string): ApiError 
   return { status, code, message: `${code}: ${detail}: ${WEB_ERROR_HINTS[code]}` };
 }
 
-/** The server's {code, message}; a message that lacks the hint gets the model's hint for that code. */
-function serverError(status: number, body: Json): ApiError {
-  if (typeof body === 'object' && body !== null && !Array.isArray(body)) {
-    const o = body as Record<string, Json>;
-    const code = typeof o['code'] === 'string' ? o['code'] : '';
-    const message = typeof o['message'] === 'string' ? o['message'] : '';
-    if (code !== '') {
-      const hint = isErrorCode(code) && !message.includes(ERROR_HINTS[code]) ? `: ${ERROR_HINTS[code]}` : '';
-      return {
-        status,
-        code,
-        message: `${message.startsWith(code) ? message : `${code}: ${message}`}${hint}`,
-      };
-    }
+/** The server's ApiError body; a message that lacks the hint gets the model's hint for that code. */
+function serverError(status: number, body: unknown): ApiError {
+  const e = decodeErrorBody(body);
+  if (e !== null && e.code !== '') {
+    const { code, message } = e;
+    const hint = isErrorCode(code) && !message.includes(ERROR_HINTS[code]) ? `: ${ERROR_HINTS[code]}` : '';
+    return { status, code, message: `${message.startsWith(code) ? message : `${code}: ${message}`}${hint}` };
   }
   if (status === 401)
     return {
@@ -465,13 +209,18 @@ export function createApi(opts: ApiOptions = {}): Api {
   const base = opts.base ?? '';
   const doFetch = opts.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
 
-  async function request<T>(
-    method: 'GET' | 'POST',
+  /**
+   * Calls `route` (method and URL from API_ROUTES) and decodes its answer against the spec; a
+   * body that does not match is MQD_E_BAD_RESPONSE naming the field, never a half-read value.
+   */
+  async function request<N extends RouteName, T>(
+    route: N,
     path: string,
-    decode: (body: Json) => T,
+    use: (body: ApiResponse<N>) => T,
     body?: unknown,
     signal?: AbortSignal,
   ): Promise<ApiResult<T>> {
+    const method = API_ROUTES[route].method;
     const init: RequestInit = {
       method,
       credentials: 'same-origin',
@@ -495,10 +244,10 @@ export function createApi(opts: ApiOptions = {}): Api {
         ),
       );
     }
-    let json: Json;
+    let json: unknown;
     try {
       const text = await res.text();
-      json = text === '' ? undefined : JSON.parse(text);
+      json = text === '' ? null : JSON.parse(text);
     } catch (e: unknown) {
       if (signal?.aborted) return err(webError('MQD_E_ABORTED', res.status, `${method} ${path}`));
       return err(
@@ -510,44 +259,31 @@ export function createApi(opts: ApiOptions = {}): Api {
       );
     }
     if (!res.ok) return err(serverError(res.status, json));
-    try {
-      return ok(decode(json));
-    } catch (e: unknown) {
-      // Only decoding failures are expected here; anything else is a bug and propagates.
-      if (e instanceof DecodeError || e instanceof RangeError) {
-        return err(webError('MQD_E_BAD_RESPONSE', res.status, `${method} ${path}: ${e.message}`));
-      }
-      throw e;
-    }
+    const decoded = decodeResponse(route, json);
+    if (!decoded.ok)
+      return err(webError('MQD_E_BAD_RESPONSE', res.status, `${method} ${path}: ${decoded.error.message}`));
+    return ok(use(decoded.value));
   }
 
-  const enc = encodeURIComponent;
   const api: Api = {
-    health: (signal) => request('GET', '/api/health', (b) => summaryFields(b, 'health'), undefined, signal),
-    login: (token) => request('POST', '/api/login', () => undefined, { token }),
-    jobs: (signal) => request('GET', '/api/jobs', (b) => arrayOf(b, 'jobs', job, 'jobs'), undefined, signal),
+    health: (signal) => request('health', pathOf('health'), (b) => ({ ...b }), undefined, signal),
+    login: (token) => request('login', pathOf('login'), () => undefined, { token }),
+    jobs: (signal) => request('jobs', pathOf('jobs'), (b) => b.jobs.map(jobSummary), undefined, signal),
     attach: (req) =>
       request(
-        'POST',
-        '/api/jobs/attach',
-        (b) => {
-          if (typeof b !== 'object' || b === null) return null;
-          const o = b as Record<string, Json>;
-          const id =
-            o['id'] ??
-            (typeof o['job'] === 'object' && o['job'] !== null
-              ? (o['job'] as Record<string, Json>)['id']
-              : undefined);
-          return id === undefined ? null : JobId(idText(id, 'attach.id'));
-        },
+        'attach',
+        pathOf('attach'),
+        (b) => b.job.id,
         req.host === undefined
           ? { starterPid: req.starterPid }
           : { host: req.host, starterPid: req.starterPid },
       ),
     // The aggregator answers with the new snapshot's summary; the snapshot itself is read back.
     takeSnapshot: async (jobId) => {
-      const taken = await request('POST', `/api/jobs/${enc(jobId)}/snapshots`, (b) =>
-        SnapshotId(idText(obj(obj(b, 'body')['snapshot'], 'snapshot')['id'], 'snapshot.id')),
+      const taken = await request(
+        'takeSnapshot',
+        pathOf('takeSnapshot', { id: jobId }),
+        (b) => b.snapshot.id,
       );
       if (!taken.ok) return taken;
       const full = await api.snapshot(taken.value);
@@ -555,67 +291,51 @@ export function createApi(opts: ApiOptions = {}): Api {
     },
     snapshots: (jobId, signal) =>
       request(
-        'GET',
-        `/api/jobs/${enc(jobId)}/snapshots`,
-        (b) => arrayOf(b, 'snapshots', listEntry, 'snapshots'),
+        'jobSnapshots',
+        pathOf('jobSnapshots', { id: jobId }),
+        (b) => b.snapshots.map(snapshotListEntry),
         undefined,
         signal,
       ),
     snapshot: (id, signal) =>
       request(
-        'GET',
-        `/api/snapshots/${enc(id)}`,
-        (b) => {
-          const o = obj(b, 'body');
-          const meta = obj(o['meta'], 'meta');
-          return {
-            id: SnapshotId(idText(meta['id'], 'meta.id')),
-            jobId: JobId(idText(meta['jobId'], 'meta.jobId')),
-            takenAt: time(meta['takenAt'], 'meta.takenAt'),
-            snapshot: snapshotBody(o['snapshot'], 'snapshot'),
-          };
-        },
+        'snapshot',
+        pathOf('snapshot', { id }),
+        (b) => ({ id: b.meta.id, jobId: b.meta.jobId, takenAt: b.meta.takenAt, snapshot: b.snapshot }),
         undefined,
         signal,
       ),
     share: (id, expiresInSeconds) =>
       request(
-        'POST',
-        `/api/snapshots/${enc(id)}/share`,
-        (b) => {
-          const o = obj(b, 'share');
-          return { url: str(o['url'], 'share.url'), id: idText(o['id'], 'share.id') };
-        },
+        'share',
+        pathOf('share', { id }),
+        (b) => ({ url: b.url, id: b.id }),
         expiresInSeconds === undefined ? {} : { expiresInSeconds },
       ),
     shared: (shareId, signal) =>
       request(
-        'GET',
-        `/api/shared/${enc(shareId)}`,
-        (b) => {
-          const o = obj(b, 'shared');
-          const meta = obj(o['meta'], 'shared.meta');
-          return {
-            snapshot: snapshotBody(o['snapshot'], 'shared.snapshot'),
-            takenAt: time(meta['takenAt'], 'shared.meta.takenAt'),
-            jobId: JobId(idText(meta['jobId'], 'shared.meta.jobId')),
-            readOnly: true,
-          };
-        },
+        'shared',
+        pathOf('shared', { id: shareId }),
+        (b) => ({
+          snapshot: b.snapshot,
+          takenAt: b.meta.takenAt,
+          jobId: b.meta.jobId,
+          readOnly: true as const,
+        }),
         undefined,
         signal,
       ),
-    me: (signal) => request('GET', '/api/me', decodeMe, undefined, signal),
-    agents: (signal) => request('GET', '/api/admin/agents', decodeAgents, undefined, signal),
+    me: (signal) => request('me', pathOf('me'), (b) => b.user, undefined, signal),
+    agents: (signal) => request('agents', pathOf('agents'), (b) => b, undefined, signal),
     activity: (limit, signal) =>
       request(
-        'GET',
-        `/api/admin/activity?limit=${Math.max(1, Math.min(1000, Math.trunc(limit)))}`,
-        decodeActivity,
+        'activity',
+        pathOf('activity', {}, `?limit=${Math.max(1, Math.min(1000, Math.trunc(limit)))}`),
+        (b) => b.entries,
         undefined,
         signal,
       ),
-    hung: (signal) => request('GET', '/api/admin/hung', decodeHung, undefined, signal),
+    hung: (signal) => request('hung', pathOf('hung'), (b) => b, undefined, signal),
   };
   return api;
 }

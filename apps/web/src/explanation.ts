@@ -1,6 +1,6 @@
 // One explanation per snapshot (explainSnapshot of @mqd/model), shared by the diagnosis panel
 // and the matrix (which outlines the deadlock cycles), computed once after the first paint.
-import { type Explanation, explainSnapshot, type JobSnapshot } from '@mqd/model';
+import { type Explanation, explainSnapshot, type JobSnapshot, type Verdict } from '@mqd/model';
 import { useEffect, useState } from 'react';
 import { beginBusy } from './idle.js';
 
@@ -63,4 +63,32 @@ export function cycleCells(e: ExplanationResult | null): { row: number; col: num
     }
   }
   return out;
+}
+
+const VERDICT_LABEL: Record<Verdict, string> = {
+  deadlock: 'Deadlock',
+  'collective-hang': 'Hung in a collective',
+  stuck: 'Stuck',
+  progressing: 'Progressing',
+  idle: 'Idle',
+  unknown: 'Undetermined',
+};
+
+/** The first sentence, cut short: the whole paragraph can list thousands of ranks. */
+function firstSentence(text: string): string {
+  const end = text.search(/\.(\s|$)/);
+  const first = end > 0 ? text.slice(0, end + 1) : text;
+  return first.length > 200 ? `${first.slice(0, 199)}…` : first;
+}
+
+/**
+ * The banner's verdict and what follows it. The model names the verdict in its summary
+ * (`headline`) and gives the rest of that statement apart (`lead`), so the verdict is said once.
+ */
+export function bannerText(e: Pick<Explanation, 'verdict' | 'headline' | 'lead' | 'summary'>): {
+  verdict: string;
+  lead: string;
+} {
+  if (e.headline !== '') return { verdict: e.headline, lead: firstSentence(e.lead) };
+  return { verdict: VERDICT_LABEL[e.verdict], lead: firstSentence(e.summary) };
 }

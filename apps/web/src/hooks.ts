@@ -1,10 +1,12 @@
 // Small React hooks shared by the views: loading a Result-returning resource with progress
 // and errors shown where they happen, and observing an element's size.
 
-import { assertUnreachable } from '@mqd/model';
-import { type RefObject, useEffect, useLayoutEffect, useRef, useState } from 'react';
+import { assertUnreachable, type JobId } from '@mqd/model';
+import { type RefObject, useCallback, useEffect, useLayoutEffect, useRef, useState } from 'react';
 import { type ApiError, type ApiResult, isAborted } from './api.js';
 import { beginBusy } from './idle.js';
+import type { Live } from './live.js';
+import { SNAPSHOT_IDLE, type SnapshotTaking, snapshotReducer } from './live-events.js';
 
 export type Resource<T> =
   | { readonly status: 'idle' }
@@ -137,4 +139,41 @@ export function useBusyWhile(active: boolean): void {
     if (!active) return;
     return beginBusy();
   }, [active]);
+}
+
+/**
+ * Snapshots of `job` being taken, whoever started them (another user, another tab, the CLI),
+ * from the live progress events: busy from the first progress event to the job's
+ * snapshot.done. Progress only moves forward (snapshotReducer). Idle without a connection.
+ * `settled(job)` says a snapshot of that job ended without a done event (a failed REST call of
+ * this page): the server sends no event for a failure.
+ */
+export function useJobSnapshotProgress(
+  live: Live | null,
+  job: JobId | null,
+): { readonly state: SnapshotTaking; readonly settled: (job: JobId) => void } {
+  const [state, setState] = useState<SnapshotTaking>(SNAPSHOT_IDLE);
+  const settled = useCallback(
+    (j: JobId) => setState((s) => snapshotReducer(s, { type: 'succeeded', job: j })),
+    [],
+  );
+  useEffect(() => {
+    setState(SNAPSHOT_IDLE);
+    if (live === null || job === null) return;
+    const progress = live.onProgress(job, (event) =>
+      setState((s) => {
+        const busy =
+          s.kind === 'busy' && s.job === event.jobId ? s : snapshotReducer(s, { type: 'start', job });
+        return snapshotReducer(busy, { type: 'progress', event });
+      }),
+    );
+    const done = live.onDone((e) => {
+      if (e.jobId === job) setState((s) => snapshotReducer(s, { type: 'succeeded', job }));
+    });
+    return () => {
+      progress.dispose();
+      done.dispose();
+    };
+  }, [live, job]);
+  return { state, settled };
 }

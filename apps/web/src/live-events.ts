@@ -1,20 +1,22 @@
-// The events the aggregator pushes to browsers on socket.io namespace /ui (apps/server:
-// fanout.ts `UiEvents`, app.ts), decoded at the edge: a payload of the wrong shape is dropped
-// (null), never half-trusted. Also the state of a snapshot being taken from this page, which
-// the progress events only decorate: the REST call that started it still decides its result.
-// Pure: no socket, no DOM, so it is tested in node.
-import { assertUnreachable, JobId, SnapshotId } from '@mqd/model';
+// The events the aggregator pushes to browsers on socket.io namespace /ui, decoded at the edge
+// against the API spec (packages/model api-spec.ts UI_EVENTS): a payload of the wrong shape is
+// dropped (null), never half-trusted. Also the state of a snapshot being taken from this page,
+// which the progress events only decorate: the REST call that started it still decides its
+// result. Pure: no socket, no DOM, so it is tested in node.
+import {
+  assertUnreachable,
+  decodeUiEvent,
+  isUiEventName,
+  type JobId,
+  type SnapshotId,
+  UI_EVENT_NAMES,
+  type UiEventName,
+} from '@mqd/model';
 import type { ApiError } from './api.js';
 
-/** Event names on /ui, as the server spells them. */
-export const LIVE_EVENT_NAMES = [
-  'snapshot.progress',
-  'snapshot.done',
-  'job.attached',
-  'agent.connected',
-  'agent.disconnected',
-] as const;
-export type LiveEventName = (typeof LIVE_EVENT_NAMES)[number];
+/** Event names on /ui, as the spec spells them. */
+export const LIVE_EVENT_NAMES: readonly UiEventName[] = UI_EVENT_NAMES;
+export type LiveEventName = UiEventName;
 
 /** Ranks answered so far while a job snapshot fans in from the agents. */
 export interface SnapshotProgress {
@@ -45,72 +47,41 @@ export interface AgentChange {
   readonly type: 'agent.connected' | 'agent.disconnected';
   readonly host: string;
   readonly agentId: string;
-  /** Why it went (disconnects only, when the server says). */
+  /** Why it went (disconnects only). */
   readonly reason: string | null;
 }
 
 export type LiveEvent = SnapshotProgress | SnapshotDone | JobAttached | AgentChange;
 
-/** Longest id or name accepted from the socket: anything longer is not ours. */
-const MAX_TEXT = 256;
-/** More ranks than any job this dashboard can hold (the model's Rank is a 31-bit integer). */
-const MAX_RANKS = 0x7fffffff;
-
-function record(v: unknown): Record<string, unknown> | null {
-  return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
-}
-
-function text(v: unknown): string | null {
-  return typeof v === 'string' && v.length > 0 && v.length <= MAX_TEXT ? v : null;
-}
-
-/** Ids as the REST client reads them (api.ts): text, or an integer (SQLite rowid) as text. */
-function id(v: unknown): string | null {
-  if (typeof v === 'number') return Number.isSafeInteger(v) && v >= 0 ? String(v) : null;
-  return text(v);
-}
-
-function count(v: unknown): number | null {
-  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_RANKS ? v : null;
-}
-
 export function isLiveEventName(name: string): name is LiveEventName {
-  return (LIVE_EVENT_NAMES as readonly string[]).includes(name);
+  return isUiEventName(name);
 }
 
-/** The event, or null when the payload does not have the shape the server sends. */
+/** The event, or null when the payload does not have the shape the spec gives it. */
 export function decodeLiveEvent(name: LiveEventName, payload: unknown): LiveEvent | null {
-  const o = record(payload);
-  if (o === null) return null;
   switch (name) {
     case 'snapshot.progress': {
-      const jobId = id(o['jobId']);
-      const received = count(o['received']);
-      const expected = count(o['expected']);
-      if (jobId === null || received === null || expected === null || received > expected) return null;
-      return { type: name, jobId: JobId(jobId), received, expected };
+      const r = decodeUiEvent(name, payload);
+      return r.ok ? { type: name, ...r.value } : null;
     }
     case 'snapshot.done': {
-      const jobId = id(o['jobId']);
-      const snapshotId = id(o['snapshotId']);
-      const partial = o['partial'];
-      if (jobId === null || snapshotId === null || typeof partial !== 'boolean') return null;
-      return { type: name, jobId: JobId(jobId), snapshotId: SnapshotId(snapshotId), partial };
+      const r = decodeUiEvent(name, payload);
+      return r.ok ? { type: name, ...r.value } : null;
     }
     case 'job.attached': {
-      // The payload is the job as GET /api/jobs lists it; only its id matters here, since the
-      // list is reloaded (and decoded) through the REST client.
-      const jobId = id(o['id']);
-      return jobId === null ? null : { type: name, jobId: JobId(jobId) };
+      // Only the job's id matters here: the list is reloaded (and decoded) through the REST client.
+      const r = decodeUiEvent(name, payload);
+      return r.ok ? { type: name, jobId: r.value.id } : null;
     }
-    case 'agent.connected':
+    case 'agent.connected': {
+      const r = decodeUiEvent(name, payload);
+      return r.ok ? { type: name, host: r.value.host, agentId: r.value.agentId, reason: null } : null;
+    }
     case 'agent.disconnected': {
-      const host = text(o['host']);
-      const agentId = text(o['agentId']);
-      if (host === null || agentId === null) return null;
-      const reason = o['reason'];
-      if (reason !== undefined && typeof reason !== 'string') return null;
-      return { type: name, host, agentId, reason: reason ?? null };
+      const r = decodeUiEvent(name, payload);
+      return r.ok
+        ? { type: name, host: r.value.host, agentId: r.value.agentId, reason: r.value.reason }
+        : null;
     }
     default:
       return assertUnreachable(name);

@@ -8,7 +8,7 @@
 // calls' 401 sends the user to the login form, whose success reloads the page. A disconnect the
 // server initiated (it is shutting down) is retried after a pause, since socket.io does not.
 // No path here logs to the console: the e2e tests assert there are no console errors.
-import type { JobId } from '@mqd/model';
+import type { Disposable, JobId } from '@mqd/model';
 import { io } from 'socket.io-client';
 import {
   type AgentChange,
@@ -23,10 +23,6 @@ import {
 export const LIVE_NAMESPACE = '/ui';
 /** Pause before reconnecting after the server closed the connection itself. */
 export const SERVER_CLOSE_RETRY_MS = 5000;
-
-export interface Disposable {
-  dispose(): void;
-}
 
 /**
  * - `connecting`: first attempt, or socket.io is retrying after the connection was lost;

@@ -1,5 +1,6 @@
 // Small shared pieces of chrome: progress and coded errors, shown where they happen.
 import type { ApiError } from './api.js';
+import { progressLabel, type SnapshotTaking } from './live-events.js';
 
 export function Progress({ what }: { what: string }) {
   return (
@@ -41,6 +42,42 @@ export function Unavailable({ text, reason }: { text: string; reason: string | u
     <div className="unavailable" role="note" data-testid="queue-unavailable">
       <p>{text}</p>
       {reason && <p className="muted">Reason reported: {reason}</p>}
+    </div>
+  );
+}
+
+/**
+ * A snapshot in flight: ranks answered so far once the server reports them, else a spinner.
+ * `what` says whose snapshot it is.
+ */
+export function SnapshotProgressBar({
+  state,
+  what,
+  origin,
+}: {
+  state: SnapshotTaking & { kind: 'busy' };
+  what: string;
+  /** `page`: this page started it; `elsewhere`: someone else did (another user, tab or the CLI). */
+  origin: 'page' | 'elsewhere';
+}) {
+  const label = progressLabel(state);
+  if (state.progress === null || label === null) return <Progress what={what} />;
+  return (
+    <div
+      className="progress snapshot-progress"
+      role="status"
+      aria-live="polite"
+      data-testid="snapshot-progress"
+      data-origin={origin}
+      data-job={state.job}
+      data-received={state.progress.received}
+      data-expected={state.progress.expected}
+    >
+      <span>{what}</span>
+      <span className="bar-line">
+        <progress max={Math.max(1, state.progress.expected)} value={state.progress.received} />
+        <span>{label}</span>
+      </span>
     </div>
   );
 }

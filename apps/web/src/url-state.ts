@@ -211,3 +211,26 @@ export const VIEW_KEYS: Readonly<Record<string, View>> = {
   s: 'stacks',
   f: 'fleet',
 };
+
+/** Views that show one snapshot (everything but the jobs list and the fleet). */
+export function viewNeedsSnapshot(view: View): boolean {
+  return view !== 'jobs' && view !== 'fleet';
+}
+
+/**
+ * The job whose latest snapshot a live link should open: it names a job (`job=`) and a view of
+ * one snapshot but no `snap=`. Null when the link says which snapshot, or shows none.
+ */
+export function jobNeedingLatest(s: UrlState): JobId | null {
+  if (s.share !== null || s.demo !== null || s.snap !== null || !viewNeedsSnapshot(s.view)) return null;
+  return s.job;
+}
+
+/** The most recent of a job's snapshots by time taken, or null; a tie goes to the first listed (the server lists newest first). */
+export function latestSnapshot<T extends { readonly id: SnapshotId; readonly takenAt: string }>(
+  list: readonly T[],
+): T | null {
+  let best: T | null = null;
+  for (const e of list) if (best === null || e.takenAt > best.takenAt) best = e;
+  return best;
+}

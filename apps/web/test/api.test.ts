@@ -1,4 +1,12 @@
-import { JobId, Pid, SnapshotId, syntheticStacksJob } from '@mqd/model';
+import {
+  type ApiJob,
+  type ApiResponse,
+  type ApiSnapshotMeta,
+  JobId,
+  Pid,
+  SnapshotId,
+  syntheticStacksJob,
+} from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { createApi } from '../src/api.js';
 import { fourRanks } from './fixtures.js';
@@ -25,39 +33,115 @@ function fakeFetch(routes: Record<string, { status: number; body?: unknown; raw?
   return { calls, fetch: impl as typeof fetch };
 }
 
-const job = {
-  id: 7,
-  starterPid: 4242,
-  host: 'n1',
-  uid: 1000,
-  command: 'mpirun -n 4 ./a.out',
-  state: 'looks-hung',
-  lastSnapshotAt: '2026-01-01T00:00:00Z',
+// Bodies typed by the API spec (packages/model api-spec.ts): they are what the server sends,
+// and a field the spec changes changes them too (they stop compiling).
+const meta: ApiSnapshotMeta = {
+  id: SnapshotId('s1'),
+  jobId: JobId('j1'),
+  takenAt: '2026-01-01T00:00:00.000Z',
+  durationMicros: 1200,
+  createdBy: 'alice',
+  partial: true,
   ranks: 4,
+  ok: 3,
+  errors: 0,
+  missing: 1,
+  missingRanks: [3],
+  pendingSends: 2,
+  pendingReceives: 5,
+  unexpected: 1,
+  digest: 'ab'.repeat(32),
+  bytes: 4096,
+  storedBytes: 512,
 };
 
+const job: ApiJob = {
+  id: JobId('j7'),
+  host: 'n1',
+  starterPid: 4242,
+  uid: 1000,
+  command: 'mpirun -n 4 ./a.out',
+  method: 'mpir-proctable',
+  rankCount: 4,
+  hosts: [{ host: 'n1', ranks: 4, agentConnected: true }],
+  createdAt: '2026-01-01T00:00:00.000Z',
+  createdBy: 'alice',
+  endedAt: null,
+  state: 'looks-hung',
+  lastSnapshotAt: meta.takenAt,
+  lastSnapshot: meta,
+};
+
+const jobsBody: ApiResponse<'jobs'> = { jobs: [job], starters: [] };
+
 describe('api client', () => {
-  it('decodes jobs from a bare array or a {jobs} wrapper, ids as text', async () => {
-    for (const body of [[job], { jobs: [job] }]) {
-      const f = fakeFetch({ 'GET /api/jobs': { status: 200, body } });
-      const r = await createApi({ fetch: f.fetch }).jobs();
-      expect(r.ok && r.value).toEqual([{ ...job, id: '7' }]);
-    }
+  it('decodes GET /api/jobs as the server sends it, and refuses any other shape', async () => {
+    const f = fakeFetch({ 'GET /api/jobs': { status: 200, body: jobsBody } });
+    const r = await createApi({ fetch: f.fetch }).jobs();
+    expect(r.ok && r.value).toEqual([
+      {
+        id: 'j7',
+        starterPid: 4242,
+        host: 'n1',
+        uid: 1000,
+        command: 'mpirun -n 4 ./a.out',
+        state: 'looks-hung',
+        lastSnapshotAt: '2026-01-01T00:00:00.000Z',
+        ranks: 4,
+      },
+    ]);
+    // A bare array is not what the server sends: refused, not guessed at.
+    const bare = fakeFetch({ 'GET /api/jobs': { status: 200, body: [job] } });
+    const r2 = await createApi({ fetch: bare.fetch }).jobs();
+    expect(!r2.ok && r2.error.code).toBe('MQD_E_BAD_RESPONSE');
   });
 
   it('refuses a job with an unknown state, naming the field', async () => {
-    const f = fakeFetch({ 'GET /api/jobs': { status: 200, body: [{ ...job, state: 'zombie' }] } });
+    const f = fakeFetch({
+      'GET /api/jobs': { status: 200, body: { jobs: [{ ...job, state: 'zombie' }], starters: [] } },
+    });
     const r = await createApi({ fetch: f.fetch }).jobs();
     expect(r.ok).toBe(false);
     if (!r.ok) {
       expect(r.error.code).toBe('MQD_E_BAD_RESPONSE');
-      expect(r.error.message).toContain('jobs[0].state');
+      expect(r.error.message).toContain('/jobs/0/state');
     }
+  });
+
+  it("shows each snapshot's summary from the fields the server sends (GET /api/jobs/:id/snapshots)", async () => {
+    const body: ApiResponse<'jobSnapshots'> = { snapshots: [meta] };
+    const f = fakeFetch({ 'GET /api/jobs/j1/snapshots': { status: 200, body } });
+    const r = await createApi({ fetch: f.fetch }).snapshots(JobId('j1'));
+    expect(r.ok).toBe(true);
+    if (!r.ok) return;
+    const [entry] = r.value;
+    expect(entry?.id).toBe('s1');
+    expect(entry?.takenAt).toBe(meta.takenAt);
+    // The jobs view prints these pairs: real numbers, not an empty summary.
+    expect(entry?.summary).toEqual({
+      ranks: 4,
+      ok: 3,
+      errors: 0,
+      missing: 1,
+      'pending sends': 2,
+      'pending receives': 5,
+      unexpected: 1,
+    });
+    // The shape the dashboard once expected (a nested `summary`) is not the server's: refused.
+    const nested = fakeFetch({
+      'GET /api/jobs/j1/snapshots': {
+        status: 200,
+        body: { snapshots: [{ id: 's1', takenAt: meta.takenAt, summary: { ranks: 4 } }] },
+      },
+    });
+    const r2 = await createApi({ fetch: nested.fetch }).snapshots(JobId('j1'));
+    expect(!r2.ok && r2.error.code).toBe('MQD_E_BAD_RESPONSE');
+    expect(!r2.ok && r2.error.message).toContain('/snapshots/0/');
   });
 
   it('validates snapshots against the model schema at the edge', async () => {
     // The aggregator's shape (apps/server, GET /api/snapshots/:id): the summary, then the snapshot.
-    const good = { meta: { id: 's1', jobId: 'j1', takenAt: '2026-01-01T00:00:00Z' }, snapshot: fourRanks() };
+    const good = { meta, snapshot: fourRanks() };
     const bad = { ...good, snapshot: { ...fourRanks(), schemaVersion: 2 } };
     const f = fakeFetch({
       'GET /api/snapshots/s1': { status: 200, body: good },
@@ -75,7 +159,6 @@ describe('api client', () => {
     const noStacks = withStacks.ranks.map(({ threads: _t, mpiCall: _c, ...r }, i) =>
       i === 1 ? { ...r, stacksError: { code: 'MQD_E_NO_STACKS', message: 'unwinding failed' } } : r,
     );
-    const meta = { id: 's1', jobId: 'j1', takenAt: '2026-01-01T00:00:00Z' };
     const badFrame = structuredClone(withStacks);
     const t0 = badFrame.ranks[0]?.threads?.[0];
     if (t0) t0.frames = [{ ...(t0.frames[0] ?? { pc: '0x1' }), pc: 'not-hex' } as never];
@@ -97,8 +180,8 @@ describe('api client', () => {
   it("passes the server's coded errors through and adds the model's hint", async () => {
     const f = fakeFetch({
       'POST /api/jobs/attach': {
-        status: 400,
-        body: { code: 'MQD_E_NOT_STARTER', message: 'pid 1 is not a starter' },
+        status: 422,
+        body: { statusCode: 422, code: 'MQD_E_NOT_STARTER', message: 'pid 1 is not a starter' },
       },
       'GET /api/jobs': { status: 401, raw: '' },
     });
@@ -106,7 +189,7 @@ describe('api client', () => {
     const r = await api.attach({ starterPid: Pid(1) });
     expect(r.ok).toBe(false);
     if (!r.ok) {
-      expect(r.error).toMatchObject({ status: 400, code: 'MQD_E_NOT_STARTER' });
+      expect(r.error).toMatchObject({ status: 422, code: 'MQD_E_NOT_STARTER' });
       expect(r.error.message).toMatch(
         /^MQD_E_NOT_STARTER: pid 1 is not a starter: this pid is not an MPI starter/,
       );
@@ -126,19 +209,28 @@ describe('api client', () => {
   });
 
   it('sends share and login bodies, and encodes ids in paths', async () => {
+    const share: ApiResponse<'share'> = {
+      id: 'xyz',
+      url: '/s/xyz',
+      apiUrl: '/api/shared/xyz',
+      expiresAt: '2026-01-01T01:00:00.000Z',
+    };
+    const login: ApiResponse<'login'> = {
+      user: { name: 'alice', uid: 1000, admin: false },
+      sessionToken: 'sess',
+      expiresAt: '2026-01-02T00:00:00.000Z',
+    };
+    const taken = { ...meta, id: SnapshotId('9'), jobId: JobId('j 1') };
     const f = fakeFetch({
-      'POST /api/snapshots/a%2Fb/share': { status: 200, body: { url: '/s/xyz', id: 'xyz' } },
-      'POST /api/login': { status: 204 },
+      'POST /api/snapshots/a%2Fb/share': { status: 201, body: share },
+      'POST /api/login': { status: 200, body: login },
       // POST answers with the summary; the client reads the snapshot back.
-      'POST /api/jobs/j%201/snapshots': { status: 201, body: { snapshot: { id: 9, jobId: 'j 1' } } },
-      'GET /api/snapshots/9': {
-        status: 200,
-        body: { meta: { id: '9', jobId: 'j 1', takenAt: '2026-01-01T00:00:00Z' }, snapshot: fourRanks() },
-      },
+      'POST /api/jobs/j%201/snapshots': { status: 201, body: { snapshot: taken } },
+      'GET /api/snapshots/9': { status: 200, body: { meta: taken, snapshot: fourRanks() } },
     });
     const api = createApi({ fetch: f.fetch });
-    const share = await api.share(SnapshotId('a/b'), 3600);
-    expect(share.ok && share.value).toEqual({ url: '/s/xyz', id: 'xyz' });
+    const r = await api.share(SnapshotId('a/b'), 3600);
+    expect(r.ok && r.value).toEqual({ url: '/s/xyz', id: 'xyz' });
     expect(f.calls[0]?.body).toEqual({ expiresInSeconds: 3600 });
     expect((await api.login('t0k')).ok).toBe(true);
     expect(f.calls[1]?.body).toEqual({ token: 't0k' });

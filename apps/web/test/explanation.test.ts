@@ -1,6 +1,6 @@
-import { explainSnapshot, type JobSnapshot, syntheticRingDeadlock } from '@mqd/model';
+import { explainSnapshot, type JobSnapshot, syntheticIdle, syntheticRingDeadlock } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { cycleCells } from '../src/explanation.js';
+import { bannerText, cycleCells } from '../src/explanation.js';
 
 const sorted = (cells: { row: number; col: number }[]) =>
   cells.map((c) => [c.row, c.col]).sort((a, b) => (a[0] ?? 0) - (b[0] ?? 0) || (a[1] ?? 0) - (b[1] ?? 0));
@@ -60,5 +60,23 @@ describe('cycle cells outlined in the matrix', () => {
   it('nothing to outline without a deadlock or when the analysis failed', () => {
     expect(cycleCells(null)).toEqual([]);
     expect(cycleCells({ failed: 'x' })).toEqual([]);
+  });
+});
+
+describe('the diagnosis banner', () => {
+  it('says the verdict once: "Deadlock" then the rest of the statement, not "Deadlock Deadlock: ..."', () => {
+    const e = explainSnapshot(syntheticRingDeadlock({ ranks: 8, style: 'openmpi' }));
+    const b = bannerText(e);
+    expect(b).toEqual({ verdict: 'Deadlock', lead: '8 of 8 ranks can never proceed.' });
+    expect(`${b.verdict} ${b.lead}`.match(/deadlock/gi)).toHaveLength(1);
+  });
+
+  it('an idle job and a summary without a verdict statement', () => {
+    const idle = bannerText(explainSnapshot(syntheticIdle({ ranks: 4 })));
+    expect(idle.verdict).toBe('Idle');
+    expect(idle.lead).not.toMatch(/^Idle/);
+    expect(
+      bannerText({ verdict: 'stuck', headline: '', lead: '', summary: 'Stacks: 4 ranks in MPI_Recv. More.' }),
+    ).toEqual({ verdict: 'Stuck', lead: 'Stacks: 4 ranks in MPI_Recv.' });
   });
 });

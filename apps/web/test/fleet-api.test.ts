@@ -1,7 +1,8 @@
-// The admin routes' decoders, against payloads shaped as apps/server serialises them
-// (schemas.ts: UserJson, AgentJson, AuditJson, HungJson) and against malformed ones.
+// The admin routes as the client decodes them, against bodies typed by the API spec (what
+// apps/server sends: packages/model api-spec.ts) and against malformed ones.
+import { type ApiAgent, type ApiAuditEntry, type ApiHungJob, JobId, SnapshotId } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { createApi, decodeActivity, decodeAgents, decodeHung, decodeMe } from '../src/api.js';
+import { createApi } from '../src/api.js';
 
 function fetchOf(status: number, body: unknown) {
   const urls: string[] = [];
@@ -12,7 +13,12 @@ function fetchOf(status: number, body: unknown) {
   return { urls, fetch: impl as typeof fetch };
 }
 
-const connected = {
+const api200 = (body: unknown) => {
+  const f = fetchOf(200, body);
+  return { urls: f.urls, api: createApi({ fetch: f.fetch }) };
+};
+
+const connected: ApiAgent = {
   agentId: 'a-1f3c',
   host: 'node01',
   version: '0.1.0',
@@ -34,7 +40,7 @@ const connected = {
   refused: 0,
   pending: 1,
 };
-const gone = {
+const gone: ApiAgent = {
   ...connected,
   agentId: 'a-77',
   host: 'node02',
@@ -45,118 +51,105 @@ const gone = {
   jobs: [],
 };
 
-describe('admin decoders', () => {
+describe('admin routes', () => {
   it('decodes /api/me, with or without a uid', async () => {
-    expect(decodeMe({ user: { name: 'admin', uid: null, admin: true } })).toEqual({
-      name: 'admin',
-      uid: null,
-      admin: true,
-    });
-    const f = fetchOf(200, { user: { name: 'ann', uid: 1000, admin: false } });
-    const r = await createApi({ fetch: f.fetch }).me();
-    expect(r.ok && r.value).toEqual({ name: 'ann', uid: 1000, admin: false });
-    expect(f.urls).toEqual(['/api/me']);
+    for (const user of [
+      { name: 'admin', uid: null, admin: true },
+      { name: 'ann', uid: 1000, admin: false },
+    ]) {
+      const { api, urls } = api200({ user });
+      const r = await api.me();
+      expect(r.ok && r.value).toEqual(user);
+      expect(urls).toEqual(['/api/me']);
+    }
   });
 
-  it('refuses a /api/me without the admin flag, naming the field', async () => {
-    const r = await createApi({ fetch: fetchOf(200, { user: { name: 'ann', uid: 1000 } }).fetch }).me();
+  it('refuses a /api/me without the admin flag, or not wrapped in {user}, naming the field', async () => {
+    const r = await api200({ user: { name: 'ann', uid: 1000 } }).api.me();
     expect(!r.ok && r.error.code).toBe('MQD_E_BAD_RESPONSE');
-    expect(!r.ok && r.error.message).toContain('me.user.admin');
-    expect(() => decodeMe({ name: 'ann', uid: 1, admin: true })).toThrow('me.user');
+    expect(!r.ok && r.error.message).toContain('/user/admin');
+    const flat = await api200({ name: 'ann', uid: 1, admin: true }).api.me();
+    expect(!flat.ok && flat.error.message).toContain('/user');
   });
 
-  it('decodes agents: health, MPI and seen jobs; absent health fields and null parts stay null', () => {
-    const partial = { ...connected, agentId: 'a-3', health: { rssBytes: 1024 } };
-    const out = decodeAgents({
-      agents: [connected, gone, partial],
-      refusedMessages: 2,
-      refusedHandshakes: 1,
-    });
-    expect(out.refusedMessages).toBe(2);
-    expect(out.refusedHandshakes).toBe(1);
-    const [a, b, c] = out.agents;
-    expect(a).toEqual({
-      ...connected,
-      health: { ...connected.health, lastError: 'MQD_E_DLL_LOAD: cannot load libompi_dbg_msgq.so' },
-    });
-    expect(b?.connected).toBe(false);
-    expect(b?.health).toBeNull();
-    expect(b?.mpi?.dll).toBeNull();
-    expect(c?.health).toEqual({
-      rssBytes: 1024,
-      heapUsedBytes: null,
-      uptimeSeconds: null,
-      loadAverage1m: null,
-      activeRequests: null,
-      lastError: null,
-    });
+  it('decodes agents: health, MPI and seen jobs; null parts stay null', async () => {
+    const body = { agents: [connected, gone], refusedMessages: 2, refusedHandshakes: 1 };
+    const { api, urls } = api200(body);
+    const r = await api.agents();
+    expect(r.ok && r.value).toEqual(body);
+    expect(urls).toEqual(['/api/admin/agents']);
   });
 
-  it('refuses malformed agents, naming the field', () => {
-    const bad = (agent: unknown, field: string) =>
-      expect(() => decodeAgents({ agents: [agent], refusedMessages: 0, refusedHandshakes: 0 })).toThrow(
-        field,
-      );
-    bad({ ...connected, connected: 'yes' }, 'body.agents[0].connected');
-    bad({ ...connected, lastSeenAt: 'yesterday' }, 'body.agents[0].lastSeenAt');
-    bad({ ...connected, messages: -1 }, 'body.agents[0].messages');
-    bad(
-      { ...connected, jobs: [{ starterPid: 'x', uid: 0, command: '' }] },
-      'body.agents[0].jobs[0].starterPid',
-    );
-    bad({ ...connected, jobs: undefined }, 'body.agents[0].jobs');
-    bad({ ...connected, health: { rssBytes: 'big' } }, 'body.agents[0].health.rssBytes');
-    expect(() => decodeAgents([connected])).toThrow('expected an object');
-    expect(() => decodeAgents({ agents: [], refusedMessages: 0 })).toThrow('refusedHandshakes');
+  it('refuses malformed agents, naming the field', async () => {
+    for (const [agent, field] of [
+      [{ ...connected, connected: 'yes' }, '/agents/0/connected'],
+      [{ ...connected, connectedAt: 'yesterday' }, '/agents/0/connectedAt'],
+      [{ ...connected, health: { ...connected.health, rssBytes: '70M' } }, '/agents/0/health'],
+      [{ ...connected, jobs: [{ starterPid: -1, uid: 0, command: 'x' }] }, '/agents/0/jobs/0/starterPid'],
+      [{ ...connected, mpi: { library: 'lam', dll: null, lengthUnit: 'bytes' } }, '/agents/0/mpi'],
+    ] as const) {
+      const r = await api200({ agents: [agent], refusedMessages: 0, refusedHandshakes: 0 }).api.agents();
+      expect(!r.ok && r.error.code, field).toBe('MQD_E_BAD_RESPONSE');
+      expect(!r.ok && r.error.message, field).toContain(field);
+    }
+    const bare = await api200([connected]).api.agents();
+    expect(!bare.ok && bare.error.code).toBe('MQD_E_BAD_RESPONSE');
+    const short = await api200({ agents: [], refusedMessages: 0 }).api.agents();
+    expect(!short.ok && short.error.message).toContain('refusedHandshakes');
   });
 
   it('decodes the audit trail with and without a job, and asks for a bounded page', async () => {
-    const entries = [
+    const entries: ApiAuditEntry[] = [
       {
-        id: 9,
-        at: '2026-03-01T10:06:00.000Z',
-        who: 'admin',
+        id: 42,
+        at: '2026-03-01T10:04:00.000Z',
+        who: 'ann',
         action: 'snapshot',
-        jobId: 'j1',
-        snapshotId: 's4',
+        jobId: JobId('j-9'),
+        snapshotId: SnapshotId('s-3'),
         detail: '4 ranks',
       },
       {
-        id: 8,
+        id: 41,
         at: '2026-03-01T10:00:00.000Z',
-        who: 'agent',
+        who: 'agent:node01',
         action: 'agent-connect',
         jobId: null,
         snapshotId: null,
         detail: 'a-1f3c',
       },
     ];
-    const f = fetchOf(200, { entries });
-    const r = await createApi({ fetch: f.fetch }).activity(5000);
+    const { api, urls } = api200({ entries });
+    const r = await api.activity(5000);
     expect(r.ok && r.value).toEqual(entries);
-    expect(f.urls).toEqual(['/api/admin/activity?limit=1000']);
-    expect(() => decodeActivity({ entries: [{ ...entries[0], at: 'soon' }] })).toThrow('body.entries[0].at');
-    expect(() => decodeActivity({ entries: [{ ...entries[0], who: 7 }] })).toThrow('body.entries[0].who');
-    expect(() => decodeActivity(entries)).toThrow('expected an object');
+    expect(urls).toEqual(['/api/admin/activity?limit=1000']);
+    for (const [bad, field] of [
+      [{ entries: [{ ...entries[0], at: 'soon' }] }, '/entries/0/at'],
+      [{ entries: [{ ...entries[0], who: 7 }] }, '/entries/0/who'],
+      [entries, '/'],
+    ] as const) {
+      const b = await api200(bad).api.activity(10);
+      expect(!b.ok && b.error.message, field).toContain(field);
+    }
   });
 
-  it('decodes hung jobs and refuses a body without its list', () => {
-    const job = {
-      jobId: 'j1',
+  it('decodes hung jobs and refuses a body without its list', async () => {
+    const job: ApiHungJob = {
+      jobId: JobId('j-9'),
       since: '2026-03-01T10:00:00.000Z',
       snapshots: 3,
       digest: 'ab12',
-      pendingSends: 4,
-      pendingReceives: 4,
+      pendingSends: 2,
+      pendingReceives: 2,
       unexpected: 0,
-      lastSnapshotId: 's4',
+      lastSnapshotId: SnapshotId('s-3'),
     };
-    expect(decodeHung({ snapshots: 3, jobs: [job] })).toEqual({ snapshots: 3, jobs: [job] });
-    expect(decodeHung({ snapshots: 3, jobs: [] }).jobs).toEqual([]);
-    expect(() => decodeHung({ snapshots: 3 })).toThrow('body.jobs');
-    expect(() => decodeHung({ snapshots: 3, jobs: [{ ...job, lastSnapshotId: '' }] })).toThrow(
-      'body.jobs[0].lastSnapshotId',
-    );
+    const r = await api200({ snapshots: 3, jobs: [job] }).api.hung();
+    expect(r.ok && r.value).toEqual({ snapshots: 3, jobs: [job] });
+    const none = await api200({ snapshots: 3 }).api.hung();
+    expect(!none.ok && none.error.message).toContain('/jobs');
+    const empty = await api200({ snapshots: 3, jobs: [{ ...job, lastSnapshotId: '' }] }).api.hung();
+    expect(!empty.ok && empty.error.message).toContain('/jobs/0/lastSnapshotId');
   });
 
   it("passes the server's 403 for a non-admin through as a coded error", async () => {

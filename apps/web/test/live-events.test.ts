@@ -1,4 +1,4 @@
-import { JobId } from '@mqd/model';
+import { type ApiJob, JobId } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import type { ApiError } from '../src/api.js';
 import {
@@ -27,6 +27,24 @@ const apiError: ApiError = {
   message: 'MQD_E_JOB_ENDED: the job ended',
 };
 
+// job.attached carries the job as GET /api/jobs lists it (typed by the API spec).
+const attached: ApiJob = {
+  id: JobId('j2'),
+  host: 'n1',
+  starterPid: 4242,
+  uid: 1000,
+  command: 'mpirun -n 4 ./ring',
+  method: 'mpir-proctable',
+  rankCount: 4,
+  hosts: [{ host: 'n1', ranks: 4, agentConnected: true }],
+  createdAt: '2026-01-01T00:00:00.000Z',
+  createdBy: 'alice',
+  endedAt: null,
+  state: 'running',
+  lastSnapshotAt: null,
+  lastSnapshot: null,
+};
+
 describe('decodeLiveEvent', () => {
   it('decodes what the server sends (fanout.ts, app.ts, plugins/jobs.ts)', () => {
     expect(decodeLiveEvent('snapshot.progress', { jobId: 'j1', received: 3, expected: 4 })).toEqual({
@@ -41,17 +59,7 @@ describe('decodeLiveEvent', () => {
       snapshotId: 's9',
       partial: true,
     });
-    // job.attached carries the whole job as GET /api/jobs lists it.
-    expect(
-      decodeLiveEvent('job.attached', {
-        id: 'j2',
-        host: 'n1',
-        starterPid: 4242,
-        rankCount: 4,
-        hosts: [{ host: 'n1', ranks: 4, agentConnected: true }],
-        state: 'running',
-      }),
-    ).toEqual({ type: 'job.attached', jobId: 'j2' });
+    expect(decodeLiveEvent('job.attached', attached)).toEqual({ type: 'job.attached', jobId: 'j2' });
     expect(decodeLiveEvent('agent.connected', { host: 'n1', agentId: 'a1' })).toEqual({
       type: 'agent.connected',
       host: 'n1',
@@ -63,13 +71,8 @@ describe('decodeLiveEvent', () => {
     ).toEqual({ type: 'agent.disconnected', host: 'n1', agentId: 'a1', reason: 'transport close' });
   });
 
-  it('reads integer ids as text, like the REST client', () => {
-    expect(decodeLiveEvent('snapshot.done', { jobId: 7, snapshotId: 12, partial: false })).toEqual({
-      type: 'snapshot.done',
-      jobId: '7',
-      snapshotId: '12',
-      partial: false,
-    });
+  it('refuses integer ids: the server sends ids as text', () => {
+    expect(decodeLiveEvent('snapshot.done', { jobId: 7, snapshotId: 12, partial: false })).toBeNull();
   });
 
   it.each([
@@ -90,8 +93,11 @@ describe('decodeLiveEvent', () => {
     ['snapshot.done', { jobId: 'j1', snapshotId: null, partial: false }],
     ['job.attached', { jobId: 'j1' }],
     ['job.attached', { id: {} }],
+    ['job.attached', { id: 'j1' }],
+    ['job.attached', { ...attached, state: 'zombie' }],
     ['agent.connected', { host: 'n1' }],
     ['agent.disconnected', { host: 'n1', agentId: 'a1', reason: 42 }],
+    ['agent.disconnected', { host: 'n1', agentId: 'a1' }],
   ] as const)('drops a malformed %s payload: %j', (name, payload) => {
     expect(decodeLiveEvent(name, payload)).toBeNull();
   });

@@ -1,7 +1,25 @@
-import { JobId } from '@mqd/model';
+import { type ApiJob, JobId } from '@mqd/model';
 import { describe, expect, it, vi } from 'vitest';
 import { connectLive, type LiveSocket, type LiveStatus } from '../src/live.js';
 import type { LiveEvent } from '../src/live-events.js';
+
+/** The job.attached payload: the job as GET /api/jobs lists it (typed by the API spec). */
+const attachedJob = (id: string): ApiJob => ({
+  id: JobId(id),
+  host: 'n1',
+  starterPid: 4242,
+  uid: 1000,
+  command: 'mpirun -n 2 ./ring',
+  method: 'mpir-proctable',
+  rankCount: 2,
+  hosts: [{ host: 'n1', ranks: 2, agentConnected: true }],
+  createdAt: '2026-01-01T00:00:00.000Z',
+  createdBy: 'alice',
+  endedAt: null,
+  state: 'running',
+  lastSnapshotAt: null,
+  lastSnapshot: null,
+});
 
 /** A socket whose server side the test plays: it fires the events socket.io would. */
 class FakeSocket implements LiveSocket {
@@ -64,7 +82,8 @@ describe('connectLive', () => {
     socket.push('snapshot.progress', { jobId: 'a', received: 3, expected: 2 }); // malformed
     socket.push('snapshot.progress', '{"jobId":"a"}'); // malformed
     socket.push('snapshot.done', { jobId: 'a', snapshotId: 's1', partial: false });
-    socket.push('job.attached', { id: 'c' });
+    socket.push('job.attached', attachedJob('c'));
+    socket.push('job.attached', { id: 'c' }); // malformed: not the job as the server lists it
     socket.push('agent.connected', { host: 'n1', agentId: 'x' });
     socket.push('mqd', { jobId: 'a', received: 2, expected: 2 }); // not a /ui event
 

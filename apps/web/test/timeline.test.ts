@@ -1,7 +1,7 @@
 import { haloCulprit, haloStuckBand, syntheticHaloSeries } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { KIND_INDEX } from '../src/matrix/edges.js';
-import { buildTimeline, depthAt } from '../src/timeline/timeline.js';
+import { buildTimeline, depthAt, totalsSeries } from '../src/timeline/timeline.js';
 import { comm, op, rank, snapshot } from './fixtures.js';
 
 describe('queue timeline', () => {
@@ -48,5 +48,31 @@ describe('queue timeline', () => {
       expect(stuck, `rank ${r} should not persist`).toBe(true);
     }
     expect(t.totals[2 * 3 + KIND_INDEX.unexpected]).toBeGreaterThan(0);
+  });
+});
+
+describe('totals chart geometry', () => {
+  it('draws the unchanged-since-previous line from the second snapshot, not from 0 at the first', () => {
+    const world = (receives: ReturnType<typeof op>[]) =>
+      comm({ id: '0', name: 'MPI_COMM_WORLD', size: 2, localRank: 1, receives });
+    const a = op(0, 0, 5, 8, '0xa');
+    const b = op(0, 0, 6, 8, '0xb');
+    const t = buildTimeline([
+      { id: 's1', takenAt: '2026-01-01T00:00:00Z', snapshot: snapshot([rank(1, [world([a, b])])]) },
+      { id: 's2', takenAt: '2026-01-01T00:01:00Z', snapshot: snapshot([rank(1, [world([a, b])])]) },
+      { id: 's3', takenAt: '2026-01-01T00:02:00Z', snapshot: snapshot([rank(1, [world([a])])]) },
+    ]);
+    const { totals, persisted } = totalsSeries(t, 'receives');
+    expect(totals).toEqual([
+      { snapshot: 0, value: 2 },
+      { snapshot: 1, value: 2 },
+      { snapshot: 2, value: 1 },
+    ]);
+    // The first snapshot has no previous one: no point, rather than a drop to 0.
+    expect(persisted).toEqual([
+      { snapshot: 1, value: 2 },
+      { snapshot: 2, value: 1 },
+    ]);
+    expect(totalsSeries(buildTimeline([]), 'sends')).toEqual({ totals: [], persisted: [] });
   });
 });

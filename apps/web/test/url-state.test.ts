@@ -1,7 +1,16 @@
 import { JobId, SnapshotId } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { ANY_PEER } from '../src/matrix/edges.js';
-import { DEFAULT_STATE, formatUrl, parseUrl, type UrlState, urlOf, VIEW_KEYS } from '../src/url-state.js';
+import {
+  DEFAULT_STATE,
+  formatUrl,
+  jobNeedingLatest,
+  latestSnapshot,
+  parseUrl,
+  type UrlState,
+  urlOf,
+  VIEW_KEYS,
+} from '../src/url-state.js';
 
 const roundTrip = (s: UrlState) => {
   const { pathname, search } = formatUrl(s);
@@ -91,5 +100,34 @@ describe('URL state', () => {
     const back = roundTrip(s).zoom;
     expect(back?.k).toBeCloseTo(Math.PI, 5);
     expect(back?.x).toBeCloseTo(-0.123457, 6);
+  });
+});
+
+describe('a link with a job and no snapshot', () => {
+  it("asks for the job's latest snapshot when the view shows one", () => {
+    expect(jobNeedingLatest(parseUrl('/', '?view=matrix&job=7'))).toBe(JobId('7'));
+    expect(jobNeedingLatest(parseUrl('/', '?view=order&job=7&rank=2'))).toBe(JobId('7'));
+    // Already a snapshot, a view without one, no job, a share or a demo: nothing to look up.
+    expect(jobNeedingLatest(parseUrl('/', '?view=matrix&job=7&snap=3'))).toBeNull();
+    expect(jobNeedingLatest(parseUrl('/', '?job=7'))).toBeNull();
+    expect(jobNeedingLatest(parseUrl('/', '?view=fleet&job=7'))).toBeNull();
+    expect(jobNeedingLatest(parseUrl('/', '?view=matrix'))).toBeNull();
+    expect(jobNeedingLatest(parseUrl('/s/abcdef', '?view=matrix&job=7'))).toBeNull();
+    expect(jobNeedingLatest(parseUrl('/', '?demo=64&view=matrix&job=7'))).toBeNull();
+  });
+
+  it('picks the latest snapshot by time taken, the first listed on a tie', () => {
+    const e = (id: string, takenAt: string) => ({ id: SnapshotId(id), takenAt });
+    expect(latestSnapshot([])).toBeNull();
+    expect(
+      latestSnapshot([
+        e('a', '2026-01-01T00:01:00Z'),
+        e('b', '2026-01-01T00:03:00Z'),
+        e('c', '2026-01-01T00:02:00Z'),
+      ])?.id,
+    ).toBe('b');
+    expect(latestSnapshot([e('new', '2026-01-01T00:00:00Z'), e('old', '2026-01-01T00:00:00Z')])?.id).toBe(
+      'new',
+    );
   });
 });

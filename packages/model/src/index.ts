@@ -1,4 +1,6 @@
 export * from './analysis/index.js';
+export * from './api-spec.js';
+export * from './api-validate.js';
 export * from './assert.js';
 export * from './brand.js';
 export * from './disposable.js';

@@ -35,7 +35,9 @@ function snap(): JobSnapshot {
             ],
             receives: [],
             unexpected: null,
-            unavailable: { unexpected: { code: 'MQD_E_QUEUE_UNSUPPORTED', message: 'not shown by this library' } },
+            unavailable: {
+              unexpected: { code: 'MQD_E_QUEUE_UNSUPPORTED', message: 'not shown by this library' },
+            },
           },
         ],
       },

@@ -3,7 +3,7 @@
 // its user may see (its uid's jobs, or everything for admins). Auto-snapshots live here too,
 // since they exist only while agents can answer.
 import type { FastifyPluginAsync } from 'fastify';
-import type { PluginOpts } from '../app.js';
+import type { PluginOpts } from './common.js';
 
 export const agentsHubPlugin: FastifyPluginAsync<PluginOpts> = async (app, { s }) => {
   const ui = s.io.of('/ui');

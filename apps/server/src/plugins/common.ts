@@ -1,14 +1,51 @@
-// Helpers shared by the route plugins.
+// What the route plugins share: the services they are given (built once by buildApp in
+// app.ts) and small request helpers. It sits below both app.ts and the plugins, so neither
+// imports the other's module for a type (no import cycle).
+
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ensureExists } from '@mqd/model';
-import type { FastifyRequest } from 'fastify';
-import type { PluginOpts } from '../app.js';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Server as SocketServer } from 'socket.io';
+import type { Auth } from '../auth.js';
+import type { ServerConfig } from '../config.js';
+import type { SnapshotService, UiEvents } from '../fanout.js';
+import type { AgentHub } from '../hub.js';
+import type { Store } from '../store.js';
 import type { User } from '../types.js';
 
-export const errorRef = { $ref: 'ApiError#' } as const;
-/** OpenAPI: routes that need a login accept a bearer token or the session cookie. */
-export const security = [{ bearer: [] }, { session: [] }];
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the authed plugin's hook; null on public routes. */
+    user: User | null;
+  }
+  interface FastifyInstance {
+    /** The services and tokens of this aggregator (for serve(), tests and the benchmark). */
+    mqd: Services;
+  }
+}
+
+export interface Services {
+  readonly config: ServerConfig;
+  readonly clock: () => number;
+  readonly store: Store;
+  readonly auth: Auth;
+  readonly hub: AgentHub;
+  readonly snapshots: SnapshotService;
+  readonly ui: UiEvents;
+  readonly io: SocketServer;
+  /** The tokens in effect (generated when the configuration had none). */
+  readonly agentToken: string;
+  readonly adminToken: string;
+}
+
+export interface PluginOpts {
+  readonly s: Services;
+}
 
 export const currentUser = (req: FastifyRequest): User => ensureExists(req.user, 'request.user');
+
+/** Every plugin's view of its instance: route types come from the schemas (api-spec.ts). */
+export const typed = (app: FastifyInstance) => app.withTypeProvider<TypeBoxTypeProvider>();
 
 export const rateLimited = (p: PluginOpts) => ({
   rateLimit: { max: p.s.config.rateLimitMax, timeWindow: p.s.config.rateLimitWindowMs },

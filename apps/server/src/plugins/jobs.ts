@@ -1,17 +1,13 @@
 // Jobs: list, attach (locate through the agent on the starter's node), snapshot, history.
 // A user sees and snapshots only jobs of their own uid; admins see every job.
-import { JobId, MqdException } from '@mqd/model';
+import { JobId, MqdException, API_ROUTES as R, type UiEventPayload } from '@mqd/model';
 import type { FastifyPluginAsync } from 'fastify';
-import type { PluginOpts, Services } from '../app.js';
 import { mayAccess } from '../auth.js';
 import { newId } from '../fanout.js';
 import { fail, jobJson, metaJson } from '../http.js';
-import { idParams, JobJson, SnapshotMetaJson, StarterJson } from '../schemas.js';
+import { routeOf } from '../schemas.js';
 import type { JobRecord, User } from '../types.js';
-import { currentUser, rateLimited, security } from './common.js';
-
-const errorRef = { $ref: 'ApiError#' } as const;
-const errs = { 400: errorRef, 401: errorRef, 403: errorRef, 404: errorRef, 429: errorRef, 503: errorRef };
+import { currentUser, type PluginOpts, rateLimited, type Services, typed } from './common.js';
 
 /** The job, if it exists and this user may see it; otherwise the request ends with a coded error. */
 export function jobFor(s: Services, user: User, id: string): JobRecord {
@@ -20,7 +16,8 @@ export function jobFor(s: Services, user: User, id: string): JobRecord {
   return job;
 }
 
-export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) => {
+export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
+  const app = typed(fastify);
   const { s } = opts;
   const toJson = (job: JobRecord) =>
     jobJson(
@@ -30,27 +27,9 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) => {
       s.config.hungSnapshots,
     );
 
-  app.get(
-    '/jobs',
-    {
-      schema: {
-        tags: ['jobs'],
-        summary: 'Attached jobs, and starters the agents see that nobody attached yet',
-        security,
-        response: {
-          200: {
-            type: 'object',
-            required: ['jobs', 'starters'],
-            properties: {
-              jobs: { type: 'array', items: JobJson },
-              starters: { type: 'array', items: StarterJson },
-            },
-          },
-          401: errorRef,
-        },
-      },
-    },
-    async (req) => {
+  app.route({
+    ...routeOf(R.jobs),
+    handler: async (req) => {
       const user = currentUser(req);
       const jobs = user.admin ? s.store.jobs(null) : user.uid === null ? [] : s.store.jobs(user.uid);
       const starters = s.hub
@@ -60,38 +39,20 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) => {
             mayAccess(user, x.starter.uid) &&
             s.store.findJob(x.host, x.starter.starterPid, x.starter.startTime ?? null) === null,
         )
-        .map((x) => ({ host: x.host, ...x.starter }));
+        .map((x) => ({
+          host: x.host,
+          starterPid: x.starter.starterPid,
+          uid: x.starter.uid,
+          command: x.starter.command,
+        }));
       return { jobs: jobs.map(toJson), starters };
     },
-  );
+  });
 
-  app.post<{ Body: { host?: string; starterPid: number } }>(
-    '/jobs/attach',
-    {
-      config: rateLimited(opts),
-      schema: {
-        tags: ['jobs'],
-        summary: 'Attach to a job by its starter pid, through the agent on the starter node',
-        description:
-          'Without host, the only connected agent is used, or the one agent that reports this starter pid.',
-        security,
-        body: {
-          type: 'object',
-          required: ['starterPid'],
-          additionalProperties: false,
-          properties: {
-            host: { type: 'string', minLength: 1, maxLength: 255 },
-            starterPid: { type: 'integer', minimum: 1, maximum: 0x3fffffff },
-          },
-        },
-        response: {
-          201: { type: 'object', required: ['job'], properties: { job: JobJson } },
-          ...errs,
-          422: errorRef,
-        },
-      },
-    },
-    async (req, reply) => {
+  app.route({
+    ...routeOf(R.attach),
+    config: rateLimited(opts),
+    handler: async (req, reply) => {
       const user = currentUser(req);
       const pid = req.body.starterPid;
       let host = req.body.host;
@@ -145,44 +106,20 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) => {
         detail: `starter ${pid} on ${host}: ${job.ranks.length} ranks on ${hosts} hosts (${job.method})`,
       });
       const json = toJson(job);
-      s.ui.toJob(job.uid, 'job.attached', json);
+      s.ui.toJob(job.uid, 'job.attached', json satisfies UiEventPayload<'job.attached'>);
       return reply.code(201).send({ job: json });
     },
-  );
+  });
 
-  app.get<{ Params: { id: string } }>(
-    '/jobs/:id',
-    {
-      schema: {
-        tags: ['jobs'],
-        summary: 'One job',
-        security,
-        params: idParams,
-        response: { 200: { type: 'object', required: ['job'], properties: { job: JobJson } }, ...errs },
-      },
-    },
-    async (req) => ({ job: toJson(jobFor(s, currentUser(req), req.params.id)) }),
-  );
+  app.route({
+    ...routeOf(R.job),
+    handler: async (req) => ({ job: toJson(jobFor(s, currentUser(req), req.params.id)) }),
+  });
 
-  app.post<{ Params: { id: string } }>(
-    '/jobs/:id/snapshots',
-    {
-      config: rateLimited(opts),
-      schema: {
-        tags: ['jobs'],
-        summary: "Snapshot every rank of the job through each host's agent, merge and store",
-        description:
-          'Ranks whose agent is gone or too slow are in the snapshot in state agent-missing; `partial` says so.',
-        security,
-        params: idParams,
-        response: {
-          201: { type: 'object', required: ['snapshot'], properties: { snapshot: SnapshotMetaJson } },
-          ...errs,
-          410: errorRef,
-        },
-      },
-    },
-    async (req, reply) => {
+  app.route({
+    ...routeOf(R.takeSnapshot),
+    config: rateLimited(opts),
+    handler: async (req, reply) => {
       const user = currentUser(req);
       const job = jobFor(s, user, req.params.id);
       if (job.endedAt !== null) fail('MQD_E_JOB_ENDED', `job ${job.id} ended`);
@@ -190,34 +127,13 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) => {
       if (!r.ok) throw new MqdException(r.error);
       return reply.code(201).send({ snapshot: metaJson(r.value) });
     },
-  );
+  });
 
-  app.get<{ Params: { id: string }; Querystring: { limit: number } }>(
-    '/jobs/:id/snapshots',
-    {
-      schema: {
-        tags: ['jobs'],
-        summary: 'Snapshot history of a job, newest first',
-        security,
-        params: idParams,
-        querystring: {
-          type: 'object',
-          additionalProperties: false,
-          properties: { limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
-        },
-        response: {
-          200: {
-            type: 'object',
-            required: ['snapshots'],
-            properties: { snapshots: { type: 'array', items: SnapshotMetaJson } },
-          },
-          ...errs,
-        },
-      },
-    },
-    async (req) => {
+  app.route({
+    ...routeOf(R.jobSnapshots),
+    handler: async (req) => {
       const job = jobFor(s, currentUser(req), req.params.id);
       return { snapshots: s.store.snapshots(job.id, req.query.limit).map(metaJson) };
     },
-  );
+  });
 };

@@ -8,9 +8,9 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { MqdException, mqdError } from '@mqd/model';
 import type { FastifyPluginAsync } from 'fastify';
-import type { PluginOpts } from '../app.js';
 import { hashToken } from '../auth.js';
 import { Gauge, type MetricsRegistry, PROMETHEUS_CONTENT_TYPE } from '../metrics.js';
+import type { PluginOpts } from './common.js';
 
 export interface MetricsPluginOpts extends PluginOpts {
   readonly registry: MetricsRegistry;

@@ -1,16 +1,13 @@
 // Reading stored snapshots (only the owner of their job, or an admin), exporting them as a
 // file, and sharing them read-only through an unguessable link that expires.
 import { randomBytes } from 'node:crypto';
+import { type ApiSnapshotWithMeta, API_ROUTES as R, shareBody } from '@mqd/model';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
-import type { PluginOpts, Services } from '../app.js';
-import { fail, metaJson } from '../http.js';
-import { idParams, SnapshotMetaJson } from '../schemas.js';
+import { fail, metaJson, shareJson } from '../http.js';
+import { routeOf } from '../schemas.js';
 import type { SnapshotMeta, User } from '../types.js';
-import { currentUser, rateLimited, security } from './common.js';
+import { currentUser, type PluginOpts, rateLimited, type Services, typed } from './common.js';
 import { jobFor } from './jobs.js';
-
-const errorRef = { $ref: 'ApiError#' } as const;
-const errs = { 401: errorRef, 403: errorRef, 404: errorRef };
 
 function snapshotFor(s: Services, user: User, id: string): SnapshotMeta {
   const meta = s.store.snapshotMeta(id) ?? fail('MQD_E_NOT_FOUND', `no snapshot ${id}`);
@@ -22,48 +19,40 @@ async function storedJson(s: Services, meta: SnapshotMeta): Promise<string> {
   return (await s.snapshots.json(meta.id)) ?? fail('MQD_E_NOT_FOUND', `snapshot ${meta.id} was removed`);
 }
 
-const sendJson = (reply: FastifyReply, text: string) =>
+/**
+ * A reply whose body is already JSON text: the stored snapshot goes out as is, since parsing and
+ * re-serialising a 16k-rank snapshot would cost more than the rest of the request. `meta` is
+ * typed by the spec; the snapshot text is what validateSnapshot accepted when it was stored.
+ */
+export const sendJson = (reply: FastifyReply, text: string) =>
   reply.type('application/json; charset=utf-8').send(text);
 
-export const snapshotsPlugin: FastifyPluginAsync<PluginOpts> = async (app, { s }) => {
-  app.get<{ Params: { id: string } }>(
-    '/snapshots/:id',
-    {
-      schema: {
-        tags: ['snapshots'],
-        summary: 'A stored snapshot with its summary',
-        security,
-        params: idParams,
-        response: {
-          200: {
-            type: 'object',
-            required: ['meta', 'snapshot'],
-            properties: { meta: SnapshotMetaJson, snapshot: { $ref: 'JobSnapshot#' } },
-          },
-          ...errs,
-        },
-      },
-    },
-    async (req, reply) => {
-      const meta = snapshotFor(s, currentUser(req), req.params.id);
-      const json = await storedJson(s, meta);
-      // Sent as stored, not re-serialised (see /shared/:id).
-      return sendJson(reply, `{"meta":${JSON.stringify(metaJson(meta))},"snapshot":${json}}`);
-    },
-  );
+/** `{"meta": ..., "snapshot": <stored text>, ...extra}` of ApiSnapshotWithMeta. */
+export function withMetaJson(
+  meta: SnapshotMeta,
+  snapshotJson: string,
+  extra: Record<string, string> = {},
+): string {
+  const m: ApiSnapshotWithMeta['meta'] = metaJson(meta);
+  const tail = Object.entries(extra)
+    .map(([k, v]) => `,${JSON.stringify(k)}:${JSON.stringify(v)}`)
+    .join('');
+  return `{"meta":${JSON.stringify(m)},"snapshot":${snapshotJson}${tail}}`;
+}
 
-  app.get<{ Params: { id: string } }>(
-    '/snapshots/:id/export',
-    {
-      schema: {
-        tags: ['snapshots'],
-        summary: 'The snapshot as a JSON file (the packages/model snapshot format)',
-        security,
-        params: idParams,
-        response: { 200: { $ref: 'JobSnapshot#' }, ...errs },
-      },
+export const snapshotsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }) => {
+  const app = typed(fastify);
+  app.route({
+    ...routeOf(R.snapshot),
+    handler: async (req, reply) => {
+      const meta = snapshotFor(s, currentUser(req), req.params.id);
+      return sendJson(reply, withMetaJson(meta, await storedJson(s, meta)));
     },
-    async (req, reply) => {
+  });
+
+  app.route({
+    ...routeOf(R.exportSnapshot),
+    handler: async (req, reply) => {
       const meta = snapshotFor(s, currentUser(req), req.params.id);
       const name = `mqd-${meta.jobId}-${new Date(meta.takenAt).toISOString().replace(/[:.]/g, '-')}.json`;
       reply.header('content-disposition', `attachment; filename="${name}"`);
@@ -72,53 +61,24 @@ export const snapshotsPlugin: FastifyPluginAsync<PluginOpts> = async (app, { s }
       if (gz !== null) {
         // The store already holds the gzip of exactly this JSON.
         reply.header('content-encoding', 'gzip').header('vary', 'accept-encoding');
-        return reply.type('application/json; charset=utf-8').send(gz);
+        return (reply as FastifyReply).type('application/json; charset=utf-8').send(gz);
       }
       return sendJson(reply, await storedJson(s, meta));
     },
-  );
+  });
 };
 
-export const sharesPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) => {
+export const sharesPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
+  const app = typed(fastify);
   const { s } = opts;
-  app.post<{ Params: { id: string }; Body: { expiresInSeconds?: number } }>(
-    '/snapshots/:id/share',
-    {
-      config: rateLimited(opts),
-      // The body is optional; validate an absent one as {}.
-      preValidation: async (req) => {
-        req.body ??= {};
-      },
-      schema: {
-        tags: ['shares'],
-        summary: 'A read-only link to this snapshot that works without login until it expires',
-        security,
-        params: idParams,
-        body: {
-          type: 'object',
-          additionalProperties: false,
-          properties: {
-            expiresInSeconds: { type: 'integer', minimum: 1, maximum: s.config.maxShareTtlSeconds },
-          },
-        },
-        response: {
-          201: {
-            type: 'object',
-            required: ['id', 'url', 'apiUrl', 'expiresAt'],
-            properties: {
-              id: { type: 'string' },
-              url: { type: 'string', description: 'the dashboard page of the frozen snapshot (/s/<id>)' },
-              apiUrl: { type: 'string', description: 'the same snapshot as JSON (/api/shared/<id>)' },
-              expiresAt: { type: 'string' },
-            },
-          },
-          400: errorRef,
-          429: errorRef,
-          ...errs,
-        },
-      },
+  app.route({
+    ...routeOf(R.share, { body: shareBody(s.config.maxShareTtlSeconds) }),
+    config: rateLimited(opts),
+    // The body is optional; validate an absent one as {}.
+    preValidation: async (req) => {
+      req.body ??= {};
     },
-    async (req, reply) => {
+    handler: async (req, reply) => {
       const user = currentUser(req);
       const meta = snapshotFor(s, user, req.params.id);
       // 144 random bits: a share link is a bearer secret, it must not be guessable.
@@ -135,71 +95,28 @@ export const sharesPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) =>
           detail: `expires ${new Date(expiresAt).toISOString()}`,
         },
       );
-      const base = s.config.publicUrl ?? `${req.protocol}://${req.host}`;
+      const base = (s.config.publicUrl ?? `${req.protocol}://${req.host}`).replace(/\/$/, '');
       // `url` is the dashboard page that opens the frozen snapshot read-only; `apiUrl` its JSON.
       return reply.code(201).send({
         id,
-        url: `${base.replace(/\/$/, '')}/s/${id}`,
-        apiUrl: `${base.replace(/\/$/, '')}/api/shared/${id}`,
+        url: `${base}/s/${id}`,
+        apiUrl: `${base}/api/shared/${id}`,
         expiresAt: new Date(expiresAt).toISOString(),
       });
     },
-  );
+  });
 
-  const ShareJson = {
-    type: 'object',
-    required: ['id', 'snapshotId', 'createdBy', 'createdAt', 'expiresAt'],
-    properties: {
-      id: { type: 'string' },
-      snapshotId: { type: 'string' },
-      createdBy: { type: 'string' },
-      createdAt: { type: 'string' },
-      expiresAt: { type: 'string' },
-    },
-  } as const;
-
-  app.get(
-    '/shares',
-    {
-      schema: {
-        tags: ['shares'],
-        summary: 'The live share links this user created (every live link for admins)',
-        security,
-        response: {
-          200: {
-            type: 'object',
-            required: ['shares'],
-            properties: { shares: { type: 'array', items: ShareJson } },
-          },
-          ...errs,
-        },
-      },
-    },
-    async (req) => {
+  app.route({
+    ...routeOf(R.shares),
+    handler: async (req) => {
       const user = currentUser(req);
-      const list = s.store.liveShares(user.admin ? null : user.name);
-      return {
-        shares: list.map((x) => ({
-          ...x,
-          createdAt: new Date(x.createdAt).toISOString(),
-          expiresAt: new Date(x.expiresAt).toISOString(),
-        })),
-      };
+      return { shares: s.store.liveShares(user.admin ? null : user.name).map(shareJson) };
     },
-  );
+  });
 
-  app.delete<{ Params: { id: string } }>(
-    '/shares/:id',
-    {
-      schema: {
-        tags: ['shares'],
-        summary: 'Revoke a share link: it stops working at once',
-        security,
-        params: idParams,
-        response: { 204: { type: 'null' }, ...errs },
-      },
-    },
-    async (req, reply) => {
+  app.route({
+    ...routeOf(R.revokeShare),
+    handler: async (req, reply) => {
       const user = currentUser(req);
       const share = s.store.liveShare(req.params.id) ?? fail('MQD_E_NOT_FOUND', 'no such live share link');
       // Only its creator (or an admin) revokes a link; others learn nothing about it.
@@ -210,7 +127,7 @@ export const sharesPlugin: FastifyPluginAsync<PluginOpts> = async (app, opts) =>
         snapshotId: share.snapshotId,
         detail: `revoked ${share.id}`,
       });
-      return reply.code(204).send();
+      return reply.code(204).send(null);
     },
-  );
+  });
 };

@@ -1,7 +1,7 @@
 // The store's lifecycle inside the app: the age part of retention runs hourly even when no
 // snapshot is taken (the count part runs on every insert), and the store closes with the app.
 import type { FastifyPluginAsync } from 'fastify';
-import type { PluginOpts } from '../app.js';
+import type { PluginOpts } from './common.js';
 
 const SWEEP_MS = 3600_000;
 

@@ -6,13 +6,13 @@
 // the App does not show the tab to them and this page says so instead of asking.
 import type { JobId, SnapshotId } from '@mqd/model';
 import { type MouseEvent, useEffect } from 'react';
-import type { LivePageProps } from '../App.js';
 import { type ActivityEntry, type FleetAgent, type HungJob, isUnauthenticated, type Me } from '../api.js';
 import { formatAge, formatCount, formatTime, plural } from '../format.js';
 import { type Resource, shownValue, useInterval, useResource } from '../hooks.js';
 import { ErrorBox, Progress } from '../ui.js';
 import { urlOf } from '../url-state.js';
 import { useLiveAgents, useLiveJobs, useOnReconnect } from '../use-live.js';
+import type { LivePageProps } from '../view-types.js';
 
 export const FLEET_REFRESH_MS = 10_000;
 /** Audit entries shown: enough for "what happened lately" without paging. */
@@ -200,6 +200,7 @@ const MIB = 1024 * 1024;
 
 function AgentRow({ agent: a }: { agent: FleetAgent }) {
   const h = a.health;
+  const lastError = h?.lastError ? `${h.lastError.code}: ${h.lastError.message}` : null;
   const health = [
     h?.rssBytes != null ? `${Math.round(h.rssBytes / MIB)} MiB` : null,
     h?.loadAverage1m != null ? `load ${h.loadAverage1m.toFixed(2)}` : null,
@@ -240,9 +241,9 @@ function AgentRow({ agent: a }: { agent: FleetAgent }) {
       </td>
       <td>
         {health.length > 0 ? health.join(' · ') : <span className="muted">not reported</span>}
-        {h?.lastError && (
-          <div className="fleet-agent-error" title={h.lastError}>
-            {h.lastError}
+        {lastError !== null && (
+          <div className="fleet-agent-error" title={lastError}>
+            {lastError}
           </div>
         )}
       </td>

@@ -5,7 +5,6 @@
 // 5 s when auto-refresh is on. The REST answer alone decides how a snapshot ended.
 import { type JobId, Pid, type SnapshotId } from '@mqd/model';
 import { useEffect, useReducer, useState } from 'react';
-import type { LivePageProps } from '../App.js';
 import { type Api, type ApiError, isUnauthenticated, type JobState, type JobSummary } from '../api.js';
 import { rememberSnapshot } from '../data.js';
 import { formatAge, formatTime } from '../format.js';
@@ -15,6 +14,7 @@ import type { LiveStatus } from '../live.js';
 import { progressLabel, SNAPSHOT_IDLE, type SnapshotTaking, snapshotReducer } from '../live-events.js';
 import { ErrorBox, Progress } from '../ui.js';
 import { useLiveJobs, useLiveStatus, useOnReconnect } from '../use-live.js';
+import type { LivePageProps } from '../view-types.js';
 
 const POLL_MS = 5000;
 

@@ -1,88 +1,63 @@
 // Matching order of one rank and communicator: posted receives and unexpected messages in the
 // order the library matches them, wildcards spelled "ANY", and per receive the messages that
-// would or would not satisfy it and why. The near misses and their reasons come from the
-// model's analysis (the snapshot's cached explanation, joined to the rows in ./near-misses.ts);
-// ./match-reasons.ts adds what the analysis does not say: every candidate addressed to the
-// rank, and which receive takes which message.
-import { assertUnreachable, type Communicator, type JobSnapshot, type RankSnapshot } from '@mqd/model';
+// would or would not satisfy it and why, which message it takes, and its near misses. All of it
+// is the model's answer (matchingOrder of @mqd/model, the engine explainSnapshot uses for its
+// near misses); this view draws it. The explanation adds only its coded limits on matching.
+import {
+  assertUnreachable,
+  type Explanation,
+  type JobSnapshot,
+  type Limit,
+  MATCHING_LIMIT_CODES,
+  type MatchingOrder,
+  type MatchVerdict,
+  matchingOrder,
+  type NearMissLine,
+  type ReceiveNearMisses,
+  type ReceiveRow,
+  SnapshotIndex,
+  suggestedOrderComm,
+  suggestedOrderRank,
+} from '@mqd/model';
 import { useMemo } from 'react';
-import type { ViewProps } from '../App.js';
 import { type ExplanationResult, useExplanation } from '../explanation.js';
 import { formatPeer, formatSize, formatTag, plural } from '../format.js';
 import { RankPicker } from '../RankPicker.js';
-import { commLabel, explainUnavailable, indexRanks, resolveGlobalPeer } from '../snapshot-index.js';
+import { commLabel, explainUnavailable } from '../snapshot-index.js';
 import { Unavailable } from '../ui.js';
-import {
-  type MatchingOrder,
-  matchingOrder,
-  type ReceiveRow,
-  reasonText,
-  takenByText,
-  type Verdict,
-} from './match-reasons.js';
-import {
-  joinNearMisses,
-  type NearMissLine,
-  nearMissWhere,
-  nearMissWhy,
-  type OrderNearMisses,
-  type ReceiveNearMisses,
-} from './near-misses.js';
+import type { ViewProps } from '../view-types.js';
+import { nearMissWhere, nearMissWhy, reasonText, takenByText } from './order-text.js';
 
-/** The analysis's near misses for the rows on screen, or why there are none yet. */
-type NearMissState =
+/** The explanation's limits that bear on matching (picked by code), or why there are none yet. */
+type CaveatState =
   | { readonly kind: 'pending' }
   | { readonly kind: 'failed'; readonly message: string }
-  | { readonly kind: 'ok'; readonly value: OrderNearMisses };
+  | { readonly kind: 'ok'; readonly limits: readonly Limit[] };
 
-function nearMissState(
-  explanation: ExplanationResult | null,
-  order: MatchingOrder | null,
-  rank: RankSnapshot | null,
-): NearMissState {
+function caveatState(explanation: ExplanationResult | null): CaveatState {
   if (explanation === null) return { kind: 'pending' };
   if ('failed' in explanation) return { kind: 'failed', message: explanation.failed };
-  if (!order || !rank) return { kind: 'pending' };
-  return { kind: 'ok', value: joinNearMisses(order, rank.communicators, explanation) };
+  return { kind: 'ok', limits: matchingLimits(explanation) };
 }
 
-/** The rank to open when the URL names none: the first with a posted receive (the usual suspect). */
-export function defaultRank(snapshot: JobSnapshot): number | null {
-  for (const r of snapshot.ranks) {
-    if (r.communicators.some((c) => (c.receives?.length ?? 0) > 0)) return r.rank;
-  }
-  return snapshot.ranks[0]?.rank ?? null;
-}
-
-/** The communicator to open: the URL's, else the one with the most queued operations. */
-export function defaultComm(rank: RankSnapshot, wanted: string | null): Communicator | null {
-  const hit = wanted === null ? undefined : rank.communicators.find((c) => c.id === wanted);
-  if (hit) return hit;
-  let best: Communicator | null = null;
-  let bestOps = -1;
-  for (const c of rank.communicators) {
-    const ops = (c.receives?.length ?? 0) + (c.unexpected?.length ?? 0) + (c.sends?.length ?? 0);
-    if (ops > bestOps) {
-      best = c;
-      bestOps = ops;
-    }
-  }
-  return best;
+export function matchingLimits(e: Pick<Explanation, 'limits'>): Limit[] {
+  return e.limits.filter((l) => MATCHING_LIMIT_CODES.includes(l.code));
 }
 
 export function OrderView({ url, setUrl, data }: ViewProps) {
   const snapshot = data.snapshot;
-  const rankNo = url.rank ?? defaultRank(snapshot);
+  const rankNo = url.rank ?? suggestedOrderRank(snapshot);
   const rank = useMemo(() => snapshot.ranks.find((r) => r.rank === rankNo) ?? null, [snapshot, rankNo]);
-  const comm = rank ? defaultComm(rank, url.rcomm) : null;
+  const comm = rank ? suggestedOrderComm(rank, url.rcomm) : null;
+  // One index per snapshot: changing rank or communicator does not rebuild it.
+  const index = useMemo(() => new SnapshotIndex(snapshot), [snapshot]);
   const order = useMemo(
-    () => (rank && comm ? matchingOrder(snapshot, rank.rank, comm.id) : null),
-    [snapshot, rank, comm],
+    () => (rank && comm ? matchingOrder(index, rank.rank, comm.id) : null),
+    [index, rank, comm],
   );
-  const { worldSize } = useMemo(() => indexRanks(snapshot), [snapshot]);
   // The explanation is computed once per snapshot and cached (../explanation.ts): reused, not redone.
   const explanation = useExplanation(snapshot);
-  const near = useMemo(() => nearMissState(explanation, order, rank), [explanation, order, rank]);
+  const caveats = useMemo(() => caveatState(explanation), [explanation]);
 
   return (
     <div className="order-view">
@@ -119,7 +94,7 @@ export function OrderView({ url, setUrl, data }: ViewProps) {
       ) : !comm || !order ? (
         <p className="empty">Rank {rank.rank} has no communicators with queues.</p>
       ) : (
-        <OrderBody order={order} near={near} snapshot={snapshot} worldSize={worldSize} setUrl={setUrl} />
+        <OrderBody order={order} caveats={caveats} snapshot={snapshot} setUrl={setUrl} />
       )}
     </div>
   );
@@ -127,15 +102,13 @@ export function OrderView({ url, setUrl, data }: ViewProps) {
 
 function OrderBody({
   order,
-  near,
+  caveats,
   snapshot,
-  worldSize,
   setUrl,
 }: {
   order: MatchingOrder;
-  near: NearMissState;
+  caveats: CaveatState;
   snapshot: JobSnapshot;
-  worldSize: number;
   setUrl: ViewProps['setUrl'];
 }) {
   const unit = snapshot.mpi.lengthUnit;
@@ -156,18 +129,10 @@ function OrderBody({
           <p className="empty">No posted receives (the library looked and found none).</p>
         ) : (
           <>
-            {near.kind === 'ok' && <NearMissPreamble near={near.value} rank={rank} />}
+            <Caveats caveats={caveats} />
             <ol className="order-list">
               {order.receives.map((row) => (
-                <ReceiveItem
-                  key={row.position}
-                  row={row}
-                  order={order}
-                  near={near}
-                  unit={unit}
-                  worldSize={worldSize}
-                  setUrl={setUrl}
-                />
+                <ReceiveItem key={row.position} row={row} order={order} unit={unit} setUrl={setUrl} />
               ))}
             </ol>
           </>
@@ -188,9 +153,8 @@ function OrderBody({
           <ol className="order-list">
             {order.unexpected.map((u) => (
               <li key={u.position} className="order-row" data-testid="order-unexpected-row">
-                <span className="pos">#{u.position}</span> from{' '}
-                <strong>{formatPeer(u.op, resolveGlobalPeer(u.op, comm, rank, worldSize))}</strong> tag{' '}
-                <strong>{formatTag(u.op.tag)}</strong> · {formatSize(u.op.length, unit)}
+                <span className="pos">#{u.position}</span> from <strong>{formatPeer(u.op, u.from)}</strong>{' '}
+                tag <strong>{formatTag(u.op.tag)}</strong> · {formatSize(u.op.length, unit)}
                 {u.firstMatchingReceive !== null && (
                   <div className="warn">
                     Posted receive #{u.firstMatchingReceive} matches this message, yet both are queued: the
@@ -214,12 +178,10 @@ function OrderBody({
           <p className="empty">No pending sends.</p>
         ) : (
           <ol className="order-list">
-            {order.sends.map((op, i) => {
-              const to = resolveGlobalPeer(op, comm, rank, worldSize);
+            {order.sends.map(({ op, position, to }) => {
               return (
-                // biome-ignore lint/suspicious/noArrayIndexKey: queue position is the identity here.
-                <li key={i} className="order-row">
-                  <span className="pos">#{i}</span> to{' '}
+                <li key={position} className="order-row">
+                  <span className="pos">#{position}</span> to{' '}
                   {to === null ? (
                     <strong>{formatPeer(op, to)}</strong>
                   ) : (
@@ -243,46 +205,50 @@ function OrderBody({
   );
 }
 
-/** What the analysis says about the rank as a whole: queues it cannot see, entries it cannot place. */
-function NearMissPreamble({ near, rank }: { near: OrderNearMisses; rank: number }) {
-  if (!near.ambiguous && near.caveats.length === 0) return null;
-  return (
-    <div className="hint">
-      {near.ambiguous && (
-        <div>
-          Another communicator of rank {rank} has the same name and size and shows no group: the analysis
-          cannot tell the two apart, so its near misses are not shown here.
+/** The analysis's limits on matching: queues where a message could be without anyone seeing it. */
+function Caveats({ caveats }: { caveats: CaveatState }) {
+  switch (caveats.kind) {
+    case 'pending':
+      return null;
+    case 'failed':
+      return (
+        <div className="hint muted">
+          The analysis failed ({caveats.message}): its limits on matching are not shown.
         </div>
-      )}
-      {near.caveats.map((c) => (
-        <div key={c}>Analysis limit: {c}.</div>
-      ))}
-    </div>
-  );
+      );
+    case 'ok':
+      if (caveats.limits.length === 0) return null;
+      return (
+        <div className="hint">
+          {caveats.limits.map((l) => (
+            <div key={l.code} data-limit={l.code}>
+              Analysis limit: {l.text}.
+            </div>
+          ))}
+        </div>
+      );
+    default:
+      return assertUnreachable(caveats);
+  }
 }
 
 function ReceiveItem({
   row,
   order,
-  near,
   unit,
-  worldSize,
   setUrl,
 }: {
   row: ReceiveRow;
   order: MatchingOrder;
-  near: NearMissState;
   unit: 'bytes' | 'elements';
-  worldSize: number;
   setUrl: ViewProps['setUrl'];
 }) {
-  const { op } = row;
-  const source = resolveGlobalPeer(op, order.comm, order.rank, worldSize);
+  const { op, source } = row;
   const takes = row.takes === null ? null : takenByText(order, row.takes);
-  const explained = near.kind === 'ok' ? near.value.byReceive.get(row.position) : undefined;
-  // The analysis's line for each candidate the local list also shows, so its "why" wins there.
-  const modelLines = new Map<number, NearMissLine>();
-  for (const l of explained?.lines ?? []) if (l.candidate !== null) modelLines.set(l.candidate, l);
+  const explained = row.nearMisses;
+  // The near-miss line of each candidate, so its "why" is worded the same in both lists.
+  const nearLines = new Map<number, NearMissLine>();
+  for (const l of explained?.lines ?? []) nearLines.set(l.candidate, l);
   return (
     <li
       className={`order-row${row.matchCount === 0 && op.status === 'pending' ? ' starved' : ''}`}
@@ -306,7 +272,7 @@ function ReceiveItem({
         {row.matchCount > 0 && <span className="muted"> {plural(row.matchCount, 'matching message')}.</span>}
       </div>
       {op.status === 'pending' && (
-        <NearMisses near={near} explained={explained} order={order} setUrl={setUrl} />
+        <NearMisses position={row.position} explained={explained} order={order} setUrl={setUrl} />
       )}
       {row.verdicts.length > 0 && (
         <details>
@@ -324,9 +290,9 @@ function ReceiveItem({
             <tbody>
               {row.verdicts.map((v) => (
                 <VerdictRow
-                  key={`${v.candidate.origin}:${v.candidate.heldBy}:${v.candidate.comm.id}:${v.candidate.position}`}
+                  key={v.candidate}
                   v={v}
-                  model={modelLines.get(order.candidates.indexOf(v.candidate))}
+                  model={nearLines.get(v.candidate)}
                   explained={explained}
                   order={order}
                   unit={unit}
@@ -344,37 +310,21 @@ function ReceiveItem({
 
 /** The analysis's near misses of one pending receive: candidates that differ in at most one field. */
 function NearMisses({
-  near,
+  position,
   explained,
   order,
   setUrl,
 }: {
-  near: NearMissState;
-  explained: ReceiveNearMisses | undefined;
+  /** The receive's position in the queue. */
+  position: number;
+  explained: ReceiveNearMisses | null;
   order: MatchingOrder;
   setUrl: ViewProps['setUrl'];
 }) {
-  switch (near.kind) {
-    case 'pending':
-      return <div className="order-verdict muted">Looking for near misses…</div>;
-    case 'failed':
-      return (
-        <div className="order-verdict muted">
-          The analysis failed ({near.message}): near misses are not shown.
-        </div>
-      );
-    case 'ok':
-      break;
-    default:
-      return assertUnreachable(near);
-  }
-  if (near.value.ambiguous) return null;
-  if (explained === undefined) {
+  if (explained === null) {
     return (
       <div className="order-verdict muted">
-        {near.value.truncated
-          ? 'Not among the near misses the analysis lists (it stops at its limit).'
-          : 'No near miss: no visible message differs from this receive in only one field.'}
+        No near miss: no visible message differs from this receive in only one field.
       </div>
     );
   }
@@ -386,14 +336,12 @@ function NearMisses({
         most one of communicator, source, tag):
       </div>
       <ul className="order-near-misses">
-        {explained.lines.map((l, i) => {
-          const local = l.candidate === null ? undefined : order.candidates[l.candidate];
-          const takenBy = l.candidate === null ? null : (order.takenBy[l.candidate] ?? null);
+        {explained.lines.map((l) => {
+          const local = order.candidates[l.candidate];
+          const takenBy = order.takenBy[l.candidate] ?? null;
           return (
             <li
-              // Two communicators with one key at a sender give two lines the same OpRef: the index keeps them apart.
-              // biome-ignore lint/suspicious/noArrayIndexKey: the OpRef comes first; the index only breaks that tie.
-              key={`${l.ref.rank}:${l.ref.queue}:${l.ref.commKey}:${l.ref.index}:${i}`}
+              key={l.candidate}
               data-testid="order-near-miss"
               className={l.wouldMatch ? 'match' : 'nomatch'}
             >
@@ -408,7 +356,7 @@ function NearMisses({
               from rank {l.from ?? '?'} tag {formatTag(l.tag)} on{' '}
               {l.ref.commName || 'an unnamed communicator'}: {nearMissWhy(l, explained, commName)}
               {l.wouldMatch && takenBy !== null
-                ? takenBy === explained.position
+                ? takenBy === position
                   ? ' (this receive takes it)'
                   : ` (taken by receive #${takenBy})`
                 : ''}
@@ -433,17 +381,17 @@ function VerdictRow({
   unit,
   setUrl,
 }: {
-  v: Verdict;
-  /** The analysis's line for this candidate, when it lists it as a near miss. */
+  v: MatchVerdict;
+  /** The near-miss line of this candidate, when it is one. */
   model: NearMissLine | undefined;
-  explained: ReceiveNearMisses | undefined;
+  explained: ReceiveNearMisses | null;
   order: MatchingOrder;
   unit: 'bytes' | 'elements';
   setUrl: ViewProps['setUrl'];
 }) {
-  const c = v.candidate;
-  const index = order.candidates.indexOf(c);
-  const takenBy = index >= 0 ? order.takenBy[index] : null;
+  const c = order.candidates[v.candidate];
+  if (c === undefined) return null;
+  const takenBy = order.takenBy[v.candidate] ?? null;
   return (
     <tr className={v.matches ? 'match' : 'nomatch'}>
       <td>{v.matches ? '✓' : '✗'}</td>
@@ -467,7 +415,7 @@ function VerdictRow({
           ? nearMissWhy(model, explained, order.comm.name)
           : v.matches
             ? [
-                takenBy !== null && takenBy !== undefined ? `taken by receive #${takenBy}` : 'matches',
+                takenBy !== null ? `taken by receive #${takenBy}` : 'matches',
                 v.truncates ? `longer than the receive buffer: MPI_ERR_TRUNCATE` : '',
               ]
                 .filter(Boolean)

@@ -1,11 +1,11 @@
 // The operations behind one matrix cell (or block, or strip segment): a linear scan of the
 // edge table, capped, each row linking to the matching order of the rank that holds it.
 import { useMemo } from 'react';
-import type { SetUrl } from '../App.js';
 import type { LoadedSnapshot } from '../data.js';
 import { formatCount, formatPeer, formatSize, formatTag } from '../format.js';
 import { commLabel, QUEUE_LABEL, resolveGlobalPeer } from '../snapshot-index.js';
 import { KindSwatch } from '../ui.js';
+import type { SetUrl } from '../view-types.js';
 import {
   ANY_PEER,
   type CellRange,

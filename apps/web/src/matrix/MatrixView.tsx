@@ -22,7 +22,6 @@ import {
   useRef,
   useState,
 } from 'react';
-import type { ViewProps } from '../App.js';
 import { edgesOf } from '../data.js';
 import { cycleCells, useExplanation } from '../explanation.js';
 import { formatCount, formatSize, plural } from '../format.js';
@@ -30,6 +29,7 @@ import { useBusyWhile, useElementSize } from '../hooks.js';
 import { beginBusy } from '../idle.js';
 import { QUEUE_LABEL } from '../snapshot-index.js';
 import { KindSwatch, Progress } from '../ui.js';
+import type { ViewProps } from '../view-types.js';
 import { CellOps } from './CellOps.js';
 import { ANY_PEER, type CellRange, compileFilter, KIND_INDEX, type MatrixFilter } from './edges.js';
 import { KIND_COLOR } from './palette.js';

@@ -3,6 +3,7 @@
 // A queue the library cannot show is said so in plain words, never drawn as an empty list.
 import {
   type Communicator,
+  suggestedOrderRank as defaultRank,
   foldMpiName,
   isBlockingCall,
   type LengthUnit,
@@ -14,9 +15,7 @@ import {
   type ThreadStack,
 } from '@mqd/model';
 import { useMemo } from 'react';
-import type { ViewProps } from '../App.js';
 import { formatCount, formatMicros, formatPeer, formatSize, formatTag } from '../format.js';
-import { defaultRank } from '../matching/OrderView.js';
 import { RankPicker } from '../RankPicker.js';
 import {
   commLabel,
@@ -27,6 +26,7 @@ import {
   resolveGlobalPeer,
 } from '../snapshot-index.js';
 import { Unavailable } from '../ui.js';
+import type { ViewProps } from '../view-types.js';
 
 const ROWS_PER_QUEUE = 200;
 

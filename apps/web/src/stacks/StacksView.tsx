@@ -5,9 +5,9 @@
 // which the matrix also filters on) and offers the rank detail and the matrix of those ranks.
 import { expandRanks, type StackNode, type StackTree, searchStackTree } from '@mqd/model';
 import { useMemo, useState } from 'react';
-import type { ViewProps } from '../App.js';
 import { formatCount, plural } from '../format.js';
 import { useBusyWhile } from '../hooks.js';
+import type { ViewProps } from '../view-types.js';
 import { useStackTree } from './stack-tree.js';
 
 /** Ranges longer than this are cut in rows (the detail panel shows them whole). */

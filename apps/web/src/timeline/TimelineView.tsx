@@ -1,7 +1,7 @@
 // Queue timeline: queue depth per rank across a job's snapshots, on a canvas (ranks down,
 // snapshots across), with operations that stayed unchanged since the previous snapshot in a
 // second colour, the totals over time above it, and the longest-lived operations below.
-import { QUEUE_KINDS, type QueueKind } from '@mqd/model';
+import { ensureExists, QUEUE_KINDS, type QueueKind } from '@mqd/model';
 import {
   axisBottom,
   axisLeft,
@@ -14,7 +14,6 @@ import {
   select,
 } from 'd3';
 import { type MouseEvent, useEffect, useMemo, useRef, useState } from 'react';
-import type { ViewProps } from '../App.js';
 import type { ApiError } from '../api.js';
 import { cachedSnapshot, rememberSnapshot } from '../data.js';
 import { demoSeries } from '../demo.js';
@@ -29,11 +28,18 @@ import {
 } from '../format.js';
 import { useBusyWhile, useElementSize } from '../hooks.js';
 import { beginBusy } from '../idle.js';
-import { KIND_COUNT, KIND_INDEX } from '../matrix/edges.js';
 import { KIND_COLOR } from '../matrix/palette.js';
 import { QUEUE_LABEL } from '../snapshot-index.js';
 import { ErrorBox, KindSwatch, Progress } from '../ui.js';
-import { buildTimeline, depthAt, type Timeline, type TimelineInput } from './timeline.js';
+import type { ViewProps } from '../view-types.js';
+import {
+  buildTimeline,
+  type ChartPoint,
+  depthAt,
+  type Timeline,
+  type TimelineInput,
+  totalsSeries,
+} from './timeline.js';
 
 /** The timeline reads at most this many of the job's latest snapshots. */
 const MAX_SNAPSHOTS = 24;
@@ -244,14 +250,15 @@ function TotalsChart({ timeline, kind }: { timeline: Timeline; kind: QueueKind |
       .range([0, w])
       .padding(0.5);
     const kinds = kind === 'all' ? QUEUE_KINDS : [kind];
-    const value = (arr: Uint32Array, s: number, k: QueueKind) => arr[s * KIND_COUNT + KIND_INDEX[k]] ?? 0;
+    const series = kinds.map((k) => ({ k, ...totalsSeries(timeline, k) }));
     let max = 1;
-    for (let s = 0; s < timeline.ids.length; s++)
-      for (const k of kinds) max = Math.max(max, value(timeline.totals, s, k));
+    for (const { totals } of series) for (const p of totals) max = Math.max(max, p.value);
     const y = scaleLinear()
       .domain([0, max])
       .nice()
       .range([height - 22, 6]);
+    // Every snapshot is in the domain: a point without a position is a bug, not the left edge.
+    const xOf = (s: number) => ensureExists(x(s), `timeline x position of snapshot ${s}`);
     const root = select(svg);
     root.selectAll('*').remove();
     const g = root.append('g').attr('transform', `translate(${MARGIN_LEFT},0)`);
@@ -259,28 +266,28 @@ function TotalsChart({ timeline, kind }: { timeline: Timeline; kind: QueueKind |
     g.append('g')
       .attr('transform', `translate(0,${height - 22})`)
       .call(axisBottom(x).tickFormat((i) => formatClock(timeline.times[i] ?? '')));
-    for (const k of kinds) {
+    const path = line<ChartPoint>()
+      .x((p) => xOf(p.snapshot))
+      .y((p) => y(p.value));
+    for (const { k, totals, persisted } of series) {
       const color = KIND_COLOR[k];
-      const idx = timeline.ids.map((_, i) => i);
-      const path = (arr: Uint32Array) =>
-        line<number>()
-          .x((i) => x(i) ?? 0)
-          .y((i) => y(value(arr, i, k)))(idx) ?? '';
       g.append('path')
-        .attr('d', path(timeline.totals))
+        .attr('d', path(totals) ?? '')
         .attr('fill', 'none')
         .attr('stroke', color)
-        .attr('stroke-width', 2);
+        .attr('stroke-width', 2)
+        .attr('data-series', `totals-${k}`);
       g.append('path')
-        .attr('d', path(timeline.persistedTotals))
+        .attr('d', path(persisted) ?? '')
         .attr('fill', 'none')
         .attr('stroke', color)
         .attr('stroke-width', 1.5)
-        .attr('stroke-dasharray', '4 3');
-      for (const i of idx) {
+        .attr('stroke-dasharray', '4 3')
+        .attr('data-series', `persisted-${k}`);
+      for (const p of totals) {
         g.append('circle')
-          .attr('cx', x(i) ?? 0)
-          .attr('cy', y(value(timeline.totals, i, k)))
+          .attr('cx', xOf(p.snapshot))
+          .attr('cy', y(p.value))
           .attr('r', 3)
           .attr('fill', color);
       }
@@ -424,7 +431,7 @@ function Heatmap({
           const ranks = at.r1 > at.r0 ? `ranks ${at.r0}–${at.r1} (largest)` : `rank ${at.r0}`;
           tip.textContent = `${formatTime(timeline.times[at.s] ?? null)}\n${ranks}\n${
             kind === 'all' ? 'queued' : QUEUE_LABEL[kind]
-          }: ${formatCount(d)}\nunchanged since previous: ${formatCount(p)}`;
+          }: ${formatCount(d)}\nunchanged since previous: ${at.s === 0 ? '— (first snapshot)' : formatCount(p)}`;
           tip.hidden = false;
           const box = ref.current?.getBoundingClientRect();
           if (box)

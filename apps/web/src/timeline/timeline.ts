@@ -130,3 +130,33 @@ export function depthAt(
   if (kind === 'all') return (arr[o] ?? 0) + (arr[o + 1] ?? 0) + (arr[o + 2] ?? 0);
   return arr[o + KIND_INDEX[kind]] ?? 0;
 }
+
+/** One point of the totals chart: a snapshot (its index in the timeline) and a count. */
+export interface ChartPoint {
+  readonly snapshot: number;
+  readonly value: number;
+}
+
+/**
+ * The totals chart of one kind: the queue depth at every snapshot, and the operations
+ * unchanged since the previous snapshot from the second snapshot on. The first snapshot has no
+ * previous one: there is nothing to compare, which is not zero, so that line has no point there.
+ */
+export function totalsSeries(
+  t: Timeline,
+  kind: QueueKind,
+): { totals: ChartPoint[]; persisted: ChartPoint[] } {
+  const k = KIND_INDEX[kind];
+  const at = (arr: Uint32Array, s: number) => {
+    const v = arr[s * KIND_COUNT + k];
+    if (v === undefined) throw new Error(`timeline: no total for snapshot ${s} of ${t.ids.length}`);
+    return v;
+  };
+  const totals: ChartPoint[] = [];
+  const persisted: ChartPoint[] = [];
+  for (let s = 0; s < t.ids.length; s++) {
+    totals.push({ snapshot: s, value: at(t.totals, s) });
+    if (s > 0) persisted.push({ snapshot: s, value: at(t.persistedTotals, s) });
+  }
+  return { totals, persisted };
+}

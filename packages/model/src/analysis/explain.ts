@@ -35,10 +35,53 @@ export interface CollectiveSummary {
   readonly lateWaitOn: string;
 }
 
+/**
+ * Stable codes of the analysis's limits, so views pick the ones they need without reading the
+ * sentence (which may change):
+ * - `stacks-missing`: some readable ranks have no stacks; their wait comes from the queues alone.
+ * - `sends-hidden`: some send queues cannot be read; senders' waits are inferred.
+ * - `mpich-blocking-sends`: MPICH lists only nonblocking sends; blocking ones are inferred.
+ * - `receives-hidden`: some posted-receive queues cannot be read.
+ * - `unexpected-hidden`: some unexpected queues cannot be read; near misses use the send queues.
+ * - `peers-unmapped`: pending operations whose peer cannot be mapped to a world rank.
+ * - `openmpi-collectives-hidden`: Open MPI shows no collective-internal traffic.
+ */
+export const LIMIT_CODES = [
+  'stacks-missing',
+  'sends-hidden',
+  'mpich-blocking-sends',
+  'receives-hidden',
+  'unexpected-hidden',
+  'peers-unmapped',
+  'openmpi-collectives-hidden',
+] as const;
+export type LimitCode = (typeof LIMIT_CODES)[number];
+
+/** One limit of the analysis: a stable code and a sentence for people. */
+export interface Limit {
+  readonly code: LimitCode;
+  readonly text: string;
+}
+
+/** The limits that say a message could be queued where no one can see it (matching, near misses). */
+export const MATCHING_LIMIT_CODES: readonly LimitCode[] = [
+  'sends-hidden',
+  'mpich-blocking-sends',
+  'unexpected-hidden',
+];
+
 export interface Explanation {
   readonly verdict: Verdict;
   /** One paragraph for a human. */
   readonly summary: string;
+  /**
+   * The verdict as the summary names it ("Deadlock", "Collective hang on MPI_COMM_WORLD",
+   * "No deadlock"), and the rest of that first statement: the summary begins with
+   * `${headline}: ${lead}`, so a view can show the two apart without repeating the verdict.
+   * Both "" when the summary has no statement of the verdict.
+   */
+  readonly headline: string;
+  readonly lead: string;
   readonly takenAt: string;
   readonly library: MpiLibrary;
   readonly rankCount: number;
@@ -46,7 +89,7 @@ export interface Explanation {
   readonly partial: boolean;
   readonly partialReasons: string[];
   /** What the MPI library cannot show, and how the analysis works around it. */
-  readonly limits: string[];
+  readonly limits: Limit[];
   readonly waits: {
     readonly waitingRanks: number;
     readonly clauses: number;
@@ -190,7 +233,7 @@ export function explainSnapshot(
     collectiveMismatches: mismatches,
     computing: compressRanks(waits.computing),
   };
-  return { ...base, summary: summarize(base, waits) };
+  return { ...base, ...summarize(base, waits) };
 }
 
 /** The wait-for analysis alone: deadlocked ranks, their cycles, collectives in progress. */
@@ -227,14 +270,16 @@ function unknownReasons(snap: JobSnapshot): string[] {
   );
 }
 
-function limits(snap: JobSnapshot, waits: WaitAnalysis, verdict: Verdict, stacks: boolean): string[] {
-  const out: string[] = [];
+function limits(snap: JobSnapshot, waits: WaitAnalysis, verdict: Verdict, stacks: boolean): Limit[] {
+  const out: Limit[] = [];
+  const add = (code: LimitCode, text: string) => out.push({ code, text });
   if (stacks) {
     const without = snap.ranks
       .filter((r) => r.state.kind === 'ok' && r.mpiCall === undefined)
       .map((r) => r.rank);
     if (without.length > 0) {
-      out.push(
+      add(
+        'stacks-missing',
         `stacks were not read on ${ranksText(compressRanks(without))}: where ${without.length === 1 ? 'it waits' : 'they wait'} comes from the queues alone`,
       );
     }
@@ -255,27 +300,33 @@ function limits(snap: JobSnapshot, waits: WaitAnalysis, verdict: Verdict, stacks
   }
   const why = (k: QueueKind) => `${hidden[k].ranks} ranks${hidden[k].code ? ` (${hidden[k].code})` : ''}`;
   if (hidden.sends.ranks > 0) {
-    out.push(
+    add(
+      'sends-hidden',
       `send queues are not visible on ${why('sends')}: a sender's wait is inferred from the unexpected message it left at the receiver`,
     );
   } else if (snap.mpi.library === 'mpich') {
-    out.push(
+    add(
+      'mpich-blocking-sends',
       "MPICH's send queue lists only nonblocking sends: blocking sends are inferred from unexpected messages",
     );
   }
-  if (hidden.receives.ranks > 0) out.push(`posted receives are not visible on ${why('receives')}`);
+  if (hidden.receives.ranks > 0)
+    add('receives-hidden', `posted receives are not visible on ${why('receives')}`);
   if (hidden.unexpected.ranks > 0) {
-    out.push(
+    add(
+      'unexpected-hidden',
       `unexpected messages are not visible on ${why('unexpected')}: a message that arrived but matches no receive cannot be seen; near misses are found from the senders' queues`,
     );
   }
   if (waits.unresolvedWaits > 0) {
-    out.push(
+    add(
+      'peers-unmapped',
       `${waits.unresolvedWaits} pending operations name a peer that cannot be mapped to a world rank (no group for their communicator); they are assumed satisfiable`,
     );
   }
   if (snap.mpi.library === 'openmpi' && !stacks && verdict !== 'deadlock' && waits.collectives.length === 0) {
-    out.push(
+    add(
+      'openmpi-collectives-hidden',
       "Open MPI's DLL hides collective-internal traffic: ranks inside a collective show nothing pending",
     );
   }
@@ -322,14 +373,24 @@ function describeNearMiss(m: NearMiss): string {
   return `rank ${m.op.rank}'s ${what} ${dir} ${peer} (tag ${m.tag ?? 'any'}, ${m.op.commName || 'unnamed'}) vs ${other}: ${diff}`;
 }
 
-function summarize(e: Omit<Explanation, 'summary'>, w: WaitAnalysis): string {
+type Summary = Pick<Explanation, 'summary' | 'headline' | 'lead'>;
+
+function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis): Summary {
   const parts: string[] = [];
+  let headline = '';
+  let lead = '';
+  /** The verdict's statement: first in the summary, kept apart for views. */
+  const head = (label: string, rest: string) => {
+    headline = label;
+    lead = rest;
+    parts.push(`${label}: ${rest}`);
+  };
   const last = e.progress.at(-1);
   switch (e.verdict) {
     case 'deadlock': {
       const d = e.deadlock;
       if (d === null) break;
-      parts.push(`Deadlock: ${d.count} of ${e.rankCount} ranks can never proceed.`);
+      head('Deadlock', `${d.count} of ${e.rankCount} ranks can never proceed.`);
       const c = d.cycles[0];
       if (c !== undefined) {
         const more = d.cycleTotal > 1 ? ` (${d.cycleTotal} cycles; the first)` : '';
@@ -359,10 +420,11 @@ function summarize(e: Omit<Explanation, 'summary'>, w: WaitAnalysis): string {
         const on = mm.commName === null ? '' : ` on ${mm.commName || 'an unnamed communicator'}`;
         const allBlocked = mm.groups.every((g) => g.where !== 'call' || g.blocking);
         const settled = mm.groups.every((g) => g.where === 'unread' || (g.where === 'call' && g.blocking));
-        parts.push(
+        head(
+          `Collective hang${on}`,
           settled
-            ? `Collective hang${on}: ${mm.text}; they can never meet.`
-            : `Collective hang${on}: ${mm.text}; the collective cannot complete until the others enter it.`,
+            ? `${mm.text}; they can never meet.`
+            : `${mm.text}; the collective cannot complete until the others enter it.`,
         );
         if (!(settled && allBlocked) && last === undefined) {
           parts.push('Ranks outside MPI may still get there: take another snapshot to confirm.');
@@ -384,8 +446,9 @@ function summarize(e: Omit<Explanation, 'summary'>, w: WaitAnalysis): string {
       const c = e.collectives[0];
       if (c === undefined) break;
       const name = c.commName || 'an unnamed library communicator';
-      parts.push(
-        `Collective hang: ${plural(c.rankCount, 'rank')} of ${c.commSize} (${c.ranks}) have collective traffic pending on ${name}.`,
+      head(
+        'Collective hang',
+        `${plural(c.rankCount, 'rank')} of ${c.commSize} (${c.ranks}) have collective traffic pending on ${name}.`,
       );
       if (c.waitingFor !== '') {
         parts.push(
@@ -404,16 +467,18 @@ function summarize(e: Omit<Explanation, 'summary'>, w: WaitAnalysis): string {
     }
     case 'stuck': {
       if (last === undefined) break;
-      parts.push(
-        `Stuck: ${plural(last.counts.pendingAfter, 'operation')} pending and nothing moved between ${last.from} and ${last.to}.`,
+      head(
+        'Stuck',
+        `${plural(last.counts.pendingAfter, 'operation')} pending and nothing moved between ${last.from} and ${last.to}.`,
       );
       break;
     }
     case 'progressing': {
       if (last === undefined) break;
       const k = last.counts;
-      parts.push(
-        `Progressing: between ${last.from} and ${last.to}, ${k.appeared} operations appeared, ${k.disappeared} disappeared and ${k.changed} changed status, on ${plural(last.movedRanks, 'rank')}.`,
+      head(
+        'Progressing',
+        `between ${last.from} and ${last.to}, ${k.appeared} operations appeared, ${k.disappeared} disappeared and ${k.changed} changed status, on ${plural(last.movedRanks, 'rank')}.`,
       );
       if (last.stuckRanks.length > 0) {
         parts.push(`Nothing moved on ${ranksText(compressRanks(last.stuckRanks))}, which still wait.`);
@@ -421,18 +486,22 @@ function summarize(e: Omit<Explanation, 'summary'>, w: WaitAnalysis): string {
       break;
     }
     case 'idle':
-      parts.push(
+      head(
+        'Idle',
         last === undefined
-          ? 'Idle: no rank waits in a visible MPI operation (computing, finished, or blocked where the queues cannot show it).'
-          : `Idle: nothing pending in the snapshots of ${last.from} and ${last.to}.`,
+          ? 'no rank waits in a visible MPI operation (computing, finished, or blocked where the queues cannot show it).'
+          : `nothing pending in the snapshots of ${last.from} and ${last.to}.`,
       );
       break;
     case 'unknown':
-      parts.push(
-        w.rankCount - w.unknownRanks.length === 0
-          ? 'Unknown: no rank could be read.'
-          : `No deadlock${e.partial ? ' among the readable ranks' : ''}: ${plural(w.waitingRanks, 'rank')} wait, but every wait can still be satisfied. One snapshot cannot tell a hang from a slow job: take another to compare.`,
-      );
+      if (w.rankCount - w.unknownRanks.length === 0) head('Unknown', 'no rank could be read.');
+      else {
+        head(
+          `No deadlock${e.partial ? ' among the readable ranks' : ''}`,
+          `${plural(w.waitingRanks, 'rank')} wait, but every wait can still be satisfied.`,
+        );
+        parts.push('One snapshot cannot tell a hang from a slow job: take another to compare.');
+      }
       break;
     default:
       assertUnreachable(e.verdict);
@@ -466,7 +535,7 @@ function summarize(e: Omit<Explanation, 'summary'>, w: WaitAnalysis): string {
     );
   }
   if (e.partial) parts.push(`Partial: ${e.partialReasons.join('; ')}.`);
-  return parts.join(' ');
+  return { summary: parts.join(' '), headline, lead };
 }
 
 const MAX_EDGES_SHOWN = 6;
@@ -479,7 +548,7 @@ export function formatExplanation(e: Explanation): string {
   );
   out.push(e.summary);
   for (const r of e.partialReasons) out.push(`partial: ${r}`);
-  for (const l of e.limits) out.push(`limit: ${l}`);
+  for (const l of e.limits) out.push(`limit: ${l.text}`);
   if (e.deadlock) {
     out.push(`deadlocked ranks (${e.deadlock.count}): ${e.deadlock.ranks}`);
     e.deadlock.cycles.forEach((c, i) => {

@@ -4,11 +4,24 @@
 // bug directly. Candidates differ in at most one field (a full match that is still pending
 // is shown too: the library has not progressed it).
 import type { Operation, QueueKind } from '../snapshot-spec.js';
-import type { OpRef } from './comm.js';
+import { isCollectiveInternal, type OpRef } from './comm.js';
 import { csr, IntVec } from './csr.js';
-import { type CommEntry, PEER_ANY, type SnapshotIndex } from './snapshot-index.js';
+import {
+  diffMask,
+  hidesUnexpected,
+  isNear,
+  isUserPending,
+  type MatchField,
+  type MatchSide,
+  maskFields,
+  receiveNotes,
+  receiveSide,
+  sendSide,
+  unexpectedSide,
+} from './match-rules.js';
+import type { CommEntry, SnapshotIndex } from './snapshot-index.js';
 
-export type MatchField = 'tag' | 'source' | 'communicator';
+export type { MatchField } from './match-rules.js';
 
 export interface NearMissCandidate {
   readonly op: OpRef;
@@ -43,38 +56,6 @@ export interface NearMissOptions {
   readonly limit?: number;
 }
 
-const isInternal = (ce: CommEntry, op: Operation) => ce.internal || (op.tag !== null && op.tag < 0);
-
-// Differences as a bit mask, so the common case (no candidate) allocates nothing.
-const F_COMM = 1;
-const F_SOURCE = 2;
-const F_TAG = 4;
-/** At most one field differs. */
-const isNear = (m: number) => (m & (m - 1)) === 0;
-
-function diffMask(
-  wantKey: number,
-  wantSource: number,
-  wantTag: number | null,
-  haveKey: number,
-  haveSender: number,
-  haveTag: number | null,
-): number {
-  let m = 0;
-  if (wantKey !== haveKey) m |= F_COMM;
-  if (wantSource !== PEER_ANY && wantSource !== haveSender) m |= F_SOURCE;
-  if (wantTag !== null && wantTag !== haveTag) m |= F_TAG;
-  return m;
-}
-
-function fields(m: number): MatchField[] {
-  const out: MatchField[] = [];
-  if (m & F_COMM) out.push('communicator');
-  if (m & F_SOURCE) out.push('source');
-  if (m & F_TAG) out.push('tag');
-  return out;
-}
-
 export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): NearMissResult {
   const limit = opts.limit ?? 1000;
   const { n, comms, ok } = ix;
@@ -89,7 +70,7 @@ export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): N
     if (ce === undefined || sends === null || sends === undefined || ok[ce.rankIdx] === 0) continue;
     for (let index = 0; index < sends.length; index++) {
       const op = sends[index];
-      if (op === undefined || op.status !== 'pending' || isInternal(ce, op)) continue;
+      if (op === undefined || !isUserPending(ce, op)) continue;
       const dest = ix.peerIdx(op.peer, ce);
       if (dest < 0) continue;
       destOf.push(dest);
@@ -113,7 +94,7 @@ export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): N
     op: ix.opRef(ce, queue, index),
     peer: worldOf(peer),
     tag: op.tag,
-    differs: fields(m),
+    differs: maskFields(m),
     wouldMatch: m === 0,
   });
 
@@ -125,9 +106,7 @@ export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): N
     i: number,
     start: number,
     end: number,
-    ce: CommEntry,
-    source: number,
-    recv: Operation,
+    want: MatchSide,
     out: NearMissCandidate[] | null,
   ): boolean => {
     let found = false;
@@ -137,13 +116,13 @@ export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): N
       if (ue === undefined || queue === null || queue === undefined) continue;
       for (let mi = 0; mi < queue.length; mi++) {
         const msg = queue[mi];
-        if (msg === undefined || isInternal(ue, msg)) continue;
-        const sender = ix.peerIdx(msg.peer, ue);
-        const m = diffMask(ce.keyId, source, recv.tag, ue.keyId, sender, msg.tag);
+        if (msg === undefined || isCollectiveInternal(msg, ue.internal)) continue;
+        const have = unexpectedSide(ix, ue, msg);
+        const m = diffMask(want, have);
         if (!isNear(m)) continue;
         if (out === null) return true;
         found = true;
-        out.push(candidate(ue, 'unexpected', mi, sender, msg, m));
+        out.push(candidate(ue, 'unexpected', mi, have.peer, msg, m));
       }
     }
     const sEnd = sendsTo.start[i + 1] ?? 0;
@@ -153,7 +132,7 @@ export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): N
       const si = sendIndex.get(at);
       const send = se?.comm.sends?.[si];
       if (se === undefined || send === undefined) continue;
-      const m = diffMask(ce.keyId, source, recv.tag, se.keyId, se.rankIdx, send.tag);
+      const m = diffMask(want, sendSide(se, send));
       if (!isNear(m)) continue;
       if (out === null) return true;
       found = true;
@@ -166,42 +145,27 @@ export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): N
     if (ok[i] === 0) continue;
     const start = ix.commStart[i] ?? 0;
     const end = ix.commStart[i + 1] ?? 0;
-    let hiddenUnexpected = false;
-    for (let cj = start; cj < end; cj++) if (comms[cj]?.comm.unexpected === null) hiddenUnexpected = true;
+    const hiddenUnexpected = hidesUnexpected(ix, i);
     for (let ci = start; ci < end; ci++) {
       const ce = comms[ci];
       const receives = ce?.comm.receives;
       if (ce === undefined || receives === null || receives === undefined) continue;
       for (let index = 0; index < receives.length; index++) {
         const recv = receives[index];
-        if (recv === undefined || recv.status !== 'pending' || isInternal(ce, recv)) continue;
-        const source = ix.peerIdx(recv.peer, ce);
+        if (recv === undefined || !isUserPending(ce, recv)) continue;
+        const want = receiveSide(ix, ce, recv);
         // Past the limit only the count matters: stop at the first candidate, build nothing.
         const building = items.length < limit;
         const candidates: NearMissCandidate[] = [];
-        const counted = scanReceive(i, start, end, ce, source, recv, building ? candidates : null);
+        const counted = scanReceive(i, start, end, want, building ? candidates : null);
         if (!counted) continue;
         total++;
         if (!building) continue;
-        const notes: string[] = [];
-        if (hiddenUnexpected) {
-          notes.push(
-            `rank ${ce.rank}'s unexpected queue is not visible: messages already delivered cannot be checked; reasoning from the senders' send queues`,
-          );
-        }
-        if (source >= 0) {
-          const sc = ix.findComm(source, ce.keyId);
-          if (ok[source] === 0) notes.push(`rank ${worldOf(source)}'s queues were not read`);
-          else if (sc === undefined || sc.comm.sends === null) {
-            notes.push(
-              `rank ${worldOf(source)}'s send queue is not visible: reasoning from the unexpected messages at rank ${ce.rank}`,
-            );
-          }
-        }
+        const notes = receiveNotes(ix, ce, want.peer, hiddenUnexpected);
         items.push({
           kind: 'receive',
           op: ix.opRef(ce, 'receives', index),
-          peer: worldOf(source),
+          peer: worldOf(want.peer),
           tag: recv.tag,
           candidates,
           notes,
@@ -214,9 +178,10 @@ export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): N
       if (ce === undefined || sends === null || sends === undefined) continue;
       for (let index = 0; index < sends.length; index++) {
         const send = sends[index];
-        if (send === undefined || send.status !== 'pending' || isInternal(ce, send)) continue;
+        if (send === undefined || !isUserPending(ce, send)) continue;
         const dest = ix.peerIdx(send.peer, ce);
         if (dest < 0 || ok[dest] === 0) continue;
+        const have = sendSide(ce, send);
         const building = items.length < limit;
         const candidates: NearMissCandidate[] = [];
         let counted = false;
@@ -233,14 +198,14 @@ export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): N
           }
           for (let ri = 0; ri < queue.length; ri++) {
             const recv = queue[ri];
-            if (recv === undefined || recv.status !== 'pending' || isInternal(de, recv)) continue;
-            const source = ix.peerIdx(recv.peer, de);
-            const m = diffMask(de.keyId, source, recv.tag, ce.keyId, i, send.tag);
+            if (recv === undefined || !isUserPending(de, recv)) continue;
+            const want = receiveSide(ix, de, recv);
+            const m = diffMask(want, have);
             // Exactly one field: a full match is already listed under the receive.
             if (m === 0 || !isNear(m)) continue;
             counted = true;
             if (!building) break scan;
-            candidates.push(candidate(de, 'receives', ri, source, recv, m));
+            candidates.push(candidate(de, 'receives', ri, want.peer, recv, m));
           }
         }
         if (!counted) continue;

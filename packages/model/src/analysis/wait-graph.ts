@@ -22,8 +22,8 @@ import {
   callFacts,
   commMembers,
 } from './call-facts.js';
-import { type OpRef, peerGlobalRank } from './comm.js';
-import { type Csr, csr, IntVec } from './csr.js';
+import { isCollectiveInternal, type OpRef, peerGlobalRank } from './comm.js';
+import { at, type Csr, csr, IntVec } from './csr.js';
 import {
   type CommEntry,
   PEER_ANY,
@@ -245,10 +245,10 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
       }
       if (st !== CALL_BLOCKED || ok[i] === 0) continue;
       const kind = calls.kind[i];
-      const ci = calls.commIdx[i] ?? -1;
+      const ci = at(calls.commIdx, i);
       const ce = comms[ci];
       if (kind === 'collective') {
-        const keyId = calls.keyId[i] ?? -1;
+        const keyId = at(calls.keyId, i);
         const set = inCollective.get(keyId);
         if (set === undefined || ce === undefined) continue;
         fromStacks[i] = 1;
@@ -302,9 +302,9 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
         const peer = ix.peerIdx(op.peer, ce);
         if (decided) {
           // Only the entry of the wait the call shows (same peer, or the same wildcard group).
-          const ck = callKind[ce.rankIdx] ?? 0;
-          if (ck === 0 || ce.internal || (op.tag !== null && op.tag < 0)) continue;
-          const t = callTarget[ce.rankIdx] ?? -1;
+          const ck = at(callKind, ce.rankIdx);
+          if (ck === 0 || isCollectiveInternal(op, ce.internal)) continue;
+          const t = at(callTarget, ce.rankIdx);
           if (ck === 1 + KIND_SINGLE && peer === t) {
             add(ce.rankIdx, KIND_SINGLE, peer, ci, q, i, q === 'sends' ? EV_SEND : EV_RECV);
             covered[ce.rankIdx] = 1;
@@ -319,7 +319,7 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
           }
           continue;
         }
-        if (ce.internal || (op.tag !== null && op.tag < 0)) {
+        if (isCollectiveInternal(op, ce.internal)) {
           collOps.keyId.push(ce.keyId);
           collOps.rank.push(ce.rankIdx);
           collOps.target.push(peer);
@@ -341,7 +341,7 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
       const op = unexpected[i];
       if (op === undefined) continue;
       const sender = ix.peerIdx(op.peer, ce);
-      if (ce.internal || (op.tag !== null && op.tag < 0)) {
+      if (isCollectiveInternal(op, ce.internal)) {
         // Collective traffic that arrived: evidence its sender takes part, not a wait.
         collOps.keyId.push(ce.keyId);
         collOps.rank.push(sender);
@@ -360,10 +360,10 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
   }
 
   for (let i = 0; i < n; i++) {
-    const ck = callKind[i] ?? 0;
+    const ck = at(callKind, i);
     if (ck === 0 || covered[i] === 1) continue;
     const q: QueueKind = callQueue[i] === 0 ? 'sends' : 'receives';
-    add(i, ck - 1, callTarget[i] ?? 0, callComm[i] ?? -1, q, -1, EV_CALL);
+    add(i, ck - 1, at(callTarget, i), at(callComm, i), q, -1, EV_CALL);
   }
 
   // A rank the stacks show blocked in a send whose queue shows nothing pending: its last send
@@ -373,21 +373,21 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
     const pendingClauses = new Int32Array(n);
     for (let k = 0; k < cRank.length; k++) {
       const r = cRank.get(k);
-      pendingClauses[r] = (pendingClauses[r] ?? 0) + 1;
+      pendingClauses[r] = at(pendingClauses, r) + 1;
     }
     for (let i = 0; i < n; i++) {
       if (calls.state[i] !== CALL_BLOCKED || calls.kind[i] !== 'send' || fromStacks[i] === 1) continue;
-      if (ok[i] === 0 || (pendingClauses[i] ?? 0) > 0) continue;
+      if (ok[i] === 0 || at(pendingClauses, i) > 0) continue;
       let best: { ci: number; index: number; peer: number } | null = null;
-      const end = ix.commStart[i + 1] ?? 0;
-      for (let ci = ix.commStart[i] ?? 0; ci < end; ci++) {
+      const end = at(ix.commStart, i + 1);
+      for (let ci = at(ix.commStart, i); ci < end; ci++) {
         const ce = comms[ci];
         const sends = ce?.comm.sends;
         if (ce === undefined || ce.internal || sends === null || sends === undefined) continue;
         if (calls.commIdx[i] !== -1 && calls.commIdx[i] !== ci) continue;
         for (let j = 0; j < sends.length; j++) {
           const op = sends[j];
-          if (op === undefined || op.status === 'pending' || (op.tag !== null && op.tag < 0)) continue;
+          if (op === undefined || op.status === 'pending' || isCollectiveInternal(op, ce.internal)) continue;
           const peer = ix.peerIdx(op.peer, ce);
           if (peer >= 0) best = { ci, index: j, peer };
         }
@@ -442,13 +442,13 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
       const g = want.get(ce.keyId);
       if (g === undefined || seen[ce.rankIdx] === g) continue;
       seen[ce.rankIdx] = g;
-      counts[g] = (counts[g] ?? 0) + 1;
+      counts[g] = at(counts, g) + 1;
       memberKeys.push(g);
       memberVals.push(ce.rankIdx);
     }
     for (const g of listingGroups) {
       const rep = comms[groupRepComm.get(g)];
-      if (rep && (counts[g] ?? 0) < rep.comm.size) groupUnknownMember[g] = 1;
+      if (rep && at(counts, g) < rep.comm.size) groupUnknownMember[g] = 1;
     }
   }
   const groupMembers = csr(nGroups, memberKeys, memberVals);
@@ -485,7 +485,7 @@ function collectiveSets(ix: SnapshotIndex, calls: CallFacts): Map<number, Collec
   const out = new Map<number, CollectiveSet>();
   for (let i = 0; i < ix.n; i++) {
     if (calls.state[i] !== CALL_BLOCKED || calls.kind[i] !== 'collective') continue;
-    const keyId = calls.keyId[i] ?? -1;
+    const keyId = at(calls.keyId, i);
     if (keyId < 0 || out.has(keyId)) continue;
     const members = commMembers(ix, keyId);
     const byFn = new Map<string, number[]>();
@@ -495,7 +495,7 @@ function collectiveSets(ix: SnapshotIndex, calls: CallFacts): Map<number, Collec
         if (list === undefined) {
           list = [];
           for (let p = 0; p < members.length && list.length < MAX_COLLECTIVE_CLAUSES; p++) {
-            const m = members[p] ?? 0;
+            const m = at(members, p);
             const same =
               calls.keyId[m] === keyId &&
               calls.kind[m] === 'collective' &&
@@ -546,10 +546,10 @@ export function analyzeWaits(g: WaitGraph, opts: WaitOptions = {}): WaitAnalysis
   const groupClauseVals = new IntVec();
   for (let k = 0; k < clauseCount; k++) {
     if (cKind[k] === KIND_SINGLE) {
-      singleKeys.push(cTarget[k] ?? 0);
+      singleKeys.push(at(cTarget, k));
       singleVals.push(k);
     } else {
-      groupClauseKeys.push(cTarget[k] ?? 0);
+      groupClauseKeys.push(at(cTarget, k));
       groupClauseVals.push(k);
     }
   }
@@ -558,14 +558,14 @@ export function analyzeWaits(g: WaitGraph, opts: WaitOptions = {}): WaitAnalysis
   const { released, sat, groupReleased } = solve(g, waitersOf, groupClauses, true);
 
   let waitingRanks = 0;
-  for (let i = 0; i < n; i++) if ((byRank.start[i + 1] ?? 0) > (byRank.start[i] ?? 0)) waitingRanks++;
+  for (let i = 0; i < n; i++) if (at(byRank.start, i + 1) > at(byRank.start, i)) waitingRanks++;
   // The same fixpoint with the unknown ranks assumed blocked: who is deadlocked only then.
   const dependsOnUnknown: number[] = [];
   if (ix.ok.includes(0) || g.groupUnknownMember.includes(1)) {
     const pessimistic = solve(g, waitersOf, groupClauses, false).released;
     for (let i = 0; i < n; i++) {
       if (ix.ok[i] === 1 && released[i] === 1 && pessimistic[i] === 0)
-        dependsOnUnknown.push(ix.rankOf[i] ?? 0);
+        dependsOnUnknown.push(at(ix.rankOf, i));
     }
   }
 
@@ -580,9 +580,9 @@ export function analyzeWaits(g: WaitGraph, opts: WaitOptions = {}): WaitAnalysis
   for (let i = 0; i < n; i++) if (g.calls.state[i] === CALL_BLOCKED) busy[i] = 1;
   const waitingOnFree = new Uint8Array(n);
   for (let k = 0; k < clauseCount; k++) {
-    const t = cTarget[k] ?? 0;
+    const t = at(cTarget, k);
     if (cKind[k] !== KIND_SINGLE || ix.ok[t] === 0 || busy[t] === 1 || t === cRank[k]) continue;
-    if ((byRank.start[t + 1] ?? 0) === (byRank.start[t] ?? 0)) waitingOnFree[t] = 1;
+    if (at(byRank.start, t + 1) === at(byRank.start, t)) waitingOnFree[t] = 1;
   }
 
   const { cycles, cycleTotal, inCycleComponent } =
@@ -591,9 +591,9 @@ export function analyzeWaits(g: WaitGraph, opts: WaitOptions = {}): WaitAnalysis
       : findCycles(g, deadlocked, sat, groupReleased, opts.maxCycles ?? 100);
 
   const rankOf = ix.rankOf;
-  const toRanks = (idxs: Iterable<number>) => Array.from(idxs, (i) => rankOf[i] ?? 0);
+  const toRanks = (idxs: Iterable<number>) => Array.from(idxs, (i) => at(rankOf, i));
   const unknownRanks: number[] = [];
-  for (let i = 0; i < n; i++) if (ix.ok[i] === 0) unknownRanks.push(rankOf[i] ?? 0);
+  for (let i = 0; i < n; i++) if (ix.ok[i] === 0) unknownRanks.push(at(rankOf, i));
   let inferredClauses = 0;
   for (let k = 0; k < clauseCount; k++) if (g.cEvidence[k] === EV_INFERRED) inferredClauses++;
 
@@ -616,7 +616,7 @@ export function analyzeWaits(g: WaitGraph, opts: WaitOptions = {}): WaitAnalysis
 }
 
 function* indicesWhere(xs: Uint8Array, pred: (x: number) => boolean): Iterable<number> {
-  for (let i = 0; i < xs.length; i++) if (pred(xs[i] ?? 0)) yield i;
+  for (let i = 0; i < xs.length; i++) if (pred(at(xs, i))) yield i;
 }
 
 /**
@@ -648,19 +648,19 @@ function solve(
   const satisfy = (k: number) => {
     if (sat[k] === 1) return;
     sat[k] = 1;
-    const w = cRank[k] ?? 0;
-    const left = (remaining[w] ?? 0) - 1;
+    const w = at(cRank, k);
+    const left = at(remaining, w) - 1;
     remaining[w] = left;
     if (left === 0) release(w);
   };
   const releaseGroup = (gid: number) => {
     if (groupReleased[gid] === 1) return;
     groupReleased[gid] = 1;
-    const end = groupClauses.start[gid + 1] ?? 0;
-    for (let p = groupClauses.start[gid] ?? 0; p < end; p++) satisfy(groupClauses.items[p] ?? 0);
+    const end = at(groupClauses.start, gid + 1);
+    for (let p = at(groupClauses.start, gid); p < end; p++) satisfy(at(groupClauses.items, p));
   };
   for (let i = 0; i < n; i++) {
-    const count = (byRank.start[i + 1] ?? 0) - (byRank.start[i] ?? 0);
+    const count = at(byRank.start, i + 1) - at(byRank.start, i);
     remaining[i] = count;
     if (ix.ok[i] === 0 ? unknownReleasable : count === 0) release(i);
   }
@@ -668,11 +668,11 @@ function solve(
     for (let gid = 0; gid < nGroups; gid++) if (g.groupUnknownMember[gid] === 1) releaseGroup(gid);
   }
   while (head < tail) {
-    const r = queue[head++] ?? 0;
-    const wEnd = waitersOf.start[r + 1] ?? 0;
-    for (let p = waitersOf.start[r] ?? 0; p < wEnd; p++) satisfy(waitersOf.items[p] ?? 0);
-    const gEnd = groupsOf.start[r + 1] ?? 0;
-    for (let p = groupsOf.start[r] ?? 0; p < gEnd; p++) releaseGroup(groupsOf.items[p] ?? 0);
+    const r = at(queue, head++);
+    const wEnd = at(waitersOf.start, r + 1);
+    for (let p = at(waitersOf.start, r); p < wEnd; p++) satisfy(at(waitersOf.items, p));
+    const gEnd = at(groupsOf.start, r + 1);
+    for (let p = at(groupsOf.start, r); p < gEnd; p++) releaseGroup(at(groupsOf.items, p));
   }
   return { released, sat, groupReleased };
 }
@@ -710,56 +710,56 @@ function findCycles(
   const lastWaiter = new Int32Array(nGroups).fill(-1);
   for (let k = 0; k < g.clauseCount; k++) {
     if (sat[k] === 1 || cKind[k] !== KIND_GROUP) continue;
-    const gid = cTarget[k] ?? 0;
+    const gid = at(cTarget, k);
     if (lastWaiter[gid] !== cRank[k]) {
-      lastWaiter[gid] = cRank[k] ?? 0;
-      waiterCount[gid] = (waiterCount[gid] ?? 0) + 1;
+      lastWaiter[gid] = at(cRank, k);
+      waiterCount[gid] = at(waiterCount, gid) + 1;
     }
   }
   const groupNode = new Int32Array(nGroups).fill(-1);
   let nodes = n;
   for (let gid = 0; gid < nGroups; gid++) {
-    if (groupReleased[gid] === 0 && (waiterCount[gid] ?? 0) >= 2) groupNode[gid] = nodes++;
+    if (groupReleased[gid] === 0 && at(waiterCount, gid) >= 2) groupNode[gid] = nodes++;
   }
 
   // Adjacency of unsatisfied clauses (the reasons each rank is stuck) as CSR, two passes.
   const deg = new Int32Array(nodes + 1);
   const eachEdge = (emit: (from: number, to: number) => void) => {
     for (const w of deadlocked) {
-      const end = byRank.start[w + 1] ?? 0;
-      for (let p = byRank.start[w] ?? 0; p < end; p++) {
-        const k = byRank.items[p] ?? 0;
+      const end = at(byRank.start, w + 1);
+      for (let p = at(byRank.start, w); p < end; p++) {
+        const k = at(byRank.items, p);
         if (sat[k] === 1) continue;
-        const t = cTarget[k] ?? 0;
+        const t = at(cTarget, k);
         if (cKind[k] === KIND_SINGLE) emit(w, t);
-        else if ((groupNode[t] ?? -1) >= 0) emit(w, groupNode[t] ?? 0);
+        else if (at(groupNode, t) >= 0) emit(w, at(groupNode, t));
         else {
-          const mEnd = groupMembers.start[t + 1] ?? 0;
-          for (let q = groupMembers.start[t] ?? 0; q < mEnd; q++) {
-            const m = groupMembers.items[q] ?? 0;
+          const mEnd = at(groupMembers.start, t + 1);
+          for (let q = at(groupMembers.start, t); q < mEnd; q++) {
+            const m = at(groupMembers.items, q);
             if (m !== w) emit(w, m);
           }
         }
       }
     }
     for (let gid = 0; gid < nGroups; gid++) {
-      const node = groupNode[gid] ?? -1;
+      const node = at(groupNode, gid);
       if (node < 0) continue;
-      const mEnd = groupMembers.start[gid + 1] ?? 0;
-      for (let q = groupMembers.start[gid] ?? 0; q < mEnd; q++) emit(node, groupMembers.items[q] ?? 0);
+      const mEnd = at(groupMembers.start, gid + 1);
+      for (let q = at(groupMembers.start, gid); q < mEnd; q++) emit(node, at(groupMembers.items, q));
     }
   };
   eachEdge((from) => {
-    deg[from + 1] = (deg[from + 1] ?? 0) + 1;
+    deg[from + 1] = at(deg, from + 1) + 1;
   });
-  for (let v = 0; v < nodes; v++) deg[v + 1] = (deg[v + 1] ?? 0) + (deg[v] ?? 0);
+  for (let v = 0; v < nodes; v++) deg[v + 1] = at(deg, v + 1) + at(deg, v);
   const adjStart = deg;
-  const adj = new Int32Array(adjStart[nodes] ?? 0);
+  const adj = new Int32Array(at(adjStart, nodes));
   const fill = adjStart.slice(0, nodes);
   eachEdge((from, to) => {
-    const at = fill[from] ?? 0;
-    adj[at] = to;
-    fill[from] = at + 1;
+    const slot = at(fill, from);
+    adj[slot] = to;
+    fill[from] = slot + 1;
   });
 
   // Iterative Tarjan over the deadlocked ranks (group nodes are reached through them).
@@ -780,34 +780,34 @@ function findCycles(
     stack[sp++] = v;
     onStack[v] = 1;
     callNode[csp] = v;
-    callEdge[csp++] = adjStart[v] ?? 0;
+    callEdge[csp++] = at(adjStart, v);
   };
   for (const root of deadlocked) {
     if (index[root] !== -1) continue;
     enter(root);
     while (csp > 0) {
-      const v = callNode[csp - 1] ?? 0;
-      const p = callEdge[csp - 1] ?? 0;
-      if (p < (adjStart[v + 1] ?? 0)) {
+      const v = at(callNode, csp - 1);
+      const p = at(callEdge, csp - 1);
+      if (p < at(adjStart, v + 1)) {
         callEdge[csp - 1] = p + 1;
-        const w = adj[p] ?? 0;
+        const w = at(adj, p);
         if (index[w] === -1) enter(w);
-        else if (onStack[w] === 1) low[v] = Math.min(low[v] ?? 0, index[w] ?? 0);
+        else if (onStack[w] === 1) low[v] = Math.min(at(low, v), at(index, w));
         continue;
       }
       csp--;
       if (low[v] === index[v]) {
         let w: number;
         do {
-          w = stack[--sp] ?? 0;
+          w = at(stack, --sp);
           onStack[w] = 0;
           comp[w] = compCount;
         } while (w !== v);
         compCount++;
       }
       if (csp > 0) {
-        const u = callNode[csp - 1] ?? 0;
-        low[u] = Math.min(low[u] ?? 0, low[v] ?? 0);
+        const u = at(callNode, csp - 1);
+        low[u] = Math.min(at(low, u), at(low, v));
       }
     }
   }
@@ -816,23 +816,23 @@ function findCycles(
   const compRanks = new Int32Array(compCount);
   const compMin = new Int32Array(compCount).fill(-1);
   for (const w of deadlocked) {
-    const c = comp[w] ?? 0;
-    compRanks[c] = (compRanks[c] ?? 0) + 1;
+    const c = at(comp, w);
+    compRanks[c] = at(compRanks, c) + 1;
     if (compMin[c] === -1) compMin[c] = w; // deadlocked is ascending
   }
   const selfLoop = new Uint8Array(compCount);
   for (const w of deadlocked) {
-    const end = adjStart[w + 1] ?? 0;
-    for (let p = adjStart[w] ?? 0; p < end; p++) if (adj[p] === w) selfLoop[comp[w] ?? 0] = 1;
+    const end = at(adjStart, w + 1);
+    for (let p = at(adjStart, w); p < end; p++) if (adj[p] === w) selfLoop[at(comp, w)] = 1;
   }
   const inCycleComponent = new Uint8Array(n);
   const starts: number[] = [];
   for (let c = 0; c < compCount; c++) {
-    if ((compRanks[c] ?? 0) >= 2 || selfLoop[c] === 1) starts.push(compMin[c] ?? 0);
+    if (at(compRanks, c) >= 2 || selfLoop[c] === 1) starts.push(at(compMin, c));
   }
   for (const w of deadlocked) {
-    const c = comp[w] ?? 0;
-    if ((compRanks[c] ?? 0) >= 2 || selfLoop[c] === 1) inCycleComponent[w] = 1;
+    const c = at(comp, w);
+    if (at(compRanks, c) >= 2 || selfLoop[c] === 1) inCycleComponent[w] = 1;
   }
   starts.sort((a, b) => a - b);
 
@@ -848,8 +848,8 @@ function findCycles(
   const cycles: DeadlockCycle[] = [];
   let cycleTotal = 0;
   for (let si = 0; si < starts.length; si++) {
-    const s = starts[si] ?? 0;
-    const sComp = comp[s] ?? 0;
+    const s = at(starts, si);
+    const sComp = at(comp, s);
     let qh = 0;
     let qt = 0;
     stamp[s] = si;
@@ -868,12 +868,12 @@ function findCycles(
       return false;
     };
     search: while (qh < qt) {
-      const u = bfs[qh++] ?? 0;
-      const end = byRank.start[u + 1] ?? 0;
-      for (let p = byRank.start[u] ?? 0; p < end; p++) {
-        const k = byRank.items[p] ?? 0;
+      const u = at(bfs, qh++);
+      const end = at(byRank.start, u + 1);
+      for (let p = at(byRank.start, u); p < end; p++) {
+        const k = at(byRank.items, p);
         if (sat[k] === 1) continue;
-        const t = cTarget[k] ?? 0;
+        const t = at(cTarget, k);
         if (cKind[k] === KIND_SINGLE) {
           if (visit(t, u)) break search;
           continue;
@@ -882,14 +882,14 @@ function findCycles(
           gStamp[t] = si;
           gFirst[t] = u;
           gSecond[t] = 0;
-          const mEnd = groupMembers.start[t + 1] ?? 0;
-          for (let q = groupMembers.start[t] ?? 0; q < mEnd; q++) {
-            const m = groupMembers.items[q] ?? 0;
+          const mEnd = at(groupMembers.start, t + 1);
+          for (let q = at(groupMembers.start, t); q < mEnd; q++) {
+            const m = at(groupMembers.items, q);
             if (m !== u && visit(m, u)) break search;
           }
         } else if (gSecond[t] === 0 && gFirst[t] !== u) {
           gSecond[t] = 1;
-          if (visit(gFirst[t] ?? 0, u)) break search;
+          if (visit(at(gFirst, t), u)) break search;
         }
       }
     }
@@ -900,7 +900,7 @@ function findCycles(
     for (let v = closer; v !== s; v = parent[v] ?? s) path.push(v);
     path.push(s);
     path.reverse();
-    cycles.push(describeCycle(g, path, sat, compRanks[sComp] ?? 0));
+    cycles.push(describeCycle(g, path, sat, at(compRanks, sComp)));
   }
   return { cycles, cycleTotal, inCycleComponent };
 }
@@ -908,11 +908,11 @@ function findCycles(
 function describeCycle(g: WaitGraph, path: readonly number[], sat: Uint8Array, componentSize: number) {
   const edges: WaitEdge[] = [];
   for (let i = 0; i < path.length; i++) {
-    const from = path[i] ?? 0;
-    const to = path[(i + 1) % path.length] ?? 0;
+    const from = at(path, i);
+    const to = at(path, (i + 1) % path.length);
     edges.push(edgeBetween(g, from, to, sat));
   }
-  const ranks = path.map((i) => g.ix.rankOf[i] ?? 0);
+  const ranks = path.map((i) => at(g.ix.rankOf, i));
   return { ranks, edges, componentSize, certain: edges.every((e) => !e.inferred) };
 }
 
@@ -920,37 +920,37 @@ function describeCycle(g: WaitGraph, path: readonly number[], sat: Uint8Array, c
 function edgeBetween(g: WaitGraph, from: number, to: number, sat: Uint8Array): WaitEdge {
   const { ix, byRank, cKind, cTarget, groupsOf } = g;
   const ops: WaitEdgeOp[] = [];
-  const end = byRank.start[from + 1] ?? 0;
-  for (let p = byRank.start[from] ?? 0; p < end; p++) {
-    const k = byRank.items[p] ?? 0;
+  const end = at(byRank.start, from + 1);
+  for (let p = at(byRank.start, from); p < end; p++) {
+    const k = at(byRank.items, p);
     if (sat[k] === 1) continue;
-    const t = cTarget[k] ?? 0;
+    const t = at(cTarget, k);
     let hit = false;
     if (cKind[k] === KIND_SINGLE) hit = t === to;
     else if (to !== from) {
-      const gEnd = groupsOf.start[to + 1] ?? 0;
-      for (let q = groupsOf.start[to] ?? 0; q < gEnd && !hit; q++) hit = groupsOf.items[q] === t;
+      const gEnd = at(groupsOf.start, to + 1);
+      for (let q = at(groupsOf.start, to); q < gEnd && !hit; q++) hit = groupsOf.items[q] === t;
     }
     if (hit) ops.push(clauseOp(g, k));
   }
   return {
-    from: ix.rankOf[from] ?? 0,
-    to: ix.rankOf[to] ?? 0,
+    from: at(ix.rankOf, from),
+    to: at(ix.rankOf, to),
     ops,
     inferred: ops.every((o) => INFERRED_EVIDENCE.has(o.evidence)),
   };
 }
 
 function clauseOp(g: WaitGraph, k: number): WaitEdgeOp {
-  const queue = QUEUE_OF_CODE[g.cQueue[k] ?? 0] ?? 'sends';
-  const index = g.cIndex[k] ?? 0;
-  const ev = g.cEvidence[k] ?? 0;
+  const queue = QUEUE_OF_CODE[at(g.cQueue, k)] ?? 'sends';
+  const index = at(g.cIndex, k);
+  const ev = at(g.cEvidence, k);
   if (ev === EV_CALL || ev === EV_COLLECTIVE || ev === EV_SEND_IN_CALL) {
-    const pos = g.cRank[k] ?? 0;
-    const ce = g.ix.comms[g.cComm[k] ?? -1];
+    const pos = at(g.cRank, k);
+    const ce = g.ix.comms[at(g.cComm, k)];
     const mpiCall = g.ix.snap.ranks[pos]?.mpiCall;
     return {
-      rank: g.ix.rankOf[pos] ?? 0,
+      rank: at(g.ix.rankOf, pos),
       commKey: ce?.key ?? '',
       commName: ce?.comm.name ?? '',
       queue,
@@ -960,7 +960,7 @@ function clauseOp(g: WaitGraph, k: number): WaitEdgeOp {
       call: g.calls.fn[pos] ?? mpiCall?.function ?? '?',
     };
   }
-  const ce = g.ix.comms[g.cComm[k] ?? 0];
+  const ce = g.ix.comms[at(g.cComm, k)];
   if (ce === undefined) throw new Error(`clause ${k} names a communicator that is not indexed`);
   // A literal of one fixed shape: at 16,384 edges this is the hot allocation.
   return {
@@ -969,7 +969,7 @@ function clauseOp(g: WaitGraph, k: number): WaitEdgeOp {
     commName: ce.comm.name,
     queue,
     index,
-    evidence: EVIDENCE[g.cEvidence[k] ?? 0] ?? 'send',
+    evidence: EVIDENCE[at(g.cEvidence, k)] ?? 'send',
     tag: ce.comm[queue]?.[index]?.tag ?? null,
   };
 }
@@ -994,17 +994,17 @@ export function collectives(g: WaitGraph): CollectiveInProgress[] {
   const out: CollectiveInProgress[] = [];
   for (const [keyId, e] of byKey) {
     const ranks: number[] = [];
-    for (let i = 0; i < ix.n; i++) if (e.part[i] === 1) ranks.push(ix.rankOf[i] ?? 0);
+    for (let i = 0; i < ix.n; i++) if (e.part[i] === 1) ranks.push(at(ix.rankOf, i));
     const late = new Set<number>();
     for (const t of e.targets) if (e.part[t] === 0) late.add(t);
     // A late rank blocked in p2p on a participant closes a cycle through the collective.
     const lateWaitOn = new Set<number>();
     for (const l of late) {
-      const end = byRank.start[l + 1] ?? 0;
-      for (let p = byRank.start[l] ?? 0; p < end; p++) {
-        const k = byRank.items[p] ?? 0;
-        const t = cTarget[k] ?? 0;
-        if (cKind[k] === KIND_SINGLE && e.part[t] === 1) lateWaitOn.add(ix.rankOf[t] ?? 0);
+      const end = at(byRank.start, l + 1);
+      for (let p = at(byRank.start, l); p < end; p++) {
+        const k = at(byRank.items, p);
+        const t = at(cTarget, k);
+        if (cKind[k] === KIND_SINGLE && e.part[t] === 1) lateWaitOn.add(at(ix.rankOf, t));
       }
     }
     const rep = ix.comms.find((c) => c.keyId === keyId);
@@ -1013,7 +1013,7 @@ export function collectives(g: WaitGraph): CollectiveInProgress[] {
       commName: rep?.comm.name ?? '',
       commSize: rep?.comm.size ?? 0,
       ranks,
-      waitingFor: [...late].map((i) => ix.rankOf[i] ?? 0).sort((a, b) => a - b),
+      waitingFor: [...late].map((i) => at(ix.rankOf, i)).sort((a, b) => a - b),
       lateWaitOn: [...lateWaitOn].sort((a, b) => a - b),
     });
   }

@@ -3,8 +3,11 @@ import {
   explainSnapshot,
   findDeadlocks,
   formatExplanation,
+  LIMIT_CODES,
+  MATCHING_LIMIT_CODES,
   peerGlobalRank,
   syntheticCollectiveHang,
+  syntheticRingDeadlock,
 } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { comm, ompiJob, op, rank, snapshot } from './fixtures.js';
@@ -154,5 +157,40 @@ describe('explainSnapshot', () => {
     const e = explainSnapshot(snap);
     expect(e.verdict).toBe('unknown');
     expect(e.partial).toBe(true);
+  });
+});
+
+describe('limits of the analysis', () => {
+  it('carry a stable code beside the sentence, and the CLI prints the sentence', () => {
+    // Open MPI hides unexpected messages; MPICH hides its send queue (without debuginfo), and
+    // when it shows one, that lists only nonblocking sends.
+    const ring = syntheticRingDeadlock({ ranks: 4, style: 'openmpi' });
+    const ompi = explainSnapshot(ring);
+    const mpich = explainSnapshot(syntheticRingDeadlock({ ranks: 4, style: 'mpich' }));
+    const mpichSends = explainSnapshot({ ...ring, mpi: { ...ring.mpi, library: 'mpich' } });
+    expect(ompi.limits.map((l) => l.code)).toContain('unexpected-hidden');
+    expect(mpich.limits.map((l) => l.code)).toContain('sends-hidden');
+    expect(mpichSends.limits.map((l) => l.code)).toContain('mpich-blocking-sends');
+    for (const l of [...ompi.limits, ...mpich.limits, ...mpichSends.limits]) {
+      expect(LIMIT_CODES).toContain(l.code);
+      expect(l.text).not.toBe('');
+    }
+    const hidden = ompi.limits.find((l) => l.code === 'unexpected-hidden');
+    expect(hidden?.text).toMatch(/^unexpected messages are not visible on 4 ranks/);
+    expect(formatExplanation(ompi).split('\n')).toContain(`limit: ${hidden?.text}`);
+    expect(MATCHING_LIMIT_CODES).toEqual(['sends-hidden', 'mpich-blocking-sends', 'unexpected-hidden']);
+  });
+});
+
+describe('headline and lead of the summary', () => {
+  it('split the verdict from the rest of its statement, so a view need not repeat it', () => {
+    const ring = explainSnapshot(syntheticRingDeadlock({ ranks: 4, style: 'openmpi' }));
+    expect(ring.headline).toBe('Deadlock');
+    expect(ring.lead).toBe('4 of 4 ranks can never proceed.');
+    expect(ring.summary.startsWith(`${ring.headline}: ${ring.lead}`)).toBe(true);
+    const coll = explainSnapshot(syntheticCollectiveHang({ ranks: 8, laggard: 3 }));
+    expect(coll.headline).toMatch(/^Collective hang/);
+    expect(coll.summary.startsWith(`${coll.headline}: ${coll.lead}`)).toBe(true);
+    expect(coll.lead).not.toMatch(/^Collective hang/);
   });
 });

@@ -418,7 +418,8 @@ describe('diagnosis with stacks', () => {
     const e = explainSnapshot(snap);
     expect(e.verdict).toBe('deadlock');
     expect(e.deadlock?.cycles[0]?.ranks).toEqual([0, 1, 2, 3]);
-    expect(e.limits.some((l) => l.startsWith('stacks were not read on ranks 2-3'))).toBe(true);
+    const stacksLimit = e.limits.find((l) => l.code === 'stacks-missing');
+    expect(stacksLimit?.text.startsWith('stacks were not read on ranks 2-3')).toBe(true);
     expect(e.calls.map((g) => [g.where, g.call, g.ranks])).toEqual([
       ['call', 'MPI_Recv', '0-1'],
       ['unread', null, '2-3'],

@@ -1,0 +1,570 @@
+// The aggregator's REST API and its /ui socket.io events: the one spec of every shape that
+// crosses between apps/server and apps/web (the snapshot itself is snapshot-spec.ts). The
+// server builds its route schemas from API_ROUTES (request validation, response
+// serialisation, OpenAPI, and through the TypeBox type provider the handlers' types); the
+// web decodes every response and event with api-validate.ts against the same definitions.
+// Adding or renaming a field here changes both ends: a mismatch fails to compile, not to show.
+//
+// Conventions:
+// - Every route lives under /api; `url` below is relative to it, in Fastify's `:param` syntax.
+// - Times are ISO 8601 UTC strings (`2026-03-01T00:00:00.000Z`); the server keeps epoch ms.
+// - Ids are non-empty text: job and snapshot ids are random base64url, audit ids integers.
+// - Errors are always ApiErrorBody `{statusCode, code, message}` with an MQD_E_* code and a
+//   message `CODE: what happened: what to do`.
+// - A stored snapshot is sent as stored: in a schema it is a reference to the shared
+//   `JobSnapshot` schema (registered by the server under that $id), checked by
+//   validateSnapshot where it is decoded.
+// Browser-safe: only @sinclair/typebox.
+import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import type { JobId as JobIdT, SnapshotId as SnapshotIdT } from './brand.js';
+import { CodedError, type JobSnapshot, LengthUnit, MpiLibrary } from './snapshot-spec.js';
+
+const Int = Type.Integer();
+const Count = Type.Integer({ minimum: 0 });
+const Text = Type.String();
+const Bool = Type.Boolean();
+const IsoTime = Type.String({ format: 'date-time' });
+const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
+const JobIdText = Type.Unsafe<JobIdT>(Type.String({ minLength: 1, maxLength: 64 }));
+const SnapshotIdText = Type.Unsafe<SnapshotIdT>(Type.String({ minLength: 1, maxLength: 64 }));
+
+// --- shared schemas (registered by $id on the server, referenced by routes) ------------------
+
+/** Every error reply. `statusCode` repeats the HTTP status. */
+export const ApiErrorBody = Type.Object(
+  {
+    statusCode: Int,
+    code: Text,
+    message: Text,
+  },
+  { $id: 'ApiError', description: 'A coded error: `message` is `CODE: what happened: what to do`.' },
+);
+export type ApiErrorBody = Static<typeof ApiErrorBody>;
+
+/** A reference to ApiErrorBody: the one way a route schema names its error replies. */
+export const ApiErrorRef = Type.Unsafe<ApiErrorBody>(Type.Ref('ApiError'));
+/** A reference to the snapshot format (snapshot-spec.ts), registered under $id JobSnapshot. */
+export const JobSnapshotRef = Type.Unsafe<JobSnapshot>(Type.Ref('JobSnapshot'));
+/** $ids of the shared schemas; the OpenAPI document lists exactly these as components. */
+export const SHARED_SCHEMA_IDS = ['ApiError', 'JobSnapshot'] as const;
+
+// --- records ----------------------------------------------------------------------------------
+
+/** A user as the API shows them (never their token). */
+export const ApiUser = Type.Object({
+  name: Text,
+  /** The Unix uid whose jobs this user sees; null = none (unless admin). */
+  uid: Nullable(Type.Integer({ minimum: 0 })),
+  admin: Bool,
+});
+export type ApiUser = Static<typeof ApiUser>;
+
+/**
+ * One stored snapshot's metadata and queue summary, flat (no nested `summary`). Counts are
+ * over all ranks; `partial` = some ranks are agent-missing (`missing > 0`).
+ */
+export const ApiSnapshotMeta = Type.Object({
+  id: SnapshotIdText,
+  jobId: JobIdText,
+  takenAt: IsoTime,
+  durationMicros: Count,
+  createdBy: Text,
+  partial: Type.Boolean({ description: 'some ranks are agent-missing' }),
+  /** Ranks in the snapshot = ok + errors + missing. */
+  ranks: Count,
+  ok: Count,
+  /** Ranks in state error or no-queues. */
+  errors: Count,
+  /** Ranks in state agent-missing. */
+  missing: Count,
+  missingRanks: Type.Array(Count, { description: 'agent-missing ranks (first 4096)' }),
+  pendingSends: Count,
+  pendingReceives: Count,
+  unexpected: Count,
+  digest: Type.String({ description: 'sha256 of the queues: equal = nothing moved' }),
+  /** Bytes of the snapshot JSON, and of what is stored (gzip). */
+  bytes: Count,
+  storedBytes: Count,
+});
+export type ApiSnapshotMeta = Static<typeof ApiSnapshotMeta>;
+
+export const JobState = Type.Union([
+  Type.Literal('running'),
+  Type.Literal('looks-hung'),
+  Type.Literal('ended'),
+]);
+export type JobState = Static<typeof JobState>;
+export const JOB_STATES: readonly JobState[] = ['running', 'looks-hung', 'ended'];
+
+/** An attached job. `state` is decided by the server from its newest snapshots. */
+export const ApiJob = Type.Object({
+  id: JobIdText,
+  /** Node of the starter. */
+  host: Text,
+  starterPid: Type.Integer({ minimum: 1 }),
+  uid: Count,
+  command: Text,
+  /** How the ranks were found, e.g. `mpir-proctable`. */
+  method: Text,
+  rankCount: Count,
+  /** Ranks per node and whether that node's agent is connected now. */
+  hosts: Type.Array(Type.Object({ host: Text, ranks: Count, agentConnected: Bool })),
+  createdAt: IsoTime,
+  createdBy: Text,
+  endedAt: Nullable(IsoTime),
+  state: JobState,
+  lastSnapshotAt: Nullable(IsoTime),
+  lastSnapshot: Nullable(ApiSnapshotMeta),
+});
+export type ApiJob = Static<typeof ApiJob>;
+
+/** An MPI starter an agent sees that nobody attached yet. */
+export const ApiStarter = Type.Object({
+  host: Text,
+  starterPid: Type.Integer({ minimum: 1 }),
+  uid: Count,
+  command: Text,
+});
+export type ApiStarter = Static<typeof ApiStarter>;
+
+/** What an agent last reported about its process (agent-protocol.ts `status`). */
+export const ApiAgentHealth = Type.Object({
+  rssBytes: Type.Number(),
+  heapUsedBytes: Type.Number(),
+  uptimeSeconds: Type.Number(),
+  loadAverage1m: Type.Number(),
+  activeRequests: Count,
+  lastError: Nullable(CodedError),
+});
+export type ApiAgentHealth = Static<typeof ApiAgentHealth>;
+
+/** One per-node agent, connected or recently disconnected. */
+export const ApiAgent = Type.Object({
+  agentId: Text,
+  host: Text,
+  version: Text,
+  connected: Bool,
+  connectedAt: IsoTime,
+  lastSeenAt: IsoTime,
+  disconnectedAt: Nullable(IsoTime),
+  /** null until the agent's first status report. */
+  health: Nullable(ApiAgentHealth),
+  /** null until the agent's reader has loaded an MPI library's DLL. */
+  mpi: Nullable(Type.Object({ library: MpiLibrary, dll: Nullable(Text), lengthUnit: LengthUnit })),
+  /** Starters the agent sees on its node. */
+  jobs: Type.Array(Type.Object({ starterPid: Type.Integer({ minimum: 1 }), uid: Count, command: Text })),
+  /** Messages accepted from it, refused from it, and its requests still open. */
+  messages: Count,
+  refused: Count,
+  pending: Count,
+});
+export type ApiAgent = Static<typeof ApiAgent>;
+
+/**
+ * One audit entry. `action` is open text on purpose (`login`, `attach`, `snapshot`, `share`,
+ * `user-create`, `agent-connect`, `agent-disconnect` today): a newer server's action is shown.
+ */
+export const ApiAuditEntry = Type.Object({
+  id: Count,
+  at: IsoTime,
+  who: Text,
+  action: Text,
+  jobId: Nullable(JobIdText),
+  snapshotId: Nullable(SnapshotIdText),
+  detail: Text,
+});
+export type ApiAuditEntry = Static<typeof ApiAuditEntry>;
+
+/** A job whose queue digest stayed equal over its last `snapshots` snapshots. */
+export const ApiHungJob = Type.Object({
+  jobId: JobIdText,
+  /** takenAt of the oldest of the equal snapshots. */
+  since: IsoTime,
+  snapshots: Count,
+  digest: Text,
+  pendingSends: Count,
+  pendingReceives: Count,
+  unexpected: Count,
+  lastSnapshotId: SnapshotIdText,
+});
+export type ApiHungJob = Static<typeof ApiHungJob>;
+
+/** A live share link. */
+export const ApiShare = Type.Object({
+  id: Text,
+  snapshotId: SnapshotIdText,
+  createdBy: Text,
+  createdAt: IsoTime,
+  expiresAt: IsoTime,
+});
+export type ApiShare = Static<typeof ApiShare>;
+
+/** A stored snapshot with its metadata. */
+export const ApiSnapshotWithMeta = Type.Object({ meta: ApiSnapshotMeta, snapshot: JobSnapshotRef });
+export type ApiSnapshotWithMeta = Static<typeof ApiSnapshotWithMeta>;
+
+// --- requests ---------------------------------------------------------------------------------
+
+/** Path ids (jobs, snapshots, shares): short base64url-ish text. */
+export const IdParams = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }),
+});
+const UserName = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._@-]+$' });
+
+/**
+ * The share request; `maxSeconds` is the server's --max-share-ttl-seconds (the schema in
+ * API_ROUTES has no maximum; the server registers the route with its own).
+ */
+export const shareBody = (maxSeconds?: number) =>
+  Type.Object(
+    {
+      expiresInSeconds: Type.Optional(
+        Type.Integer(maxSeconds === undefined ? { minimum: 1 } : { minimum: 1, maximum: maxSeconds }),
+      ),
+    },
+    { additionalProperties: false },
+  );
+
+// --- routes -----------------------------------------------------------------------------------
+
+export type HttpMethod = 'GET' | 'POST' | 'DELETE';
+/** Who may call a route: anyone, a logged-in user, or an admin. */
+export type RouteAuth = 'public' | 'user' | 'admin';
+
+export interface RouteSpec {
+  readonly method: HttpMethod;
+  /** Under /api, Fastify syntax (`/jobs/:id`). */
+  readonly url: string;
+  readonly auth: RouteAuth;
+  /** OpenAPI tag and summary. */
+  readonly tag: string;
+  readonly summary: string;
+  readonly description?: string;
+  readonly params?: TSchema;
+  readonly querystring?: TSchema;
+  readonly body?: TSchema;
+  /** The success status and its body (`Type.Null()` for 204). */
+  readonly status: 200 | 201 | 204;
+  readonly response: TSchema;
+  /** Where a JobSnapshot sits in the response ('' = the body itself): validated in full there. */
+  readonly snapshotAt?: '' | 'snapshot';
+  /** Error statuses this route documents (all with ApiErrorBody). */
+  readonly errors: readonly number[];
+  /** Left out of the OpenAPI document. */
+  readonly hide?: boolean;
+}
+
+const route = <const R extends RouteSpec>(r: R): R => r;
+/** Errors every route behind the login can give. */
+const AUTHED = [401, 403] as const;
+
+export const API_ROUTES = {
+  health: route({
+    method: 'GET',
+    url: '/health',
+    auth: 'public',
+    tag: 'public',
+    summary: 'Liveness, versions and the number of connected agents',
+    status: 200,
+    response: Type.Object({
+      status: Type.Literal('ok'),
+      version: Text,
+      protocol: Type.Integer({ description: 'agent protocol version' }),
+      schemaVersion: Type.Integer({ description: 'store schema version' }),
+      agents: Count,
+    }),
+    errors: [],
+  }),
+  openapi: route({
+    method: 'GET',
+    url: '/openapi.json',
+    auth: 'public',
+    tag: 'public',
+    summary: 'This API as an OpenAPI 3 document',
+    status: 200,
+    response: Type.Object({ openapi: Text, paths: Type.Object({}, { additionalProperties: true }) }),
+    errors: [],
+    hide: true,
+  }),
+  login: route({
+    method: 'POST',
+    url: '/login',
+    auth: 'public',
+    tag: 'public',
+    summary: 'Exchange a login token for a session (cookie, and bearer token in the body)',
+    body: Type.Object(
+      { token: Type.String({ minLength: 1, maxLength: 512 }) },
+      { additionalProperties: false },
+    ),
+    status: 200,
+    response: Type.Object({ user: ApiUser, sessionToken: Text, expiresAt: IsoTime }),
+    errors: [400, 401, 429],
+  }),
+  logout: route({
+    method: 'POST',
+    url: '/logout',
+    auth: 'public',
+    tag: 'public',
+    summary: 'End the session of this cookie or bearer token',
+    status: 200,
+    response: Type.Object({ ok: Bool }),
+    errors: [],
+  }),
+  shared: route({
+    method: 'GET',
+    url: '/shared/:id',
+    auth: 'public',
+    tag: 'public',
+    summary: 'A shared snapshot, read-only, without login, until the link expires',
+    params: IdParams,
+    status: 200,
+    response: Type.Object({ meta: ApiSnapshotMeta, snapshot: JobSnapshotRef, expiresAt: IsoTime }),
+    snapshotAt: 'snapshot',
+    errors: [400, 404, 429],
+  }),
+  me: route({
+    method: 'GET',
+    url: '/me',
+    auth: 'user',
+    tag: 'users',
+    summary: 'The logged-in user',
+    status: 200,
+    response: Type.Object({ user: ApiUser }),
+    errors: [401],
+  }),
+  jobs: route({
+    method: 'GET',
+    url: '/jobs',
+    auth: 'user',
+    tag: 'jobs',
+    summary: 'Attached jobs, and starters the agents see that nobody attached yet',
+    status: 200,
+    response: Type.Object({ jobs: Type.Array(ApiJob), starters: Type.Array(ApiStarter) }),
+    errors: [401],
+  }),
+  attach: route({
+    method: 'POST',
+    url: '/jobs/attach',
+    auth: 'user',
+    tag: 'jobs',
+    summary: 'Attach to a job by its starter pid, through the agent on the starter node',
+    description:
+      'Without host, the only connected agent is used, or the one agent that reports this starter pid.',
+    body: Type.Object(
+      {
+        host: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+        starterPid: Type.Integer({ minimum: 1, maximum: 0x3fffffff }),
+      },
+      { additionalProperties: false },
+    ),
+    status: 201,
+    response: Type.Object({ job: ApiJob }),
+    errors: [400, ...AUTHED, 404, 409, 410, 422, 429, 502, 503, 504],
+  }),
+  job: route({
+    method: 'GET',
+    url: '/jobs/:id',
+    auth: 'user',
+    tag: 'jobs',
+    summary: 'One job',
+    params: IdParams,
+    status: 200,
+    response: Type.Object({ job: ApiJob }),
+    errors: [400, ...AUTHED, 404],
+  }),
+  takeSnapshot: route({
+    method: 'POST',
+    url: '/jobs/:id/snapshots',
+    auth: 'user',
+    tag: 'jobs',
+    summary: "Snapshot every rank of the job through each host's agent, merge and store",
+    description:
+      'Ranks whose agent is gone or too slow are in the snapshot in state agent-missing; `partial` says so.',
+    params: IdParams,
+    status: 201,
+    response: Type.Object({ snapshot: ApiSnapshotMeta }),
+    errors: [400, ...AUTHED, 404, 410, 413, 429, 503],
+  }),
+  jobSnapshots: route({
+    method: 'GET',
+    url: '/jobs/:id/snapshots',
+    auth: 'user',
+    tag: 'jobs',
+    summary: 'Snapshot history of a job, newest first',
+    params: IdParams,
+    querystring: Type.Object(
+      { limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }) },
+      { additionalProperties: false },
+    ),
+    status: 200,
+    response: Type.Object({ snapshots: Type.Array(ApiSnapshotMeta) }),
+    errors: [400, ...AUTHED, 404],
+  }),
+  snapshot: route({
+    method: 'GET',
+    url: '/snapshots/:id',
+    auth: 'user',
+    tag: 'snapshots',
+    summary: 'A stored snapshot with its summary',
+    params: IdParams,
+    status: 200,
+    response: ApiSnapshotWithMeta,
+    snapshotAt: 'snapshot',
+    errors: [400, ...AUTHED, 404],
+  }),
+  exportSnapshot: route({
+    method: 'GET',
+    url: '/snapshots/:id/export',
+    auth: 'user',
+    tag: 'snapshots',
+    summary: 'The snapshot as a JSON file (the packages/model snapshot format)',
+    params: IdParams,
+    status: 200,
+    response: JobSnapshotRef,
+    snapshotAt: '',
+    errors: [400, ...AUTHED, 404],
+  }),
+  share: route({
+    method: 'POST',
+    url: '/snapshots/:id/share',
+    auth: 'user',
+    tag: 'shares',
+    summary: 'A read-only link to this snapshot that works without login until it expires',
+    params: IdParams,
+    body: shareBody(),
+    status: 201,
+    response: Type.Object({
+      id: Text,
+      url: Type.String({ description: 'the dashboard page of the frozen snapshot (/s/<id>)' }),
+      apiUrl: Type.String({ description: 'the same snapshot as JSON (/api/shared/<id>)' }),
+      expiresAt: IsoTime,
+    }),
+    errors: [400, ...AUTHED, 404, 429],
+  }),
+  shares: route({
+    method: 'GET',
+    url: '/shares',
+    auth: 'user',
+    tag: 'shares',
+    summary: 'The live share links this user created (every live link for admins)',
+    status: 200,
+    response: Type.Object({ shares: Type.Array(ApiShare) }),
+    errors: [401],
+  }),
+  revokeShare: route({
+    method: 'DELETE',
+    url: '/shares/:id',
+    auth: 'user',
+    tag: 'shares',
+    summary: 'Revoke a share link: it stops working at once',
+    params: IdParams,
+    status: 204,
+    response: Type.Null(),
+    errors: [400, 401, 404],
+  }),
+  agents: route({
+    method: 'GET',
+    url: '/admin/agents',
+    auth: 'admin',
+    tag: 'admin',
+    summary: 'Connected and recently disconnected agents, with their health',
+    status: 200,
+    response: Type.Object({
+      agents: Type.Array(ApiAgent),
+      /** Agent messages and handshakes the hub refused since it started. */
+      refusedMessages: Count,
+      refusedHandshakes: Count,
+    }),
+    errors: [...AUTHED],
+  }),
+  activity: route({
+    method: 'GET',
+    url: '/admin/activity',
+    auth: 'admin',
+    tag: 'admin',
+    summary: 'The audit trail, newest first (page back with before=<id>)',
+    querystring: Type.Object(
+      {
+        limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
+        before: Type.Optional(Type.Integer({ minimum: 1 })),
+      },
+      { additionalProperties: false },
+    ),
+    status: 200,
+    response: Type.Object({ entries: Type.Array(ApiAuditEntry) }),
+    errors: [400, ...AUTHED],
+  }),
+  hung: route({
+    method: 'GET',
+    url: '/admin/hung',
+    auth: 'admin',
+    tag: 'admin',
+    summary: 'Jobs whose queues did not change over their last N snapshots',
+    querystring: Type.Object(
+      { snapshots: Type.Optional(Type.Integer({ minimum: 2, maximum: 1000 })) },
+      { additionalProperties: false },
+    ),
+    status: 200,
+    response: Type.Object({
+      /** How many equal snapshots in a row make a job look hung. */
+      snapshots: Count,
+      jobs: Type.Array(ApiHungJob),
+    }),
+    errors: [400, ...AUTHED],
+  }),
+  createUser: route({
+    method: 'POST',
+    url: '/admin/users',
+    auth: 'admin',
+    tag: 'admin',
+    summary: 'Create a user (or give an existing one a new token); the token is shown once',
+    body: Type.Object(
+      {
+        name: UserName,
+        uid: Nullable(Type.Integer({ minimum: 0, maximum: 0xffffffff })),
+        admin: Type.Optional(Type.Boolean({ default: false })),
+      },
+      { additionalProperties: false },
+    ),
+    status: 201,
+    response: Type.Object({ user: ApiUser, token: Text }),
+    errors: [400, ...AUTHED],
+  }),
+  revokeToken: route({
+    method: 'DELETE',
+    url: '/admin/users/:name/token',
+    auth: 'admin',
+    tag: 'admin',
+    summary: "Revoke a user's login token; their sessions end at once",
+    params: Type.Object({ name: UserName }),
+    status: 204,
+    response: Type.Null(),
+    errors: [...AUTHED, 404],
+  }),
+} as const;
+
+export type ApiRoutes = typeof API_ROUTES;
+export type RouteName = keyof ApiRoutes;
+/** The success body of a route. */
+export type ApiResponse<N extends RouteName> = Static<ApiRoutes[N]['response']>;
+
+// --- /ui events -------------------------------------------------------------------------------
+
+/**
+ * Events on socket.io namespace /ui, one JSON payload each. Job events go to the job's owner
+ * and the admins; agent events to every logged-in browser. They only prompt reloads through
+ * the REST API, so they carry ids, not data (job.attached excepted: the job as GET /jobs lists it).
+ */
+export const UI_EVENTS = {
+  /** Ranks answered so far while a snapshot fans in (invariant: received <= expected). */
+  'snapshot.progress': Type.Object({ jobId: JobIdText, received: Count, expected: Count }),
+  /** A snapshot was stored; `partial` when some ranks had no agent to answer for them. */
+  'snapshot.done': Type.Object({ jobId: JobIdText, snapshotId: SnapshotIdText, partial: Bool }),
+  'job.attached': ApiJob,
+  'agent.connected': Type.Object({ host: Text, agentId: Text }),
+  'agent.disconnected': Type.Object({ host: Text, agentId: Text, reason: Text }),
+} as const;
+
+export type UiEventName = keyof typeof UI_EVENTS;
+export type UiEventPayload<N extends UiEventName> = Static<(typeof UI_EVENTS)[N]>;
+export const UI_EVENT_NAMES = Object.keys(UI_EVENTS) as readonly UiEventName[];
