@@ -403,7 +403,9 @@ function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis): Summar
           parts.push(
             c.edges.some((x) => x.ops.some((o) => o.evidence === 'send-in-call'))
               ? 'Part of it rests on ranks blocked in a send the library already lists as done (an eager synchronous send waiting for its acknowledgement), so it is likely rather than certain.'
-              : 'Part of it is inferred from unexpected messages whose senders cannot show their send queues, so it is likely rather than certain.',
+              : c.edges.some((x) => x.ops.some((o) => o.evidence === 'receive-in-call'))
+                ? 'Part of it rests on ranks blocked in a receive the library already lists as done (its stacks show the thread still waiting in the call), so it is likely rather than certain.'
+                : 'Part of it is inferred from unexpected messages whose senders cannot show their send queues, so it is likely rather than certain.',
           );
         }
       }

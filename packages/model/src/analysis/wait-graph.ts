@@ -47,7 +47,8 @@ export type EdgeEvidence =
   | 'inferred-from-unexpected'
   | 'call'
   | 'collective-call'
-  | 'send-in-call';
+  | 'send-in-call'
+  | 'receive-in-call';
 const EVIDENCE: readonly EdgeEvidence[] = [
   'send',
   'receive',
@@ -56,6 +57,7 @@ const EVIDENCE: readonly EdgeEvidence[] = [
   'call',
   'collective-call',
   'send-in-call',
+  'receive-in-call',
 ];
 const EV_SEND = 0;
 const EV_RECV = 1;
@@ -64,8 +66,13 @@ const EV_INFERRED = 3;
 const EV_CALL = 4;
 const EV_COLLECTIVE = 5;
 const EV_SEND_IN_CALL = 6;
+const EV_RECV_IN_CALL = 7;
 /** Evidence that rests on inference, not on a pending operation or a call's own arguments. */
-const INFERRED_EVIDENCE: ReadonlySet<EdgeEvidence> = new Set(['inferred-from-unexpected', 'send-in-call']);
+const INFERRED_EVIDENCE: ReadonlySet<EdgeEvidence> = new Set([
+  'inferred-from-unexpected',
+  'send-in-call',
+  'receive-in-call',
+]);
 
 /** A collective waiter gets clauses on at most this many absent members (keeps it linear). */
 const MAX_COLLECTIVE_CLAUSES = 16;
@@ -366,9 +373,11 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
     add(i, ck - 1, at(callTarget, i), at(callComm, i), q, -1, EV_CALL);
   }
 
-  // A rank the stacks show blocked in a send whose queue shows nothing pending: its last send
-  // that the library lists as matched or complete is the one it is in (Open MPI reports an
-  // eager-synchronous MPI_Ssend complete while the sender waits for the acknowledgement).
+  // A rank the stacks show blocked in a send or a receive whose queues show nothing pending:
+  // its last operation of that kind that the library lists as matched or complete is the one
+  // it is in. Open MPI reports an eager-synchronous MPI_Ssend complete while the sender waits
+  // for the acknowledgement, and (with MPI_THREAD_MULTIPLE) a receive posted by another thread
+  // as complete while that thread still waits in MPI_Recv for a message nobody sends.
   if (calls.any) {
     const pendingClauses = new Int32Array(n);
     for (let k = 0; k < cRank.length; k++) {
@@ -376,23 +385,31 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
       pendingClauses[r] = at(pendingClauses, r) + 1;
     }
     for (let i = 0; i < n; i++) {
-      if (calls.state[i] !== CALL_BLOCKED || calls.kind[i] !== 'send' || fromStacks[i] === 1) continue;
+      const kind = calls.kind[i];
+      if (calls.state[i] !== CALL_BLOCKED || (kind !== 'send' && kind !== 'receive') || fromStacks[i] === 1)
+        continue;
       if (ok[i] === 0 || at(pendingClauses, i) > 0) continue;
+      const q = kind === 'send' ? 'sends' : 'receives';
       let best: { ci: number; index: number; peer: number } | null = null;
       const end = at(ix.commStart, i + 1);
       for (let ci = at(ix.commStart, i); ci < end; ci++) {
         const ce = comms[ci];
-        const sends = ce?.comm.sends;
-        if (ce === undefined || ce.internal || sends === null || sends === undefined) continue;
+        const ops = ce?.comm[q];
+        if (ce === undefined || ce.internal || ops === null || ops === undefined) continue;
         if (calls.commIdx[i] !== -1 && calls.commIdx[i] !== ci) continue;
-        for (let j = 0; j < sends.length; j++) {
-          const op = sends[j];
+        for (let j = 0; j < ops.length; j++) {
+          const op = ops[j];
           if (op === undefined || op.status === 'pending' || isCollectiveInternal(op, ce.internal)) continue;
           const peer = ix.peerIdx(op.peer, ce);
-          if (peer >= 0) best = { ci, index: j, peer };
+          if (peer >= 0 || (peer === PEER_ANY && q === 'receives')) best = { ci, index: j, peer };
         }
       }
-      if (best !== null) add(i, KIND_SINGLE, best.peer, best.ci, 'sends', best.index, EV_SEND_IN_CALL);
+      if (best === null) continue;
+      const bc = comms[best.ci];
+      if (q === 'sends') add(i, KIND_SINGLE, best.peer, best.ci, q, best.index, EV_SEND_IN_CALL);
+      else if (best.peer === PEER_ANY && bc !== undefined) {
+        add(i, KIND_GROUP, groupFor(bc, best.ci), best.ci, q, best.index, EV_RECV_IN_CALL);
+      } else add(i, KIND_SINGLE, best.peer, best.ci, q, best.index, EV_RECV_IN_CALL);
     }
   }
 
@@ -945,7 +962,7 @@ function clauseOp(g: WaitGraph, k: number): WaitEdgeOp {
   const queue = QUEUE_OF_CODE[at(g.cQueue, k)] ?? 'sends';
   const index = at(g.cIndex, k);
   const ev = at(g.cEvidence, k);
-  if (ev === EV_CALL || ev === EV_COLLECTIVE || ev === EV_SEND_IN_CALL) {
+  if (ev === EV_CALL || ev === EV_COLLECTIVE || ev === EV_SEND_IN_CALL || ev === EV_RECV_IN_CALL) {
     const pos = at(g.cRank, k);
     const ce = g.ix.comms[at(g.cComm, k)];
     const mpiCall = g.ix.snap.ranks[pos]?.mpiCall;
