@@ -1,11 +1,12 @@
 // The real JobLocator for agents: @mqd/mpir behind the server's seam. Runs on the node of the
 // starter (mpirun / mpiexec): reads its MPIR table, or falls back to the process tree, in a
 // child running as the starter's owner (locate-as-owner.ts); local ranks of another uid are
-// dropped, and every local rank and the starter are pinned by their start time.
+// dropped, and every local rank and the starter are pinned by their start time. Slurm jobs
+// are located by job id (locateSlurm).
 import { readdirSync, readFileSync } from 'node:fs';
 import { procStartTime } from '@mqd/core';
-import { type MqdError, ok, type Result } from '@mqd/model';
-import { type LocalHost, localHost } from '@mqd/mpir';
+import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
+import { type LocalHost, localHost, parseSlurmJob, slurmLocalPids, slurmRanks } from '@mqd/mpir';
 import type { JobLocator, LocatedJob, SeenStarter } from '@mqd/server/agent';
 import { locateAsOwner } from './locate-as-owner.js';
 
@@ -41,6 +42,38 @@ export class MpirJobLocator implements JobLocator {
       uid,
       command: j.starter?.command ?? '',
       starterStartTime,
+    });
+  }
+
+  /**
+   * A Slurm job's ranks on this node (`scontrol`, run here as the agent). The job is pinned by
+   * its first process here (the batch script, else the first task) and that process's start
+   * time, as a starter pid would pin it; the owner is the job's Slurm user.
+   */
+  async locateSlurm(job: string): Promise<Result<LocatedJob, MqdError>> {
+    const spec = parseSlurmJob(job);
+    if (!spec.ok) return spec;
+    const found = slurmRanks(spec.value, { here: this.here });
+    if (!found.ok) return found;
+    for (const w of found.value.job.warnings) this.opts.log?.(`Slurm job ${job}: ${w}`);
+    const rows = slurmLocalPids(spec.value);
+    if (!rows.ok) return rows;
+    const anchor = rows.value.find((r) => r.step === 'batch') ?? rows.value[0];
+    const anchorStart = anchor === undefined ? null : procStartTime(anchor.pid);
+    if (anchor === undefined || anchorStart === null) {
+      return err(mqdError('MQD_E_NO_RANKS', `Slurm job ${job} has no process left on ${this.here.short}`));
+    }
+    const i = found.value.info;
+    return ok({
+      ranks: found.value.job.ranks.map((x) => {
+        const startTime = procStartTime(x.pid);
+        return { rank: x.rank, pid: x.pid, host: x.host, ...(startTime !== null ? { startTime } : {}) };
+      }),
+      method: 'slurm',
+      uid: i.uid,
+      command: `Slurm job ${i.jobId} (${i.name}) ${i.command}`.trim(),
+      starterStartTime: anchorStart,
+      starterPid: anchor.pid,
     });
   }
 

@@ -33,9 +33,9 @@
 //            ownerUid is the job owner (ranks of other uids are refused); allowRoot is set
 //            only when an admin explicitly asked to read uid-0 ranks.
 //            The agent answers with zero or more `chunk` messages, then one `reply`.
-//   request  {type, id, method: 'locate', params: {starterPid}}
-//            find the ranks of the job started by this mpirun/mpiexec pid; answered by one
-//            `reply`.
+//   request  {type, id, method: 'locate', params: {starterPid} | {slurmJob}}
+//            find the ranks of the job started by this mpirun/mpiexec pid, or of the Slurm job
+//            JOBID[.STEP] on this node; answered by one `reply`.
 //   refused  {type, refId, error: {code, message}}
 //            the aggregator dropped one of the agent's messages (too big, not JSON, wrong
 //            shape, unknown or finished request id); refId is the message's request id when
@@ -77,6 +77,7 @@ import {
   ok,
   type RankSnapshot,
   type Result,
+  SLURM_JOB_RE,
 } from '@mqd/model';
 import type { LocatedJob, MpiInfo, RankTarget, SeenStarter } from './seams.js';
 
@@ -146,9 +147,12 @@ export type ServerMessage =
       readonly type: 'request';
       readonly id: number;
       readonly method: 'locate';
-      readonly params: { readonly starterPid: number };
+      readonly params: LocateTarget;
     }
   | { readonly type: 'refused'; readonly refId: number | null; readonly error: WireError };
+
+/** What a locate request names: a starter pid on the node, or a Slurm job id ("1234", "1234.0"). */
+export type LocateTarget = { readonly starterPid: number } | { readonly slurmJob: string };
 
 export type ReplyMessage =
   | {
@@ -266,7 +270,7 @@ function rankTargets(v: unknown, path: string): RankTarget[] {
 /** /proc/PID/stat start time: decimal clock ticks since boot. */
 const startTime = (v: unknown, path: string) => str(v, path, 20, 1, /^[0-9]+$/);
 function locatedJob(v: unknown, path: string): LocatedJob {
-  const o = obj(v, path, ['ranks', 'method', 'uid', 'command', 'starterStartTime']);
+  const o = obj(v, path, ['ranks', 'method', 'uid', 'command', 'starterStartTime', 'starterPid']);
   const ranks = arr(o['ranks'], `${path}.ranks`, MAX_RANKS_PER_REQUEST).map((x, i) => {
     const p = `${path}.ranks[${i}]`;
     const r = obj(x, p, ['rank', 'pid', 'host', 'startTime']);
@@ -290,6 +294,7 @@ function locatedJob(v: unknown, path: string): LocatedJob {
     uid: int(o['uid'], `${path}.uid`, 0, 0xffffffff),
     command: str(o['command'], `${path}.command`, 4096),
     starterStartTime: startTime(o['starterStartTime'], `${path}.starterStartTime`),
+    ...(o['starterPid'] === undefined ? {} : { starterPid: pidNo(o['starterPid'], `${path}.starterPid`) }),
   };
 }
 function seenStarter(v: unknown, path: string): SeenStarter {
@@ -632,8 +637,15 @@ function serverMessage(v: unknown): ServerMessage {
       const id = reqId(o['id'], 'id');
       const method = oneOf(o['method'], 'method', ['snapshot', 'locate'] as const);
       if (method === 'locate') {
-        const p = obj(o['params'], 'params', ['starterPid']);
-        return { type, id, method, params: { starterPid: pidNo(p['starterPid'], 'params.starterPid') } };
+        const p = obj(o['params'], 'params', ['starterPid', 'slurmJob']);
+        if ((p['starterPid'] === undefined) === (p['slurmJob'] === undefined)) {
+          fail('params', 'expected exactly one of starterPid and slurmJob');
+        }
+        const params: LocateTarget =
+          p['slurmJob'] !== undefined
+            ? { slurmJob: str(p['slurmJob'], 'params.slurmJob', 32, 1, SLURM_JOB_RE) }
+            : { starterPid: pidNo(p['starterPid'], 'params.starterPid') };
+        return { type, id, method, params };
       }
       const p = obj(o['params'], 'params', ['ranks', 'timeoutMs', 'ownerUid', 'allowRoot']);
       const params: { -readonly [K in keyof SnapshotParams]: SnapshotParams[K] } = {

@@ -25,6 +25,7 @@ import {
   decodeServerMessage,
   encodeMessage,
   fromWire,
+  type LocateTarget,
   type SnapshotParams,
   WIRE_EVENT,
   type WireError,
@@ -320,7 +321,17 @@ export function startAgent(opts: AgentOptions): AgentHandle {
     });
   };
 
-  const handleLocate = async (id: number, starterPid: number) => {
+  const handleLocate = async (id: number, target: LocateTarget) => {
+    if ('slurmJob' in target && !opts.locator?.locateSlurm) {
+      send({
+        type: 'reply',
+        id,
+        method: 'locate',
+        ok: false,
+        error: mqdError('MQD_E_NO_SLURM', `agent ${agentId} on ${host} cannot locate Slurm jobs`),
+      });
+      return;
+    }
     if (!opts.locator) {
       send({
         type: 'reply',
@@ -332,7 +343,11 @@ export function startAgent(opts: AgentOptions): AgentHandle {
       return;
     }
     try {
-      const r = await opts.locator.locate(starterPid);
+      const r =
+        'slurmJob' in target
+          ? await (opts.locator.locateSlurm?.(target.slurmJob) ??
+              Promise.reject(new Error('no Slurm locator')))
+          : await opts.locator.locate(target.starterPid);
       if (r.ok) send({ type: 'reply', id, method: 'locate', ok: true, result: r.value });
       else send({ type: 'reply', id, method: 'locate', ok: false, error: r.error });
     } catch (e) {
@@ -367,7 +382,7 @@ export function startAgent(opts: AgentOptions): AgentHandle {
       case 'request':
         emit({ kind: 'request', method: msg.method, id: msg.id });
         if (msg.method === 'snapshot') void handleSnapshot(msg.id, msg.params);
-        else void handleLocate(msg.id, msg.params.starterPid);
+        else void handleLocate(msg.id, msg.params);
         return;
       case 'refused':
         log(`agent ${agentId}: the aggregator refused a message: ${msg.error.message}`);

@@ -13,6 +13,7 @@ import {
   decodeAgentMessage,
   encodeMessage,
   fromWire,
+  type LocateTarget,
   parseHandshake,
   type Refusal,
   type ServerMessage,
@@ -356,12 +357,13 @@ export class AgentHub {
     );
   }
 
-  locate(host: string, starterPid: number, timeoutMs: number): Promise<Result<LocatedJob>> {
+  locate(host: string, target: number | LocateTarget, timeoutMs: number): Promise<Result<LocatedJob>> {
+    const params: LocateTarget = typeof target === 'number' ? { starterPid: target } : target;
     return this.request<LocatedJob>(
       host,
       timeoutMs,
       (_id, settle, timer) => ({ method: 'locate', settle, timer }),
-      (id) => ({ type: 'request', id, method: 'locate', params: { starterPid } }),
+      (id) => ({ type: 'request', id, method: 'locate', params }),
     );
   }
 

@@ -1,7 +1,7 @@
 // The seams between the agent and the code that touches MPI processes. The real reader
 // (mqd-core through the MPI library's message-queue DLL) and the real locator (MPIR attach to
 // mpirun, packages/mpir) are injected as options, so this package never loads koffi itself and
-// tests run against the synthetic implementations in synthetic.ts.
+// tests run against the fakes in fakes.ts.
 import type { LengthUnit, MpiLibrary, RankSnapshot, Result } from '@mqd/model';
 
 /** What the agent knows about the MPI library of the ranks it reads (JobSnapshot.mpi). */
@@ -70,6 +70,11 @@ export interface LocatedJob {
   readonly command: string;
   /** The starter's /proc/PID/stat start time: (host, pid, startTime) is the job's identity. */
   readonly starterStartTime: string;
+  /**
+   * The pid that stands for the job on this node when it was not located by a starter pid
+   * (a Slurm job: its first process here, the batch script or the first task).
+   */
+  readonly starterPid?: number;
 }
 
 /** An MPI starter (mpirun/mpiexec) an agent sees on its node, before anyone attaches to it. */
@@ -84,6 +89,8 @@ export interface SeenStarter {
 /** Finds the ranks of a job from its starter; runs on the starter's node. */
 export interface JobLocator {
   locate(starterPid: number): Promise<Result<LocatedJob>>;
+  /** The ranks of a Slurm job (JOBID or JOBID.STEP) on this node; absent where Slurm is not. */
+  locateSlurm?(job: string): Promise<Result<LocatedJob>>;
   /** Starters visible on this node, reported in the agent's status; optional. */
   list?(): Promise<readonly SeenStarter[]>;
 }

@@ -301,6 +301,29 @@ describe('codec', () => {
     expect(!extra.ok && extra.error.error.message).toMatch(/params\.x: unknown field/);
   });
 
+  it('locates by starter pid or by Slurm job id, never both, and only a well-formed id', () => {
+    const decode = (params: object) =>
+      decodeServerMessage(
+        encodeMessage({ type: 'request', id: 1, method: 'locate', params } as never),
+        1 << 20,
+      );
+    for (const params of [
+      { slurmJob: '1234' },
+      { slurmJob: '1234.0' },
+      { slurmJob: '7.batch' },
+      { starterPid: 9 },
+    ]) {
+      const r = decode(params);
+      expect(r.ok && r.value).toEqual({ type: 'request', id: 1, method: 'locate', params });
+    }
+    for (const params of [{ slurmJob: '12;rm -rf /' }, { slurmJob: '' }, { slurmJob: '1.2.3' }, {}]) {
+      const r = decode(params);
+      expect(r.ok, JSON.stringify(params)).toBe(false);
+    }
+    const both = decode({ starterPid: 9, slurmJob: '12' });
+    expect(!both.ok && both.error.error.message).toMatch(/exactly one of starterPid and slurmJob/);
+  });
+
   it('splits an answer into chunks that each fit the message limit', () => {
     const ranks = Array.from({ length: 40 }, (_, i) => syntheticRingRank(i, 100 + i, 'h', 40, 1, 0));
     const limit = 8192;

@@ -95,10 +95,10 @@ export interface ShareLink {
   readonly id: string;
 }
 
-export interface AttachRequest {
-  readonly host?: string;
-  readonly starterPid: Pid;
-}
+/** A job by its starter's pid, or a Slurm job by its id (JOBID or JOBID.STEP). */
+export type AttachRequest =
+  | { readonly host?: string; readonly starterPid: Pid }
+  | { readonly host?: string; readonly slurmJob: string };
 
 // The admin pages' records are the spec's own (packages/model api-spec.ts).
 /** The logged-in user (GET /api/me). */
@@ -274,9 +274,11 @@ export function createApi(opts: ApiOptions = {}): Api {
         'attach',
         pathOf('attach'),
         (b) => b.job.id,
-        req.host === undefined
-          ? { starterPid: req.starterPid }
-          : { host: req.host, starterPid: req.starterPid },
+        // Only the fields the spec allows (a caller's object may carry more).
+        {
+          ...(req.host === undefined ? {} : { host: req.host }),
+          ...('slurmJob' in req ? { slurmJob: req.slurmJob } : { starterPid: req.starterPid }),
+        },
       ),
     // The aggregator answers with the new snapshot's summary; the snapshot itself is read back.
     takeSnapshot: async (jobId) => {

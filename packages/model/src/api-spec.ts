@@ -258,6 +258,10 @@ const route = <const R extends RouteSpec>(r: R): R => r;
 /** Errors every route behind the login can give. */
 const AUTHED = [401, 403] as const;
 
+/** A Slurm job as `squeue` shows it: JOBID, or JOBID.STEP (a number, `batch` or `extern`). */
+export const SLURM_JOB_PATTERN = '^[0-9]{1,10}(\\.([0-9]{1,10}|batch|extern))?$';
+export const SLURM_JOB_RE: RegExp = new RegExp(SLURM_JOB_PATTERN);
+
 export const API_ROUTES = {
   health: route({
     method: 'GET',
@@ -347,16 +351,27 @@ export const API_ROUTES = {
     url: '/jobs/attach',
     auth: 'user',
     tag: 'jobs',
-    summary: 'Attach to a job by its starter pid, through the agent on the starter node',
+    summary: 'Attach to a job by its starter pid, or by its Slurm job id, through the agent on that node',
     description:
-      'Without host, the only connected agent is used, or the one agent that reports this starter pid.',
-    body: Type.Object(
-      {
-        host: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
-        starterPid: Type.Integer({ minimum: 1, maximum: 0x3fffffff }),
-      },
-      { additionalProperties: false },
-    ),
+      'Without host, the only connected agent is used, or the one agent that reports this starter pid. ' +
+      'A Slurm job (JOBID or JOBID.STEP) is located by the agent of its node (scontrol); the owner is the ' +
+      "job's Slurm user.",
+    body: Type.Union([
+      Type.Object(
+        {
+          host: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+          starterPid: Type.Integer({ minimum: 1, maximum: 0x3fffffff }),
+        },
+        { additionalProperties: false },
+      ),
+      Type.Object(
+        {
+          host: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+          slurmJob: Type.String({ pattern: SLURM_JOB_PATTERN, maxLength: 32 }),
+        },
+        { additionalProperties: false },
+      ),
+    ]),
     status: 201,
     response: Type.Object({ job: ApiJob }),
     errors: [400, ...AUTHED, 404, 409, 410, 422, 429, 502, 503, 504],

@@ -8,7 +8,7 @@
 // than the job's are dropped, never read. Ranks on other nodes are their agents' to read.
 import { execFileSync } from 'node:child_process';
 import { procCredentials, rankFromEnviron } from '@mqd/core';
-import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
+import { err, type MqdError, mqdError, ok, type Result, SLURM_JOB_RE } from '@mqd/model';
 import { type LocalHost, localHost, normaliseHost } from './host.js';
 import { type JobRanks, makeJob, type RankEntry, rankEntry } from './job.js';
 import { exeOf, mapsMpiLibrary } from './procfs.js';
@@ -21,7 +21,8 @@ export interface SlurmJobSpec {
 
 /** `JOBID` or `JOBID.STEP`. */
 export function parseSlurmJob(s: string): Result<SlurmJobSpec, MqdError> {
-  const m = /^(\d{1,10})(?:\.(\d{1,10}|batch|extern))?$/.exec(s.trim());
+  const t = s.trim();
+  const m = SLURM_JOB_RE.test(t) ? /^(\d+)(?:\.(.+))?$/.exec(t) : null;
   if (!m?.[1]) {
     return err(mqdError('MQD_E_USAGE', `--slurm takes JOBID or JOBID.STEP (as squeue shows it), got '${s}'`));
   }

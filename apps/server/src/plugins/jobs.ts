@@ -2,6 +2,7 @@
 // A user sees and snapshots only jobs of their own uid; admins see every job.
 import { JobId, MqdException, API_ROUTES as R, type UiEventPayload } from '@mqd/model';
 import type { FastifyPluginAsync } from 'fastify';
+import type { LocateTarget } from '../agent-protocol.js';
 import { mayAccess } from '../auth.js';
 import { newId } from '../fanout.js';
 import { fail, jobJson, metaJson } from '../http.js';
@@ -54,30 +55,43 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
     config: rateLimited(opts),
     handler: async (req, reply) => {
       const user = currentUser(req);
-      const pid = req.body.starterPid;
-      let host = req.body.host;
+      const body = req.body;
+      const target: LocateTarget =
+        'slurmJob' in body ? { slurmJob: body.slurmJob } : { starterPid: body.starterPid };
+      const what = 'slurmJob' in target ? `Slurm job ${target.slurmJob}` : `starter ${target.starterPid}`;
+      let host = body.host;
       if (host === undefined) {
         const hosts = s.hub.hosts();
-        const seen = s.hub.seenStarters().filter((x) => x.starter.starterPid === pid);
+        const seen =
+          'starterPid' in target
+            ? s.hub.seenStarters().filter((x) => x.starter.starterPid === target.starterPid)
+            : [];
         if (hosts.length === 0) fail('MQD_E_AGENT_MISSING', 'no agent is connected');
         host = hosts.length === 1 ? hosts[0] : seen.length === 1 ? seen[0]?.host : undefined;
         if (host === undefined) {
           fail(
             'MQD_E_BAD_INPUT',
-            `${hosts.length} agents are connected and ${seen.length} of them report starter pid ${pid}: pass host`,
+            'starterPid' in target
+              ? `${hosts.length} agents are connected and ${seen.length} of them report starter pid ${target.starterPid}: pass host`
+              : `${hosts.length} agents are connected: pass host (the Slurm job's batch host)`,
           );
         }
       } else if (!s.hub.isConnected(host)) {
         fail('MQD_E_AGENT_MISSING', `no agent is connected for host ${host}`);
       }
-      const located = await s.hub.locate(host, pid, s.config.snapshotTimeoutMs);
+      const located = await s.hub.locate(host, target, s.config.snapshotTimeoutMs);
       if (!located.ok) throw new MqdException(located.error);
       const found = located.value;
       // Check ownership before anything is stored: a refused attach leaves no job behind.
       if (!mayAccess(user, found.uid)) {
-        fail('MQD_E_FORBIDDEN', `starter ${pid} on ${host} belongs to uid ${found.uid}`);
+        fail('MQD_E_FORBIDDEN', `${what} on ${host} belongs to uid ${found.uid}`);
       }
-      if (found.ranks.length === 0) fail('MQD_E_NO_RANKS', `starter ${pid} on ${host} has no ranks`);
+      if (found.ranks.length === 0) fail('MQD_E_NO_RANKS', `${what} on ${host} has no ranks`);
+      const pid =
+        'starterPid' in target
+          ? target.starterPid
+          : (found.starterPid ??
+            fail('MQD_E_NO_RANKS', `${what} on ${host}: the agent named no process for it`));
       // Identity is (host, pid, start time): an old job on this pid with another start time had
       // a starter that is gone, so it ends; this attach makes a new job with its own uid.
       s.store.endReusedJobs(host, pid, found.starterStartTime, s.clock());
@@ -103,7 +117,7 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
         who: user.name,
         action: 'attach',
         jobId: job.id,
-        detail: `starter ${pid} on ${host}: ${job.ranks.length} ranks on ${hosts} hosts (${job.method})`,
+        detail: `${'slurmJob' in target ? `${what} (pid ${pid})` : what} on ${host}: ${job.ranks.length} ranks on ${hosts} hosts (${job.method})`,
       });
       const json = toJson(job);
       s.ui.toJob(job.uid, 'job.attached', json satisfies UiEventPayload<'job.attached'>);

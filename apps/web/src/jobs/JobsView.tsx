@@ -3,9 +3,16 @@
 // the lists reload when the server says a job was attached or a snapshot stored, and a snapshot
 // being taken shows how many ranks have answered; while it is down, the lists are polled every
 // 5 s when auto-refresh is on. The REST answer alone decides how a snapshot ended.
-import { type JobId, Pid, type SnapshotId } from '@mqd/model';
+import { type JobId, Pid, SLURM_JOB_RE, type SnapshotId } from '@mqd/model';
 import { useEffect, useReducer, useState } from 'react';
-import { type Api, type ApiError, isUnauthenticated, type JobState, type JobSummary } from '../api.js';
+import {
+  type Api,
+  type ApiError,
+  type AttachRequest,
+  isUnauthenticated,
+  type JobState,
+  type JobSummary,
+} from '../api.js';
 import { rememberSnapshot } from '../data.js';
 import { formatAge, formatTime } from '../format.js';
 import { shownValue, useInterval, useResource } from '../hooks.js';
@@ -257,13 +264,17 @@ function JobRow({
 function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | null) => void }) {
   const [host, setHost] = useState('');
   const [pid, setPid] = useState('');
+  const [slurm, setSlurm] = useState('');
   const [state, setState] = useState<
     { kind: 'idle' } | { kind: 'busy' } | { kind: 'error'; error: ApiError }
   >({
     kind: 'idle',
   });
   const pidNumber = Number(pid);
-  const valid = /^\d+$/.test(pid.trim()) && pidNumber >= 1 && pidNumber <= 0x3fffffff;
+  const pidValid = /^\d+$/.test(pid.trim()) && pidNumber >= 1 && pidNumber <= 0x3fffffff;
+  const slurmValid = SLURM_JOB_RE.test(slurm.trim());
+  // Exactly one of the two: a starter pid on a node, or a Slurm job id.
+  const valid = (pid.trim() !== '') !== (slurm.trim() !== '') && (pidValid || slurmValid);
   return (
     <form
       className="attach"
@@ -271,10 +282,10 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
         e.preventDefault();
         if (!valid) return;
         setState({ kind: 'busy' });
-        const req =
-          host.trim() === ''
-            ? { starterPid: Pid(pidNumber) }
-            : { host: host.trim(), starterPid: Pid(pidNumber) };
+        const where = host.trim() === '' ? {} : { host: host.trim() };
+        const req: AttachRequest = slurmValid
+          ? { ...where, slurmJob: slurm.trim() }
+          : { ...where, starterPid: Pid(pidNumber) };
         const r = await trackBusy(api.attach(req));
         if (!r.ok) {
           setState({ kind: 'error', error: r.error });
@@ -282,6 +293,7 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
         }
         setState({ kind: 'idle' });
         setPid('');
+        setSlurm('');
         onAttached(r.value);
       }}
     >
@@ -292,8 +304,18 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
           onChange={(e) => setPid(e.target.value)}
           inputMode="numeric"
           placeholder="pid of mpirun / mpiexec"
-          aria-invalid={pid !== '' && !valid}
+          aria-invalid={pid !== '' && !pidValid}
           data-testid="attach-pid"
+        />
+      </label>
+      <label>
+        or Slurm job{' '}
+        <input
+          value={slurm}
+          onChange={(e) => setSlurm(e.target.value)}
+          placeholder="JOBID[.STEP] as squeue shows it"
+          aria-invalid={slurm !== '' && !slurmValid}
+          data-testid="attach-slurm"
         />
       </label>
       <label>
@@ -301,7 +323,7 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
         <input
           value={host}
           onChange={(e) => setHost(e.target.value)}
-          placeholder="this host"
+          placeholder="this host (Slurm: the batch host)"
           data-testid="attach-host"
         />
       </label>
