@@ -9,6 +9,10 @@ mkdir -p bench/results
 run() { echo "--- $1"; shift; "$@"; }
 run "mqd-core snapshot (real Open MPI and MPICH, 4 ranks)" node --import tsx packages/mqd-core/bench/snapshot.bench.ts
 run "mqd-core stacks in the same stop (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/stacks.bench.ts
+run "mqd-core deep queues: 20,000 + 20,000 on one rank vs a 3-rank ring (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/deep-queues.bench.ts
+run "mqd-core warm 4-rank snapshot vs a direct resolved read (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/warm-path.bench.ts
+run "mqd-core parallel readers: 64 ranks of one DLL (conformance targets)" node --import tsx packages/mqd-core/bench/parallel-readers.bench.ts
+run "mqd-core reader memory over 1,000 snapshots (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/reader-memory.bench.ts
 [ -f packages/model/bench/analysis.bench.ts ] && run "hang analysis (16,384 ranks)" node --import tsx packages/model/bench/analysis.bench.ts
 [ -f apps/server/bench/fanin.bench.ts ] && run "aggregator fan-in (256 agents x 64 ranks)" node --import tsx apps/server/bench/fanin.bench.ts
 [ -f e2e/bench/matrix.bench.mjs ] && run "dashboard matrix (16,384 ranks, chromium)" node e2e/bench/matrix.bench.mjs

@@ -1,7 +1,7 @@
 // The few /proc facts process acquisition needs beyond @mqd/core's: the process tree, whether a
 // process is alive (a zombie is not), who owns it and how it was started.
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { processState, readMaps } from '@mqd/core';
+import { processState, readMaps, readProcStat } from '@mqd/core';
 import { err, type MqdError, mqdError, ok, Pid, type Result } from '@mqd/model';
 import type { StarterInfo } from './job.js';
 
@@ -11,26 +11,14 @@ export interface ProcEntry {
   readonly state: string;
 }
 
-function parseStat(text: string): ProcEntry | null {
-  // comm may hold spaces and parentheses: the fields after it start after the last ')'.
-  const close = text.lastIndexOf(')');
-  if (close < 0) return null;
-  const [state, ppid] = text.slice(close + 2).split(' ');
-  if (state === undefined || ppid === undefined) return null;
-  return { pid: Number.parseInt(text, 10), ppid: Number(ppid), state };
-}
-
 /** Every process visible now (threads are not listed: /proc shows thread groups at the top). */
 export function listProcesses(): ProcEntry[] {
   const out: ProcEntry[] = [];
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
-    try {
-      const e = parseStat(readFileSync(`/proc/${name}/stat`, 'utf8'));
-      if (e) out.push(e);
-    } catch {
-      // Exited between readdir and read: not part of any tree any more.
-    }
+    // Null when it exited between readdir and read: not part of any tree any more.
+    const st = readProcStat(Number(name));
+    if (st) out.push({ pid: st.pid, ppid: st.ppid, state: st.state });
   }
   return out;
 }

@@ -1,5 +1,11 @@
 export { formatSnapshot } from './format.js';
-export { DllHost, type DllHostOptions, type HostRun } from './host/client.js';
+export {
+  DEFAULT_READ_BUDGET_BYTES,
+  DllHost,
+  type DllHostOptions,
+  type HostRun,
+  readBudgetFromEnv,
+} from './host/client.js';
 export {
   checkDllPolicy,
   checkTarget,
@@ -9,7 +15,6 @@ export {
   type OwnerRule,
   type ProcCredentials,
   procCredentials,
-  procStartTime,
   type ReaderCredentials,
   type ReaderIdentity,
   readerForkOptions,
@@ -17,6 +22,9 @@ export {
 } from './host/identity.js';
 export type { HostStats, HostTarget } from './host/protocol.js';
 export * as mqs from './mqs/mqs-spec.js';
+export { MqsSession, type RankTarget, type SessionOptions } from './mqs/session.js';
+export { HotPath } from './mqs/shim.js';
+export { nativeAllocations } from './native/alloc.js';
 export { setParentDeathSignal } from './native/libc.js';
 export * as ptraceExt from './native/ptrace-ext.js';
 export {
@@ -29,11 +37,15 @@ export { DebugFile, DebugFileRegistry, type TypeRef } from './target/debug-file.
 export { type ElfInfo, readElfInfo } from './target/elf.js';
 export { TargetMemory } from './target/memory.js';
 export {
+  type ProcStat,
+  parseProcStat,
   processExists,
   processState,
+  procStartTime,
   RANK_ENV_VARS,
   rankFromEnviron,
   readEnviron,
+  readProcStat,
   shortHostname,
   tracerPid,
 } from './target/proc.js';

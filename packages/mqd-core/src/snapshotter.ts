@@ -5,6 +5,8 @@
 // /proc metadata; everything that parses, loads or stops runs in the readers (host/identity.ts).
 // Keep one Snapshotter for repeated snapshots: the hosts keep the DLL, the per-build-id indexes
 // and the processes' setup, so the second snapshot is warm.
+
+import { availableParallelism } from 'node:os';
 import {
   err,
   type JobSnapshot,
@@ -18,20 +20,19 @@ import {
   rankNotRead,
   SNAPSHOT_SCHEMA_VERSION,
 } from '@mqd/model';
-import { DllHost, type DllHostOptions } from './host/client.js';
+import { DllHost, type DllHostOptions, type HostRun, MIN_RANKS_PER_READER } from './host/client.js';
 import {
   checkDllPolicy,
   checkTarget,
   type DllPolicy,
   identityKey,
   procCredentials,
-  procStartTime,
   type ReaderIdentity,
   readerIdentity,
 } from './host/identity.js';
 import type { HostStats, HostTarget } from './host/protocol.js';
 import { credentials } from './native/libc.js';
-import { rankFromEnviron, shortHostname } from './target/proc.js';
+import { procStartTime, rankFromEnviron, shortHostname } from './target/proc.js';
 
 export interface SnapshotTarget {
   readonly pid: number;
@@ -74,10 +75,45 @@ export interface SnapshotResult {
   readonly stats: { readonly host: HostStats | null; readonly restarts: number; readonly hostStarts: number };
 }
 
+/** One result for the readers of one DLL: ranks together, counters summed, the first error. */
+function mergeRuns(runs: readonly HostRun[]): HostRun {
+  const [first, ...rest] = runs;
+  if (!first) throw new Error('mergeRuns: no run');
+  if (rest.length === 0) return first;
+  const withStats = runs.filter((r) => r.stats !== null);
+  const sum = (f: (s: HostStats) => number) => withStats.reduce((a, r) => a + (r.stats ? f(r.stats) : 0), 0);
+  const named = runs.find((r) => r.version !== '') ?? first;
+  return {
+    ranks: runs.flatMap((r) => r.ranks),
+    library: named.library,
+    version: named.version,
+    stats:
+      withStats.length === 0
+        ? null
+        : {
+            dllOpenMicros: Math.max(...withStats.map((r) => r.stats?.dllOpenMicros ?? 0)),
+            fetches: sum((s) => s.fetches),
+            typeLookups: sum((s) => s.typeLookups),
+            filesIndexed: sum((s) => s.filesIndexed),
+            jsCallbacks: sum((s) => s.jsCallbacks),
+            readSyscalls: sum((s) => s.readSyscalls),
+          },
+    restarts: runs.reduce((a, r) => a + r.restarts, 0),
+    error: runs.find((r) => r.error !== null)?.error ?? null,
+  };
+}
+
 const lengthUnitOf = (lib: MpiLibrary): LengthUnit => (lib === 'mpich' ? 'elements' : 'bytes');
 
 export class Snapshotter {
   private readonly hosts = new Map<string, DllHost>();
+  /**
+   * DLL names already resolved, by reader identity, pid and start time (a process's
+   * MPIR_dll_name is fixed once MPI_Init set it): a warm snapshot skips the reader's resolve
+   * round trip. Only answers are kept, never errors; the policy is still checked every time, and
+   * the reader re-checks owner and start time before each stop. Pruned to the current targets.
+   */
+  private readonly resolvedDlls = new Map<string, string>();
 
   constructor(private readonly hostOptions: DllHostOptions = {}) {}
 
@@ -111,6 +147,26 @@ export class Snapshotter {
     const h = new DllHost(null, this.hostOptions, id);
     this.hosts.set(this.key(id, null), h);
     return h;
+  }
+
+  /**
+   * The readers of one (identity, DLL) for `ranks` ranks: up to maxReadersPerDll (default the
+   * cores), each with at least MIN_RANKS_PER_READER ranks. The first is `host(id, dll)`.
+   */
+  private pool(id: ReaderIdentity, dll: string, ranks: number): DllHost[] {
+    const max = Math.max(1, this.hostOptions.maxReadersPerDll ?? availableParallelism());
+    const n = Math.max(1, Math.min(max, Math.floor(ranks / MIN_RANKS_PER_READER)));
+    const out = [this.host(id, dll)];
+    for (let i = 1; i < n; i++) {
+      const k = `${this.key(id, dll)}#${i}`;
+      let h = this.hosts.get(k);
+      if (!h) {
+        h = new DllHost(dll, this.hostOptions, id);
+        this.hosts.set(k, h);
+      }
+      out.push(h);
+    }
+    return out;
   }
 
   private host(id: ReaderIdentity, dll: string): DllHost {
@@ -201,15 +257,28 @@ export class Snapshotter {
       if (opts.dll !== undefined) {
         for (const t of list) resolved.set(t.pid, ok(opts.dll));
       } else {
-        const answers = await this.resolver(id).resolve(
-          list.map((t) => ({
-            pid: t.pid,
-            ownerUid: t.ownerUid ?? id.uid,
-            allowRoot: t.allowRoot ?? false,
-            ...(t.startTime !== undefined ? { startTime: t.startTime } : {}),
-          })),
-        );
-        for (const a of answers) resolved.set(a.pid, 'dll' in a ? ok(a.dll) : err(a.error));
+        const cacheKey = (t: HostTarget) => `${identityKey(id)}:${t.pid}:${t.startTime ?? ''}`;
+        const unknown = list.filter((t) => {
+          const hit = t.startTime !== undefined ? this.resolvedDlls.get(cacheKey(t)) : undefined;
+          if (hit !== undefined) resolved.set(t.pid, ok(hit));
+          return hit === undefined;
+        });
+        const answers =
+          unknown.length === 0
+            ? []
+            : await this.resolver(id).resolve(
+                unknown.map((t) => ({
+                  pid: t.pid,
+                  ownerUid: t.ownerUid ?? id.uid,
+                  allowRoot: t.allowRoot ?? false,
+                  ...(t.startTime !== undefined ? { startTime: t.startTime } : {}),
+                })),
+              );
+        for (const a of answers) {
+          resolved.set(a.pid, 'dll' in a ? ok(a.dll) : err(a.error));
+          const t = unknown.find((x) => x.pid === a.pid);
+          if ('dll' in a && t?.startTime !== undefined) this.resolvedDlls.set(cacheKey(t), a.dll);
+        }
       }
       for (const t of list) {
         const named = resolved.get(t.pid) ?? err(mqdError('MQD_E_INTERNAL', `pid ${t.pid} was not resolved`));
@@ -227,18 +296,35 @@ export class Snapshotter {
       }
     }
     const keep = targets.map((t) => t.pid);
+    const live = new Set(keep.map(String));
+    for (const k of this.resolvedDlls.keys())
+      if (!live.has(k.split(':').at(-2) ?? '')) this.resolvedDlls.delete(k);
     let library: MpiLibrary = 'unknown';
     let dllUsed: string | null = null;
     let stats: HostStats | null = null;
     let restarts = 0;
     const ranks: RankSnapshot[] = [...failed];
     for (const { id, dll, targets: list } of byDll.values()) {
-      const h = this.host(id, dll);
-      const run = await h.snapshot(list, keep, {
-        ...(opts.holdStoppedMs !== undefined ? { holdStoppedMs: opts.holdStoppedMs } : {}),
-        ...(opts.stacks !== undefined ? { stacks: opts.stacks } : {}),
-        ...(opts.onStopped ? { onStopped: opts.onStopped } : {}),
-      });
+      // The ranks of one DLL are split among parallel readers (rank order, round robin: the
+      // same job gives each reader the same ranks, so each stays warm for its own).
+      const readers = this.pool(id, dll, list.length);
+      const shares = readers.map(() => [] as HostTarget[]);
+      [...list]
+        .sort((a, b) => a.rank - b.rank)
+        .forEach((t, i) => {
+          shares[i % readers.length]?.push(t);
+        });
+      const runs = await Promise.all(
+        readers.map((h, i) => {
+          const share = shares[i] ?? [];
+          return h.snapshot(share, readers.length === 1 ? keep : share.map((t) => t.pid), {
+            ...(opts.holdStoppedMs !== undefined ? { holdStoppedMs: opts.holdStoppedMs } : {}),
+            ...(opts.stacks !== undefined ? { stacks: opts.stacks } : {}),
+            ...(opts.onStopped ? { onStopped: opts.onStopped } : {}),
+          });
+        }),
+      );
+      const run = mergeRuns(runs);
       restarts += run.restarts;
       if (run.error) {
         const e = run.error;

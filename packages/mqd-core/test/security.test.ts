@@ -5,8 +5,9 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DllHost } from '../src/host/client.js';
-import { checkDllPolicy, procStartTime } from '../src/host/identity.js';
+import { checkDllPolicy } from '../src/host/identity.js';
 import { Snapshotter } from '../src/snapshotter.js';
+import { procStartTime } from '../src/target/proc.js';
 import { buildConformance, startTarget } from './conformance-kit.js';
 import { type Attacker, buildAttacker, NOBODY, startProcess, watchPid } from './security-kit.js';
 

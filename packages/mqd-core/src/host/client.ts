@@ -34,7 +34,15 @@ export interface DllHostOptions {
   readonly maxRestartsPerRequest?: number;
   /** 'root-owned': the DLL and every directory above it must be root's and not group/other-writable. */
   readonly dllPolicy?: DllPolicy;
+  /**
+   * Most reader children reading the ranks of one DLL in parallel (Snapshotter); default: the
+   * cores available. Each reads at least MIN_RANKS_PER_READER ranks, so small jobs use one.
+   */
+  readonly maxReadersPerDll?: number;
 }
+
+/** Below this many ranks per reader a second reader costs more (its own cold start) than it saves. */
+export const MIN_RANKS_PER_READER = 8;
 
 export interface HostRun {
   readonly ranks: RankSnapshot[];
@@ -45,6 +53,16 @@ export interface HostRun {
   /** Set when the DLL could not be used at all (not ELF, wrong level, ...). */
   readonly error: MqdError | null;
 }
+
+/**
+ * V8 flags of the readers. Every snapshot allocates short-lived records (a deep queue: tens of
+ * MB); with the default young generation V8 grows it step by step up to 16 MB per semi-space, and
+ * its old generation for hundreds of snapshots before a full collection, so the reader's RSS
+ * climbs ~20-60 MB and falls back. A small young generation, and a full collection when the
+ * reader is idle and its heap grew (host-main.ts collectIfGrown), keep it flat
+ * (packages/mqd-core/bench/reader-memory.bench.ts: no native growth, measured with a collection after each request).
+ */
+const READER_V8_FLAGS = ['--max-semi-space-size=2', '--expose-gc'];
 
 function hostEntry(): { file: string; execArgv: string[] } {
   const here = fileURLToPath(import.meta.url);
@@ -119,7 +137,7 @@ export class DllHost {
   private spawn(): Live {
     const { file, execArgv } = hostEntry();
     const child = fork(file, [], {
-      execArgv,
+      execArgv: [...READER_V8_FLAGS, ...execArgv],
       serialization: 'advanced',
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
       ...readerForkOptions(this.identity),
@@ -302,7 +320,7 @@ export class DllHost {
         dll: this.dll,
         targets,
         keepPids,
-        readBudgetBytes: this.opts.readBudgetBytes ?? 64 << 20,
+        readBudgetBytes: this.opts.readBudgetBytes ?? readBudgetFromEnv(),
         stopTimeoutMs: this.opts.stopTimeoutMs ?? 2000,
         ...(extra.holdStoppedMs !== undefined ? { holdStoppedMs: extra.holdStoppedMs } : {}),
         ...(extra.stacks !== undefined ? { stacks: extra.stacks } : {}),
@@ -390,4 +408,14 @@ export class DllHost {
       await gone;
     }
   }
+}
+
+/** Default read budget per rank and stop: 64 MiB, or MQD_READ_BUDGET_BYTES (the error hint names it). */
+export const DEFAULT_READ_BUDGET_BYTES = 64 << 20;
+export function readBudgetFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const v = env['MQD_READ_BUDGET_BYTES'];
+  if (v === undefined || v === '') return DEFAULT_READ_BUDGET_BYTES;
+  const n = Number(v);
+  // A value that is not a positive integer is ignored rather than turned into no budget at all.
+  return Number.isSafeInteger(n) && n >= 4096 ? n : DEFAULT_READ_BUDGET_BYTES;
 }

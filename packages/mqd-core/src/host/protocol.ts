@@ -62,6 +62,10 @@ export interface HostStats {
   readonly fetches: number;
   readonly typeLookups: number;
   readonly filesIndexed: number;
+  /** Callbacks the DLL made into JavaScript (the rest were answered natively, shim.ts). */
+  readonly jsCallbacks: number;
+  /** process_vm_readv calls (page-cache misses) of the DLLs' reads and ours. */
+  readonly readSyscalls: number;
 }
 
 export type HostMessage =

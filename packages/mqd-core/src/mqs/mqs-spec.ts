@@ -2,10 +2,10 @@
 // MPI-2 job callbacks), as the MPI library's DLL and the debugger share it. Every type, enum,
 // constant, callback table and entry point is here, once, with its memory layout on LP64.
 // Sources of the facts: the MPI Forum draft "MPI Message Queue Dumping Interface", Open MPI's
-// ompi/debuggers/msgq_interface.h and MPICH's src/mpi/debugger/mpi_interface.h (see
-// ../shared/reference/mqd-implementations.md). Written here, not copied.
+// ompi/debuggers/msgq_interface.h and MPICH's src/mpi/debugger/mpi_interface.h (what the two
+// real DLLs do: docs/mpi-facts.md). Written here, not copied.
 //
-// Conventions (ffi-lessons.md):
+// Conventions (the koffi traps behind them: packages/mqd-core/README.md):
 // - Opaque handles (mqs_image *, mqs_process *, mqs_type *, *_info *) are integers: the
 //   debugger chooses image/process/type handles (small non-zero keys into JS maps), the DLL
 //   chooses info pointers (stored and handed back untouched).

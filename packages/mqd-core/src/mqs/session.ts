@@ -2,27 +2,33 @@
 // callback tables, keeps image and process infos through their lifecycles, and reads the
 // communicators and three queues of a stopped process. Runs inside the DLL host child
 // (dll-host-main.ts): a DLL that crashes or loops takes this process down, not the agent.
-import { readFileSync } from 'node:fs';
 import {
   type Communicator,
   err,
   type MpiLibrary,
   type MqdError,
   mqdError,
-  type Operation,
   ok,
   type RankSnapshot,
   type Result,
   rankNotRead,
 } from '@mqd/model';
 import koffi from 'koffi';
+import { permanentAlloc } from '../native/alloc.js';
 import { dlopen, dlsymAddress, RTLD_NOW } from '../native/libc.js';
 import type { DebugFileRegistry, TypeRef } from '../target/debug-file.js';
 import { EM_X86_64, ET_DYN, hostMachine, readElfInfo } from '../target/elf.js';
-import { TargetMemory } from '../target/memory.js';
+import { procStartTime } from '../target/proc.js';
 import { ProcessImage } from '../target/process-image.js';
 import { stopProcess } from '../target/stopper.js';
 import { findMpiCall, type MpiFrame, Unwinder, type UnwoundRank } from '../target/unwind.js';
+import {
+  type CommunicatorHeader,
+  decodeCommunicator,
+  decodeGroup,
+  decodeOperations,
+  deriveGlobalRanks,
+} from './decode.js';
 import { libraryOfDll } from './library.js';
 import {
   BASIC_CALLBACKS,
@@ -30,11 +36,9 @@ import {
   DEBUGGER_CODES,
   ENTRY_POINTS,
   type EntryName,
-  ERR_BUDGET,
   ERR_CALLBACK,
   ERR_NO_SYMBOL,
   ERR_NULL,
-  ERR_READ,
   IMAGE_CALLBACKS,
   MQS_INTERFACE_COMPATIBILITY,
   mqs_end_of_list,
@@ -45,6 +49,7 @@ import {
   PROCESS_CALLBACKS,
   proto,
 } from './mqs-spec.js';
+import { HotPath, NATIVE_CALLBACKS, type NativeCallback } from './shim.js';
 
 type Fn = (...args: unknown[]) => unknown;
 type KoffiLib = ReturnType<typeof koffi.load>;
@@ -70,10 +75,18 @@ interface TargetProcess {
   readonly startTime: string;
   rank: number;
   readonly image: ProcessImage;
-  readonly memory: TargetMemory;
-  imageInfo: bigint;
-  processInfo: bigint;
   ready: boolean;
+}
+
+/** One queue as walked in the stop: raw records, decoded after the resume. */
+type RawQueue =
+  | { readonly kind: 'records'; readonly records: Buffer; readonly count: number; readonly rc: number }
+  | { readonly kind: 'unavailable'; readonly rc: number };
+
+interface RawCommunicator {
+  readonly header: CommunicatorHeader;
+  readonly group: number[] | null;
+  readonly queues: readonly (readonly [(typeof QUEUES)[number][0], RawQueue])[];
 }
 
 const QUEUES = [
@@ -82,31 +95,11 @@ const QUEUES = [
   ['unexpected', mqs_op_class.unexpected_messages],
 ] as const;
 
-function procStartTime(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return rest[19] ?? null; // field 22: starttime
-  } catch {
-    return null;
-  }
-}
-
 function nativeString(s: string): unknown {
-  const buf = koffi.alloc('char', Buffer.byteLength(s) + 1);
+  // Cached per code for the session's life: the DLL may keep the pointer.
+  const buf = permanentAlloc('char', Buffer.byteLength(s) + 1);
   koffi.encode(buf, 'char', s, Buffer.byteLength(s) + 1);
   return buf;
-}
-
-/** Decodes a target int the DLL widened into 8 bytes: negative or unknown -> null. */
-function decodeRank(v: DataView, off: number, commSize: number): number | null {
-  const lo = v.getInt32(off, true);
-  const hi = v.getInt32(off + 4, true);
-  if (hi !== 0 && hi !== -1) return null;
-  if (lo < 0) return null;
-  // MPICH reads a receive's source as 2 bytes: ANY_SOURCE (-2) shows as 65534.
-  if ((lo === 0xfffe || lo === 0xffff) && commSize < 0xfffe) return null;
-  return lo;
 }
 
 /** An MPI call's arguments as read in the stop, before they are matched to the communicators. */
@@ -146,14 +139,6 @@ function stackFieldsOf(
   return { threads: stacks.threads, mpiCall: { function: call.function, tid: call.tid, args } };
 }
 
-function decodeLength(v: DataView, off: number): number | null {
-  const big = v.getBigInt64(off, true);
-  if (big < 0n) return null;
-  // A widened int -1 (0x00000000ffffffff) means "unknown" too.
-  if (big === 0xffffffffn) return null;
-  return Number(big);
-}
-
 export class MqsSession {
   readonly library: MpiLibrary;
   readonly version: string;
@@ -166,21 +151,29 @@ export class MqsSession {
   private readonly types = new Map<number, TypeRef>();
   private readonly typeKeys = new Map<string, number>();
   private readonly errorStrings = new Map<number, unknown>();
-  private nextKey = 1;
+  /** The native hot path: process callbacks, memory reads, queue walks (shim.ts). */
+  private readonly hot: HotPath;
+  /** The DLL's mqs_next_operation, for walks run natively. */
+  private readonly nextOperation: bigint;
   /** libdw unwinder for the stacks read in the same stop (created on first use). */
   private unwinder: Unwinder | null = null;
   private readonly basicCb: unknown;
   private readonly imageCb: unknown;
   private readonly processCb: unknown;
   readonly dprints: string[] = [];
-  /** Which callbacks the DLL used, for conformance tests and diagnostics. */
-  readonly callbackCounts: Record<string, number> = {};
+  /** Callbacks answered in JavaScript so far (the native ones are counted by the shim). */
+  private readonly jsCounts: Record<string, number> = {};
 
   private constructor(
     readonly dllPath: string,
     lib: KoffiLib,
+    dllHandle: unknown,
+    hot: HotPath,
     private readonly opts: SessionOptions,
   ) {
+    this.hot = hot;
+    this.nextOperation = dlsymAddress(dllHandle, 'mqs_next_operation');
+    if (this.nextOperation === 0n) throw new Error('mqs_next_operation not found');
     const fns: Partial<Record<EntryName, Fn>> = {};
     for (const [name, sig] of Object.entries(ENTRY_POINTS)) fns[name as EntryName] = lib.func(sig) as Fn;
     this.fns = fns as Record<EntryName, Fn>;
@@ -213,9 +206,16 @@ export class MqsSession {
     }
     if (elf.value.type !== ET_DYN)
       return err(mqdError('MQD_E_DLL_NOT_ELF', `${dllPath} is not a shared object`));
+    const hot = HotPath.get();
+    if (!hot.ok) return hot;
     let lib: KoffiLib;
+    let handle: unknown;
     try {
       lib = koffi.load(dllPath);
+      // The same file opened again gives koffi's handle back: for entry points' addresses.
+      const h = dlopen(dllPath, RTLD_NOW);
+      if (!('handle' in h)) throw new Error(h.error);
+      handle = h.handle;
     } catch (e) {
       return err(mqdError('MQD_E_DLL_LOAD', `dlopen ${dllPath}: ${(e as Error).message}`));
     }
@@ -244,7 +244,7 @@ export class MqsSession {
       );
     }
     try {
-      return ok(new MqsSession(dllPath, lib, opts));
+      return ok(new MqsSession(dllPath, lib, handle, hot.value, opts));
     } catch (e) {
       return err(
         mqdError('MQD_E_DLL_INCOMPATIBLE', `${dllPath} lacks an entry point: ${(e as Error).message}`),
@@ -252,21 +252,42 @@ export class MqsSession {
     }
   }
 
+  /**
+   * Which callbacks the DLL used, for conformance tests and diagnostics: this session's JS
+   * callbacks plus the native ones (counted by the shim for the whole process; a reader hosts one
+   * session).
+   */
+  get callbackCounts(): Record<string, number> {
+    const out: Record<string, number> = { ...this.jsCounts };
+    for (const [name, n] of Object.entries(this.hot.counts())) out[name] = (out[name] ?? 0) + n;
+    return out;
+  }
+
+  /** Callbacks the DLL made into JavaScript so far. */
+  jsCallbackCount(): number {
+    return Object.values(this.jsCounts).reduce((a, b) => a + b, 0);
+  }
+
   // ---- callback tables ------------------------------------------------------------------
-  private table<K extends string>(names: readonly K[], impl: Record<K, Fn>): unknown {
-    const block = koffi.alloc('uintptr_t', names.length);
+  private table<K extends string>(names: readonly K[], impl: Partial<Record<K, Fn>>): unknown {
+    const block = permanentAlloc('uintptr_t', names.length);
     const view = new BigUint64Array(koffi.view(block, 8 * names.length));
     names.forEach((n, i) => {
       const p = proto[n as keyof typeof proto];
       const f = impl[n];
+      if (n in NATIVE_CALLBACKS) {
+        view[i] = this.hot.addresses[n as NativeCallback];
+        return;
+      }
       if (n === 'malloc' || n === 'free') {
-        // libc's own malloc/free: no JS round trip per allocation (ffi-lessons trap 3).
+        // libc's own malloc/free: no JS round trip per allocation (koffi trap 3, README.md).
         const libc = dlopen('libc.so.6', RTLD_NOW);
         view[i] = 'handle' in libc ? dlsymAddress(libc.handle, n) : 0n;
         return;
       }
+      if (!f) throw new Error(`no implementation of callback ${n}`);
       const counted = (...args: unknown[]) => {
-        this.callbackCounts[n] = (this.callbackCounts[n] ?? 0) + 1;
+        this.jsCounts[n] = (this.jsCounts[n] ?? 0) + 1;
         return f(...args);
       };
       const ptr = koffi.register(counted, koffi.pointer(p));
@@ -281,13 +302,13 @@ export class MqsSession {
     try {
       return f();
     } catch (e) {
-      // A callback must never throw into C (ffi-lessons trap 2).
+      // A callback must never throw into C (koffi trap 2, README.md).
       this.dprints.push(`callback error: ${(e as Error).message}`);
       return fallback;
     }
   }
 
-  private basicImpl(): Record<(typeof BASIC_CALLBACKS)[number], Fn> {
+  private basicImpl(): Partial<Record<(typeof BASIC_CALLBACKS)[number], Fn>> {
     const unused: Fn = () => 0;
     return {
       malloc: unused,
@@ -308,18 +329,7 @@ export class MqsSession {
           }
           return BigInt(koffi.address(s));
         }),
-      put_image_info: (image, info) =>
-        this.guard(undefined, () => {
-          const t = this.byImage.get(Number(image));
-          if (t) t.imageInfo = BigInt(info as number | bigint);
-        }),
-      get_image_info: (image) => this.guard(0n, () => this.byImage.get(Number(image))?.imageInfo ?? 0n),
-      put_process_info: (proc, info) =>
-        this.guard(undefined, () => {
-          const t = this.processes.get(Number(proc));
-          if (t) t.processInfo = BigInt(info as number | bigint);
-        }),
-      get_process_info: (proc) => this.guard(0n, () => this.processes.get(Number(proc))?.processInfo ?? 0n),
+      // put/get_image_info and put/get_process_info: kept natively (shim.ts)
     };
   }
 
@@ -380,29 +390,9 @@ export class MqsSession {
     };
   }
 
-  private processImpl(): Record<(typeof PROCESS_CALLBACKS)[number], Fn> {
-    return {
-      get_global_rank: (proc) => this.guard(-1, () => this.processes.get(Number(proc))?.rank ?? -1),
-      get_image: (proc) => this.guard(0, () => this.processes.get(Number(proc))?.imageKey ?? 0),
-      fetch_data: (proc, addr, size, buf) =>
-        this.guard(ERR_CALLBACK, () => {
-          const t = this.processes.get(Number(proc));
-          const n = Number(size);
-          if (!t || !buf) return ERR_NULL;
-          if (n <= 0) return mqs_ok;
-          const out = new Uint8Array(koffi.view(buf, n));
-          if (t.memory.read(BigInt(addr as number | bigint), n, out)) return mqs_ok;
-          out.fill(0);
-          return t.memory.lastFailure === 'budget' ? ERR_BUDGET : ERR_READ;
-        }),
-      target_to_host: (_proc, src, dst, size) =>
-        this.guard(undefined, () => {
-          const n = Number(size);
-          if (!src || !dst || n <= 0) return;
-          // Exactly n bytes, same byte order on this host: a plain copy.
-          new Uint8Array(koffi.view(dst, n)).set(new Uint8Array(koffi.view(src, n)));
-        }),
-    };
+  private processImpl(): Partial<Record<(typeof PROCESS_CALLBACKS)[number], Fn>> {
+    // get_global_rank, get_image, fetch_data, target_to_host: all answered natively (shim.ts).
+    return {};
   }
 
   // ---- DLL errors -------------------------------------------------------------------------
@@ -421,8 +411,13 @@ export class MqsSession {
 
   // ---- processes ----------------------------------------------------------------------------
   private forget(t: TargetProcess): void {
-    if (t.processInfo !== 0n) this.fns.mqs_destroy_process_info(t.processInfo);
-    if (t.imageInfo !== 0n) this.fns.mqs_destroy_image_info(t.imageInfo);
+    const processInfo = this.hot.info(t.key);
+    const imageInfo = this.hot.info(t.imageKey);
+    if (processInfo !== 0n) this.fns.mqs_destroy_process_info(processInfo);
+    if (imageInfo !== 0n) this.fns.mqs_destroy_image_info(imageInfo);
+    this.hot.drop(t.key);
+    this.hot.drop(t.imageKey);
+    this.hot.endStop();
     this.processes.delete(t.key);
     this.byImage.delete(t.imageKey);
     this.byPid.delete(t.pid);
@@ -447,7 +442,10 @@ export class MqsSession {
       return err({ kind: 'error', error: mqdError('MQD_E_NO_SUCH_PID', `no process ${r.pid}`) });
     const old = this.byPid.get(r.pid);
     if (old && old.startTime === start && old.ready) {
-      old.rank = r.rank;
+      if (old.rank !== r.rank) {
+        old.rank = r.rank;
+        this.hot.set(old.key, old.pid, old.rank, old.imageKey, this.opts.readBudgetBytes);
+      }
       return ok(old);
     }
     if (old) this.forget(old);
@@ -459,8 +457,8 @@ export class MqsSession {
         error: mqdError('MQD_E_NOT_MPI', `pid ${r.pid} (${img.value.exe}) maps no MPI library`),
       });
     }
-    const key = this.nextKey++;
-    const imageKey = this.nextKey++;
+    const key = this.hot.newKey();
+    const imageKey = this.hot.newKey();
     const t: TargetProcess = {
       key,
       imageKey,
@@ -468,11 +466,10 @@ export class MqsSession {
       startTime: start,
       rank: r.rank,
       image: img.value,
-      memory: new TargetMemory(r.pid, this.opts.readBudgetBytes),
-      imageInfo: 0n,
-      processInfo: 0n,
       ready: false,
     };
+    this.hot.set(key, r.pid, r.rank, imageKey, this.opts.readBudgetBytes);
+    this.hot.set(imageKey, r.pid, r.rank, 0, 0);
     this.processes.set(key, t);
     this.byImage.set(imageKey, t);
     this.byPid.set(r.pid, t);
@@ -497,7 +494,7 @@ export class MqsSession {
         ),
       });
     }
-    t.memory.newStop();
+    this.hot.beginStop(key);
     rc = this.fns.mqs_setup_process(key, this.processCb) as number;
     if (rc !== mqs_ok) {
       // Open MPI returns an error without storing process info: never call it again for this pid.
@@ -516,6 +513,7 @@ export class MqsSession {
       });
     }
     t.ready = true;
+    this.hot.endStop();
     return ok(t);
   }
 
@@ -533,14 +531,14 @@ export class MqsSession {
     const t = tgt.value;
     const stop = stopProcess(r.pid, this.opts.stopTimeoutMs);
     if (!stop.ok) return rankNotRead(base, stop.error);
-    let comms: Result<{ communicators: Communicator[]; walkError: MqdError | null }, MqdError>;
+    let raw: Result<RawCommunicator[], MqdError>;
     let stacks: UnwoundRank | MqdError | null = null;
     let rawArgs: RawMpiArgs | null = null;
     let paused: number;
     try {
-      t.memory.newStop();
+      this.hot.beginStop(t.key);
       this.opts.whileStopped?.(r.pid);
-      comms = this.readCommunicators(t);
+      raw = this.readCommunicators(t);
       // One stop serves both: the stacks describe the same instant as the queues.
       if (wantStacks) {
         stacks = this.readStacks(r.pid, stop.value.tids);
@@ -549,7 +547,10 @@ export class MqsSession {
     } finally {
       // Whatever happened, the rank runs again before anything else.
       paused = stop.value.resume();
+      this.hot.endStop();
     }
+    // Decoding happens after the resume: the rank pays only for the walk.
+    const comms = raw.ok ? ok(this.assemble(raw.value)) : raw;
     const stackFields =
       stacks === null ? {} : stackFieldsOf(stacks, rawArgs, comms.ok ? comms.value.communicators : []);
     if (!comms.ok) {
@@ -580,7 +581,7 @@ export class MqsSession {
     let physical = 0;
     for (let i = 0; i < call.frameIndex; i++) if (!thread.frames[i]?.inlined) physical++;
     const fn = thread.frames[call.frameIndex]?.function ?? call.function;
-    const words = this.unwinder.frameArgs(t.pid, call.tid, physical, fn, (a) => t.memory.readU64(a));
+    const words = this.unwinder.frameArgs(t.pid, call.tid, physical, fn, (a) => this.readU64(t, a));
     const int = (names: string[]): number | null => {
       for (const n of names) {
         const v = words.get(n);
@@ -594,7 +595,7 @@ export class MqsSession {
       if (this.library === 'openmpi') {
         const ty = t.image.findType('ompi_communicator_t');
         const off = ty ? ty.file.fieldOffset(ty, 'c_contextid') : -1;
-        const word = off >= 0 ? t.memory.readU64(handle + BigInt(off)) : null;
+        const word = off >= 0 ? this.readU64(t, handle + BigInt(off)) : null;
         if (word !== null) comm = { kind: 'id', id: String(Number(BigInt.asUintN(32, word))) };
       } else if (this.library === 'mpich') {
         // MPICH handles: kind in bits 30-31 (1 builtin, 2 direct), index in the low 26 bits.
@@ -622,9 +623,16 @@ export class MqsSession {
     }
   }
 
-  private readCommunicators(
-    t: TargetProcess,
-  ): Result<{ communicators: Communicator[]; walkError: MqdError | null }, MqdError> {
+  private readU64(t: TargetProcess, addr: bigint): bigint | null {
+    const b = new Uint8Array(8);
+    return this.hot.read(t.key, addr, 8, b) ? new DataView(b.buffer).getBigUint64(0, true) : null;
+  }
+
+  /**
+   * The walk, while the rank is stopped: every communicator's record and group, and each queue's
+   * raw records (the DLL's mqs_next_operation run in C until it stops). Nothing is decoded here.
+   */
+  private readCommunicators(t: TargetProcess): Result<RawCommunicator[], MqdError> {
     const f = this.fns;
     let rc = f.mqs_update_communicator_list(t.key) as number;
     if (rc !== mqs_ok) return err(this.memoryError(t) ?? this.dllError(rc, 'mqs_update_communicator_list'));
@@ -632,108 +640,87 @@ export class MqsSession {
     if (rc !== mqs_ok) {
       const me = this.memoryError(t);
       if (me) return err(me);
-      return ok({ communicators: [], walkError: null }); // no communicator yet (before MPI_Init completes)
+      return ok([]); // no communicator yet (before MPI_Init completes)
     }
-    const commBuf = koffi.alloc('uint8_t', COMMUNICATOR.size);
-    const opBuf = koffi.alloc('uint8_t', PENDING_OPERATION.size);
-    const commView = new DataView(koffi.view(commBuf, COMMUNICATOR.size));
-    const commBytes = new Uint8Array(koffi.view(commBuf, COMMUNICATOR.size));
-    const opBytes = new Uint8Array(koffi.view(opBuf, PENDING_OPERATION.size));
-    const opView = new DataView(koffi.view(opBuf, PENDING_OPERATION.size));
-    const out: Communicator[] = [];
-    const raw: { comm: Communicator; worldish: boolean }[] = [];
-    let walkError: MqdError | null = null;
+    // JS memory handed to the DLL for the length of each call: nothing native to free.
+    const commBytes = new Uint8Array(COMMUNICATOR.size);
+    const out: RawCommunicator[] = [];
     for (let guard = 0; guard < 1_000_000; guard++) {
       commBytes.fill(0);
-      rc = f.mqs_get_communicator(t.key, commBuf) as number;
+      rc = f.mqs_get_communicator(t.key, commBytes) as number;
       if (rc !== mqs_ok) break;
-      const size = Number(commView.getBigInt64(COMMUNICATOR.size_, true));
-      const localRank = commView.getInt32(COMMUNICATOR.local_rank, true);
-      const uid = commView.getBigUint64(COMMUNICATOR.unique_id, true);
-      const nameBytes = commBytes.subarray(COMMUNICATOR.name, COMMUNICATOR.name + COMMUNICATOR.nameLen);
-      const z = nameBytes.indexOf(0);
-      const name = Buffer.from(z >= 0 ? nameBytes.subarray(0, z) : nameBytes).toString('utf8');
-      // MPI_COMM_NULL shows up as size 0 (local rank 4294967294): never listed.
-      const isNull = size <= 0 || name === 'MPI_COMM_NULL';
-      if (!isNull) {
+      const header = decodeCommunicator(commBytes);
+      if (!header.isNull) {
         let group: number[] | null = null;
-        if (this.getCommGroup && size > 0 && size < 1 << 24) {
-          const g = koffi.alloc('int', size);
-          if ((this.getCommGroup(t.key, g) as number) === mqs_ok) {
-            const arr = Array.from(new Int32Array(koffi.view(g, 4 * size)));
-            group = arr.every((x) => x >= 0) ? arr : null;
-          }
+        if (this.getCommGroup && header.size > 0 && header.size < 1 << 24) {
+          const g = new Int32Array(header.size);
+          if ((this.getCommGroup(t.key, g) as number) === mqs_ok) group = decodeGroup(g);
         }
-        const comm: Communicator = {
-          id: uid < 1_000_000n ? uid.toString() : `0x${uid.toString(16)}`,
-          name,
-          size,
-          localRank,
-          group,
-          sends: null,
-          receives: null,
-          unexpected: null,
-          unavailable: {},
-        };
+        const queues: [(typeof QUEUES)[number][0], RawQueue][] = [];
         for (const [q, cls] of QUEUES) {
           rc = f.mqs_setup_operation_iterator(t.key, cls) as number;
           if (rc !== mqs_ok) {
             const me = this.memoryError(t);
             if (me) return err(me);
-            comm.unavailable[q] = mqdError(
-              'MQD_E_QUEUE_UNSUPPORTED',
-              `${this.libraryName()}'s DLL cannot show ${q === 'unexpected' ? 'unexpected messages' : `pending ${q}`} (mqs_setup_operation_iterator returned ${rc})`,
-            );
+            queues.push([q, { kind: 'unavailable', rc }]);
             continue;
           }
-          const ops: Operation[] = [];
-          for (let n = 0; n < 10_000_000; n++) {
-            opBytes.fill(0); // MPICH leaves lines of extra_text untouched: start clean each time
-            rc = f.mqs_next_operation(t.key, opBuf) as number;
-            if (rc !== mqs_ok) break;
-            ops.push(this.decodeOp(opView, opBytes, size));
-          }
+          const walk = this.hot.walkOps(this.nextOperation, t.key, 10_000_000, PENDING_OPERATION.size);
           const me = this.memoryError(t);
           if (me) return err(me);
-          if (rc !== mqs_end_of_list && rc !== mqs_ok) {
-            // The walk broke off (an unreadable pointer, a DLL error): what was read is kept,
-            // and the rank says plainly that this queue is partial.
-            walkError ??= this.dllError(
-              rc,
-              `the walk of ${q} on communicator '${name}' broke off after ${ops.length} entries: mqs_next_operation`,
-            );
-          }
-          comm[q] = ops;
+          queues.push([q, { kind: 'records', records: walk.records, count: walk.count, rc: walk.rc }]);
         }
-        raw.push({ comm, worldish: name === 'MPI_COMM_WORLD' });
+        out.push({ header, group, queues });
       }
       rc = f.mqs_next_communicator(t.key) as number;
       if (rc !== mqs_ok) break;
     }
-    // Derive what the library leaves unknown. MPI_COMM_WORLD's group is the identity by
-    // definition, so it is never listed (snapshot-spec.ts) and local == global there. Elsewhere
-    // the group is the authority: Open MPI copies the local rank into a send's actual global
-    // rank, MPICH leaves global ranks -1.
-    for (const { comm, worldish } of raw) {
-      if (worldish) comm.group = null;
-      const group = comm.group;
-      const toGlobal = worldish ? (l: number) => l : group ? (l: number) => group[l] : null;
-      for (const q of ['sends', 'receives', 'unexpected'] as const) {
-        if (!toGlobal) continue;
-        for (const op of comm[q] ?? []) {
-          if (op.peer.local !== null) op.peer.global = toGlobal(op.peer.local) ?? op.peer.global;
-          if (op.actual && op.actual.peer.local !== null) {
-            op.actual.peer.global = toGlobal(op.actual.peer.local) ?? op.actual.peer.global;
-          }
+    return ok(out);
+  }
+
+  /** Turns the walk's raw records into the model's communicators (after the rank resumed). */
+  private assemble(raw: readonly RawCommunicator[]): {
+    communicators: Communicator[];
+    walkError: MqdError | null;
+  } {
+    let walkError: MqdError | null = null;
+    const communicators = raw.map(({ header, group, queues }) => {
+      const comm: Communicator = {
+        id: header.id,
+        name: header.name,
+        size: header.size,
+        localRank: header.localRank,
+        group,
+        sends: null,
+        receives: null,
+        unexpected: null,
+        unavailable: {},
+      };
+      for (const [q, rq] of queues) {
+        if (rq.kind === 'unavailable') {
+          comm.unavailable[q] = mqdError(
+            'MQD_E_QUEUE_UNSUPPORTED',
+            `${this.libraryName()}'s DLL cannot show ${q === 'unexpected' ? 'unexpected messages' : `pending ${q}`} (mqs_setup_operation_iterator returned ${rq.rc})`,
+          );
+          continue;
+        }
+        comm[q] = decodeOperations(rq.records, rq.count, header.size);
+        if (rq.rc !== mqs_end_of_list && rq.rc !== mqs_ok) {
+          // The walk broke off (an unreadable pointer, a DLL error): what was read is kept,
+          // and the rank says plainly that this queue is partial.
+          walkError ??= this.dllError(
+            rq.rc,
+            `the walk of ${q} on communicator '${header.name}' broke off after ${rq.count} entries: mqs_next_operation`,
+          );
         }
       }
-      out.push(comm);
-    }
-    return ok({ communicators: out, walkError });
+      return deriveGlobalRanks(comm);
+    });
+    return { communicators, walkError };
   }
 
   private memoryError(t: TargetProcess): MqdError | null {
-    switch (t.memory.lastFailure) {
+    switch (this.hot.failure(t.key)) {
       case 'budget':
         return mqdError(
           'MQD_E_READ_BUDGET',
@@ -750,43 +737,5 @@ export class MqsSession {
 
   private libraryName(): string {
     return this.library === 'openmpi' ? 'Open MPI' : this.library === 'mpich' ? 'MPICH' : 'This MPI library';
-  }
-
-  private decodeOp(v: DataView, bytes: Uint8Array, commSize: number): Operation {
-    const P = PENDING_OPERATION;
-    const status = v.getInt32(P.status, true);
-    const tagWild = v.getInt32(P.tag_wild, true) !== 0;
-    const rawTag = v.getInt32(P.desired_tag, true);
-    const extraText: string[] = [];
-    for (let i = 0; i < P.extraLines; i++) {
-      const line = bytes.subarray(P.extra_text + i * P.extraLineLen, P.extra_text + (i + 1) * P.extraLineLen);
-      const z = line.indexOf(0);
-      const s = Buffer.from(z >= 0 ? line.subarray(0, z) : line).toString('utf8');
-      if (s.length > 0) extraText.push(s);
-    }
-    const desiredGlobal = decodeRank(v, P.desired_global_rank, 1 << 30);
-    const op: Operation = {
-      status: status === 2 ? 'complete' : status === 1 ? 'matched' : 'pending',
-      peer: { local: decodeRank(v, P.desired_local_rank, commSize), global: desiredGlobal },
-      // MPI_ANY_TAG is -1 in both libraries; MPICH does not set tag_wild.
-      tag: tagWild || rawTag === -1 ? null : rawTag,
-      length: decodeLength(v, P.desired_length) ?? 0,
-      actual: null,
-      extraText,
-      buffer: `0x${v.getBigUint64(P.buffer, true).toString(16)}`,
-      systemBuffer: v.getInt32(P.system_buffer, true) !== 0,
-    };
-    if (op.status !== 'pending') {
-      const aTag = v.getInt32(P.actual_tag, true);
-      op.actual = {
-        peer: {
-          local: decodeRank(v, P.actual_local_rank, commSize),
-          global: decodeRank(v, P.actual_global_rank, 1 << 30),
-        },
-        tag: aTag === -1 ? null : aTag,
-        length: decodeLength(v, P.actual_length),
-      };
-    }
-    return op;
   }
 }

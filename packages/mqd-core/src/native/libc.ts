@@ -1,7 +1,8 @@
 // libc through koffi: memory reads (process_vm_readv), ptrace, waitpid, prctl, dlopen/dlsym.
-// Handles are integers (ffi-lessons trap 4); every allocation is owned by this module for the
+// Handles are integers (koffi trap 4, README.md); every allocation is owned by this module for the
 // life of the process (trap 1).
 import koffi from 'koffi';
+import { permanentAlloc } from './alloc.js';
 
 const libc = koffi.load('libc.so.6');
 
@@ -58,7 +59,7 @@ export interface IovecPair {
   readonly remote: unknown;
 }
 export function allocIovecs(): IovecPair {
-  return { local: koffi.alloc(iovec, 1), remote: koffi.alloc(iovec, 1) };
+  return { local: permanentAlloc(iovec, 1), remote: permanentAlloc(iovec, 1) };
 }
 
 /** ptrace(request, tid, addr, data): 0 on success or -errno. */

@@ -1,7 +1,8 @@
 // libdw (elfutils) through koffi: the symbol tables and DWARF types of ELF files.
 // A Dwarf_Die is a 32-byte struct {void *addr; void *cu; void *abbrev; long padding} that we
-// only ever hold in native buffers we own (ffi-lessons: keep what C points to alive).
+// only ever hold in native buffers we own (koffi trap 1, README.md: keep what C points to alive).
 import koffi from 'koffi';
+import { ownedAlloc, permanentAlloc } from './alloc.js';
 import { dlopen, dlsymAddress, RTLD_NOW } from './libc.js';
 
 const libdw = koffi.load('libdw.so.1');
@@ -87,7 +88,7 @@ export const dw = {
 export function procCallbacks(debuginfoPath: string | null): unknown {
   const opened = dlopen('libdw.so.1', RTLD_NOW);
   if (!('handle' in opened)) throw new Error(`dlopen libdw.so.1: ${opened.error}`);
-  const cb = koffi.alloc('uintptr_t', 4);
+  const cb = permanentAlloc('uintptr_t', 4);
   const view = new BigUint64Array(koffi.view(cb, 32));
   view[0] = dlsymAddress(opened.handle, 'dwfl_linux_proc_find_elf');
   view[1] = dlsymAddress(opened.handle, 'dwfl_standard_find_debuginfo');
@@ -98,9 +99,9 @@ export function procCallbacks(debuginfoPath: string | null): unknown {
   }
   if (debuginfoPath !== null) {
     const n = Buffer.byteLength(debuginfoPath) + 1;
-    const str = koffi.alloc('char', n);
+    const str = permanentAlloc('char', n);
     koffi.encode(str, 'char', debuginfoPath, n);
-    const holder = koffi.alloc('uintptr_t', 1);
+    const holder = permanentAlloc('uintptr_t', 1);
     new BigUint64Array(koffi.view(holder, 8))[0] = BigInt(koffi.address(str));
     view[3] = BigInt(koffi.address(holder));
     keepAlive.push(str, holder);
@@ -152,7 +153,7 @@ export function offlineCallbacks(debuginfoPath: string | null): unknown {
   // koffi loads libraries RTLD_LOCAL: take the callbacks' addresses from our own handle.
   const opened = dlopen('libdw.so.1', RTLD_NOW);
   if (!('handle' in opened)) throw new Error(`dlopen libdw.so.1: ${opened.error}`);
-  const cb = koffi.alloc('uintptr_t', 4);
+  const cb = permanentAlloc('uintptr_t', 4);
   const view = new BigUint64Array(koffi.view(cb, 32));
   view[0] = dlsymAddress(opened.handle, 'dwfl_build_id_find_elf');
   view[1] = dlsymAddress(opened.handle, 'dwfl_standard_find_debuginfo');
@@ -162,9 +163,9 @@ export function offlineCallbacks(debuginfoPath: string | null): unknown {
   }
   if (debuginfoPath !== null) {
     // debuginfo_path is a char ** that libdw reads for the life of the Dwfl.
-    const str = koffi.alloc('char', debuginfoPath.length + 1);
+    const str = permanentAlloc('char', debuginfoPath.length + 1);
     koffi.encode(str, 'char', debuginfoPath, debuginfoPath.length + 1);
-    const holder = koffi.alloc('uintptr_t', 1);
+    const holder = permanentAlloc('uintptr_t', 1);
     new BigUint64Array(koffi.view(holder, 8))[0] = BigInt(koffi.address(str));
     view[3] = BigInt(koffi.address(holder));
     keepAlive.push(str, holder);
@@ -176,12 +177,14 @@ export function offlineCallbacks(debuginfoPath: string | null): unknown {
 /** Native blocks that C keeps pointers to; never released (a handful per process). */
 const keepAlive: unknown[] = [];
 
+/** A Dwarf_Die block owned by the caller: free it with nativeFree (native/alloc.ts). */
 export function allocDie(): unknown {
-  return koffi.alloc('uint8_t', DIE_SIZE);
+  return ownedAlloc('uint8_t', DIE_SIZE);
 }
 
+/** Scratch bytes owned by the caller: free them with nativeFree (native/alloc.ts). */
 export function alloc(bytes: number): unknown {
-  return koffi.alloc('uint8_t', bytes);
+  return ownedAlloc('uint8_t', bytes);
 }
 
 export function u64(ptr: unknown): bigint {

@@ -7,6 +7,7 @@
 // call these from a koffi async call or a worker other than the one that seized.
 // x86_64 only (the register layout below and the int3 opcode the callers write).
 import koffi from 'koffi';
+import { permanentAlloc } from './alloc.js';
 import {
   __WALL,
   iovec,
@@ -72,14 +73,14 @@ export function detach(tid: number, signal = 0): number {
   return ptrace(PTRACE_DETACH, tid, 0n, BigInt(signal));
 }
 
-// Native buffers owned by this module for the life of the process (ffi-lessons trap 1).
-const regsBuf = koffi.alloc('uint64_t', USER_REGS_WORDS);
+// Native buffers owned by this module for the life of the process (koffi trap 1, README.md).
+const regsBuf = permanentAlloc('uint64_t', USER_REGS_WORDS);
 const regsAddr = BigInt(koffi.address(regsBuf));
-const msgBuf = koffi.alloc('uint64_t', 1);
+const msgBuf = permanentAlloc('uint64_t', 1);
 const msgAddr = BigInt(koffi.address(msgBuf));
-const ioLocal = koffi.alloc(iovec, 1);
-const ioRemote = koffi.alloc(iovec, 1);
-const writeBuf = koffi.alloc('uint8_t', 4096);
+const ioLocal = permanentAlloc(iovec, 1);
+const ioRemote = permanentAlloc(iovec, 1);
+const writeBuf = permanentAlloc('uint8_t', 4096);
 const writeAddr = BigInt(koffi.address(writeBuf));
 
 /** PTRACE_GETEVENTMSG (the new tid after a clone event); -errno as a negative bigint on failure. */

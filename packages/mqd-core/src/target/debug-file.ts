@@ -11,7 +11,19 @@
 // answered a lookup come first), and stops as soon as a complete definition is found. Walking
 // every DIE of every unit per process is what made the naive approach take 15-30 s.
 import koffi from 'koffi';
-import { alloc, allocDie, DW_AT, DW_TAG, dw, dwflError, offlineCallbacks } from '../native/libdw.js';
+import { nativeFree, withScratch } from '../native/alloc.js';
+import {
+  alloc,
+  allocDie,
+  DIE_SIZE,
+  DW_AT,
+  DW_TAG,
+  dw,
+  dwflError,
+  offlineCallbacks,
+} from '../native/libdw.js';
+
+type Scratch = Parameters<Parameters<typeof withScratch>[0]>[0];
 
 export interface SymbolInfo {
   readonly value: bigint;
@@ -82,12 +94,14 @@ export class DebugFile {
   private readonly index = new Map<string, IndexEntry[]>();
   private readonly typeCache = new Map<string, TypeRef | null>();
   private readonly fieldCache = new Map<string, number>();
-  private readonly die = allocDie();
-  private readonly die2 = allocDie();
-  private readonly die3 = allocDie();
-  private readonly attr = alloc(32);
-  private readonly symBuf = alloc(24);
-  private readonly addrBuf = alloc(8);
+  /** Scratch blocks of this file, freed by close(). */
+  private readonly owned: unknown[] = [];
+  private readonly die = this.own(allocDie());
+  private readonly die2 = this.own(allocDie());
+  private readonly die3 = this.own(allocDie());
+  private readonly attr = this.own(alloc(32));
+  private readonly symBuf = this.own(alloc(24));
+  private readonly addrBuf = this.own(alloc(8));
   readonly stats: DebugFileStats = {
     unitsScanned: 0,
     unitsTotal: null,
@@ -127,6 +141,12 @@ export class DebugFile {
 
   close(): void {
     dw.dwfl_end(this.dwfl);
+    for (const b of this.owned.splice(0)) nativeFree(b);
+  }
+
+  private own(block: unknown): unknown {
+    this.owned.push(block);
+    return block;
   }
 
   // ---- symbols --------------------------------------------------------------------------
@@ -171,8 +191,7 @@ export class DebugFile {
   // ---- DWARF ----------------------------------------------------------------------------
   private dwarf(): unknown | null {
     if (this.dwarfMain === undefined) {
-      const bias = alloc(8);
-      this.dwarfMain = dw.dwfl_module_getdwarf(this.mod, bias) ?? null;
+      this.dwarfMain = withScratch((a) => dw.dwfl_module_getdwarf(this.mod, a('uint8_t', 8)) ?? null);
       const main = [null as string | null];
       const debug = [null as string | null];
       dw.dwfl_module_info(this.mod, null, null, null, null, null, main, debug);
@@ -335,11 +354,11 @@ export class DebugFile {
   }
 
   sizeOf(t: TypeRef): number {
-    const die = allocDie();
-    if (!this.loadPeeled(t, die)) return -1;
-    const tag = dw.dwarf_tag(die) as number;
+    // die2 is free between calls (the index scans use it only inside their own loops).
+    if (!this.loadPeeled(t, this.die2)) return -1;
+    const tag = dw.dwarf_tag(this.die2) as number;
     if (tag === DW_TAG.pointer_type) return 8;
-    return dw.dwarf_bytesize(die) as number;
+    return dw.dwarf_bytesize(this.die2) as number;
   }
 
   /** Byte offset of a member; members of unions and anonymous members are found too. -1 if absent. */
@@ -347,14 +366,16 @@ export class DebugFile {
     const key = `${t.offset}:${t.dwarf === this.dwarfMain ? 'm' : 'a'}:${field}`;
     const cached = this.fieldCache.get(key);
     if (cached !== undefined) return cached;
-    const die = allocDie();
-    const off = this.loadPeeled(t, die) ? this.memberOffset(die, field, 0) : -1;
+    const off = withScratch((a) => {
+      const die = a('uint8_t', DIE_SIZE);
+      return this.loadPeeled(t, die) ? this.memberOffset(die, field, 0, a) : -1;
+    });
     this.fieldCache.set(key, off);
     return off;
   }
 
-  private memberOffset(structDie: unknown, field: string, base: number): number {
-    const child = allocDie();
+  private memberOffset(structDie: unknown, field: string, base: number, a: Scratch): number {
+    const child = a('uint8_t', DIE_SIZE);
     if ((dw.dwarf_child(structDie, child) as number) !== 0) return -1;
     const anonymous: unknown[] = [];
     do {
@@ -370,15 +391,15 @@ export class DebugFile {
       }
       if (name === field) return base + loc;
       // Anonymous struct/union member: search inside it after the named ones.
-      const sub = allocDie();
+      const sub = a('uint8_t', DIE_SIZE);
       if (dw.dwarf_attr(child, DW_AT.type, this.attr) && dw.dwarf_formref_die(this.attr, sub)) {
-        const peeled = allocDie();
+        const peeled = a('uint8_t', DIE_SIZE);
         if ((dw.dwarf_peel_type(sub, peeled) as number) === 0) anonymous.push([peeled, base + loc]);
       }
     } while ((dw.dwarf_siblingof(child, child) as number) === 0);
-    for (const a of anonymous) {
-      const [d, b] = a as [unknown, number];
-      const r = this.memberOffset(d, field, b);
+    for (const entry of anonymous) {
+      const [d, b] = entry as [unknown, number];
+      const r = this.memberOffset(d, field, b, a);
       if (r >= 0) return r;
     }
     return -1;

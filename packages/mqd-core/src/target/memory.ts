@@ -3,6 +3,7 @@
 // budget: neither DLL guards against a corrupt or cyclic list, so a read past the budget fails
 // and the DLL's walk ends instead of looping forever.
 import koffi from 'koffi';
+import { permanentAlloc } from '../native/alloc.js';
 import { allocIovecs, EFAULT, EIO, EPERM, ESRCH, type IovecPair, vmRead } from '../native/libc.js';
 
 const PAGE = 4096;
@@ -16,11 +17,21 @@ export interface ReadStats {
   pageMisses: number;
 }
 
+/** One native page and iovec pair for every TargetMemory of the process (reads are synchronous). */
+let shared: { page: unknown; addr: bigint; iovs: IovecPair } | null = null;
+function sharedBuffers(): { page: unknown; addr: bigint; iovs: IovecPair } {
+  if (!shared) {
+    const page = permanentAlloc('uint8_t', PAGE);
+    shared = { page, addr: BigInt(koffi.address(page)), iovs: allocIovecs() };
+  }
+  return shared;
+}
+
 export class TargetMemory {
   private readonly pages = new Map<bigint, Uint8Array | null>();
   private readonly native: unknown;
   private readonly nativeAddr: bigint;
-  private readonly iovs: IovecPair = allocIovecs();
+  private readonly iovs: IovecPair;
   readonly stats: ReadStats = { reads: 0, bytes: 0, pageMisses: 0 };
   lastFailure: ReadFailure | null = null;
 
@@ -28,8 +39,10 @@ export class TargetMemory {
     readonly pid: number,
     private readonly budgetBytes: number,
   ) {
-    this.native = koffi.alloc('uint8_t', PAGE);
-    this.nativeAddr = BigInt(koffi.address(this.native));
+    const b = sharedBuffers();
+    this.native = b.page;
+    this.nativeAddr = b.addr;
+    this.iovs = b.iovs;
   }
 
   /** Forget cached pages: the process ran since they were read. */

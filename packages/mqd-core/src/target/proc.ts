@@ -41,23 +41,77 @@ export function shortHostname(name: string = hostname()): string {
   return (name.split('.')[0] ?? name).toLowerCase();
 }
 
-export function processExists(pid: number): boolean {
+/** The fields of /proc/PID/stat the debugger uses (proc(5) numbering in the comments). */
+export interface ProcStat {
+  /** Field 1. */
+  readonly pid: number;
+  /** Field 2, without its parentheses (it may hold spaces and parentheses itself). */
+  readonly comm: string;
+  /** Field 3: R, S, D, T, t, Z, X, ... */
+  readonly state: string;
+  /** Field 4. */
+  readonly ppid: number;
+  /** Field 5. */
+  readonly pgrp: number;
+  /** Field 6. */
+  readonly session: number;
+  /** Field 22: clock ticks after boot, as decimal text (with the pid it names one process). */
+  readonly startTime: string;
+}
+
+/** Parses the text of /proc/PID/stat (pure; the one parser of it in MQD). Null when malformed. */
+export function parseProcStat(text: string): ProcStat | null {
+  // comm may hold spaces and parentheses: the fields after it start after the last ')'.
+  const open = text.indexOf('(');
+  const close = text.lastIndexOf(')');
+  if (open < 0 || close < open) return null;
+  const rest = text.slice(close + 2).split(' '); // rest[0] is field 3
+  const pid = Number.parseInt(text.slice(0, open), 10);
+  const [state, ppid, pgrp, session] = rest;
+  const startTime = rest[22 - 3];
+  if (
+    !Number.isInteger(pid) ||
+    state === undefined ||
+    ppid === undefined ||
+    pgrp === undefined ||
+    session === undefined ||
+    startTime === undefined ||
+    !/^\d+$/.test(startTime)
+  )
+    return null;
+  return {
+    pid,
+    comm: text.slice(open + 1, close),
+    state,
+    ppid: Number(ppid),
+    pgrp: Number(pgrp),
+    session: Number(session),
+    startTime,
+  };
+}
+
+/** /proc/PID/stat (or /proc/PID/task/TID/stat with `tid`), parsed; null when gone or unreadable. */
+export function readProcStat(pid: number, tid?: number): ProcStat | null {
   try {
-    readFileSync(`/proc/${pid}/stat`);
-    return true;
+    const path = tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`;
+    return parseProcStat(readFileSync(path, 'utf8'));
   } catch {
-    return false;
+    return null;
   }
+}
+
+/** Field 22 of /proc/PID/stat (clock ticks since boot, decimal); with the pid it names one process. */
+export function procStartTime(pid: number): string | null {
+  return readProcStat(pid)?.startTime ?? null;
+}
+
+export function processExists(pid: number): boolean {
+  return readProcStat(pid) !== null;
 }
 
 /** State letter from /proc/PID/stat (R, S, D, T, t, Z, ...), or null when gone. */
 export function processState(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-  } catch {
-    return null;
-  }
+  return readProcStat(pid)?.state ?? null;
 }
 
 /** Pid of the process tracing `pid` (0 = none), or null when gone. */

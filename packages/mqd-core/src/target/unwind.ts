@@ -18,6 +18,7 @@ import {
   type ThreadStack,
 } from '@mqd/model';
 import koffi from 'koffi';
+import { nativeFree } from '../native/alloc.js';
 import {
   alloc,
   allocDie,
@@ -30,6 +31,7 @@ import {
   FrameCallback,
   procCallbacks,
 } from '../native/libdw.js';
+import { procStartTime } from './proc.js';
 
 const libc = koffi.load('libc.so.6');
 const cFree = libc.func('void free(void *ptr)');
@@ -101,15 +103,6 @@ const SYMBOL_CACHE_MAX = 200_000;
 /** DWARF x86_64 register numbers libdw can recover in outer frames, plus rsp (7). */
 const ARG_REGS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 14, 15];
 
-function startTimeOf(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
-  } catch {
-    return null;
-  }
-}
-
 function threadName(pid: number, tid: number): string | null {
   try {
     return readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').replace(/\n$/, '').slice(0, 64);
@@ -129,26 +122,28 @@ export class Unwinder {
   private readonly symbols = new Map<string, FrameInfo[]>();
   private readonly callbacks: unknown;
   private readonly frameCb: unknown;
+  /** Scratch blocks of this unwinder, freed by dispose(). */
+  private readonly owned: unknown[] = [];
   // Out-parameters, reused by every call (never held by C past the call).
-  private readonly pcBuf = alloc(8);
-  private readonly actBuf = alloc(8);
-  private readonly regBuf = alloc(8);
-  private readonly biasBuf = alloc(8);
-  private readonly offBuf = alloc(8);
-  private readonly lineBuf = alloc(8);
-  private readonly scopesBuf = alloc(8);
-  private readonly attrBuf = alloc(32);
-  private readonly filesBuf = alloc(16);
-  private readonly startBuf = alloc(8);
-  private readonly symBuf = alloc(32);
-  private readonly shndxBuf = alloc(8);
-  private readonly elfBuf = alloc(8);
-  private readonly symBiasBuf = alloc(8);
-  private readonly nBuf = alloc(8);
-  private readonly exprsBuf = alloc(8);
-  private readonly lensBuf = alloc(8);
-  private readonly dieA = allocDie();
-  private readonly dieB = allocDie();
+  private readonly pcBuf = this.own(alloc(8));
+  private readonly actBuf = this.own(alloc(8));
+  private readonly regBuf = this.own(alloc(8));
+  private readonly biasBuf = this.own(alloc(8));
+  private readonly offBuf = this.own(alloc(8));
+  private readonly lineBuf = this.own(alloc(8));
+  private readonly scopesBuf = this.own(alloc(8));
+  private readonly attrBuf = this.own(alloc(32));
+  private readonly filesBuf = this.own(alloc(16));
+  private readonly startBuf = this.own(alloc(8));
+  private readonly symBuf = this.own(alloc(32));
+  private readonly shndxBuf = this.own(alloc(8));
+  private readonly elfBuf = this.own(alloc(8));
+  private readonly symBiasBuf = this.own(alloc(8));
+  private readonly nBuf = this.own(alloc(8));
+  private readonly exprsBuf = this.own(alloc(8));
+  private readonly lensBuf = this.own(alloc(8));
+  private readonly dieA = this.own(allocDie());
+  private readonly dieB = this.own(allocDie());
   private readonly argPlans = new Map<string, ArgPlan | null>();
   private readonly pcView: BigUint64Array;
   private readonly actView: Uint8Array;
@@ -200,12 +195,12 @@ export class Unwinder {
       c.act.push(activation);
       return 0;
     } catch {
-      return 1; // never throw into C (ffi-lessons trap 2)
+      return 1; // never throw into C (koffi trap 2, README.md)
     }
   }
 
   private dwflFor(pid: number): ProcDwfl | MqdError {
-    const start = startTimeOf(pid);
+    const start = procStartTime(pid);
     if (start === null) return mqdError('MQD_E_NO_STACKS', `pid ${pid} is gone`);
     let maps: string;
     try {
@@ -625,7 +620,13 @@ export class Unwinder {
     if (this.disposed) return;
     for (const pid of [...this.procs.keys()]) this.drop(pid);
     koffi.unregister(this.frameCb as Parameters<typeof koffi.unregister>[0]);
+    for (const b of this.owned.splice(0)) nativeFree(b);
     this.disposed = true;
+  }
+
+  private own(block: unknown): unknown {
+    this.owned.push(block);
+    return block;
   }
 
   get cachedSymbols(): number {

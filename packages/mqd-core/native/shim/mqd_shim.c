@@ -1,0 +1,401 @@
+/* The hot callbacks of the mqs_* interface, answered in C (issue 12).
+ *
+ * A DLL walking a deep queue calls fetch_data ~20 times per entry; through koffi each call was
+ * a trip into JavaScript (~13 us with its page-cache lookup). Here the process callbacks
+ * (fetch_data, get_global_rank, get_image, target_to_host) and the info keepers
+ * (put/get_process_info, put/get_image_info) are plain C over tables that JavaScript fills
+ * (src/mqs/shim.ts), and reads go through process_vm_readv with a page cache valid for one stop.
+ * mqd_shim_walk_ops runs a whole queue walk (mqs_next_operation until it fails) without
+ * returning to JavaScript, keeping the raw records for JavaScript to decode after the resume.
+ *
+ * Handles: the debugger's mqs_process and mqs_image handles are small integer keys chosen by
+ * JavaScript; each indexes one slot here. Only one thread (the DLL host's JS thread) calls in.
+ * Native memory: the slot table, the page cache and the walk buffer; the last two are reused
+ * from stop to stop and trimmed after each (mqd_shim_end_stop), everything is freed by
+ * mqd_shim_reset. mqd_shim_outstanding reports the bytes held, for the leak tests. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#define API __attribute__((visibility("default")))
+#define PAGE 4096u
+#define CHUNK_PAGES 256u /* 1 MiB per chunk */
+#define KEEP_CHUNKS 16u  /* retained between stops: 16 MiB of cached pages */
+#define KEEP_TABLE (1u << 16) /* hash entries retained (1 MiB) */
+#define KEEP_OPS (1u << 16)   /* walk records retained (27 MiB): a deep queue does not refault */
+#define OP_SIZE 416      /* mqs_pending_operation on LP64 (mqs-spec.ts PENDING_OPERATION) */
+
+/* Must match mqs-spec.ts (DEBUGGER_CODES) and memory.ts (ReadFailure). */
+#define MQS_OK 0
+#define ERR_READ 1001
+#define ERR_BUDGET 1002
+#define ERR_NULL 1003
+enum { FAIL_NONE = 0, FAIL_UNMAPPED = 1, FAIL_DENIED = 2, FAIL_GONE = 3, FAIL_BUDGET = 4 };
+
+/* Counters of the callbacks answered here, in this order (shim.ts SHIM_COUNTERS). */
+enum { C_FETCH, C_RANK, C_IMAGE, C_T2H, C_PUT_PI, C_GET_PI, C_PUT_II, C_GET_II, C_SYSCALLS, C_N };
+static uint64_t counters[C_N];
+
+typedef struct {
+  int used;
+  int pid;
+  int rank;
+  intptr_t image;  /* for a process slot: its image key */
+  uintptr_t info;  /* process info or image info, as the DLL stored it */
+  int64_t budget;  /* bytes per stop */
+  int64_t bytes;   /* read in this stop */
+  int64_t reads;
+  int fail;
+} slot_t;
+
+static slot_t *slots;
+static size_t nslots;
+
+static slot_t *slot_of(intptr_t key) {
+  if (key <= 0 || (size_t)key >= nslots || !slots[key].used) return NULL;
+  return &slots[key];
+}
+
+API int mqd_shim_abi(void) { return 2; }
+
+API int mqd_shim_set(intptr_t key, int pid, int rank, intptr_t image, int64_t budget) {
+  if (key <= 0 || key > (1 << 24)) return -1;
+  if ((size_t)key >= nslots) {
+    size_t n = nslots ? nslots : 64;
+    while (n <= (size_t)key) n *= 2;
+    slot_t *s = realloc(slots, n * sizeof *s);
+    if (!s) return -1;
+    memset(s + nslots, 0, (n - nslots) * sizeof *s);
+    slots = s;
+    nslots = n;
+  }
+  slot_t *s = &slots[key];
+  if (!s->used) memset(s, 0, sizeof *s);
+  s->used = 1;
+  s->pid = pid;
+  s->rank = rank;
+  s->image = image;
+  s->budget = budget;
+  return 0;
+}
+
+API void mqd_shim_drop(intptr_t key) {
+  if (key > 0 && (size_t)key < nslots) memset(&slots[key], 0, sizeof slots[key]);
+}
+
+API uintptr_t mqd_shim_info(intptr_t key) {
+  slot_t *s = slot_of(key);
+  return s ? s->info : 0;
+}
+
+API uint64_t mqd_shim_counter(int i) { return i >= 0 && i < C_N ? counters[i] : 0; }
+
+/* ---- the page cache: one, for the process being read (the host reads one rank at a time) --- */
+typedef struct {
+  uint64_t base; /* page address + 1 (0 = empty entry) */
+  int32_t page;  /* index into the chunks, -1 = unreadable */
+} entry_t;
+
+static int cache_pid = -1;
+static entry_t *table;
+static size_t table_cap; /* power of two */
+static size_t table_used;
+static uint8_t **chunks;
+static size_t nchunks, chunks_cap;
+static size_t pages_used;
+
+/* The last page served: most reads of a walk fall on the page of the one before. */
+static uint64_t last_base = 1; /* never page-aligned: no match */
+static const uint8_t *last_page;
+
+static void cache_clear(int pid) {
+  last_base = 1;
+  last_page = NULL;
+  if (table) memset(table, 0, table_cap * sizeof *table);
+  table_used = 0;
+  pages_used = 0;
+  cache_pid = pid;
+}
+
+static int table_grow(void) {
+  size_t cap = table_cap ? table_cap * 2 : 1024;
+  entry_t *t = calloc(cap, sizeof *t);
+  if (!t) return -1;
+  for (size_t i = 0; i < table_cap; i++) {
+    if (!table[i].base) continue;
+    size_t h = (size_t)((table[i].base >> 12) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+    while (t[h].base) h = (h + 1) & (cap - 1);
+    t[h] = table[i];
+  }
+  free(table);
+  table = t;
+  table_cap = cap;
+  return 0;
+}
+
+static uint8_t *page_ptr(size_t i) { return chunks[i / CHUNK_PAGES] + (i % CHUNK_PAGES) * PAGE; }
+
+static int new_page(size_t *out) {
+  if (pages_used == nchunks * CHUNK_PAGES) {
+    if (nchunks == chunks_cap) {
+      size_t cap = chunks_cap ? chunks_cap * 2 : 16;
+      uint8_t **c = realloc(chunks, cap * sizeof *c);
+      if (!c) return -1;
+      chunks = c;
+      chunks_cap = cap;
+    }
+    uint8_t *m = malloc((size_t)CHUNK_PAGES * PAGE);
+    if (!m) return -1;
+    chunks[nchunks++] = m;
+  }
+  *out = pages_used++;
+  return 0;
+}
+
+static entry_t *lookup(uint64_t base) {
+  size_t h = (size_t)((base >> 12) * 0x9E3779B97F4A7C15ull) & (table_cap - 1);
+  while (table[h].base && table[h].base != base + 1) h = (h + 1) & (table_cap - 1);
+  return &table[h];
+}
+
+static void classify(slot_t *s, ssize_t n) {
+  if (n >= 0 || errno == EFAULT || errno == EIO) s->fail = FAIL_UNMAPPED;
+  else if (errno == EPERM) s->fail = FAIL_DENIED;
+  else if (errno == ESRCH) s->fail = FAIL_GONE;
+  else s->fail = FAIL_UNMAPPED;
+}
+
+/* The cached page at `base` (read on a miss), or NULL when unreadable; sets s->fail then.
+ * A miss reads ahead: up to READ_AHEAD pages from `base` that are not cached yet, in one
+ * process_vm_readv (queue entries are allocated in runs). The kernel stops at the first
+ * unreadable page and says how much it read: pages past it are simply not cached. */
+#define READ_AHEAD 8
+static const uint8_t *page(slot_t *s, uint64_t base) {
+  if ((table_used + READ_AHEAD) * 2 >= table_cap && table_grow() != 0) return NULL;
+  entry_t *e = lookup(base);
+  if (e->base) return e->page < 0 ? NULL : page_ptr((size_t)e->page);
+  struct iovec local[READ_AHEAD];
+  size_t idx[READ_AHEAD];
+  int n = 0;
+  for (; n < READ_AHEAD; n++) {
+    uint64_t b = base + (uint64_t)n * PAGE;
+    if (n > 0 && lookup(b)->base) break;
+    if (new_page(&idx[n]) != 0) break;
+    local[n].iov_base = page_ptr(idx[n]);
+    local[n].iov_len = PAGE;
+  }
+  if (n == 0) {
+    s->fail = FAIL_UNMAPPED;
+    return NULL; /* out of memory: do not cache the failure */
+  }
+  struct iovec remote = {(void *)(uintptr_t)base, (size_t)n * PAGE};
+  counters[C_SYSCALLS]++;
+  ssize_t got = process_vm_readv(s->pid, local, (unsigned long)n, &remote, 1, 0);
+  int whole = got > 0 ? (int)(got / (ssize_t)PAGE) : 0;
+  if (got < (ssize_t)PAGE) classify(s, got);
+  for (int i = 0; i < n; i++) {
+    uint64_t b = base + (uint64_t)i * PAGE;
+    if (i >= whole && i > 0) break; /* not read: unknown, not cached */
+    entry_t *t = lookup(b);
+    t->base = b + 1;
+    t->page = i < whole ? (int32_t)idx[i] : -1;
+    table_used++;
+  }
+  /* Slots of pages not read go back (they are the last ones taken). */
+  pages_used -= (size_t)(n - (whole > 0 ? whole : 0));
+  entry_t *first = lookup(base);
+  return first->page < 0 ? NULL : page_ptr((size_t)first->page);
+}
+
+/* Copies len bytes at addr of process `key` into out. 1 = read, 0 = not (s->fail says why). */
+API int mqd_shim_read(intptr_t key, uint64_t addr, int64_t len, uint8_t *out) {
+  slot_t *s = slot_of(key);
+  if (!s || len < 0) return 0;
+  s->reads++;
+  s->bytes += len;
+  if (s->bytes > s->budget) {
+    s->fail = FAIL_BUDGET;
+    return 0;
+  }
+  if (addr == 0) {
+    s->fail = FAIL_UNMAPPED;
+    return 0;
+  }
+  if (cache_pid != s->pid) cache_clear(s->pid);
+  int64_t done = 0;
+  while (done < len) {
+    uint64_t a = addr + (uint64_t)done;
+    uint64_t base = a & ~(uint64_t)(PAGE - 1);
+    const uint8_t *p;
+    if (base == last_base) {
+      p = last_page;
+    } else {
+      p = page(s, base);
+      if (!p) return 0;
+      last_base = base;
+      last_page = p;
+    }
+    int64_t off = (int64_t)(a - base);
+    int64_t n = len - done < (int64_t)PAGE - off ? len - done : (int64_t)PAGE - off;
+    memcpy(out + done, p + off, (size_t)n);
+    done += n;
+  }
+  return 1;
+}
+
+/* A new stop of process `key`: the cache and the per-stop counts start over. */
+API void mqd_shim_begin_stop(intptr_t key) {
+  slot_t *s = slot_of(key);
+  if (!s) return;
+  s->bytes = 0;
+  s->reads = 0;
+  s->fail = FAIL_NONE;
+  cache_clear(s->pid);
+}
+
+API int mqd_shim_failure(intptr_t key) {
+  slot_t *s = slot_of(key);
+  return s ? s->fail : FAIL_NONE;
+}
+
+API int64_t mqd_shim_stop_reads(intptr_t key) {
+  slot_t *s = slot_of(key);
+  return s ? s->reads : 0;
+}
+
+/* ---- the walk buffer ---------------------------------------------------------------------- */
+static uint8_t *ops;
+static size_t ops_cap; /* in records */
+static size_t ops_count;
+
+typedef int (*next_op_fn)(intptr_t process, void *op);
+
+/* Calls the DLL's mqs_next_operation until it returns non-zero or `max` records were read;
+ * the records stay here (mqd_shim_ops_copy). Returns the last return code. */
+API int mqd_shim_walk_ops(void *fn, intptr_t key, int64_t max) {
+  next_op_fn next = (next_op_fn)fn;
+  ops_count = 0;
+  int rc = MQS_OK;
+  while ((int64_t)ops_count < max) {
+    if (ops_count == ops_cap) {
+      size_t cap = ops_cap ? ops_cap * 2 : 256;
+      uint8_t *o = realloc(ops, cap * OP_SIZE);
+      if (!o) return ERR_NULL;
+      ops = o;
+      ops_cap = cap;
+    }
+    uint8_t *rec = ops + ops_count * OP_SIZE;
+    memset(rec, 0, OP_SIZE); /* MPICH leaves lines of extra_text untouched: start clean */
+    rc = next(key, rec);
+    if (rc != MQS_OK) break;
+    ops_count++;
+  }
+  return rc;
+}
+
+API int64_t mqd_shim_ops_count(void) { return (int64_t)ops_count; }
+
+API void mqd_shim_ops_copy(uint8_t *dst, int64_t n) {
+  if (n > (int64_t)ops_count) n = (int64_t)ops_count;
+  if (n > 0) memcpy(dst, ops, (size_t)n * OP_SIZE);
+}
+
+/* After a stop: keep what a deep rank needs again next time (bounded), free the rest. The
+ * retained blocks are reused, never grown per snapshot: a rank's next stop re-uses them without
+ * page faults or reallocation copies inside the stop. */
+API void mqd_shim_end_stop(void) {
+  cache_clear(-1);
+  while (nchunks > KEEP_CHUNKS) free(chunks[--nchunks]);
+  if (table_cap > KEEP_TABLE) {
+    free(table);
+    table = NULL;
+    table_cap = 0;
+  }
+  if (ops_cap > KEEP_OPS) {
+    free(ops);
+    ops = NULL;
+    ops_cap = 0;
+  }
+  ops_count = 0;
+}
+
+/* Frees everything (the session closed). */
+API void mqd_shim_reset(void) {
+  cache_clear(-1);
+  while (nchunks > 0) free(chunks[--nchunks]);
+  free(chunks);
+  chunks = NULL;
+  chunks_cap = 0;
+  free(table);
+  table = NULL;
+  table_cap = 0;
+  free(ops);
+  ops = NULL;
+  ops_cap = ops_count = 0;
+  free(slots);
+  slots = NULL;
+  nslots = 0;
+}
+
+/* Native bytes held now (cache chunks, hash table, walk buffer, slots). */
+API int64_t mqd_shim_outstanding(void) {
+  return (int64_t)(nchunks * CHUNK_PAGES * PAGE + table_cap * sizeof(entry_t) + ops_cap * OP_SIZE +
+                   nslots * sizeof(slot_t) + chunks_cap * sizeof(uint8_t *));
+}
+
+/* ---- the callbacks the DLL calls (their addresses go into the mqs_*_callbacks tables) ------ */
+API int mqd_cb_fetch_data(intptr_t process, uint64_t addr, int size, void *buf) {
+  counters[C_FETCH]++;
+  slot_t *s = slot_of(process);
+  if (!s || !buf) return ERR_NULL;
+  if (size <= 0) return MQS_OK;
+  if (mqd_shim_read(process, addr, size, buf)) return MQS_OK;
+  memset(buf, 0, (size_t)size);
+  return s->fail == FAIL_BUDGET ? ERR_BUDGET : ERR_READ;
+}
+
+API int mqd_cb_get_global_rank(intptr_t process) {
+  counters[C_RANK]++;
+  slot_t *s = slot_of(process);
+  return s ? s->rank : -1;
+}
+
+API intptr_t mqd_cb_get_image(intptr_t process) {
+  counters[C_IMAGE]++;
+  slot_t *s = slot_of(process);
+  return s ? s->image : 0;
+}
+
+API void mqd_cb_target_to_host(intptr_t process, const void *in, void *out, int size) {
+  (void)process;
+  counters[C_T2H]++;
+  /* Same byte order on this host: a plain copy. */
+  if (in && out && size > 0) memcpy(out, in, (size_t)size);
+}
+
+API void mqd_cb_put_process_info(intptr_t process, uintptr_t info) {
+  counters[C_PUT_PI]++;
+  slot_t *s = slot_of(process);
+  if (s) s->info = info;
+}
+
+API uintptr_t mqd_cb_get_process_info(intptr_t process) {
+  counters[C_GET_PI]++;
+  slot_t *s = slot_of(process);
+  return s ? s->info : 0;
+}
+
+API void mqd_cb_put_image_info(intptr_t image, uintptr_t info) {
+  counters[C_PUT_II]++;
+  slot_t *s = slot_of(image);
+  if (s) s->info = info;
+}
+
+API uintptr_t mqd_cb_get_image_info(intptr_t image) {
+  counters[C_GET_II]++;
+  slot_t *s = slot_of(image);
+  return s ? s->info : 0;
+}
