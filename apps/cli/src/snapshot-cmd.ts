@@ -123,11 +123,15 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
       io.out(snapshotText(snapshot, { all: values.all ?? false, stackTree, explanation }));
     }
     const okRanks = snapshot.ranks.filter((r) => r.state.kind === 'ok').length;
+    const unidentified = snapshot.unidentified ?? [];
     if (okRanks === 0) {
-      if (!values.json) for (const r of snapshot.ranks) if (r.state.kind !== 'ok') io.err(r.state.message);
+      if (!values.json) {
+        for (const r of snapshot.ranks) if (r.state.kind !== 'ok') io.err(r.state.message);
+        for (const u of unidentified) io.err(u.error.message);
+      }
       return 1;
     }
-    return okRanks === snapshot.ranks.length ? 0 : 3;
+    return okRanks === snapshot.ranks.length && unidentified.length === 0 ? 0 : 3;
   } finally {
     await snapshotter.dispose();
   }

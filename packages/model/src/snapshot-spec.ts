@@ -253,6 +253,17 @@ export const MpiLibrary = Type.Union([
 ]);
 export type MpiLibrary = Static<typeof MpiLibrary>;
 
+/** A process that was asked for but is not a rank of the snapshot (JobSnapshot.unidentified). */
+export const UnidentifiedProcess = Type.Object(
+  {
+    pid: Type.Integer({ minimum: 1 }),
+    host: ShortText(255),
+    error: CodedError,
+  },
+  { additionalProperties: false },
+);
+export type UnidentifiedProcess = Static<typeof UnidentifiedProcess>;
+
 export const JobSnapshot = Type.Object(
   {
     schemaVersion: Type.Literal(SNAPSHOT_SCHEMA_VERSION),
@@ -272,6 +283,12 @@ export const JobSnapshot = Type.Object(
     ),
     /** Sorted by rank; a rank appears once. */
     ranks: Type.Array(RankSnapshot, { maxItems: 1 << 20 }),
+    /**
+     * Processes asked for that are not ranks of this snapshot: no MPI rank could be told for
+     * them (no rank given, none in their environment), or their rank was given twice. They
+     * have no rank number, so they are not in `ranks`. Absent when there are none.
+     */
+    unidentified: Type.Optional(Type.Array(UnidentifiedProcess, { maxItems: 1 << 20 })),
   },
   { additionalProperties: false },
 );

@@ -32,6 +32,9 @@ export function formatSnapshot(s: JobSnapshot, opts: { all?: boolean } = {}): st
     `${LIB[s.mpi.library]} job, ${s.ranks.length} rank(s), taken ${s.takenAt} in ${(s.durationMicros / 1000).toFixed(1)} ms` +
       (s.mpi.dll ? `\nDLL: ${s.mpi.dll}` : ''),
   );
+  for (const u of s.unidentified ?? []) {
+    out.push(`\nnot a rank: pid ${u.pid}  host ${u.host}  ${u.error.message}`);
+  }
   for (const r of s.ranks) {
     const state = r.state.kind === 'ok' ? 'ok' : `${r.state.kind}: ${r.state.message}`;
     const paused = r.pausedMicros === null ? '' : `  stopped ${(r.pausedMicros / 1000).toFixed(2)} ms`;

@@ -19,6 +19,7 @@ import {
   type Result,
   rankNotRead,
   SNAPSHOT_SCHEMA_VERSION,
+  type UnidentifiedProcess,
 } from '@mqd/model';
 import { DllHost, type DllHostOptions, type HostRun, MIN_RANKS_PER_READER } from './host/client.js';
 import {
@@ -191,6 +192,7 @@ export class Snapshotter {
     const takenAt = new Date().toISOString();
     const here = shortHostname();
     const failed: RankSnapshot[] = [];
+    const unidentified: UnidentifiedProcess[] = [];
     const seenRanks = new Set<number>();
     const policy = opts.dllPolicy ?? this.hostOptions.dllPolicy ?? 'any';
     // Who the job belongs to: given, else the first rank's owner (every rank must share it).
@@ -209,32 +211,32 @@ export class Snapshotter {
         rank = found?.rank;
       }
       const fail = (e: MqdError, r: number) => failed.push(rankNotRead({ rank: r, pid: t.pid, host }, e));
+      // A process with no rank to file it under is not a rank: it gets its own entry.
+      const unknown = (e: MqdError) => unidentified.push({ pid: t.pid, host, error: e });
+      // /proc metadata only: the owner, and the start time that pins the process. A pid that
+      // names no process says so first, whatever else is wrong with the request.
+      const creds = procCredentials(t.pid);
+      const startTime = t.startTime ?? procStartTime(t.pid) ?? undefined;
+      if (!creds || startTime === undefined) {
+        const e = mqdError('MQD_E_NO_SUCH_PID', `no running process ${t.pid}`);
+        if (rank === undefined) unknown(e);
+        else fail(e, rank);
+        continue;
+      }
       if (rank === undefined) {
-        // Without a rank we still report the pid, under a rank no real process can have.
-        fail(
+        unknown(
           mqdError(
             'MQD_E_BAD_INPUT',
             `no MPI rank known for pid ${t.pid} (pass --pid PID:RANK, or attach through the starter)`,
           ),
-          0x7fffffff - failed.length,
         );
         continue;
       }
       if (seenRanks.has(rank)) {
-        fail(
-          mqdError('MQD_E_BAD_INPUT', `rank ${rank} is given twice (pid ${t.pid})`),
-          0x7fffffff - failed.length,
-        );
+        unknown(mqdError('MQD_E_BAD_INPUT', `rank ${rank} is given twice (pid ${t.pid})`));
         continue;
       }
       seenRanks.add(rank);
-      // /proc metadata only: the owner, and the start time that pins the process.
-      const creds = procCredentials(t.pid);
-      const startTime = t.startTime ?? procStartTime(t.pid) ?? undefined;
-      if (!creds || startTime === undefined) {
-        fail(mqdError('MQD_E_NO_SUCH_PID', `no running process ${t.pid}`), rank);
-        continue;
-      }
       ownerUid ??= creds.uids[0];
       const rule = kernelDecides
         ? { ownerUid: creds.uids[0], allowRoot: true, startTime }
@@ -345,6 +347,7 @@ export class Snapshotter {
       durationMicros: Number((process.hrtime.bigint() - t0) / 1000n),
       mpi: { library, dll: dllUsed, lengthUnit: lengthUnitOf(library) },
       ranks,
+      ...(unidentified.length > 0 ? { unidentified } : {}),
     };
     return {
       snapshot,
