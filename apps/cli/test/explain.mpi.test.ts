@@ -2,24 +2,15 @@
 // through every rank, and the receive waiting for a tag that never comes is a tag near miss
 // where the library shows both sides.
 
-import { Snapshotter } from '@mqd/core';
+import { fixtureRig } from '@mqd/core/testing';
 import { explainSnapshot } from '@mqd/model';
-import { disposeAll, type FixtureJob, launchFixture } from '@mqd/testkit';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-let job: FixtureJob | null = null;
-const snapshotter = new Snapshotter();
-afterEach(async () => {
-  await job?.dispose();
-  job = null;
-});
-afterAll(async () => {
-  await snapshotter.dispose();
-  await disposeAll();
-});
+const rig = fixtureRig();
+const { snapshotter } = rig;
 
 async function explain(mpi: 'openmpi' | 'mpich', fixture: string) {
-  job = await launchFixture({ mpi, fixture, np: 4 });
+  const job = await rig.launch({ mpi, fixture, np: 4 });
   const { snapshot } = await snapshotter.snapshot(job.ranks.map((r) => ({ pid: r.pid })));
   return explainSnapshot(snapshot);
 }

@@ -5,34 +5,18 @@
 // (then `UPDATE_GOLDEN=1 npx vitest run --project unit apps/cli/test/golden.test.ts` for the texts).
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { Snapshotter } from '@mqd/core';
+import { fixtureRig } from '@mqd/core/testing';
 import { type JobSnapshot, validateSnapshot } from '@mqd/model';
-import {
-  disposeAll,
-  type FixtureJob,
-  GOLDEN_FIXTURES,
-  goldenFile,
-  launchFixture,
-  MPI_NAMES,
-  normaliseSnapshot,
-} from '@mqd/testkit';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { GOLDEN_FIXTURES, goldenFile, MPI_NAMES, normaliseSnapshot } from '@mqd/testkit';
+import { describe, expect, it } from 'vitest';
 
 const UPDATE = process.env['UPDATE_GOLDEN'] === '1';
-let job: FixtureJob | null = null;
-const snapshotter = new Snapshotter();
-afterEach(async () => {
-  await job?.dispose();
-  job = null;
-});
-afterAll(async () => {
-  await snapshotter.dispose();
-  await disposeAll();
-});
+const rig = fixtureRig();
+const { snapshotter } = rig;
 
 describe.each(MPI_NAMES)('%s', (mpi) => {
   it.each(GOLDEN_FIXTURES)('%s: the real job still gives the recorded golden snapshot', async (fixture) => {
-    job = await launchFixture({ mpi, fixture, np: 4 });
+    const job = await rig.launch({ mpi, fixture, np: 4 });
     const { snapshot } = await snapshotter.snapshot(job.ranks.map((r) => ({ pid: r.pid, rank: r.rank })));
     const got = normaliseSnapshot(snapshot);
     const valid = validateSnapshot(got);

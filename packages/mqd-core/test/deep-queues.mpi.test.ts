@@ -4,21 +4,13 @@
 // path exactly, in order, equal to what the independent oracle (mqs-dump, the MPI's DLL driven
 // from C) reads, and a warm snapshot must not call back into JavaScript at all.
 import type { Communicator, Operation } from '@mqd/model';
-import { type DumpedOp, disposeAll, type FixtureJob, launchFixture, MPI_NAMES, mqsDump } from '@mqd/testkit';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { Snapshotter } from '../src/index.js';
+import { type DumpedOp, MPI_NAMES, mqsDump } from '@mqd/testkit';
+import { describe, expect, it } from 'vitest';
+import { fixtureRig } from './fixture-rig.js';
 
 const DEPTH = 20_000;
-let job: FixtureJob | null = null;
-const snapshotter = new Snapshotter();
-afterEach(async () => {
-  await job?.dispose();
-  job = null;
-});
-afterAll(async () => {
-  await snapshotter.dispose();
-  await disposeAll();
-});
+const rig = fixtureRig();
+const { snapshotter } = rig;
 
 function world(comms: readonly Communicator[] | null | undefined): Communicator {
   const w = comms?.find((c) => c.name === 'MPI_COMM_WORLD');
@@ -38,7 +30,7 @@ const oracle = (o: DumpedOp) => [
 
 describe.each(MPI_NAMES)('%s deep queues', (mpi) => {
   it('reads 20,000 posted receives and 20,000 unexpected messages exactly, in order', async () => {
-    job = await launchFixture({ mpi, fixture: 'deep_queues', np: 2, timeoutMs: 180_000 });
+    const job = await rig.launch({ mpi, fixture: 'deep_queues', np: 2, timeoutMs: 180_000 });
     const targets = job.ranks.map((r) => ({ pid: r.pid, rank: r.rank }));
     const first = await snapshotter.snapshot(targets);
     const again = await snapshotter.snapshot(targets);
