@@ -39,6 +39,7 @@ for (const file of files) {
     for (const m of text.matchAll(PATH_RE)) {
       const p = m[1];
       if (p.includes('*') || p.includes('<')) continue; // a pattern, not a file
+      if (/(^|\/)(dist|build)\//.test(p)) continue; // build output: exists after a build only
       if (existsSync(join(root, p)) || existsSync(join(file, '..', p))) continue;
       bad.push(`${rel}:${i + 1}: cites ${p}, which does not exist`);
     }
