@@ -3,9 +3,23 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { loadConfig, type ServerConfig } from '@mqd/server';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 
 export const ARTIFACTS = fileURLToPath(new URL('../artifacts', import.meta.url));
+/** The built dashboard the e2e servers serve. */
+export const WEB_ROOT = fileURLToPath(new URL('../../apps/web/dist', import.meta.url));
+
+/** An aggregator on an ephemeral loopback port, in-memory store, serving the built dashboard. */
+export function e2eServerConfig(adminToken: string): ServerConfig {
+  const cfg = loadConfig({
+    env: {},
+    argv: [],
+    overrides: { port: 0, host: '127.0.0.1', dataDir: ':memory:', adminToken, webRoot: WEB_ROOT },
+  });
+  if (!cfg.ok) throw new Error(cfg.error.message);
+  return cfg.value;
+}
 
 export async function launchChromium(): Promise<Browser> {
   return chromium.launch({

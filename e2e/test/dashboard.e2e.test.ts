@@ -4,11 +4,11 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type LocalServe, serveWithLocalAgent } from '@mqd/cli';
-import { loadConfig, type Served } from '@mqd/server';
+import type { Served } from '@mqd/server';
 import { disposeAll, type FixtureJob, launchFixture, MPI_NAMES } from '@mqd/testkit';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { idle, launchChromium, screenshot, type Watched, watchedPage } from './browser.js';
+import { e2eServerConfig, idle, launchChromium, screenshot, type Watched, watchedPage } from './browser.js';
 
 const WEB = fileURLToPath(new URL('../../apps/web/dist', import.meta.url));
 const ADMIN = 'admin-token-for-the-e2e-tests-0123456789';
@@ -39,13 +39,7 @@ afterAll(async () => {
 
 async function start(mpi: 'openmpi' | 'mpich', fixture: string): Promise<Served> {
   job = await launchFixture({ mpi, fixture, np: 4 });
-  const cfg = loadConfig({
-    env: {},
-    argv: [],
-    overrides: { port: 0, host: '127.0.0.1', dataDir: ':memory:', adminToken: ADMIN, webRoot: WEB },
-  });
-  if (!cfg.ok) throw new Error(cfg.error.message);
-  local = await serveWithLocalAgent(cfg.value);
+  local = await serveWithLocalAgent(e2eServerConfig(ADMIN));
   return local.served;
 }
 

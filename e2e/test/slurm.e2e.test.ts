@@ -5,11 +5,10 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type LocalServe, serveWithLocalAgent } from '@mqd/cli';
-import { loadConfig } from '@mqd/server';
 import { type SlurmCluster, slurmAvailable, startSlurm } from '@mqd/testkit';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { idle, launchChromium, screenshot, type Watched, watchedPage } from './browser.js';
+import { e2eServerConfig, idle, launchChromium, screenshot, type Watched, watchedPage } from './browser.js';
 
 const WEB = fileURLToPath(new URL('../../apps/web/dist', import.meta.url));
 const ADMIN = 'admin-token-for-the-e2e-slurm-0123456789';
@@ -42,13 +41,7 @@ describe('a Slurm job in the dashboard', () => {
   it('is attached by its job id, snapshotted, and diagnosed', async () => {
     const s = slurm as SlurmCluster;
     const job = await s.submitFixture({ mpi: 'mpich', fixture: 'wrong_tag' });
-    const cfg = loadConfig({
-      env: {},
-      argv: [],
-      overrides: { port: 0, host: '127.0.0.1', dataDir: ':memory:', adminToken: ADMIN, webRoot: WEB },
-    });
-    if (!cfg.ok) throw new Error(cfg.error.message);
-    local = await serveWithLocalAgent(cfg.value);
+    local = await serveWithLocalAgent(e2eServerConfig(ADMIN));
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, deviceScaleFactor: 1 });
     page = await watchedPage(ctx);
     const p = page.page;

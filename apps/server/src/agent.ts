@@ -322,37 +322,27 @@ export function startAgent(opts: AgentOptions): AgentHandle {
   };
 
   const handleLocate = async (id: number, target: LocateTarget) => {
-    if ('slurmJob' in target && !opts.locator?.locateSlurm) {
-      send({
-        type: 'reply',
-        id,
-        method: 'locate',
-        ok: false,
-        error: mqdError('MQD_E_NO_SLURM', `agent ${agentId} on ${host} cannot locate Slurm jobs`),
-      });
+    const refuse = (error: WireError) => send({ type: 'reply', id, method: 'locate', ok: false, error });
+    const locator = opts.locator;
+    if (!locator) {
+      refuse(mqdError('MQD_E_NOT_STARTER', `agent ${agentId} on ${host} has no job locator`));
       return;
     }
-    if (!opts.locator) {
-      send({
-        type: 'reply',
-        id,
-        method: 'locate',
-        ok: false,
-        error: mqdError('MQD_E_NOT_STARTER', `agent ${agentId} on ${host} has no job locator`),
-      });
+    const slurm = 'slurmJob' in target ? locator.locateSlurm?.bind(locator) : undefined;
+    if ('slurmJob' in target && slurm === undefined) {
+      refuse(mqdError('MQD_E_NO_SLURM', `agent ${agentId} on ${host} cannot locate Slurm jobs`));
       return;
     }
     try {
       const r =
-        'slurmJob' in target
-          ? await (opts.locator.locateSlurm?.(target.slurmJob) ??
-              Promise.reject(new Error('no Slurm locator')))
-          : await opts.locator.locate(target.starterPid);
+        'slurmJob' in target && slurm !== undefined
+          ? await slurm(target.slurmJob)
+          : await locator.locate('starterPid' in target ? target.starterPid : 0);
       if (r.ok) send({ type: 'reply', id, method: 'locate', ok: true, result: r.value });
-      else send({ type: 'reply', id, method: 'locate', ok: false, error: r.error });
+      else refuse(r.error);
     } catch (e) {
       lastError = toMqdError(e, 'MQD_E_INTERNAL');
-      send({ type: 'reply', id, method: 'locate', ok: false, error: lastError });
+      refuse(lastError);
     }
   };
 

@@ -18,8 +18,8 @@ import { formatAge, formatTime } from '../format.js';
 import { shownValue, useInterval, useResource } from '../hooks.js';
 import { trackBusy } from '../idle.js';
 import type { LiveStatus } from '../live.js';
-import { progressLabel, SNAPSHOT_IDLE, type SnapshotTaking, snapshotReducer } from '../live-events.js';
-import { ErrorBox, Progress } from '../ui.js';
+import { SNAPSHOT_IDLE, snapshotReducer } from '../live-events.js';
+import { ErrorBox, Progress, SnapshotProgressBar } from '../ui.js';
 import { useLiveJobs, useLiveStatus, useOnReconnect } from '../use-live.js';
 import type { LivePageProps } from '../view-types.js';
 
@@ -169,7 +169,13 @@ export function JobsView({ api, live, url, setUrl, onUnauthenticated }: LivePage
             </tbody>
           </table>
         )}
-        {snapState.kind === 'busy' && <SnapshotProgress state={snapState} />}
+        {snapState.kind === 'busy' && (
+          <SnapshotProgressBar
+            state={snapState}
+            origin="page"
+            what={`Taking a snapshot of job ${snapState.job}: every rank is stopped briefly while its queues are read…`}
+          />
+        )}
         {snapState.kind === 'error' && <ErrorBox error={snapState.error} />}
       </section>
       <section className="job-snapshots" aria-label="Snapshots of the selected job">
@@ -332,28 +338,5 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
       </button>
       {state.kind === 'error' && <ErrorBox error={state.error} />}
     </form>
-  );
-}
-
-/** The snapshot in flight: ranks answered so far once the server reports them, else a spinner. */
-function SnapshotProgress({ state }: { state: SnapshotTaking & { kind: 'busy' } }) {
-  const what = `Taking a snapshot of job ${state.job}: every rank is stopped briefly while its queues are read…`;
-  const label = progressLabel(state);
-  if (state.progress === null || label === null) return <Progress what={what} />;
-  return (
-    <div
-      className="progress snapshot-progress"
-      role="status"
-      aria-live="polite"
-      data-testid="snapshot-progress"
-      data-received={state.progress.received}
-      data-expected={state.progress.expected}
-    >
-      <span>{what}</span>
-      <span className="bar-line">
-        <progress max={Math.max(1, state.progress.expected)} value={state.progress.received} />
-        <span>{label}</span>
-      </span>
-    </div>
   );
 }
