@@ -5,31 +5,21 @@
 
 import { type Communicator, type JobSnapshot, type Operation, validateSnapshot } from '@mqd/model';
 import {
-  disposeAll,
   type ExpectedComm,
   type ExpectedOp,
   expectedQueues,
-  type FixtureJob,
   HANG_FIXTURES,
-  launchFixture,
   MPI_NAMES,
   MPI_QUEUE_TRAITS,
   queueDll,
 } from '@mqd/testkit';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { processState, Snapshotter, tracerPid } from '../src/index.js';
+import { describe, expect, it } from 'vitest';
+import { processState, tracerPid } from '../src/index.js';
 import { holdStopped, waitFor } from './conformance-kit.js';
+import { fixtureRig } from './fixture-rig.js';
 
-let job: FixtureJob | null = null;
-const snapshotter = new Snapshotter();
-afterEach(async () => {
-  await job?.dispose();
-  job = null;
-});
-afterAll(async () => {
-  await snapshotter.dispose();
-  await disposeAll();
-});
+const rig = fixtureRig();
+const { snapshotter } = rig;
 
 const opRow = (o: Operation) => [o.peer.local, o.peer.global, o.tag, o.length, o.status];
 
@@ -77,7 +67,7 @@ function checkComm(
 
 describe.each(MPI_NAMES)('%s: snapshots of real hung jobs', (mpi) => {
   it.each(HANG_FIXTURES)('%s: every rank shows exactly the expected queues', async (fixture) => {
-    job = await launchFixture({ mpi, fixture, np: 4 });
+    const job = await rig.launch({ mpi, fixture, np: 4 });
     const { snapshot } = await snapshotter.snapshot(job.ranks.map((r) => ({ pid: r.pid })));
     const valid = validateSnapshot(snapshot);
     expect(valid.ok ? 'valid' : valid.error.message).toBe('valid');
@@ -113,19 +103,19 @@ describe.each(MPI_NAMES)('%s: snapshots of real hung jobs', (mpi) => {
   });
 
   it('kill -9 of the snapshotting process while a rank is stopped leaves every rank running', async () => {
-    job = await launchFixture({ mpi, fixture: 'ring_ssend', np: 4 });
+    const job = await rig.launch({ mpi, fixture: 'ring_ssend', np: 4 });
     const rank0 = job.ranks[0];
     if (!rank0) throw new Error('no rank 0');
     const { child, line } = await holdStopped(queueDll(mpi), rank0.pid);
     expect(line).toMatch(new RegExp(`^STOPPED ${rank0.pid}`));
     expect(processState(rank0.pid)).toBe('t');
     child.kill('SIGKILL');
-    await waitFor(() => job?.ranks.every((r) => tracerPid(r.pid) === 0) ?? false, 10_000);
+    await waitFor(() => job.ranks.every((r) => tracerPid(r.pid) === 0) ?? false, 10_000);
     for (const r of job.ranks) expect(processState(r.pid)).toMatch(/^[RS]$/);
   });
 
   it('a second snapshot of the same job reuses the setup and agrees with the first', async () => {
-    job = await launchFixture({ mpi, fixture: 'wrong_tag', np: 4 });
+    const job = await rig.launch({ mpi, fixture: 'wrong_tag', np: 4 });
     const targets = job.ranks.map((r) => ({ pid: r.pid }));
     const a = await snapshotter.snapshot(targets);
     const b = await snapshotter.snapshot(targets);

@@ -6,28 +6,19 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { type JobSnapshot, type RankSnapshot, validateSnapshot } from '@mqd/model';
 import {
   CPP_RING_FRAMES,
-  disposeAll,
   expectedStackCall,
   type FixtureJob,
-  launchFixture,
   MPI_NAMES,
   mainThreadStack,
   STACK_FIXTURES,
 } from '@mqd/testkit';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { processState, Snapshotter, tracerPid } from '../src/index.js';
 import { publicMpiName } from '../src/target/unwind.js';
+import { fixtureRig } from './fixture-rig.js';
 
-let job: FixtureJob | null = null;
-const snapshotter = new Snapshotter();
-afterEach(async () => {
-  await job?.dispose();
-  job = null;
-});
-afterAll(async () => {
-  await snapshotter.dispose();
-  await disposeAll();
-});
+const rig = fixtureRig();
+const { snapshotter } = rig;
 
 /** Function names as both unwinders print them: symbol versions dropped, unknown = '??'. */
 const norm = (f: string | null) => (f ?? '??').replace(/@.*$/, '');
@@ -58,7 +49,7 @@ const ssendFigures: Record<string, unknown> = {};
 
 describe.each(MPI_NAMES)('%s: stacks of real hung jobs', (mpi) => {
   it.each(STACK_FIXTURES)('%s: every rank is in its documented MPI call', async (fixture) => {
-    job = await launchFixture({ mpi, fixture, np: 4 });
+    const job = await rig.launch({ mpi, fixture, np: 4 });
     // A fresh Snapshotter for the debuglink twin: its build-id equals collective_two's, and the
     // warm symbol cache would answer file:line without looking at the separate debug file.
     const fresh = fixture === 'collective_two_debuglink' ? new Snapshotter() : null;
@@ -162,7 +153,7 @@ describe.each(MPI_NAMES)('%s: stacks of real hung jobs', (mpi) => {
   });
 
   it('ssend_complete_ring: how the DLL reports the blocked synchronous sends', async () => {
-    job = await launchFixture({ mpi, fixture: 'ssend_complete_ring', np: 4 });
+    const job = await rig.launch({ mpi, fixture: 'ssend_complete_ring', np: 4 });
     const counts = { complete: 0, pending: 0, matched: 0, hidden: 0, snapshots: 5 };
     for (let i = 0; i < counts.snapshots; i++) {
       const snapshot = await snap(job);
