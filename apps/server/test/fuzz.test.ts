@@ -2,6 +2,7 @@
 // route and both socket.io namespaces with malformed input: the server stays up, the store
 // stays intact (integrity_check ok, row counts unchanged by refused input), and every refusal
 // is a coded error.
+import { prng } from '@mqd/model';
 import { io } from 'socket.io-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WIRE_EVENT } from '../src/agent-protocol.js';
@@ -12,18 +13,6 @@ const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   while (cleanup.length) await cleanup.pop()?.();
 });
-
-/** mulberry32: small, seeded, reproducible. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const ROUTES: readonly [string, string][] = [
   ['GET', '/api/health'],
@@ -62,7 +51,7 @@ describe('bounded fuzz', () => {
     const s = await startServer({ rateLimitMax: 1_000_000 });
     cleanup.push(() => s.close());
     const user = await createUser(s.app, 'alice', 1000);
-    const r = rng(0x5eed);
+    const r = prng(0x5eed);
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)] as T;
     const junk = (n: number) =>
       Array.from({ length: Math.floor(r() * n) }, () => String.fromCharCode(Math.floor(r() * 0x7f))).join('');
@@ -125,7 +114,7 @@ describe('bounded fuzz', () => {
   it('socket.io: garbage on /agents and /ui is refused or closes the socket; the server stays up', async () => {
     const s = await startServer();
     cleanup.push(() => s.close());
-    const r = rng(0xfeed);
+    const r = prng(0xfeed);
     const junk = (n: number) =>
       Array.from({ length: Math.floor(r() * n) }, () => String.fromCharCode(Math.floor(r() * 0xffff))).join(
         '',

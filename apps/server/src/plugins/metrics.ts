@@ -3,12 +3,12 @@
 // Prometheus server needs no admin rights), or an admin (token or session). Jobs and users are
 // counted, never named: the metrics say how the service is, not whose jobs hang.
 
-import { timingSafeEqual } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { MqdException, mqdError } from '@mqd/model';
 import type { FastifyPluginAsync } from 'fastify';
 import { hashToken } from '../auth.js';
+import { tokenMatches } from '../hub.js';
 import { Gauge, type MetricsRegistry, PROMETHEUS_CONTENT_TYPE } from '../metrics.js';
 import type { PluginOpts } from './common.js';
 
@@ -66,13 +66,11 @@ export function addServiceGauges(reg: MetricsRegistry, { s }: PluginOpts): void 
 export const metricsPlugin: FastifyPluginAsync<MetricsPluginOpts> = async (app, { s, registry }) => {
   const metricsDigest =
     s.config.metricsToken === null ? null : Buffer.from(hashToken(s.config.metricsToken), 'hex');
+  // The hub's constant-time token check (both sides hashed), the one agents get too.
   app.get('/metrics', { schema: { hide: true } }, async (req, reply) => {
     const auth = req.headers.authorization;
     const bearer = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7).trim() : null;
-    const byToken =
-      metricsDigest !== null &&
-      bearer !== null &&
-      timingSafeEqual(Buffer.from(hashToken(bearer), 'hex'), metricsDigest);
+    const byToken = metricsDigest !== null && tokenMatches(bearer, metricsDigest);
     if (!byToken) {
       const user = s.auth.fromHeaders(req.headers, req.socket.remoteAddress);
       if (!user.ok) throw new MqdException(user.error);
