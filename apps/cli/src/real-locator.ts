@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { procStartTime } from '@mqd/core';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
-import { type LocalHost, localHost, parseSlurmJob, slurmLocalPids, slurmRanks } from '@mqd/mpir';
+import { type LocalHost, localHost, parseSlurmJob, slurmRanks } from '@mqd/mpir';
 import type { JobLocator, LocatedJob, SeenStarter } from '@mqd/server/agent';
 import { locateAsOwner } from './locate-as-owner.js';
 
@@ -56,9 +56,8 @@ export class MpirJobLocator implements JobLocator {
     const found = slurmRanks(spec.value, { here: this.here });
     if (!found.ok) return found;
     for (const w of found.value.job.warnings) this.opts.log?.(`Slurm job ${job}: ${w}`);
-    const rows = slurmLocalPids(spec.value);
-    if (!rows.ok) return rows;
-    const anchor = rows.value.find((r) => r.step === 'batch') ?? rows.value[0];
+    const rows = found.value.processes;
+    const anchor = rows.find((r) => r.step === 'batch') ?? rows[0];
     const anchorStart = anchor === undefined ? null : procStartTime(anchor.pid);
     if (anchor === undefined || anchorStart === null) {
       return err(mqdError('MQD_E_NO_RANKS', `Slurm job ${job} has no process left on ${this.here.short}`));

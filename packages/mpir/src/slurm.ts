@@ -129,6 +129,8 @@ export interface SlurmRanks {
   readonly info: SlurmJobInfo;
   /** Nodes of the job other than this one: their ranks are read by their own agents. */
   readonly otherNodes: readonly string[];
+  /** Every process of the job on this node, as `scontrol listpids` listed it (ranks or not). */
+  readonly processes: ReadonlyArray<{ readonly pid: number; readonly step: string }>;
 }
 
 /** The ranks of a Slurm job on this node. */
@@ -194,5 +196,10 @@ export function slurmRanks(
       ),
     );
   }
-  return ok({ job: makeJob('slurm', null, ranks, warnings), info: info.value, otherNodes });
+  return ok({
+    job: makeJob('slurm', null, ranks, warnings),
+    info: info.value,
+    otherNodes,
+    processes: rows.value,
+  });
 }
