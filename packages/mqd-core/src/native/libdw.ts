@@ -84,20 +84,31 @@ export const dw = {
   dwarf_lowpc: libdw.func('int dwarf_lowpc(void *die, void *addr)'),
 };
 
-/** Dwfl_Callbacks for a live process (find_elf through /proc), owned for the life of the process. */
-export function procCallbacks(debuginfoPath: string | null): unknown {
+/**
+ * A Dwfl_Callbacks block {find_elf, find_debuginfo, section_address, debuginfo_path}, owned for
+ * the life of the process. koffi loads libraries RTLD_LOCAL: the callbacks' addresses come from
+ * our own dlopen handle. `sectionAddress` null leaves that slot empty (live processes).
+ */
+function dwflCallbacks(
+  findElf: string,
+  sectionAddress: string | null,
+  debuginfoPath: string | null,
+): unknown {
   const opened = dlopen('libdw.so.1', RTLD_NOW);
   if (!('handle' in opened)) throw new Error(`dlopen libdw.so.1: ${opened.error}`);
   const cb = permanentAlloc('uintptr_t', 4);
   const view = new BigUint64Array(koffi.view(cb, 32));
-  view[0] = dlsymAddress(opened.handle, 'dwfl_linux_proc_find_elf');
+  view[0] = dlsymAddress(opened.handle, findElf);
   view[1] = dlsymAddress(opened.handle, 'dwfl_standard_find_debuginfo');
-  view[2] = 0n;
+  view[2] = sectionAddress === null ? 0n : dlsymAddress(opened.handle, sectionAddress);
   view[3] = 0n;
-  if (view[0] === 0n || view[1] === 0n) {
-    throw new Error('libdw.so.1 is loaded but dwfl_linux_proc_find_elf is not visible through dlsym');
+  if (view[0] === 0n || view[1] === 0n || (sectionAddress !== null && view[2] === 0n)) {
+    throw new Error(
+      `libdw.so.1 is loaded but ${findElf} and the other dwfl_* callbacks are not visible through dlsym`,
+    );
   }
   if (debuginfoPath !== null) {
+    // debuginfo_path is a char ** that libdw reads for the life of the Dwfl.
     const n = Buffer.byteLength(debuginfoPath) + 1;
     const str = permanentAlloc('char', n);
     koffi.encode(str, 'char', debuginfoPath, n);
@@ -108,6 +119,11 @@ export function procCallbacks(debuginfoPath: string | null): unknown {
   }
   keepAlive.push(cb);
   return cb;
+}
+
+/** Dwfl_Callbacks for a live process (find_elf through /proc). */
+export function procCallbacks(debuginfoPath: string | null): unknown {
+  return dwflCallbacks('dwfl_linux_proc_find_elf', null, debuginfoPath);
 }
 
 /** The frame callback of dwfl_getthread_frames: int (*)(Dwfl_Frame *, void *). */
@@ -148,30 +164,9 @@ export function dwflError(): string {
   return (dw.dwfl_errmsg(-1) as string | null) ?? 'unknown libdw error';
 }
 
-/** A Dwfl_Callbacks block for offline files, owned for the life of the process. */
+/** Dwfl_Callbacks for offline files (found by build-id, sections at their file addresses). */
 export function offlineCallbacks(debuginfoPath: string | null): unknown {
-  // koffi loads libraries RTLD_LOCAL: take the callbacks' addresses from our own handle.
-  const opened = dlopen('libdw.so.1', RTLD_NOW);
-  if (!('handle' in opened)) throw new Error(`dlopen libdw.so.1: ${opened.error}`);
-  const cb = permanentAlloc('uintptr_t', 4);
-  const view = new BigUint64Array(koffi.view(cb, 32));
-  view[0] = dlsymAddress(opened.handle, 'dwfl_build_id_find_elf');
-  view[1] = dlsymAddress(opened.handle, 'dwfl_standard_find_debuginfo');
-  view[2] = dlsymAddress(opened.handle, 'dwfl_offline_section_address');
-  if (view[0] === 0n || view[1] === 0n || view[2] === 0n) {
-    throw new Error('libdw.so.1 is loaded but its dwfl_* callbacks are not visible through dlsym');
-  }
-  if (debuginfoPath !== null) {
-    // debuginfo_path is a char ** that libdw reads for the life of the Dwfl.
-    const str = permanentAlloc('char', debuginfoPath.length + 1);
-    koffi.encode(str, 'char', debuginfoPath, debuginfoPath.length + 1);
-    const holder = permanentAlloc('uintptr_t', 1);
-    new BigUint64Array(koffi.view(holder, 8))[0] = BigInt(koffi.address(str));
-    view[3] = BigInt(koffi.address(holder));
-    keepAlive.push(str, holder);
-  }
-  keepAlive.push(cb);
-  return cb;
+  return dwflCallbacks('dwfl_build_id_find_elf', 'dwfl_offline_section_address', debuginfoPath);
 }
 
 /** Native blocks that C keeps pointers to; never released (a handful per process). */
