@@ -1,45 +1,14 @@
 // One explanation per snapshot (explainSnapshot of @mqd/model), shared by the diagnosis panel
 // and the matrix (which outlines the deadlock cycles), computed once after the first paint.
 import { type Explanation, explainSnapshot, type JobSnapshot, type Verdict } from '@mqd/model';
-import { useEffect, useState } from 'react';
-import { beginBusy } from './idle.js';
+import { type Computed, deferred, useDeferred } from './deferred.js';
 
-export type ExplanationResult = Explanation | { failed: string };
+export type ExplanationResult = Computed<Explanation>;
 
-const cache = new WeakMap<JobSnapshot, ExplanationResult>();
+const explanations = deferred('analysis', explainSnapshot);
 
 export function useExplanation(snapshot: JobSnapshot): ExplanationResult | null {
-  const [result, setResult] = useState(() => cache.get(snapshot) ?? null);
-  useEffect(() => {
-    const hit = cache.get(snapshot);
-    if (hit) {
-      setResult(hit);
-      return;
-    }
-    setResult(null);
-    const end = beginBusy();
-    const timer = setTimeout(() => {
-      let r: ExplanationResult = cache.get(snapshot) ?? { failed: 'not computed' };
-      if (!cache.has(snapshot)) {
-        try {
-          r = explainSnapshot(snapshot);
-        } catch (e: unknown) {
-          // The analysis is another package's code: its failure must not take the views down,
-          // and it is reported where its answer would have been.
-          console.error('MQD: analysis failed', e);
-          r = { failed: e instanceof Error ? e.message : String(e) };
-        }
-        cache.set(snapshot, r);
-      }
-      setResult(r);
-      end();
-    }, 0);
-    return () => {
-      clearTimeout(timer);
-      end();
-    };
-  }, [snapshot]);
-  return result;
+  return useDeferred(explanations, snapshot);
 }
 
 /** At most this many cycle cells are outlined (a 16,384-rank ring has 16,384). */
