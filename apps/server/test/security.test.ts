@@ -51,6 +51,16 @@ describe('malformed cookies', () => {
 });
 
 /** A locator whose answer the test changes, as a starter exits and its pid is reused. */
+/** Attaches starter pid 700 on host n0 (the job the recording agents below locate) as `who`. */
+function attachStarter700(s: TestServer, who: { authorization: string }) {
+  return s.app.inject({
+    method: 'POST',
+    url: '/api/jobs/attach',
+    headers: who,
+    payload: { host: 'n0', starterPid: 700 },
+  });
+}
+
 function mutableLocator(first: LocatedJob): { locator: JobLocator; set(j: LocatedJob): void } {
   let current = first;
   return {
@@ -103,13 +113,7 @@ describe('pid reuse', () => {
     });
     const loc = mutableLocator(layout(1001, '5000'));
     const reads = await recordingAgent(s, loc.locator);
-    const attach = (who: { authorization: string }) =>
-      s.app.inject({
-        method: 'POST',
-        url: '/api/jobs/attach',
-        headers: who,
-        payload: { host: 'n0', starterPid: 700 },
-      });
+    const attach = (who: { authorization: string }) => attachStarter700(s, who);
     const a = await attach(alice);
     expect(a.statusCode, a.body).toBe(201);
     const aliceJob = json<{ job: { id: string; uid: number } }>(a).job;
@@ -153,13 +157,7 @@ describe('jobs of uid 0', () => {
       starterStartTime: '1',
     });
     const reads = await recordingAgent(s, loc.locator);
-    const attach = (who: { authorization: string }) =>
-      s.app.inject({
-        method: 'POST',
-        url: '/api/jobs/attach',
-        headers: who,
-        payload: { host: 'n0', starterPid: 700 },
-      });
+    const attach = (who: { authorization: string }) => attachStarter700(s, who);
     const refused = await attach(rootUser);
     expect(refused.statusCode, refused.body).toBe(403);
     expect(json(refused)).toMatchObject({ code: 'MQD_E_FORBIDDEN' });
