@@ -65,6 +65,19 @@ export const ERROR_HINTS = {
     "Slurm's commands did not answer; check that scontrol works here (and SLURM_CONF if your site sets it)",
   MQD_E_SLURM_JOB:
     'this Slurm job is unknown or not running yet; check its id and state with `squeue -j JOBID`',
+  // --- core files
+  MQD_E_CORE_INVALID:
+    'this file is not a complete x86_64 ELF core of a Linux process; pass the core the kernel, gcore or `mqd capture` wrote',
+  MQD_E_CORE_TRUNCATED:
+    'the core file ends before the data its headers describe (the disk filled or a size limit cut it); raise `ulimit -c` and capture again',
+  MQD_E_CORE_MISSING_PAGES:
+    'memory the read needs is neither in the core nor in a file it maps; capture with `mqd capture`, or set /proc/PID/coredump_filter to 0x37 before the crash',
+  MQD_E_CORE_BUILD_ID:
+    'a library or executable changed since the crash (its build-id differs from the core): read the core where the job ran, or pass the original files with --exe / --sysroot',
+  MQD_E_CORE_NO_RANK:
+    'no MPI rank number for this core: pass --rank N after --core, or name the files rank-N.core',
+  MQD_E_CAPTURE:
+    'the capture could not write a core for this rank; check free space and that the directory is writable by the job owner',
   // --- server
   MQD_E_UNAUTHENTICATED: "log in with the token printed by `mqd serve` (or your site's proxy login)",
   MQD_E_FORBIDDEN: 'this job belongs to another user; ask its owner for a share link, or an admin for access',
