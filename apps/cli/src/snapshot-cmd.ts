@@ -1,8 +1,9 @@
-// `mqd snapshot (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] ...) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]`
+// `mqd snapshot (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] ... | --core CORE ... | --cores DIR) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]`
 import { parseArgs } from 'node:util';
-import { type SnapshotTarget, Snapshotter } from '@mqd/core';
+import { type CoreSnapshotTarget, type SnapshotTarget, Snapshotter } from '@mqd/core';
 import { buildStackTree, explainSnapshot, mqdError } from '@mqd/model';
 import { parseSlurmJob, slurmRanks, snapshotAttach } from '@mqd/mpir';
+import { coresFromDir, coresFromTokens } from './core-args.js';
 import { parsePidArg } from './pid-arg.js';
 import { snapshotText } from './snapshot-text.js';
 import { type Io, SNAPSHOT_USAGE } from './usage.js';
@@ -19,9 +20,13 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
     stacks?: boolean;
     'all-threads'?: boolean;
     help?: boolean;
+    core?: string[];
+    cores?: string;
+    sysroot?: string;
   };
+  let tokens: Parameters<typeof coresFromTokens>[0] = [];
   try {
-    ({ values } = parseArgs({
+    ({ values, tokens = [] } = parseArgs({
       args: argv,
       options: {
         pid: { type: 'string', multiple: true },
@@ -34,8 +39,14 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
         stacks: { type: 'boolean' },
         'all-threads': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
+        core: { type: 'string', multiple: true },
+        rank: { type: 'string', multiple: true },
+        exe: { type: 'string', multiple: true },
+        cores: { type: 'string' },
+        sysroot: { type: 'string' },
       },
       strict: true,
+      tokens: true,
     }));
   } catch (e) {
     io.err(`${mqdError('MQD_E_USAGE', (e as Error).message).message}\n${SNAPSHOT_USAGE}`);
@@ -54,10 +65,26 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
     }
     targets.push(t);
   }
-  const sources = [targets.length > 0, values.attach !== undefined, values.slurm !== undefined];
+  let cores: CoreSnapshotTarget[] = [];
+  if (values.core !== undefined || values.cores !== undefined) {
+    const named =
+      values.cores !== undefined ? coresFromDir(values.cores, lastExe(tokens)) : coresFromTokens(tokens);
+    if ('code' in named) {
+      io.err(`${named.message}\n${SNAPSHOT_USAGE}`);
+      return 2;
+    }
+    cores = named;
+  }
+  const sources = [
+    targets.length > 0,
+    values.attach !== undefined,
+    values.slurm !== undefined,
+    values.core !== undefined,
+    values.cores !== undefined,
+  ];
   if (sources.filter(Boolean).length !== 1) {
     io.err(
-      `${mqdError('MQD_E_USAGE', 'give one of --attach STARTER_PID, --slurm JOBID or at least one --pid').message}\n${SNAPSHOT_USAGE}`,
+      `${mqdError('MQD_E_USAGE', 'give one of --attach STARTER_PID, --slurm JOBID, --core CORE, --cores DIR or at least one --pid').message}\n${SNAPSHOT_USAGE}`,
     );
     return 2;
   }
@@ -99,7 +126,13 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
   };
   try {
     let snapshot: Awaited<ReturnType<Snapshotter['snapshot']>>['snapshot'];
-    if (starter) {
+    if (cores.length > 0) {
+      const read = await snapshotter.snapshotCores(cores, {
+        ...(values.dll !== undefined ? { dll: values.dll } : {}),
+        ...(values.sysroot !== undefined ? { sysroot: values.sysroot } : {}),
+      });
+      snapshot = read.snapshot;
+    } else if (starter) {
       const attached = await snapshotAttach(starter.pid, { snapshotter, snapshot: snapOpts });
       if (!attached.ok) {
         io.err(attached.error.message);
@@ -135,4 +168,11 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
   } finally {
     await snapshotter.dispose();
   }
+}
+
+/** `--exe EXE` with `--cores DIR`: the last one given. */
+function lastExe(tokens: Parameters<typeof coresFromTokens>[0]): string | undefined {
+  let exe: string | undefined;
+  for (const t of tokens) if (t.kind === 'option' && t.name === 'exe' && t.value !== undefined) exe = t.value;
+  return exe;
 }

@@ -16,13 +16,22 @@ commands:
   agent-token  print a node's own agent token (admins; mqd agent --help)
 exit codes: 0 ok, 1 nothing could be read, 2 usage, 3 partial (some ranks failed)`;
 
-export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] [--pid ...]) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]
+export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] [--pid ...]
+                     | --core CORE [--rank N] [--exe EXE] [--core ...] | --cores DIR)
+                    [--sysroot DIR] [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]
   Stops each MPI process for a few milliseconds, reads its message queues through the MPI
   library's debugger DLL and prints them. RANK defaults to the rank in the process environment.
   --attach PID the pid of mpirun/mpiexec: its ranks on this host are found through MPIR
                (or the process tree when the starter has no MPIR symbols)
   --slurm JOBID[.STEP]  a Slurm job (as squeue shows it): its ranks on this node, read for
                the job's owner (ranks on other nodes are read by their nodes' agents)
+  --core CORE  read a rank from a core file instead of a running process (repeatable); the rank
+               comes from the environment in the core, else from the file name (rank-N.core)
+    --rank N   after a --core: that core's rank
+    --exe EXE  the executable, when it is no longer where the job ran it (after a --core: for
+               that core only)
+  --cores DIR  every core in DIR, numbered by the manifest \`mqd capture\` wrote there, else as above
+  --sysroot DIR  the job's files (executable, libraries) under DIR at their original paths
   --dll PATH   the message-queue DLL (default: MPIR_dll_name in the process)
   --json       print the snapshot as JSON (schema: packages/model/src/snapshot-spec.ts)
   --all        also list empty internal communicators

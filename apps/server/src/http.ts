@@ -54,6 +54,11 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_SLURM_JOB':
     case 'MQD_E_NO_QUEUES':
     case 'MQD_E_QUEUE_UNSUPPORTED':
+    case 'MQD_E_CORE_INVALID':
+    case 'MQD_E_CORE_TRUNCATED':
+    case 'MQD_E_CORE_MISSING_PAGES':
+    case 'MQD_E_CORE_BUILD_ID':
+    case 'MQD_E_CORE_NO_RANK':
       return 422;
     case 'MQD_E_RATE_LIMITED':
       return 429;
@@ -77,6 +82,7 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_DLL_POLICY':
     case 'MQD_E_NO_STACKS':
     case 'MQD_E_NO_SLURM':
+    case 'MQD_E_CAPTURE':
       // The agent answered, with a failure on its node.
       return 502;
     case 'MQD_E_AGENT_MISSING':

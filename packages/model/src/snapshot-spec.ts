@@ -264,6 +264,34 @@ export const UnidentifiedProcess = Type.Object(
 );
 export type UnidentifiedProcess = Static<typeof UnidentifiedProcess>;
 
+/** One rank's core file, when the snapshot was read from cores (JobSnapshot.source). */
+export const CoreFileSource = Type.Object(
+  {
+    rank: Type.Integer({ minimum: 0 }),
+    /** The core file as it was given (a path on the reading host). */
+    path: ShortText(4096),
+    /** The pid the process had. */
+    pid: Type.Integer({ minimum: 1 }),
+    /** The signal that made the core; 0 for a capture (`mqd capture`) of a running process. */
+    signal: NonNegInt,
+    /** The executable as the process ran it. */
+    executable: ShortText(4096),
+    /** When the core file was written (its modification time). */
+    writtenAt: Type.String({ format: 'date-time', maxLength: 40 }),
+  },
+  { additionalProperties: false },
+);
+export type CoreFileSource = Static<typeof CoreFileSource>;
+
+export const SnapshotSource = Type.Object(
+  {
+    kind: Type.Literal('core'),
+    cores: Type.Array(CoreFileSource, { maxItems: 1 << 20 }),
+  },
+  { additionalProperties: false },
+);
+export type SnapshotSource = Static<typeof SnapshotSource>;
+
 export const JobSnapshot = Type.Object(
   {
     schemaVersion: Type.Literal(SNAPSHOT_SCHEMA_VERSION),
@@ -289,6 +317,11 @@ export const JobSnapshot = Type.Object(
      * have no rank number, so they are not in `ranks`. Absent when there are none.
      */
     unidentified: Type.Optional(Type.Array(UnidentifiedProcess, { maxItems: 1 << 20 })),
+    /**
+     * Where the ranks were read from when not from running processes: core files (issue 17).
+     * Absent for a live snapshot. Ranks of a core snapshot have pausedMicros 0.
+     */
+    source: Type.Optional(SnapshotSource),
   },
   { additionalProperties: false },
 );

@@ -32,12 +32,20 @@ export function formatSnapshot(s: JobSnapshot, opts: { all?: boolean } = {}): st
     `${LIB[s.mpi.library]} job, ${s.ranks.length} rank(s), taken ${s.takenAt} in ${(s.durationMicros / 1000).toFixed(1)} ms` +
       (s.mpi.dll ? `\nDLL: ${s.mpi.dll}` : ''),
   );
+  if (s.source?.kind === 'core') {
+    out.push(`read from ${s.source.cores.length} core file(s), not from running processes:`);
+    for (const c of s.source.cores) {
+      const why = c.signal === 0 ? 'captured' : `signal ${c.signal}`;
+      out.push(`  rank ${c.rank}: ${c.path} (pid ${c.pid}, ${why}, written ${c.writtenAt})`);
+    }
+  }
   for (const u of s.unidentified ?? []) {
     out.push(`\nnot a rank: pid ${u.pid}  host ${u.host}  ${u.error.message}`);
   }
   for (const r of s.ranks) {
     const state = r.state.kind === 'ok' ? 'ok' : `${r.state.kind}: ${r.state.message}`;
-    const paused = r.pausedMicros === null ? '' : `  stopped ${(r.pausedMicros / 1000).toFixed(2)} ms`;
+    const paused =
+      r.pausedMicros === null || s.source ? '' : `  stopped ${(r.pausedMicros / 1000).toFixed(2)} ms`;
     out.push(`\nrank ${r.rank}  pid ${r.pid}  host ${r.host}  ${state}${paused}`);
     let hidden = 0;
     for (const c of r.communicators) {

@@ -20,7 +20,7 @@ export {
   readerForkOptions,
   readerIdentity,
 } from './host/identity.js';
-export type { HostStats, HostTarget } from './host/protocol.js';
+export type { Captured, HostStats, HostTarget } from './host/protocol.js';
 export * as mqs from './mqs/mqs-spec.js';
 export { MqsSession, type RankTarget, type SessionOptions } from './mqs/session.js';
 export { HotPath } from './mqs/shim.js';
@@ -28,11 +28,25 @@ export { nativeAllocations } from './native/alloc.js';
 export { setParentDeathSignal } from './native/libc.js';
 export * as ptraceExt from './native/ptrace-ext.js';
 export {
+  type CoreSnapshotOptions,
+  type CoreSnapshotTarget,
+  rankFromCoreName,
   type SnapshotOptions,
   type SnapshotResult,
   type SnapshotTarget,
   Snapshotter,
 } from './snapshotter.js';
+export {
+  type CoreInfo,
+  type CoreMappedFile,
+  type CoreSegment,
+  type CoreThread,
+  coreBuildIdAt,
+  readCoreBytes,
+  readCoreInfo,
+} from './target/core-file.js';
+export { type CoreOpenOptions, OpenedCore } from './target/core-image.js';
+export { type CoreWriteOptions, type CoreWritten, writeCore } from './target/core-writer.js';
 export { DebugFile, DebugFileRegistry, type TypeRef } from './target/debug-file.js';
 export { type ElfInfo, readElfInfo } from './target/elf.js';
 export { TargetMemory } from './target/memory.js';

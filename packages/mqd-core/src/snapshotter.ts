@@ -6,9 +6,12 @@
 // Keep one Snapshotter for repeated snapshots: the hosts keep the DLL, the per-build-id indexes
 // and the processes' setup, so the second snapshot is warm.
 
+import { statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { basename } from 'node:path';
 import {
   err,
+  isErrorCode,
   type JobSnapshot,
   type LengthUnit,
   type MpiLibrary,
@@ -31,7 +34,7 @@ import {
   type ReaderIdentity,
   readerIdentity,
 } from './host/identity.js';
-import type { HostStats, HostTarget } from './host/protocol.js';
+import type { Captured, HostStats, HostTarget } from './host/protocol.js';
 import { credentials } from './native/libc.js';
 import { procStartTime, rankFromEnviron, shortHostname } from './target/proc.js';
 
@@ -69,6 +72,31 @@ export interface SnapshotOptions {
   readonly allowRoot?: boolean;
   /** Site policy for the DLL a process names (see DllHostOptions.dllPolicy); default the host options'. */
   readonly dllPolicy?: DllPolicy;
+}
+
+/** A core file to read as one rank (issue 17). */
+export interface CoreSnapshotTarget {
+  readonly path: string;
+  /** MPI_COMM_WORLD rank; default: from the environment in the core, else from the file's name (rank-N). */
+  readonly rank?: number;
+  /** The executable, when it is no longer at the path the process ran it from. */
+  readonly exe?: string;
+  readonly host?: string;
+}
+
+export interface CoreSnapshotOptions {
+  /** The message-queue DLL; default: MPIR_dll_name read from each core. */
+  readonly dll?: string;
+  /** A directory holding the job's files under their original paths. */
+  readonly sysroot?: string;
+  readonly stacks?: boolean;
+  readonly dllPolicy?: DllPolicy;
+}
+
+/** The rank a core's file name gives: rank-3.core, core.rank3, mpi.rank_12.core, ... */
+export function rankFromCoreName(path: string): number | null {
+  const m = /rank[-_.]?(\d+)/i.exec(basename(path));
+  return m?.[1] !== undefined ? Number(m[1]) : null;
 }
 
 export interface SnapshotResult {
@@ -187,14 +215,23 @@ export class Snapshotter {
     return h;
   }
 
-  async snapshot(targets: readonly SnapshotTarget[], opts: SnapshotOptions = {}): Promise<SnapshotResult> {
-    const t0 = process.hrtime.bigint();
-    const takenAt = new Date().toISOString();
+  /**
+   * The agent's checks before any reader runs: each target's rank (given or from its
+   * environment), its owner and start time from /proc, the job owner's rule; the ranks that
+   * pass, grouped by the reader identity that will read them.
+   */
+  private vet(
+    targets: readonly SnapshotTarget[],
+    opts: Pick<SnapshotOptions, 'ownerUid' | 'allowRoot'>,
+  ): {
+    failed: RankSnapshot[];
+    unidentified: UnidentifiedProcess[];
+    byReader: Map<string, { id: ReaderIdentity; targets: HostTarget[] }>;
+  } {
     const here = shortHostname();
     const failed: RankSnapshot[] = [];
     const unidentified: UnidentifiedProcess[] = [];
     const seenRanks = new Set<number>();
-    const policy = opts.dllPolicy ?? this.hostOptions.dllPolicy ?? 'any';
     // Who the job belongs to: given, else the first rank's owner (every rank must share it).
     let ownerUid = opts.ownerUid;
     const root = credentials().euid === 0;
@@ -252,6 +289,14 @@ export class Snapshotter {
       group.targets.push({ pid: t.pid, rank, host, ...rule });
       byReader.set(key, group);
     }
+    return { failed, unidentified, byReader };
+  }
+
+  async snapshot(targets: readonly SnapshotTarget[], opts: SnapshotOptions = {}): Promise<SnapshotResult> {
+    const t0 = process.hrtime.bigint();
+    const takenAt = new Date().toISOString();
+    const { failed, unidentified, byReader } = this.vet(targets, opts);
+    const policy = opts.dllPolicy ?? this.hostOptions.dllPolicy ?? 'any';
     // Each reader resolves the DLL names of its own ranks (it runs as their owner).
     const byDll = new Map<string, { id: ReaderIdentity; dll: string; targets: HostTarget[] }>();
     for (const { id, targets: list } of byReader.values()) {
@@ -357,6 +402,200 @@ export class Snapshotter {
         hostStarts: [...this.hosts.values()].reduce((n, h) => n + h.starts, 0),
       },
     };
+  }
+
+  /**
+   * A snapshot from core files, one per rank: the same JobSnapshot as a live read, with
+   * `source` naming the cores. Each core is read by a reader running as the file's owner (when
+   * this process is root) or as us; nothing is stopped.
+   */
+  async snapshotCores(
+    cores: readonly CoreSnapshotTarget[],
+    opts: CoreSnapshotOptions = {},
+  ): Promise<SnapshotResult> {
+    const t0 = process.hrtime.bigint();
+    const takenAt = new Date().toISOString();
+    const here = shortHostname();
+    const policy = opts.dllPolicy ?? this.hostOptions.dllPolicy ?? 'any';
+    const ranks: RankSnapshot[] = [];
+    const unidentified: UnidentifiedProcess[] = [];
+    const sources: NonNullable<JobSnapshot['source']>['cores'][number][] = [];
+    const me = credentials();
+    // Each core: a negative key stands for it wherever a pid is expected.
+    const items = cores.map((c, i) => {
+      let st: { uid: number; gid: number; mtime: Date } | null = null;
+      try {
+        const s = statSync(c.path);
+        st = { uid: s.uid, gid: s.gid, mtime: s.mtime };
+      } catch {
+        st = null;
+      }
+      const ref = {
+        path: c.path,
+        ...(c.exe !== undefined ? { exe: c.exe } : {}),
+        ...(opts.sysroot !== undefined ? { sysroot: opts.sysroot } : {}),
+      };
+      return { key: -(i + 1), c, st, ref };
+    });
+    const byReader = new Map<string, { id: ReaderIdentity; list: typeof items }>();
+    for (const it of items) {
+      if (!it.st) {
+        unidentified.push({
+          pid: 1,
+          host: it.c.host ?? here,
+          error: mqdError('MQD_E_CORE_INVALID', `cannot open ${it.c.path}: no such file or not readable`),
+        });
+        continue;
+      }
+      // Root reads each core as its owner; anyone else reads as themselves (the kernel decides).
+      const id = me.euid === 0 ? readerIdentity(it.st.uid, it.st.gid) : readerIdentity(me.uid, me.gid);
+      const k = identityKey(id);
+      const g = byReader.get(k) ?? { id, list: [] };
+      g.list.push(it);
+      byReader.set(k, g);
+    }
+    const seen = new Set<number>();
+    const byDll = new Map<string, { id: ReaderIdentity; dll: string; targets: HostTarget[] }>();
+    const facts = new Map<
+      number,
+      { rank: number; pid: number; path: string; signal: number; executable: string; mtime: Date }
+    >();
+    for (const { id, list } of byReader.values()) {
+      const answers = await this.resolver(id).resolve(
+        list.map((it) => ({ pid: it.key, ownerUid: id.uid, allowRoot: true, core: it.ref })),
+      );
+      for (const it of list) {
+        const a = answers.find((x) => x.pid === it.key);
+        const f = a?.core;
+        const host = it.c.host ?? f?.host ?? here;
+        const rank = it.c.rank ?? f?.rank ?? rankFromCoreName(it.c.path);
+        const pid = f?.pid ?? 1;
+        if (rank === null || rank === undefined) {
+          unidentified.push({
+            pid,
+            host,
+            error:
+              a && 'error' in a
+                ? a.error
+                : mqdError('MQD_E_CORE_NO_RANK', `${it.c.path}: no rank in its environment or its name`),
+          });
+          continue;
+        }
+        if (seen.has(rank)) {
+          unidentified.push({
+            pid,
+            host,
+            error: mqdError('MQD_E_BAD_INPUT', `rank ${rank} is given twice (${it.c.path})`),
+          });
+          continue;
+        }
+        seen.add(rank);
+        if (f && it.st) {
+          facts.set(it.key, {
+            rank,
+            pid: f.pid,
+            path: it.c.path,
+            signal: f.signal,
+            executable: f.executable,
+            mtime: it.st.mtime,
+          });
+        }
+        const named =
+          opts.dll !== undefined
+            ? ok(opts.dll)
+            : a && 'dll' in a
+              ? ok(a.dll)
+              : err(a?.error ?? mqdError('MQD_E_INTERNAL', `${it.c.path} was not resolved`));
+        const dll = named.ok ? checkDllPolicy(named.value, policy) : named;
+        const target: HostTarget = { pid: it.key, rank, host, core: it.ref };
+        if (!dll.ok) {
+          ranks.push({ ...rankNotRead(target, dll.error), pid });
+          continue;
+        }
+        const k = this.key(id, dll.value);
+        const g = byDll.get(k) ?? { id, dll: dll.value, targets: [] };
+        g.targets.push(target);
+        byDll.set(k, g);
+      }
+    }
+    let library: MpiLibrary = 'unknown';
+    let dllUsed: string | null = null;
+    let stats: HostStats | null = null;
+    let restarts = 0;
+    const realPid = (key: number) => facts.get(key)?.pid ?? 1;
+    for (const { id, dll, targets } of byDll.values()) {
+      const run = await this.host(id, dll).snapshot(targets, [], {
+        ...(opts.stacks !== undefined ? { stacks: opts.stacks } : {}),
+      });
+      restarts += run.restarts;
+      if (run.error) {
+        for (const t of targets) ranks.push({ ...rankNotRead(t, run.error), pid: realPid(t.pid) });
+        continue;
+      }
+      for (const r of run.ranks) ranks.push({ ...r, pid: realPid(r.pid) });
+      if (dllUsed === null) {
+        dllUsed = dll;
+        library = run.library;
+        stats = run.stats;
+      }
+    }
+    ranks.sort((a, b) => a.rank - b.rank);
+    for (const f of facts.values()) {
+      if (ranks.some((r) => r.rank === f.rank)) {
+        sources.push({
+          rank: f.rank,
+          path: f.path,
+          pid: f.pid,
+          signal: f.signal,
+          executable: f.executable,
+          writtenAt: f.mtime.toISOString(),
+        });
+      }
+    }
+    sources.sort((a, b) => a.rank - b.rank);
+    const snapshot: JobSnapshot = {
+      schemaVersion: SNAPSHOT_SCHEMA_VERSION,
+      takenAt,
+      durationMicros: Number((process.hrtime.bigint() - t0) / 1000n),
+      mpi: { library, dll: dllUsed, lengthUnit: lengthUnitOf(library) },
+      ranks,
+      ...(unidentified.length > 0 ? { unidentified } : {}),
+      source: { kind: 'core', cores: sources },
+    };
+    return {
+      snapshot,
+      stats: {
+        host: stats,
+        restarts,
+        hostStarts: [...this.hosts.values()].reduce((n, h) => n + h.starts, 0),
+      },
+    };
+  }
+
+  /**
+   * Writes one core per rank into `dir` (`mqd capture`), each by a reader running as the ranks'
+   * owner after the same checks as a snapshot; a rank is stopped only while its core is written.
+   * `dir` must exist and be writable by the owner.
+   */
+  async capture(
+    targets: readonly SnapshotTarget[],
+    dir: string,
+    opts: Pick<SnapshotOptions, 'ownerUid' | 'allowRoot'> = {},
+  ): Promise<{ captured: Captured[]; unidentified: UnidentifiedProcess[] }> {
+    const { failed, unidentified, byReader } = this.vet(targets, opts);
+    const captured: Captured[] = failed.map((r) => ({
+      pid: r.pid,
+      rank: r.rank,
+      error:
+        r.state.kind !== 'ok' && isErrorCode(r.state.code)
+          ? { code: r.state.code, message: r.state.message }
+          : mqdError('MQD_E_INTERNAL', `rank ${r.rank} was refused without a code`),
+    }));
+    for (const { id, targets: list } of byReader.values()) {
+      captured.push(...(await this.resolver(id).capture(list, dir)));
+    }
+    captured.sort((a, b) => a.rank - b.rank);
+    return { captured, unidentified };
   }
 
   /** The identity each running reader reported (uid, gid, groups, NoNewPrivs), for tests and status. */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #define API __attribute__((visibility("default")))
 #define PAGE 4096u
@@ -33,7 +34,16 @@
 #define ERR_READ 1001
 #define ERR_BUDGET 1002
 #define ERR_NULL 1003
-enum { FAIL_NONE = 0, FAIL_UNMAPPED = 1, FAIL_DENIED = 2, FAIL_GONE = 3, FAIL_BUDGET = 4 };
+enum { FAIL_NONE = 0, FAIL_UNMAPPED = 1, FAIL_DENIED = 2, FAIL_GONE = 3, FAIL_BUDGET = 4, FAIL_MISSING = 5 };
+
+/* A core file's memory (issue 17): address ranges served by pread from a file (the core's own
+ * segments, or a file the process had mapped), or known to have existed but be absent from the
+ * core (fd -1). Sorted by start, disjoint; set by JavaScript (core-memory.ts). */
+typedef struct {
+  uint64_t start, end;
+  int64_t fd;
+  uint64_t off; /* file offset of `start` */
+} region_t;
 
 /* Counters of the callbacks answered here, in this order (shim.ts SHIM_COUNTERS). */
 enum { C_FETCH, C_RANK, C_IMAGE, C_T2H, C_PUT_PI, C_GET_PI, C_PUT_II, C_GET_II, C_SYSCALLS, C_N };
@@ -49,6 +59,8 @@ typedef struct {
   int64_t bytes;   /* read in this stop */
   int64_t reads;
   int fail;
+  region_t *regions; /* non-NULL: a core, read by pread instead of process_vm_readv */
+  size_t nregions;
 } slot_t;
 
 static slot_t *slots;
@@ -59,7 +71,7 @@ static slot_t *slot_of(intptr_t key) {
   return &slots[key];
 }
 
-API int mqd_shim_abi(void) { return 2; }
+API int mqd_shim_abi(void) { return 3; }
 
 API int mqd_shim_set(intptr_t key, int pid, int rank, intptr_t image, int64_t budget) {
   if (key <= 0 || key > (1 << 24)) return -1;
@@ -73,7 +85,10 @@ API int mqd_shim_set(intptr_t key, int pid, int rank, intptr_t image, int64_t bu
     nslots = n;
   }
   slot_t *s = &slots[key];
-  if (!s->used) memset(s, 0, sizeof *s);
+  if (!s->used) {
+    free(s->regions);
+    memset(s, 0, sizeof *s);
+  }
   s->used = 1;
   s->pid = pid;
   s->rank = rank;
@@ -83,7 +98,28 @@ API int mqd_shim_set(intptr_t key, int pid, int rank, intptr_t image, int64_t bu
 }
 
 API void mqd_shim_drop(intptr_t key) {
-  if (key > 0 && (size_t)key < nslots) memset(&slots[key], 0, sizeof slots[key]);
+  if (key > 0 && (size_t)key < nslots) {
+    free(slots[key].regions);
+    memset(&slots[key], 0, sizeof slots[key]);
+  }
+}
+
+/* Makes process slot `key` a core: `n` regions of 4 words each (start, end, fd, offset). */
+API int mqd_shim_set_regions(intptr_t key, const uint64_t *words, int64_t n) {
+  slot_t *s = slot_of(key);
+  if (!s || n < 0 || n > (1 << 24)) return -1;
+  region_t *r = n ? malloc((size_t)n * sizeof *r) : NULL;
+  if (n && !r) return -1;
+  for (int64_t i = 0; i < n; i++) {
+    r[i].start = words[4 * i];
+    r[i].end = words[4 * i + 1];
+    r[i].fd = (int64_t)words[4 * i + 2];
+    r[i].off = words[4 * i + 3];
+  }
+  free(s->regions);
+  s->regions = r;
+  s->nregions = (size_t)n;
+  return 0;
 }
 
 API uintptr_t mqd_shim_info(intptr_t key) {
@@ -168,6 +204,60 @@ static void classify(slot_t *s, ssize_t n) {
   else s->fail = FAIL_UNMAPPED;
 }
 
+/* Fills one page of a core slot from its regions: 1 when every byte was served. A page no
+ * region covers is unmapped (the process had nothing there); one inside a region without a
+ * file, or a short pread, is missing (the process had memory there that the core lacks). */
+static int core_fill(slot_t *s, uint64_t base, uint8_t *out) {
+  uint64_t a = base, end = base + PAGE;
+  size_t lo = 0, hi = s->nregions;
+  while (lo < hi) { /* first region with end > a */
+    size_t mid = (lo + hi) / 2;
+    if (s->regions[mid].end <= a) lo = mid + 1;
+    else hi = mid;
+  }
+  for (size_t i = lo; a < end; i++) {
+    if (i >= s->nregions || s->regions[i].start > a) {
+      s->fail = FAIL_UNMAPPED;
+      return 0;
+    }
+    const region_t *r = &s->regions[i];
+    uint64_t stop = r->end < end ? r->end : end;
+    if (r->fd < 0) {
+      s->fail = FAIL_MISSING;
+      return 0;
+    }
+    size_t want = (size_t)(stop - a);
+    counters[C_SYSCALLS]++;
+    ssize_t got = pread((int)r->fd, out + (a - base), want, (off_t)(r->off + (a - r->start)));
+    if (got < 0) {
+      s->fail = FAIL_MISSING;
+      return 0;
+    }
+    /* A mapped file ends inside its last page: the process read zeros there. (A core cut short
+     * was refused when it was opened, core-file.ts.) */
+    if ((size_t)got < want) memset(out + (a - base) + got, 0, want - (size_t)got);
+    a = stop;
+  }
+  return 1;
+}
+
+static const uint8_t *core_page(slot_t *s, uint64_t base) {
+  entry_t *e = lookup(base);
+  if (e->base) return e->page < 0 ? NULL : page_ptr((size_t)e->page);
+  size_t idx;
+  if (new_page(&idx) != 0) {
+    s->fail = FAIL_UNMAPPED;
+    return NULL;
+  }
+  int ok = core_fill(s, base, page_ptr(idx));
+  if (!ok) pages_used--;
+  e = lookup(base);
+  e->base = base + 1;
+  e->page = ok ? (int32_t)idx : -1;
+  table_used++;
+  return ok ? page_ptr(idx) : NULL;
+}
+
 /* The cached page at `base` (read on a miss), or NULL when unreadable; sets s->fail then.
  * A miss reads ahead: up to READ_AHEAD pages from `base` that are not cached yet, in one
  * process_vm_readv (queue entries are allocated in runs). The kernel stops at the first
@@ -175,6 +265,7 @@ static void classify(slot_t *s, ssize_t n) {
 #define READ_AHEAD 8
 static const uint8_t *page(slot_t *s, uint64_t base) {
   if ((table_used + READ_AHEAD) * 2 >= table_cap && table_grow() != 0) return NULL;
+  if (s->regions) return core_page(s, base);
   entry_t *e = lookup(base);
   if (e->base) return e->page < 0 ? NULL : page_ptr((size_t)e->page);
   struct iovec local[READ_AHEAD];
@@ -335,6 +426,7 @@ API void mqd_shim_reset(void) {
   free(ops);
   ops = NULL;
   ops_cap = ops_count = 0;
+  for (size_t i = 0; i < nslots; i++) free(slots[i].regions);
   free(slots);
   slots = NULL;
   nslots = 0;
@@ -342,7 +434,9 @@ API void mqd_shim_reset(void) {
 
 /* Native bytes held now (cache chunks, hash table, walk buffer, slots). */
 API int64_t mqd_shim_outstanding(void) {
-  return (int64_t)(nchunks * CHUNK_PAGES * PAGE + table_cap * sizeof(entry_t) + ops_cap * OP_SIZE +
+  size_t regions = 0;
+  for (size_t i = 0; i < nslots; i++) regions += slots[i].nregions * sizeof(region_t);
+  return (int64_t)(regions + nchunks * CHUNK_PAGES * PAGE + table_cap * sizeof(entry_t) + ops_cap * OP_SIZE +
                    nslots * sizeof(slot_t) + chunks_cap * sizeof(uint8_t *));
 }
 

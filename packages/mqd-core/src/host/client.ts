@@ -16,7 +16,10 @@ import {
   readerForkOptions,
 } from './identity.js';
 import type {
+  Captured,
+  CaptureRequest,
   HostMessage,
+  HostRequest,
   HostStats,
   HostTarget,
   Resolved,
@@ -339,8 +342,62 @@ export class DllHost {
     return run;
   }
 
-  private async runResolve(targets: readonly ResolveTarget[]): Promise<Resolved[]> {
-    const failAll = (e: MqdError): Resolved[] => targets.map((t) => ({ pid: t.pid, error: e }));
+  private runResolve(targets: readonly ResolveTarget[]): Promise<Resolved[]> {
+    const wanted = new Set(targets.map((t) => t.pid));
+    return this.ask<Resolved>(
+      targets,
+      (id) => ({ type: 'resolve', id, targets }) satisfies ResolveRequest,
+      (m) => (m.type === 'resolved' ? m.answers : null),
+      (t, error) => ({ pid: t.pid, error }),
+      this.opts.rankTimeoutMs ?? 15_000,
+      'resolve the DLL names',
+      wanted,
+    );
+  }
+
+  /**
+   * Writes a core of each target into `dir` (`mqd capture`), as this reader's identity; each
+   * rank is stopped only while its core is written. Never rejects.
+   */
+  capture(targets: readonly HostTarget[], dir: string): Promise<Captured[]> {
+    const run = this.queue.then(() =>
+      this.ask<Captured>(
+        targets,
+        (id) =>
+          ({
+            type: 'capture',
+            id,
+            targets,
+            dir,
+            stopTimeoutMs: this.opts.stopTimeoutMs ?? 2000,
+          }) satisfies CaptureRequest,
+        (m) => (m.type === 'captured' ? m.answers : null),
+        (t, error) => ({ pid: t.pid, rank: (t as HostTarget).rank, error }),
+        // A core of a big rank takes a while to write: a minute per rank.
+        60_000 * Math.max(1, targets.length),
+        'write the cores',
+        new Set(targets.map((t) => t.pid)),
+      ),
+    );
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * One request answered by one message (resolve, capture): the child runs as the targets'
+   * owner, so its answers are data, kept only for pids we asked about; a crash, a hang or no
+   * answer for a pid becomes that pid's coded error.
+   */
+  private async ask<A extends { readonly pid: number }>(
+    targets: readonly { readonly pid: number }[],
+    request: (id: number) => HostRequest,
+    answersOf: (m: HostMessage) => readonly A[] | null,
+    failure: (t: { readonly pid: number }, e: MqdError) => A,
+    timeoutMs: number,
+    what: string,
+    wanted: ReadonlySet<number>,
+  ): Promise<A[]> {
+    const failAll = (e: MqdError): A[] => targets.map((t) => failure(t, e));
     if (!this.live || this.live.exited) this.live = this.spawn();
     const live = this.live;
     try {
@@ -352,40 +409,32 @@ export class DllHost {
       );
     }
     const id = this.nextId++;
-    const timeoutMs = this.opts.rankTimeoutMs ?? 15_000;
-    const wanted = new Set(targets.map((t) => t.pid));
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.kill(live);
-        finish(
-          failAll(
-            mqdError('MQD_E_DLL_TIMEOUT', `the reader did not resolve the DLL names in ${timeoutMs} ms`),
-          ),
-        );
+        finish(failAll(mqdError('MQD_E_DLL_TIMEOUT', `the reader did not ${what} in ${timeoutMs} ms`)));
       }, timeoutMs);
-      const finish = (r: Resolved[]) => {
+      const finish = (r: A[]) => {
         clearTimeout(timer);
         live.listener = null;
         live.exitListener = null;
         resolve(r);
       };
       live.listener = (m) => {
-        if (m.type !== 'resolved' || m.id !== id) return;
-        // The child runs as the target's owner: its answers are data, only for pids we asked about.
-        const byPid = new Map(m.answers.filter((a) => wanted.has(a.pid)).map((a) => [a.pid, a]));
+        if (!('id' in m) || m.id !== id) return;
+        const answers = answersOf(m);
+        if (answers === null) return;
+        const byPid = new Map(answers.filter((a) => wanted.has(a.pid)).map((a) => [a.pid, a]));
         finish(
           targets.map(
             (t) =>
-              byPid.get(t.pid) ?? {
-                pid: t.pid,
-                error: mqdError('MQD_E_INTERNAL', `the reader gave no answer for pid ${t.pid}`),
-              },
+              byPid.get(t.pid) ??
+              failure(t, mqdError('MQD_E_INTERNAL', `the reader gave no answer for pid ${t.pid}`)),
           ),
         );
       };
       live.exitListener = (desc) => finish(failAll(mqdError('MQD_E_DLL_CRASHED', `reader ${desc}`)));
-      const req: ResolveRequest = { type: 'resolve', id, targets };
-      live.child.send(req);
+      live.child.send(request(id));
     });
   }
 

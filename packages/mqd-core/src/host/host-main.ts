@@ -4,13 +4,23 @@
 // answers anything, and checks each pid's owner and start time again right before it touches
 // it. It exists so that a DLL that segfaults, aborts or loops costs one snapshot, never the agent. It dies with its parent (PR_SET_PDEATHSIG), and because ranks
 // are stopped with PTRACE_SEIZE, its death lets every rank run on.
-import { type MqdError, mqdError, rankNotRead } from '@mqd/model';
+
+import { readlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { type MqdError, mqdError, type RankSnapshot, rankNotRead } from '@mqd/model';
 import { MqsSession } from '../mqs/session.js';
 import { setParentDeathSignal } from '../native/libc.js';
+import { OpenedCore } from '../target/core-image.js';
+import { writeCore } from '../target/core-writer.js';
 import { DebugFileRegistry } from '../target/debug-file.js';
-import { dllNamedBy } from './dll-name.js';
+import { stopProcess } from '../target/stopper.js';
+import { dllNamedBy, dllNamedByCore } from './dll-name.js';
 import { checkTarget, enterReader } from './identity.js';
 import type {
+  Captured,
+  CaptureRequest,
+  CoreFacts,
+  CoreRef,
   HostMessage,
   HostRequest,
   HostTarget,
@@ -73,6 +83,10 @@ function handle(req: HostRequest): void {
     resolve(req);
     return;
   }
+  if (req.type === 'capture') {
+    capture(req);
+    return;
+  }
   const s = openSession(req);
   if (!(s instanceof MqsSession)) {
     send({ type: 'failed', id: req.id, error: s });
@@ -83,6 +97,10 @@ function handle(req: HostRequest): void {
   s.retain(new Set(req.keepPids));
   for (const t of req.targets) {
     send({ type: 'begin', id: req.id, pid: t.pid });
+    if (t.core) {
+      send({ type: 'rank', id: req.id, rank: readCore(s, t, t.core, req.stacks !== false) });
+      continue;
+    }
     const refused = refusal(t);
     send({
       type: 'rank',
@@ -126,8 +144,84 @@ function collectIfDue(): void {
   lastGc = Date.now();
 }
 
+/** One rank from a core file: opened here (as the file's owner), read, closed. */
+function readCore(s: MqsSession, t: HostTarget, ref: CoreRef, stacks: boolean): RankSnapshot {
+  const core = OpenedCore.open(ref.path, registry, coreOptions(ref));
+  if (!core.ok) return rankNotRead(t, core.error);
+  try {
+    return s.snapshotCore({ pid: t.pid, rank: t.rank, host: t.host, core: core.value }, { stacks });
+  } finally {
+    core.value.close();
+  }
+}
+
+function coreOptions(ref: CoreRef): { exe?: string; sysroot?: string } {
+  return {
+    ...(ref.exe !== undefined ? { exe: ref.exe } : {}),
+    ...(ref.sysroot !== undefined ? { sysroot: ref.sysroot } : {}),
+  };
+}
+
+/** The DLL a core's process named, and what the core says about the process. */
+function resolveCore(pid: number, ref: CoreRef): Resolved {
+  const opened = OpenedCore.open(ref.path, registry, coreOptions(ref));
+  if (!opened.ok) return { pid, error: opened.error };
+  const core = opened.value;
+  try {
+    const env = core.environ();
+    const rank = core.rankFromEnviron();
+    const facts: CoreFacts = {
+      pid: core.info.pid,
+      rank: rank?.rank ?? null,
+      rankVariable: rank?.variable ?? null,
+      host: env?.get('SLURMD_NODENAME') ?? env?.get('HOSTNAME') ?? null,
+      signal: core.info.signal,
+      executable: core.image.exe,
+    };
+    const dll = dllNamedByCore(core);
+    return dll.ok ? { pid, dll: dll.value, core: facts } : { pid, error: dll.error, core: facts };
+  } finally {
+    core.close();
+  }
+}
+
+/** Cores of live ranks, one stop each (the rank runs again as soon as its core is written). */
+function capture(req: CaptureRequest): void {
+  const answers: Captured[] = req.targets.map((t) => {
+    const refused = refusal(t);
+    if (refused) return { pid: t.pid, rank: t.rank, error: refused };
+    let executable = '';
+    try {
+      executable = readlinkSync(`/proc/${t.pid}/exe`);
+    } catch {
+      executable = '';
+    }
+    const stop = stopProcess(t.pid, req.stopTimeoutMs);
+    if (!stop.ok) return { pid: t.pid, rank: t.rank, error: stop.error };
+    const name = `rank-${t.rank}.core`;
+    let written: ReturnType<typeof writeCore>;
+    let paused: number;
+    try {
+      written = writeCore(t.pid, stop.value.tids, join(req.dir, name));
+    } finally {
+      paused = stop.value.resume();
+    }
+    if (!written.ok) return { pid: t.pid, rank: t.rank, error: written.error };
+    return {
+      pid: t.pid,
+      rank: t.rank,
+      core: name,
+      bytes: written.value.bytes,
+      executable,
+      pausedMicros: paused,
+    };
+  });
+  send({ type: 'captured', id: req.id, answers });
+}
+
 function resolve(req: ResolveRequest): void {
   const answers: Resolved[] = req.targets.map((t) => {
+    if (t.core) return resolveCore(t.pid, t.core);
     const refused = checkTarget(t.pid, t);
     if (refused) return { pid: t.pid, error: refused };
     const dll = dllNamedBy(t.pid, registry);

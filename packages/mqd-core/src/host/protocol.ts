@@ -5,7 +5,15 @@
 import type { MpiLibrary, MqdError, RankSnapshot } from '@mqd/model';
 import type { ReaderCredentials } from './identity.js';
 
+/** A core file to read instead of a live process (issue 17). */
+export interface CoreRef {
+  readonly path: string;
+  readonly exe?: string;
+  readonly sysroot?: string;
+}
+
 export interface HostTarget {
+  /** A live process; for a core, a negative key standing for it (CoreRef). */
   readonly pid: number;
   readonly rank: number;
   readonly host: string;
@@ -16,6 +24,7 @@ export interface HostTarget {
   readonly ownerUid?: number;
   readonly allowRoot?: boolean;
   readonly startTime?: string;
+  readonly core?: CoreRef;
 }
 
 export interface SnapshotRequest {
@@ -40,6 +49,22 @@ export interface ResolveTarget {
   readonly ownerUid: number;
   readonly allowRoot: boolean;
   readonly startTime?: string;
+  readonly core?: CoreRef;
+}
+
+/** What a reader learnt from a core while resolving its DLL. */
+export interface CoreFacts {
+  /** The pid the process had. */
+  readonly pid: number;
+  /** MPI_COMM_WORLD rank from the environment in the core, and the variable it came from. */
+  readonly rank: number | null;
+  readonly rankVariable: string | null;
+  /** The node the process ran on, when its environment says (SLURMD_NODENAME, HOSTNAME). */
+  readonly host: string | null;
+  /** The signal that made the core (0: none, e.g. `mqd capture`). */
+  readonly signal: number;
+  /** The executable as the process ran it. */
+  readonly executable: string;
 }
 
 /** Which DLL each pid names in MPIR_dll_name; answered before (and without) loading any DLL. */
@@ -50,12 +75,40 @@ export interface ResolveRequest {
   readonly targets: readonly ResolveTarget[];
 }
 
-export type HostRequest = SnapshotRequest | ResolveRequest | { readonly type: 'ping'; readonly id: number };
+/** Write a core of each target (`mqd capture`): stop, write, resume; no DLL is loaded. */
+export interface CaptureRequest {
+  readonly type: 'capture';
+  readonly id: number;
+  /** Checked like a snapshot's targets (owner, start time) right before each stop. */
+  readonly targets: readonly HostTarget[];
+  /** The directory the cores go to (rank-N.core), writable by the reader's identity. */
+  readonly dir: string;
+  readonly stopTimeoutMs: number;
+}
+
+/** One target's answer to a CaptureRequest. */
+export type Captured =
+  | {
+      readonly pid: number;
+      readonly rank: number;
+      readonly core: string;
+      readonly bytes: number;
+      readonly executable: string;
+      /** How long the rank was stopped, microseconds. */
+      readonly pausedMicros: number;
+    }
+  | { readonly pid: number; readonly rank: number; readonly error: MqdError };
+
+export type HostRequest =
+  | SnapshotRequest
+  | ResolveRequest
+  | CaptureRequest
+  | { readonly type: 'ping'; readonly id: number };
 
 /** One pid's answer to a ResolveRequest: the DLL path it names, or why there is none. */
 export type Resolved =
-  | { readonly pid: number; readonly dll: string }
-  | { readonly pid: number; readonly error: MqdError };
+  | { readonly pid: number; readonly dll: string; readonly core?: CoreFacts }
+  | { readonly pid: number; readonly error: MqdError; readonly core?: CoreFacts };
 
 export interface HostStats {
   readonly dllOpenMicros: number;
@@ -73,6 +126,7 @@ export type HostMessage =
   /** The reader is not who the agent asked for (or could not set NO_NEW_PRIVS): it exits. */
   | { readonly type: 'privdrop'; readonly error: MqdError }
   | { readonly type: 'resolved'; readonly id: number; readonly answers: readonly Resolved[] }
+  | { readonly type: 'captured'; readonly id: number; readonly answers: readonly Captured[] }
   | { readonly type: 'pong'; readonly id: number }
   | { readonly type: 'begin'; readonly id: number; readonly pid: number }
   | { readonly type: 'stopped'; readonly id: number; readonly pid: number }

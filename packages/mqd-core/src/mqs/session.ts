@@ -16,6 +16,7 @@ import {
 import koffi from 'koffi';
 import { permanentAlloc } from '../native/alloc.js';
 import { dlopen, dlsymAddress, RTLD_NOW } from '../native/libc.js';
+import type { OpenedCore } from '../target/core-image.js';
 import type { DebugFileRegistry, TypeRef } from '../target/debug-file.js';
 import { EM_X86_64, ET_DYN, hostMachine, readElfInfo } from '../target/elf.js';
 import { procStartTime } from '../target/proc.js';
@@ -66,6 +67,11 @@ export interface RankTarget {
   readonly pid: number;
   readonly rank: number;
   readonly host: string;
+}
+
+/** A rank read from a core file (issue 17); `pid` is a negative key standing for the core. */
+export interface CoreRankTarget extends RankTarget {
+  readonly core: OpenedCore;
 }
 
 interface TargetProcess {
@@ -457,22 +463,28 @@ export class MqsSession {
         error: mqdError('MQD_E_NOT_MPI', `pid ${r.pid} (${img.value.exe}) maps no MPI library`),
       });
     }
+    const t = this.register(r, start, img.value);
+    const set = this.setUp(t);
+    return set.ok ? ok(t) : set;
+  }
+
+  /** Slots in the hot path for a process and its image, before the DLL's lifecycles. */
+  private register(r: RankTarget, startTime: string, image: ProcessImage): TargetProcess {
     const key = this.hot.newKey();
     const imageKey = this.hot.newKey();
-    const t: TargetProcess = {
-      key,
-      imageKey,
-      pid: r.pid,
-      startTime: start,
-      rank: r.rank,
-      image: img.value,
-      ready: false,
-    };
+    const t: TargetProcess = { key, imageKey, pid: r.pid, startTime, rank: r.rank, image, ready: false };
     this.hot.set(key, r.pid, r.rank, imageKey, this.opts.readBudgetBytes);
     this.hot.set(imageKey, r.pid, r.rank, 0, 0);
     this.processes.set(key, t);
     this.byImage.set(imageKey, t);
     this.byPid.set(r.pid, t);
+    return t;
+  }
+
+  /** The DLL's image and process lifecycles for a registered target; forgets it on failure. */
+  private setUp(t: TargetProcess): Result<true, { kind: 'error' | 'no-queues'; error: MqdError }> {
+    const { key, imageKey } = t;
+    const exe = t.image.exe;
     // One image per address space: find_symbol answers must be relocated for this process.
     let rc = this.fns.mqs_setup_image(imageKey, this.imageCb) as number;
     if (rc !== mqs_ok) {
@@ -483,14 +495,14 @@ export class MqsSession {
     const msg: (string | null)[] = [null];
     rc = this.fns.mqs_image_has_queues(imageKey, msg) as number;
     if (rc !== mqs_ok) {
-      const text = (msg[0] ?? '').replace(/%s/g, img.value.exe);
+      const text = (msg[0] ?? '').replace(/%s/g, exe);
       const missingType = /missing|type|not found|debug/i.test(text) || rc >= 100;
       this.forget(t);
       return err({
         kind: 'no-queues',
         error: mqdError(
           missingType ? 'MQD_E_NO_DEBUG_INFO' : 'MQD_E_NO_QUEUES',
-          `the DLL found no queue support in ${img.value.exe}: ${text || this.dllError(rc, 'mqs_image_has_queues').message}`,
+          `the DLL found no queue support in ${exe}: ${text || this.dllError(rc, 'mqs_image_has_queues').message}`,
         ),
       });
     }
@@ -498,7 +510,8 @@ export class MqsSession {
     rc = this.fns.mqs_setup_process(key, this.processCb) as number;
     if (rc !== mqs_ok) {
       // Open MPI returns an error without storing process info: never call it again for this pid.
-      const e = this.dllError(rc, 'mqs_setup_process');
+      const e = this.memoryError(t) ?? this.dllError(rc, 'mqs_setup_process');
+      this.hot.endStop();
       this.forget(t);
       return err({ kind: 'error', error: e });
     }
@@ -506,15 +519,89 @@ export class MqsSession {
     rc = this.fns.mqs_process_has_queues(key, pmsg) as number;
     if (rc !== mqs_ok) {
       const text = pmsg[0] ?? this.dllError(rc, 'mqs_process_has_queues').message;
+      const me = this.memoryError(t);
+      this.hot.endStop();
       this.forget(t);
-      return err({
-        kind: 'no-queues',
-        error: mqdError('MQD_E_NO_QUEUES', `pid ${r.pid}: ${text}`),
-      });
+      return err(
+        me
+          ? { kind: 'error', error: me }
+          : { kind: 'no-queues', error: mqdError('MQD_E_NO_QUEUES', `pid ${t.pid}: ${text}`) },
+      );
     }
     t.ready = true;
     this.hot.endStop();
-    return ok(t);
+    return ok(true);
+  }
+
+  /**
+   * A rank from a core file: the same walk as a live stop, with memory served from the core
+   * (no stop, nothing to resume), stacks from the core's threads. The core's setup is
+   * forgotten afterwards: every core is read once.
+   */
+  snapshotCore(r: CoreRankTarget, opts: { readonly stacks?: boolean } = {}): RankSnapshot {
+    const base = { rank: r.rank, pid: r.pid, host: r.host };
+    const img = r.core.image;
+    const changed = r.core.changedFiles();
+    const vital = changed.find(
+      (c) => c.path === img.exe || /\/lib(mpi|mpich|open-pal|open-rte|pmix)[^/]*\.so/.test(c.path),
+    );
+    if (vital) {
+      return rankNotRead(
+        base,
+        mqdError(
+          'MQD_E_CORE_BUILD_ID',
+          `${r.core.path}: ${vital.path} has build-id ${vital.fileBuildId} here, the core records ${vital.coreBuildId}`,
+        ),
+      );
+    }
+    if (!img.mpiLibrary()) {
+      return rankNotRead(
+        base,
+        mqdError('MQD_E_NOT_MPI', `the process of ${r.core.path} (${img.exe}) mapped no MPI library`),
+      );
+    }
+    const old = this.byPid.get(r.pid);
+    if (old) this.forget(old);
+    const t = this.register(r, 'core', img);
+    this.hot.setRegions(t.key, r.core.regions);
+    const set = this.setUp(t);
+    if (!set.ok) return rankNotRead(base, set.error.error, set.error.kind);
+    let raw: Result<RawCommunicator[], MqdError>;
+    let stacks: UnwoundRank | MqdError | null = null;
+    let rawArgs: RawMpiArgs | null = null;
+    try {
+      this.hot.beginStop(t.key);
+      raw = this.readCommunicators(t);
+      if (opts.stacks !== false) {
+        stacks = this.readCoreStacks(r);
+        if (!('code' in stacks)) rawArgs = this.readMpiArgs(t, stacks);
+      }
+    } finally {
+      this.hot.endStop();
+      this.forget(t);
+    }
+    const comms = raw.ok ? ok(this.assemble(raw.value)) : raw;
+    const stackFields =
+      stacks === null ? {} : stackFieldsOf(stacks, rawArgs, comms.ok ? comms.value.communicators : []);
+    if (!comms.ok) return { ...rankNotRead(base, comms.error, 'error', 0), ...stackFields };
+    const { communicators, walkError } = comms.value;
+    return {
+      ...base,
+      state: walkError ? { kind: 'error', ...walkError } : { kind: 'ok' },
+      pausedMicros: 0,
+      communicators,
+      ...stackFields,
+    };
+  }
+
+  private readCoreStacks(r: CoreRankTarget): UnwoundRank | MqdError {
+    try {
+      this.unwinder ??= new Unwinder();
+      const exe = r.core.exeOnDisk;
+      return this.unwinder.unwindCore(r.pid, r.core.path, exe !== null ? { exe } : {});
+    } catch (e) {
+      return mqdError('MQD_E_NO_STACKS', `${r.core.path}: ${(e as Error).message}`);
+    }
   }
 
   /**
@@ -730,6 +817,11 @@ export class MqsSession {
         return mqdError('MQD_E_PID_EXITED', `pid ${t.pid} exited during the read`);
       case 'denied':
         return mqdError('MQD_E_PTRACE_DENIED', `cannot read the memory of pid ${t.pid}`);
+      case 'missing':
+        return mqdError(
+          'MQD_E_CORE_MISSING_PAGES',
+          `the core of rank ${t.rank} lacks memory the queues are in (a page the kernel did not dump, in no file found here)`,
+        );
       default:
         return null; // unmapped reads end list walks; the DLL decides what they mean
     }

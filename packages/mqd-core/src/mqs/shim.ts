@@ -40,12 +40,13 @@ const COUNTERS = [
   'syscalls',
 ] as const;
 
-const FAILURES: readonly (ReadFailure | null)[] = [null, 'unmapped', 'denied', 'gone', 'budget'];
-const SHIM_ABI = 2;
+const FAILURES: readonly (ReadFailure | null)[] = [null, 'unmapped', 'denied', 'gone', 'budget', 'missing'];
+const SHIM_ABI = 3;
 
 type Fn = (...args: unknown[]) => unknown;
 type ShimFn =
   | 'set'
+  | 'regions'
   | 'drop'
   | 'info'
   | 'counter'
@@ -59,6 +60,16 @@ type ShimFn =
   | 'end'
   | 'outstanding';
 
+/** A range of a core's address space and where its bytes are (see HotPath.setRegions). */
+export interface CoreRegion {
+  readonly start: bigint;
+  readonly end: bigint;
+  /** An open file descriptor, or -1: the process had memory here that the core lacks. */
+  readonly fd: number;
+  /** Offset in the file of `start`. */
+  readonly offset: bigint;
+}
+
 export class HotPath {
   private static instance: Result<HotPath, MqdError> | null = null;
   private nextKey = 1;
@@ -70,6 +81,7 @@ export class HotPath {
     this.f = {
       set: fn('int mqd_shim_set(intptr_t key, int pid, int rank, intptr_t image, int64_t budget)'),
       drop: fn('void mqd_shim_drop(intptr_t key)'),
+      regions: fn('int mqd_shim_set_regions(intptr_t key, const uint64_t *words, int64_t n)'),
       info: fn('uint64_t mqd_shim_info(intptr_t key)'),
       counter: fn('uint64_t mqd_shim_counter(int i)'),
       read: fn('int mqd_shim_read(intptr_t key, uint64_t addr, int64_t len, uint8_t *out)'),
@@ -128,6 +140,22 @@ export class HotPath {
   set(key: number, pid: number, rank: number, image: number, budgetBytes: number): void {
     if ((this.f.set(key, pid, rank, image, budgetBytes) as number) !== 0)
       throw new Error(`mqd_shim_set(${key}) failed`);
+  }
+
+  /**
+   * Makes process slot `key` a core file's memory: reads are served by pread from these
+   * regions (sorted, disjoint; fd -1 = memory the process had that the core lacks).
+   */
+  setRegions(key: number, regions: readonly CoreRegion[]): void {
+    const words = new BigUint64Array(regions.length * 4);
+    regions.forEach((r, i) => {
+      words[4 * i] = r.start;
+      words[4 * i + 1] = r.end;
+      words[4 * i + 2] = BigInt.asUintN(64, BigInt(r.fd));
+      words[4 * i + 3] = r.offset;
+    });
+    if ((this.f.regions(key, words, regions.length) as number) !== 0)
+      throw new Error(`mqd_shim_set_regions(${key}) failed`);
   }
 
   drop(key: number): void {

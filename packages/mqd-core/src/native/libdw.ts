@@ -82,7 +82,41 @@ export const dw = {
   ),
   dwarf_getlocation: libdw.func('int dwarf_getlocation(void *attr, void *expr, void *exprlen)'),
   dwarf_lowpc: libdw.func('int dwarf_lowpc(void *die, void *addr)'),
+  // ---- core files: modules and threads from an ET_CORE (target/unwind.ts unwindCore) ----
+  dwfl_core_file_report: libdw.func(
+    'int dwfl_core_file_report(void *dwfl, void *elf, const char *executable)',
+  ),
+  dwfl_core_file_attach: libdw.func('int dwfl_core_file_attach(void *dwfl, void *elf)'),
+  dwfl_pid: libdw.func('int dwfl_pid(void *dwfl)'),
+  dwfl_getthreads: libdw.func('int dwfl_getthreads(void *dwfl, void *callback, void *arg)'),
+  dwfl_thread_tid: libdw.func('int dwfl_thread_tid(void *thread)'),
+  dwfl_module_getelf: libdw.func('void *dwfl_module_getelf(void *mod, void *bias)'),
 };
+
+// libelf (the same libelf.so.1 libdw is linked against: an Elf * from here is libdw's Elf *).
+const libelf = koffi.load('libelf.so.1');
+
+export const EV_CURRENT = 1;
+/** Elf_Cmd: read, mmap the file if possible. */
+export const ELF_C_READ_MMAP = 8;
+/** Elf_Kind of an ELF file (not an archive). */
+export const ELF_K_ELF = 3;
+export const ET_CORE = 4;
+export const EM_X86_64 = 62;
+
+export const elf = {
+  elf_version: libelf.func('unsigned int elf_version(unsigned int version)'),
+  elf_begin: libelf.func('void *elf_begin(int fd, int cmd, void *ref)'),
+  elf_end: libelf.func('int elf_end(void *elf)'),
+  elf_kind: libelf.func('int elf_kind(void *elf)'),
+  /** Elf64_Ehdr *: e_type (uint16) at offset 16, e_machine (uint16) at 18. */
+  elf64_getehdr: libelf.func('void *elf64_getehdr(void *elf)'),
+  elf_errmsg: libelf.func('const char *elf_errmsg(int err)'),
+};
+
+export function elfError(): string {
+  return (elf.elf_errmsg(-1) as string | null) ?? 'unknown libelf error';
+}
 
 /**
  * A Dwfl_Callbacks block {find_elf, find_debuginfo, section_address, debuginfo_path}, owned for
@@ -125,6 +159,17 @@ function dwflCallbacks(
 export function procCallbacks(debuginfoPath: string | null): unknown {
   return dwflCallbacks('dwfl_linux_proc_find_elf', null, debuginfoPath);
 }
+
+/**
+ * Dwfl_Callbacks for a core file: modules found by build-id (the debuginfo path's .build-id
+ * trees, else the file the core names if its build-id matches), as eu-stack --core does.
+ */
+export function coreCallbacks(debuginfoPath: string | null): unknown {
+  return dwflCallbacks('dwfl_build_id_find_elf', null, debuginfoPath);
+}
+
+/** The thread callback of dwfl_getthreads: int (*)(Dwfl_Thread *, void *). */
+export const ThreadCallback = koffi.proto('int mqd_dwfl_thread_cb(void *thread, void *arg)');
 
 /** The frame callback of dwfl_getthread_frames: int (*)(Dwfl_Frame *, void *). */
 export const FrameCallback = koffi.proto('int mqd_dwfl_frame_cb(void *frame, void *arg)');

@@ -7,7 +7,7 @@
 // call these from a koffi async call or a worker other than the one that seized.
 // x86_64 only (the register layout below and the int3 opcode the callers write).
 import koffi from 'koffi';
-import { permanentAlloc } from './alloc.js';
+import { permanentAlloc, withScratch } from './alloc.js';
 import {
   __WALL,
   iovec,
@@ -30,6 +30,14 @@ export const PTRACE_GETREGS = 12;
 export const PTRACE_SETREGS = 13;
 export const PTRACE_SETOPTIONS = 0x4200;
 export const PTRACE_GETEVENTMSG = 0x4201;
+export const PTRACE_GETREGSET = 0x4204;
+
+/** Register-set types of PTRACE_GETREGSET (the ELF note types of a core, <elf.h>). */
+export const NT_PRSTATUS = 1;
+export const NT_PRFPREG = 2;
+/** Bytes of each set on x86_64: struct user_regs_struct, struct user_fpregs_struct. */
+export const NT_PRSTATUS_BYTES = 27 * 8;
+export const NT_PRFPREG_BYTES = 512;
 
 export const PTRACE_O_TRACECLONE = 0x8;
 export const PTRACE_O_TRACEEXEC = 0x10;
@@ -111,6 +119,23 @@ export function writeIp(tid: number, ip: bigint): number {
   regs[RIP_INDEX] = ip;
   new Uint8Array(koffi.view(regsBuf, USER_REGS_WORDS * 8)).set(new Uint8Array(regs.buffer));
   return ptrace(PTRACE_SETREGS, tid, 0n, regsAddr);
+}
+
+/**
+ * PTRACE_GETREGSET: register set `type` (NT_PRSTATUS, NT_PRFPREG) of a thread we hold stopped,
+ * at most `maxBytes` (the kernel says how many it filled), or -errno. Its native buffer and iovec
+ * are scoped to the call (freed before it returns).
+ */
+export function readRegSet(tid: number, type: number, maxBytes: number): Uint8Array | number {
+  return withScratch((alloc) => {
+    const buf = alloc('uint8_t', maxBytes);
+    const io = alloc(iovec, 1);
+    koffi.encode(io, iovec, { base: BigInt(koffi.address(buf)), len: maxBytes });
+    const r = ptrace(PTRACE_GETREGSET, tid, BigInt(type), BigInt(koffi.address(io)));
+    if (r < 0) return r;
+    const filled = (koffi.decode(io, iovec) as { len: number | bigint }).len;
+    return new Uint8Array(koffi.view(buf, Number(filled))).slice(0);
+  });
 }
 
 /** PTRACE_POKEDATA of one 8-byte word (it ignores page protections: text can be patched). */

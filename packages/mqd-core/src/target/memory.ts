@@ -9,7 +9,8 @@ import { allocIovecs, EFAULT, EIO, EPERM, ESRCH, type IovecPair, vmRead } from '
 const PAGE = 4096;
 const PAGE_MASK = ~(BigInt(PAGE) - 1n);
 
-export type ReadFailure = 'unmapped' | 'denied' | 'gone' | 'budget';
+/** 'missing': a core file lacks memory the process had (issue 17). */
+export type ReadFailure = 'unmapped' | 'denied' | 'gone' | 'budget' | 'missing';
 
 export interface ReadStats {
   reads: number;

@@ -58,46 +58,30 @@ export class ProcessImage {
       if (code === 'ENOENT') return err(mqdError('MQD_E_PID_EXITED', `process ${pid} exited`));
       return err(mqdError('MQD_E_PTRACE_DENIED', `cannot read /proc/${pid}/exe (${code ?? String(e)})`));
     }
-    // First mapping of each file, and the file offset-0 mapping that anchors its bias.
-    const seen = new Map<string, { start: bigint; end: bigint; zeroStart: bigint | null }>();
+    const mappings: FileMapping[] = [];
     for (const line of maps.value.split('\n')) {
       const m = /^([0-9a-f]+)-([0-9a-f]+) \S+ ([0-9a-f]+) \S+ (\d+)\s+(\/.*)$/.exec(line);
       if (!m) continue;
       const [, s, e, off, inode, rawPath] = m;
       if (!s || !e || !off || !rawPath || inode === '0') continue;
       const path = rawPath.endsWith(' (deleted)') ? rawPath.slice(0, -10) : rawPath;
-      const start = BigInt(`0x${s}`);
-      const end = BigInt(`0x${e}`);
-      const cur = seen.get(path);
-      if (!cur) seen.set(path, { start, end, zeroStart: BigInt(`0x${off}`) === 0n ? start : null });
-      else {
-        if (end > cur.end) cur.end = end;
-        if (cur.zeroStart === null && BigInt(`0x${off}`) === 0n) cur.zeroStart = start;
-      }
+      mappings.push({ path, start: BigInt(`0x${s}`), end: BigInt(`0x${e}`), offset: BigInt(`0x${off}`) });
     }
-    const modules: MappedModule[] = [];
-    for (const [path, r] of seen) {
-      if (r.zeroStart === null) continue;
-      const rootPath = pathInProcess(pid, path);
-      const key = fileKey(rootPath);
-      if (key === null) continue;
-      let info = elfCache.get(key);
-      if (info === undefined) {
-        const res = readElfInfo(rootPath);
-        info = res.ok ? res.value : null;
-        elfCache.set(key, info);
-      }
-      if (!info) continue;
-      const first = info.loads.find((l) => l.offset === 0n) ?? info.loads[0];
-      if (!first) continue;
-      const pageVaddr = first.vaddr & ~0xfffn;
-      const bias = r.zeroStart - pageVaddr;
-      const file = registry.get(key, rootPath);
-      if (typeof file === 'string') continue;
-      modules.push({ path, bias, start: r.start, end: r.end, file });
-    }
-    modules.sort((a, b) => (a.path === exe ? -1 : b.path === exe ? 1 : a.start < b.start ? -1 : 1));
-    return ok(new ProcessImage(pid, exe, modules));
+    return ok(
+      ProcessImage.of(
+        pid,
+        exe,
+        mappedModules(mappings, (path) => pathInProcess(pid, path), registry),
+      ),
+    );
+  }
+
+  /** An address space described by other means (a core file's NT_FILE note, target/core-image.ts). */
+  static of(pid: number, exe: string, modules: readonly MappedModule[]): ProcessImage {
+    const sorted = [...modules].sort((a, b) =>
+      a.path === exe ? -1 : b.path === exe ? 1 : a.start < b.start ? -1 : 1,
+    );
+    return new ProcessImage(pid, exe, sorted);
   }
 
   /** Relocated address of a symbol (global definitions first, like the dynamic linker). */
@@ -154,6 +138,59 @@ export class ProcessImage {
   mpiLibrary(): MappedModule | null {
     return this.modules.find((m) => /\/lib(mpi|mpich)[^/]*\.so/.test(m.path)) ?? null;
   }
+}
+
+/** One file mapping of an address space: /proc/PID/maps line, or a core's NT_FILE entry. */
+export interface FileMapping {
+  readonly path: string;
+  readonly start: bigint;
+  readonly end: bigint;
+  /** Offset in the file, bytes. */
+  readonly offset: bigint;
+}
+
+/**
+ * The ELF modules of an address space: per file, the span of its mappings and the load bias
+ * anchored by its offset-0 mapping. `onDisk` turns a path as the process saw it into the path
+ * to open here; files that cannot be opened or are not ELF are left out.
+ */
+export function mappedModules(
+  mappings: readonly FileMapping[],
+  onDisk: (path: string) => string,
+  registry: DebugFileRegistry,
+): MappedModule[] {
+  // First mapping of each file, and the file offset-0 mapping that anchors its bias.
+  const seen = new Map<string, { start: bigint; end: bigint; zeroStart: bigint | null }>();
+  for (const { path, start, end, offset } of mappings) {
+    const cur = seen.get(path);
+    if (!cur) seen.set(path, { start, end, zeroStart: offset === 0n ? start : null });
+    else {
+      if (end > cur.end) cur.end = end;
+      if (cur.zeroStart === null && offset === 0n) cur.zeroStart = start;
+    }
+  }
+  const modules: MappedModule[] = [];
+  for (const [path, r] of seen) {
+    if (r.zeroStart === null) continue;
+    const rootPath = onDisk(path);
+    const key = fileKey(rootPath);
+    if (key === null) continue;
+    let info = elfCache.get(key);
+    if (info === undefined) {
+      const res = readElfInfo(rootPath);
+      info = res.ok ? res.value : null;
+      elfCache.set(key, info);
+    }
+    if (!info) continue;
+    const first = info.loads.find((l) => l.offset === 0n) ?? info.loads[0];
+    if (!first) continue;
+    const pageVaddr = first.vaddr & ~0xfffn;
+    const bias = r.zeroStart - pageVaddr;
+    const file = registry.get(key, rootPath);
+    if (typeof file === 'string') continue;
+    modules.push({ path, bias, start: r.start, end: r.end, file });
+  }
+  return modules;
 }
 
 function pathInProcess(pid: number, path: string): string {

@@ -8,7 +8,7 @@
 // when the maps text changes), one registered frame callback per Unwinder, and a symbol cache
 // per (build-id, file address) shared by every process mapping the same file, so a warm
 // snapshot symbolises with map lookups only.
-import { readFileSync } from 'node:fs';
+import { accessSync, closeSync, constants as fsConstants, fstatSync, openSync, readFileSync } from 'node:fs';
 import {
   type Frame,
   MAX_FRAMES_PER_THREAD,
@@ -22,14 +22,23 @@ import { nativeFree } from '../native/alloc.js';
 import {
   alloc,
   allocDie,
+  coreCallbacks,
   DIE_SIZE,
   DW_AT,
   DW_TAG,
   DWARF_OP_SIZE,
   dw,
   dwflError,
+  ELF_C_READ_MMAP,
+  ELF_K_ELF,
+  EM_X86_64,
+  ET_CORE,
+  EV_CURRENT,
+  elf,
+  elfError,
   FrameCallback,
   procCallbacks,
+  ThreadCallback,
 } from '../native/libdw.js';
 import { procStartTime } from './proc.js';
 
@@ -78,13 +87,23 @@ interface ModuleInfo {
   readonly name: string | null;
   readonly key: string;
   readonly start: bigint;
+  /**
+   * Why libdw has no ELF file for this module (null: it has one). A core names files that may be
+   * gone; what such a module symbolises to is not cached under its build-id, so the same module
+   * found later (another key, `exe` given) is symbolised again.
+   */
+  readonly missing: string | null;
 }
 
 interface ProcDwfl {
   readonly dwfl: unknown;
+  /** Live: the start time of the pid. Core: the core's path and the executable asked for. */
   readonly startTime: string;
+  /** Live: /proc/PID/maps. Core: the file's identity (device, inode, size, mtime). */
   maps: string;
   readonly modules: Map<bigint, ModuleInfo>;
+  /** A core file's libelf handle and descriptor, released after dwfl_end (null when live). */
+  readonly core: { readonly elf: unknown; readonly fd: number; readonly pid: number } | null;
 }
 
 /** Registers of one physical frame libdw could recover (DWARF numbering), for argument reads. */
@@ -112,6 +131,9 @@ function threadName(pid: number, tid: number): string | null {
 }
 
 const hex = (v: bigint) => `0x${v.toString(16)}`;
+
+/** libelf wants elf_version(EV_CURRENT) once per process before elf_begin. */
+let elfReady = false;
 
 /**
  * Unwinds stopped processes. One per DLL host (session); owns every native block and the
@@ -158,6 +180,11 @@ export class Unwinder {
     regs: [],
   };
   private disposed = false;
+  /** Core files only (made on the first unwindCore): Dwfl_Callbacks and the thread callback. */
+  private coreCbs: unknown = null;
+  private threadCb: unknown = null;
+  /** Tids dwfl_getthreads reports, collected by threadCb. */
+  private threadTids: number[] = [];
 
   constructor() {
     this.callbacks = procCallbacks(process.env['MQD_DEBUGINFO_PATH'] ?? null);
@@ -229,7 +256,7 @@ export class Unwinder {
       dw.dwfl_end(dwfl);
       return e;
     }
-    const p: ProcDwfl = { dwfl, startTime: start, maps, modules: new Map() };
+    const p: ProcDwfl = { dwfl, startTime: start, maps, modules: new Map(), core: null };
     this.procs.set(pid, p);
     return p;
   }
@@ -251,7 +278,19 @@ export class Unwinder {
     if (this.disposed) throw new Error('Unwinder used after dispose');
     const p = this.dwflFor(pid);
     if ('code' in p) return p;
-    const ordered = [...tids].sort((a, b) => (a === pid ? -1 : b === pid ? 1 : a - b));
+    return this.stacksOf(p, pid, tids, maxFrames, (tid) => threadName(pid, tid), `pid ${pid}`);
+  }
+
+  /** Unwinds and symbolises `tids` of one Dwfl, the thread `mainTid` first. */
+  private stacksOf(
+    p: ProcDwfl,
+    mainTid: number,
+    tids: readonly number[],
+    maxFrames: number,
+    nameOf: (tid: number) => string | null,
+    what: string,
+  ): UnwoundRank | MqdError {
+    const ordered = [...tids].sort((a, b) => (a === mainTid ? -1 : b === mainTid ? 1 : a - b));
     const threads: ThreadStack[] = [];
     let failures = 0;
     let firstError: string | null = null;
@@ -295,8 +334,8 @@ export class Unwinder {
       }
       threads.push({
         tid,
-        name: threadName(pid, tid),
-        main: tid === pid,
+        name: nameOf(tid),
+        main: tid === mainTid,
         frames,
         truncated: cut,
         error,
@@ -305,10 +344,161 @@ export class Unwinder {
     if (threads.length > 0 && failures === threads.length) {
       return mqdError(
         'MQD_E_NO_STACKS',
-        `pid ${pid}: no thread could be unwound (${firstError ?? 'no frames'})`,
+        `${what}: no thread could be unwound (${firstError ?? 'no frames'})`,
       );
     }
     return { threads };
+  }
+
+  /**
+   * Stacks of every thread in a core file (the thread whose tid equals the core's pid first).
+   * `key` is a negative number chosen by the caller that stands for this core wherever a pid is
+   * taken (frameRegisters, frameArgs, drop, retain). Modules come from the core's notes and are
+   * found by build-id (libdw's core support, as `eu-stack --core`); `exe` names the executable
+   * when the path the core records is gone. The core stays open (mapped) until the key is dropped.
+   */
+  unwindCore(
+    key: number,
+    corePath: string,
+    opts: { readonly exe?: string; readonly maxFrames?: number } = {},
+  ): UnwoundRank | MqdError {
+    if (this.disposed) throw new Error('Unwinder used after dispose');
+    if (!(Number.isInteger(key) && key < 0))
+      throw new Error(`unwindCore: key ${key} is not a negative integer`);
+    const p = this.coreDwfl(key, corePath, opts.exe ?? null);
+    if ('code' in p) return p;
+    const core = p.core;
+    if (!core) throw new Error(`unwindCore: key ${key} is a live process`);
+    this.threadTids = [];
+    const rc = dw.dwfl_getthreads(p.dwfl, this.threadCb, null) as number;
+    const tids = this.threadTids;
+    this.threadTids = [];
+    if (rc !== 0 || tids.length === 0) {
+      return mqdError(
+        'MQD_E_NO_STACKS',
+        `core ${corePath}: no threads in its notes${rc !== 0 ? ` (${dwflError()})` : ''}`,
+      );
+    }
+    const r = this.stacksOf(
+      p,
+      core.pid,
+      tids,
+      opts.maxFrames ?? MAX_FRAMES_PER_THREAD,
+      () => null, // a core has no per-thread names
+      `core ${corePath}`,
+    );
+    if ('code' in r) return r;
+    // A file the core names but libdw cannot find (moved, deleted, another machine) leaves its
+    // frames nameless and its unwinding guessed: say which, rather than return such stacks.
+    const missing = [...p.modules.values()].filter((m) => m.missing !== null);
+    if (missing.length > 0) {
+      const what = missing.map((m) => `${m.name ?? '?'} (${m.missing})`).join(', ');
+      return mqdError(
+        'MQD_E_NO_STACKS',
+        `core ${corePath}: a file its stacks run through cannot be found: ${what}; pass the executable (exe) or read the core where it was written`,
+      );
+    }
+    return r;
+  }
+
+  /** The Dwfl of a core (re-used while the same file and executable are asked for under `key`). */
+  private coreDwfl(key: number, corePath: string, exe: string | null): ProcDwfl | MqdError {
+    let fd: number;
+    try {
+      fd = openSync(corePath, 'r');
+    } catch (e) {
+      return mqdError('MQD_E_CORE_INVALID', `cannot open core ${corePath}: ${(e as Error).message}`);
+    }
+    const ident = `${corePath}\0${exe ?? ''}`;
+    let fileId: string;
+    try {
+      const st = fstatSync(fd);
+      fileId = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
+    } catch (e) {
+      closeSync(fd);
+      return mqdError('MQD_E_CORE_INVALID', `cannot stat core ${corePath}: ${(e as Error).message}`);
+    }
+    const old = this.procs.get(key);
+    if (old?.core && old.startTime === ident && old.maps === fileId) {
+      closeSync(fd);
+      return old;
+    }
+    if (old) this.drop(key);
+    if (exe !== null) {
+      try {
+        accessSync(exe, fsConstants.R_OK);
+      } catch (e) {
+        closeSync(fd);
+        return mqdError(
+          'MQD_E_NO_STACKS',
+          `core ${corePath}: the executable ${exe} cannot be read: ${(e as Error).message}`,
+        );
+      }
+    }
+    // Every exit below releases what was made so far, in reverse order.
+    let handle: unknown = null;
+    let dwfl: unknown = null;
+    const fail = (code: 'MQD_E_CORE_INVALID' | 'MQD_E_NO_STACKS', detail: string): MqdError => {
+      const e = mqdError(code, detail);
+      if (dwfl) dw.dwfl_end(dwfl);
+      if (handle) elf.elf_end(handle);
+      closeSync(fd);
+      return e;
+    };
+    if (!elfReady) {
+      if ((elf.elf_version(EV_CURRENT) as number) === 0)
+        return fail('MQD_E_NO_STACKS', `elf_version: ${elfError()}`);
+      elfReady = true;
+    }
+    handle = elf.elf_begin(fd, ELF_C_READ_MMAP, null);
+    if (!handle) return fail('MQD_E_CORE_INVALID', `${corePath}: ${elfError()}`);
+    const ehdr = (elf.elf_kind(handle) as number) === ELF_K_ELF ? elf.elf64_getehdr(handle) : null;
+    if (!ehdr) return fail('MQD_E_CORE_INVALID', `${corePath} is not a 64-bit ELF file`);
+    const hdr = new DataView(koffi.view(ehdr, 20));
+    const type = hdr.getUint16(16, true);
+    const machine = hdr.getUint16(18, true);
+    if (type !== ET_CORE || machine !== EM_X86_64) {
+      return fail(
+        'MQD_E_CORE_INVALID',
+        `${corePath} is an ELF file of type ${type} for machine ${machine}, not an x86_64 core (type ${ET_CORE}, machine ${EM_X86_64})`,
+      );
+    }
+    if (this.coreCbs === null) {
+      this.coreCbs = coreCallbacks(process.env['MQD_DEBUGINFO_PATH'] ?? null);
+      this.threadCb = koffi.register(
+        (thread: unknown) => this.onThread(thread),
+        koffi.pointer(ThreadCallback),
+      );
+    }
+    dwfl = dw.dwfl_begin(this.coreCbs);
+    if (!dwfl) return fail('MQD_E_NO_STACKS', `dwfl_begin: ${dwflError()}`);
+    dw.dwfl_report_begin(dwfl);
+    if ((dw.dwfl_core_file_report(dwfl, handle, exe) as number) < 0) {
+      return fail('MQD_E_NO_STACKS', `dwfl_core_file_report(${corePath}): ${dwflError()}`);
+    }
+    if ((dw.dwfl_report_end(dwfl, null, null) as number) !== 0) {
+      return fail('MQD_E_NO_STACKS', `dwfl_report_end(${corePath}): ${dwflError()}`);
+    }
+    const pid = dw.dwfl_core_file_attach(dwfl, handle) as number;
+    if (pid < 0) return fail('MQD_E_NO_STACKS', `dwfl_core_file_attach(${corePath}): ${dwflError()}`);
+    const p: ProcDwfl = {
+      dwfl,
+      startTime: ident,
+      maps: fileId,
+      modules: new Map(),
+      core: { elf: handle, fd, pid },
+    };
+    this.procs.set(key, p);
+    return p;
+  }
+
+  private onThread(thread: unknown): number {
+    try {
+      this.threadTids.push(dw.dwfl_thread_tid(thread) as number);
+      return 0; // DWARF_CB_OK
+    } catch {
+      return 1; // never throw into C (koffi trap 2, README.md)
+    }
   }
 
   /**
@@ -347,7 +537,8 @@ export class Unwinder {
       const b = new Uint8Array(koffi.decode(bits[0], koffi.array('uint8_t', n)) as number[]);
       key = Buffer.from(b).toString('hex');
     }
-    const info: ModuleInfo = { name, key, start };
+    const missing = dw.dwfl_module_getelf(mod, this.biasBuf) ? null : dwflError();
+    const info: ModuleInfo = { name, key, start, missing };
     p.modules.set(addr, info);
     return info;
   }
@@ -361,8 +552,10 @@ export class Unwinder {
     let infos = this.symbols.get(key);
     if (!infos) {
       infos = this.symboliseSlow(mod, pc);
-      if (this.symbols.size >= SYMBOL_CACHE_MAX) this.symbols.clear();
-      this.symbols.set(key, infos);
+      if (m.missing === null) {
+        if (this.symbols.size >= SYMBOL_CACHE_MAX) this.symbols.clear();
+        this.symbols.set(key, infos);
+      }
     }
     return { module: m.name, infos };
   }
@@ -609,6 +802,11 @@ export class Unwinder {
     if (!p) return;
     this.procs.delete(pid);
     dw.dwfl_end(p.dwfl);
+    if (p.core) {
+      // libdw is done with the core's Elf only after dwfl_end; the mapping goes with elf_end.
+      elf.elf_end(p.core.elf);
+      closeSync(p.core.fd);
+    }
   }
 
   retain(keep: ReadonlySet<number>): void {
@@ -620,6 +818,7 @@ export class Unwinder {
     if (this.disposed) return;
     for (const pid of [...this.procs.keys()]) this.drop(pid);
     koffi.unregister(this.frameCb as Parameters<typeof koffi.unregister>[0]);
+    if (this.threadCb !== null) koffi.unregister(this.threadCb as Parameters<typeof koffi.unregister>[0]);
     for (const b of this.owned.splice(0)) nativeFree(b);
     this.disposed = true;
   }
