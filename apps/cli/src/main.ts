@@ -2,6 +2,7 @@
 // when that command runs, so `mqd --help` and `mqd agent` load no code they do not use.
 import {
   AGENT_USAGE,
+  CAPTURE_USAGE,
   type Io,
   RANKS_USAGE,
   RUN_USAGE,
@@ -24,6 +25,8 @@ export async function main(argv: string[]): Promise<number> {
       return (await import('./snapshot-cmd.js')).snapshotCommand(rest, io);
     case 'ranks':
       return (await import('./ranks-cmd.js')).ranksCommand(rest, io);
+    case 'capture':
+      return (await import('./capture-cmd.js')).captureCommand(rest, io);
     case 'run':
       return (await import('./run-cmd.js')).runCommand(rest, io);
     case 'serve':
@@ -36,7 +39,11 @@ export async function main(argv: string[]): Promise<number> {
     case '-h':
     case '--help':
     case 'help':
-      io.out([USAGE, SNAPSHOT_USAGE, RANKS_USAGE, RUN_USAGE, SERVE_USAGE_HEAD, AGENT_USAGE].join('\n\n'));
+      io.out(
+        [USAGE, SNAPSHOT_USAGE, CAPTURE_USAGE, RANKS_USAGE, RUN_USAGE, SERVE_USAGE_HEAD, AGENT_USAGE].join(
+          '\n\n',
+        ),
+      );
       return cmd === undefined ? 2 : 0;
     default: {
       const { mqdError } = await import('@mqd/model');

@@ -10,6 +10,7 @@ export const USAGE = `usage: mqd <command> [options]
 commands:
   snapshot   read the message queues of MPI processes (mqd snapshot --help)
   ranks      list the ranks of a job from its starter's pid (mqd ranks --help)
+  capture    write a core file of every rank of a hung job, to read later (mqd capture --help)
   run        launch a job under the tool: mqd run [--snapshot] -- mpirun -np 4 ./app
   serve      the dashboard: aggregator + a local agent, SQLite store (mqd serve --help)
   agent      connect this node to an aggregator (mqd agent --help)
@@ -41,6 +42,17 @@ export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --slu
                ranges), with the classes of identical stacks and the outliers
                (with --json: {snapshot, stackTree[, explanation]})
   --all-threads  with --stacks: every thread of every rank, not only the main thread`;
+
+export const CAPTURE_USAGE = `usage: mqd capture (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] [--pid ...]) --out DIR [--json]
+  Writes one core file per rank (rank-N.core, an ELF core like the kernel's, without gdb) and
+  a manifest.json into DIR, stopping each rank only while its core is written. The job runs on
+  afterwards; kill it when you like: \`mqd snapshot --cores DIR\` reads the queues and stacks of
+  the moment of the capture, here or wherever DIR and the job's files are copied.
+  --attach PID   the job's starter (mpirun, mpiexec): its ranks on this host
+  --slurm JOBID  a Slurm job's ranks on this node
+  --pid PID[:RANK]  ranks given directly (RANK defaults to the one in the process environment)
+  --out DIR      the capture directory (created; it must not hold a capture already)
+  --json         print the manifest as JSON`;
 
 export const RANKS_USAGE = `usage: mqd ranks --attach PID [--method auto|mpir|process-tree] [--json]
        mqd ranks --slurm JOBID[.STEP] [--json]

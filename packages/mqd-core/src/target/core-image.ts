@@ -27,6 +27,8 @@ export interface CoreOpenOptions {
 /** A mapped file the core cannot be read with, and why. */
 export interface CoreFileProblem {
   readonly path: string;
+  /** The file opened here for it (after --exe / --sysroot). */
+  readonly onDisk: string;
   readonly problem: 'missing' | 'changed';
   /** For 'changed': the build-ids the core records and the file has. */
   readonly coreBuildId?: string;
@@ -88,6 +90,7 @@ export class OpenedCore {
           changed.add(m.path);
           problems.push({
             path: m.path,
+            onDisk: onDisk(m.path),
             problem: 'changed',
             coreBuildId: recorded,
             fileBuildId: m.file.buildId,
@@ -95,7 +98,8 @@ export class OpenedCore {
         }
       }
       for (const f of new Set(info.files.map((x) => x.path))) {
-        if (!found.has(f) && !isPseudoFile(f)) problems.push({ path: f, problem: 'missing' });
+        if (!found.has(f) && !isPseudoFile(f))
+          problems.push({ path: f, onDisk: onDisk(f), problem: 'missing' });
       }
       const modules = all.filter((m) => !changed.has(m.path));
       const image = ProcessImage.of(info.pid, exePath ?? '', modules);
@@ -152,9 +156,14 @@ export class OpenedCore {
   /** A NUL-terminated string of at most `max` bytes. */
   readCString(addr: bigint, max: number): string | null {
     const out: number[] = [];
-    for (let off = 0; off < max; off += 256) {
-      const chunk = this.read(addr + BigInt(off), Math.min(256, max - off));
+    for (let off = 0; off < max; ) {
+      const a = addr + BigInt(off);
+      // A string may end just before the end of its mapping (the environment at the stack's top).
+      const r = this.regions.find((x) => a >= x.start && a < x.end);
+      if (!r) return null;
+      const chunk = this.read(a, Math.min(256, max - off, Number(r.end - a)));
       if (!chunk) return null;
+      off += chunk.length;
       const z = chunk.indexOf(0);
       if (z >= 0) {
         out.push(...chunk.subarray(0, z));
