@@ -2,7 +2,8 @@
 // setpriv) runs processes that look like ranks and name their own library, or point the reader
 // at root's processes, and a root Snapshotter reads them. Whatever the reader does to a target
 // runs as the target's owner; foreign, root and reused pids are never stopped.
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DllHost } from '../src/host/client.js';
 import { checkDllPolicy } from '../src/host/identity.js';
@@ -243,6 +244,56 @@ describe('DLL policy root-owned', () => {
         t.kill();
       }
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('core files (issue 17)', () => {
+  it("a user's core that names their own library: root reads it, the library runs as the user", async () => {
+    rmSync(a.out, { force: true });
+    const rank = await startProcess([a.rank, a.evil], { env: { OMPI_COMM_WORLD_RANK: '0' } });
+    const dir = mkdtempSync('/tmp/mqd-core-attack-');
+    chownSync(dir, NOBODY, NOBODY);
+    const s = new Snapshotter();
+    try {
+      // The capture is written by a reader that is the rank's owner: the core is the user's file.
+      const { captured } = await s.capture([{ pid: rank.pid }], dir, { ownerUid: NOBODY });
+      expect(captured).toHaveLength(1);
+      const core = join(dir, 'rank-0.core');
+      expect(statSync(core).uid).toBe(NOBODY);
+      rank.kill();
+      const { snapshot } = await s.snapshotCores([{ path: core }]);
+      expect(snapshot.ranks[0]?.state.kind).toBe('error');
+      expect(snapshot.ranks[0]?.state.kind === 'error' ? snapshot.ranks[0].state.code : '').toMatch(
+        /^MQD_E_/,
+      );
+      // The library named in the core was loaded (its constructor ran) only by a reader that is the user.
+      const lines = readFileSync(a.out, 'utf8').trim().split('\n');
+      expect(lines.length).toBeGreaterThan(0);
+      for (const l of lines) expect(l).toBe(`euid=${NOBODY} uid=${NOBODY}`);
+    } finally {
+      await s.dispose();
+      rank.kill();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("capturing root's process for job owner 65534: refused, no core written, never stopped", async () => {
+    const t = await startTarget(conf.target, conf.dll, 0, 0);
+    const dir = mkdtempSync('/tmp/mqd-core-attack-');
+    const watch = await watchPid(t.pid);
+    const s = new Snapshotter();
+    try {
+      const { captured } = await s.capture([{ pid: t.pid, rank: 0 }], dir, { ownerUid: NOBODY });
+      expect(captured[0]).toMatchObject({ error: { code: 'MQD_E_FOREIGN_PROCESS' } });
+      const seen = await watch.stop();
+      expect(seen.tracers).toEqual([]);
+      expect(seen.states).not.toContain('t');
+      expect(readdirSync(dir)).toEqual([]);
+    } finally {
+      await s.dispose();
+      t.kill();
       rmSync(dir, { recursive: true, force: true });
     }
   });
