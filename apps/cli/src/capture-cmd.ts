@@ -1,13 +1,22 @@
 // `mqd capture (--attach STARTER_PID | --slurm JOBID | --pid PID[:RANK] ...) --out DIR [--json]`
 // One core per rank and a manifest (issue 17): the job's state, to read after it is killed or
 // to hand to someone else (`mqd snapshot --cores DIR`).
-import { chownSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import {
+  chownSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Captured, procCredentials, type SnapshotTarget, Snapshotter } from '@mqd/core';
 import { mqdError } from '@mqd/model';
 import { attachStarter, localHost, localTargets, parseSlurmJob, slurmRanks } from '@mqd/mpir';
-import { type CaptureManifest, MANIFEST_FORMAT, MANIFEST_NAME } from './core-args.js';
+import { type CaptureManifest, MANIFEST_FORMAT, MANIFEST_NAME, SYSROOT_NAME } from './core-args.js';
 import { parsePidArg } from './pid-arg.js';
 import { CAPTURE_USAGE, type Io } from './usage.js';
 
@@ -23,6 +32,7 @@ export async function captureCommand(argv: string[], io: Io): Promise<number> {
     pid?: string[];
     out?: string;
     json?: boolean;
+    bundle?: boolean;
     help?: boolean;
   };
   try {
@@ -34,6 +44,7 @@ export async function captureCommand(argv: string[], io: Io): Promise<number> {
         pid: { type: 'string', multiple: true },
         out: { type: 'string' },
         json: { type: 'boolean' },
+        bundle: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -102,10 +113,21 @@ export async function captureCommand(argv: string[], io: Io): Promise<number> {
   const snapshotter = new Snapshotter();
   let captured: Captured[];
   let unidentified: Awaited<ReturnType<Snapshotter['capture']>>['unidentified'];
+  let bundled: { files: number; bytes: number } | null = null;
   try {
     ({ captured, unidentified } = await snapshotter.capture(targets, dir, {
       ...(ownerUid !== undefined ? { ownerUid, allowRoot: ownerUid === 0 } : {}),
     }));
+    if (values.bundle) {
+      const pids = captured.flatMap((c) => ('core' in c ? [c.pid] : []));
+      const dlls: string[] = [];
+      for (const pid of pids.slice(0, 1)) {
+        const d = await snapshotter.dllOf(pid, ownerUid !== undefined ? { allowRoot: ownerUid === 0 } : {});
+        if (!d.ok) io.err(`warning: the DLL is not bundled: ${d.error.message}`);
+        if (d.ok) dlls.push(d.value);
+      }
+      bundled = bundleFiles(pids, dlls, join(dir, SYSROOT_NAME), owner, ownerGid, io);
+    }
   } finally {
     await snapshotter.dispose();
   }
@@ -114,6 +136,7 @@ export async function captureCommand(argv: string[], io: Io): Promise<number> {
     capturedAt: new Date().toISOString(),
     host: localHost().short,
     starterPid,
+    ...(bundled ? { sysroot: SYSROOT_NAME } : {}),
     ranks: captured.flatMap((c) =>
       'core' in c
         ? [{ rank: c.rank, pid: c.pid, core: c.core, executable: c.executable, bytes: c.bytes }]
@@ -137,9 +160,67 @@ export async function captureCommand(argv: string[], io: Io): Promise<number> {
         );
       else io.out(`  rank ${c.rank}  pid ${c.pid}  not captured: ${c.error.message}`);
     }
+    if (bundled)
+      io.out(
+        `  with the job's files: ${bundled.files} files, ${(bundled.bytes / 1e6).toFixed(1)} MB in ${join(dir, SYSROOT_NAME)}`,
+      );
     io.out(`read it with: mqd snapshot --cores ${dir}`);
   }
   for (const u of unidentified) io.err(`not a rank: pid ${u.pid}: ${u.error.message}`);
   if (manifest.ranks.length === 0) return 1;
   return manifest.failed.length === 0 && unidentified.length === 0 ? 0 : 3;
+}
+
+/**
+ * `--bundle`: the files the ranks map (executable, libraries) and the MPI library's DLL, copied
+ * under DIR/sysroot at their own paths, so the capture reads anywhere (`--cores DIR` uses them).
+ */
+function bundleFiles(
+  pids: readonly number[],
+  dlls: readonly string[],
+  root: string,
+  owner: number | undefined,
+  gid: number | undefined,
+  io: Io,
+): { files: number; bytes: number } {
+  const paths = new Set<string>(dlls);
+  for (const pid of pids) {
+    let maps = '';
+    try {
+      maps = readFileSync(`/proc/${pid}/maps`, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of maps.split('\n')) {
+      const m = /^\S+ \S+ \S+ \S+ (\d+)\s+(\/.*)$/.exec(line);
+      if (m?.[1] && m[1] !== '0' && m[2] && !m[2].endsWith(' (deleted)') && !m[2].startsWith('/dev/'))
+        paths.add(m[2]);
+    }
+  }
+  let files = 0;
+  let bytes = 0;
+  const root0 = process.geteuid?.() === 0 && owner !== undefined && gid !== undefined;
+  for (const p of paths) {
+    const to = join(root, p);
+    try {
+      mkdirSync(dirname(to), { recursive: true, mode: 0o755 });
+      copyFileSync(p, to);
+      files++;
+      bytes += statSync(to).size;
+    } catch (e) {
+      io.err(`warning: ${p} not bundled: ${(e as Error).message}`);
+    }
+  }
+  if (root0) chownRecursive(root, owner, gid);
+  return { files, bytes };
+}
+
+/** Root made the bundle: every directory and file in it becomes the job owner's. */
+function chownRecursive(dir: string, uid: number, gid: number): void {
+  chownSync(dir, uid, gid);
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) chownRecursive(p, uid, gid);
+    else chownSync(p, uid, gid);
+  }
 }

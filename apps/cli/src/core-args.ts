@@ -9,12 +9,16 @@ import { type MqdError, mqdError } from '@mqd/model';
 /** The manifest `mqd capture` writes next to the cores (capture.ts). */
 export const MANIFEST_NAME = 'manifest.json';
 export const MANIFEST_FORMAT = 'mqd-capture/1';
+/** Where `mqd capture --bundle` copies the job's files, inside the capture directory. */
+export const SYSROOT_NAME = 'sysroot';
 
 export interface CaptureManifest {
   readonly format: typeof MANIFEST_FORMAT;
   readonly capturedAt: string;
   readonly host: string;
   readonly starterPid: number | null;
+  /** `--bundle`: the job's files under this directory of the capture (SYSROOT_NAME). */
+  readonly sysroot?: string;
   readonly ranks: readonly {
     readonly rank: number;
     readonly pid: number;

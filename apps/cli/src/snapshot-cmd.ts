@@ -1,9 +1,11 @@
 // `mqd snapshot (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] ... | --core CORE ... | --cores DIR) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]`
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type CoreSnapshotTarget, type SnapshotTarget, Snapshotter } from '@mqd/core';
 import { buildStackTree, explainSnapshot, mqdError } from '@mqd/model';
 import { parseSlurmJob, slurmRanks, snapshotAttach } from '@mqd/mpir';
-import { coresFromDir, coresFromTokens } from './core-args.js';
+import { coresFromDir, coresFromTokens, SYSROOT_NAME } from './core-args.js';
 import { parsePidArg } from './pid-arg.js';
 import { snapshotText } from './snapshot-text.js';
 import { type Io, SNAPSHOT_USAGE } from './usage.js';
@@ -127,9 +129,12 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
   try {
     let snapshot: Awaited<ReturnType<Snapshotter['snapshot']>>['snapshot'];
     if (cores.length > 0) {
+      // A capture made with --bundle carries the job's files: used unless --sysroot says otherwise.
+      const bundled = values.cores !== undefined ? join(values.cores, SYSROOT_NAME) : null;
+      const sysroot = values.sysroot ?? (bundled !== null && existsSync(bundled) ? bundled : undefined);
       const read = await snapshotter.snapshotCores(cores, {
         ...(values.dll !== undefined ? { dll: values.dll } : {}),
-        ...(values.sysroot !== undefined ? { sysroot: values.sysroot } : {}),
+        ...(sysroot !== undefined ? { sysroot } : {}),
       });
       snapshot = read.snapshot;
     } else if (starter) {

@@ -33,6 +33,7 @@ export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --slu
                that core only)
   --cores DIR  every core in DIR, numbered by the manifest \`mqd capture\` wrote there, else as above
   --sysroot DIR  the job's files (executable, libraries) under DIR at their original paths
+               (default with --cores: DIR/sysroot when the capture was made with --bundle)
   --dll PATH   the message-queue DLL (default: MPIR_dll_name in the process)
   --json       print the snapshot as JSON (schema: packages/model/src/snapshot-spec.ts)
   --all        also list empty internal communicators
@@ -43,7 +44,7 @@ export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --slu
                (with --json: {snapshot, stackTree[, explanation]})
   --all-threads  with --stacks: every thread of every rank, not only the main thread`;
 
-export const CAPTURE_USAGE = `usage: mqd capture (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] [--pid ...]) --out DIR [--json]
+export const CAPTURE_USAGE = `usage: mqd capture (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] [--pid ...]) --out DIR [--bundle] [--json]
   Writes one core file per rank (rank-N.core, an ELF core like the kernel's, without gdb) and
   a manifest.json into DIR, stopping each rank only while its core is written. The job runs on
   afterwards; kill it when you like: \`mqd snapshot --cores DIR\` reads the queues and stacks of
@@ -52,6 +53,8 @@ export const CAPTURE_USAGE = `usage: mqd capture (--attach STARTER_PID | --slurm
   --slurm JOBID  a Slurm job's ranks on this node
   --pid PID[:RANK]  ranks given directly (RANK defaults to the one in the process environment)
   --out DIR      the capture directory (created; it must not hold a capture already)
+  --bundle       also copy the files the ranks map and the MPI library's DLL into DIR/sysroot,
+                 so the capture reads on another machine (mqd snapshot --cores DIR uses them)
   --json         print the manifest as JSON`;
 
 export const RANKS_USAGE = `usage: mqd ranks --attach PID [--method auto|mpir|process-tree] [--json]
@@ -75,8 +78,10 @@ export const RUN_USAGE = `usage: mqd run [--snapshot] [--json] [--timeout SECOND
   --timeout SECS  time for the starter to reach MPIR_Breakpoint (default 60)
   The job inherits this terminal; ^C reaches it directly, SIGTERM/SIGHUP sent to mqd are passed on.`;
 
-export const SERVE_USAGE_HEAD = `usage: mqd serve [--no-local-agent] [--dll-policy any|root-owned] [aggregator options]
+export const SERVE_USAGE_HEAD = `usage: mqd serve [--no-local-agent] [--dll-policy any|root-owned] [--core-dir DIR]... [aggregator options]
   Runs the aggregator and an agent for this node in one process (SQLite store in --data-dir).
+  --core-dir DIR (repeatable; MQD_CORE_DIRS=DIR:DIR) lets users open the core files of a
+  directory inside DIR as a job (their own cores; admins any).
   Aggregator options (flag, environment variable, meaning): mqd serve --help`;
 
 export const AGENT_USAGE = `usage: mqd agent --server URL [--token-file FILE] [--ca PEM] [--allow-insecure-http] [--host NAME] [--dll PATH] [--dll-policy any|root-owned]

@@ -100,6 +100,26 @@ describe.each(MPI_NAMES)('%s: cores written by mqd capture', (mpi) => {
   });
 });
 
+describe('mqd capture --bundle', () => {
+  it("carries the job's files and DLL; --cores DIR reads with them", async () => {
+    job = await launchFixture({ mpi: 'mpich', fixture: 'wrong_tag' });
+    const live = await snapshotJson(pidArgs(job));
+    const dir = join(work, 'bundle');
+    const cap = await mqd(['capture', ...pidArgs(job), '--out', dir, '--bundle']);
+    expect(cap.code, cap.err).toBe(0);
+    await job.dispose();
+    const sysroot = join(dir, 'sysroot');
+    // The executable, the MPI library and the DLL, each under its own path.
+    for (const f of [job.binary, live.mpi.dll ?? 'no DLL'])
+      expect(statSync(join(sysroot, f)).size).toBe(statSync(f).size);
+    const fromCores = await snapshotJson(['--cores', dir]);
+    expect(fromCores.mpi.dll).toBe(join(sysroot, live.mpi.dll ?? ''));
+    expect(essence(fromCores).map(({ mainStack: _s, ...r }) => r)).toEqual(
+      essence(live).map(({ mainStack: _s, ...r }) => r),
+    );
+  });
+});
+
 describe.each(MPI_NAMES)('%s: cores the kernel wrote', (mpi) => {
   it('SIGABRT cores of wrong_tag read like the live job, rank from the environment in each core', async () => {
     job = await launchFixture({ mpi, fixture: 'wrong_tag' });

@@ -36,6 +36,7 @@ import {
 } from './host/identity.js';
 import type { Captured, HostStats, HostTarget } from './host/protocol.js';
 import { credentials } from './native/libc.js';
+import { inSysroot } from './target/core-image.js';
 import { procStartTime, rankFromEnviron, shortHostname } from './target/proc.js';
 
 export interface SnapshotTarget {
@@ -504,7 +505,7 @@ export class Snapshotter {
           opts.dll !== undefined
             ? ok(opts.dll)
             : a && 'dll' in a
-              ? ok(a.dll)
+              ? ok(opts.sysroot !== undefined ? inSysroot(opts.sysroot, a.dll) : a.dll)
               : err(a?.error ?? mqdError('MQD_E_INTERNAL', `${it.c.path} was not resolved`));
         const dll = named.ok ? checkDllPolicy(named.value, policy) : named;
         const target: HostTarget = { pid: it.key, rank, host, core: it.ref };

@@ -5,7 +5,7 @@
 // JavaScript for what is asked before the DLL runs (MPIR_dll_name, the environment).
 // Never wrong numbers: a file whose build-id differs from the core's record of it serves no
 // bytes and no symbols; memory the core lacks reads as missing (MQD_E_CORE_MISSING_PAGES).
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import type { CoreRegion } from '../mqs/shim.js';
@@ -70,7 +70,7 @@ export class OpenedCore {
       const exePath = executableOf(info);
       const onDisk = (p: string): string => {
         if (p === exePath && opts.exe !== undefined) return opts.exe;
-        return opts.sysroot !== undefined ? join(opts.sysroot, p) : p;
+        return opts.sysroot !== undefined ? inSysroot(opts.sysroot, p) : p;
       };
       const mappings: FileMapping[] = info.files.map((f) => ({
         path: f.path,
@@ -209,6 +209,15 @@ export class OpenedCore {
     this.closed = true;
     for (const f of this.fds) closeSync(f);
   }
+}
+
+/**
+ * A file of the job under a sysroot (a capture's bundle, a copy of the job's node): there when it
+ * is there, else where the process had it (build-ids are checked either way).
+ */
+export function inSysroot(sysroot: string, path: string): string {
+  const p = join(sysroot, path);
+  return existsSync(p) ? p : path;
 }
 
 /** The executable's path as the process saw it: the NT_FILE entry holding AT_ENTRY (or AT_PHDR). */
