@@ -57,14 +57,14 @@ export const CAPTURE_USAGE = `usage: mqd capture (--attach STARTER_PID | --slurm
                  so the capture reads on another machine (mqd snapshot --cores DIR uses them)
   --json         print the manifest as JSON`;
 
-export const RANKS_USAGE = `usage: mqd ranks --attach PID [--method auto|mpir|process-tree] [--json]
+export const RANKS_USAGE = `usage: mqd ranks --attach PID [--method auto|mpir|pmix|process-tree] [--json]
        mqd ranks --slurm JOBID[.STEP] [--json]
        mqd ranks --pid PID[:RANK] [--pid ...] [--json]
   Lists every rank of an MPI job with its pid and host, without stopping anything.
   --attach PID   the job's starter (mpirun, mpiexec): its MPIR process table, else the MPI
                  processes below it
-  --method M     auto (default): the MPIR table, else the process tree; mpir or process-tree
-                 to force one
+  --method M     auto (default): the MPIR table, else the starter's PMIx server (Open MPI 5's
+                 mpirun/prterun), else the process tree; mpir, pmix or process-tree to force one
   --slurm JOBID  a Slurm job's ranks on this node (scontrol listpids; rank from the environment)
   --pid PID[:RANK]  ranks given directly (RANK defaults to the one in the process environment)
   --json         print the job as JSON`;

@@ -30,9 +30,10 @@ import {
   normaliseSnapshot,
 } from '@mqd/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { mqd } from './run-mqd.js';
 
-const MQD = fileURLToPath(new URL('../bin/mqd.js', import.meta.url));
 const run = promisify(execFile);
+
 const work = mkdtempSync(join(tmpdir(), 'mqd-cores-'));
 let job: FixtureJob | null = null;
 afterEach(async () => {
@@ -43,16 +44,6 @@ afterAll(async () => {
   await disposeAll();
   rmSync(work, { recursive: true, force: true });
 });
-
-async function mqd(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  try {
-    const r = await run(process.execPath, [MQD, ...args], { maxBuffer: 256 << 20 });
-    return { code: 0, out: r.stdout, err: r.stderr };
-  } catch (e) {
-    const x = e as { code?: number; stdout?: string; stderr?: string };
-    return { code: x.code ?? -1, out: x.stdout ?? '', err: x.stderr ?? '' };
-  }
-}
 
 async function snapshotJson(args: string[]): Promise<JobSnapshot> {
   const r = await mqd(['snapshot', ...args, '--json']);

@@ -3,10 +3,7 @@
 // inside the allocation), then `mqd ranks --slurm JOBID` and `mqd snapshot --slurm JOBID` —
 // the built CLI, as a user runs it — find every rank from Slurm and read exactly the queues the
 // same fixture gives outside Slurm (the golden snapshots, fixtures/golden/).
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import type { JobSnapshot } from '@mqd/model';
 import {
   goldenFile,
@@ -17,9 +14,8 @@ import {
   startSlurm,
 } from '@mqd/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mqd } from './run-mqd.js';
 
-const MQD = fileURLToPath(new URL('../bin/mqd.js', import.meta.url));
-const run = promisify(execFile);
 let slurm: SlurmCluster | null = null;
 
 beforeAll(async () => {
@@ -30,28 +26,18 @@ afterAll(async () => {
   await slurm?.dispose();
 });
 
-async function mqd(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  try {
-    const r = await run(process.execPath, [MQD, ...args], { env: slurm?.env, maxBuffer: 64 << 20 });
-    return { code: 0, out: r.stdout, err: r.stderr };
-  } catch (e) {
-    const x = e as { code?: number; stdout?: string; stderr?: string };
-    return { code: x.code ?? -1, out: x.stdout ?? '', err: x.stderr ?? '' };
-  }
-}
-
 describe.each(MPI_NAMES)('%s under Slurm (sbatch + the MPI starter)', (mpi) => {
   it('mqd ranks and mqd snapshot --slurm JOBID read every rank, with the queues of the fixture', async () => {
     const s = slurm as SlurmCluster;
     const job = await s.submitFixture({ mpi, fixture: 'wrong_tag' });
     try {
-      const ranks = await mqd(['ranks', '--slurm', String(job.jobId), '--json']);
+      const ranks = await mqd(['ranks', '--slurm', String(job.jobId), '--json'], slurm?.env);
       expect(ranks.err).toBe('');
       const listed = JSON.parse(ranks.out) as { method: string; ranks: Array<{ rank: number; pid: number }> };
       expect(listed.method).toBe('slurm');
       expect(listed.ranks.map((r) => [r.rank, r.pid])).toEqual(job.ranks.map((r) => [r.rank, r.pid]));
 
-      const snap = await mqd(['snapshot', '--slurm', String(job.jobId), '--json']);
+      const snap = await mqd(['snapshot', '--slurm', String(job.jobId), '--json'], slurm?.env);
       expect(snap.code, snap.err).toBe(0);
       const got = normaliseSnapshot(JSON.parse(snap.out) as JobSnapshot);
       const golden = JSON.parse(
@@ -62,7 +48,7 @@ describe.each(MPI_NAMES)('%s under Slurm (sbatch + the MPI starter)', (mpi) => {
         golden.ranks.map((r) => [r.rank, r.communicators]),
       );
       // The text form names the job as Slurm knows it.
-      const text = await mqd(['snapshot', '--slurm', String(job.jobId)]);
+      const text = await mqd(['snapshot', '--slurm', String(job.jobId)], slurm?.env);
       expect(text.out).toMatch(new RegExp(`^Slurm job ${job.jobId} \\(wrong_tag\\) of root \\(uid 0\\)`));
     } finally {
       s.run('scancel', ['--signal=KILL', String(job.jobId)]);
@@ -72,10 +58,10 @@ describe.each(MPI_NAMES)('%s under Slurm (sbatch + the MPI starter)', (mpi) => {
 
 describe('bad Slurm job ids', () => {
   it('a job that does not exist is a coded error, a malformed id a usage error', async () => {
-    const unknown = await mqd(['snapshot', '--slurm', '999999']);
+    const unknown = await mqd(['snapshot', '--slurm', '999999'], slurm?.env);
     expect(unknown.code).toBe(1);
     expect(unknown.err).toMatch(/^MQD_E_SLURM_JOB: .*Invalid job id/);
-    const bad = await mqd(['snapshot', '--slurm', '12;rm']);
+    const bad = await mqd(['snapshot', '--slurm', '12;rm'], slurm?.env);
     expect(bad.code).toBe(2);
     expect(bad.err).toMatch(/^MQD_E_USAGE: --slurm takes JOBID/);
   });

@@ -4,7 +4,7 @@
 // a rank in their environment. Nothing here stops or traces a process: the table is read with
 // process_vm_readv while the starter runs (it is written once, before MPIR_Breakpoint, and only
 // freed at exit, which the liveness checks below catch).
-import { DebugFileRegistry, ProcessImage, rankFromEnviron, TargetMemory } from '@mqd/core';
+import { DebugFileRegistry, ProcessImage, pmixProcTable, rankFromEnviron, TargetMemory } from '@mqd/core';
 import { assertUnreachable, err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import { type LocalHost, localHost, normaliseHost } from './host.js';
 import {
@@ -264,6 +264,8 @@ export function attachStarter(starterPid: number, opts: AttachOptions = {}): Res
         );
       }
       return readMpirTable(image.value, starter, syms, here);
+    case 'pmix':
+      return pmixRanks(image.value, starter, here);
     case 'process-tree':
       return processTreeRanks(starter, here);
     case 'auto': {
@@ -280,8 +282,26 @@ export function attachStarter(starterPid: number, opts: AttachOptions = {}): Res
           ],
         });
       }
+      // No MPIR (Open MPI 5's prterun): its PMIx server knows the job, every node included.
+      let viaPmix: Result<JobRanks, MqdError> | null = null;
+      if (pmixLibraryOf(image.value) !== null) {
+        viaPmix = pmixRanks(image.value, starter, here);
+        if (viaPmix.ok) return viaPmix;
+      }
       const viaTree = processTreeRanks(starter, here);
-      if (viaTree.ok || viaTree.error.code !== 'MQD_E_NO_RANKS') return viaTree;
+      if (viaTree.ok) {
+        return viaPmix
+          ? ok({
+              ...viaTree.value,
+              warnings: [
+                `${viaPmix.error.message}: ranks found through the process tree`,
+                ...viaTree.value.warnings,
+              ],
+            })
+          : viaTree;
+      }
+      if (viaTree.error.code !== 'MQD_E_NO_RANKS') return viaTree;
+      if (viaPmix) return viaPmix;
       return err(
         mqdError(
           'MQD_E_NOT_STARTER',
@@ -292,6 +312,39 @@ export function attachStarter(starterPid: number, opts: AttachOptions = {}): Res
     default:
       return assertUnreachable(method);
   }
+}
+
+/** The libpmix the starter maps (a PMIx server: Open MPI 5's prterun), or null. */
+export function pmixLibraryOf(image: ProcessImage): string | null {
+  return image.modules.find((m) => /\/libpmix\.so[.\d]*$/.test(m.path))?.path ?? null;
+}
+
+/**
+ * The job's ranks from the starter's PMIx server (PMIX_QUERY_PROC_TABLE): every rank of every
+ * node, with its pid and host, as prterun knows them. Runs as the starter's owner.
+ */
+export function pmixRanks(
+  image: ProcessImage,
+  starter: StarterInfo,
+  here: LocalHost,
+): Result<JobRanks, MqdError> {
+  const lib = pmixLibraryOf(image);
+  if (lib === null) {
+    return err(
+      mqdError(
+        'MQD_E_NOT_STARTER',
+        `pid ${starter.pid} (${starter.exe}) is not a PMIx server (it maps no libpmix)`,
+      ),
+    );
+  }
+  const table = pmixProcTable(lib, starter.pid);
+  if (!table.ok) return table;
+  if (table.value.procs.length === 0)
+    return err(mqdError('MQD_E_EMPTY_PROCTABLE', `the PMIx job ${table.value.nspace} has no processes yet`));
+  const ranks = table.value.procs.map((p) =>
+    rankEntry(p.rank, p.pid, normaliseHost(p.host, here), p.executable),
+  );
+  return ok(makeJob('pmix', starter, ranks));
 }
 
 /** A rank given by the user: a pid, or a pid with its rank. */

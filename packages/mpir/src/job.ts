@@ -4,14 +4,18 @@
 import { Pid, Rank } from '@mqd/model';
 
 /**
- * How the ranks were found: the starter's MPIR table, its descendants in /proc, pids given by
- * the user, or a Slurm job's processes on this node (`scontrol listpids`).
+ * How the ranks were found: the starter's MPIR table, its PMIx server's process table (Open MPI
+ * 5's prterun), its descendants in /proc, pids given by the user, or a Slurm job's processes on
+ * this node (`scontrol listpids`).
  */
-export type AcquisitionMethod = 'mpir' | 'process-tree' | 'pid-list' | 'slurm';
-/** What the caller asks for: `auto` reads the MPIR table and falls back to the process tree. */
-export type MethodChoice = 'auto' | 'mpir' | 'process-tree';
+export type AcquisitionMethod = 'mpir' | 'pmix' | 'process-tree' | 'pid-list' | 'slurm';
+/**
+ * What the caller asks for: `auto` reads the MPIR table, else asks the starter's PMIx server
+ * (when it maps libpmix), else falls back to the process tree.
+ */
+export type MethodChoice = 'auto' | 'mpir' | 'pmix' | 'process-tree';
 
-export const METHOD_CHOICES: readonly MethodChoice[] = ['auto', 'mpir', 'process-tree'];
+export const METHOD_CHOICES: readonly MethodChoice[] = ['auto', 'mpir', 'pmix', 'process-tree'];
 
 export interface StarterInfo {
   readonly pid: Pid;

@@ -26,6 +26,7 @@ export { MqsSession, type RankTarget, type SessionOptions } from './mqs/session.
 export { HotPath } from './mqs/shim.js';
 export { nativeAllocations } from './native/alloc.js';
 export { setParentDeathSignal } from './native/libc.js';
+export { type PmixJob, type PmixProc, pmixProcTable } from './native/pmix.js';
 export * as ptraceExt from './native/ptrace-ext.js';
 export {
   type CoreSnapshotOptions,

@@ -135,6 +135,27 @@ function mergeRuns(runs: readonly HostRun[]): HostRun {
 
 const lengthUnitOf = (lib: MpiLibrary): LengthUnit => (lib === 'mpich' ? 'elements' : 'bytes');
 
+/** The JobSnapshot of a read that began at `t0`: ranks in rank order, `unidentified` only when any. */
+function jobSnapshot(p: {
+  t0: bigint;
+  takenAt: string;
+  library: MpiLibrary;
+  dll: string | null;
+  ranks: RankSnapshot[];
+  unidentified: UnidentifiedProcess[];
+  source?: JobSnapshot['source'];
+}): JobSnapshot {
+  return {
+    schemaVersion: SNAPSHOT_SCHEMA_VERSION,
+    takenAt: p.takenAt,
+    durationMicros: Number((process.hrtime.bigint() - p.t0) / 1000n),
+    mpi: { library: p.library, dll: p.dll, lengthUnit: lengthUnitOf(p.library) },
+    ranks: p.ranks.sort((a, b) => a.rank - b.rank),
+    ...(p.unidentified.length > 0 ? { unidentified: p.unidentified } : {}),
+    ...(p.source ? { source: p.source } : {}),
+  };
+}
+
 export class Snapshotter {
   private readonly hosts = new Map<string, DllHost>();
   /**
@@ -386,15 +407,7 @@ export class Snapshotter {
         stats = run.stats;
       }
     }
-    ranks.sort((a, b) => a.rank - b.rank);
-    const snapshot: JobSnapshot = {
-      schemaVersion: SNAPSHOT_SCHEMA_VERSION,
-      takenAt,
-      durationMicros: Number((process.hrtime.bigint() - t0) / 1000n),
-      mpi: { library, dll: dllUsed, lengthUnit: lengthUnitOf(library) },
-      ranks,
-      ...(unidentified.length > 0 ? { unidentified } : {}),
-    };
+    const snapshot = jobSnapshot({ t0, takenAt, library, dll: dllUsed, ranks, unidentified });
     return {
       snapshot,
       stats: {
@@ -540,7 +553,6 @@ export class Snapshotter {
         stats = run.stats;
       }
     }
-    ranks.sort((a, b) => a.rank - b.rank);
     for (const f of facts.values()) {
       if (ranks.some((r) => r.rank === f.rank)) {
         sources.push({
@@ -554,15 +566,15 @@ export class Snapshotter {
       }
     }
     sources.sort((a, b) => a.rank - b.rank);
-    const snapshot: JobSnapshot = {
-      schemaVersion: SNAPSHOT_SCHEMA_VERSION,
+    const snapshot = jobSnapshot({
+      t0,
       takenAt,
-      durationMicros: Number((process.hrtime.bigint() - t0) / 1000n),
-      mpi: { library, dll: dllUsed, lengthUnit: lengthUnitOf(library) },
+      library,
+      dll: dllUsed,
       ranks,
-      ...(unidentified.length > 0 ? { unidentified } : {}),
+      unidentified,
       source: { kind: 'core', cores: sources },
-    };
+    });
     return {
       snapshot,
       stats: {

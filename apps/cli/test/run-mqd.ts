@@ -1,0 +1,24 @@
+// The built `mqd` as a user runs it, for the CLI tests: exit code, stdout and stderr, never a
+// rejection (a failing command is what several tests check).
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+export const MQD = fileURLToPath(new URL('../bin/mqd.js', import.meta.url));
+const run = promisify(execFile);
+
+export interface MqdRun {
+  readonly code: number;
+  readonly out: string;
+  readonly err: string;
+}
+
+export async function mqd(args: readonly string[], env?: NodeJS.ProcessEnv): Promise<MqdRun> {
+  try {
+    const r = await run(process.execPath, [MQD, ...args], { maxBuffer: 256 << 20, ...(env ? { env } : {}) });
+    return { code: 0, out: r.stdout, err: r.stderr };
+  } catch (e) {
+    const x = e as { code?: number; stdout?: string; stderr?: string };
+    return { code: x.code ?? -1, out: x.stdout ?? '', err: x.stderr ?? '' };
+  }
+}

@@ -1,0 +1,228 @@
+// A PMIx tool connection to a launcher (issue 14): Open MPI 5's `mpirun` (prterun) has no MPIR
+// process table; it is a PMIx server, and a tool asks it for the job's processes. This loads the
+// launcher's own libpmix (the one it maps: same version on both ends), connects to the server
+// of that pid (PMIX_SERVER_PIDINFO), asks for its namespaces and the job's process table
+// (PMIX_QUERY_PROC_TABLE: pmix_proc_info_t per rank) and disconnects.
+// Runs as the launcher's owner (the locator child, apps/cli/src/locate-as-owner.ts): PMIx's
+// rendezvous files are private to the owner, and the library is the user's code.
+// Layouts (LP64, OpenPMIx 4/5, checked against pmix_common.h with offsetof): pmix_value_t 32
+// bytes (type uint16 at 0, union at 8), pmix_info_t 552 (key char[512], flags uint32 at 512,
+// value at 520), pmix_proc_t 260 (nspace char[256], rank uint32), pmix_proc_info_t 296
+// (hostname char* at 264, executable_name at 272, pid int at 280, exit_code at 284, state
+// uint8 at 288), pmix_data_array_t 24 (type uint16, size at 8, array at 16), pmix_query_t 24
+// (keys char** , qualifiers pmix_info_t*, nqual size_t).
+import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
+import koffi from 'koffi';
+import { withScratch } from './alloc.js';
+import { _memcpy } from './libc.js';
+
+const VALUE_UNION = 8;
+const INFO_SIZE = 552;
+const INFO_VALUE = 520;
+const PROC_SIZE = 260;
+const PINFO_SIZE = 296;
+const QUERY_SIZE = 24;
+const PMIX_STRING = 3;
+const PMIX_PID = 5;
+const PMIX_DATA_ARRAY = 39;
+const PMIX_PROC_INFO = 38;
+const PMIX_SUCCESS = 0;
+
+export interface PmixProc {
+  readonly rank: number;
+  readonly pid: number;
+  readonly host: string;
+  readonly executable: string;
+  /** pmix_proc_state_t (PMIX_PROC_STATE_RUNNING = 4, ...). */
+  readonly state: number;
+}
+
+export interface PmixJob {
+  /** The application's namespace (e.g. prterun-node-1234@1). */
+  readonly nspace: string;
+  readonly procs: readonly PmixProc[];
+  /** Every namespace the server reported (the launcher's own and the applications'). */
+  readonly namespaces: readonly string[];
+}
+
+type Fn = (...args: unknown[]) => unknown;
+const libs = new Map<string, Record<string, Fn>>();
+
+function bind(path: string): Record<string, Fn> {
+  let f = libs.get(path);
+  if (f) return f;
+  const lib = koffi.load(path);
+  f = {
+    init: lib.func('int PMIx_tool_init(void *proc, void *info, size_t ninfo)') as Fn,
+    fini: lib.func('int PMIx_tool_finalize()') as Fn,
+    query: lib.func(
+      'int PMIx_Query_info(void *queries, size_t nqueries, _Out_ uintptr_t *results, _Out_ size_t *nresults)',
+    ) as Fn,
+    free: lib.func('void PMIx_Info_free(uintptr_t info, size_t n)') as Fn,
+    error: lib.func('const char *PMIx_Error_string(int status)') as Fn,
+  };
+  libs.set(path, f);
+  return f;
+}
+
+const strlen = koffi.load('libc.so.6').func('size_t strlen(uintptr_t s)') as Fn;
+
+/** `len` bytes of this process's memory at `addr`. */
+function peek(addr: bigint, len: number): Buffer {
+  return withScratch((alloc) => {
+    const block = alloc('uint8_t', Math.max(1, len));
+    _memcpy(BigInt(koffi.address(block)), addr, len);
+    return Buffer.from(koffi.view(block, len) as ArrayBuffer).subarray(0, len);
+  });
+}
+
+function peekString(addr: bigint): string {
+  if (addr === 0n) return '';
+  const n = Number(strlen(addr) as number | bigint);
+  return peek(addr, Math.min(n, 1 << 20)).toString('utf8');
+}
+
+const cstr = (b: Buffer, at: number, max: number): string => {
+  const s = b.subarray(at, at + max);
+  const z = s.indexOf(0);
+  return s.subarray(0, z < 0 ? s.length : z).toString('utf8');
+};
+
+/** Writes a pmix_info_t with a string or pid value at `at` of `buf`; returns native strings to keep. */
+function putInfo(buf: Buffer, at: number, key: string, type: number, value: number | bigint): void {
+  buf.fill(0, at, at + INFO_SIZE);
+  buf.write(key, at, 511, 'utf8');
+  buf.writeUInt16LE(type, at + INFO_VALUE);
+  if (type === PMIX_PID) buf.writeInt32LE(Number(value), at + INFO_VALUE + VALUE_UNION);
+  else buf.writeBigUInt64LE(BigInt(value), at + INFO_VALUE + VALUE_UNION);
+}
+
+/**
+ * One query (keys, optional nspace qualifier) as PMIx wants it: the pmix_query_t, its NULL-ended
+ * key array and strings in native memory (scratch of the caller).
+ */
+function runQuery(
+  f: Record<string, Fn>,
+  alloc: (type: 'uint8_t', n: number) => unknown,
+  key: string,
+  nspace: string | null,
+): Result<{ infos: bigint; n: number }, string> {
+  const native = (s: string): bigint => {
+    const b = alloc('uint8_t', Buffer.byteLength(s) + 1);
+    koffi.encode(b, 'char', s, Buffer.byteLength(s) + 1);
+    return BigInt(koffi.address(b));
+  };
+  const keys = alloc('uint8_t', 16);
+  const keyView = new BigUint64Array(koffi.view(keys, 16) as ArrayBuffer);
+  keyView[0] = native(key);
+  keyView[1] = 0n;
+  let qualAddr = 0n;
+  if (nspace !== null) {
+    const qual = alloc('uint8_t', INFO_SIZE);
+    const qb = Buffer.alloc(INFO_SIZE);
+    putInfo(qb, 0, 'pmix.nspace', PMIX_STRING, native(nspace));
+    koffi.encode(qual, koffi.array('uint8_t', INFO_SIZE), [...qb]);
+    qualAddr = BigInt(koffi.address(qual));
+  }
+  const q = Buffer.alloc(QUERY_SIZE);
+  q.writeBigUInt64LE(BigInt(koffi.address(keys)), 0);
+  q.writeBigUInt64LE(qualAddr, 8);
+  q.writeBigUInt64LE(nspace !== null ? 1n : 0n, 16);
+  const results: bigint[] = [0n];
+  const count: number[] = [0];
+  const rc = f['query']?.(q, 1, results, count) as number;
+  if (rc !== PMIX_SUCCESS) return err(`PMIx_Query_info(${key}): ${String(f['error']?.(rc) ?? rc)}`);
+  return ok({ infos: BigInt(results[0] ?? 0n), n: Number(count[0] ?? 0) });
+}
+
+/** The value of each info in a result array: key → {type, union bytes}. */
+function readInfos(infos: bigint, n: number): Map<string, { type: number; word: bigint }> {
+  const out = new Map<string, { type: number; word: bigint }>();
+  if (infos === 0n || n === 0) return out;
+  const b = peek(infos, n * INFO_SIZE);
+  for (let i = 0; i < n; i++) {
+    const at = i * INFO_SIZE;
+    out.set(cstr(b, at, 512), {
+      type: b.readUInt16LE(at + INFO_VALUE),
+      word: b.readBigUInt64LE(at + INFO_VALUE + VALUE_UNION),
+    });
+  }
+  return out;
+}
+
+/**
+ * The process table of the job launched by the PMIx server `serverPid`, through `library` (a
+ * libpmix.so the server maps). Coded errors: MQD_E_PMIX when the connection or a query fails.
+ */
+export function pmixProcTable(library: string, serverPid: number): Result<PmixJob, MqdError> {
+  let f: Record<string, Fn>;
+  try {
+    f = bind(library);
+  } catch (e) {
+    return err(mqdError('MQD_E_PMIX', `cannot load ${library}: ${(e as Error).message}`));
+  }
+  return withScratch((alloc) => {
+    const me = alloc('uint8_t', PROC_SIZE);
+    const info = Buffer.alloc(INFO_SIZE);
+    putInfo(info, 0, 'pmix.srvr.pidinfo', PMIX_PID, serverPid);
+    const rc = f['init']?.(me, info, 1) as number;
+    if (rc !== PMIX_SUCCESS) {
+      return err(
+        mqdError(
+          'MQD_E_PMIX',
+          `PMIx_tool_init to the server of pid ${serverPid}: ${String(f['error']?.(rc) ?? rc)}`,
+        ),
+      );
+    }
+    try {
+      const ns = runQuery(f, alloc, 'pmix.qry.ns', null);
+      if (!ns.ok) return err(mqdError('MQD_E_PMIX', ns.error));
+      const nsInfo = readInfos(ns.value.infos, ns.value.n).get('pmix.qry.ns');
+      const namespaces =
+        nsInfo && nsInfo.type === PMIX_STRING ? peekString(nsInfo.word).split(',').filter(Boolean) : [];
+      f['free']?.(ns.value.infos, ns.value.n);
+      // The launcher's own namespace ends in @0; the applications it started in @1, @2, ...
+      const apps = namespaces.filter((s) => !s.endsWith('@0'));
+      const nspace = apps[0] ?? null;
+      if (nspace === null) {
+        return err(
+          mqdError(
+            'MQD_E_PMIX',
+            `the PMIx server of pid ${serverPid} runs no job (namespaces: ${namespaces.join(', ') || 'none'})`,
+          ),
+        );
+      }
+      const pt = runQuery(f, alloc, 'pmix.qry.ptable', nspace);
+      if (!pt.ok) return err(mqdError('MQD_E_PMIX', pt.error));
+      try {
+        const v = readInfos(pt.value.infos, pt.value.n).get('pmix.qry.ptable');
+        if (!v || v.type !== PMIX_DATA_ARRAY || v.word === 0n)
+          return err(mqdError('MQD_E_PMIX', `no process table for ${nspace}`));
+        const darray = peek(v.word, 24);
+        const type = darray.readUInt16LE(0);
+        const size = Number(darray.readBigUInt64LE(8));
+        const array = darray.readBigUInt64LE(16);
+        if (type !== PMIX_PROC_INFO || size > 1 << 22)
+          return err(mqdError('MQD_E_PMIX', `unexpected process table (type ${type}, ${size} entries)`));
+        const rows = size === 0 ? Buffer.alloc(0) : peek(array, size * PINFO_SIZE);
+        const procs: PmixProc[] = [];
+        for (let i = 0; i < size; i++) {
+          const at = i * PINFO_SIZE;
+          procs.push({
+            rank: rows.readUInt32LE(at + 256),
+            host: peekString(rows.readBigUInt64LE(at + 264)),
+            executable: peekString(rows.readBigUInt64LE(at + 272)),
+            pid: rows.readInt32LE(at + 280),
+            state: rows.readUInt8(at + 288),
+          });
+        }
+        procs.sort((a, b) => a.rank - b.rank);
+        return ok({ nspace, procs, namespaces });
+      } finally {
+        f['free']?.(pt.value.infos, pt.value.n);
+      }
+    } finally {
+      f['fini']?.();
+    }
+  });
+}
