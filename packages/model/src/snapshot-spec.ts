@@ -57,7 +57,11 @@ export const OpStatus = Type.Union([
 ]);
 export type OpStatus = Static<typeof OpStatus>;
 
-/** What actually matched, once the library knows (a matched or completed receive). */
+/**
+ * What actually matched, once the library knows: a matched or completed operation of any queue
+ * (Open MPI copies a send's desired fields into its actual ones; a completed receive's come from
+ * its status). null while pending.
+ */
 export const ActualMatch = Type.Object(
   {
     peer: Peer,
@@ -78,8 +82,13 @@ export const Operation = Type.Object(
     peer: Peer,
     /** null = MPI_ANY_TAG. */
     tag: Type.Union([Int32, Type.Null()]),
-    /** Desired length, in the snapshot's `mpi.lengthUnit` (bytes or elements). */
+    /**
+     * Desired length, in the snapshot's `mpi.lengthUnit` (bytes or elements). 0 when
+     * `lengthUnknown` is set (kept a number so that older readers still type-check).
+     */
     length: NonNegInt,
+    /** The library could not say the desired length (negative or a widened -1): `length` is then 0, not a length. */
+    lengthUnknown: Type.Optional(Type.Literal(true)),
     actual: Type.Union([ActualMatch, Type.Null()]),
     /** The library's five lines of extra text, decoded, empty ones dropped. */
     extraText: Type.Array(ShortText(64), { maxItems: 5 }),
@@ -104,11 +113,25 @@ export const Communicator = Type.Object(
     /** This process's rank in the communicator. */
     localRank: Int32,
     /**
+     * This is MPI_COMM_WORLD, recognised by its identity (the library's world id, a group that
+     * is the identity), not by its name: a renamed world is still the world, a user communicator
+     * named "MPI_COMM_WORLD" is not. Absent in snapshots written before the reader knew
+     * (analysis/comm.ts isWorld then falls back on the name).
+     */
+    world: Type.Optional(Type.Boolean()),
+    /**
      * World rank of each local rank (group[i] = world rank of local rank i); null when the
-     * library cannot say. Always null for MPI_COMM_WORLD, whose group is the identity by
+     * library cannot say. Always null for MPI_COMM_WORLD (analysis/comm.ts isWorld), whose group is the identity by
      * definition: materialising it would cost size^2 integers per job (268M at 16,384 ranks).
      */
     group: Type.Union([Type.Array(Int32, { maxItems: 1 << 24 }), Type.Null()]),
+    /**
+     * Present only on an intercommunicator (read from the library's own structures, the mqs_*
+     * interface cannot say): the world rank of each rank of the REMOTE group, null when the
+     * library's structures could not be read. `group` is then the local group, `size` what the
+     * DLL reports, and every operation's peer is a rank of the remote group.
+     */
+    remoteGroup: Type.Optional(Type.Union([Type.Array(Int32, { maxItems: 1 << 24 }), Type.Null()])),
     sends: Queue,
     receives: Queue,
     unexpected: Queue,
@@ -238,6 +261,19 @@ export const RankSnapshot = Type.Object(
     stacksError: Type.Optional(CodedError),
     /** The MPI call the rank is in, from its stacks; null = in no MPI call ("computing"); absent = stacks not read. */
     mpiCall: Type.Optional(Type.Union([MpiCall, Type.Null()])),
+    /**
+     * The message-queue DLL that read this rank: its path and mqs_version_string (an MPMD job
+     * can run two MPI builds, each rank read by its own). Absent when no DLL was loaded for it.
+     */
+    dll: Type.Optional(
+      Type.Object({ path: ShortText(4096), version: ShortText(1024) }, { additionalProperties: false }),
+    ),
+    /**
+     * The DLL's mqs_dprints while it read this rank (setting it up, the walk), in order, when the
+     * reader runs with `MQD_DEBUG=dll` (the agent's environment); absent otherwise. For
+     * diagnosing a DLL, not for display.
+     */
+    dllLog: Type.Optional(Type.Array(ShortText(4096), { maxItems: 200 })),
   },
   { additionalProperties: false },
 );

@@ -2,6 +2,7 @@
 // file is checked once against the schema and the invariants the schema cannot express.
 import { FormatRegistry } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { isWorld } from './analysis/comm.js';
 import { type MqdError, mqdError } from './errors.js';
 import { err, ok, type Result } from './result.js';
 import { JobSnapshot } from './snapshot-spec.js';
@@ -33,7 +34,7 @@ export function validateSnapshot(data: unknown): Result<JobSnapshot, MqdError> {
           );
         }
       }
-      if (c.name === 'MPI_COMM_WORLD' && c.group !== null) {
+      if (isWorld(c) && c.group !== null) {
         return err(
           mqdError(
             'MQD_E_BAD_INPUT',

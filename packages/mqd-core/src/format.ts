@@ -1,5 +1,5 @@
 // The human-readable form of a snapshot for `mqd snapshot` (JSON is --json).
-import type { Communicator, JobSnapshot, Operation, QueueKind } from '@mqd/model';
+import type { Communicator, JobSnapshot, Operation, QueueKind, RankSnapshot } from '@mqd/model';
 
 const LIB: Record<JobSnapshot['mpi']['library'], string> = {
   openmpi: 'Open MPI',
@@ -18,7 +18,12 @@ function opLine(kind: QueueKind, op: Operation, unit: string): string {
   const arrow = kind === 'sends' ? 'to' : 'from';
   const tag = op.tag === null ? 'ANY' : String(op.tag);
   const extra = op.extraText.length ? `  [${op.extraText.join('; ')}]` : '';
-  return `${arrow} ${who(op).padEnd(6)} tag ${tag.padEnd(6)} ${op.length} ${unit}  ${op.status}${extra}`;
+  const len = op.lengthUnknown ? '?' : String(op.length);
+  return `${arrow} ${who(op).padEnd(6)} tag ${tag.padEnd(6)} ${len} ${unit}  ${op.status}${extra}`;
+}
+
+function dllText(d: NonNullable<RankSnapshot['dll']>): string {
+  return d.version ? `${d.path} (${d.version})` : d.path;
 }
 
 function isEmpty(c: Communicator): boolean {
@@ -28,9 +33,14 @@ function isEmpty(c: Communicator): boolean {
 export function formatSnapshot(s: JobSnapshot, opts: { all?: boolean } = {}): string {
   const out: string[] = [];
   const unit = s.mpi.lengthUnit === 'bytes' ? 'bytes' : 'elements';
+  // The DLL each rank was read by (RankSnapshot.dll): one line when they all agree, else per
+  // rank (an MPMD job of two MPI builds).
+  const dlls = new Set(s.ranks.flatMap((r) => (r.dll ? [dllText(r.dll)] : [])));
+  const oneDll = dlls.size === 1 ? [...dlls][0] : undefined;
+  const header = oneDll ?? s.mpi.dll;
   out.push(
     `${LIB[s.mpi.library]} job, ${s.ranks.length} rank(s), taken ${s.takenAt} in ${(s.durationMicros / 1000).toFixed(1)} ms` +
-      (s.mpi.dll ? `\nDLL: ${s.mpi.dll}` : ''),
+      (header ? `\nDLL: ${header}` : ''),
   );
   if (s.source?.kind === 'core') {
     out.push(`read from ${s.source.cores.length} core file(s), not from running processes:`);
@@ -47,6 +57,7 @@ export function formatSnapshot(s: JobSnapshot, opts: { all?: boolean } = {}): st
     const paused =
       r.pausedMicros === null || s.source ? '' : `  stopped ${(r.pausedMicros / 1000).toFixed(2)} ms`;
     out.push(`\nrank ${r.rank}  pid ${r.pid}  host ${r.host}  ${state}${paused}`);
+    if (r.dll && dlls.size > 1) out.push(`  DLL: ${dllText(r.dll)}`);
     let hidden = 0;
     for (const c of r.communicators) {
       if (

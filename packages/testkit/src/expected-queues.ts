@@ -3,7 +3,7 @@
 // in prose; test/queues.mpi.test.ts checks both against the real DLLs (through mqs-dump) at np=4.
 // Formulas are given for any np >= 2, but only np=4 is verified.
 import { assertUnreachable, type LengthUnit, type OpStatus } from '@mqd/model';
-import type { MpiName } from './config.js';
+import type { AnyMpiName, MpiName, NewMpiName } from './config.js';
 
 /** One queue entry, in MPI terms. */
 export interface ExpectedOp {
@@ -70,6 +70,31 @@ export const MPI_QUEUE_TRAITS: Readonly<Record<MpiName, MpiQueueTraits>> = {
   },
 };
 
+/**
+ * The same traits for the newer builds (issue 14), each difference from its family's older build
+ * with the reason; apps/cli/test/new-mpis.mpi.test.ts checks them against the real DLLs.
+ */
+export const NEW_MPI_QUEUE_TRAITS: Readonly<Record<NewMpiName, MpiQueueTraits>> = {
+  // Open MPI 5.0.7's libompi_dbg_msgq.so is the 4.1 DLL over the same ob1 request lists.
+  openmpi5: MPI_QUEUE_TRAITS.openmpi,
+  // MPICH 4.2.1 with ch4: the DLL (libtvmpich.so, --enable-debuginfo) is unchanged.
+  mpich42: MPI_QUEUE_TRAITS.mpich,
+};
+
+/** MPI_QUEUE_TRAITS or NEW_MPI_QUEUE_TRAITS, whichever has this build. */
+export function mpiQueueTraits(mpi: AnyMpiName): MpiQueueTraits {
+  switch (mpi) {
+    case 'openmpi':
+    case 'mpich':
+      return MPI_QUEUE_TRAITS[mpi];
+    case 'openmpi5':
+    case 'mpich42':
+      return NEW_MPI_QUEUE_TRAITS[mpi];
+    default:
+      return assertUnreachable(mpi);
+  }
+}
+
 /** The fixtures that hang (ring_ok completes and has no steady state). */
 export type HangFixture = 'ring_ssend' | 'wrong_tag' | 'split_wildcard' | 'big_isend' | 'collective_mismatch';
 export const HANG_FIXTURES: readonly HangFixture[] = [
@@ -109,9 +134,9 @@ const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
  * in their own order, so match them by name. Every other communicator they list
  * (MPI_QUEUE_TRAITS[mpi].otherComms) has empty queues.
  */
-export function expectedQueues(mpi: MpiName, fixture: HangFixture, np = 4): ExpectedComm[][] {
+export function expectedQueues(mpi: AnyMpiName, fixture: HangFixture, np = 4): ExpectedComm[][] {
   if (!Number.isInteger(np) || np < 2) throw new RangeError(`the fixtures need np >= 2, got ${np}`);
-  const traits = MPI_QUEUE_TRAITS[mpi];
+  const traits = mpiQueueTraits(mpi);
   /** Length of `count` MPI_INTs in this MPI's unit. */
   const ints = (count: number): number => {
     switch (traits.lengthUnit) {
@@ -229,6 +254,124 @@ export function expectedQueues(mpi: MpiName, fixture: HangFixture, np = 4): Expe
               }),
             ],
       );
+    default:
+      return assertUnreachable(fixture);
+  }
+}
+
+// ---- Interface corners (issue 14): fixtures/mpi/{intercomm,bsend,no_dll_name}.c ----------
+
+/** Fixtures for the corners of the MQD interface (packages/mqd-core/test/corners.mpi.test.ts). */
+export type CornerFixture = 'intercomm' | 'bsend' | 'no_dll_name';
+export const CORNER_FIXTURES: readonly CornerFixture[] = ['intercomm', 'bsend', 'no_dll_name'];
+
+/** An ExpectedOp with what the corners also check. */
+export interface ExpectedCornerOp extends ExpectedOp {
+  /** The DLL's system_buffer flag (MPI_Bsend). */
+  readonly systemBuffer: boolean;
+  /** Whether the DLL fills the actual_* fields (a matched or completed entry). */
+  readonly actual: boolean;
+}
+
+/** An ExpectedComm with its corners: the world flag, an intercommunicator's remote group. */
+export interface ExpectedCornerComm extends Omit<ExpectedComm, 'sends' | 'receives' | 'unexpected'> {
+  /** MPI_COMM_WORLD by identity (Communicator.world), whatever its name. */
+  readonly world: boolean;
+  /** Only on an intercommunicator: the world ranks of its remote group. */
+  readonly remoteGroup?: readonly number[];
+  readonly sends: readonly ExpectedCornerOp[] | null;
+  readonly receives: readonly ExpectedCornerOp[] | null;
+  readonly unexpected: readonly ExpectedCornerOp[] | null;
+}
+
+/**
+ * What the DLLs show for the corner fixtures at np (even, >= 2; verified at 4), with the
+ * world ranks MQD derives (peerWorld is the truth; on an intercommunicator the peer is a rank
+ * of the remote group). Only the communicators that matter are listed.
+ */
+export function expectedCornerQueues(
+  mpi: AnyMpiName,
+  fixture: CornerFixture,
+  np = 4,
+): ExpectedCornerComm[][] {
+  if (!Number.isInteger(np) || np < 2 || np % 2 !== 0)
+    throw new RangeError(`the corner fixtures need an even np >= 2, got ${np}`);
+  const traits = mpiQueueTraits(mpi);
+  const ints = (count: number): number => (traits.lengthUnit === 'bytes' ? count * INT_BYTES : count);
+  const unexpected = (ops: readonly ExpectedCornerOp[]): readonly ExpectedCornerOp[] | null =>
+    traits.showsUnexpected ? ops : null;
+  const op = (
+    peer: number,
+    peerWorld: number,
+    tag: number,
+    length: number,
+    status: OpStatus,
+    more: Partial<Pick<ExpectedCornerOp, 'systemBuffer' | 'actual'>> = {},
+  ): ExpectedCornerOp => ({
+    peer,
+    peerWorld,
+    tag,
+    length,
+    status,
+    systemBuffer: false,
+    actual: false,
+    ...more,
+  });
+  const next = (r: number) => (r + 1) % np;
+  const prev = (r: number) => (r - 1 + np) % np;
+  const world = (
+    r: number,
+    name: string,
+    queues: Pick<ExpectedCornerComm, 'sends' | 'receives' | 'unexpected'>,
+  ): ExpectedCornerComm => ({ name, world: true, size: np, localRank: r, group: range(np), ...queues });
+  switch (fixture) {
+    case 'no_dll_name':
+      // MPIR_dll_name emptied, MPI_COMM_WORLD renamed: found by the install path, known by identity.
+      return range(np).map((r) => [
+        world(r, 'mqd_world', {
+          sends: [],
+          receives: [op(prev(r), prev(r), 3, ints(1), 'pending')],
+          unexpected: unexpected([]),
+        }),
+      ]);
+    case 'bsend':
+      return range(np).map((r) => [
+        world(r, 'MPI_COMM_WORLD', {
+          // Open MPI keeps the buffered rendezvous send's request, `complete` (the data is in the
+          // attached buffer), system_buffer set, actual fields copied from the desired ones.
+          // MPICH records no blocking send, buffered or not.
+          sends: traits.showsBlockingSends
+            ? [op(next(r), next(r), 50, ints(256 * 1024), 'complete', { systemBuffer: true, actual: true })]
+            : [],
+          receives: [op(prev(r), prev(r), 51, ints(1), 'pending')],
+          // MPICH: the left neighbour's request-to-send, count 0 like every unexpected entry.
+          unexpected: unexpected([op(prev(r), prev(r), 50, 0, 'pending')]),
+        }),
+      ]);
+    case 'intercomm': {
+      const half = np / 2;
+      return range(np).map((r) => {
+        const low = r < half;
+        const l = low ? r : r - half;
+        const localGroup = low ? range(half) : range(half).map((i) => half + i);
+        const remoteGroup = low ? range(half).map((i) => half + i) : range(half);
+        return [
+          world(r, 'MPI_COMM_WORLD', { sends: [], receives: [], unexpected: unexpected([]) }),
+          {
+            name: 'mqd_inter',
+            world: false,
+            // Both DLLs report the size of the remote group (equal halves here: np / 2).
+            size: half,
+            localRank: l,
+            group: localGroup,
+            remoteGroup,
+            sends: [],
+            receives: [op(l, remoteGroup[l] ?? -1, 30 + l, ints(4), 'pending')],
+            unexpected: unexpected([]),
+          },
+        ];
+      });
+    }
     default:
       return assertUnreachable(fixture);
   }

@@ -53,6 +53,16 @@ export function listGolden(): Array<[MpiName, string]> {
 
 const ADDRESS = /^0x[0-9a-f]+$/;
 
+/**
+ * A DLL's version string without what differs between two builds of the same source: Open MPI
+ * names the user@host that built it, MPICH the day it was compiled.
+ */
+export function buildNeutral(version: string): string {
+  return version
+    .replace(/package: Open MPI \S+ Distribution/, 'package: Open MPI (builder) Distribution')
+    .replace(/compiled on [A-Z][a-z]{2} +\d{1,2} \d{4}/, 'compiled on (build date)');
+}
+
 function pathOf(p: string | null, roots: ReadonlyArray<readonly [string, string]>): string | null {
   if (p === null) return null;
   for (const [from, to] of roots) if (p.startsWith(from)) return to + p.slice(from.length);
@@ -109,6 +119,9 @@ export function normaliseSnapshot(s: JobSnapshot, mpiRoot: string = mpiCacheDir(
     const tid = (t: number) => tids.get(t) ?? pid;
     const out: RankSnapshot = {
       ...r,
+      ...(r.dll
+        ? { dll: { path: pathOf(r.dll.path, roots) ?? r.dll.path, version: buildNeutral(r.dll.version) } }
+        : {}),
       pid,
       host: 'node0',
       pausedMicros: r.pausedMicros === null ? null : 100,

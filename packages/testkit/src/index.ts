@@ -10,9 +10,14 @@ export {
   mpiCacheDir,
 } from './config.js';
 export {
+  CORNER_FIXTURES,
+  type CornerFixture,
   type ExpectedComm,
+  type ExpectedCornerComm,
+  type ExpectedCornerOp,
   type ExpectedOp,
   expectedBlockingCall,
+  expectedCornerQueues,
   expectedQueues,
   HANG_FIXTURES,
   type HangFixture,

@@ -2,6 +2,7 @@
 // on which communicator, and the collectives whose members are not all in the same call
 // (a collective mismatch: "ranks 0-2 in MPI_Barrier on MPI_COMM_WORLD, rank 3 in
 // MPI_Allreduce"). Ranks whose stacks were not read (mpiCall absent) are left to the queues.
+import { isWorld, isWorldLike } from './comm.js';
 import { type CallKind, callKind, foldMpiName, isWorldCollective } from './mpi-calls.js';
 import { compressRanks } from './ranges.js';
 import type { SnapshotIndex } from './snapshot-index.js';
@@ -54,9 +55,7 @@ export function callFacts(ix: SnapshotIndex): CallFacts {
     for (let ci = start; ci < end; ci++) {
       const ce = ix.comms[ci];
       if (ce === undefined) continue;
-      const match = isWorldCollective(name)
-        ? ce.comm.name === 'MPI_COMM_WORLD'
-        : id !== null && ce.comm.id === id;
+      const match = isWorldCollective(name) ? isWorld(ce.comm) : id !== null && ce.comm.id === id;
       if (match) {
         commIdx[i] = ci;
         keyId[i] = ce.keyId;
@@ -72,7 +71,7 @@ export function commMembers(ix: SnapshotIndex, keyId: number): Int32Array {
   const rep = ix.comms.find((c) => c.keyId === keyId);
   if (rep === undefined) return new Int32Array(0);
   const c = rep.comm;
-  if (c.name === 'MPI_COMM_WORLD' || (c.group === null && c.size === ix.n)) {
+  if (isWorldLike(c, ix.n)) {
     return Int32Array.from({ length: ix.n }, (_, i) => i);
   }
   const out: number[] = [];

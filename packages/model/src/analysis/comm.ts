@@ -29,8 +29,8 @@ const VERBATIM_GROUP = 16;
  * name, size and both hashes are treated as one communicator (odds about 2^-64 per pair).
  */
 export function commKey(c: Communicator): string {
+  if (isWorld(c)) return `MPI_COMM_WORLD#${c.size}#world`;
   const head = `${c.name}#${c.size}`;
-  if (c.name === 'MPI_COMM_WORLD') return `${head}#world`;
   if (c.group === null) return `${head}#?`;
   if (c.group.length <= VERBATIM_GROUP) return `${head}#${c.group.join(',')}`;
   return `${head}#h${groupHash(c.group)}`;
@@ -48,9 +48,18 @@ function groupHash(group: readonly number[]): string {
   return `${(a >>> 0).toString(36)}.${(b >>> 0).toString(36)}`;
 }
 
+/**
+ * MPI_COMM_WORLD, by its identity: the reader's `world` flag (the library's world id, the
+ * identity group), never the name when the flag is there (a renamed world; a user communicator
+ * named "MPI_COMM_WORLD"). Snapshots written before the flag existed: by name.
+ */
+export function isWorld(c: Communicator): boolean {
+  return c.world ?? c.name === 'MPI_COMM_WORLD';
+}
+
 /** MPI_COMM_WORLD, or a communicator that spans the job without a group (MPICH's internal world copies). */
 export function isWorldLike(c: Communicator, nRanks: number): boolean {
-  return c.name === 'MPI_COMM_WORLD' || (c.group === null && c.size === nRanks);
+  return isWorld(c) || (c.group === null && c.size === nRanks);
 }
 
 /** MPI_ANY_SOURCE: the library knows neither the local nor the global peer. */
@@ -66,6 +75,8 @@ export function isWildcardPeer(peer: Peer): boolean {
 export function peerGlobalRank(peer: Peer, c: Communicator, selfRank: number, nRanks: number): number | null {
   if (peer.global !== null && peer.global >= 0) return peer.global;
   const l = peer.local;
+  // An intercommunicator's peers are ranks of its remote group, never this process.
+  if (c.remoteGroup !== undefined) return l === null || l < 0 ? null : (c.remoteGroup?.[l] ?? null);
   if (l === null || l < 0 || l >= c.size) return null;
   if (l === c.localRank) return selfRank;
   if (c.group !== null) return c.group[l] ?? null;

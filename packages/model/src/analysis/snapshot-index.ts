@@ -2,7 +2,7 @@
 // flattened with their cross-process keys, and peer resolution to rank positions. Positions
 // ("idx") index `snap.ranks`; ranks are sorted, so idx order is world-rank order.
 import type { Communicator, JobSnapshot, Operation, Peer, QueueKind } from '../snapshot-spec.js';
-import { commKey, isInternalComm, isWildcardPeer, type OpRef, peerGlobalRank } from './comm.js';
+import { commKey, isInternalComm, isWildcardPeer, isWorld, type OpRef, peerGlobalRank } from './comm.js';
 
 /** peerIdx result: the peer is MPI_ANY_SOURCE. */
 export const PEER_ANY = -2;
@@ -73,14 +73,17 @@ export class SnapshotIndex {
    * on a one-member group (MPI_COMM_SELF): those are looked up by name, then by number.
    */
   private keyIdFor(c: Communicator): number {
-    const simple = c.name === 'MPI_COMM_WORLD' || c.group === null;
+    const world = isWorld(c);
+    const simple = world || c.group === null;
     const single = !simple && c.group?.length === 1;
     if (!simple && !single) return this.intern(commKey(c));
     const cache = simple ? this.bySize : this.byMember;
-    let byName = cache.get(c.name);
+    // The world's key ignores its name (a renamed world); NUL never starts an MPI name.
+    const name = world ? '\u0000world' : c.name;
+    let byName = cache.get(name);
     if (byName === undefined) {
       byName = new Map();
-      cache.set(c.name, byName);
+      cache.set(name, byName);
     }
     const num = simple ? c.size : (c.group?.[0] ?? -1);
     let id = byName.get(num);

@@ -22,7 +22,7 @@ import {
   callFacts,
   commMembers,
 } from './call-facts.js';
-import { isCollectiveInternal, type OpRef, peerGlobalRank } from './comm.js';
+import { isCollectiveInternal, isWorldLike, type OpRef, peerGlobalRank } from './comm.js';
 import { at, type Csr, csr, IntVec } from './csr.js';
 import {
   type CommEntry,
@@ -429,7 +429,7 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
     const rep = comms[groupRepComm.get(g)];
     if (rep === undefined) continue;
     const c = rep.comm;
-    if (c.name === 'MPI_COMM_WORLD' || (c.group === null && c.size === n)) {
+    if (isWorldLike(c, n)) {
       for (let i = 0; i < n; i++) {
         memberKeys.push(g);
         memberVals.push(i);

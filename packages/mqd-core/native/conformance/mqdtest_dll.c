@@ -17,7 +17,7 @@ typedef struct image_info mqs_image_info;
 typedef struct process_info mqs_process_info;
 
 enum { mqs_ok = 0, mqs_no_information = 1, mqs_end_of_list = 2, mqs_first_user_code = 100 };
-enum { err_missing_type = 100, err_missing_symbol, err_read, err_bad_class, err_no_store };
+enum { err_missing_type = 100, err_missing_symbol, err_read, err_bad_class, err_no_store, err_injected, err_private_code };
 typedef enum { mqs_lang_c = 'c' } mqs_lang_code;
 enum { mqs_pending_sends, mqs_pending_receives, mqs_unexpected_messages };
 
@@ -83,7 +83,10 @@ struct process_info {
 #define MQDTEST_COMPAT 2
 #endif
 int mqs_version_compatibility(void) { return MQDTEST_COMPAT; }
-char *mqs_version_string(void) { return "mqdtest conformance DLL 1.0 (MQD Dashboard tests)"; }
+#ifndef MQDTEST_VERSION
+#define MQDTEST_VERSION "mqdtest conformance DLL 1.0 (MQD Dashboard tests)"
+#endif
+char *mqs_version_string(void) { return MQDTEST_VERSION; }
 int mqs_dll_taddr_width(void) { return sizeof(mqs_taddr_t); }
 void mqs_setup_basic_callbacks(const mqs_basic_callbacks *b) { cb = b; }
 
@@ -94,6 +97,8 @@ char *mqs_dll_error_string(int code) {
     case err_read: return "mqdtest: the target could not be read";
     case err_bad_class: return "mqdtest: no such operation class";
     case err_no_store: return "mqdtest: no process info stored";
+    case err_injected: return "mqdtest: injected failure (the target asked for it)";
+    case err_private_code: return "mqdtest: a debugger callback failed with a code other than mqs_no_information";
     default: return cb->errorstring_fp(code); /* a debugger code: ask the debugger */
   }
 }
@@ -195,6 +200,13 @@ int mqs_setup_process(mqs_process *p, const mqs_process_callbacks *pcb) {
   cb->put_process_info_fp(p, pi);
   /* A missing symbol, asked with a NULL out-pointer like Open MPI's MPIR_Ignore_queues. */
   if (ii->icb->find_symbol_fp(image, "MPIR_Ignore_queues", 0) == mqs_ok) return mqs_no_information;
+  /* The interface text: a callback that cannot answer returns mqs_no_information, no other code. */
+  mqs_taddr_t where = 0;
+  char probe[4];
+  if (ii->icb->find_symbol_fp(image, "mqdtest_no_such_symbol", &where) != mqs_no_information ||
+      ii->icb->find_function_fp(image, "mqdtest_no_such_function", mqs_lang_c, &where) != mqs_no_information ||
+      pcb->fetch_data_fp(p, 0, (int)sizeof probe, probe) != mqs_no_information)
+    return err_private_code;
   if (ii->icb->find_symbol_fp(image, "mqdtest_mode", &pi->mode_sym) != mqs_ok) return err_missing_symbol;
   mqs_tword_t mode = 0;
   if (fetch_int_widened(p, pi->mode_sym, &mode) != mqs_ok) return err_read;
@@ -208,7 +220,7 @@ int mqs_process_has_queues(mqs_process *p, char **msg) {
   mqs_image_info *ii = cb->get_image_info_fp(image);
   *msg = 0;
   if (pi->mode == 6) {
-    *msg = "mqdtest: this process was started without queue support";
+    *msg = "mqdtest: %s was started without queue support (100%% sure)";
     return err_missing_symbol;
   }
   if (ii->icb->find_symbol_fp(image, "mqdtest_comms", &pi->comms_sym) != mqs_ok) {
@@ -228,13 +240,16 @@ int mqs_update_communicator_list(mqs_process *p) {
 int mqs_setup_communicator_iterator(mqs_process *p) {
   mqs_process_info *pi = cb->get_process_info_fp(p);
   pi->comm_count = 0;
-  return fetch_ptr(p, pi->comms_sym, &pi->cur_comm) == mqs_ok && pi->cur_comm ? mqs_ok : mqs_end_of_list;
+  if (pi->mode == 11) return err_injected;
+  if (fetch_ptr(p, pi->comms_sym, &pi->cur_comm) != mqs_ok) return err_read;
+  return pi->cur_comm ? mqs_ok : mqs_end_of_list;
 }
 
 int mqs_get_communicator(mqs_process *p, mqs_communicator *c) {
   mqs_process_info *pi = cb->get_process_info_fp(p);
   mqs_image_info *ii = cb->get_image_info_fp(pi->pcb->get_image_fp(p));
   if (!pi->cur_comm) return err_no_store;
+  if (pi->mode == 8 && pi->comm_count == 1) return err_injected;
   mqs_tword_t id = 0, size = 0, rank = 0;
   if (fetch_ptr(p, pi->cur_comm + ii->comm_id, (mqs_taddr_t *)&id) != mqs_ok) return err_read;
   if (fetch_int_widened(p, pi->cur_comm + ii->comm_size, &size) != mqs_ok) return err_read;
@@ -266,6 +281,7 @@ int mqs_next_communicator(mqs_process *p) {
   mqs_process_info *pi = cb->get_process_info_fp(p);
   mqs_image_info *ii = cb->get_image_info_fp(pi->pcb->get_image_fp(p));
   mqs_taddr_t next = 0;
+  if (pi->mode == 9) return err_injected;
   if (fetch_ptr(p, pi->cur_comm + ii->comm_next, &next) != mqs_ok) return err_read;
   pi->cur_comm = next;
   pi->comm_count++;
@@ -277,6 +293,7 @@ int mqs_setup_operation_iterator(mqs_process *p, int op_class) {
   mqs_image_info *ii = cb->get_image_info_fp(pi->pcb->get_image_fp(p));
   if (op_class < 0 || op_class > 2) return err_bad_class;
   if (op_class == mqs_unexpected_messages && pi->mode == 7) return mqs_no_information;
+  if (op_class == mqs_pending_receives && pi->mode == 10) return err_injected;
   pi->cur_class = op_class;
   return fetch_ptr(p, pi->cur_comm + ii->comm_queues + (mqs_taddr_t)op_class * pi->sizes.pointer_size, &pi->next_op) ==
                  mqs_ok

@@ -29,11 +29,12 @@
 #define KEEP_OPS (1u << 16)   /* walk records retained (27 MiB): a deep queue does not refault */
 #define OP_SIZE 416      /* mqs_pending_operation on LP64 (mqs-spec.ts PENDING_OPERATION) */
 
-/* Must match mqs-spec.ts (DEBUGGER_CODES) and memory.ts (ReadFailure). */
+/* Must match mqs-spec.ts (CALLBACK_FAILURE, WALK_OUT_OF_MEMORY) and memory.ts (ReadFailure).
+ * A failed callback answers mqs_no_information, as the interface text says; why it failed is
+ * kept here (the slot's fail kind and address) for the debugger, never handed to the DLL. */
 #define MQS_OK 0
-#define ERR_READ 1001
-#define ERR_BUDGET 1002
-#define ERR_NULL 1003
+#define MQS_NO_INFORMATION 1
+#define WALK_OUT_OF_MEMORY (-1)
 enum { FAIL_NONE = 0, FAIL_UNMAPPED = 1, FAIL_DENIED = 2, FAIL_GONE = 3, FAIL_BUDGET = 4, FAIL_MISSING = 5 };
 
 /* A core file's memory (issue 17): address ranges served by pread from a file (the core's own
@@ -59,6 +60,8 @@ typedef struct {
   int64_t bytes;   /* read in this stop */
   int64_t reads;
   int fail;
+  uint64_t fail_addr; /* the address of the first failed read in this stop */
+  int64_t failed_reads;
   region_t *regions; /* non-NULL: a core, read by pread instead of process_vm_readv */
   size_t nregions;
 } slot_t;
@@ -71,7 +74,7 @@ static slot_t *slot_of(intptr_t key) {
   return &slots[key];
 }
 
-API int mqd_shim_abi(void) { return 3; }
+API int mqd_shim_abi(void) { return 4; }
 
 API int mqd_shim_set(intptr_t key, int pid, int rank, intptr_t image, int64_t budget) {
   if (key <= 0 || key > (1 << 24)) return -1;
@@ -301,10 +304,19 @@ static const uint8_t *page(slot_t *s, uint64_t base) {
   return first->page < 0 ? NULL : page_ptr((size_t)first->page);
 }
 
-/* Copies len bytes at addr of process `key` into out. 1 = read, 0 = not (s->fail says why). */
+static int read_into(slot_t *s, uint64_t addr, int64_t len, uint8_t *out);
+
+/* Copies len bytes at addr of process `key` into out. 1 = read, 0 = not (s->fail says why,
+ * s->fail_addr where the first failed read of the stop started). */
 API int mqd_shim_read(intptr_t key, uint64_t addr, int64_t len, uint8_t *out) {
   slot_t *s = slot_of(key);
   if (!s || len < 0) return 0;
+  if (read_into(s, addr, len, out)) return 1;
+  if (!s->failed_reads++) s->fail_addr = addr;
+  return 0;
+}
+
+static int read_into(slot_t *s, uint64_t addr, int64_t len, uint8_t *out) {
   s->reads++;
   s->bytes += len;
   if (s->bytes > s->budget) {
@@ -344,12 +356,24 @@ API void mqd_shim_begin_stop(intptr_t key) {
   s->bytes = 0;
   s->reads = 0;
   s->fail = FAIL_NONE;
+  s->fail_addr = 0;
+  s->failed_reads = 0;
   cache_clear(s->pid);
 }
 
 API int mqd_shim_failure(intptr_t key) {
   slot_t *s = slot_of(key);
   return s ? s->fail : FAIL_NONE;
+}
+
+/* Reads that failed in this stop, and where the first of them started. */
+API int64_t mqd_shim_failed_reads(intptr_t key) {
+  slot_t *s = slot_of(key);
+  return s ? s->failed_reads : 0;
+}
+API uint64_t mqd_shim_fail_addr(intptr_t key) {
+  slot_t *s = slot_of(key);
+  return s ? s->fail_addr : 0;
 }
 
 API int64_t mqd_shim_stop_reads(intptr_t key) {
@@ -374,7 +398,7 @@ API int mqd_shim_walk_ops(void *fn, intptr_t key, int64_t max) {
     if (ops_count == ops_cap) {
       size_t cap = ops_cap ? ops_cap * 2 : 256;
       uint8_t *o = realloc(ops, cap * OP_SIZE);
-      if (!o) return ERR_NULL;
+      if (!o) return WALK_OUT_OF_MEMORY;
       ops = o;
       ops_cap = cap;
     }
@@ -444,11 +468,11 @@ API int64_t mqd_shim_outstanding(void) {
 API int mqd_cb_fetch_data(intptr_t process, uint64_t addr, int size, void *buf) {
   counters[C_FETCH]++;
   slot_t *s = slot_of(process);
-  if (!s || !buf) return ERR_NULL;
+  if (!s || !buf) return MQS_NO_INFORMATION;
   if (size <= 0) return MQS_OK;
   if (mqd_shim_read(process, addr, size, buf)) return MQS_OK;
   memset(buf, 0, (size_t)size);
-  return s->fail == FAIL_BUDGET ? ERR_BUDGET : ERR_READ;
+  return MQS_NO_INFORMATION;
 }
 
 API int mqd_cb_get_global_rank(intptr_t process) {

@@ -2,7 +2,7 @@
 // mqs_pending_operation) into the model's communicators and operations. No koffi, no target:
 // the walk (session.ts) copies the raw records while the rank is stopped, and these run after
 // it is resumed. Layouts and status values come from mqs-spec.ts.
-import type { Communicator, Operation } from '@mqd/model';
+import { type Communicator, isWorld, type Operation } from '@mqd/model';
 import { COMMUNICATOR, mqs_status, PENDING_OPERATION } from './mqs-spec.js';
 
 /** Decodes a target int the DLL widened into 8 bytes: negative or unknown -> null. */
@@ -60,11 +60,17 @@ function decodeAt(buf: Buffer, v: DataView, at: number, commSize: number): Opera
   const status = decodeStatus(v.getInt32(at + P.status, true));
   const tagWild = v.getInt32(at + P.tag_wild, true) !== 0;
   const rawTag = v.getInt32(at + P.desired_tag, true);
+  // The lines as the DLL wrote them (Open MPI's [0] what, [1] data, [2] type; MPICH clears [1]):
+  // an empty line between two others stays, so each keeps its place; trailing empty ones go.
   const extraText: string[] = [];
+  let lastLine = 0;
   for (let i = 0; i < P.extraLines; i++) {
     const s = cStringAt(buf, at + P.extra_text + i * P.extraLineLen, P.extraLineLen);
-    if (s.length > 0) extraText.push(s);
+    extraText.push(s);
+    if (s.length > 0) lastLine = i + 1;
   }
+  extraText.length = lastLine;
+  const length = decodeLength(v, at + P.desired_length);
   const op: Operation = {
     status,
     peer: {
@@ -73,12 +79,14 @@ function decodeAt(buf: Buffer, v: DataView, at: number, commSize: number): Opera
     },
     // MPI_ANY_TAG is -1 in both libraries; MPICH does not set tag_wild.
     tag: tagWild || rawTag === -1 ? null : rawTag,
-    length: decodeLength(v, at + P.desired_length) ?? 0,
+    length: length ?? 0,
     actual: null,
     extraText,
     buffer: `0x${v.getBigUint64(at + P.buffer, true).toString(16)}`,
     systemBuffer: v.getInt32(at + P.system_buffer, true) !== 0,
   };
+  if (length === null) op.lengthUnknown = true;
+  // Any queue's operation once matched (sends too: Open MPI copies desired into actual).
   if (status !== 'pending') {
     const aTag = v.getInt32(at + P.actual_tag, true);
     op.actual = {
@@ -113,6 +121,22 @@ export interface CommunicatorHeader {
   readonly isNull: boolean;
 }
 
+/**
+ * Whether a communicator is MPI_COMM_WORLD, by identity: it carries the id the library gives the
+ * world in this process (Open MPI: context id 0; MPICH: the address of MPIR_Comm_builtin[0];
+ * other libraries: id 0) and its group, when the library shows one, is the identity. Its name
+ * plays no part: MPI_Comm_set_name may rename the world, and a user may call a communicator
+ * "MPI_COMM_WORLD".
+ */
+export function isWorldHeader(
+  h: CommunicatorHeader,
+  group: readonly number[] | null,
+  worldId: string | null,
+): boolean {
+  if (worldId === null || h.id !== worldId) return false;
+  return group === null || (group.length === h.size && group.every((g, i) => g === i));
+}
+
 /** One mqs_communicator record. */
 export function decodeCommunicator(bytes: Uint8Array): CommunicatorHeader {
   const C = COMMUNICATOR;
@@ -142,11 +166,24 @@ export function decodeGroup(ranks: Int32Array): number[] | null {
  * global ranks -1. Mutates and returns `comm`.
  */
 export function deriveGlobalRanks(comm: Communicator): Communicator {
-  const worldish = comm.name === 'MPI_COMM_WORLD';
+  const worldish = isWorld(comm);
   if (worldish) comm.group = null;
-  const group = comm.group;
+  // On an intercommunicator peers are ranks of the remote group; the DLLs' own global ranks
+  // went through the local group, so they are replaced (or dropped when the group is unknown).
+  const inter = comm.remoteGroup !== undefined;
+  const group = inter ? comm.remoteGroup : comm.group;
   const toGlobal = worldish ? (l: number) => l : group ? (l: number) => group[l] : null;
-  if (!toGlobal) return comm;
+  if (!toGlobal) {
+    if (inter) {
+      for (const q of ['sends', 'receives', 'unexpected'] as const) {
+        for (const op of comm[q] ?? []) {
+          op.peer.global = null;
+          if (op.actual) op.actual.peer.global = null;
+        }
+      }
+    }
+    return comm;
+  }
   for (const q of ['sends', 'receives', 'unexpected'] as const) {
     for (const op of comm[q] ?? []) {
       if (op.peer.local !== null) op.peer.global = toGlobal(op.peer.local) ?? op.peer.global;

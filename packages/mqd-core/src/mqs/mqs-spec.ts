@@ -22,21 +22,23 @@ export const mqs_no_information = 1;
 export const mqs_end_of_list = 2;
 export const mqs_first_user_code = 100;
 
-/** Codes this debugger returns from its callbacks (outside the DLLs' ranges), decoded by errorstring. */
-export const DEBUGGER_CODES = {
-  1000: 'debugger: symbol not found',
-  1001: 'debugger: target memory could not be read (unmapped address or process gone)',
-  1002: 'debugger: read budget exceeded (corrupt or cyclic list?)',
-  1003: 'debugger: NULL argument from the DLL',
-  1004: 'debugger: type not found in the debug info',
-  1005: 'debugger: internal error in a callback',
-} as const;
-export const ERR_NO_SYMBOL = 1000;
-export const ERR_READ = 1001;
-export const ERR_BUDGET = 1002;
-export const ERR_NULL = 1003;
-export const ERR_NO_TYPE = 1004;
-export const ERR_CALLBACK = 1005;
+/**
+ * What this debugger's callbacks return on failure. The text says find_function, find_symbol
+ * and fetch_data return mqs_no_information when they cannot answer; both real DLLs only compare
+ * the result with mqs_ok (Open MPI 4.1.4 ompi_common_dll.c, MPICH 4.0.2 dll_mpich.c) and never
+ * print it or call errorstring. So no private codes cross the interface: why a callback failed
+ * (an unreadable address, the read budget, a missing symbol) stays on our side (the shim's
+ * failure kind and address, the session's last callback failure) and is added to the message
+ * of the DLL error it caused.
+ */
+export const CALLBACK_FAILURE = mqs_no_information;
+
+/** errorstring's answer for the only failure code the callbacks return. */
+export const CALLBACK_FAILURE_TEXT =
+  'debugger: no information (a symbol, type or target memory the DLL asked for is not available)';
+
+/** mqd_shim_walk_ops's own code (never from a DLL): the walk buffer could not grow. */
+export const WALK_OUT_OF_MEMORY = -1;
 
 /** mqs_lang_code */
 export const mqs_lang = { c: 0x63, cplus: 0x43, f77: 0x66, f90: 0x46 } as const;

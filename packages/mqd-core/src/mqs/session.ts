@@ -5,6 +5,7 @@
 import {
   type Communicator,
   err,
+  isWorld,
   type MpiLibrary,
   type MqdError,
   mqdError,
@@ -29,28 +30,37 @@ import {
   decodeGroup,
   decodeOperations,
   deriveGlobalRanks,
+  isWorldHeader,
 } from './decode.js';
 import { libraryOfDll } from './library.js';
 import {
   BASIC_CALLBACKS,
+  CALLBACK_FAILURE,
+  CALLBACK_FAILURE_TEXT,
   COMMUNICATOR,
-  DEBUGGER_CODES,
   ENTRY_POINTS,
   type EntryName,
-  ERR_CALLBACK,
-  ERR_NO_SYMBOL,
-  ERR_NULL,
   IMAGE_CALLBACKS,
   MQS_INTERFACE_COMPATIBILITY,
   mqs_end_of_list,
+  mqs_no_information,
   mqs_ok,
   mqs_op_class,
   OPTIONAL_ENTRY_POINTS,
   PENDING_OPERATION,
   PROCESS_CALLBACKS,
   proto,
+  WALK_OUT_OF_MEMORY,
 } from './mqs-spec.js';
 import { HotPath, NATIVE_CALLBACKS, type NativeCallback } from './shim.js';
+import { type TypeSizes, targetTypeSizes } from './target-arch.js';
+
+/**
+ * `MQD_DEBUG=dll` (a comma list, read once, here; readers inherit the agent's environment): the
+ * DLL's dprints made while a rank is read go into that rank as `dllLog`. Always kept, the last
+ * 200, in `MqsSession.dprints`.
+ */
+const DEBUG_DLL = (process.env['MQD_DEBUG'] ?? '').split(',').includes('dll');
 
 type Fn = (...args: unknown[]) => unknown;
 type KoffiLib = ReturnType<typeof koffi.load>;
@@ -86,13 +96,33 @@ interface TargetProcess {
 
 /** One queue as walked in the stop: raw records, decoded after the resume. */
 type RawQueue =
-  | { readonly kind: 'records'; readonly records: Buffer; readonly count: number; readonly rc: number }
-  | { readonly kind: 'unavailable'; readonly rc: number };
+  | {
+      readonly kind: 'records';
+      readonly records: Buffer;
+      readonly count: number;
+      readonly rc: number;
+      /** Our diagnosis when the walk broke off on a failed callback (never shown to the DLL). */
+      readonly why: string | null;
+    }
+  /** mqs_setup_operation_iterator said mqs_no_information: the library cannot show this queue. */
+  | { readonly kind: 'unavailable'; readonly rc: number }
+  /** mqs_setup_operation_iterator failed with any other code: a DLL error, not "unsupported". */
+  | { readonly kind: 'error'; readonly error: MqdError };
 
 interface RawCommunicator {
   readonly header: CommunicatorHeader;
   readonly group: number[] | null;
+  /** An intercommunicator's remote group (null: not readable); undefined for an intracommunicator. */
+  readonly remoteGroup: number[] | null | undefined;
   readonly queues: readonly (readonly [(typeof QUEUES)[number][0], RawQueue])[];
+}
+
+/** The walk of one stop: the communicators read, and the DLL error that cut it short, if any. */
+interface RawWalk {
+  readonly comms: RawCommunicator[];
+  readonly error: MqdError | null;
+  /** The id the library gives MPI_COMM_WORLD in this process (null: not known). */
+  readonly worldId: string | null;
 }
 
 const QUEUES = [
@@ -100,6 +130,20 @@ const QUEUES = [
   ['receives', mqs_op_class.pending_receives],
   ['unexpected', mqs_op_class.unexpected_messages],
 ] as const;
+
+/**
+ * A DLL's has_queues message is a printf format with at most one `%s` (the image or process
+ * name) and no other token; `%%` is a literal percent sign. Anything else is left as written.
+ */
+export function substituteName(format: string, name: string): string {
+  let used = false;
+  return format.replace(/%(%|s)/g, (m, c: string) => {
+    if (c === '%') return '%';
+    if (used) return m;
+    used = true;
+    return name;
+  });
+}
 
 function nativeString(s: string): unknown {
   // Cached per code for the session's life: the DLL may keep the pointer.
@@ -133,7 +177,7 @@ function stackFieldsOf(
     const local = raw.peer !== null && raw.peer >= 0 ? raw.peer : null;
     let global: number | null = null;
     if (local !== null && comm) {
-      global = comm.name === 'MPI_COMM_WORLD' ? local : (comm.group?.[local] ?? null);
+      global = isWorld(comm) ? local : (comm.group?.[local] ?? null);
     }
     args = {
       peer: raw.peer === null ? null : { local, global },
@@ -166,7 +210,17 @@ export class MqsSession {
   private readonly basicCb: unknown;
   private readonly imageCb: unknown;
   private readonly processCb: unknown;
+  /** The DLL's mqs_dprints, the last 200 (MQD_DEBUG=dll also writes them to stderr). */
   readonly dprints: string[] = [];
+  /**
+   * Why our callbacks failed since the last DLL call began (find_symbol of what, a NULL
+   * argument...): the DLL only got mqs_no_information; this is added to the DLL's error.
+   */
+  private callbackFailures: string[] = [];
+  /** The dprints of the rank being read, when MQD_DEBUG=dll asks for them. */
+  private rankLog: string[] | null = null;
+  /** Target type sizes per process key (from its executable's ELF, target-arch.ts). */
+  private readonly typeSizes = new Map<number, TypeSizes>();
   /** Callbacks answered in JavaScript so far (the native ones are counted by the shim). */
   private readonly jsCounts: Record<string, number> = {};
 
@@ -310,8 +364,15 @@ export class MqsSession {
     } catch (e) {
       // A callback must never throw into C (koffi trap 2, README.md).
       this.dprints.push(`callback error: ${(e as Error).message}`);
+      this.noteFailure(`internal error in a callback: ${(e as Error).message}`);
       return fallback;
     }
+  }
+
+  /** Keeps our reason for a failed callback (bounded), and answers the DLL mqs_no_information. */
+  private noteFailure(why: string): number {
+    if (this.callbackFailures.length < 8) this.callbackFailures.push(why);
+    return CALLBACK_FAILURE;
   }
 
   private basicImpl(): Partial<Record<(typeof BASIC_CALLBACKS)[number], Fn>> {
@@ -321,15 +382,21 @@ export class MqsSession {
       free: unused,
       dprints: (text) =>
         this.guard(undefined, () => {
-          if (this.dprints.length < 200) this.dprints.push(String(text));
+          const line = String(text).replace(/\n$/, '').slice(0, 4096);
+          if (this.dprints.length >= 200) this.dprints.shift();
+          this.dprints.push(line);
+          if (this.rankLog && this.rankLog.length < 200) this.rankLog.push(line);
         }),
       errorstring: (code) =>
         this.guard(0n, () => {
           const c = Number(code);
           let s = this.errorStrings.get(c);
           if (!s) {
+            // Our callbacks return only mqs_no_information; any other code is not ours.
             s = nativeString(
-              DEBUGGER_CODES[c as keyof typeof DEBUGGER_CODES] ?? `debugger: unknown error ${c}`,
+              c === CALLBACK_FAILURE
+                ? CALLBACK_FAILURE_TEXT
+                : `debugger: ${c} is not a code of this debugger (its callbacks fail only with mqs_no_information)`,
             );
             this.errorStrings.set(c, s);
           }
@@ -341,29 +408,36 @@ export class MqsSession {
 
   private imageImpl(): Record<(typeof IMAGE_CALLBACKS)[number], Fn> {
     return {
-      get_type_sizes: (_proc, sizes) =>
+      get_type_sizes: (proc, sizes) =>
         this.guard(undefined, () => {
           if (!sizes) return;
+          // The target's, from its ELF (setUp refused any target they are not LP64 for).
+          const got = this.typeSizes.get(Number(proc));
+          if (!got) {
+            this.noteFailure(`get_type_sizes for an unknown process handle ${String(proc)}`);
+            return;
+          }
           // Only the 5 standard fields: Open MPI's 7-int struct gets the rest from the target.
-          const v = new Int32Array(koffi.view(sizes, 20));
-          v.set([2, 4, 8, 8, 8]);
+          new Int32Array(koffi.view(sizes, 20)).set(got);
         }),
       find_function: (image, name, _lang, addr) =>
-        this.guard(ERR_CALLBACK, () => {
+        this.guard(CALLBACK_FAILURE, () => {
           const t = this.byImage.get(Number(image));
-          if (!t || typeof name !== 'string') return ERR_NULL;
+          if (!t) return this.noteFailure(`find_function: unknown image handle ${String(image)}`);
+          if (typeof name !== 'string') return this.noteFailure('find_function: NULL name from the DLL');
           const a = t.image.hintFunction(name);
-          if (a === null) return ERR_NO_SYMBOL;
+          if (a === null) return this.noteFailure(`find_function: no function ${name} in ${t.image.exe}`);
           t.image.preferModuleOf(a);
           if (addr) koffi.encode(addr, 'uint64_t', a);
           return mqs_ok;
         }),
       find_symbol: (image, name, addr) =>
-        this.guard(ERR_CALLBACK, () => {
+        this.guard(CALLBACK_FAILURE, () => {
           const t = this.byImage.get(Number(image));
-          if (!t || typeof name !== 'string') return ERR_NULL;
+          if (!t) return this.noteFailure(`find_symbol: unknown image handle ${String(image)}`);
+          if (typeof name !== 'string') return this.noteFailure('find_symbol: NULL name from the DLL');
           const s = t.image.findSymbol(name);
-          if (!s) return ERR_NO_SYMBOL;
+          if (!s) return this.noteFailure(`find_symbol: no symbol ${name} in pid ${t.pid}`);
           if (addr) koffi.encode(addr, 'uint64_t', s.address);
           return mqs_ok;
         }),
@@ -402,17 +476,32 @@ export class MqsSession {
   }
 
   // ---- DLL errors -------------------------------------------------------------------------
-  private dllError(code: number, what: string): MqdError {
+  /**
+   * The DLL's own message for its code (mqs_dll_error_string), then our diagnosis of the
+   * callbacks that failed under it (`why`, the session's notes, the reads that failed in this
+   * stop of process `t`): the DLL saw only mqs_no_information.
+   */
+  private dllError(code: number, what: string, t?: TargetProcess, why?: string | null): MqdError {
     let text: string;
-    if (code >= 1000 && code in DEBUGGER_CODES) text = DEBUGGER_CODES[code as keyof typeof DEBUGGER_CODES];
-    else {
-      try {
-        text = String(this.fns.mqs_dll_error_string(code) ?? `error ${code}`);
-      } catch {
-        text = `error ${code}`;
-      }
+    try {
+      text = String(this.fns.mqs_dll_error_string(code) ?? '');
+    } catch (e) {
+      text = `mqs_dll_error_string failed: ${(e as Error).message}`;
     }
-    return mqdError('MQD_E_DLL_ERROR', `${what} returned ${code} (${text})`);
+    // The session's notes and the stop's reads belong to the call just made, only when `t` is given.
+    const ours = [why ?? null, ...(t ? this.callbackFailures : []), t ? this.readDiagnosis(t) : null].filter(
+      (x): x is string => x !== null && x !== '',
+    );
+    const tail = ours.length ? `; debugger: ${[...new Set(ours)].join('; ')}` : '';
+    return mqdError('MQD_E_DLL_ERROR', `${what} returned ${code} (${text || 'no text'})${tail}`);
+  }
+
+  /** Our account of the reads that failed in this stop of `t` (the shim's kind and address). */
+  private readDiagnosis(t: TargetProcess): string | null {
+    const f = this.hot.readFailures(t.key);
+    if (!f) return null;
+    const n = f.count === 1 ? 'a read' : `${f.count} reads`;
+    return `${n} of target memory failed (${f.kind ?? 'unreadable'}), the first at 0x${f.firstAddress.toString(16)}`;
   }
 
   // ---- processes ----------------------------------------------------------------------------
@@ -423,6 +512,7 @@ export class MqsSession {
     if (imageInfo !== 0n) this.fns.mqs_destroy_image_info(imageInfo);
     this.hot.drop(t.key);
     this.hot.drop(t.imageKey);
+    this.typeSizes.delete(t.key);
     this.hot.endStop();
     this.processes.delete(t.key);
     this.byImage.delete(t.imageKey);
@@ -485,6 +575,14 @@ export class MqsSession {
   private setUp(t: TargetProcess): Result<true, { kind: 'error' | 'no-queues'; error: MqdError }> {
     const { key, imageKey } = t;
     const exe = t.image.exe;
+    // The DLL reads the target through these sizes: a target they would be wrong for is refused.
+    const sizes = targetTypeSizes(exe);
+    if (!sizes.ok) {
+      this.forget(t);
+      return err({ kind: 'error', error: sizes.error });
+    }
+    this.typeSizes.set(key, sizes.value);
+    this.callbackFailures = [];
     // One image per address space: find_symbol answers must be relocated for this process.
     let rc = this.fns.mqs_setup_image(imageKey, this.imageCb) as number;
     if (rc !== mqs_ok) {
@@ -493,9 +591,10 @@ export class MqsSession {
       return err({ kind: 'error', error: e });
     }
     const msg: (string | null)[] = [null];
+    this.callbackFailures = [];
     rc = this.fns.mqs_image_has_queues(imageKey, msg) as number;
     if (rc !== mqs_ok) {
-      const text = (msg[0] ?? '').replace(/%s/g, exe);
+      const text = substituteName(msg[0] ?? '', exe);
       const missingType = /missing|type|not found|debug/i.test(text) || rc >= 100;
       this.forget(t);
       return err({
@@ -507,18 +606,24 @@ export class MqsSession {
       });
     }
     this.hot.beginStop(key);
+    this.callbackFailures = [];
     rc = this.fns.mqs_setup_process(key, this.processCb) as number;
     if (rc !== mqs_ok) {
       // Open MPI returns an error without storing process info: never call it again for this pid.
-      const e = this.memoryError(t) ?? this.dllError(rc, 'mqs_setup_process');
+      const e = this.memoryError(t) ?? this.dllError(rc, 'mqs_setup_process', t);
       this.hot.endStop();
       this.forget(t);
       return err({ kind: 'error', error: e });
     }
     const pmsg: (string | null)[] = [null];
+    this.callbackFailures = [];
     rc = this.fns.mqs_process_has_queues(key, pmsg) as number;
     if (rc !== mqs_ok) {
-      const text = pmsg[0] ?? this.dllError(rc, 'mqs_process_has_queues').message;
+      // A printf format with at most one %s, for the process's name (the interface text).
+      const text =
+        pmsg[0] !== null && pmsg[0] !== undefined
+          ? substituteName(pmsg[0], `${exe} (pid ${t.pid})`)
+          : this.dllError(rc, 'mqs_process_has_queues', t).message;
       const me = this.memoryError(t);
       this.hot.endStop();
       this.forget(t);
@@ -539,6 +644,10 @@ export class MqsSession {
    * forgotten afterwards: every core is read once.
    */
   snapshotCore(r: CoreRankTarget, opts: { readonly stacks?: boolean } = {}): RankSnapshot {
+    return this.withLog(() => this.readCore(r, opts));
+  }
+
+  private readCore(r: CoreRankTarget, opts: { readonly stacks?: boolean }): RankSnapshot {
     const base = { rank: r.rank, pid: r.pid, host: r.host };
     const img = r.core.image;
     const changed = r.core.changedFiles();
@@ -550,7 +659,7 @@ export class MqsSession {
         base,
         mqdError(
           'MQD_E_CORE_BUILD_ID',
-          `${r.core.path}: ${vital.path} has build-id ${vital.fileBuildId} here, the core records ${vital.coreBuildId}`,
+          `${r.core.path}: ${vital.path}${vital.onDisk !== vital.path ? ` (read from ${vital.onDisk})` : ''} has build-id ${vital.fileBuildId} here, the core records ${vital.coreBuildId}`,
         ),
       );
     }
@@ -565,8 +674,8 @@ export class MqsSession {
     const t = this.register(r, 'core', img);
     this.hot.setRegions(t.key, r.core.regions);
     const set = this.setUp(t);
-    if (!set.ok) return rankNotRead(base, set.error.error, set.error.kind);
-    let raw: Result<RawCommunicator[], MqdError>;
+    if (!set.ok) return { ...rankNotRead(base, set.error.error, set.error.kind), dll: this.dllInfo() };
+    let raw: Result<RawWalk, MqdError>;
     let stacks: UnwoundRank | MqdError | null = null;
     let rawArgs: RawMpiArgs | null = null;
     try {
@@ -583,7 +692,8 @@ export class MqsSession {
     const comms = raw.ok ? ok(this.assemble(raw.value)) : raw;
     const stackFields =
       stacks === null ? {} : stackFieldsOf(stacks, rawArgs, comms.ok ? comms.value.communicators : []);
-    if (!comms.ok) return { ...rankNotRead(base, comms.error, 'error', 0), ...stackFields };
+    if (!comms.ok)
+      return { ...rankNotRead(base, comms.error, 'error', 0), ...stackFields, dll: this.dllInfo() };
     const { communicators, walkError } = comms.value;
     return {
       ...base,
@@ -591,6 +701,7 @@ export class MqsSession {
       pausedMicros: 0,
       communicators,
       ...stackFields,
+      dll: this.dllInfo(),
     };
   }
 
@@ -609,16 +720,20 @@ export class MqsSession {
    * every thread in the same stop, resumes it. Never throws for expected failures.
    */
   snapshotRank(r: RankTarget, opts: { readonly stacks?: boolean } = {}): RankSnapshot {
+    return this.withLog(() => this.readRank(r, opts));
+  }
+
+  private readRank(r: RankTarget, opts: { readonly stacks?: boolean }): RankSnapshot {
     const base = { rank: r.rank, pid: r.pid, host: r.host };
     const wantStacks = opts.stacks !== false;
     const tgt = this.target(r);
     if (!tgt.ok) {
-      return rankNotRead(base, tgt.error.error, tgt.error.kind);
+      return { ...rankNotRead(base, tgt.error.error, tgt.error.kind), dll: this.dllInfo() };
     }
     const t = tgt.value;
     const stop = stopProcess(r.pid, this.opts.stopTimeoutMs);
     if (!stop.ok) return rankNotRead(base, stop.error);
-    let raw: Result<RawCommunicator[], MqdError>;
+    let raw: Result<RawWalk, MqdError>;
     let stacks: UnwoundRank | MqdError | null = null;
     let rawArgs: RawMpiArgs | null = null;
     let paused: number;
@@ -641,7 +756,7 @@ export class MqsSession {
     const stackFields =
       stacks === null ? {} : stackFieldsOf(stacks, rawArgs, comms.ok ? comms.value.communicators : []);
     if (!comms.ok) {
-      return { ...rankNotRead(base, comms.error, 'error', paused), ...stackFields };
+      return { ...rankNotRead(base, comms.error, 'error', paused), ...stackFields, dll: this.dllInfo() };
     }
     const { communicators, walkError } = comms.value;
     return {
@@ -650,6 +765,7 @@ export class MqsSession {
       pausedMicros: paused,
       communicators,
       ...stackFields,
+      dll: this.dllInfo(),
     };
   }
 
@@ -718,60 +834,246 @@ export class MqsSession {
   /**
    * The walk, while the rank is stopped: every communicator's record and group, and each queue's
    * raw records (the DLL's mqs_next_operation run in C until it stops). Nothing is decoded here.
+   * A DLL error cuts the walk short and is kept (with what was read before it): the rank is then
+   * an error carrying the DLL's message, never "ok" with fewer communicators.
    */
-  private readCommunicators(t: TargetProcess): Result<RawCommunicator[], MqdError> {
+  private readCommunicators(t: TargetProcess): Result<RawWalk, MqdError> {
     const f = this.fns;
+    this.callbackFailures = [];
+    const worldId = this.worldId(t);
     let rc = f.mqs_update_communicator_list(t.key) as number;
-    if (rc !== mqs_ok) return err(this.memoryError(t) ?? this.dllError(rc, 'mqs_update_communicator_list'));
+    if (rc !== mqs_ok)
+      return err(this.memoryError(t) ?? this.dllError(rc, 'mqs_update_communicator_list', t));
     rc = f.mqs_setup_communicator_iterator(t.key) as number;
-    if (rc !== mqs_ok) {
+    if (rc === mqs_end_of_list) {
+      // No communicator yet (before MPI_Init completes), unless the process vanished under us.
       const me = this.memoryError(t);
-      if (me) return err(me);
-      return ok([]); // no communicator yet (before MPI_Init completes)
+      return me ? err(me) : ok({ comms: [], error: null, worldId });
     }
+    if (rc !== mqs_ok)
+      return err(this.memoryError(t) ?? this.dllError(rc, 'mqs_setup_communicator_iterator', t));
     // JS memory handed to the DLL for the length of each call: nothing native to free.
     const commBytes = new Uint8Array(COMMUNICATOR.size);
     const out: RawCommunicator[] = [];
+    const stop = (e: MqdError): Result<RawWalk, MqdError> => ok({ comms: out, error: e, worldId });
     for (let guard = 0; guard < 1_000_000; guard++) {
       commBytes.fill(0);
+      this.callbackFailures = [];
       rc = f.mqs_get_communicator(t.key, commBytes) as number;
-      if (rc !== mqs_ok) break;
+      if (rc !== mqs_ok) {
+        const me = this.memoryError(t);
+        if (me) return err(me);
+        return stop(this.dllError(rc, `mqs_get_communicator (communicator ${out.length + 1})`, t));
+      }
       const header = decodeCommunicator(commBytes);
       if (!header.isNull) {
         let group: number[] | null = null;
         if (this.getCommGroup && header.size > 0 && header.size < 1 << 24) {
           const g = new Int32Array(header.size);
+          // Optional: mqs_no_information or an error leaves the group unknown (null).
           if ((this.getCommGroup(t.key, g) as number) === mqs_ok) group = decodeGroup(g);
         }
+        // The interface has no notion of intercommunicators: read the library's own flag.
+        const remoteGroup = this.remoteGroupOf(t, header.id);
         const queues: [(typeof QUEUES)[number][0], RawQueue][] = [];
         for (const [q, cls] of QUEUES) {
+          this.callbackFailures = [];
           rc = f.mqs_setup_operation_iterator(t.key, cls) as number;
           if (rc !== mqs_ok) {
             const me = this.memoryError(t);
             if (me) return err(me);
-            queues.push([q, { kind: 'unavailable', rc }]);
+            // mqs_no_information: the library cannot show this queue. Any other code is an error.
+            queues.push([
+              q,
+              rc === mqs_no_information
+                ? { kind: 'unavailable', rc }
+                : {
+                    kind: 'error',
+                    error: this.dllError(
+                      rc,
+                      `mqs_setup_operation_iterator(${q}) on communicator '${header.name}'`,
+                      t,
+                    ),
+                  },
+            ]);
             continue;
           }
+          const failedBefore = this.hot.readFailures(t.key)?.count ?? 0;
           const walk = this.hot.walkOps(this.nextOperation, t.key, 10_000_000, PENDING_OPERATION.size);
           const me = this.memoryError(t);
           if (me) return err(me);
-          queues.push([q, { kind: 'records', records: walk.records, count: walk.count, rc: walk.rc }]);
+          const failed = this.hot.readFailures(t.key);
+          const why =
+            walk.rc === mqs_end_of_list || walk.rc === mqs_ok
+              ? null
+              : [
+                  ...this.callbackFailures,
+                  failed && failed.count > failedBefore ? this.readDiagnosis(t) : null,
+                ]
+                  .filter((x) => x !== null)
+                  .join('; ');
+          queues.push([q, { kind: 'records', records: walk.records, count: walk.count, rc: walk.rc, why }]);
         }
-        out.push({ header, group, queues });
+        out.push({ header, group, remoteGroup, queues });
       }
+      this.callbackFailures = [];
       rc = f.mqs_next_communicator(t.key) as number;
-      if (rc !== mqs_ok) break;
+      if (rc === mqs_end_of_list) break;
+      if (rc !== mqs_ok) {
+        const me = this.memoryError(t);
+        if (me) return err(me);
+        return stop(this.dllError(rc, `mqs_next_communicator (after communicator '${header.name}')`, t));
+      }
     }
-    return ok(out);
+    return ok({ comms: out, error: null, worldId });
+  }
+
+  private readI32(t: TargetProcess, addr: bigint): number | null {
+    const b = new Uint8Array(4);
+    return this.hot.read(t.key, addr, 4, b) ? new DataView(b.buffer).getInt32(0, true) : null;
+  }
+
+  /** Offset of `field` in the target's type `type` (-1: no such type or field). */
+  private offsetOf(t: TargetProcess, type: string, field: string): number {
+    const ty = t.image.findType(type);
+    return ty ? ty.file.fieldOffset(ty, field) : -1;
+  }
+
+  /**
+   * Whether the communicator with this id is an intercommunicator, read from the library's own
+   * structures (the mqs_* interface cannot say): undefined for an intracommunicator (or when the
+   * library or its types are unknown), else the world ranks of its remote group (null when they
+   * cannot be read). On an intercommunicator an operation's peer is a rank of the remote group;
+   * the DLLs translate it through the local group (Open MPI: c_local_group), which is wrong.
+   */
+  private remoteGroupOf(t: TargetProcess, id: string): number[] | null | undefined {
+    try {
+      if (this.library === 'openmpi') return this.ompiRemoteGroup(t, id);
+      if (this.library === 'mpich') return this.mpichRemoteGroup(t, id);
+    } catch (e) {
+      this.dprints.push(`debugger: reading the kind of communicator ${id}: ${(e as Error).message}`);
+    }
+    return undefined;
+  }
+
+  /** Open MPI: ompi_mpi_communicators.addr[cid], its c_flags & OMPI_COMM_INTER, c_remote_group. */
+  private ompiRemoteGroup(t: TargetProcess, id: string): number[] | null | undefined {
+    const OMPI_COMM_INTER = 0x1;
+    if (!/^\d+$/.test(id)) return undefined;
+    const list = t.image.findSymbol('ompi_mpi_communicators');
+    const addrOff = this.offsetOf(t, 'opal_pointer_array_t', 'addr');
+    const flagsOff = this.offsetOf(t, 'ompi_communicator_t', 'c_flags');
+    const localOff = this.offsetOf(t, 'ompi_communicator_t', 'c_local_group');
+    const remoteOff = this.offsetOf(t, 'ompi_communicator_t', 'c_remote_group');
+    if (!list || addrOff < 0 || flagsOff < 0 || remoteOff < 0 || localOff < 0) return undefined;
+    const slots = this.readU64(t, list.address + BigInt(addrOff));
+    if (slots === null || slots === 0n) return undefined;
+    const commAt = (cid: number) => this.readU64(t, slots + BigInt(8 * cid));
+    const comm = commAt(Number(id));
+    if (comm === null || comm === 0n) return undefined;
+    const flags = this.readI32(t, comm + BigInt(flagsOff));
+    if (flags === null || (flags & OMPI_COMM_INTER) === 0) return undefined;
+    // World ranks by ompi_proc_t pointer: MPI_COMM_WORLD (cid 0)'s local group is the world.
+    const procs = (group: bigint | null): bigint[] | null => {
+      const countOff = this.offsetOf(t, 'ompi_group_t', 'grp_proc_count');
+      const ptrsOff = this.offsetOf(t, 'ompi_group_t', 'grp_proc_pointers');
+      if (group === null || group === 0n || countOff < 0 || ptrsOff < 0) return null;
+      const n = this.readI32(t, group + BigInt(countOff));
+      const ptrs = this.readU64(t, group + BigInt(ptrsOff));
+      if (n === null || n < 0 || n > 1 << 24 || ptrs === null || ptrs === 0n) return null;
+      const out: bigint[] = [];
+      for (let i = 0; i < n; i++) {
+        const p = this.readU64(t, ptrs + BigInt(8 * i));
+        if (p === null) return null;
+        out.push(p);
+      }
+      return out;
+    };
+    const world = commAt(0);
+    const worldProcs = procs(world === null ? null : this.readU64(t, world + BigInt(localOff)));
+    const remote = procs(this.readU64(t, comm + BigInt(remoteOff)));
+    if (!worldProcs || !remote) return null;
+    const index = new Map(worldProcs.map((p, i) => [p, i]));
+    const ranks = remote.map((p) => index.get(p) ?? -1);
+    return ranks.every((r) => r >= 0) ? ranks : null;
+  }
+
+  /** MPICH: the MPIR_Comm at the id's address, comm_kind, remote_group's lrank_to_lpid. */
+  private mpichRemoteGroup(t: TargetProcess, id: string): number[] | null | undefined {
+    const INTERCOMM = 1;
+    if (!/^0x[0-9a-f]+$/.test(id)) return undefined;
+    const comm = BigInt(id);
+    const kindOff = this.offsetOf(t, 'MPIR_Comm', 'comm_kind');
+    const remoteOff = this.offsetOf(t, 'MPIR_Comm', 'remote_group');
+    if (kindOff < 0 || remoteOff < 0) return undefined;
+    const kind = this.readI32(t, comm + BigInt(kindOff));
+    if (kind !== INTERCOMM) return undefined;
+    const group = this.readU64(t, comm + BigInt(remoteOff));
+    // ch3 makes the remote MPIR_Group only when asked (MPI_Comm_remote_group): then the
+    // virtual connections of the remote ranks, each with its rank in the process group.
+    if (group === 0n) return this.mpichVcRanks(t, comm);
+    const sizeOff = this.offsetOf(t, 'MPIR_Group', 'size');
+    const mapOff = this.offsetOf(t, 'MPIR_Group', 'lrank_to_lpid');
+    const pmap = t.image.findType('MPII_Group_pmap_t');
+    const lpidOff = pmap ? pmap.file.fieldOffset(pmap, 'lpid') : -1;
+    const stride = pmap ? pmap.file.sizeOf(pmap) : -1;
+    if (group === null || group === 0n || sizeOff < 0 || mapOff < 0 || lpidOff < 0 || stride <= 0)
+      return null;
+    const n = this.readI32(t, group + BigInt(sizeOff));
+    const map = this.readU64(t, group + BigInt(mapOff));
+    if (n === null || n < 0 || n > 1 << 24 || map === null || map === 0n) return null;
+    const out: number[] = [];
+    for (let i = 0; i < n; i++) {
+      // lpid: the process's index in MPI_COMM_WORLD for processes of the same job.
+      const lpid = this.readU64(t, map + BigInt(i * stride + lpidOff));
+      if (lpid === null || lpid > 0x7fffffffn) return null;
+      out.push(Number(lpid));
+    }
+    return out;
+  }
+
+  /** MPICH ch3: comm->dev.vcrt->vcr_table[i]->pg_rank, the world rank of remote rank i. */
+  private mpichVcRanks(t: TargetProcess, comm: bigint): number[] | null {
+    const devOff = this.offsetOf(t, 'MPIR_Comm', 'dev');
+    const vcrtOff = this.offsetOf(t, 'MPIDI_CH3I_comm_t', 'vcrt');
+    const sizeOff = this.offsetOf(t, 'MPIDI_VCRT', 'size');
+    const tableOff = this.offsetOf(t, 'MPIDI_VCRT', 'vcr_table');
+    const rankOff = this.offsetOf(t, 'MPIDI_VC', 'pg_rank');
+    if (devOff < 0 || vcrtOff < 0 || sizeOff < 0 || tableOff < 0 || rankOff < 0) return null;
+    const vcrt = this.readU64(t, comm + BigInt(devOff + vcrtOff));
+    if (vcrt === null || vcrt === 0n) return null;
+    const n = this.readI32(t, vcrt + BigInt(sizeOff));
+    if (n === null || n < 0 || n > 1 << 24) return null;
+    const out: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const vc = this.readU64(t, vcrt + BigInt(tableOff + 8 * i));
+      const r = vc === null || vc === 0n ? null : this.readI32(t, vc + BigInt(rankOff));
+      if (r === null || r < 0) return null;
+      out.push(r);
+    }
+    return out;
+  }
+
+  /**
+   * The id the library gives MPI_COMM_WORLD in this process: Open MPI's context id 0, MPICH's
+   * MPIR_Comm_builtin[0] (its ids are MPIR_Comm addresses), 0 for any other library (ours).
+   * Null when it cannot be known (MPICH without the symbol).
+   */
+  private worldId(t: TargetProcess): string | null {
+    if (this.library === 'mpich') {
+      const sym = t.image.findSymbol('MPIR_Comm_builtin');
+      return sym ? `0x${sym.address.toString(16)}` : null;
+    }
+    return '0';
   }
 
   /** Turns the walk's raw records into the model's communicators (after the rank resumed). */
-  private assemble(raw: readonly RawCommunicator[]): {
+  private assemble(walk: RawWalk): {
     communicators: Communicator[];
     walkError: MqdError | null;
   } {
     let walkError: MqdError | null = null;
-    const communicators = raw.map(({ header, group, queues }) => {
+    const communicators = walk.comms.map(({ header, group, remoteGroup, queues }) => {
       const comm: Communicator = {
         id: header.id,
         name: header.name,
@@ -783,6 +1085,8 @@ export class MqsSession {
         unexpected: null,
         unavailable: {},
       };
+      if (walk.worldId !== null) comm.world = isWorldHeader(header, group, walk.worldId);
+      if (remoteGroup !== undefined) comm.remoteGroup = remoteGroup;
       for (const [q, rq] of queues) {
         if (rq.kind === 'unavailable') {
           comm.unavailable[q] = mqdError(
@@ -791,19 +1095,34 @@ export class MqsSession {
           );
           continue;
         }
+        if (rq.kind === 'error') {
+          // Not "unsupported": the DLL failed. The queue is unknown and the rank says why.
+          comm.unavailable[q] = rq.error;
+          walkError ??= rq.error;
+          continue;
+        }
+        if (rq.rc === WALK_OUT_OF_MEMORY) {
+          walkError ??= mqdError(
+            'MQD_E_INTERNAL',
+            `the reader ran out of memory walking ${q} on communicator '${header.name}' after ${rq.count} entries`,
+          );
+        }
         comm[q] = decodeOperations(rq.records, rq.count, header.size);
-        if (rq.rc !== mqs_end_of_list && rq.rc !== mqs_ok) {
+        if (rq.rc !== mqs_end_of_list && rq.rc !== mqs_ok && rq.rc !== WALK_OUT_OF_MEMORY) {
           // The walk broke off (an unreadable pointer, a DLL error): what was read is kept,
           // and the rank says plainly that this queue is partial.
           walkError ??= this.dllError(
             rq.rc,
             `the walk of ${q} on communicator '${header.name}' broke off after ${rq.count} entries: mqs_next_operation`,
+            undefined,
+            rq.why,
           );
         }
       }
       return deriveGlobalRanks(comm);
     });
-    return { communicators, walkError };
+    // A walk cut short before all communicators were listed outranks a partial queue.
+    return { communicators, walkError: walk.error ?? walkError };
   }
 
   private memoryError(t: TargetProcess): MqdError | null {
@@ -824,6 +1143,23 @@ export class MqsSession {
         );
       default:
         return null; // unmapped reads end list walks; the DLL decides what they mean
+    }
+  }
+
+  /** The DLL that read a rank, recorded on the rank (MPMD jobs read by two DLLs). */
+  private dllInfo(): { path: string; version: string } {
+    return { path: this.dllPath, version: this.version.slice(0, 1024) };
+  }
+
+  /** Runs the read of one rank, collecting its dprints into `dllLog` when MQD_DEBUG=dll. */
+  private withLog(read: () => RankSnapshot): RankSnapshot {
+    if (!DEBUG_DLL) return read();
+    const log: string[] = [];
+    this.rankLog = log;
+    try {
+      return { ...read(), dllLog: log };
+    } finally {
+      this.rankLog = null;
     }
   }
 

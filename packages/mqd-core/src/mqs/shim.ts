@@ -41,7 +41,7 @@ const COUNTERS = [
 ] as const;
 
 const FAILURES: readonly (ReadFailure | null)[] = [null, 'unmapped', 'denied', 'gone', 'budget', 'missing'];
-const SHIM_ABI = 3;
+const SHIM_ABI = 4;
 
 type Fn = (...args: unknown[]) => unknown;
 type ShimFn =
@@ -53,6 +53,8 @@ type ShimFn =
   | 'read'
   | 'begin'
   | 'failure'
+  | 'failedReads'
+  | 'failAddr'
   | 'stopReads'
   | 'walk'
   | 'opsCount'
@@ -87,6 +89,8 @@ export class HotPath {
       read: fn('int mqd_shim_read(intptr_t key, uint64_t addr, int64_t len, uint8_t *out)'),
       begin: fn('void mqd_shim_begin_stop(intptr_t key)'),
       failure: fn('int mqd_shim_failure(intptr_t key)'),
+      failedReads: fn('int64_t mqd_shim_failed_reads(intptr_t key)'),
+      failAddr: fn('uint64_t mqd_shim_fail_addr(intptr_t key)'),
       stopReads: fn('int64_t mqd_shim_stop_reads(intptr_t key)'),
       walk: fn('int mqd_shim_walk_ops(uintptr_t fn, intptr_t key, int64_t max)'),
       opsCount: fn('int64_t mqd_shim_ops_count()'),
@@ -178,6 +182,20 @@ export class HotPath {
 
   failure(key: number): ReadFailure | null {
     return FAILURES[this.f.failure(key) as number] ?? null;
+  }
+
+  /**
+   * Our own diagnosis of the reads that failed in this stop (the DLL only saw
+   * mqs_no_information): how many, the first one's address and the failure kind; null when none.
+   */
+  readFailures(key: number): { count: number; firstAddress: bigint; kind: ReadFailure | null } | null {
+    const count = Number(this.f.failedReads(key));
+    if (count === 0) return null;
+    return {
+      count,
+      firstAddress: BigInt(this.f.failAddr(key) as number | bigint),
+      kind: this.failure(key),
+    };
   }
 
   /** Memory reads served in this stop so far (the DLL's and ours). */
