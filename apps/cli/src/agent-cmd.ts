@@ -3,6 +3,7 @@
 
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { isAbsolute } from 'node:path';
 import { parseArgs } from 'node:util';
 import { mqdError } from '@mqd/model';
 import { normaliseHost } from '@mqd/mpir';
@@ -27,6 +28,7 @@ export async function agentCommand(
     host?: string;
     dll?: string;
     'dll-policy'?: string;
+    'core-dir'?: string[];
     help?: boolean;
   };
   try {
@@ -41,6 +43,7 @@ export async function agentCommand(
         host: { type: 'string' },
         dll: { type: 'string' },
         'dll-policy': { type: 'string' },
+        'core-dir': { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -108,6 +111,13 @@ export async function agentCommand(
     );
     return 2;
   }
+  // Directories whose cores users may open as jobs: the same setting as `mqd serve --core-dir`.
+  const coreDirs = values['core-dir'] ?? (process.env['MQD_CORE_DIRS'] ?? '').split(':').filter(Boolean);
+  const badDir = coreDirs.find((d) => !isAbsolute(d) || d.split('/').includes('..'));
+  if (badDir !== undefined) {
+    io.err(mqdError('MQD_E_USAGE', `--core-dir ${badDir}: give an absolute path without '..'`).message);
+    return 2;
+  }
   const reader = new CoreRankReader(values.dll, dllPolicy);
   const host = normaliseHost(values.host ?? hostname());
   const agent = startAgent({
@@ -116,6 +126,7 @@ export async function agentCommand(
     reader,
     locator: new MpirJobLocator(host, { log: (l) => io.err(l) }),
     host,
+    coreDirs,
     ...(ca === undefined ? {} : { tls: { ca } }),
     log: (l) => io.err(l),
   });

@@ -2,12 +2,15 @@
 // starter (mpirun / mpiexec): reads its MPIR table, or falls back to the process tree, in a
 // child running as the starter's owner (locate-as-owner.ts); local ranks of another uid are
 // dropped, and every local rank and the starter are pinned by their start time. Slurm jobs
-// are located by job id (locateSlurm).
-import { readdirSync, readFileSync } from 'node:fs';
-import { procStartTime } from '@mqd/core';
+// are located by job id (locateSlurm); a directory of core files by its manifest or the
+// cores' names (locateCores).
+import { lstatSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { procStartTime, rankFromCoreName, readCoreInfo } from '@mqd/core';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import { type LocalHost, localHost, parseSlurmJob, slurmRanks } from '@mqd/mpir';
 import type { JobLocator, LocatedJob, SeenStarter } from '@mqd/server/agent';
+import { coresFromDir } from './core-args.js';
 import { locateAsOwner } from './locate-as-owner.js';
 
 /** Process names of MPI starters an agent reports before anyone attaches. */
@@ -73,6 +76,69 @@ export class MpirJobLocator implements JobLocator {
       command: `Slurm job ${i.jobId} (${i.name}) ${i.command}`.trim(),
       starterStartTime: anchorStart,
       starterPid: anchor.pid,
+    });
+  }
+
+  /**
+   * The cores of `dir` (a real path the agent has checked against its allowed roots): ranks
+   * from the capture manifest or the files' names (rank-N), each core's pid from its notes
+   * (headers only: memory is read later, by a reader running as the files' owner). A core
+   * that is a symlink must stay in `dir`. A core whose notes cannot be read keeps pid 1 and
+   * gets its coded error when the snapshot reads it.
+   */
+  async locateCores(dir: string): Promise<Result<LocatedJob, MqdError>> {
+    const found = coresFromDir(dir);
+    if ('code' in found) {
+      return err(
+        found.code === 'MQD_E_USAGE'
+          ? mqdError(
+              'MQD_E_CORE_NO_RANK',
+              `${dir} holds no core file (core, core.*, *.core) and no manifest.json`,
+            )
+          : found,
+      );
+    }
+    const ranks: { rank: number; pid: number; host: string; core: string }[] = [];
+    let command = '';
+    for (const c of found) {
+      try {
+        if (lstatSync(c.path).isSymbolicLink() && dirname(realpathSync(c.path)) !== dir) {
+          return err(mqdError('MQD_E_CORE_DIR_FORBIDDEN', `${c.path} is a symlink out of ${dir}`));
+        }
+        // Only regular files are opened here (a FIFO named in a manifest would block the agent).
+        if (!statSync(c.path).isFile()) {
+          return err(mqdError('MQD_E_CORE_INVALID', `${c.path} is not a regular file`));
+        }
+      } catch {
+        return err(mqdError('MQD_E_CORE_INVALID', `cannot open ${c.path}: no such file or not readable`));
+      }
+      const rank = c.rank ?? rankFromCoreName(c.path);
+      if (rank === null)
+        return err(mqdError('MQD_E_CORE_NO_RANK', `${c.path}: no rank in the manifest or the name`));
+      if (ranks.some((r) => r.rank === rank)) {
+        return err(mqdError('MQD_E_BAD_INPUT', `rank ${rank} has two cores in ${dir} (${c.path})`));
+      }
+      const info = readCoreInfo(c.path);
+      if (info.ok && command === '') command = info.value.psargs || info.value.fname;
+      ranks.push({
+        rank,
+        pid: info.ok && info.value.pid > 0 ? info.value.pid : 1,
+        host: this.here.short,
+        core: c.path,
+      });
+    }
+    ranks.sort((a, b) => a.rank - b.rank);
+    const st = statSync(dir);
+    return ok({
+      ranks,
+      method: 'cores',
+      uid: st.uid,
+      command: `${ranks.length} core files${command === '' ? '' : ` of ${command}`}`,
+      // The directory's modification time stands for a starter's start time (a new capture
+      // into the same directory changes it).
+      starterStartTime: String(Math.trunc(st.mtimeMs)),
+      starterPid: ranks[0]?.pid ?? 1,
+      coresDir: dir,
     });
   }
 

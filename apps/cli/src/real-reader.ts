@@ -1,9 +1,9 @@
 // The real RankReader for agents: @mqd/core's Snapshotter behind the server's seam. One
 // Snapshotter per agent, so repeated snapshots of a job are warm (DLL loaded, types indexed,
-// processes set up).
+// processes set up). Core files are read with Snapshotter.snapshotCores.
 import { type DllPolicy, Snapshotter } from '@mqd/core';
-import { mqdError, type RankSnapshot, rankNotRead } from '@mqd/model';
-import type { MpiInfo, RankReader, RankTarget, ReadOptions } from '@mqd/server/agent';
+import { isErrorCode, mqdError, type RankSnapshot, rankNotRead } from '@mqd/model';
+import type { CoreRead, MpiInfo, RankReader, RankTarget, ReadOptions } from '@mqd/server/agent';
 
 export class CoreRankReader implements RankReader {
   private readonly snapshotter = new Snapshotter();
@@ -35,6 +35,53 @@ export class CoreRankReader implements RankReader {
     );
     if (snapshot.mpi.dll !== null) this.mpi = snapshot.mpi;
     return snapshot.ranks;
+  }
+
+  /**
+   * Reads each target's core file (the agent checked the paths and that they belong to the
+   * job's owner; as root the Snapshotter reads each core as its file's owner). Every target is
+   * answered with its attach-time pid unless the core now says otherwise (then an error).
+   */
+  async readCores(cores: readonly RankTarget[], opts: ReadOptions): Promise<CoreRead> {
+    if (opts.signal.aborted) return { ranks: cores.map((r) => aborted(r, opts.host)), cores: [] };
+    const { snapshot } = await this.snapshotter.snapshotCores(
+      cores.map((t) => ({ path: t.core ?? '', rank: t.rank, host: opts.host })),
+      {
+        ...(this.dll !== undefined ? { dll: this.dll } : {}),
+        ...(opts.ownerUid !== undefined ? { ownerUid: opts.ownerUid } : {}),
+        dllPolicy: this.dllPolicy,
+      },
+    );
+    if (snapshot.mpi.dll !== null) this.mpi = snapshot.mpi;
+    const byRank = new Map(snapshot.ranks.map((r) => [r.rank, r]));
+    // A core the reader could not even identify is reported in `unidentified`, by path order.
+    const unidentified = [...(snapshot.unidentified ?? [])];
+    const ranks = cores.map((t): RankSnapshot => {
+      const r = byRank.get(t.rank);
+      const at = { rank: t.rank, pid: t.pid, host: opts.host };
+      if (r === undefined) {
+        const why = unidentified.shift()?.error;
+        return rankNotRead(
+          at,
+          why !== undefined && isErrorCode(why.code)
+            ? { code: why.code, message: why.message }
+            : mqdError(
+                'MQD_E_CORE_INVALID',
+                `${t.core}: ${why?.message ?? 'the reader returned nothing for it'}`,
+              ),
+        );
+      }
+      if (r.pid === t.pid) return r;
+      if (r.state.kind !== 'ok') return { ...r, pid: t.pid };
+      return rankNotRead(
+        at,
+        mqdError(
+          'MQD_E_CORE_INVALID',
+          `${t.core} now holds pid ${r.pid}, not ${t.pid}: attach the directory again`,
+        ),
+      );
+    });
+    return { ranks, cores: [...(snapshot.source?.cores ?? [])] };
   }
 
   dispose(): Promise<void> {

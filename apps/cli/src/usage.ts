@@ -84,12 +84,14 @@ export const SERVE_USAGE_HEAD = `usage: mqd serve [--no-local-agent] [--dll-poli
   directory inside DIR as a job (their own cores; admins any).
   Aggregator options (flag, environment variable, meaning): mqd serve --help`;
 
-export const AGENT_USAGE = `usage: mqd agent --server URL [--token-file FILE] [--ca PEM] [--allow-insecure-http] [--host NAME] [--dll PATH] [--dll-policy any|root-owned]
+export const AGENT_USAGE = `usage: mqd agent --server URL [--token-file FILE] [--ca PEM] [--allow-insecure-http] [--host NAME] [--dll PATH] [--dll-policy any|root-owned] [--core-dir DIR]...
   Connects this node to the aggregator and reads the MPI ranks on it on request.
   The node's token comes from --token-file (a file only root can read) or MQD_AGENT_TOKEN,
   never from the command line (--token still works but shows in \`ps\`; it is deprecated).
   An https:// server is verified against --ca (or the system CAs); http:// is allowed only
   to a loopback address unless --allow-insecure-http.
+  --core-dir DIR (repeatable; MQD_CORE_DIRS=DIR:DIR): directories whose core files users may
+  open as jobs on this node, as with mqd serve.
 
 usage: mqd agent-token --host NAME [--secret-file FILE]
   Prints the token of node NAME, derived from the aggregator's --agent-token secret (read

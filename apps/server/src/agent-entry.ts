@@ -4,4 +4,5 @@
 export * from './agent.js';
 export * from './agent-protocol.js';
 export { isLoopback } from './config.js';
+export { coreFileAllowed, coreFilesOwner, resolveCoreDir } from './core-dirs.js';
 export * from './seams.js';

@@ -26,16 +26,21 @@
 //            first message after the handshake; the agent must keep each message it sends
 //            within maxMessageBytes (bytes of the JSON document) and send `status` every
 //            statusIntervalMs (milliseconds).
-//   request  {type, id, method: 'snapshot', params: {ranks: [{rank, pid, startTime?}], timeoutMs,
+//   request  {type, id, method: 'snapshot', params: {ranks: [{rank, pid, startTime?, core?}], timeoutMs,
 //            ownerUid?, allowRoot?}}
 //            read these ranks (at most MAX_RANKS_PER_REQUEST) within timeoutMs milliseconds.
 //            startTime pins each rank's identity (/proc/PID/stat field 22, decimal ticks);
 //            ownerUid is the job owner (ranks of other uids are refused); allowRoot is set
-//            only when an admin explicitly asked to read uid-0 ranks.
+//            only when an admin explicitly asked to read uid-0 ranks. core (a path, <= 4096
+//            chars) marks a job read from core files: then every rank has one, the agent reads
+//            the files (after checking they lie in a directory it allows and belong to ownerUid)
+//            instead of processes, and pid is the pid recorded in the core.
 //            The agent answers with zero or more `chunk` messages, then one `reply`.
-//   request  {type, id, method: 'locate', params: {starterPid} | {slurmJob}}
-//            find the ranks of the job started by this mpirun/mpiexec pid, or of the Slurm job
-//            JOBID[.STEP] on this node; answered by one `reply`.
+//   request  {type, id, method: 'locate', params: {starterPid} | {slurmJob} | {coresDir}}
+//            find the ranks of the job started by this mpirun/mpiexec pid, of the Slurm job
+//            JOBID[.STEP] on this node, or of the core files in directory coresDir (an
+//            absolute path, <= 4096 chars, that the agent checks against its own allowed
+//            roots); answered by one `reply`.
 //   refused  {type, refId, error: {code, message}}
 //            the aggregator dropped one of the agent's messages (too big, not JSON, wrong
 //            shape, unknown or finished request id); refId is the message's request id when
@@ -56,10 +61,12 @@
 //   reply    {type, id, method, ok: true, result} | {type, id, method, ok: false, error}
 //            ends request `id`. method repeats the request's method so a reply can be
 //            validated on its own. Results:
-//              snapshot: {count, mpi, durationMicros}: count = ranks sent in chunks (the
-//                        aggregator checks it), durationMicros = wall time of the read.
-//              locate:   {ranks: [{rank, pid, host, startTime?}], method, uid, command,
-//                        starterStartTime}.
+//              snapshot: {count, mpi, durationMicros, cores?}: count = ranks sent in chunks (the
+//                        aggregator checks it), durationMicros = wall time of the read;
+//                        cores (a core job only): [{rank, path, pid, signal, executable,
+//                        writtenAt}] per core read (snapshot-spec.ts CoreFileSource).
+//              locate:   {ranks: [{rank, pid, host, startTime?, core?}], method, uid, command,
+//                        starterStartTime, starterPid?, coresDir?}.
 //            An error {code, message} uses the codes of packages/model errors.ts.
 //
 // Invariants
@@ -69,9 +76,11 @@
 // - A rank the agent cannot read is still answered (state error), never silently dropped;
 //   ranks the aggregator never hears about become `agent-missing` in the merged snapshot.
 import {
+  type CoreFileSource,
   type ErrorCode,
   err,
   isErrorCode,
+  MAX_CORES_DIR_CHARS,
   type MqdError,
   mqdError,
   ok,
@@ -127,6 +136,8 @@ export interface SnapshotResult {
   readonly count: number;
   readonly mpi: MpiInfo | null;
   readonly durationMicros: number;
+  /** A core job: the cores read (JobSnapshot.source.cores). */
+  readonly cores?: readonly CoreFileSource[];
 }
 
 export type ServerMessage =
@@ -152,7 +163,10 @@ export type ServerMessage =
   | { readonly type: 'refused'; readonly refId: number | null; readonly error: WireError };
 
 /** What a locate request names: a starter pid on the node, or a Slurm job id ("1234", "1234.0"). */
-export type LocateTarget = { readonly starterPid: number } | { readonly slurmJob: string };
+export type LocateTarget =
+  | { readonly starterPid: number }
+  | { readonly slurmJob: string }
+  | { readonly coresDir: string };
 
 export type ReplyMessage =
   | {
@@ -260,28 +274,51 @@ function mpiInfo(v: unknown, path: string): MpiInfo | null {
 }
 function rankTargets(v: unknown, path: string): RankTarget[] {
   return arr(v, path, MAX_RANKS_PER_REQUEST).map((x, i) => {
-    const o = obj(x, `${path}[${i}]`, ['rank', 'pid', 'startTime']);
+    const o = obj(x, `${path}[${i}]`, ['rank', 'pid', 'startTime', 'core']);
     const t = { rank: rankNo(o['rank'], `${path}[${i}].rank`), pid: pidNo(o['pid'], `${path}[${i}].pid`) };
-    return o['startTime'] === undefined
-      ? t
-      : { ...t, startTime: startTime(o['startTime'], `${path}[${i}].startTime`) };
+    return {
+      ...t,
+      ...(o['startTime'] === undefined
+        ? {}
+        : { startTime: startTime(o['startTime'], `${path}[${i}].startTime`) }),
+      ...(o['core'] === undefined ? {} : { core: corePath(o['core'], `${path}[${i}].core`) }),
+    };
   });
 }
 /** /proc/PID/stat start time: decimal clock ticks since boot. */
 const startTime = (v: unknown, path: string) => str(v, path, 20, 1, /^[0-9]+$/);
+/** An absolute path on the agent's node (a core file or a directory of them). */
+const corePath = (v: unknown, path: string) => str(v, path, MAX_CORES_DIR_CHARS, 2, /^\/[^\0]*$/);
+const ISO_RE = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/;
+function coreSources(v: unknown, path: string): CoreFileSource[] {
+  return arr(v, path, MAX_RANKS_PER_REQUEST).map((x, i) => {
+    const p = `${path}[${i}]`;
+    const o = obj(x, p, ['rank', 'path', 'pid', 'signal', 'executable', 'writtenAt']);
+    return {
+      rank: rankNo(o['rank'], `${p}.rank`),
+      path: str(o['path'], `${p}.path`, 4096),
+      pid: int(o['pid'], `${p}.pid`, 1, Number.MAX_SAFE_INTEGER),
+      signal: int(o['signal'], `${p}.signal`, 0, 255),
+      executable: str(o['executable'], `${p}.executable`, 4096),
+      writtenAt: str(o['writtenAt'], `${p}.writtenAt`, 40, 20, ISO_RE),
+    };
+  });
+}
 function locatedJob(v: unknown, path: string): LocatedJob {
-  const o = obj(v, path, ['ranks', 'method', 'uid', 'command', 'starterStartTime', 'starterPid']);
+  const o = obj(v, path, ['ranks', 'method', 'uid', 'command', 'starterStartTime', 'starterPid', 'coresDir']);
   const ranks = arr(o['ranks'], `${path}.ranks`, MAX_RANKS_PER_REQUEST).map((x, i) => {
     const p = `${path}.ranks[${i}]`;
-    const r = obj(x, p, ['rank', 'pid', 'host', 'startTime']);
+    const r = obj(x, p, ['rank', 'pid', 'host', 'startTime', 'core']);
     const base = {
       rank: rankNo(r['rank'], `${p}.rank`),
       pid: pidNo(r['pid'], `${p}.pid`),
       host: str(r['host'], `${p}.host`, 255, 1),
     };
-    return r['startTime'] === undefined
-      ? base
-      : { ...base, startTime: startTime(r['startTime'], `${p}.startTime`) };
+    return {
+      ...base,
+      ...(r['startTime'] === undefined ? {} : { startTime: startTime(r['startTime'], `${p}.startTime`) }),
+      ...(r['core'] === undefined ? {} : { core: corePath(r['core'], `${p}.core`) }),
+    };
   });
   const seen = new Set<number>();
   for (const r of ranks) {
@@ -295,6 +332,7 @@ function locatedJob(v: unknown, path: string): LocatedJob {
     command: str(o['command'], `${path}.command`, 4096),
     starterStartTime: startTime(o['starterStartTime'], `${path}.starterStartTime`),
     ...(o['starterPid'] === undefined ? {} : { starterPid: pidNo(o['starterPid'], `${path}.starterPid`) }),
+    ...(o['coresDir'] === undefined ? {} : { coresDir: corePath(o['coresDir'], `${path}.coresDir`) }),
   };
 }
 function seenStarter(v: unknown, path: string): SeenStarter {
@@ -332,6 +370,8 @@ const RANK_KEYS = [
   'threads',
   'stacksError',
   'mpiCall',
+  'dll',
+  'dllLog',
 ];
 const THREAD_KEYS = ['tid', 'name', 'main', 'frames', 'truncated', 'error'];
 const FRAME_KEYS = ['pc', 'function', 'module', 'file', 'line', 'inlined'];
@@ -346,13 +386,26 @@ const COMM_KEYS = [
   'name',
   'size',
   'localRank',
+  'world',
   'group',
+  'remoteGroup',
+  'remoteGroup',
   'sends',
   'receives',
   'unexpected',
   'unavailable',
 ];
-const OP_KEYS = ['status', 'peer', 'tag', 'length', 'actual', 'extraText', 'buffer', 'systemBuffer'];
+const OP_KEYS = [
+  'status',
+  'peer',
+  'tag',
+  'length',
+  'lengthUnknown',
+  'actual',
+  'extraText',
+  'buffer',
+  'systemBuffer',
+];
 const QUEUES = ['sends', 'receives', 'unexpected'] as const;
 
 const nonNeg = (v: unknown, path: string) => int(v, path, 0, Number.MAX_VALUE);
@@ -371,6 +424,8 @@ function operation(v: unknown, path: string): void {
   peer(o['peer'], `${path}.peer`);
   int32OrNull(o['tag'], `${path}.tag`);
   nonNeg(o['length'], `${path}.length`);
+  if (o['lengthUnknown'] !== undefined && o['lengthUnknown'] !== true)
+    fail(`${path}.lengthUnknown`, 'expected true');
   if (o['actual'] !== null) {
     const a = obj(o['actual'], `${path}.actual`, ['peer', 'tag', 'length']);
     peer(a['peer'], `${path}.actual.peer`);
@@ -390,10 +445,25 @@ function communicator(v: unknown, path: string): void {
   str(o['name'], `${path}.name`, 256);
   const size = nonNeg(o['size'], `${path}.size`);
   int32(o['localRank'], `${path}.localRank`);
+  if (o['world'] !== undefined && typeof o['world'] !== 'boolean')
+    fail(`${path}.world`, 'expected a boolean');
   if (o['group'] !== null) {
     const g = arr(o['group'], `${path}.group`, 1 << 24);
     for (let i = 0; i < g.length; i++) int32(g[i], `${path}.group[${i}]`);
     if (g.length !== size) fail(`${path}.group`, `has ${g.length} entries for size ${size}`);
+    // analysis/comm.ts isWorld: the world's group is the identity, never sent.
+    if (o['world'] === true || (o['world'] === undefined && o['name'] === 'MPI_COMM_WORLD')) {
+      fail(`${path}.group`, 'must be null for MPI_COMM_WORLD (it is the identity)');
+    }
+  }
+  if (o['remoteGroup'] !== undefined && o['remoteGroup'] !== null) {
+    const g = arr(o['remoteGroup'], `${path}.remoteGroup`, 1 << 24);
+    for (let i = 0; i < g.length; i++) int32(g[i], `${path}.remoteGroup[${i}]`);
+  }
+  // An intercommunicator's remote group (optional; null when the library cannot tell).
+  if (o['remoteGroup'] !== undefined && o['remoteGroup'] !== null) {
+    const g = arr(o['remoteGroup'], `${path}.remoteGroup`, 1 << 24);
+    for (let i = 0; i < g.length; i++) int32(g[i], `${path}.remoteGroup[${i}]`);
   }
   const un = obj(o['unavailable'], `${path}.unavailable`, QUEUES);
   for (const q of QUEUES) {
@@ -486,6 +556,15 @@ function rankSnapshot(v: unknown, path: string): RankSnapshot {
   const comms = arr(o['communicators'], `${path}.communicators`, 65536);
   for (let i = 0; i < comms.length; i++) communicator(comms[i], `${path}.communicators[${i}]`);
   rankStacks(o, path);
+  if (o['dll'] !== undefined) {
+    const d = obj(o['dll'], `${path}.dll`, ['path', 'version']);
+    str(d['path'], `${path}.dll.path`, 4096);
+    str(d['version'], `${path}.dll.version`, 1024);
+  }
+  if (o['dllLog'] !== undefined) {
+    const lines = arr(o['dllLog'], `${path}.dllLog`, 200);
+    for (let i = 0; i < lines.length; i++) str(lines[i], `${path}.dllLog[${i}]`, 4096);
+  }
   return v as RankSnapshot;
 }
 
@@ -603,7 +682,7 @@ function agentMessage(v: unknown): AgentMessage {
       if (o['error'] !== undefined) fail('error', 'not allowed when ok is true');
       if (method === 'locate')
         return { type, id, method, ok: true, result: locatedJob(o['result'], 'result') };
-      const r = obj(o['result'], 'result', ['count', 'mpi', 'durationMicros']);
+      const r = obj(o['result'], 'result', ['count', 'mpi', 'durationMicros', 'cores']);
       return {
         type,
         id,
@@ -613,6 +692,7 @@ function agentMessage(v: unknown): AgentMessage {
           count: int(r['count'], 'result.count', 0, MAX_RANKS_PER_REQUEST),
           mpi: mpiInfo(r['mpi'], 'result.mpi'),
           durationMicros: int(r['durationMicros'], 'result.durationMicros', 0, Number.MAX_SAFE_INTEGER),
+          ...(r['cores'] === undefined ? {} : { cores: coreSources(r['cores'], 'result.cores') }),
         },
       };
     }
@@ -637,14 +717,17 @@ function serverMessage(v: unknown): ServerMessage {
       const id = reqId(o['id'], 'id');
       const method = oneOf(o['method'], 'method', ['snapshot', 'locate'] as const);
       if (method === 'locate') {
-        const p = obj(o['params'], 'params', ['starterPid', 'slurmJob']);
-        if ((p['starterPid'] === undefined) === (p['slurmJob'] === undefined)) {
-          fail('params', 'expected exactly one of starterPid and slurmJob');
+        const p = obj(o['params'], 'params', ['starterPid', 'slurmJob', 'coresDir']);
+        const given = ['starterPid', 'slurmJob', 'coresDir'].filter((k) => p[k] !== undefined);
+        if (given.length !== 1) {
+          fail('params', 'expected exactly one of starterPid, slurmJob and coresDir');
         }
         const params: LocateTarget =
           p['slurmJob'] !== undefined
             ? { slurmJob: str(p['slurmJob'], 'params.slurmJob', 32, 1, SLURM_JOB_RE) }
-            : { starterPid: pidNo(p['starterPid'], 'params.starterPid') };
+            : p['coresDir'] !== undefined
+              ? { coresDir: corePath(p['coresDir'], 'params.coresDir') }
+              : { starterPid: pidNo(p['starterPid'], 'params.starterPid') };
         return { type, id, method, params };
       }
       const p = obj(o['params'], 'params', ['ranks', 'timeoutMs', 'ownerUid', 'allowRoot']);

@@ -7,11 +7,14 @@ import { hostname, loadavg } from 'node:os';
 import {
   type Disposable,
   type ErrorCode,
+  err,
   isErrorCode,
   type MqdError,
   MqdException,
   mqdError,
+  ok,
   type RankSnapshot,
+  type Result,
   rankNotRead,
 } from '@mqd/model';
 import { io, type Socket } from 'socket.io-client';
@@ -30,8 +33,9 @@ import {
   WIRE_EVENT,
   type WireError,
 } from './agent-protocol.js';
+import { coreFileAllowed, coreFilesOwner, resolveCoreDir } from './core-dirs.js';
 import { createFakeLocator, createFakeReader, type FakeJob } from './fakes.js';
-import type { JobLocator, RankReader, RankTarget, SeenStarter } from './seams.js';
+import type { CoreRead, JobLocator, LocatedJob, RankReader, RankTarget, SeenStarter } from './seams.js';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -73,6 +77,12 @@ export interface AgentOptions {
   readonly reader: RankReader;
   /** Only needed on nodes where starters (mpirun) run. */
   readonly locator?: JobLocator | null;
+  /**
+   * Directories whose core files this agent opens as jobs (`mqd serve --core-dir`); a request
+   * for cores anywhere else is refused here with MQD_E_CORE_DIR_FORBIDDEN, whatever the aggregator
+   * checked. Empty or absent: no cores are read.
+   */
+  readonly coreDirs?: readonly string[];
   /** Node name reported for every rank; default os.hostname(). */
   readonly host?: string;
   readonly agentId?: string;
@@ -266,12 +276,44 @@ export function startAgent(opts: AgentOptions): AgentHandle {
     return delay;
   };
 
+  const coreDirs = opts.coreDirs ?? [];
+
+  /**
+   * The cores of a core snapshot request, re-checked here: every rank names a core, each one
+   * inside an allowed directory, all owned by the job's owner (uid 0 only when allowRoot).
+   */
+  const checkCoreRequest = (p: SnapshotParams): MqdError | null => {
+    const paths: string[] = [];
+    for (const t of p.ranks) {
+      if (t.core === undefined) {
+        return mqdError('MQD_E_BAD_INPUT', 'a snapshot request mixes core files and live processes');
+      }
+      const a = coreFileAllowed(t.core, coreDirs);
+      if (!a.ok) return a.error;
+      paths.push(a.value);
+    }
+    const owner = coreFilesOwner(paths);
+    if (!owner.ok) return owner.error;
+    if (p.ownerUid === undefined || owner.value !== p.ownerUid) {
+      return mqdError(
+        'MQD_E_FORBIDDEN',
+        `the cores belong to uid ${owner.value}, not to the job's owner ${p.ownerUid ?? '(none given)'}`,
+      );
+    }
+    if (owner.value === 0 && p.allowRoot !== true) {
+      return mqdError('MQD_E_ROOT_PROCESS', 'the cores belong to root; only an admin may open them');
+    }
+    return null;
+  };
+
   const handleSnapshot = async (id: number, p: SnapshotParams) => {
     const started = performance.now();
     const ac = new AbortController();
     active.set(id, ac);
     let got: RankSnapshot[] = [];
     let failure: MqdError | null = null;
+    const isCore = p.ranks.some((t) => t.core !== undefined);
+    let coreRead: CoreRead | null = null;
     let timer: NodeJS.Timeout | undefined;
     try {
       const timeout = new Promise<never>((_, reject) => {
@@ -284,16 +326,34 @@ export function startAgent(opts: AgentOptions): AgentHandle {
           );
         }, p.timeoutMs);
       });
-      got = await Promise.race([
-        opts.reader.read(p.ranks, {
-          host,
-          timeoutMs: p.timeoutMs,
-          signal: ac.signal,
-          ...(p.ownerUid === undefined ? {} : { ownerUid: p.ownerUid }),
-          ...(p.allowRoot === true ? { allowRoot: true } : {}),
-        }),
-        timeout,
-      ]);
+      const ro = {
+        host,
+        timeoutMs: p.timeoutMs,
+        signal: ac.signal,
+        ...(p.ownerUid === undefined ? {} : { ownerUid: p.ownerUid }),
+        ...(p.allowRoot === true ? { allowRoot: true } : {}),
+      };
+      if (isCore) {
+        const refused = checkCoreRequest(p);
+        if (refused !== null) throw new MqdException(refused);
+        const readCores = opts.reader.readCores?.bind(opts.reader);
+        if (readCores === undefined) {
+          throw new MqdException(
+            mqdError('MQD_E_CORE_DIR_FORBIDDEN', `the agent on ${host} has no core reader`),
+          );
+        }
+        coreRead = await Promise.race([readCores(p.ranks, ro), timeout]);
+        // Checked again after the read: a core swapped meanwhile (a symlink to another user's
+        // core) must not end up in this job. The reader itself reads as the file's owner.
+        const after = checkCoreRequest(p);
+        if (after !== null) {
+          coreRead = null;
+          throw new MqdException(after);
+        }
+        got = coreRead.ranks;
+      } else {
+        got = await Promise.race([opts.reader.read(p.ranks, ro), timeout]);
+      }
     } catch (e) {
       // A failed read is data for the snapshot (error ranks), not a reason to stop the agent.
       failure = toMqdError(e, 'MQD_E_INTERNAL');
@@ -308,6 +368,11 @@ export function startAgent(opts: AgentOptions): AgentHandle {
     for (const chunk of chunkMessages(id, answer, host, maxBytes)) {
       if (!send(chunk)) return;
     }
+    // Only the cores of ranks asked for, once each.
+    const asked = new Set(p.ranks.map((t) => t.rank));
+    const cores = isCore
+      ? (coreRead?.cores ?? []).filter((c) => asked.delete(c.rank)).sort((a, b) => a.rank - b.rank)
+      : undefined;
     send({
       type: 'reply',
       id,
@@ -317,13 +382,59 @@ export function startAgent(opts: AgentOptions): AgentHandle {
         count: answer.length,
         mpi: opts.reader.mpi,
         durationMicros: Math.round((performance.now() - started) * 1000),
+        ...(cores === undefined ? {} : { cores }),
       },
+    });
+  };
+
+  /**
+   * The cores of `dir`, after this agent's own checks: the directory lies inside its allowed
+   * roots, every core the locator names lies there too, and the owner is the files' one uid
+   * (read here, not taken from the locator).
+   */
+  const locateCores = async (
+    locator: JobLocator | null | undefined,
+    dir: string,
+  ): Promise<Result<LocatedJob>> => {
+    const real = resolveCoreDir(dir, coreDirs);
+    if (!real.ok) return real;
+    if (!locator?.locateCores) {
+      return err(mqdError('MQD_E_CORE_DIR_FORBIDDEN', `agent ${agentId} on ${host} cannot read core files`));
+    }
+    const r = await locator.locateCores(real.value);
+    if (!r.ok) return r;
+    const paths: string[] = [];
+    for (const x of r.value.ranks) {
+      if (x.core === undefined)
+        return err(mqdError('MQD_E_INTERNAL', `the locator named no core for rank ${x.rank}`));
+      const a = coreFileAllowed(x.core, coreDirs);
+      if (!a.ok) return a;
+      paths.push(a.value);
+    }
+    const owner = coreFilesOwner(paths);
+    if (!owner.ok) return owner;
+    return ok({
+      ...r.value,
+      uid: owner.value,
+      coresDir: real.value,
+      ranks: r.value.ranks.map((x) => ({ ...x, host })),
     });
   };
 
   const handleLocate = async (id: number, target: LocateTarget) => {
     const refuse = (error: WireError) => send({ type: 'reply', id, method: 'locate', ok: false, error });
     const locator = opts.locator;
+    if ('coresDir' in target) {
+      try {
+        const r = await locateCores(locator, target.coresDir);
+        if (r.ok) send({ type: 'reply', id, method: 'locate', ok: true, result: r.value });
+        else refuse(r.error);
+      } catch (e) {
+        lastError = toMqdError(e, 'MQD_E_INTERNAL');
+        refuse(lastError);
+      }
+      return;
+    }
     if (!locator) {
       refuse(mqdError('MQD_E_NOT_STARTER', `agent ${agentId} on ${host} has no job locator`));
       return;

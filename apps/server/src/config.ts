@@ -3,7 +3,7 @@
 // the default. Nothing else in the server reads process.env.
 import { isIP } from 'node:net';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './agent-protocol.js';
@@ -65,9 +65,14 @@ export interface ServerConfig {
   readonly loginTokenTtlSeconds: number;
   /** gzip level of stored snapshots (1 = fastest). */
   readonly gzipLevel: number;
+  /**
+   * Directories whose core files users may open as jobs (attach `{coresDir}`), each an absolute
+   * path; a core directory must resolve (symlinks followed) inside one. Empty: no cores.
+   */
+  readonly coreDirs: readonly string[];
 }
 
-type Kind = 'int' | 'string' | 'token' | 'header' | 'list' | 'bool';
+type Kind = 'int' | 'string' | 'token' | 'header' | 'list' | 'bool' | 'dirs';
 interface Setting {
   readonly key: keyof ServerConfig;
   readonly flag: string;
@@ -280,6 +285,13 @@ const SETTINGS: readonly Setting[] = [
     help: 'life of user login tokens (0 = never)',
   },
   {
+    key: 'coreDirs',
+    flag: 'core-dir',
+    env: 'MQD_CORE_DIRS',
+    kind: 'dirs',
+    help: 'directory whose core files users may open as jobs (repeatable; env: colon-separated)',
+  },
+  {
     key: 'gzipLevel',
     flag: 'gzip-level',
     env: 'MQD_GZIP_LEVEL',
@@ -320,6 +332,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   sessionTtlSeconds: 12 * 3600,
   loginTokenTtlSeconds: 30 * 86400,
   gzipLevel: 3,
+  coreDirs: [],
 };
 
 /** `--flag value` help lines, for the CLI's --help. */
@@ -348,6 +361,15 @@ function parseValue(s: Setting, raw: string, from: string): Result<string | numb
     case 'bool':
       if (/^(1|true|yes)$/i.test(raw)) return ok(true);
       return /^(0|false|no)$/i.test(raw) ? ok(false) : bad(`expected true or false, got '${raw}'`);
+    case 'dirs': {
+      const dirs = raw.split(':').filter((x) => x.length > 0);
+      for (const d of dirs) {
+        if (!isAbsolute(d) || d.split('/').includes('..')) {
+          return bad(`'${d}' is not an absolute directory path without '..'`);
+        }
+      }
+      return ok(dirs);
+    }
     case 'list': {
       const items = raw
         .split(',')
@@ -385,7 +407,11 @@ export function loadConfig(src: ConfigSources = {}): Result<ServerConfig, MqdErr
       args: [...(src.argv ?? [])],
       options: Object.fromEntries(
         SETTINGS.map((s) =>
-          s.kind === 'bool' ? [s.flag, { type: 'boolean' as const }] : [s.flag, { type: 'string' as const }],
+          s.kind === 'bool'
+            ? [s.flag, { type: 'boolean' as const }]
+            : s.kind === 'dirs'
+              ? [s.flag, { type: 'string' as const, multiple: true }]
+              : [s.flag, { type: 'string' as const }],
         ),
       ),
       strict: true,
@@ -399,6 +425,19 @@ export function loadConfig(src: ConfigSources = {}): Result<ServerConfig, MqdErr
     const raw = values[s.flag];
     if (s.kind === 'bool' && raw === true) {
       out[s.key] = true;
+      continue;
+    }
+    if (s.kind === 'dirs' && Array.isArray(raw)) {
+      // Repeated flags add up; the flags, when given, replace the variable's list.
+      const dirs: string[] = [];
+      for (const one of raw) {
+        const v = typeof one === 'string' && !one.includes(':') ? parseValue(s, one, `--${s.flag}`) : null;
+        if (v === null)
+          return err(mqdError('MQD_E_USAGE', `--${s.flag} takes one directory, got '${String(one)}'`));
+        if (!v.ok) return v;
+        dirs.push(...(v.value as string[]));
+      }
+      out[s.key] = dirs;
       continue;
     }
     if (typeof raw !== 'string') continue;

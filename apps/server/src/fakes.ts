@@ -2,8 +2,21 @@
 // simulated agents: they serve @mqd/model's generated ranks (syntheticRingRank) or a fixed
 // snapshot, and fail the way the real reader fails (the same error codes and states).
 // Nothing in production uses them.
-import { err, type JobSnapshot, mqdError, ok, type RankSnapshot, syntheticRingRank } from '@mqd/model';
+import { closeSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  type CoreFileSource,
+  err,
+  type JobSnapshot,
+  type MqdError,
+  mqdError,
+  ok,
+  type RankSnapshot,
+  rankNotRead,
+  syntheticRingRank,
+} from '@mqd/model';
 import type {
+  CoreRead,
   JobLocator,
   LocatedJob,
   MpiInfo,
@@ -34,6 +47,30 @@ export function createFakeReader(opts: FakeReaderOptions): RankReader {
   let generation = 0;
   return {
     mpi: FAKE_MPI,
+    // Cores: a file that starts with the ELF magic reads as the synthetic ring (always the
+    // same queues: a core does not move); others fail as the real reader fails on them.
+    async readCores(cores: readonly RankTarget[], ro: ReadOptions): Promise<CoreRead> {
+      const ranks: RankSnapshot[] = [];
+      const sources: CoreFileSource[] = [];
+      for (const t of cores) {
+        const path = t.core ?? '';
+        const bad = fakeCoreProblem(path);
+        if (bad !== null) {
+          ranks.push(rankNotRead({ rank: t.rank, pid: t.pid, host: ro.host }, bad));
+          continue;
+        }
+        ranks.push(syntheticRingRank(t.rank, t.pid, ro.host, opts.worldSize, seed, 0));
+        sources.push({
+          rank: t.rank,
+          path,
+          pid: t.pid,
+          signal: 6,
+          executable: '/opt/fake/ring',
+          writtenAt: statSync(path).mtime.toISOString(),
+        });
+      }
+      return { ranks, cores: sources };
+    },
     async read(ranks: readonly RankTarget[], ro: ReadOptions): Promise<RankSnapshot[]> {
       const g = generation;
       if (opts.evolve) generation++;
@@ -101,6 +138,69 @@ export function createFakeLocator(job: FakeJob): JobLocator {
     },
     async list() {
       return [seen];
+    },
+  };
+}
+
+/** The ELF magic a fake core starts with. */
+export const FAKE_CORE_MAGIC = '\x7fELF';
+
+/** Why the real reader would refuse this file: empty (truncated), or not an ELF file. */
+function fakeCoreProblem(path: string): MqdError | null {
+  let head = Buffer.alloc(0);
+  try {
+    const fd = openSync(path, 'r');
+    try {
+      const b = Buffer.alloc(4);
+      head = b.subarray(0, readSync(fd, b, 0, 4, 0));
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return mqdError('MQD_E_CORE_INVALID', `cannot open ${path}: no such file or not readable`);
+  }
+  if (head.length === 0) return mqdError('MQD_E_CORE_TRUNCATED', `${path} is empty`);
+  if (head.toString('latin1') !== FAKE_CORE_MAGIC)
+    return mqdError('MQD_E_CORE_INVALID', `${path} is not an ELF file`);
+  return null;
+}
+
+/**
+ * A locator for the cores of a real directory, as the real one finds them by name: every
+ * `rank-N.core` is rank N with pid basePid + N (the real locator reads the pid from the core).
+ * A directory without such files fails with MQD_E_CORE_NO_RANK. Adds locateCores to `base`.
+ */
+export function withFakeCores(base: JobLocator | null, basePid = 30_000): JobLocator {
+  const locate =
+    base?.locate.bind(base) ?? (async (pid: number) => err(mqdError('MQD_E_NOT_STARTER', `pid ${pid}`)));
+  return {
+    ...(base ?? {}),
+    locate,
+    async locateCores(dir: string) {
+      let names: string[];
+      try {
+        names = readdirSync(dir);
+      } catch (e) {
+        return err(mqdError('MQD_E_NOT_FOUND', `${dir}: ${(e as Error).message}`));
+      }
+      const ranks = names
+        .map((n) => ({ n, m: /^rank-(\d+)\.core$/.exec(n) }))
+        .filter((x) => x.m?.[1] !== undefined)
+        .map((x) => {
+          const rank = Number(x.m?.[1]);
+          return { rank, pid: basePid + rank, host: 'fake', core: join(dir, x.n) };
+        })
+        .sort((a, b) => a.rank - b.rank);
+      if (ranks.length === 0) {
+        return err(mqdError('MQD_E_CORE_NO_RANK', `${dir} has no rank-N.core file`));
+      }
+      return ok({
+        ranks,
+        method: 'cores',
+        uid: -1, // the agent sets the files' owner
+        command: `${ranks.length} core files in ${dir}`,
+        starterStartTime: '0',
+      });
     },
   };
 }

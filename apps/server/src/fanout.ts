@@ -5,6 +5,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { gunzip, gzip } from 'node:zlib';
 import {
+  type CoreFileSource,
   err,
   type JobId,
   type JobSnapshot,
@@ -184,10 +185,12 @@ export class SnapshotService {
       index.set(r.rank, i);
       const list = byHost.get(r.host);
       // The rank's start time pins its identity: the agent refuses a pid reused since attach.
-      const t: RankTarget =
-        r.startTime === undefined
-          ? { rank: r.rank, pid: r.pid }
-          : { rank: r.rank, pid: r.pid, startTime: r.startTime };
+      const t: RankTarget = {
+        rank: r.rank,
+        pid: r.pid,
+        ...(r.startTime === undefined ? {} : { startTime: r.startTime }),
+        ...(r.core === undefined ? {} : { core: r.core }),
+      };
       if (list) list.push(t);
       else byHost.set(r.host, [t]);
     });
@@ -208,14 +211,17 @@ export class SnapshotService {
     };
     const failures = new Map<string, MqdError>();
     let mpi: MpiInfo | null = null;
+    const cores: CoreFileSource[] = [];
     await Promise.all(
       [...byHost].map(async ([host, targets]) => {
         // The owner's uid travels with the request: the agent reads only that uid's ranks. uid 0
         // is read only for a job of uid 0, which only admins may attach or snapshot (mayAccess).
         const owner = job.uid === 0 ? { ownerUid: 0, allowRoot: true } : { ownerUid: job.uid };
         const r = await hub.snapshot(host, targets, this.o.snapshotTimeoutMs, onRanks, owner);
-        if (r.ok) mpi ??= r.value.mpi;
-        else failures.set(host, r.error);
+        if (r.ok) {
+          mpi ??= r.value.mpi;
+          if (r.value.cores) cores.push(...r.value.cores);
+        } else failures.set(host, r.error);
       }),
     );
     const ranks: RankSnapshot[] = new Array(n);
@@ -239,6 +245,10 @@ export class SnapshotService {
       durationMicros: Math.round((performance.now() - t0) * 1000),
       mpi: mpi ?? UNKNOWN_MPI,
       ranks,
+      // A job of cores says so in every snapshot, with the cores each rank came from.
+      ...(job.coresDir === undefined
+        ? {}
+        : { source: { kind: 'core' as const, cores: cores.sort((a, b) => a.rank - b.rank) } }),
     };
     const summary = summarize(ranks);
     const json = JSON.stringify(snapshot);
@@ -272,7 +282,8 @@ export class SnapshotService {
         detail: `${summary.ranks} ranks, ${summary.missing} agent-missing, ${summary.errors} errors`,
       },
     );
-    if (ranks.every((r) => r.state.kind === 'error' && GONE.has(r.state.code)))
+    // Cores do not go away the way processes do: a job of cores never ends by itself.
+    if (job.coresDir === undefined && ranks.every((r) => r.state.kind === 'error' && GONE.has(r.state.code)))
       store.markJobEnded(job.id, clock());
     ui.toJob(job.uid, 'snapshot.done', { jobId: job.id, snapshotId: meta.id, partial: meta.missing > 0 });
     return ok(meta);
@@ -349,7 +360,8 @@ export class SnapshotService {
           x.starter.startTime !== j.starterStartTime,
       );
     const jobs = this.o.store.jobs(null).filter((j) => {
-      if (j.endedAt !== null) return false;
+      // A job of cores gives the same snapshot every time: snapshots of it are taken on request.
+      if (j.endedAt !== null || j.coresDir !== undefined) return false;
       if (replaced(j)) {
         this.o.store.markJobEnded(j.id, this.o.clock());
         return false;

@@ -28,6 +28,7 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_UNAUTHENTICATED':
       return 401;
     case 'MQD_E_FORBIDDEN':
+    case 'MQD_E_CORE_DIR_FORBIDDEN':
     case 'MQD_E_PTRACE_DENIED':
     case 'MQD_E_BAD_ORIGIN':
     case 'MQD_E_INSECURE':
@@ -82,6 +83,7 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_DLL_POLICY':
     case 'MQD_E_NO_STACKS':
     case 'MQD_E_NO_SLURM':
+    case 'MQD_E_PMIX':
     case 'MQD_E_CAPTURE':
       // The agent answered, with a failure on its node.
       return 502;
@@ -161,6 +163,7 @@ export function jobJson(
     state,
     lastSnapshotAt: last === null ? null : iso(last.takenAt),
     lastSnapshot: last === null ? null : metaJson(last),
+    ...(job.coresDir === undefined ? {} : { coresDir: job.coresDir }),
   };
 }
 

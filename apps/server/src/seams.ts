@@ -2,7 +2,7 @@
 // (mqd-core through the MPI library's message-queue DLL) and the real locator (MPIR attach to
 // mpirun, packages/mpir) are injected as options, so this package never loads koffi itself and
 // tests run against the fakes in fakes.ts.
-import type { LengthUnit, MpiLibrary, RankSnapshot, Result } from '@mqd/model';
+import type { CoreFileSource, LengthUnit, MpiLibrary, RankSnapshot, Result } from '@mqd/model';
 
 /** What the agent knows about the MPI library of the ranks it reads (JobSnapshot.mpi). */
 export interface MpiInfo {
@@ -21,6 +21,11 @@ export interface RankTarget {
    * the job was located: with (host, pid) it pins the identity, so a reused pid is refused.
    */
   readonly startTime?: string;
+  /**
+   * The rank's core file (a job read from cores): its path on this node. The agent reads it
+   * with RankReader.readCores, after checking it lies in a directory it allows.
+   */
+  readonly core?: string;
 }
 
 export interface ReadOptions {
@@ -49,6 +54,18 @@ export interface RankReader {
   read(ranks: readonly RankTarget[], opts: ReadOptions): Promise<RankSnapshot[]>;
   /** The library and DLL the reader uses; null until it has loaded one. */
   readonly mpi: MpiInfo | null;
+  /**
+   * Reads ranks from their core files (every target has `core`): one RankSnapshot per target
+   * (pid = the pid in the core) and the facts of each core read (JobSnapshot.source.cores).
+   * `opts.ownerUid` is the uid owning the files; the agent has checked paths and owner.
+   * Absent where the reader cannot read cores.
+   */
+  readCores?(cores: readonly RankTarget[], opts: ReadOptions): Promise<CoreRead>;
+}
+
+export interface CoreRead {
+  readonly ranks: RankSnapshot[];
+  readonly cores: CoreFileSource[];
 }
 
 /** A rank of a located job and the node it runs on. */
@@ -58,6 +75,8 @@ export interface LocatedRank {
   readonly host: string;
   /** /proc/PID/stat start time when the locator could read it (ranks on the starter's node). */
   readonly startTime?: string;
+  /** The rank's core file, for a job read from cores. */
+  readonly core?: string;
 }
 
 export interface LocatedJob {
@@ -75,6 +94,8 @@ export interface LocatedJob {
    * (a Slurm job: its first process here, the batch script or the first task).
    */
   readonly starterPid?: number;
+  /** A job read from cores: the directory (real path) its cores were found in. */
+  readonly coresDir?: string;
 }
 
 /** An MPI starter (mpirun/mpiexec) an agent sees on its node, before anyone attaches to it. */
@@ -91,6 +112,12 @@ export interface JobLocator {
   locate(starterPid: number): Promise<Result<LocatedJob>>;
   /** The ranks of a Slurm job (JOBID or JOBID.STEP) on this node; absent where Slurm is not. */
   locateSlurm?(job: string): Promise<Result<LocatedJob>>;
+  /**
+   * The cores of a directory (real path, already checked to be allowed): one rank per core
+   * from a `mqd capture` manifest or the files' names (rank-N.core), the pid from each core's
+   * notes, uid = the files' owner, and `core` set on every rank. Absent where cores are not read.
+   */
+  locateCores?(dir: string): Promise<Result<LocatedJob>>;
   /** Starters visible on this node, reported in the agent's status; optional. */
   list?(): Promise<readonly SeenStarter[]>;
 }

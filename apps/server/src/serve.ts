@@ -58,6 +58,8 @@ export async function serve(o: ServeOptions): Promise<Served> {
         ...(o.config.tlsCert !== null ? { tls: { rejectUnauthorized: false } } : {}),
         reader: o.reader,
         locator: o.locator ?? null,
+        // The same roots as the aggregator's: the agent re-checks every core path against them.
+        coreDirs: o.config.coreDirs,
         host: localHost,
         log: (l) => app.log.info(l),
       })

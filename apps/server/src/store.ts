@@ -98,6 +98,14 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE users ADD COLUMN token_expires_at INTEGER;
     `,
   },
+  {
+    // Jobs read from core files (issue 17): the directory of their cores; NULL for live jobs.
+    version: 3,
+    sql: `
+      ALTER TABLE jobs ADD COLUMN cores_dir TEXT;
+      CREATE INDEX jobs_cores ON jobs(host, cores_dir) WHERE cores_dir IS NOT NULL;
+    `,
+  },
 ];
 
 export interface RetentionPolicy {
@@ -162,6 +170,7 @@ interface JobRow {
   created_at: number;
   created_by: string;
   ended_at: number | null;
+  cores_dir: string | null;
 }
 
 interface UserRow {
@@ -208,6 +217,7 @@ function toJob(r: JobRow): JobRecord {
     createdAt: r.created_at,
     createdBy: r.created_by,
     endedAt: r.ended_at,
+    ...(r.cores_dir === null ? {} : { coresDir: r.cores_dir }),
   };
 }
 
@@ -442,9 +452,17 @@ export class Store {
     const r = this.db
       .prepare(
         `SELECT * FROM jobs WHERE host = ? AND starter_pid = ? AND (? IS NULL OR starter_start_time = ?)
-         AND ended_at IS NULL ORDER BY created_at DESC`,
+         AND ended_at IS NULL AND cores_dir IS NULL ORDER BY created_at DESC`,
       )
       .get(host, starterPid, starterStartTime, starterStartTime) as JobRow | undefined;
+    return r ? toJob(r) : null;
+  }
+
+  /** The job of the cores in this directory on this host (real path), if attached already. */
+  findCoreJob(host: string, coresDir: string): JobRecord | null {
+    const r = this.db
+      .prepare('SELECT * FROM jobs WHERE host = ? AND cores_dir = ? ORDER BY created_at DESC')
+      .get(host, coresDir) as JobRow | undefined;
     return r ? toJob(r) : null;
   }
 
@@ -454,7 +472,7 @@ export class Store {
       return this.db
         .prepare(
           `UPDATE jobs SET ended_at = ? WHERE host = ? AND starter_pid = ? AND starter_start_time != ?
-           AND ended_at IS NULL`,
+           AND ended_at IS NULL AND cores_dir IS NULL`,
         )
         .run(at, host, starterPid, starterStartTime).changes;
     });
@@ -467,9 +485,9 @@ export class Store {
         this.db
           .prepare(
             `INSERT INTO jobs (id, host, starter_pid, starter_start_time, uid, command, method, rank_count, layout,
-               created_at, created_by, ended_at)
+               created_at, created_by, ended_at, cores_dir)
              VALUES (@id, @host, @starterPid, @starterStartTime, @uid, @command, @method, @rankCount, @layout,
-               @createdAt, @createdBy, @endedAt)
+               @createdAt, @createdBy, @endedAt, @coresDir)
              ON CONFLICT(id) DO UPDATE SET command = excluded.command, method = excluded.method,
                rank_count = excluded.rank_count, layout = excluded.layout, ended_at = excluded.ended_at
              WHERE jobs.uid = excluded.uid AND jobs.starter_start_time = excluded.starter_start_time`,
@@ -487,6 +505,7 @@ export class Store {
             createdAt: job.createdAt,
             createdBy: job.createdBy,
             endedAt: job.endedAt,
+            coresDir: job.coresDir ?? null,
           });
         this.insertAudit(audit);
       })();

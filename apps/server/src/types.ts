@@ -28,7 +28,11 @@ export interface JobRecord {
   readonly createdAt: number;
   readonly createdBy: string;
   /** When a snapshot found every rank gone; null while the job runs. */
-  readonly endedAt: number | null;
+  readonly endedAt: number | null /**
+   * A job read from core files: their directory (real path on the agent's node). Such a job
+   * never ends by itself and is not auto-snapshotted (its snapshots are all equal).
+   */;
+  readonly coresDir?: string;
 }
 
 export interface SnapshotSummary {

@@ -240,6 +240,8 @@ describe('the REST API and /ui events against api-spec.ts', () => {
     await call('GET', `/api/jobs/${jobId}`, { headers: alice }); // alice's token was revoked
     await call('GET', '/api/snapshots/nope');
     await call('POST', '/api/jobs/attach', { payload: { starterPid: -3 } });
+    // Core directories are off unless an admin allows some (--core-dir): the refusal says so.
+    await call('POST', '/api/jobs/attach', { payload: { coresDir: '/var/crash/job-1' } });
     await call('GET', '/api/nowhere');
 
     await sim.dispose();

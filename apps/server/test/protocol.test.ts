@@ -321,7 +321,54 @@ describe('codec', () => {
       expect(r.ok, JSON.stringify(params)).toBe(false);
     }
     const both = decode({ starterPid: 9, slurmJob: '12' });
-    expect(!both.ok && both.error.error.message).toMatch(/exactly one of starterPid and slurmJob/);
+    expect(!both.ok && both.error.error.message).toMatch(/exactly one of starterPid, slurmJob and coresDir/);
+  });
+
+  it('carries core jobs: a core directory to locate, core paths to read, the cores read in the reply', () => {
+    const request = (method: string, params: object) =>
+      decodeServerMessage(encodeMessage({ type: 'request', id: 1, method, params } as never), 1 << 20);
+    const dir = request('locate', { coresDir: '/var/crash/job' });
+    expect(dir.ok && dir.value).toEqual({
+      type: 'request',
+      id: 1,
+      method: 'locate',
+      params: { coresDir: '/var/crash/job' },
+    });
+    for (const coresDir of ['var/crash', '', '/', 'x'.repeat(5000)]) {
+      expect(request('locate', { coresDir }).ok, coresDir.slice(0, 20)).toBe(false);
+    }
+    expect(request('locate', { coresDir: '/a', starterPid: 3 }).ok).toBe(false);
+    const ranks = [{ rank: 0, pid: 7, core: '/var/crash/job/rank-0.core' }];
+    const snap = request('snapshot', { ranks, timeoutMs: 100, ownerUid: 1000 });
+    expect(snap.ok && snap.value.type === 'request' && snap.value.params).toMatchObject({ ranks });
+    expect(
+      request('snapshot', { ranks: [{ rank: 0, pid: 7, core: 'rank-0.core' }], timeoutMs: 100 }).ok,
+    ).toBe(false);
+
+    const reply = (result: object) =>
+      decodeAgentMessage(
+        encodeMessage({ type: 'reply', id: 2, method: 'snapshot', ok: true, result } as never),
+        1 << 20,
+      );
+    const core = {
+      rank: 0,
+      path: '/var/crash/job/rank-0.core',
+      pid: 7,
+      signal: 6,
+      executable: '/opt/ring',
+      writtenAt: '2026-11-23T10:00:00.000Z',
+    };
+    const good = reply({ count: 1, mpi: null, durationMicros: 5, cores: [core] });
+    expect(good.ok && good.value.type === 'reply' && good.value.ok && good.value.result).toMatchObject({
+      cores: [core],
+    });
+    for (const bad of [
+      { ...core, signal: -1 },
+      { ...core, writtenAt: 'yesterday' },
+      { ...core, extra: 1 },
+    ]) {
+      expect(reply({ count: 1, mpi: null, durationMicros: 5, cores: [bad] }).ok).toBe(false);
+    }
   });
 
   it('splits an answer into chunks that each fit the message limit', () => {

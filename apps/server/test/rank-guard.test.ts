@@ -87,6 +87,20 @@ const stacksErrorRank: RankSnapshot = {
   mpiCall: { function: 'MPI_Recv', tid: 1, args: null },
 };
 
+/** The fields the reader added later: the rank's DLL and its log, world, lengthUnknown. */
+const dllRank: RankSnapshot = {
+  ...mpichRank,
+  rank: 9,
+  communicators: mpichRank.communicators.map((c) => ({
+    ...c,
+    world: false,
+    remoteGroup: [4, 5, 6],
+    receives: (c.receives ?? []).map((o) => ({ ...o, lengthUnknown: true as const })),
+  })),
+  dll: { path: '/usr/lib/libompi_dbg_msgq.so', version: 'Open MPI 4.1' },
+  dllLog: ['setup', 'walk'],
+};
+
 const byValidator = (r: unknown) =>
   validateSnapshot({
     schemaVersion: 1,
@@ -146,6 +160,7 @@ describe('checkRanks', () => {
       errorRank as unknown as Json,
       stackRank as unknown as Json,
       stacksErrorRank as unknown as Json,
+      dllRank as unknown as Json,
     ];
     let cases = 0;
     let refused = 0;

@@ -77,21 +77,21 @@ describe('store', () => {
     const dir = tmp();
     const clock = { now: 1000 };
     const first = open(dir, clock);
-    expect(first.migrationsApplied).toEqual([1, 2]);
+    expect(first.migrationsApplied).toEqual([1, 2, 3]);
     first.close();
     const second = open(dir, clock);
     expect(second.migrationsApplied).toEqual([]);
     second.close();
-    // A new release adds migration 3: only it runs, once.
-    const withV3 = [...MIGRATIONS, { version: 3, sql: 'ALTER TABLE jobs ADD COLUMN note TEXT' }];
-    const third = open(dir, clock, undefined, withV3);
-    expect(third.migrationsApplied).toEqual([3]);
-    expect(third.schemaVersion()).toBe(3);
+    // A new release adds migration 4: only it runs, once.
+    const withV4 = [...MIGRATIONS, { version: 4, sql: 'ALTER TABLE jobs ADD COLUMN note TEXT' }];
+    const third = open(dir, clock, undefined, withV4);
+    expect(third.migrationsApplied).toEqual([4]);
+    expect(third.schemaVersion()).toBe(4);
     third.close();
-    const fourth = open(dir, clock, undefined, withV3);
+    const fourth = open(dir, clock, undefined, withV4);
     expect(fourth.migrationsApplied).toEqual([]);
     const rows = fourth.db.prepare('SELECT version FROM schema_version ORDER BY version').all();
-    expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
+    expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }]);
   });
 
   it('keeps committed snapshots across a reopen, with WAL on', () => {

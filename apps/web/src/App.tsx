@@ -7,7 +7,7 @@ import { Diagnosis } from './Diagnosis.js';
 import { cachedSnapshot, type LoadedSnapshot, rememberSnapshot } from './data.js';
 import { demoSnapshot } from './demo.js';
 import { FleetPage } from './fleet/FleetView.js';
-import { formatTime } from './format.js';
+import { formatCoreSource, formatTime } from './format.js';
 import { type Resource, shownValue, useJobSnapshotProgress, useResource } from './hooks.js';
 import { trackBusy } from './idle.js';
 import { JobsView } from './jobs/JobsView.js';
@@ -357,14 +357,28 @@ function SnapshotBadge({ data }: { data: LoadedSnapshot | null }) {
   if (!data) return <span className="snapshot-badge muted">No snapshot selected</span>;
   const s = data.snapshot;
   return (
-    <span className="snapshot-badge" title={data.snapshot.mpi.dll ?? ''}>
-      {data.jobId !== null && <span>Job {data.jobId} · </span>}
-      <span>taken {formatTime(data.takenAt)}</span>
-      <span className="muted">
-        {' '}
-        · {s.mpi.library} · {s.ranks.length.toLocaleString()} ranks · lengths in {s.mpi.lengthUnit}
+    <>
+      <span className="snapshot-badge" title={data.snapshot.mpi.dll ?? ''}>
+        {data.jobId !== null && <span>Job {data.jobId} · </span>}
+        <span>taken {formatTime(data.takenAt)}</span>
+        <span className="muted">
+          {' '}
+          · {s.mpi.library} · {s.ranks.length.toLocaleString()} ranks · lengths in {s.mpi.lengthUnit}
+        </span>
       </span>
-    </span>
+      {/* Beside the badge, not in it: the badge may be cut short, this must stay readable. */}
+      {s.source?.kind === 'core' && (
+        <span
+          className="source-core"
+          title={s.source.cores
+            .map((c) => `rank ${c.rank}: ${c.path} (pid ${c.pid}, ${c.executable})`)
+            .join('\n')}
+          data-testid="snapshot-source"
+        >
+          {formatCoreSource(s.source.cores)}
+        </span>
+      )}
+    </>
   );
 }
 

@@ -62,6 +62,8 @@ export interface JobSummary {
   /** ISO time, null before the first snapshot. */
   readonly lastSnapshotAt: string | null;
   readonly ranks: number;
+  /** A job read from core files: their directory on `host`; null for a live job. */
+  readonly coresDir: string | null;
 }
 
 /** A snapshot's summary as label/value pairs, in the order the jobs view shows them. */
@@ -95,10 +97,11 @@ export interface ShareLink {
   readonly id: string;
 }
 
-/** A job by its starter's pid, or a Slurm job by its id (JOBID or JOBID.STEP). */
+/** A job by its starter's pid, a Slurm job by its id (JOBID or JOBID.STEP), or a directory of cores. */
 export type AttachRequest =
   | { readonly host?: string; readonly starterPid: Pid }
-  | { readonly host?: string; readonly slurmJob: string };
+  | { readonly host?: string; readonly slurmJob: string }
+  | { readonly host?: string; readonly coresDir: string };
 
 // The admin pages' records are the spec's own (packages/model api-spec.ts).
 /** The logged-in user (GET /api/me). */
@@ -168,6 +171,7 @@ function jobSummary(j: ApiResponse<'job'>['job']): JobSummary {
     state: j.state,
     lastSnapshotAt: j.lastSnapshotAt,
     ranks: j.rankCount,
+    coresDir: j.coresDir ?? null,
   };
 }
 
@@ -277,7 +281,11 @@ export function createApi(opts: ApiOptions = {}): Api {
         // Only the fields the spec allows (a caller's object may carry more).
         {
           ...(req.host === undefined ? {} : { host: req.host }),
-          ...('slurmJob' in req ? { slurmJob: req.slurmJob } : { starterPid: req.starterPid }),
+          ...('slurmJob' in req
+            ? { slurmJob: req.slurmJob }
+            : 'coresDir' in req
+              ? { coresDir: req.coresDir }
+              : { starterPid: req.starterPid }),
         },
       ),
     // The aggregator answers with the new snapshot's summary; the snapshot itself is read back.

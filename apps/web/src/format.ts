@@ -75,3 +75,34 @@ export function formatTag(tag: number | null): string {
 export function plural(n: number, one: string, many = `${one}s`): string {
   return `${n.toLocaleString()} ${n === 1 ? one : many}`;
 }
+
+/** Signals a core is usually written on (Linux numbers). */
+const SIGNAL_NAMES: Readonly<Record<number, string>> = {
+  3: 'SIGQUIT',
+  4: 'SIGILL',
+  5: 'SIGTRAP',
+  6: 'SIGABRT',
+  7: 'SIGBUS',
+  8: 'SIGFPE',
+  9: 'SIGKILL',
+  11: 'SIGSEGV',
+  15: 'SIGTERM',
+};
+
+/** "SIGABRT", "signal 40", or for 0 (a core written from a running process) "none: live capture". */
+export function formatSignal(signal: number): string {
+  if (signal === 0) return 'none: live capture';
+  return SIGNAL_NAMES[signal] ?? `signal ${signal}`;
+}
+
+/** "read from 4 core files (signal SIGABRT)": where a snapshot of cores came from. */
+export function formatCoreSource(cores: readonly { readonly signal: number }[]): string {
+  const signals = [...new Set(cores.map((c) => c.signal))].sort((a, b) => a - b);
+  const which =
+    signals.length === 0
+      ? ''
+      : signals.length === 1
+        ? ` (signal ${formatSignal(signals[0] ?? 0)})`
+        : ` (signals ${signals.map(formatSignal).join(', ')})`;
+  return `read from ${plural(cores.length, 'core file')}${which}`;
+}

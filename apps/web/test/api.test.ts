@@ -88,8 +88,15 @@ describe('api client', () => {
         state: 'looks-hung',
         lastSnapshotAt: '2026-01-01T00:00:00.000Z',
         ranks: 4,
+        coresDir: null,
       },
     ]);
+    // A job of core files carries its directory.
+    const coreJob = fakeFetch({
+      'GET /api/jobs': { status: 200, body: { jobs: [{ ...job, coresDir: '/var/crash/j7' }], starters: [] } },
+    });
+    const rc = await createApi({ fetch: coreJob.fetch }).jobs();
+    expect(rc.ok && rc.value[0]?.coresDir).toBe('/var/crash/j7');
     // A bare array is not what the server sends: refused, not guessed at.
     const bare = fakeFetch({ 'GET /api/jobs': { status: 200, body: [job] } });
     const r2 = await createApi({ fetch: bare.fetch }).jobs();

@@ -115,6 +115,12 @@ export const ApiJob = Type.Object({
   state: JobState,
   lastSnapshotAt: Nullable(IsoTime),
   lastSnapshot: Nullable(ApiSnapshotMeta),
+  /**
+   * Set for a job read from core files (attach `{coresDir}`): the directory, as resolved on the
+   * server (symlinks followed). Such a job never ends and is not auto-snapshotted: its
+   * snapshots are all equal.
+   */
+  coresDir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
 });
 export type ApiJob = Static<typeof ApiJob>;
 
@@ -261,6 +267,8 @@ const AUTHED = [401, 403] as const;
 /** A Slurm job as `squeue` shows it: JOBID, or JOBID.STEP (a number, `batch` or `extern`). */
 export const SLURM_JOB_PATTERN = '^[0-9]{1,10}(\\.([0-9]{1,10}|batch|extern))?$';
 export const SLURM_JOB_RE: RegExp = new RegExp(SLURM_JOB_PATTERN);
+/** Longest core directory path an attach may name (PATH_MAX). */
+export const MAX_CORES_DIR_CHARS = 4096;
 
 export const API_ROUTES = {
   health: route({
@@ -351,11 +359,15 @@ export const API_ROUTES = {
     url: '/jobs/attach',
     auth: 'user',
     tag: 'jobs',
-    summary: 'Attach to a job by its starter pid, or by its Slurm job id, through the agent on that node',
+    summary:
+      'Attach to a job by its starter pid, by its Slurm job id, or to a directory of its core files, through the agent on that node',
     description:
       'Without host, the only connected agent is used, or the one agent that reports this starter pid. ' +
       'A Slurm job (JOBID or JOBID.STEP) is located by the agent of its node (scontrol); the owner is the ' +
-      "job's Slurm user.",
+      "job's Slurm user. A core directory (absolute path; one core per rank, a `mqd capture` manifest or " +
+      'files named rank-N.core) must resolve, symlinks followed, inside a directory the admin allows ' +
+      '(`mqd serve --core-dir DIR`, MQD_CORE_DIRS; 403 MQD_E_FORBIDDEN otherwise); its cores must all ' +
+      'belong to one uid, the owner of the job; a non-admin may open only their own cores, uid 0 only admins.',
     body: Type.Union([
       Type.Object(
         {
@@ -368,6 +380,13 @@ export const API_ROUTES = {
         {
           host: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
           slurmJob: Type.String({ pattern: SLURM_JOB_PATTERN, maxLength: 32 }),
+        },
+        { additionalProperties: false },
+      ),
+      Type.Object(
+        {
+          host: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+          coresDir: Type.String({ minLength: 1, maxLength: MAX_CORES_DIR_CHARS }),
         },
         { additionalProperties: false },
       ),

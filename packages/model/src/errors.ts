@@ -60,6 +60,8 @@ export const ERROR_HINTS = {
   MQD_E_EMPTY_PROCTABLE:
     'the starter has not filled its process table yet; wait until the job has started, or use the process-tree fallback',
   MQD_E_NO_RANKS: 'no MPI rank was found under this starter; check the pid, or pass the rank pids directly',
+  MQD_E_PMIX:
+    "the launcher's PMIx server did not answer the tool's query; check that the job is still running and that you run mqd as the job's owner (or root), or use --method process-tree",
   // --- Slurm
   MQD_E_NO_SLURM:
     "Slurm's commands did not answer; check that scontrol works here (and SLURM_CONF if your site sets it)",
@@ -74,6 +76,8 @@ export const ERROR_HINTS = {
     'memory the read needs is neither in the core nor in a file it maps; capture with `mqd capture`, or set /proc/PID/coredump_filter to 0x37 before the crash',
   MQD_E_CORE_BUILD_ID:
     'a library or executable changed since the crash (its build-id differs from the core): read the core where the job ran, or pass the original files with --exe / --sysroot',
+  MQD_E_CORE_DIR_FORBIDDEN:
+    'core files are opened only from directories an admin allows: put them in one, or ask an admin to add it with `mqd serve --core-dir DIR` (or MQD_CORE_DIRS=DIR:DIR)',
   MQD_E_CORE_NO_RANK:
     'no MPI rank number for this core: pass --rank N after --core, or name the files rank-N.core',
   MQD_E_CAPTURE:

@@ -92,6 +92,12 @@ export interface CoreSnapshotOptions {
   readonly sysroot?: string;
   readonly stacks?: boolean;
   readonly dllPolicy?: DllPolicy;
+  /**
+   * The job owner (an agent reading for a user): every core must be this uid's file (else
+   * MQD_E_FOREIGN_PROCESS, not read) and the reader runs as this uid whatever the path points
+   * to by the time it opens it. Default: each core's owner when this process is root.
+   */
+  readonly ownerUid?: number;
 }
 
 /** The rank a core's file name gives: rank-3.core, core.rank3, mpi.rank_12.core, ... */
@@ -461,8 +467,23 @@ export class Snapshotter {
         });
         continue;
       }
-      // Root reads each core as its owner; anyone else reads as themselves (the kernel decides).
-      const id = me.euid === 0 ? readerIdentity(it.st.uid, it.st.gid) : readerIdentity(me.uid, me.gid);
+      if (opts.ownerUid !== undefined && it.st.uid !== opts.ownerUid) {
+        unidentified.push({
+          pid: 1,
+          host: it.c.host ?? here,
+          error: mqdError(
+            'MQD_E_FOREIGN_PROCESS',
+            `${it.c.path} belongs to uid ${it.st.uid}, not to the job's owner ${opts.ownerUid}`,
+          ),
+        });
+        continue;
+      }
+      // Root reads each core as its owner (the job's, when given); anyone else reads as
+      // themselves (the kernel decides).
+      const id =
+        me.euid === 0
+          ? readerIdentity(opts.ownerUid ?? it.st.uid, it.st.gid)
+          : readerIdentity(me.uid, me.gid);
       const k = identityKey(id);
       const g = byReader.get(k) ?? { id, list: [] };
       g.list.push(it);

@@ -1,9 +1,10 @@
 // Jobs: list, attach (locate through the agent on the starter's node), snapshot, history.
 // A user sees and snapshots only jobs of their own uid; admins see every job.
 import { JobId, MqdException, API_ROUTES as R, type UiEventPayload } from '@mqd/model';
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { LocateTarget } from '../agent-protocol.js';
 import { mayAccess } from '../auth.js';
+import { resolveCoreDir } from '../core-dirs.js';
 import { newId } from '../fanout.js';
 import { fail, jobJson, metaJson } from '../http.js';
 import { routeOf } from '../schemas.js';
@@ -50,6 +51,86 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
     },
   });
 
+  /**
+   * A directory of core files as a job: allowed root (checked here, and again by the agent on
+   * its node), one owner for all cores, that owner's or an admin's request; the job is the
+   * directory's (re-attaching it finds the same job).
+   */
+  const attachCores = async (user: User, dir: string, given: string | undefined, reply: FastifyReply) => {
+    // Checked on this node first when the directory is here (the agent of the aggregator's own
+    // node, or a shared file system); the agent checks against its own roots in any case.
+    const here = resolveCoreDir(dir, s.config.coreDirs);
+    if (!here.ok && (here.error.code !== 'MQD_E_NOT_FOUND' || given === undefined)) {
+      throw new MqdException(here.error);
+    }
+    const hosts = s.hub.hosts();
+    let host = given;
+    if (host === undefined) {
+      if (hosts.length === 0) fail('MQD_E_AGENT_MISSING', 'no agent is connected');
+      host =
+        hosts.length === 1
+          ? hosts[0]
+          : fail(
+              'MQD_E_BAD_INPUT',
+              `${hosts.length} agents are connected: pass host (the node that holds ${dir})`,
+            );
+    } else if (!s.hub.isConnected(host)) {
+      fail('MQD_E_AGENT_MISSING', `no agent is connected for host ${host}`);
+    }
+    if (host === undefined) return fail('MQD_E_AGENT_MISSING', 'no agent is connected');
+    const located = await s.hub.locate(
+      host,
+      { coresDir: here.ok ? here.value : dir },
+      s.config.snapshotTimeoutMs,
+    );
+    if (!located.ok) throw new MqdException(located.error);
+    const found = located.value;
+    const coresDir = found.coresDir ?? fail('MQD_E_INTERNAL', `the agent on ${host} named no core directory`);
+    if (!mayAccess(user, found.uid)) {
+      fail(
+        'MQD_E_FORBIDDEN',
+        found.uid === 0
+          ? `the cores in ${dir} on ${host} belong to root: only an admin may open them`
+          : `the cores in ${dir} on ${host} belong to uid ${found.uid}`,
+      );
+    }
+    if (found.ranks.length === 0) fail('MQD_E_NO_RANKS', `${dir} on ${host} holds no core`);
+    if (found.ranks.some((r) => r.core === undefined || r.host !== host)) {
+      fail('MQD_E_INTERNAL', `the agent on ${host} answered ranks without their core file`);
+    }
+    const existing = s.store.findCoreJob(host, coresDir);
+    if (existing && existing.uid !== found.uid) {
+      fail(
+        'MQD_E_FORBIDDEN',
+        `the cores in ${coresDir} on ${host} changed owner; attach them again as that user`,
+      );
+    }
+    const ranks = [...found.ranks].sort((a, b) => a.rank - b.rank);
+    const job: JobRecord = {
+      id: existing?.id ?? JobId(newId()),
+      host,
+      starterPid: existing?.starterPid ?? found.starterPid ?? ranks[0]?.pid ?? 1,
+      starterStartTime: existing?.starterStartTime ?? found.starterStartTime,
+      uid: found.uid,
+      command: found.command,
+      method: found.method,
+      ranks,
+      createdAt: existing?.createdAt ?? s.clock(),
+      createdBy: existing?.createdBy ?? user.name,
+      endedAt: null,
+      coresDir,
+    };
+    s.store.saveJob(job, {
+      who: user.name,
+      action: 'attach',
+      jobId: job.id,
+      detail: `cores in ${coresDir} on ${host}: ${ranks.length} ranks (${job.method})`,
+    });
+    const json = toJson(job);
+    s.ui.toJob(job.uid, 'job.attached', json satisfies UiEventPayload<'job.attached'>);
+    return reply.code(201).send({ job: json });
+  };
+
   app.route({
     ...routeOf(R.attach),
     config: rateLimited(opts),
@@ -57,7 +138,12 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
       const user = currentUser(req);
       const body = req.body;
       const target: LocateTarget =
-        'slurmJob' in body ? { slurmJob: body.slurmJob } : { starterPid: body.starterPid };
+        'slurmJob' in body
+          ? { slurmJob: body.slurmJob }
+          : 'coresDir' in body
+            ? { coresDir: body.coresDir }
+            : { starterPid: body.starterPid };
+      if ('coresDir' in target) return attachCores(user, target.coresDir, body.host, reply);
       const what = 'slurmJob' in target ? `Slurm job ${target.slurmJob}` : `starter ${target.starterPid}`;
       let host = body.host;
       if (host === undefined) {

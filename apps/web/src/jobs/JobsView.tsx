@@ -1,9 +1,10 @@
-// Jobs: the jobs the aggregator knows, attaching to a new one by its starter's pid, taking a
-// snapshot, and the snapshots of the selected job. While the live connection (live.ts) is up,
+// Jobs: the jobs the aggregator knows, attaching to a new one by its starter's pid, its Slurm
+// job id or a directory of its core files, taking a snapshot, and the snapshots of the
+// selected job. While the live connection (live.ts) is up,
 // the lists reload when the server says a job was attached or a snapshot stored, and a snapshot
 // being taken shows how many ranks have answered; while it is down, the lists are polled every
 // 5 s when auto-refresh is on. The REST answer alone decides how a snapshot ended.
-import { type JobId, Pid, SLURM_JOB_RE, type SnapshotId } from '@mqd/model';
+import { type JobId, MAX_CORES_DIR_CHARS, Pid, SLURM_JOB_RE, type SnapshotId } from '@mqd/model';
 import { useEffect, useReducer, useState } from 'react';
 import {
   type Api,
@@ -173,7 +174,11 @@ export function JobsView({ api, live, url, setUrl, onUnauthenticated }: LivePage
           <SnapshotProgressBar
             state={snapState}
             origin="page"
-            what={`Taking a snapshot of job ${snapState.job}: every rank is stopped briefly while its queues are read…`}
+            what={
+              jobList?.find((j) => j.id === snapState.job)?.coresDir
+                ? `Taking a snapshot of job ${snapState.job}: reading its core files…`
+                : `Taking a snapshot of job ${snapState.job}: every rank is stopped briefly while its queues are read…`
+            }
           />
         )}
         {snapState.kind === 'error' && <ErrorBox error={snapState.error} />}
@@ -243,8 +248,13 @@ function JobRow({
         <span className={`state state-${job.state}`}>{STATE_LABEL[job.state]}</span>
       </td>
       <td>{job.id}</td>
-      <td className="command" title={job.command}>
-        {job.command}
+      <td className="command" title={job.coresDir === null ? job.command : `${job.command}\n${job.coresDir}`}>
+        {job.coresDir !== null && (
+          <span className="badge badge-cores" data-testid="job-cores" title={`core files in ${job.coresDir}`}>
+            cores
+          </span>
+        )}{' '}
+        {job.coresDir === null ? job.command : <span className="cores-dir">{job.coresDir}</span>}
       </td>
       <td>{job.host}</td>
       <td>{job.starterPid}</td>
@@ -271,6 +281,7 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
   const [host, setHost] = useState('');
   const [pid, setPid] = useState('');
   const [slurm, setSlurm] = useState('');
+  const [cores, setCores] = useState('');
   const [state, setState] = useState<
     { kind: 'idle' } | { kind: 'busy' } | { kind: 'error'; error: ApiError }
   >({
@@ -279,8 +290,11 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
   const pidNumber = Number(pid);
   const pidValid = /^\d+$/.test(pid.trim()) && pidNumber >= 1 && pidNumber <= 0x3fffffff;
   const slurmValid = SLURM_JOB_RE.test(slurm.trim());
-  // Exactly one of the two: a starter pid on a node, or a Slurm job id.
-  const valid = (pid.trim() !== '') !== (slurm.trim() !== '') && (pidValid || slurmValid);
+  // The server decides which directories are allowed; here only the shape (an absolute path).
+  const coresValid = cores.trim().startsWith('/') && cores.trim().length <= MAX_CORES_DIR_CHARS;
+  // Exactly one of the three: a starter pid on a node, a Slurm job id, or a core directory.
+  const given = [pid, slurm, cores].filter((x) => x.trim() !== '').length;
+  const valid = given === 1 && (pidValid || slurmValid || coresValid);
   return (
     <form
       className="attach"
@@ -291,7 +305,9 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
         const where = host.trim() === '' ? {} : { host: host.trim() };
         const req: AttachRequest = slurmValid
           ? { ...where, slurmJob: slurm.trim() }
-          : { ...where, starterPid: Pid(pidNumber) };
+          : coresValid
+            ? { ...where, coresDir: cores.trim() }
+            : { ...where, starterPid: Pid(pidNumber) };
         const r = await trackBusy(api.attach(req));
         if (!r.ok) {
           setState({ kind: 'error', error: r.error });
@@ -300,6 +316,7 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
         setState({ kind: 'idle' });
         setPid('');
         setSlurm('');
+        setCores('');
         onAttached(r.value);
       }}
     >
@@ -322,6 +339,16 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
           placeholder="JOBID[.STEP] as squeue shows it"
           aria-invalid={slurm !== '' && !slurmValid}
           data-testid="attach-slurm"
+        />
+      </label>
+      <label title="A directory of one core file per rank (a `mqd capture`, or files named rank-N.core) inside a directory the admin allows">
+        or core directory{' '}
+        <input
+          value={cores}
+          onChange={(e) => setCores(e.target.value)}
+          placeholder="/path/to/cores on that host"
+          aria-invalid={cores !== '' && !coresValid}
+          data-testid="attach-cores"
         />
       </label>
       <label>

@@ -2,7 +2,7 @@
 // headers and notes only (cores are gigabytes: memory is read on demand with readCoreBytes).
 // Layouts (struct elf_prstatus, elf_prpsinfo, NT_FILE) are in packages/mqd-core/README.md,
 // "Core files"; the writer (core-writer.ts) produces the same layout.
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 
 export interface CoreSegment {
@@ -100,12 +100,14 @@ function cString(b: Buffer, start: number, end: number): string {
 export function readCoreInfo(path: string): Result<CoreInfo, MqdError> {
   let fd: number;
   try {
-    fd = openSync(path, 'r');
+    // Never blocks: a FIFO (or a device) where a core was expected is refused, not waited on.
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (e) {
     const x = e as NodeJS.ErrnoException;
     return invalid(path, `cannot open (${x.code ?? ''} ${x.message})`);
   }
   try {
+    if (!fstatSync(fd).isFile()) return invalid(path, 'not a regular file');
     return parse(path, fd);
   } catch (e) {
     // A read error of an open file (EIO, EISDIR): the file is not usable as a core.

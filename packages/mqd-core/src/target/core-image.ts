@@ -5,7 +5,7 @@
 // JavaScript for what is asked before the DLL runs (MPIR_dll_name, the environment).
 // Never wrong numbers: a file whose build-id differs from the core's record of it serves no
 // bytes and no symbols; memory the core lacks reads as missing (MQD_E_CORE_MISSING_PAGES).
-import { closeSync, existsSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import type { CoreRegion } from '../mqs/shim.js';
@@ -56,15 +56,25 @@ export class OpenedCore {
     registry: DebugFileRegistry,
     opts: CoreOpenOptions = {},
   ): Result<OpenedCore, MqdError> {
-    const parsed = readCoreInfo(path);
-    if (!parsed.ok) return parsed;
-    const info = parsed.value;
+    // Opened once, without blocking (a FIFO put in its place would hang the reader), and only a
+    // regular file; everything after reads this open file, whatever the path points to later.
     let fd: number;
     try {
-      fd = openSync(path, 'r');
+      fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
     } catch (e) {
       return err(mqdError('MQD_E_CORE_INVALID', `cannot open ${path}: ${(e as Error).message}`));
     }
+    const st = fstatSync(fd);
+    if (!st.isFile()) {
+      closeSync(fd);
+      return err(mqdError('MQD_E_CORE_INVALID', `${path} is not a regular file`));
+    }
+    const parsed = readCoreInfo(`/proc/self/fd/${fd}`);
+    if (!parsed.ok) {
+      closeSync(fd);
+      return err({ ...parsed.error, message: parsed.error.message.replaceAll(`/proc/self/fd/${fd}`, path) });
+    }
+    const info = { ...parsed.value, path };
     const fds: number[] = [fd];
     try {
       const exePath = executableOf(info);
