@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
 # Provision everything MQD Dashboard needs on a Debian bookworm machine, idempotently and
 # without prompts:
-#   1. Debian packages (compiler, elfutils/libdw, dwz, chromium for e2e, sqlite, iproute2)
-#   2. bookworm deb-src, then Debian's source packages of Open MPI 4.1.4 and MPICH 4.0.2,
-#      built with -g from the pristine upstream tarball (*.orig.tar.*) into a cache outside
-#      the repository ($MQD_MPI_CACHE, default /var/cache/mqd-mpi)
+#   1. Debian packages (compilers incl. gfortran, elfutils/libdw, dwz, chromium for e2e,
+#      sqlite, iproute2)
+#   2. bookworm deb-src, then Debian's source packages of Open MPI 4.1.4 and MPICH 4.0.2, and
+#      (through a trixie deb-src entry pinned to -1, so nothing is ever installed from trixie)
+#      trixie's Open MPI 5.0.7 and MPICH 4.2.1; each built with -g from the pristine upstream
+#      tarball (*.orig.tar.*) into a cache outside the repository ($MQD_MPI_CACHE, default
+#      /var/cache/mqd-mpi). Missing builds run side by side, make's -j split between them.
 #   3. node modules (npm ci / npm install)
 # A second run does nothing: each step checks a stamp or the installed state first.
 # Usage: scripts/provision.sh [--no-node] [--only-apt]
+# MQD_MPICH42_TARBALL=/path/mpich-4.2.1.tar.gz uses that upstream tarball when the archive's
+# mirror does not serve trixie's mpich source (docs/mpi-facts.md, "Open MPI 5.0.7 and MPICH 4.2.1").
 set -euo pipefail
 
 MQD_MPI_CACHE=${MQD_MPI_CACHE:-/var/cache/mqd-mpi}
 OMPI_VERSION=4.1.4
 MPICH_VERSION=4.0.2
+OMPI5_VERSION=5.0.7
+MPICH42_VERSION=4.2.1
+# Debian trixie's source versions of those two (its mpich is upstream 4.2.1 renumbered).
+OMPI5_DEBVER=5.0.7-1
+MPICH42_DEBVER=4.3.0+really4.2.1-1
 JOBS=${MQD_BUILD_JOBS:-$(nproc)}
 here=$(cd "$(dirname "$0")/.." && pwd)
 log() { printf '[provision] %s\n' "$*" >&2; }
@@ -30,7 +40,7 @@ done
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # ---- 1. Debian packages ------------------------------------------------------------
-PKGS=(build-essential dpkg-dev file elfutils libdw1 libdw-dev libelf-dev dwz chromium
+PKGS=(build-essential gfortran dpkg-dev file elfutils libdw1 libdw-dev libelf-dev dwz chromium
       sqlite3 iproute2 procps perl python3 xz-utils bzip2 ca-certificates openssl util-linux
       slurmctld slurmd slurm-client munge)
 missing=()
@@ -64,22 +74,52 @@ SRC
   apt_updated=0
 }
 
-# fetch_orig SRCPKG VERSION: downloads Debian's source package and prints the orig tarball
+# trixie's deb-src only: no `deb` line, and a -1 pin on top, so apt can fetch trixie's source
+# packages (by exact version: `apt-get source -t trixie` is refused while no trixie binary
+# release is configured) but never install anything from trixie.
+ensure_trixie_src() {
+  local list=/etc/apt/sources.list.d/mqd-deb-src-trixie.sources pin=/etc/apt/preferences.d/mqd-trixie-src
+  if [ ! -f "$pin" ]; then
+    as_root tee "$pin" >/dev/null <<'PIN'
+Package: *
+Pin: release n=trixie
+Pin-Priority: -1
+PIN
+  fi
+  [ -f "$list" ] && return
+  log "enabling trixie deb-src (source packages only, pinned -1) in $list"
+  as_root tee "$list" >/dev/null <<'SRC'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: trixie
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  apt_updated=0
+}
+
+# fetch_orig SRCPKG ORIGVERSION [DEBVERSION]: downloads Debian's source package (bookworm's,
+# or exactly DEBVERSION) and prints the orig tarball; prints nothing if DEBVERSION's files
+# cannot be fetched (the caller decides), fails for bookworm's.
 fetch_orig() {
-  local pkg=$1 ver=$2 dir="$MQD_MPI_CACHE/src"
+  local pkg=$1 ver=$2 debver=${3:-} dir="$MQD_MPI_CACHE/src"
   mkdir -p "$dir"
-  local tarball
+  local tarball spec=$pkg
+  [ -n "$debver" ] && spec="$pkg=$debver"
   tarball=$(ls "$dir"/"${pkg}_${ver}".orig.tar.* 2>/dev/null | head -n1 || true)
   if [ -z "$tarball" ]; then
-    log "apt-get source --download-only $pkg (Debian bookworm)"
-    (cd "$dir" && apt-get source --download-only -qq "$pkg" 2>&1 >/dev/null | grep -v 'unsandboxed' >&2 || true)
+    log "apt-get source --download-only $spec"
+    (cd "$dir" && apt-get source --download-only -qq "$spec" 2>&1 >/dev/null | grep -v 'unsandboxed' >&2 || true)
     tarball=$(ls "$dir"/"${pkg}_${ver}".orig.tar.* 2>/dev/null | head -n1 || true)
-    [ -n "$tarball" ] || { echo "MQD_E_PROVISION: no ${pkg}_${ver}.orig.tar.* after apt-get source; is deb-src for bookworm reachable?" >&2; exit 1; }
+    if [ -z "$tarball" ] && [ -z "$debver" ]; then
+      echo "MQD_E_PROVISION: no ${pkg}_${ver}.orig.tar.* after apt-get source; is deb-src for bookworm reachable?" >&2; exit 1
+    fi
   fi
   echo "$tarball"
 }
 
-# build NAME VERSION TARBALL CONFIGURE_ARGS...   (runs in the background, two at once)
+# build NAME VERSION TARBALL CONFIGURE_ARGS...   (runs in the background, up to four at once,
+# each with make -j$BUILD_JOBS)
 build_mpi() {
   local name=$1 ver=$2 tarball=$3; shift 3
   local prefix="$MQD_MPI_CACHE/$name-$ver" stamp="$MQD_MPI_CACHE/$name-$ver/.mqd-built"
@@ -92,7 +132,7 @@ build_mpi() {
   (
     cd "$work"
     ./configure --prefix="$prefix" "$@" >build.log 2>&1 \
-      && make -j"$JOBS" >>build.log 2>&1 \
+      && make -j"$BUILD_JOBS" >>build.log 2>&1 \
       && make install >>build.log 2>&1
   ) || { echo "MQD_E_PROVISION: $name build failed; see the end of $work/build.log" >&2; tail -n 30 "$work/build.log" >&2; exit 1; }
   date -u +%FT%TZ >"$stamp"
@@ -101,34 +141,97 @@ build_mpi() {
 }
 
 mkdir -p "$MQD_MPI_CACHE"
-ompi_stamp="$MQD_MPI_CACHE/openmpi-$OMPI_VERSION/.mqd-built"
-mpich_stamp="$MQD_MPI_CACHE/mpich-$MPICH_VERSION/.mqd-built"
-if [ -f "$ompi_stamp" ] && [ -f "$mpich_stamp" ]; then
-  log "MPI builds: present in $MQD_MPI_CACHE (openmpi-$OMPI_VERSION, mpich-$MPICH_VERSION); nothing to build"
+# One provisioning at a time: a second run would see the same stamps missing and rm -rf the
+# first one's build directories under it.
+exec 9>"$MQD_MPI_CACHE/.provision.lock"
+if ! flock -n 9; then
+  log "another provisioning holds $MQD_MPI_CACHE/.provision.lock; waiting for it"
+  flock 9
+fi
+stamp_of() { echo "$MQD_MPI_CACHE/$1-$2/.mqd-built"; }
+ompi_stamp=$(stamp_of openmpi "$OMPI_VERSION")
+mpich_stamp=$(stamp_of mpich "$MPICH_VERSION")
+ompi5_stamp=$(stamp_of openmpi "$OMPI5_VERSION")
+mpich42_stamp=$(stamp_of mpich "$MPICH42_VERSION")
+todo=0
+for st in "$ompi_stamp" "$mpich_stamp" "$ompi5_stamp" "$mpich42_stamp"; do [ -f "$st" ] || todo=$((todo + 1)); done
+all_builds="openmpi-$OMPI_VERSION, mpich-$MPICH_VERSION, openmpi-$OMPI5_VERSION, mpich-$MPICH42_VERSION"
+if [ $todo = 0 ]; then
+  log "MPI builds: present in $MQD_MPI_CACHE ($all_builds); nothing to build"
 else
 # Sources are fetched one after the other (apt's lock), the builds then run side by side.
+# make -j per build: twice the fair share of the cores, so that a build's serial phases
+# (configure, libtool links, Fortran modules) and the longest build's tail keep both cores
+# busy; on 2 cores: 2 builds -> -j2 each, 4 builds -> -j1 each.
+BUILD_JOBS=$(( (2 * JOBS + todo - 1) / todo ))
+[ "$BUILD_JOBS" -ge 1 ] || BUILD_JOBS=1
 ensure_deb_src
+ensure_trixie_src
 apt_update
-ompi_tar=$(fetch_orig openmpi "$OMPI_VERSION")
-mpich_tar=$(fetch_orig mpich "$MPICH_VERSION")
-# Open MPI: trimmed configure, -g, internal hwloc/libevent/pmix so no -dev packages are needed.
-[ -f "$ompi_stamp" ] || build_mpi openmpi "$OMPI_VERSION" "$ompi_tar" \
-  CFLAGS="-g -O2" --disable-mpi-fortran --disable-oshmem --disable-mpi-java \
-  --without-ucx --without-ofi --without-verbs --without-psm --without-psm2 --without-cuda \
-  --with-hwloc=internal --with-libevent=internal --with-pmix=internal \
-  --disable-io-romio --disable-man-pages --enable-shared --disable-static &
-ompi_pid=$!
-[ -f "$mpich_stamp" ] || build_mpi mpich "$MPICH_VERSION" "$mpich_tar" \
-  CFLAGS="-g -O2" --enable-debuginfo --enable-shared --disable-static \
-  --with-device=ch3:nemesis --disable-fortran --disable-cxx --disable-doc \
-  --with-hwloc=embedded --without-ucx --without-libfabric &
-mpich_pid=$!
+pids=()
+if [ ! -f "$ompi_stamp" ]; then
+  ompi_tar=$(fetch_orig openmpi "$OMPI_VERSION")
+  # Open MPI: trimmed configure, -g, internal hwloc/libevent/pmix so no -dev packages are needed.
+  build_mpi openmpi "$OMPI_VERSION" "$ompi_tar" \
+    CFLAGS="-g -O2" --disable-mpi-fortran --disable-oshmem --disable-mpi-java \
+    --without-ucx --without-ofi --without-verbs --without-psm --without-psm2 --without-cuda \
+    --with-hwloc=internal --with-libevent=internal --with-pmix=internal \
+    --disable-io-romio --disable-man-pages --enable-shared --disable-static &
+  pids+=($!)
+fi
+if [ ! -f "$mpich_stamp" ]; then
+  mpich_tar=$(fetch_orig mpich "$MPICH_VERSION")
+  build_mpi mpich "$MPICH_VERSION" "$mpich_tar" \
+    CFLAGS="-g -O2" --enable-debuginfo --enable-shared --disable-static \
+    --with-device=ch3:nemesis --disable-fortran --disable-cxx --disable-doc \
+    --with-hwloc=embedded --without-ucx --without-libfabric &
+  pids+=($!)
+fi
+if [ ! -f "$ompi5_stamp" ]; then
+  ompi5_tar=$(fetch_orig openmpi "$OMPI5_VERSION" "$OMPI5_DEBVER")
+  [ -n "$ompi5_tar" ] || { echo "MQD_E_PROVISION: no openmpi_$OMPI5_VERSION.orig.tar.* after apt-get source openmpi=$OMPI5_DEBVER; is deb-src for trixie reachable?" >&2; exit 1; }
+  # Open MPI 5: its bundled PMIx and PRRTE (prterun is its mpirun), hwloc/libevent internal,
+  # Fortran (mpif.h, use mpi, mpi_f08); the C++ bindings no longer exist in 5.x (mpicxx is a
+  # wrapper around the C API). No ROMIO, no OpenSHMEM, no fabrics beyond shared memory/TCP.
+  build_mpi openmpi "$OMPI5_VERSION" "$ompi5_tar" \
+    CFLAGS="-g -O2" CXXFLAGS="-g -O2" FCFLAGS="-g -O2" \
+    --enable-mpi-fortran=all --disable-oshmem --disable-mpi-java \
+    --without-ucx --without-ofi --without-psm2 --without-cuda --without-ucc --without-hcoll \
+    --with-hwloc=internal --with-libevent=internal --with-pmix=internal --with-prrte=internal \
+    --disable-io-romio --enable-shared --disable-static &
+  pids+=($!)
+fi
+if [ ! -f "$mpich42_stamp" ]; then
+  mpich42_tar=${MQD_MPICH42_TARBALL:-}
+  [ -n "$mpich42_tar" ] || mpich42_tar=$(fetch_orig mpich "${MPICH42_DEBVER%-*}" "$MPICH42_DEBVER")
+  if [ -z "$mpich42_tar" ]; then
+    # Not fatal: the other builds and every test of them still work; without the build,
+    # apps/cli/test/new-mpis.mpi.test.ts checks the coded error a user gets instead of queues.
+    log "MQD_W_PROVISION_MPICH42: apt-get source mpich=$MPICH42_DEBVER got no orig tarball (the archive mirror lists it in trixie's Sources but serves 404); set MQD_MPICH42_TARBALL=/path/to/mpich-$MPICH42_VERSION.tar.gz and run again to build it"
+  else
+    # MPICH 4.2.1: its default ch4 device, ch4:ofi with the libfabric embedded in the tarball
+    # (its tcp/sockets/shm providers need nothing beyond Debian's compilers; ucx is left out),
+    # Fortran and C++, --enable-debuginfo for libtvmpich.so (the queue DLL). The datatype
+    # engine stays ch4's yaksa (~600 generated pack/unpack files, the bulk of the build time):
+    # --with-datatype-engine=dataloop configures but libmpi.so then lacks MPIR_Typerep_test
+    # and the link fails (4.2.1; docs/mpi-facts.md).
+    build_mpi mpich "$MPICH42_VERSION" "$mpich42_tar" \
+      CFLAGS="-g -O2" CXXFLAGS="-g -O2" FFLAGS="-g -O2" FCFLAGS="-g -O2" \
+      --enable-debuginfo --enable-shared --disable-static \
+      --with-device=ch4:ofi --with-libfabric=embedded --without-ucx \
+      --enable-fortran=all --enable-cxx --disable-doc --with-hwloc=embedded &
+    pids+=($!)
+  fi
+fi
 rc=0
-wait $ompi_pid || rc=1
-wait $mpich_pid || rc=1
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
 [ $rc = 0 ] || exit 1
 fi
-log "MPI cache: $MQD_MPI_CACHE (openmpi-$OMPI_VERSION, mpich-$MPICH_VERSION)"
+built=()
+for b in "openmpi-$OMPI_VERSION" "mpich-$MPICH_VERSION" "openmpi-$OMPI5_VERSION" "mpich-$MPICH42_VERSION"; do
+  [ -f "$MQD_MPI_CACHE/$b/.mqd-built" ] && built+=("$b")
+done
+log "MPI cache: $MQD_MPI_CACHE (built: ${built[*]})"
 
 # ---- 3. node modules --------------------------------------------------------------
 if [ $want_node = 1 ]; then

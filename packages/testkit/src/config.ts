@@ -1,19 +1,52 @@
 // Every path and version the testkit depends on, read in one place.
 import { fileURLToPath } from 'node:url';
 
-/** The MPI implementations scripts/provision.sh builds with debug info. */
+/**
+ * The two MPI builds every existing test iterates (MPI_NAMES): Open MPI 4.1.4 and MPICH 4.0.2.
+ * Code that switches over MpiName or keys a Record by it stays exhaustive over these two.
+ */
 export type MpiName = 'openmpi' | 'mpich';
 export const MPI_NAMES: readonly MpiName[] = ['openmpi', 'mpich'];
 
-/** Versions built by scripts/provision.sh; keep in step with OMPI_VERSION / MPICH_VERSION there. */
-export const MPI_VERSIONS: Readonly<Record<MpiName, string>> = {
+/**
+ * The newer builds scripts/provision.sh also makes (issue 14): Open MPI 5.0.7 (PRRTE's prterun,
+ * bundled PMIx) and MPICH 4.2.1 (ch4). Kept out of MpiName until every switch over MpiName
+ * handles them; AnyMpiName is what the launcher, the fixture builder and the paths accept.
+ */
+export type NewMpiName = 'openmpi5' | 'mpich42';
+export const NEW_MPI_NAMES: readonly NewMpiName[] = ['openmpi5', 'mpich42'];
+export type AnyMpiName = MpiName | NewMpiName;
+/** Every build, the two old ones first. */
+export const ALL_MPI_NAMES: readonly AnyMpiName[] = [...MPI_NAMES, ...NEW_MPI_NAMES];
+
+/**
+ * Versions built by scripts/provision.sh; keep in step with OMPI_VERSION, MPICH_VERSION,
+ * OMPI5_VERSION and MPICH42_VERSION there.
+ */
+export const MPI_VERSIONS: Readonly<Record<AnyMpiName, string>> = {
   openmpi: '4.1.4',
   mpich: '4.0.2',
+  openmpi5: '5.0.7',
+  mpich42: '4.2.1',
 };
 
-export const MPI_LABELS: Readonly<Record<MpiName, string>> = {
+export const MPI_LABELS: Readonly<Record<AnyMpiName, string>> = {
   openmpi: 'Open MPI',
   mpich: 'MPICH',
+  openmpi5: 'Open MPI',
+  mpich42: 'MPICH',
+};
+
+/**
+ * The library family of each build: the model's MpiLibrary (what a snapshot's mpi.library says)
+ * and the first half of the install directory name (<family>-<version>).
+ */
+export type MpiFamily = 'openmpi' | 'mpich';
+export const MPI_FAMILIES: Readonly<Record<AnyMpiName, MpiFamily>> = {
+  openmpi: 'openmpi',
+  mpich: 'mpich',
+  openmpi5: 'openmpi',
+  mpich42: 'mpich',
 };
 
 /** Same default as scripts/provision.sh. Read when called, so a test may point it elsewhere. */

@@ -75,9 +75,13 @@ export const MPI_QUEUE_TRAITS: Readonly<Record<MpiName, MpiQueueTraits>> = {
  * with the reason; apps/cli/test/new-mpis.mpi.test.ts checks them against the real DLLs.
  */
 export const NEW_MPI_QUEUE_TRAITS: Readonly<Record<NewMpiName, MpiQueueTraits>> = {
-  // Open MPI 5.0.7's libompi_dbg_msgq.so is the 4.1 DLL over the same ob1 request lists.
+  // Open MPI 5.0.7's libompi_dbg_msgq.so reads the same ob1 request lists as 4.1's: the same
+  // traits, verified on wrong_tag, ring_ssend and split_wildcard.
   openmpi5: MPI_QUEUE_TRAITS.openmpi,
-  // MPICH 4.2.1 with ch4: the DLL (libtvmpich.so, --enable-debuginfo) is unchanged.
+  // MPICH 4.2.1 (ch4): NOT verified yet, no build here (docs/mpi-facts.md); 4.0.2's traits until
+  // a build says otherwise. Expect showsBlockingSends to change: ch4's MPID_Send is MPID_Isend,
+  // which records every send that leaves a request (src/mpid/ch4/src/ch4_send.h), and ch4
+  // records unexpected messages only on its active-message path (mpidig_pt2pt_callbacks.c).
   mpich42: MPI_QUEUE_TRAITS.mpich,
 };
 

@@ -4,31 +4,42 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { FIXTURES_DIR, MPI_LABELS, MPI_VERSIONS, type MpiName, mpiCacheDir } from './config.js';
+import {
+  type AnyMpiName,
+  FIXTURES_DIR,
+  MPI_FAMILIES,
+  MPI_LABELS,
+  MPI_VERSIONS,
+  mpiCacheDir,
+} from './config.js';
 
-/** Install prefix of a provisioned MPI, e.g. /var/cache/mqd-mpi/openmpi-4.1.4. */
-export function mpiPrefix(mpi: MpiName): string {
-  return join(mpiCacheDir(), `${mpi}-${MPI_VERSIONS[mpi]}`);
+/** Install prefix of a provisioned MPI, e.g. /var/cache/mqd-mpi/openmpi-4.1.4 (or openmpi-5.0.7). */
+export function mpiPrefix(mpi: AnyMpiName): string {
+  return join(mpiCacheDir(), `${MPI_FAMILIES[mpi]}-${MPI_VERSIONS[mpi]}`);
 }
 
-const stampOf = (mpi: MpiName): string => join(mpiPrefix(mpi), '.mqd-built');
+const stampOf = (mpi: AnyMpiName): string => join(mpiPrefix(mpi), '.mqd-built');
 
 /** True when scripts/provision.sh has finished building this MPI (its stamp file exists). */
-export function mpiAvailable(mpi: MpiName): boolean {
+export function mpiAvailable(mpi: AnyMpiName): boolean {
   return existsSync(stampOf(mpi));
 }
 
 /** Says what is missing and what to do; tests fail with it rather than skip. */
-export function mpiMissingMessage(mpi: MpiName): string {
+export function mpiMissingMessage(mpi: AnyMpiName): string {
   return (
     `MQD_TESTKIT_E_NO_MPI: ${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]} is not built ` +
     `(no ${stampOf(mpi)}): run \`npm run provision\` (scripts/provision.sh) first, ` +
-    'or set MQD_MPI_CACHE to where it was built'
+    'or set MQD_MPI_CACHE to where it was built' +
+    (mpi === 'mpich42'
+      ? '; if provisioning printed MQD_W_PROVISION_MPICH42 (the archive mirror serves no trixie mpich ' +
+        'source), run it with MQD_MPICH42_TARBALL=/path/to/mpich-4.2.1.tar.gz'
+      : '')
   );
 }
 
 /** Throws mpiMissingMessage unless the MPI is provisioned. */
-export function requireMpi(mpi: MpiName): void {
+export function requireMpi(mpi: AnyMpiName): void {
   if (!mpiAvailable(mpi)) throw new Error(mpiMissingMessage(mpi));
 }
 
@@ -55,7 +66,7 @@ const mtimeMs = (path: string): number => statSync(path).mtimeMs;
  * if it is missing or stale. Compiles to a temporary name and renames, so concurrent callers
  * never run a half-written binary.
  */
-export function fixtureBinary(mpi: MpiName, name: string): string {
+export function fixtureBinary(mpi: AnyMpiName, name: string): string {
   requireMpi(mpi);
   if (!/^[A-Za-z0-9_]+$/.test(name)) {
     throw new Error(

@@ -1,13 +1,19 @@
 // @mqd/testkit: real hung MPI jobs for tests. See README.md.
 export {
+  ALL_MPI_NAMES,
+  type AnyMpiName,
   DEFAULT_DISPOSE_TIMEOUT_MS,
   DEFAULT_LAUNCH_TIMEOUT_MS,
   FIXTURES_DIR,
+  MPI_FAMILIES,
   MPI_LABELS,
   MPI_NAMES,
   MPI_VERSIONS,
+  type MpiFamily,
   type MpiName,
   mpiCacheDir,
+  NEW_MPI_NAMES,
+  type NewMpiName,
 } from './config.js';
 export {
   CORNER_FIXTURES,
@@ -24,6 +30,8 @@ export {
   isHangFixture,
   MPI_QUEUE_TRAITS,
   type MpiQueueTraits,
+  mpiQueueTraits,
+  NEW_MPI_QUEUE_TRAITS,
 } from './expected-queues.js';
 export {
   blocksOffMainThread,

@@ -3,7 +3,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { assertUnreachable, Pid, Rank } from '@mqd/model';
-import { DEFAULT_DISPOSE_TIMEOUT_MS, DEFAULT_LAUNCH_TIMEOUT_MS, MPI_LABELS, type MpiName } from './config.js';
+import {
+  type AnyMpiName,
+  DEFAULT_DISPOSE_TIMEOUT_MS,
+  DEFAULT_LAUNCH_TIMEOUT_MS,
+  MPI_LABELS,
+} from './config.js';
 import { blocksOffMainThread } from './expected-stacks.js';
 import { fixtureBinary, mpiPrefix, requireMpi } from './fixtures.js';
 import {
@@ -22,7 +27,7 @@ import { done, failed, pending, WaitTimeoutError, waitFor } from './wait.js';
 export type WaitCondition = 'ready' | 'blocked';
 
 export interface LaunchOptions {
-  readonly mpi: MpiName;
+  readonly mpi: AnyMpiName;
   /** A fixture name: the basename of a fixtures/mpi/*.c file, e.g. 'ring_ssend'. */
   readonly fixture: string;
   /** Number of ranks; 4 by default (fixtures/mpi/README.md documents the queues for 4). */
@@ -51,10 +56,13 @@ export interface JobExit {
 }
 
 export interface FixtureJob {
-  readonly mpi: MpiName;
+  readonly mpi: AnyMpiName;
   readonly fixture: string;
   readonly np: number;
-  /** mpirun (Open MPI) or mpiexec (MPICH hydra), the child this process spawned. */
+  /**
+   * mpirun (Open MPI 4: orterun; Open MPI 5: PRRTE's prterun, which has no MPIR process table)
+   * or mpiexec (MPICH hydra), the child this process spawned.
+   */
   readonly starterPid: Pid;
   /** Sorted by rank, one per rank. */
   readonly ranks: readonly RankProcess[];
@@ -90,7 +98,7 @@ interface StarterCommand {
 }
 
 /** The command line and environment that start `binary` on np local ranks. */
-export function starterCommand(mpi: MpiName, np: number, binary: string): StarterCommand {
+export function starterCommand(mpi: AnyMpiName, np: number, binary: string): StarterCommand {
   const bin = join(mpiPrefix(mpi), 'bin');
   switch (mpi) {
     case 'openmpi':
@@ -126,6 +134,44 @@ export function starterCommand(mpi: MpiName, np: number, binary: string): Starte
         env: {
           // Hung ranks busy-poll; yielding on every poll leaves the cores to whoever else runs.
           MPIR_CVAR_POLLS_BEFORE_YIELD: '1',
+        },
+      };
+    case 'openmpi5':
+      // mpirun is PRRTE's prterun here. --oversubscribe is deprecated in favour of this map-by
+      // qualifier (prterun translates the old flag and may warn); the MCA names below are the
+      // 5.x ones: btl/vader became btl/sm, and single-copy moved to its own framework, smsc.
+      return {
+        file: join(bin, 'mpirun'),
+        args: [
+          '--allow-run-as-root',
+          '--map-by',
+          ':OVERSUBSCRIBE',
+          '--bind-to',
+          'none',
+          '-np',
+          String(np),
+          '--mca',
+          'mpi_yield_when_idle',
+          '1',
+          binary,
+        ],
+        env: {
+          OMPI_MCA_btl: 'self,sm',
+          // The message-queue DLL reads ob1's request lists; other PMLs leave them empty.
+          OMPI_MCA_pml: 'ob1',
+          // No single-copy component (CMA, i.e. process_vm_readv, is often denied in containers).
+          OMPI_MCA_smsc: '^cma,knem,xpmem',
+        },
+      };
+    case 'mpich42':
+      // The same hydra. ch4 has no POLLS_BEFORE_YIELD (that CVAR is ch3:nemesis's). The fixtures
+      // run on one node: ch4's shared-memory module carries every message, libfabric's
+      // TCP provider (the embedded one) only brings the job up without a real network.
+      return {
+        file: join(bin, 'mpiexec'),
+        args: ['-launcher', 'fork', '-n', String(np), binary],
+        env: {
+          FI_PROVIDER: 'tcp',
         },
       };
     default:
@@ -191,7 +237,7 @@ class Job implements FixtureJob {
   private disposing: Promise<void> | undefined;
 
   constructor(
-    readonly mpi: MpiName,
+    readonly mpi: AnyMpiName,
     readonly fixture: string,
     readonly np: number,
     readonly binary: string,

@@ -72,7 +72,8 @@ function peek(addr: bigint, len: number): Buffer {
   return withScratch((alloc) => {
     const block = alloc('uint8_t', Math.max(1, len));
     _memcpy(BigInt(koffi.address(block)), addr, len);
-    return Buffer.from(koffi.view(block, len) as ArrayBuffer).subarray(0, len);
+    // A copy: the view is of the scratch block, freed when this returns.
+    return Buffer.from(new Uint8Array(koffi.view(block, len) as ArrayBuffer));
   });
 }
 
