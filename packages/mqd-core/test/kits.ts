@@ -2,4 +2,5 @@
 // DLL, and the attacker's toolbox for the privilege-separation tests.
 export * from './conformance-kit.js';
 export * from './fixture-rig.js';
+export * from './queue-checks.js';
 export * from './security-kit.js';
