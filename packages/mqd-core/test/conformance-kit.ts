@@ -1,7 +1,7 @@
 // Builds the conformance DLL, its MPI-like library and target (native/conformance), and runs
 // targets that always get cleaned up.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -137,4 +137,27 @@ export function holdStopped(dll: string, pid: number): Promise<{ child: ChildPro
     });
     child.on('exit', (c) => reject(new Error(`hold-snapshot exited ${c}: ${out}`)));
   });
+}
+
+/**
+ * A conformance target (`exe`, default the kit's) whose threads all sleep (in pause or the
+ * barrier), past the READY line's printf: what a stop or a core should find.
+ */
+export async function startParked(
+  built: { readonly target: string; readonly dll: string },
+  env: Record<string, string>,
+  exe: string = built.target,
+): Promise<Target> {
+  const t = await startTarget(exe, built.dll, 0, 0, env);
+  const asleep = () => {
+    try {
+      return readdirSync(`/proc/${t.pid}/task`).every((tid) =>
+        /^\d+ \(.*\) S /.test(readFileSync(`/proc/${t.pid}/task/${tid}/stat`, 'utf8')),
+      );
+    } catch {
+      return false;
+    }
+  };
+  await waitFor(asleep, 10_000);
+  return t;
 }

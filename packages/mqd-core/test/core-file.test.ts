@@ -29,7 +29,7 @@ import { TargetMemory } from '../src/target/memory.js';
 import { tracerPid } from '../src/target/proc.js';
 import { ProcessImage } from '../src/target/process-image.js';
 import { stopProcess } from '../src/target/stopper.js';
-import { buildConformance, killAllTargets, startTarget, waitFor } from './conformance-kit.js';
+import { buildConformance, killAllTargets, startParked, waitFor } from './conformance-kit.js';
 
 const b = buildConformance();
 const dir = mkdtempSync(join(tmpdir(), 'mqd-core-file-'));
@@ -38,22 +38,6 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const RIP = 16;
 const RSP = 19;
-
-/** A target whose threads all sleep (in pause / the barrier), past the READY line's printf. */
-async function startParked(env: Record<string, string>) {
-  const t = await startTarget(b.target, b.dll, 0, 0, env);
-  const asleep = () => {
-    try {
-      return readdirSync(`/proc/${t.pid}/task`).every((tid) =>
-        /^\d+ \(.*\) S /.test(readFileSync(`/proc/${t.pid}/task/${tid}/stat`, 'utf8')),
-      );
-    } catch {
-      return false;
-    }
-  };
-  await waitFor(asleep, 10_000);
-  return t;
-}
 
 /** Stops `pid`, takes the registers of each thread and writes the core in the same stop. */
 function capture(pid: number, out: string, opts?: CoreWriteOptions) {
@@ -109,7 +93,7 @@ function withFd<T>(path: string, fn: (fd: number) => T): T {
 
 describe('writeCore + readCoreInfo on a live target', () => {
   it('holds every thread with its registers, the mapped files, memory and build-ids', async () => {
-    const t = await startParked({ MQDTEST_THREADS: '2', MQDTEST_DEPTH: '3' });
+    const t = await startParked(b, { MQDTEST_THREADS: '2', MQDTEST_DEPTH: '3' });
     const out = join(dir, 'live.core');
     const c = capture(t.pid, out);
     if (!c.written.ok) throw new Error(c.written.error.message);
@@ -192,7 +176,7 @@ describe('writeCore + readCoreInfo on a live target', () => {
   });
 
   it('is read by gdb and eu-readelf; gdb gcore of the same process reads the same', async () => {
-    const t = await startParked({ MQDTEST_THREADS: '2', MQDTEST_DEPTH: '2' });
+    const t = await startParked(b, { MQDTEST_THREADS: '2', MQDTEST_DEPTH: '2' });
     const ours = join(dir, 'ours.core');
     const c = capture(t.pid, ours);
     if (!c.written.ok) throw new Error(c.written.error.message);
@@ -246,7 +230,7 @@ describe('bad cores', () => {
   }
 
   it('each gets its code and says what is wrong', async () => {
-    const t = await startParked({});
+    const t = await startParked(b, {});
     const good = join(dir, 'good.core');
     const c = capture(t.pid, good);
     if (!c.written.ok) throw new Error(c.written.error.message);
@@ -299,7 +283,7 @@ describe('bad cores', () => {
 
 describe('writeCore failures', () => {
   it('a missing directory or a failed rename: MQD_E_CAPTURE, no file left, no native memory', async () => {
-    const t = await startParked({});
+    const t = await startParked(b, {});
     const missing = capture(t.pid, join(dir, 'no-such-dir', 'x.core'));
     expect(missing.written.ok ? 'ok' : missing.written.error.code).toBe('MQD_E_CAPTURE');
     expect(missing.allocations.after).toEqual(missing.allocations.before);

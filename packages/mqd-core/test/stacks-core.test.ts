@@ -11,7 +11,6 @@ import {
   mkdtempSync,
   openSync,
   readdirSync,
-  readFileSync,
   readSync,
   rmSync,
   writeFileSync,
@@ -25,7 +24,7 @@ import { nativeAllocations } from '../src/native/alloc.js';
 import { readCoreBytes, readCoreInfo } from '../src/target/core-file.js';
 import { stopProcess } from '../src/target/stopper.js';
 import { type FrameRegs, Unwinder, type UnwoundRank } from '../src/target/unwind.js';
-import { buildConformance, killAllTargets, startTarget, type Target, waitFor } from './conformance-kit.js';
+import { buildConformance, killAllTargets, startParked, type Target } from './conformance-kit.js';
 
 const b = buildConformance();
 const dir = mkdtempSync(join(tmpdir(), 'mqd-stacks-core-'));
@@ -35,22 +34,6 @@ afterAll(() => {
   unwinder.dispose();
   rmSync(dir, { recursive: true, force: true });
 });
-
-/** A target whose threads all sleep (in pause), past the READY line's printf. */
-async function startParked(exe: string, env: Record<string, string>): Promise<Target> {
-  const t = await startTarget(exe, b.dll, 0, 0, env);
-  const asleep = () => {
-    try {
-      return readdirSync(`/proc/${t.pid}/task`).every((tid) =>
-        /^\d+ \(.*\) S /.test(readFileSync(`/proc/${t.pid}/task/${tid}/stat`, 'utf8')),
-      );
-    } catch {
-      return false;
-    }
-  };
-  await waitFor(asleep, 10_000);
-  return t;
-}
 
 /** Debian's gdb writes the core of a running process (and detaches); the target is then killed. */
 function gcore(t: Target, path: string): string {
@@ -105,7 +88,7 @@ describe('stacks from a core file (conformance target, gcore)', () => {
   let liveArgs = new Map<string, bigint>();
 
   beforeAll(async () => {
-    const t = await startParked(b.target, { MQDTEST_THREADS: '3', MQDTEST_DEPTH: '10' });
+    const t = await startParked(b, { MQDTEST_THREADS: '3', MQDTEST_DEPTH: '10' });
     pid = t.pid;
     const stop = stopProcess(pid);
     if (!stop.ok) throw new Error(stop.error.message);
@@ -247,7 +230,7 @@ describe('a core whose executable is gone', () => {
     const exe = join(copyDir, 'mqdtest_target');
     copyFileSync(b.target, exe);
     copyFileSync(b.lib, join(copyDir, 'libmpi_mqdtest.so')); // found through $ORIGIN
-    const t = await startParked(exe, { MQDTEST_DEPTH: '2' });
+    const t = await startParked(b, { MQDTEST_DEPTH: '2' }, exe);
     const tid = t.pid;
     const core = gcore(t, join(dir, 'moved.core'));
     rmSync(exe);

@@ -1,14 +1,9 @@
-// Unwinding without MPI: the conformance target (native/conformance/target.c) with extra threads
-// and a deep recursion, stopped the way a snapshot stops a rank. Checks every thread, the main
-// thread first, file:line from the -g build, the frame cap, the Dwfl and symbol caches, the
-// stacks in a snapshot (one stop) and the stacksError path.
-import { readdirSync, readFileSync } from 'node:fs';
 import { validateSnapshot } from '@mqd/model';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { processState, Snapshotter, tracerPid } from '../src/index.js';
 import { stopProcess } from '../src/target/stopper.js';
 import { findMpiCall, publicMpiName, Unwinder } from '../src/target/unwind.js';
-import { buildConformance, killAllTargets, startTarget, waitFor } from './conformance-kit.js';
+import { buildConformance, killAllTargets, startParked, startTarget } from './conformance-kit.js';
 
 const b = buildConformance();
 const unwinder = new Unwinder();
@@ -18,22 +13,6 @@ afterAll(async () => {
   unwinder.dispose();
   await snapshotter.dispose();
 });
-
-/** A target whose threads all sleep (in pause / the barrier), past the READY line's printf. */
-async function startParked(env: Record<string, string>) {
-  const t = await startTarget(b.target, b.dll, 0, 0, env);
-  const asleep = () => {
-    try {
-      return readdirSync(`/proc/${t.pid}/task`).every((tid) =>
-        /^\d+ \(.*\) S /.test(readFileSync(`/proc/${t.pid}/task/${tid}/stat`, 'utf8')),
-      );
-    } catch {
-      return false;
-    }
-  };
-  await waitFor(asleep, 10_000);
-  return t;
-}
 
 function unwindStopped(pid: number, maxFrames?: number) {
   const stop = stopProcess(pid);
@@ -47,7 +26,7 @@ function unwindStopped(pid: number, maxFrames?: number) {
 
 describe('unwinding a stopped process (no MPI)', () => {
   it('unwinds every thread, main first, with functions and file:line', async () => {
-    const t = await startParked({ MQDTEST_THREADS: '3', MQDTEST_DEPTH: '10' });
+    const t = await startParked(b, { MQDTEST_THREADS: '3', MQDTEST_DEPTH: '10' });
     const r = unwindStopped(t.pid);
     if ('code' in r) throw new Error(r.message);
     expect(r.threads.map((x) => x.main)).toEqual([true, false, false, false]);
@@ -76,7 +55,7 @@ describe('unwinding a stopped process (no MPI)', () => {
   });
 
   it('cuts a deep stack at the cap and says so', async () => {
-    const t = await startParked({ MQDTEST_DEPTH: '40' });
+    const t = await startParked(b, { MQDTEST_DEPTH: '40' });
     const r = unwindStopped(t.pid, 5);
     if ('code' in r) throw new Error(r.message);
     expect(r.threads[0]?.frames).toHaveLength(5);
@@ -88,7 +67,7 @@ describe('unwinding a stopped process (no MPI)', () => {
   });
 
   it('a warm unwind re-uses the Dwfl and the symbol cache and gives the same stacks', async () => {
-    const t = await startParked({ MQDTEST_DEPTH: '3' });
+    const t = await startParked(b, { MQDTEST_DEPTH: '3' });
     const a = unwindStopped(t.pid);
     const cached = unwinder.cachedSymbols;
     const again = unwindStopped(t.pid);
@@ -105,7 +84,7 @@ describe('unwinding a stopped process (no MPI)', () => {
   });
 
   it('a snapshot carries the stacks of the same stop; stacks: false leaves them out', async () => {
-    const t = await startParked({ MQDTEST_THREADS: '1' });
+    const t = await startParked(b, { MQDTEST_THREADS: '1' });
     const { snapshot } = await snapshotter.snapshot([{ pid: t.pid, rank: 0 }], { dll: b.dll });
     const v = validateSnapshot(snapshot);
     expect(v.ok ? 'valid' : v.error.message).toBe('valid');
