@@ -320,6 +320,11 @@ export class Snapshotter {
     return { failed, unidentified, byReader };
   }
 
+  private resultOf(snapshot: JobSnapshot, host: HostStats | null, restarts: number): SnapshotResult {
+    const hostStarts = [...this.hosts.values()].reduce((n, h) => n + h.starts, 0);
+    return { snapshot, stats: { host, restarts, hostStarts } };
+  }
+
   async snapshot(targets: readonly SnapshotTarget[], opts: SnapshotOptions = {}): Promise<SnapshotResult> {
     const t0 = process.hrtime.bigint();
     const takenAt = new Date().toISOString();
@@ -414,14 +419,7 @@ export class Snapshotter {
       }
     }
     const snapshot = jobSnapshot({ t0, takenAt, library, dll: dllUsed, ranks, unidentified });
-    return {
-      snapshot,
-      stats: {
-        host: stats,
-        restarts,
-        hostStarts: [...this.hosts.values()].reduce((n, h) => n + h.starts, 0),
-      },
-    };
+    return this.resultOf(snapshot, stats, restarts);
   }
 
   /**
@@ -596,14 +594,7 @@ export class Snapshotter {
       unidentified,
       source: { kind: 'core', cores: sources },
     });
-    return {
-      snapshot,
-      stats: {
-        host: stats,
-        restarts,
-        hostStarts: [...this.hosts.values()].reduce((n, h) => n + h.starts, 0),
-      },
-    };
+    return this.resultOf(snapshot, stats, restarts);
   }
 
   /**
