@@ -112,44 +112,48 @@ describe('mqd capture --bundle', () => {
 });
 
 describe.each(MPI_NAMES)('%s: cores the kernel wrote', (mpi) => {
-  it('SIGABRT cores of wrong_tag read like the live job, rank from the environment in each core', async () => {
-    job = await launchFixture({ mpi, fixture: 'wrong_tag' });
-    const live = await snapshotJson(pidArgs(job));
-    const dir = join(work, `${mpi}-kernel`);
-    rmSync(dir, { recursive: true, force: true });
-    await run('mkdir', ['-p', '-m', '1777', dir]);
-    const pattern = '/proc/sys/kernel/core_pattern';
-    const saved = readFileSync(pattern, 'utf8').trimEnd();
-    try {
-      writeFileSync(pattern, `${dir}/core.%p`);
-      for (const r of job.ranks) {
-        await run('prlimit', [`--pid=${r.pid}`, '--core=unlimited']);
-        writeFileSync(`/proc/${r.pid}/coredump_filter`, '0x33');
+  it.each(HANG_FIXTURES)(
+    '%s: SIGABRT cores read like the live job, rank from the environment in each core',
+    async (fixture) => {
+      job = await launchFixture({ mpi, fixture });
+      const live = await snapshotJson(pidArgs(job));
+      const dir = join(work, `${mpi}-${fixture}-kernel`);
+      rmSync(dir, { recursive: true, force: true });
+      await run('mkdir', ['-p', '-m', '1777', dir]);
+      const pattern = '/proc/sys/kernel/core_pattern';
+      const saved = readFileSync(pattern, 'utf8').trimEnd();
+      try {
+        writeFileSync(pattern, `${dir}/core.%p`);
+        for (const r of job.ranks) {
+          await run('prlimit', [`--pid=${r.pid}`, '--core=unlimited']);
+          writeFileSync(`/proc/${r.pid}/coredump_filter`, '0x33');
+        }
+        // The starter and its proxies stand still: when one rank dies they kill the others, and a
+        // SIGKILL in the middle of a core dump cuts the core short.
+        const rankPids = new Set(job.ranks.map((r) => r.pid));
+        const helpers = [job.starterPid, ...liveDescendants(job.starterPid).filter((p) => !rankPids.has(p))];
+        for (const p of helpers) process.kill(p, 'SIGSTOP');
+        for (const r of job.ranks) process.kill(r.pid, 'SIGABRT');
+        // The kernel has written a core completely once its process is gone.
+        await expect
+          .poll(() => job?.ranks.every((r) => !pidAlive(r.pid)) ?? false, { timeout: 60_000, interval: 100 })
+          .toBe(true);
+      } finally {
+        writeFileSync(pattern, saved);
       }
-      // The starter and its proxies stand still: when one rank dies they kill the others, and a
-      // SIGKILL in the middle of a core dump cuts the core short.
-      const rankPids = new Set(job.ranks.map((r) => r.pid));
-      const helpers = [job.starterPid, ...liveDescendants(job.starterPid).filter((p) => !rankPids.has(p))];
-      for (const p of helpers) process.kill(p, 'SIGSTOP');
-      for (const r of job.ranks) process.kill(r.pid, 'SIGABRT');
-      // The kernel has written a core completely once its process is gone.
-      await expect
-        .poll(() => job?.ranks.every((r) => !pidAlive(r.pid)) ?? false, { timeout: 60_000, interval: 100 })
-        .toBe(true);
-    } finally {
-      writeFileSync(pattern, saved);
-    }
-    const cores = readdirSync(dir).filter((f) => f.startsWith('core.'));
-    expect(cores.sort()).toEqual(job.ranks.map((r) => `core.${r.pid}`).sort());
-    const fromCores = await snapshotJson(['--cores', dir]);
-    expect(fromCores.source?.cores.map((c) => c.signal)).toEqual([6, 6, 6, 6]);
-    // The kernel's cores name the rank nowhere but in the process's environment.
-    expect(essence(fromCores).map(({ mainStack: _s, ...rest }) => rest)).toEqual(
-      essence(live).map(({ mainStack: _s, ...rest }) => rest),
-    );
-    // Killed by a signal in its MPI call: the main thread's frames from the MPI call outwards.
-    for (const r of fromCores.ranks) expect(r.mpiCall?.function).toBe(live.ranks[r.rank]?.mpiCall?.function);
-  });
+      const cores = readdirSync(dir).filter((f) => f.startsWith('core.'));
+      expect(cores.sort()).toEqual(job.ranks.map((r) => `core.${r.pid}`).sort());
+      const fromCores = await snapshotJson(['--cores', dir]);
+      expect(fromCores.source?.cores.map((c) => c.signal)).toEqual([6, 6, 6, 6]);
+      // The kernel's cores name the rank nowhere but in the process's environment.
+      expect(essence(fromCores).map(({ mainStack: _s, ...rest }) => rest)).toEqual(
+        essence(live).map(({ mainStack: _s, ...rest }) => rest),
+      );
+      // Killed by a signal in its MPI call: the main thread's frames from the MPI call outwards.
+      for (const r of fromCores.ranks)
+        expect(r.mpiCall?.function).toBe(live.ranks[r.rank]?.mpiCall?.function);
+    },
+  );
 });
 
 describe('bad cores get their codes', () => {
