@@ -4,6 +4,7 @@
 // "Core files"; the writer (core-writer.ts) produces the same layout.
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
+import { elfNotes, gnuBuildId } from './elf.js';
 
 export interface CoreSegment {
   readonly vaddr: bigint;
@@ -221,18 +222,8 @@ interface NoteFacts {
 
 /** Walks one PT_NOTE's notes into `facts`; a malformed note is named in the returned text. */
 function parseNotes(b: Buffer, facts: NoteFacts): string | null {
-  let p = 0;
-  while (p + 12 <= b.length) {
-    const namesz = b.readUInt32LE(p);
-    const descsz = b.readUInt32LE(p + 4);
-    const type = b.readUInt32LE(p + 8);
-    const nameStart = p + 12;
-    const descStart = nameStart + ((namesz + 3) & ~3);
-    const descEnd = descStart + descsz;
-    if (descEnd > b.length) return `note of type 0x${type.toString(16)} runs past its segment`;
-    const name = cString(b, nameStart, nameStart + namesz);
-    const d = b.subarray(descStart, descEnd);
-    p = descStart + ((descsz + 3) & ~3);
+  const { notes, overrun } = elfNotes(b);
+  for (const { type, name, desc: d } of notes) {
     if (name !== 'CORE') continue; // LINUX (xstate), GNU, …: not used here
     if (type === NT_PRSTATUS) {
       if (d.length < PRSTATUS_BYTES - 4)
@@ -271,7 +262,7 @@ function parseNotes(b: Buffer, facts: NoteFacts): string | null {
       if (bad) return bad;
     }
   }
-  return null;
+  return overrun === null ? null : `note of type 0x${overrun.toString(16)} runs past its segment`;
 }
 
 /** NT_FILE: count, page size, count × (start, end, page offset), then count NUL-ended paths. */
@@ -359,25 +350,8 @@ export function coreBuildIdAt(info: CoreInfo, fd: number, start: bigint): string
     if (filesz > 65536) continue;
     const n = readCoreBytes(info, fd, start + offset, filesz);
     if (!n) continue;
-    const id = gnuBuildId(Buffer.from(n.buffer, n.byteOffset, n.length));
+    const id = gnuBuildId(elfNotes(Buffer.from(n.buffer, n.byteOffset, n.length)).notes);
     if (id) return id;
-  }
-  return null;
-}
-
-const NT_GNU_BUILD_ID = 3;
-function gnuBuildId(b: Buffer): string | null {
-  let p = 0;
-  while (p + 12 <= b.length) {
-    const namesz = b.readUInt32LE(p);
-    const descsz = b.readUInt32LE(p + 4);
-    const type = b.readUInt32LE(p + 8);
-    const nameStart = p + 12;
-    const descStart = nameStart + ((namesz + 3) & ~3);
-    if (descStart + descsz > b.length) return null;
-    if (type === NT_GNU_BUILD_ID && namesz === 4 && b.toString('latin1', nameStart, nameStart + 3) === 'GNU')
-      return b.toString('hex', descStart, descStart + descsz);
-    p = descStart + ((descsz + 3) & ~3);
   }
   return null;
 }

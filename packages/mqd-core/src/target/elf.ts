@@ -76,26 +76,54 @@ export function readElfInfo(path: string): Result<ElfInfo, MqdError> {
       const memsz = cls === 64 ? u64(ph, o + 40) : BigInt(u32(ph, o + 20));
       if (pType === PT_LOAD) loads.push({ offset, vaddr, filesz, memsz });
       if (pType === PT_NOTE && buildId === null && filesz < 65536n) {
-        const notes = readAt(fd, Number(offset), Number(filesz));
-        let p = 0;
-        while (p + 12 <= notes.length) {
-          const namesz = u32(notes, p);
-          const descsz = u32(notes, p + 4);
-          const ntype = u32(notes, p + 8);
-          const nameStart = p + 12;
-          const descStart = nameStart + ((namesz + 3) & ~3);
-          if (ntype === NT_GNU_BUILD_ID && notes.toString('latin1', nameStart, nameStart + 3) === 'GNU') {
-            buildId = notes.subarray(descStart, descStart + descsz).toString('hex');
-            break;
-          }
-          p = descStart + ((descsz + 3) & ~3);
-        }
+        buildId = gnuBuildId(elfNotes(readAt(fd, Number(offset), Number(filesz)), le).notes);
       }
     }
     return ok({ class: cls, littleEndian: le, type, machine, loads, buildId });
   } finally {
     closeSync(fd);
   }
+}
+
+/** One note of a PT_NOTE segment (an ELF file's, or a core's). */
+export interface ElfNote {
+  readonly type: number;
+  /** The owner name without its NUL ('GNU', 'CORE', 'LINUX'). */
+  readonly name: string;
+  readonly desc: Buffer;
+}
+
+/**
+ * The notes of a PT_NOTE segment, in order (4-byte aligned name and descriptor). A note whose
+ * descriptor runs past the segment ends the list; its type is `overrun`.
+ */
+export function elfNotes(b: Buffer, littleEndian = true): { notes: ElfNote[]; overrun: number | null } {
+  const u32 = (o: number) => (littleEndian ? b.readUInt32LE(o) : b.readUInt32BE(o));
+  const notes: ElfNote[] = [];
+  let p = 0;
+  while (p + 12 <= b.length) {
+    const namesz = u32(p);
+    const descsz = u32(p + 4);
+    const type = u32(p + 8);
+    const nameStart = p + 12;
+    const descStart = nameStart + ((namesz + 3) & ~3);
+    if (descStart + descsz > b.length) return { notes, overrun: type };
+    const z = b.indexOf(0, nameStart);
+    const nameEnd = Math.min(nameStart + namesz, b.length);
+    notes.push({
+      type,
+      name: b.toString('utf8', nameStart, z >= 0 && z < nameEnd ? z : nameEnd),
+      desc: b.subarray(descStart, descStart + descsz),
+    });
+    p = descStart + ((descsz + 3) & ~3);
+  }
+  return { notes, overrun: null };
+}
+
+/** The GNU build-id (hex) among a segment's notes, or null. */
+export function gnuBuildId(notes: readonly ElfNote[]): string | null {
+  const n = notes.find((x) => x.type === NT_GNU_BUILD_ID && x.name === 'GNU');
+  return n ? n.desc.toString('hex') : null;
 }
 
 /** The machine this debugger runs on, for DLL checks. */
