@@ -13,6 +13,7 @@ import { setParentDeathSignal } from '../native/libc.js';
 import { OpenedCore } from '../target/core-image.js';
 import { writeCore } from '../target/core-writer.js';
 import { DebugFileRegistry } from '../target/debug-file.js';
+import { rankInEnviron } from '../target/proc.js';
 import { stopProcess } from '../target/stopper.js';
 import { dllNamedBy, dllNamedByCore } from './dll-name.js';
 import { checkTarget, enterReader } from './identity.js';
@@ -169,7 +170,7 @@ function resolveCore(pid: number, ref: CoreRef): Resolved {
   const core = opened.value;
   try {
     const env = core.environ();
-    const rank = core.rankFromEnviron();
+    const rank = env ? rankInEnviron(env) : null;
     const facts: CoreFacts = {
       pid: core.info.pid,
       rank: rank?.rank ?? null,

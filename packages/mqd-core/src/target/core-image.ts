@@ -11,7 +11,6 @@ import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import type { CoreRegion } from '../mqs/shim.js';
 import { type CoreInfo, coreBuildIdAt, readCoreInfo } from './core-file.js';
 import type { DebugFileRegistry } from './debug-file.js';
-import { RANK_ENV_VARS } from './proc.js';
 import { type FileMapping, mappedModules, ProcessImage } from './process-image.js';
 
 const AT_ENTRY = 9;
@@ -201,17 +200,6 @@ export class OpenedCore {
       if (eq > 0) env.set(kv.slice(0, eq), kv.slice(eq + 1));
     }
     return env;
-  }
-
-  /** The MPI_COMM_WORLD rank the launcher gave the process, from its environment in the core. */
-  rankFromEnviron(): { rank: number; variable: string } | null {
-    const env = this.environ();
-    if (!env) return null;
-    for (const v of RANK_ENV_VARS) {
-      const s = env.get(v);
-      if (s !== undefined && /^\d+$/.test(s)) return { rank: Number(s), variable: v };
-    }
-    return null;
   }
 
   close(): void {

@@ -28,7 +28,11 @@ export const RANK_ENV_VARS = [
 
 export function rankFromEnviron(pid: number): { rank: number; variable: string } | null {
   const env = readEnviron(pid);
-  if (!env) return null;
+  return env ? rankInEnviron(env) : null;
+}
+
+/** The rank an environment (a live process's, or one read from a core) gives, and its variable. */
+export function rankInEnviron(env: ReadonlyMap<string, string>): { rank: number; variable: string } | null {
   for (const v of RANK_ENV_VARS) {
     const s = env.get(v);
     if (s !== undefined && /^\d+$/.test(s)) return { rank: Number(s), variable: v };
