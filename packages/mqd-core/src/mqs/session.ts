@@ -689,20 +689,7 @@ export class MqsSession {
       this.hot.endStop();
       this.forget(t);
     }
-    const comms = raw.ok ? ok(this.assemble(raw.value)) : raw;
-    const stackFields =
-      stacks === null ? {} : stackFieldsOf(stacks, rawArgs, comms.ok ? comms.value.communicators : []);
-    if (!comms.ok)
-      return { ...rankNotRead(base, comms.error, 'error', 0), ...stackFields, dll: this.dllInfo() };
-    const { communicators, walkError } = comms.value;
-    return {
-      ...base,
-      state: walkError ? { kind: 'error', ...walkError } : { kind: 'ok' },
-      pausedMicros: 0,
-      communicators,
-      ...stackFields,
-      dll: this.dllInfo(),
-    };
+    return this.rankOf(base, raw, stacks, rawArgs, 0);
   }
 
   private readCoreStacks(r: CoreRankTarget): UnwoundRank | MqdError {
@@ -752,6 +739,20 @@ export class MqsSession {
       this.hot.endStop();
     }
     // Decoding happens after the resume: the rank pays only for the walk.
+    return this.rankOf(base, raw, stacks, rawArgs, paused);
+  }
+
+  /**
+   * The rank's snapshot from what one read gave (a stop, or a core): the walk decoded, the
+   * stacks and the MPI call beside the queues, the DLL that read it.
+   */
+  private rankOf(
+    base: { rank: number; pid: number; host: string },
+    raw: Result<RawWalk, MqdError>,
+    stacks: UnwoundRank | MqdError | null,
+    rawArgs: RawMpiArgs | null,
+    paused: number,
+  ): RankSnapshot {
     const comms = raw.ok ? ok(this.assemble(raw.value)) : raw;
     const stackFields =
       stacks === null ? {} : stackFieldsOf(stacks, rawArgs, comms.ok ? comms.value.communicators : []);
