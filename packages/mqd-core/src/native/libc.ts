@@ -23,6 +23,7 @@ const _dlerror = libc.func('const char *dlerror()');
 const _getpid = libc.func('int getpid()');
 const _strerror = libc.func('const char *strerror(int errnum)');
 export const _memcpy = libc.func('void *memcpy(uintptr_t dst, uintptr_t src, size_t n)');
+export const _strlen = libc.func('size_t strlen(uintptr_t s)');
 
 export const PTRACE_DETACH = 17;
 export const PTRACE_SEIZE = 0x4206;

@@ -14,7 +14,7 @@
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import koffi from 'koffi';
 import { withScratch } from './alloc.js';
-import { _memcpy } from './libc.js';
+import { _memcpy, _strlen } from './libc.js';
 
 const VALUE_UNION = 8;
 const INFO_SIZE = 552;
@@ -65,8 +65,6 @@ function bind(path: string): Record<string, Fn> {
   return f;
 }
 
-const strlen = koffi.load('libc.so.6').func('size_t strlen(uintptr_t s)') as Fn;
-
 /** `len` bytes of this process's memory at `addr`. */
 function peek(addr: bigint, len: number): Buffer {
   return withScratch((alloc) => {
@@ -79,7 +77,7 @@ function peek(addr: bigint, len: number): Buffer {
 
 function peekString(addr: bigint): string {
   if (addr === 0n) return '';
-  const n = Number(strlen(addr) as number | bigint);
+  const n = Number(_strlen(addr) as number | bigint);
   return peek(addr, Math.min(n, 1 << 20)).toString('utf8');
 }
 
