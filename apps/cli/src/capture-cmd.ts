@@ -13,7 +13,7 @@ import {
 } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type Captured, procCredentials, type SnapshotTarget, Snapshotter } from '@mqd/core';
+import { type Captured, fileMappings, procCredentials, type SnapshotTarget, Snapshotter } from '@mqd/core';
 import { mqdError } from '@mqd/model';
 import { attachStarter, localHost, localTargets, parseSlurmJob, slurmRanks } from '@mqd/mpir';
 import { type CaptureManifest, MANIFEST_FORMAT, MANIFEST_NAME, SYSROOT_NAME } from './core-args.js';
@@ -191,11 +191,7 @@ function bundleFiles(
     } catch {
       continue;
     }
-    for (const line of maps.split('\n')) {
-      const m = /^\S+ \S+ \S+ \S+ (\d+)\s+(\/.*)$/.exec(line);
-      if (m?.[1] && m[1] !== '0' && m[2] && !m[2].endsWith(' (deleted)') && !m[2].startsWith('/dev/'))
-        paths.add(m[2]);
-    }
+    for (const m of fileMappings(maps)) if (!m.deleted && !m.path.startsWith('/dev/')) paths.add(m.path);
   }
   let files = 0;
   let bytes = 0;

@@ -64,5 +64,5 @@ export {
   shortHostname,
   tracerPid,
 } from './target/proc.js';
-export { ProcessImage, readMaps } from './target/process-image.js';
+export { fileMappings, ProcessImage, readMaps } from './target/process-image.js';
 export { stopProcess } from './target/stopper.js';

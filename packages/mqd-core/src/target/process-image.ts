@@ -58,15 +58,7 @@ export class ProcessImage {
       if (code === 'ENOENT') return err(mqdError('MQD_E_PID_EXITED', `process ${pid} exited`));
       return err(mqdError('MQD_E_PTRACE_DENIED', `cannot read /proc/${pid}/exe (${code ?? String(e)})`));
     }
-    const mappings: FileMapping[] = [];
-    for (const line of maps.value.split('\n')) {
-      const m = /^([0-9a-f]+)-([0-9a-f]+) \S+ ([0-9a-f]+) \S+ (\d+)\s+(\/.*)$/.exec(line);
-      if (!m) continue;
-      const [, s, e, off, inode, rawPath] = m;
-      if (!s || !e || !off || !rawPath || inode === '0') continue;
-      const path = rawPath.endsWith(' (deleted)') ? rawPath.slice(0, -10) : rawPath;
-      mappings.push({ path, start: BigInt(`0x${s}`), end: BigInt(`0x${e}`), offset: BigInt(`0x${off}`) });
-    }
+    const mappings = fileMappings(maps.value);
     return ok(
       ProcessImage.of(
         pid,
@@ -147,6 +139,24 @@ export interface FileMapping {
   readonly end: bigint;
   /** Offset in the file, bytes. */
   readonly offset: bigint;
+}
+
+/**
+ * The file-backed mappings of a /proc/PID/maps text (inode not 0), a deleted file under its old
+ * path with `deleted` set.
+ */
+export function fileMappings(maps: string): (FileMapping & { readonly deleted: boolean })[] {
+  const out: (FileMapping & { readonly deleted: boolean })[] = [];
+  for (const line of maps.split('\n')) {
+    const m = /^([0-9a-f]+)-([0-9a-f]+) \S+ ([0-9a-f]+) \S+ (\d+)\s+(\/.*)$/.exec(line);
+    if (!m) continue;
+    const [, s, e, off, inode, rawPath] = m;
+    if (!s || !e || !off || !rawPath || inode === '0') continue;
+    const deleted = rawPath.endsWith(' (deleted)');
+    const path = deleted ? rawPath.slice(0, -10) : rawPath;
+    out.push({ path, start: BigInt(`0x${s}`), end: BigInt(`0x${e}`), offset: BigInt(`0x${off}`), deleted });
+  }
+  return out;
 }
 
 /**
