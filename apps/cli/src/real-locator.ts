@@ -6,9 +6,9 @@
 // cores' names (locateCores).
 import { lstatSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { procStartTime, rankFromCoreName, readCoreInfo } from '@mqd/core';
+import { procCredentials, procStartTime, rankFromCoreName, readCoreInfo } from '@mqd/core';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
-import { type LocalHost, localHost, parseSlurmJob, slurmRanks } from '@mqd/mpir';
+import { type LocalHost, localHost, parseSlurmJob, slurmJobInfo, slurmRanks } from '@mqd/mpir';
 import type { JobLocator, LocatedJob, SeenStarter } from '@mqd/server/agent';
 import { coresFromDir } from './core-args.js';
 import { locateAsOwner } from './locate-as-owner.js';
@@ -29,6 +29,9 @@ export class MpirJobLocator implements JobLocator {
   }
 
   async locate(starterPid: number): Promise<Result<LocatedJob, MqdError>> {
+    const owner = procCredentials(starterPid)?.uids[0];
+    const foreign = owner === undefined ? null : refusedByUserAgent(owner, `starter ${starterPid}`);
+    if (foreign) return err(foreign);
     const r = await locateAsOwner(starterPid, this.here);
     if (!r.ok) return r;
     const { job: j, ranks, uid, starterStartTime, warnings } = r.value;
@@ -56,6 +59,14 @@ export class MpirJobLocator implements JobLocator {
   async locateSlurm(job: string): Promise<Result<LocatedJob, MqdError>> {
     const spec = parseSlurmJob(job);
     if (!spec.ok) return spec;
+    if (agentUid() !== 0) {
+      // A user's agent cannot even list another user's ranks (their /proc maps are closed to
+      // it): say whose job it is instead of "no MPI process".
+      const info = slurmJobInfo(spec.value.jobId);
+      if (!info.ok) return info;
+      const foreign = refusedByUserAgent(info.value.uid, `Slurm job ${job}`);
+      if (foreign) return err(foreign);
+    }
     const found = slurmRanks(spec.value, { here: this.here });
     if (!found.ok) return found;
     for (const w of found.value.job.warnings) this.opts.log?.(`Slurm job ${job}: ${w}`);
@@ -160,4 +171,22 @@ export class MpirJobLocator implements JobLocator {
     }
     return out;
   }
+}
+
+/** The agent's effective uid: 0 for a site agent, the user's for one started in a user's job. */
+export function agentUid(): number {
+  return process.geteuid?.() ?? 0;
+}
+
+/**
+ * An agent that is not root (a user's own, started inside their job with `srun --overlap`)
+ * reads only its own uid's processes; null when `uid` is that uid (or the agent is root).
+ */
+export function refusedByUserAgent(uid: number, what: string): MqdError | null {
+  const me = agentUid();
+  if (me === 0 || uid === me) return null;
+  return mqdError(
+    'MQD_E_FOREIGN_PROCESS',
+    `${what} belongs to uid ${uid}, but this agent runs as uid ${me} (a user's own agent) and reads only that user's processes; nothing was stopped or read: attach it where a site agent runs as root, or let its owner start one`,
+  );
 }

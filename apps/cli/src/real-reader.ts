@@ -1,9 +1,10 @@
 // The real RankReader for agents: @mqd/core's Snapshotter behind the server's seam. One
 // Snapshotter per agent, so repeated snapshots of a job are warm (DLL loaded, types indexed,
 // processes set up). Core files are read with Snapshotter.snapshotCores.
-import { type DllPolicy, Snapshotter } from '@mqd/core';
+import { type DllPolicy, procCredentials, Snapshotter } from '@mqd/core';
 import { isErrorCode, mqdError, type RankSnapshot, rankNotRead } from '@mqd/model';
 import type { CoreRead, MpiInfo, RankReader, RankTarget, ReadOptions } from '@mqd/server/agent';
+import { refusedByUserAgent } from './real-locator.js';
 
 export class CoreRankReader implements RankReader {
   private readonly snapshotter = new Snapshotter();
@@ -16,8 +17,18 @@ export class CoreRankReader implements RankReader {
 
   async read(ranks: readonly RankTarget[], opts: ReadOptions): Promise<RankSnapshot[]> {
     if (opts.signal.aborted) return ranks.map((r) => aborted(r, opts.host));
+    // A user's own agent (not root) refuses other uids' processes before any reader sees them,
+    // whatever owner the aggregator names (the kernel would refuse the trace anyway).
+    const refused = new Map<number, RankSnapshot>();
+    for (const r of ranks) {
+      const uids = procCredentials(r.pid)?.uids ?? [];
+      const why = uids.map((u) => refusedByUserAgent(u, `pid ${r.pid}`)).find((e) => e !== null);
+      if (why) refused.set(r.pid, rankNotRead({ rank: r.rank, pid: r.pid, host: opts.host }, why));
+    }
+    const readable = ranks.filter((r) => !refused.has(r.pid));
+    if (readable.length === 0) return [...refused.values()];
     const { snapshot } = await this.snapshotter.snapshot(
-      ranks.map((r) => ({
+      readable.map((r) => ({
         pid: r.pid,
         rank: r.rank,
         host: opts.host,
@@ -34,7 +45,7 @@ export class CoreRankReader implements RankReader {
       },
     );
     if (snapshot.mpi.dll !== null) this.mpi = snapshot.mpi;
-    return snapshot.ranks;
+    return refused.size === 0 ? snapshot.ranks : [...snapshot.ranks, ...refused.values()];
   }
 
   /**

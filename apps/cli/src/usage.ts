@@ -86,8 +86,8 @@ export const SERVE_USAGE_HEAD = `usage: mqd serve [--no-local-agent] [--dll-poli
 
 export const AGENT_USAGE = `usage: mqd agent --server URL [--token-file FILE] [--ca PEM] [--allow-insecure-http] [--host NAME] [--dll PATH] [--dll-policy any|root-owned] [--core-dir DIR]...
   Connects this node to the aggregator and reads the MPI ranks on it on request.
-  The node's token comes from --token-file (a file only root can read) or MQD_AGENT_TOKEN,
-  never from the command line (--token still works but shows in \`ps\`; it is deprecated).
+  The node's token comes from --token-file (a file only its owner can read: root for a site
+  agent, the user for one run inside their job with srun --overlap) or MQD_AGENT_TOKEN, never from the command line (--token still works but shows in \`ps\`; it is deprecated).
   An https:// server is verified against --ca (or the system CAs); http:// is allowed only
   to a loopback address unless --allow-insecure-http.
   --core-dir DIR (repeatable; MQD_CORE_DIRS=DIR:DIR): directories whose core files users may

@@ -4,8 +4,20 @@
 // `submitFixture` sbatches a hung fixture with the MPI's own starter inside the allocation
 // (MPICH's mpiexec then launches its proxies with srun) and waits for every rank's READY line.
 // Everything started here is stopped by `dispose` (jobs cancelled, daemons killed by pid).
+// A fixture may be submitted as an unprivileged user (`SubmitOptions.user`, through setpriv):
+// the cluster's directory and slurm.conf are then world-readable (Slurm's clients read the
+// conf as that user), and the job's script, output and working directory are the user's.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { cpus, hostname, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { MpiName } from './config.js';
@@ -21,6 +33,16 @@ export interface SlurmCluster extends AsyncDisposable {
   readonly node: string;
   /** Runs a Slurm client command (sbatch, scontrol, squeue...) and returns its stdout. */
   run(cmd: string, args: readonly string[]): string;
+  /**
+   * The environment and the argv prefix (setpriv) that run a command as `user` against this
+   * cluster, HOME in a directory of the cluster the user owns (for a child the caller spawns,
+   * owns and kills).
+   */
+  asUser(user: SlurmUser): {
+    readonly argv: readonly string[];
+    readonly env: NodeJS.ProcessEnv;
+    readonly home: string;
+  };
   submitFixture(o: SubmitOptions): Promise<SlurmJob>;
   dispose(): Promise<void>;
 }
@@ -30,6 +52,13 @@ export interface SubmitOptions {
   readonly fixture: string;
   readonly np?: number;
   readonly timeoutMs?: number;
+  /** Submit as this unprivileged user (setpriv) instead of root. */
+  readonly user?: SlurmUser;
+}
+
+export interface SlurmUser {
+  readonly uid: number;
+  readonly gid: number;
 }
 
 export interface SlurmJob {
@@ -79,9 +108,11 @@ function freePortPair(): [number, number] {
 
 export async function startSlurm(): Promise<SlurmCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'mqd-slurm-'));
+  // Other users' Slurm clients read slurm.conf here; state and spool stay root's (0700).
+  chmodSync(dir, 0o755);
   const node = hostname().split('.')[0] ?? 'localhost';
   const [ctldPort, dPort] = freePortPair();
-  for (const d of ['state', 'spool', 'log']) mkdirSync(join(dir, d));
+  for (const d of ['state', 'spool', 'log']) mkdirSync(join(dir, d), { mode: 0o700 });
   const conf = join(dir, 'slurm.conf');
   const memMb = Math.max(1024, Math.floor(totalmem() / 1048576) - 512);
   writeFileSync(
@@ -112,8 +143,9 @@ export async function startSlurm(): Promise<SlurmCluster> {
       'PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE',
       '',
     ].join('\n'),
+    { mode: 0o644 },
   );
-  const env = { ...process.env, SLURM_CONF: conf };
+  const env: NodeJS.ProcessEnv = { ...process.env, SLURM_CONF: conf };
   const children: ChildProcess[] = [];
   const jobs: number[] = [];
   const run = (cmd: string, args: readonly string[]) =>
@@ -191,22 +223,53 @@ export async function startSlurm(): Promise<SlurmCluster> {
     throw e;
   }
 
+  const asUser = (user: SlurmUser) => {
+    const home = join(dir, `home-${user.uid}`);
+    if (!existsSync(home)) {
+      mkdirSync(home, { mode: 0o700 });
+      chownSync(home, user.uid, user.gid);
+    }
+    // Root's login names would follow the user's commands into the job's environment.
+    const { USER: _user, LOGNAME: _logname, ...rest } = env;
+    return {
+      argv: ['setpriv', `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups'],
+      env: { ...rest, HOME: home },
+      home,
+    };
+  };
+
+  const sbatch = (args: readonly string[], user: SlurmUser | undefined): string => {
+    if (user === undefined) return run('sbatch', args);
+    const u = asUser(user);
+    const [setpriv = 'setpriv', ...prefix] = u.argv;
+    return execFileSync(setpriv, [...prefix, 'sbatch', ...args], {
+      env: u.env,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+  };
+
   const submitFixture = async (o: SubmitOptions): Promise<SlurmJob> => {
     requireMpi(o.mpi);
     const np = o.np ?? 4;
     const binary = fixtureBinary(o.mpi, o.fixture);
-    const output = join(dir, `${o.fixture}-${o.mpi}-${jobs.length}.out`);
-    const script = join(dir, `${o.fixture}-${o.mpi}-${jobs.length}.sh`);
+    // A user's job writes its output into (and runs in) a directory of its own.
+    const jobDir = o.user === undefined ? dir : asUser(o.user).home;
+    const output = join(jobDir, `${o.fixture}-${o.mpi}-${jobs.length}.out`);
+    const script = join(jobDir, `${o.fixture}-${o.mpi}-${jobs.length}.sh`);
     writeFileSync(script, `#!/bin/sh\n${starterLine(o.mpi, np, binary)}\n`, { mode: 0o755 });
-    const out = run('sbatch', [
+    if (o.user !== undefined) chownSync(script, o.user.uid, o.user.gid);
+    const sbatchArgs = [
       '--parsable',
       `-N1`,
       `-n${np}`,
       '--overcommit',
+      `--chdir=${jobDir}`,
       `--output=${output}`,
       `--job-name=${o.fixture}`,
       script,
-    ]).trim();
+    ];
+    const out = sbatch(sbatchArgs, o.user).trim();
     const jobId = Number(out.split(';')[0]);
     if (!Number.isInteger(jobId)) throw new Error(`sbatch said '${out}'`);
     jobs.push(jobId);
@@ -234,6 +297,7 @@ export async function startSlurm(): Promise<SlurmCluster> {
     env,
     node,
     run,
+    asUser,
     submitFixture,
     dispose: stop,
     [Symbol.asyncDispose]: stop,
