@@ -8,11 +8,15 @@
 #      trixie's Open MPI 5.0.7 and MPICH 4.2.1; each built with -g from the pristine upstream
 #      tarball (*.orig.tar.*) into a cache outside the repository ($MQD_MPI_CACHE, default
 #      /var/cache/mqd-mpi). Missing builds run side by side, make's -j split between them.
-#   3. node modules (npm ci / npm install)
+#   3. LLVM's OpenMP runtime 16.0.6 with OMPD (libomp.so keeping its symbol table, libompd.so),
+#      built from bookworm's llvm-toolchain-16 source package into
+#      $MQD_OPENMP_PREFIX (default $MQD_MPI_CACHE/llvm-openmp-16.0.6), beside the MPI builds
+#   4. node modules (npm ci / npm install)
 # A second run does nothing: each step checks a stamp or the installed state first.
 # Usage: scripts/provision.sh [--no-node] [--only-apt]
 # MQD_MPICH42_TARBALL=/path/mpich-4.2.1.tar.gz uses that upstream tarball when the archive's
 # mirror does not serve trixie's mpich source (docs/mpi-facts.md, "Open MPI 5.0.7 and MPICH 4.2.1").
+# MQD_OPENMP_TARBALL=/path/llvm-toolchain-16_16.0.6.orig.tar.xz skips downloading that (136 MB).
 set -euo pipefail
 
 MQD_MPI_CACHE=${MQD_MPI_CACHE:-/var/cache/mqd-mpi}
@@ -23,6 +27,8 @@ MPICH42_VERSION=4.2.1
 # Debian trixie's source versions of those two (its mpich is upstream 4.2.1 renumbered).
 OMPI5_DEBVER=5.0.7-1
 MPICH42_DEBVER=4.3.0+really4.2.1-1
+OPENMP_VERSION=16.0.6
+OPENMP_PREFIX=${MQD_OPENMP_PREFIX:-$MQD_MPI_CACHE/llvm-openmp-$OPENMP_VERSION}
 JOBS=${MQD_BUILD_JOBS:-$(nproc)}
 here=$(cd "$(dirname "$0")/.." && pwd)
 log() { printf '[provision] %s\n' "$*" >&2; }
@@ -42,7 +48,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # ---- 1. Debian packages ------------------------------------------------------------
 PKGS=(build-essential gfortran dpkg-dev file elfutils libdw1 libdw-dev libelf-dev dwz chromium
       sqlite3 iproute2 procps perl python3 xz-utils bzip2 ca-certificates openssl util-linux
-      slurmctld slurmd slurm-client munge)
+      slurmctld slurmd slurm-client munge cmake clang-16 libomp-16-dev gdb)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -140,6 +146,39 @@ build_mpi() {
   log "$name $ver: built in $(( $(date +%s) - b0 )) s"
 }
 
+# ---- 3. LLVM's OpenMP runtime with OMPD ----------------------------------------------
+# Debian's libomp.so is stripped: the ompd_* symbols libompd.so looks up are LOCAL, only in
+# .symtab (packages/mqd-core/README.md, "OpenMP (OMPD)"). Built from Debian's own source, the
+# runtime keeps .symtab. Only openmp/ and the shared CMake modules are extracted, only the omp
+# and ompd targets are built (about 20 s on 2 cores), and only the four files the fixtures and
+# the OMPD reader need are installed. $ORIGIN: libompd.so needs libomp.so beside it at dlopen.
+build_openmp() {
+  local tarball=$1 prefix=$OPENMP_PREFIX b0 work
+  # Beside the prefix (the cache's build/ by default), so a prefix elsewhere builds elsewhere.
+  work="$(dirname "$prefix")/build/$(basename "$prefix")"
+  rm -rf "$work" "$prefix"; mkdir -p "$work"
+  log "llvm-openmp $OPENMP_VERSION: building from $(basename "$tarball") into $prefix (logs: $work/build.log)"
+  b0=$(date +%s)
+  (
+    cd "$work"
+    # Three directories (with all below them) of the 136 MB tarball: openmp, cmake, llvm/cmake.
+    tar -xf "$tarball" --strip-components=1 --wildcards --no-wildcards-match-slash \
+      '*/openmp' '*/cmake' '*/llvm/cmake' \
+      && cmake -S openmp -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=clang++-16 \
+        -DLIBOMP_OMPD_SUPPORT=ON -DOPENMP_ENABLE_LIBOMPTARGET=OFF -DLIBOMP_USE_HWLOC=OFF \
+        -DCMAKE_INSTALL_RPATH='$ORIGIN' -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON >build.log 2>&1 \
+      && make -C build -j"$JOBS" omp ompd >>build.log 2>&1 \
+      && install -D -m 0644 build/runtime/src/libomp.so "$prefix/lib/libomp.so" \
+      && install -D -m 0644 build/libompd/src/libompd.so "$prefix/lib/libompd.so" \
+      && install -D -m 0644 build/runtime/src/omp.h "$prefix/include/omp.h" \
+      && install -D -m 0644 build/runtime/src/omp-tools.h "$prefix/include/omp-tools.h"
+  ) || { echo "MQD_E_PROVISION: llvm-openmp build failed; see the end of $work/build.log" >&2; tail -n 30 "$work/build.log" >&2; exit 1; }
+  date -u +%FT%TZ >"$prefix/.mqd-built"
+  rm -rf "$work"
+  log "llvm-openmp $OPENMP_VERSION: built in $(( $(date +%s) - b0 )) s"
+}
+
 mkdir -p "$MQD_MPI_CACHE"
 # One provisioning at a time: a second run would see the same stamps missing and rm -rf the
 # first one's build directories under it.
@@ -147,6 +186,20 @@ exec 9>"$MQD_MPI_CACHE/.provision.lock"
 if ! flock -n 9; then
   log "another provisioning holds $MQD_MPI_CACHE/.provision.lock; waiting for it"
   flock 9
+fi
+# The OpenMP runtime builds in the background beside the MPI builds (its own pid in pids).
+pids=()
+if [ -f "$OPENMP_PREFIX/.mqd-built" ]; then
+  log "llvm-openmp $OPENMP_VERSION: present in $OPENMP_PREFIX; nothing to build"
+else
+  openmp_tar=${MQD_OPENMP_TARBALL:-}
+  if [ -z "$openmp_tar" ]; then
+    ensure_deb_src
+    apt_update
+    openmp_tar=$(fetch_orig llvm-toolchain-16 "$OPENMP_VERSION")
+  fi
+  build_openmp "$openmp_tar" &
+  pids+=($!)
 fi
 stamp_of() { echo "$MQD_MPI_CACHE/$1-$2/.mqd-built"; }
 ompi_stamp=$(stamp_of openmpi "$OMPI_VERSION")
@@ -168,7 +221,6 @@ BUILD_JOBS=$(( (2 * JOBS + todo - 1) / todo ))
 ensure_deb_src
 ensure_trixie_src
 apt_update
-pids=()
 if [ ! -f "$ompi_stamp" ]; then
   ompi_tar=$(fetch_orig openmpi "$OMPI_VERSION")
   # Open MPI: trimmed configure, -g, internal hwloc/libevent/pmix so no -dev packages are needed.
@@ -223,17 +275,18 @@ if [ ! -f "$mpich42_stamp" ]; then
     pids+=($!)
   fi
 fi
+fi
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 [ $rc = 0 ] || exit 1
-fi
 built=()
 for b in "openmpi-$OMPI_VERSION" "mpich-$MPICH_VERSION" "openmpi-$OMPI5_VERSION" "mpich-$MPICH42_VERSION"; do
   [ -f "$MQD_MPI_CACHE/$b/.mqd-built" ] && built+=("$b")
 done
 log "MPI cache: $MQD_MPI_CACHE (built: ${built[*]})"
+[ -f "$OPENMP_PREFIX/.mqd-built" ] && log "OpenMP runtime with OMPD: $OPENMP_PREFIX"
 
-# ---- 3. node modules --------------------------------------------------------------
+# ---- 4. node modules --------------------------------------------------------------
 if [ $want_node = 1 ]; then
   cd "$here"
   if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then

@@ -84,6 +84,7 @@ import {
   type MqdError,
   mqdError,
   ok,
+  openMpInvariant,
   type RankSnapshot,
   type Result,
   SLURM_JOB_RE,
@@ -370,10 +371,17 @@ const RANK_KEYS = [
   'threads',
   'stacksError',
   'mpiCall',
+  'openmp',
+  'openmpError',
   'dll',
   'dllLog',
 ];
-const THREAD_KEYS = ['tid', 'name', 'main', 'frames', 'truncated', 'error'];
+const THREAD_KEYS = ['tid', 'name', 'main', 'frames', 'truncated', 'error', 'ompState'];
+const OPENMP_KEYS = ['runtime', 'ompd', 'version', 'threads'];
+const OMP_THREAD_KEYS = ['tid', 'threadNum', 'state', 'waitId', 'parallel', 'task'];
+const OMP_PARALLEL_KEYS = ['teamSize', 'level', 'activeLevel'];
+const OMP_TASK_KEYS = ['function', 'entry', 'kind'];
+const OMP_TASK_KINDS = ['initial', 'implicit', 'explicit', 'target', 'unknown'] as const;
 const FRAME_KEYS = ['pc', 'function', 'module', 'file', 'line', 'inlined'];
 const MPI_CALL_KEYS = ['function', 'tid', 'args'];
 const MPI_ARGS_KEYS = ['peer', 'tag', 'communicator', 'count'];
@@ -389,7 +397,7 @@ const COMM_KEYS = [
   'world',
   'group',
   'remoteGroup',
-  'remoteGroup',
+  'fortranHandle',
   'sends',
   'receives',
   'unexpected',
@@ -456,15 +464,14 @@ function communicator(v: unknown, path: string): void {
       fail(`${path}.group`, 'must be null for MPI_COMM_WORLD (it is the identity)');
     }
   }
-  if (o['remoteGroup'] !== undefined && o['remoteGroup'] !== null) {
-    const g = arr(o['remoteGroup'], `${path}.remoteGroup`, 1 << 24);
-    for (let i = 0; i < g.length; i++) int32(g[i], `${path}.remoteGroup[${i}]`);
-  }
   // An intercommunicator's remote group (optional; null when the library cannot tell).
   if (o['remoteGroup'] !== undefined && o['remoteGroup'] !== null) {
     const g = arr(o['remoteGroup'], `${path}.remoteGroup`, 1 << 24);
     for (let i = 0; i < g.length; i++) int32(g[i], `${path}.remoteGroup[${i}]`);
   }
+  // The Fortran handle (optional; null when the library's structures could not be read).
+  if (o['fortranHandle'] !== undefined && o['fortranHandle'] !== null)
+    int32(o['fortranHandle'], `${path}.fortranHandle`);
   const un = obj(o['unavailable'], `${path}.unavailable`, QUEUES);
   for (const q of QUEUES) {
     const reason = un[q];
@@ -514,6 +521,44 @@ function threadStack(v: unknown, path: string): void {
   for (let i = 0; i < frames.length; i++) frame(frames[i], `${path}.frames[${i}]`);
   bool(o['truncated'], `${path}.truncated`);
   if (o['error'] !== null) codedError(o['error'], `${path}.error`);
+  if (o['ompState'] !== undefined) str(o['ompState'], `${path}.ompState`, 128);
+}
+
+const hexOrNull = (v: unknown, path: string) => (v === null ? null : str(v, path, 18, 3, PC_RE));
+
+function ompThread(v: unknown, path: string): void {
+  const o = obj(v, path, OMP_THREAD_KEYS);
+  int(o['tid'], `${path}.tid`, 1, Number.MAX_VALUE);
+  if (o['threadNum'] !== null) nonNeg(o['threadNum'], `${path}.threadNum`);
+  str(o['state'], `${path}.state`, 128);
+  hexOrNull(o['waitId'], `${path}.waitId`);
+  if (o['parallel'] !== null) {
+    const p = obj(o['parallel'], `${path}.parallel`, OMP_PARALLEL_KEYS);
+    int(p['teamSize'], `${path}.parallel.teamSize`, 1, Number.MAX_VALUE);
+    nonNeg(p['level'], `${path}.parallel.level`);
+    if (p['activeLevel'] !== null) nonNeg(p['activeLevel'], `${path}.parallel.activeLevel`);
+  }
+  if (o['task'] !== null) {
+    const t = obj(o['task'], `${path}.task`, OMP_TASK_KEYS);
+    strOrNull(t['function'], `${path}.task.function`, 1024);
+    hexOrNull(t['entry'], `${path}.task.entry`);
+    oneOf(t['kind'], `${path}.task.kind`, OMP_TASK_KINDS);
+  }
+}
+
+/** The rank's OpenMP fields (issue 15), then the invariants validateSnapshot adds (snapshot-validate.ts). */
+function rankOpenMpFields(o: Obj, path: string): void {
+  if (o['openmp'] !== undefined && o['openmp'] !== null) {
+    const m = obj(o['openmp'], `${path}.openmp`, OPENMP_KEYS);
+    str(m['runtime'], `${path}.openmp.runtime`, 4096);
+    str(m['ompd'], `${path}.openmp.ompd`, 4096);
+    str(m['version'], `${path}.openmp.version`, 1024);
+    const threads = arr(m['threads'], `${path}.openmp.threads`, MAX_THREADS);
+    for (let i = 0; i < threads.length; i++) ompThread(threads[i], `${path}.openmp.threads[${i}]`);
+  }
+  if (o['openmpError'] !== undefined) codedError(o['openmpError'], `${path}.openmpError`);
+  const broken = openMpInvariant(o as RankSnapshot);
+  if (broken !== null) fail(`${path}.openmp`, broken);
 }
 
 function mpiCall(v: unknown, path: string): void {
@@ -556,6 +601,7 @@ function rankSnapshot(v: unknown, path: string): RankSnapshot {
   const comms = arr(o['communicators'], `${path}.communicators`, 65536);
   for (let i = 0; i < comms.length; i++) communicator(comms[i], `${path}.communicators[${i}]`);
   rankStacks(o, path);
+  rankOpenMpFields(o, path);
   if (o['dll'] !== undefined) {
     const d = obj(o['dll'], `${path}.dll`, ['path', 'version']);
     str(d['path'], `${path}.dll.path`, 4096);

@@ -1,7 +1,7 @@
 // "Why is the job stuck?": the analysis of @mqd/model (wait-for graph, near misses, rank
 // classes) in one paragraph above the matrix and the matching order. It runs after the first
 // paint (it can take a moment at 16,384 ranks) and once per snapshot.
-import { describeCallGroup } from '@mqd/model';
+import { describeCallGroup, ranksPhrase } from '@mqd/model';
 import type { LoadedSnapshot } from './data.js';
 import { bannerText, useExplanation } from './explanation.js';
 import { useBusyWhile } from './hooks.js';
@@ -50,6 +50,27 @@ export function Diagnosis({ data }: { data: LoadedSnapshot }) {
             <li key={`${g.where}:${g.call}:${g.commName}:${g.ranks}`}>{describeCallGroup(g)}</li>
           ))}
           {result.calls.length > 8 && <li className="muted">{result.calls.length - 8} more groups</li>}
+        </ul>
+      )}
+      {result.openmp.groups.length > 0 && (
+        <ul
+          className="diagnosis-openmp"
+          data-testid="diagnosis-openmp"
+          aria-label="OpenMP threads across ranks"
+        >
+          {result.openmp.groups.map((g) => (
+            <li key={g.ranks} data-testid="diagnosis-openmp-group" data-ranks={g.ranks} data-block={g.block}>
+              {g.text}
+            </li>
+          ))}
+          {result.openmp.groupTotal > result.openmp.groups.length && (
+            <li className="muted">
+              {result.openmp.groupTotal - result.openmp.groups.length} more groups of ranks
+            </li>
+          )}
+          {result.openmp.noRuntime !== '' && (
+            <li className="muted">{ranksPhrase(result.openmp.noRuntime)}: no OpenMP runtime</li>
+          )}
         </ul>
       )}
       {(result.limits.length > 0 || result.partialReasons.length > 0) && (

@@ -7,6 +7,11 @@ export type ExplanationResult = Computed<Explanation>;
 
 const explanations = deferred('analysis', explainSnapshot);
 
+/** The explanation now (computed and cached if needed): for callers outside React, and tests. */
+export function explanationOf(snapshot: JobSnapshot): ExplanationResult {
+  return explanations.get(snapshot);
+}
+
 export function useExplanation(snapshot: JobSnapshot): ExplanationResult | null {
   return useDeferred(explanations, snapshot);
 }
@@ -37,6 +42,7 @@ export function cycleCells(e: ExplanationResult | null): { row: number; col: num
 const VERDICT_LABEL: Record<Verdict, string> = {
   deadlock: 'Deadlock',
   'collective-hang': 'Hung in a collective',
+  'openmp-hang': 'OpenMP deadlock',
   stuck: 'Stuck',
   progressing: 'Progressing',
   idle: 'Idle',

@@ -53,6 +53,15 @@ export const ERROR_HINTS = {
     "this MPI library does not record this queue; look at the other side (the peer's sends or receives) for the same messages",
   MQD_E_NO_QUEUES:
     'this process has no message queues the DLL can read (MPI not initialised yet, or a library without queue debugging support)',
+  // --- OpenMP (OMPD, issue 15)
+  MQD_E_OMPD_DISABLED:
+    "the rank's OpenMP runtime keeps no debugging state: run the job with OMP_DEBUG=enabled in its environment (LLVM's libomp keeps OMPD state only then) and take another snapshot",
+  MQD_E_OMPD_LOAD:
+    "the OpenMP runtime's OMPD library (libompd.so, named by the runtime) could not be found or loaded; install the libompd.so of the same OpenMP build beside its libomp.so, readable by the job owner",
+  MQD_E_OMPD_FAILED:
+    "the OMPD library returned an error (the ompd_rc_t is in the message) reading the OpenMP threads; the queues are unaffected; report the OpenMP runtime's version if it repeats",
+  MQD_E_OMPD_CRASHED:
+    'the OMPD library crashed or hung in the reader; that read was lost and the reader no longer loads this library, so later snapshots show the queues without OpenMP threads: fix or replace the library, then restart the agent',
   // --- MPIR / jobs
   MQD_E_NOT_STARTER:
     'this pid is not an MPI starter with MPIR symbols; pass the pid of mpirun/mpiexec, or the rank pids with --pid',

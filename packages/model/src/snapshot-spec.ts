@@ -132,6 +132,13 @@ export const Communicator = Type.Object(
      * DLL reports, and every operation's peer is a rank of the remote group.
      */
     remoteGroup: Type.Optional(Type.Union([Type.Array(Int32, { maxItems: 1 << 24 }), Type.Null()])),
+    /**
+     * The communicator's Fortran handle (what MPI_Comm_c2f returns, the INTEGER a `use mpi` /
+     * mpif.h program holds, `MPI_VAL` under mpi_f08), read from the library's own structures
+     * (Open MPI: its index in ompi_comm_f_to_c_table; MPICH: the handle itself). null when the
+     * library's structures could not be read; absent in snapshots written before the reader knew.
+     */
+    fortranHandle: Type.Optional(Type.Union([Int32, Type.Null()])),
     sends: Queue,
     receives: Queue,
     unexpected: Queue,
@@ -202,6 +209,8 @@ export const ThreadStack = Type.Object(
     truncated: Type.Boolean(),
     /** Why the unwind stopped early (a coded error), or null when it reached the outermost frame. */
     error: Type.Union([CodedError, Type.Null()]),
+    /** The thread's OpenMP state name (OmpThread.state) when OMPD read it; absent otherwise. */
+    ompState: Type.Optional(ShortText(128)),
   },
   { additionalProperties: false },
 );
@@ -242,6 +251,82 @@ export const MpiCall = Type.Object(
 );
 export type MpiCall = Static<typeof MpiCall>;
 
+/**
+ * One OpenMP thread of a rank as the OpenMP runtime's own OMPD library (`libompd.so`) describes
+ * it (issue 15), read in the same stop as the queues and stacks. Only threads the runtime knows
+ * (its workers and the initial thread) are listed; an MPI progress thread is not.
+ */
+export const OmpThread = Type.Object(
+  {
+    /** Linux thread id (joins ThreadStack.tid). */
+    tid: Type.Integer({ minimum: 1 }),
+    /** omp_get_thread_num() in its innermost team; null when the runtime did not say. */
+    threadNum: Type.Union([NonNegInt, Type.Null()]),
+    /**
+     * The OpenMP state by the name the OMPD library gives it (`ompd_enumerate_states`), e.g.
+     * "ompt_state_work_parallel", "ompt_state_wait_barrier", "ompt_state_wait_lock",
+     * "ompt_state_wait_taskwait" (LLVM's names).
+     */
+    state: ShortText(128),
+    /** The wait identifier the runtime gives with a wait state (a lock's address...), 0x hex; null when none. */
+    waitId: Type.Union([Type.String({ pattern: '^0x[0-9a-f]{1,16}$' }), Type.Null()]),
+    /** The innermost parallel region the thread is in; null outside any (the initial thread between regions). */
+    parallel: Type.Union([
+      Type.Object(
+        {
+          /** Threads in the team (the region's team-size). */
+          teamSize: Type.Integer({ minimum: 1 }),
+          /** Nesting level: 1 = outermost parallel region (omp_get_level()). */
+          level: NonNegInt,
+          /** Active levels (teams with more than one thread) enclosing the thread (omp_get_active_level()). */
+          activeLevel: Type.Union([NonNegInt, Type.Null()]),
+        },
+        { additionalProperties: false },
+      ),
+      Type.Null(),
+    ]),
+    /** The task the thread executes; null when unreadable. */
+    task: Type.Union([
+      Type.Object(
+        {
+          /** Name of the task's entry function (the outlined region or task body); null when no symbol covers it. */
+          function: Type.Union([ShortText(1024), Type.Null()]),
+          /** Entry address of the task's function, 0x hex; null when the runtime gave none. */
+          entry: Type.Union([Type.String({ pattern: '^0x[0-9a-f]{1,16}$' }), Type.Null()]),
+          /** From the task's ompt_task_flag_t: implicit (a region's own task), explicit (`omp task`), initial, target. */
+          kind: Type.Union([
+            Type.Literal('initial'),
+            Type.Literal('implicit'),
+            Type.Literal('explicit'),
+            Type.Literal('target'),
+            Type.Literal('unknown'),
+          ]),
+        },
+        { additionalProperties: false },
+      ),
+      Type.Null(),
+    ]),
+  },
+  { additionalProperties: false },
+);
+export type OmpThread = Static<typeof OmpThread>;
+
+/** A rank's OpenMP runtime as its OMPD library read it (RankSnapshot.openmp). */
+export const OpenMpRuntime = Type.Object(
+  {
+    /** Path of the OpenMP runtime library mapped in the rank (e.g. .../libomp.so). */
+    runtime: ShortText(4096),
+    /** Path of the OMPD library that read it (from the runtime's ompd_dll_locations). */
+    ompd: ShortText(4096),
+    /** ompd_get_version_string of that library. */
+    version: ShortText(1024),
+    /** The runtime's threads, sorted by tid. */
+    threads: Type.Array(OmpThread, { maxItems: MAX_THREADS_PER_RANK }),
+  },
+  { additionalProperties: false },
+);
+export type OpenMpRuntime = Static<typeof OpenMpRuntime>;
+
 export const RankSnapshot = Type.Object(
   {
     /** Rank in MPI_COMM_WORLD. */
@@ -261,6 +346,14 @@ export const RankSnapshot = Type.Object(
     stacksError: Type.Optional(CodedError),
     /** The MPI call the rank is in, from its stacks; null = in no MPI call ("computing"); absent = stacks not read. */
     mpiCall: Type.Optional(Type.Union([MpiCall, Type.Null()])),
+    /**
+     * The rank's OpenMP threads, read through the runtime's OMPD library in the same stop as the
+     * queues (issue 15): null = the rank has no OpenMP runtime; absent = not read (stacks not asked
+     * for, never stopped, or OMPD unavailable: then openmpError says why and what to do).
+     */
+    openmp: Type.Optional(Type.Union([OpenMpRuntime, Type.Null()])),
+    /** Why the rank's OpenMP runtime could not be read (e.g. MQD_E_OMPD_DISABLED: OMP_DEBUG unset). */
+    openmpError: Type.Optional(CodedError),
     /**
      * The message-queue DLL that read this rank: its path and mqs_version_string (an MPMD job
      * can run two MPI builds, each rank read by its own). Absent when no DLL was loaded for it.

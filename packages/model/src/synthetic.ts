@@ -18,6 +18,9 @@ import type {
   ThreadStack,
 } from './snapshot-spec.js';
 
+// Hybrid MPI+OpenMP jobs live in their own file; exported with the other generators.
+export * from './synthetic-openmp.js';
+
 type Reason = NonNullable<Communicator['unavailable']['sends']>;
 
 export type SyntheticStyle = 'openmpi' | 'mpich';

@@ -68,7 +68,8 @@ export function formatSnapshot(s: JobSnapshot, opts: { all?: boolean } = {}): st
         hidden++;
         continue;
       }
-      out.push(`  ${c.name || '(unnamed)'}  id ${c.id}  size ${c.size}  local rank ${c.localRank}`);
+      const fortran = typeof c.fortranHandle === 'number' ? `  fortran ${c.fortranHandle}` : '';
+      out.push(`  ${c.name || '(unnamed)'}  id ${c.id}${fortran}  size ${c.size}  local rank ${c.localRank}`);
       for (const q of ['sends', 'receives', 'unexpected'] as const) {
         const ops = c[q];
         if (ops === null) {

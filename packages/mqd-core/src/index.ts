@@ -22,12 +22,14 @@ export {
 } from './host/identity.js';
 export type { Captured, HostStats, HostTarget } from './host/protocol.js';
 export * as mqs from './mqs/mqs-spec.js';
-export { MqsSession, type RankTarget, type SessionOptions } from './mqs/session.js';
+export { MqsSession, type RankReadOptions, type RankTarget, type SessionOptions } from './mqs/session.js';
 export { HotPath } from './mqs/shim.js';
 export { nativeAllocations } from './native/alloc.js';
 export { setParentDeathSignal } from './native/libc.js';
 export { type PmixJob, type PmixProc, pmixProcTable } from './native/pmix.js';
 export * as ptraceExt from './native/ptrace-ext.js';
+export { assembleOpenMp, OmpdHost, type OmpdReadOptions, type OmpdTarget } from './ompd/host.js';
+export { type OpenMpRead, type ReadOpenMpOptions, readOpenMp } from './ompd/read.js';
 export {
   type CoreSnapshotOptions,
   type CoreSnapshotTarget,

@@ -1,4 +1,5 @@
 // Every path and version the testkit depends on, read in one place.
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
@@ -59,6 +60,25 @@ export function mpiCacheDir(): string {
  * packages/testkit, so the same relative URL works for the sources and the built files.
  */
 export const FIXTURES_DIR: string = fileURLToPath(new URL('../../../fixtures/mpi/', import.meta.url));
+
+/**
+ * The OMPD-enabled LLVM OpenMP runtime scripts/provision.sh builds (keep in step with
+ * OPENMP_VERSION there): libomp.so with its full .symtab, libompd.so, omp.h, omp-tools.h.
+ */
+export const OPENMP_VERSION = '16.0.6';
+
+/**
+ * Install prefix of that runtime: $MQD_OPENMP_PREFIX if set, else
+ * <cache>/llvm-openmp-<OPENMP_VERSION> (provision.sh honours the same variable).
+ */
+export function openmpPrefixDir(): string {
+  return process.env['MQD_OPENMP_PREFIX'] ?? join(mpiCacheDir(), `llvm-openmp-${OPENMP_VERSION}`);
+}
+
+/** fixtures/hybrid at the repository root: the MPI+OpenMP fixtures (fixtures/hybrid/README.md). */
+export const HYBRID_FIXTURES_DIR: string = fileURLToPath(
+  new URL('../../../fixtures/hybrid/', import.meta.url),
+);
 
 /** Default time for a job to print its READY lines and block (startup under load is slow). */
 export const DEFAULT_LAUNCH_TIMEOUT_MS = 60_000;

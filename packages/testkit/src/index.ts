@@ -5,6 +5,7 @@ export {
   DEFAULT_DISPOSE_TIMEOUT_MS,
   DEFAULT_LAUNCH_TIMEOUT_MS,
   FIXTURES_DIR,
+  HYBRID_FIXTURES_DIR,
   MPI_FAMILIES,
   MPI_LABELS,
   MPI_NAMES,
@@ -14,6 +15,7 @@ export {
   mpiCacheDir,
   NEW_MPI_NAMES,
   type NewMpiName,
+  OPENMP_VERSION,
 } from './config.js';
 export {
   CORNER_FIXTURES,
@@ -60,6 +62,41 @@ export {
   listGolden,
   normaliseSnapshot,
 } from './golden.js';
+export {
+  EXPECTED_OPENMP,
+  type ExpectedOmpThread,
+  expectedHybridCall,
+  HYBRID_DEFAULT_ENV,
+  HYBRID_FIXTURES,
+  HYBRID_NP,
+  HYBRID_WORLD_RECEIVE_TAGS,
+  type HybridFixture,
+  hybridBinary,
+  isHybridFixture,
+  listHybridFixtures,
+  OMPD_GDB_PLUGIN,
+  OMPD_ORACLE_SCRIPT,
+  type OmpTaskKind,
+  type OracleOptions,
+  type OracleReport,
+  type OracleThread,
+  ompdOracle,
+  openmpAvailable,
+  openmpMissingMessage,
+  openmpPrefix,
+  parseOracleOutput,
+  requireOpenmp,
+  threadFrames,
+} from './hybrid.js';
+export {
+  FIXTURE_LANGUAGES,
+  type FixtureLanguage,
+  languageAvailable,
+  languageBinary,
+  languageFixturesDir,
+  listLanguageFixtures,
+  parseCommLines,
+} from './languages.js';
 export {
   disposeAll,
   type FixtureJob,

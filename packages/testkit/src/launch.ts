@@ -11,6 +11,8 @@ import {
 } from './config.js';
 import { blocksOffMainThread } from './expected-stacks.js';
 import { fixtureBinary, mpiPrefix, requireMpi } from './fixtures.js';
+import { HYBRID_DEFAULT_ENV, HYBRID_NP, hybridBinary } from './hybrid.js';
+import { type FixtureLanguage, languageBinary } from './languages.js';
 import {
   descendants,
   identify,
@@ -28,15 +30,38 @@ export type WaitCondition = 'ready' | 'blocked';
 
 export interface LaunchOptions {
   readonly mpi: AnyMpiName;
-  /** A fixture name: the basename of a fixtures/mpi/*.c file, e.g. 'ring_ssend'. */
+  /**
+   * A fixture name: the basename of a fixtures/mpi/*.c file, e.g. 'ring_ssend' (with `hybrid`:
+   * of a fixtures/hybrid/*.c file, e.g. 'omp_single_recv').
+   */
   readonly fixture: string;
-  /** Number of ranks; 4 by default (fixtures/mpi/README.md documents the queues for 4). */
+  /**
+   * A hybrid MPI+OpenMP fixture (fixtures/hybrid, built by hybridBinary): np defaults to
+   * HYBRID_NP, the ranks get HYBRID_DEFAULT_ENV (OMP_DEBUG=enabled, KMP_BLOCKTIME=0) under
+   * `env`, and 'blocked' accepts the named call on any thread of the rank.
+   */
+  readonly hybrid?: boolean;
+  /**
+   * The fixture's Fortran or C++ version (fixtures/fortran, fixtures/cxx, built by
+   * languageBinary): same name, same queues as the C fixture.
+   */
+  readonly language?: FixtureLanguage;
+  /**
+   * Number of ranks; 4 by default (fixtures/mpi/README.md documents the queues for 4), 2 for
+   * hybrid fixtures.
+   */
   readonly np?: number;
   /** Extra environment for the starter and the ranks; wins over the defaults. */
   readonly env?: Readonly<Record<string, string>>;
   /**
+   * Variables removed from the environment after the defaults and `env` are applied, e.g.
+   * ['OMP_DEBUG'] to run a hybrid fixture without OMPD state.
+   */
+  readonly unsetEnv?: readonly string[];
+  /**
    * 'ready': every rank printed its READY line. 'blocked' (default): also, each rank's main
-   * thread is inside the MPI call its READY line names (checked with eu-stack).
+   * thread (any thread for hybrid fixtures and thread_multiple) is inside the call its READY
+   * line names (checked with eu-stack).
    */
   readonly waitFor?: WaitCondition;
   /** Time for the whole launch, READY lines and stack checks included. */
@@ -403,18 +428,31 @@ class Job implements FixtureJob {
  * disposed and the Error message carries the job's output. Pair every launch with dispose().
  */
 export async function launchFixture(opts: LaunchOptions): Promise<FixtureJob> {
-  const np = opts.np ?? 4;
+  const hybrid = opts.hybrid === true;
+  const np = opts.np ?? (hybrid ? HYBRID_NP : 4);
   const waitCondition = opts.waitFor ?? 'blocked';
   const timeoutMs = opts.timeoutMs ?? DEFAULT_LAUNCH_TIMEOUT_MS;
   if (!Number.isInteger(np) || np < 1) throw new RangeError(`np must be a positive integer, got ${np}`);
   requireMpi(opts.mpi);
-  const binary = fixtureBinary(opts.mpi, opts.fixture);
+  const binary = hybrid
+    ? hybridBinary(opts.mpi, opts.fixture)
+    : opts.language !== undefined
+      ? languageBinary(opts.mpi, opts.language, opts.fixture)
+      : fixtureBinary(opts.mpi, opts.fixture);
   const cmd = starterCommand(opts.mpi, np, binary);
+  const env: Record<string, string | undefined> = {
+    ...process.env,
+    ...cmd.env,
+    ...(hybrid ? HYBRID_DEFAULT_ENV : {}),
+    ...opts.env,
+  };
+  for (const name of opts.unsetEnv ?? []) delete env[name];
+  const anyThread = hybrid || blocksOffMainThread(opts.fixture);
 
   installHandlers();
   const child = spawn(cmd.file, cmd.args, {
     cwd: dirname(binary),
-    env: { ...process.env, ...cmd.env, ...opts.env },
+    env,
     // Its own process group, so the job can be killed as a group and a ^C of the test runner
     // reaches us first (we then kill the job) rather than racing us to the ranks.
     detached: true,
@@ -465,9 +503,12 @@ export async function launchFixture(opts: LaunchOptions): Promise<FixtureJob> {
             if (status !== undefined)
               return failed(`the starter exited (code ${status.code}, signal ${status.signal})`);
             if (!job.rankRunning(r)) return failed(`rank ${r.rank} (pid ${r.pid}) exited`);
-            const check = await rankBlockedIn(r.pid, r.call, blocksOffMainThread(opts.fixture));
+            const check = await rankBlockedIn(r.pid, r.call, anyThread);
             if (check.blocked) return done(true);
-            return pending(check.error ?? `main thread in ${check.frames.slice(0, 8).join(' < ')}`);
+            return pending(
+              check.error ??
+                `${anyThread ? 'threads' : 'main thread'} in ${check.frames.slice(0, 8).join(' < ')}`,
+            );
           },
           { timeoutMs: left(), what: `rank ${r.rank} (pid ${r.pid}) to block in ${r.call}` },
         );

@@ -9,6 +9,7 @@ import {
   type LengthUnit,
   type MpiLibrary,
   type Operation,
+  ompStateLabel,
   QUEUE_KINDS,
   type QueueKind,
   type RankSnapshot,
@@ -27,6 +28,7 @@ import {
 } from '../snapshot-index.js';
 import { Unavailable } from '../ui.js';
 import type { ViewProps } from '../view-types.js';
+import { OpenMpPanel } from './OpenMpPanel.js';
 
 const ROWS_PER_QUEUE = 200;
 
@@ -74,6 +76,7 @@ export function RankView({ url, setUrl, data }: ViewProps) {
               ))}
             </ul>
           )}
+          <OpenMpPanel rank={rank} />
           <div className="rank-columns">
             <section className="threads" data-testid="rank-threads" aria-label="Threads">
               <h3>Stacks</h3>
@@ -144,6 +147,11 @@ function ThreadSection({ thread, inCall }: { thread: ThreadStack; inCall: boolea
         {thread.name !== null && <span className="muted"> {thread.name}</span>}
         {thread.main && <span className="badge">main</span>}
         {inCall && <span className="badge">in the MPI call</span>}
+        {thread.ompState !== undefined && (
+          <span className="badge omp-state" data-testid="thread-omp-state" title={thread.ompState}>
+            OpenMP {ompStateLabel(thread.ompState)}
+          </span>
+        )}
       </h4>
       {thread.error && (
         <p className="muted">
@@ -204,7 +212,14 @@ function CommSection({
       <header>
         <h3>{commLabel(comm)}</h3>
         <span className="muted">
-          id {comm.id} · size {comm.size} · this rank is {comm.localRank} here ·{' '}
+          id {comm.id}
+          {typeof comm.fortranHandle === 'number' && (
+            <span data-testid="comm-fortran" title="Fortran handle (MPI_Comm_c2f)">
+              {' '}
+              · Fortran {comm.fortranHandle}
+            </span>
+          )}{' '}
+          · size {comm.size} · this rank is {comm.localRank} here ·{' '}
           {comm.group ? 'group known' : 'group not reported'}
         </span>
         <button type="button" onClick={onOrder}>

@@ -3,7 +3,14 @@
 // a ~20-stack job at 16,384 ranks is a few hundred nodes, so the tree is plain DOM. Search
 // highlights frames by function name; a click selects the node's ranks (the URL's `ranks`,
 // which the matrix also filters on) and offers the rank detail and the matrix of those ranks.
-import { expandRanks, type StackNode, type StackTree, searchStackTree } from '@mqd/model';
+import {
+  expandRanks,
+  type JobSnapshot,
+  ompStatesThrough,
+  type StackNode,
+  type StackTree,
+  searchStackTree,
+} from '@mqd/model';
 import { useMemo, useState } from 'react';
 import { formatCount, plural } from '../format.js';
 import { useBusyWhile } from '../hooks.js';
@@ -39,17 +46,19 @@ export function StacksView({ url, setUrl, data }: ViewProps) {
       </div>
     );
   }
-  return <StacksTree tree={tree} url={url} setUrl={setUrl} />;
+  return <StacksTree tree={tree} url={url} setUrl={setUrl} snapshot={data.snapshot} />;
 }
 
 function StacksTree({
   tree,
   url,
   setUrl,
+  snapshot,
 }: {
   tree: StackTree;
   url: ViewProps['url'];
   setUrl: ViewProps['setUrl'];
+  snapshot: JobSnapshot;
 }) {
   const [collapsed, setCollapsed] = useState<ReadonlySet<number>>(() => new Set());
   const [query, setQuery] = useState(url.sq ?? '');
@@ -183,7 +192,7 @@ function StacksTree({
       </section>
       <aside className="panel stack-detail" aria-label="Selected frame">
         {selected ? (
-          <NodeDetail tree={tree} node={selected} setUrl={setUrl} />
+          <NodeDetail tree={tree} node={selected} setUrl={setUrl} snapshot={snapshot} />
         ) : (
           <p className="muted">Click a frame to select the ranks whose stacks pass through it.</p>
         )}
@@ -217,15 +226,25 @@ function NodeDetail({
   tree,
   node,
   setUrl,
+  snapshot,
 }: {
   tree: StackTree;
   node: StackNode;
   setUrl: ViewProps['setUrl'];
+  snapshot: JobSnapshot;
 }) {
   const first = useMemo(() => expandRanks(node.ranks)?.[0] ?? null, [node.ranks]);
-  const path: string[] = [];
-  for (let p: StackNode | undefined = node; p !== undefined; p = tree.nodes[p.parent])
-    path.unshift(p.function);
+  const path = useMemo(() => {
+    const out: string[] = [];
+    for (let p: StackNode | undefined = node; p !== undefined; p = tree.nodes[p.parent])
+      out.unshift(p.function);
+    return out;
+  }, [tree, node]);
+  // The OpenMP state of each thread through this frame (ThreadStack.ompState), when OMPD read them.
+  const ompStates = useMemo(
+    () => ompStatesThrough(snapshot, path, tree.threads),
+    [snapshot, path, tree.threads],
+  );
   return (
     <div data-testid="stack-selected" data-function={node.function} data-ranks={node.ranks}>
       <h3>{node.function}</h3>
@@ -245,6 +264,20 @@ function NodeDetail({
         )}
       </p>
       <p className="muted stack-path">{path.join(' › ')}</p>
+      {ompStates.length > 0 && (
+        <ul
+          className="stack-omp-states"
+          data-testid="stack-omp-states"
+          aria-label="OpenMP states of these threads"
+        >
+          {ompStates.map((c) => (
+            <li key={c.label} data-state={c.label}>
+              {plural(c.count, 'thread')}{' '}
+              {c.label === '' ? <span className="muted">not an OpenMP thread</span> : `OpenMP ${c.label}`}
+            </li>
+          ))}
+        </ul>
+      )}
       <div className="actions">
         <button
           type="button"

@@ -15,12 +15,30 @@ import type { PeerMode, RankClass } from './classes.js';
 import { rankClasses } from './classes.js';
 import type { NearMiss, NearMissResult } from './near-miss.js';
 import { findNearMisses } from './near-miss.js';
+import { analyzeOpenMp, type OpenMpSummary } from './openmp.js';
 import { type ProgressStep, progressAcross } from './progress.js';
 import { compressRanks } from './ranges.js';
 import { SnapshotIndex } from './snapshot-index.js';
-import { analyzeWaits, buildWaitGraph, type DeadlockCycle, type WaitAnalysis } from './wait-graph.js';
+import {
+  analyzeWaits,
+  buildWaitGraph,
+  type DeadlockCycle,
+  KIND_SINGLE,
+  type WaitAnalysis,
+} from './wait-graph.js';
 
-export type Verdict = 'deadlock' | 'collective-hang' | 'stuck' | 'progressing' | 'idle' | 'unknown';
+/**
+ * `openmp-hang`: some rank can never proceed because of OpenMP alone (its threads wait for
+ * locks no running thread can release, and none is in an MPI call), while MPI shows no deadlock.
+ */
+export type Verdict =
+  | 'deadlock'
+  | 'collective-hang'
+  | 'openmp-hang'
+  | 'stuck'
+  | 'progressing'
+  | 'idle'
+  | 'unknown';
 
 export interface CollectiveSummary {
   readonly commKey: string;
@@ -45,6 +63,7 @@ export interface CollectiveSummary {
  * - `unexpected-hidden`: some unexpected queues cannot be read; near misses use the send queues.
  * - `peers-unmapped`: pending operations whose peer cannot be mapped to a world rank.
  * - `openmpi-collectives-hidden`: Open MPI shows no collective-internal traffic.
+ * - `openmp-unavailable`: some ranks' OpenMP threads could not be read (RankSnapshot.openmpError).
  */
 export const LIMIT_CODES = [
   'stacks-missing',
@@ -54,6 +73,7 @@ export const LIMIT_CODES = [
   'unexpected-hidden',
   'peers-unmapped',
   'openmpi-collectives-hidden',
+  'openmp-unavailable',
 ] as const;
 export type LimitCode = (typeof LIMIT_CODES)[number];
 
@@ -126,6 +146,14 @@ export interface Explanation {
   readonly collectiveMismatches: CollectiveMismatch[];
   /** Ranks the stacks show in no MPI call or in one that returns by itself: they can proceed. */
   readonly computing: string;
+  /**
+   * The ranks' OpenMP threads (openmp.ts analyzeOpenMp): groups of ranks with the same picture,
+   * OpenMP deadlocks, ranks whose team waits on a thread in MPI. readRanks 0 and no lines when
+   * no rank's OpenMP runtime was read.
+   */
+  readonly openmp: OpenMpSummary;
+  /** Ranks waiting in MPI directly for a rank whose OpenMP threads can never proceed, as ranges. */
+  readonly behindOpenMp: string;
 }
 
 export interface ExplainOptions {
@@ -175,11 +203,16 @@ export function explainSnapshot(
     graph.calls.state.includes(CALL_BLOCKED) ||
     hasPending(snap);
   const readable = waits.rankCount - waits.unknownRanks.length;
+  const openmp = analyzeOpenMp(snap);
+  const behindOpenMp = waitersOn(graph, ix, openmp.deadlockedRanks);
+  const ompHeld = new Set(openmp.deadlockedRanks);
 
   let verdict: Verdict;
   if (readable === 0) verdict = 'unknown';
   else if (mismatches.length > 0) verdict = 'collective-hang';
   else if (waits.deadlocked.length > 0) verdict = 'deadlock';
+  // An OpenMP deadlock is certain in one snapshot: no thread of the rank runs to release it.
+  else if (openmp.deadlockedRanks.length > 0) verdict = 'openmp-hang';
   else if (last !== undefined) {
     if (last.verdict === 'stuck') verdict = collectives.length > 0 ? 'collective-hang' : 'stuck';
     else verdict = last.verdict;
@@ -202,13 +235,14 @@ export function explainSnapshot(
     rankCount: snap.ranks.length,
     partial: partialReasons.length > 0,
     partialReasons,
-    limits: limits(snap, waits, verdict, graph.calls.any),
+    limits: limits(snap, waits, verdict, graph.calls.any, openmp),
     waits: {
       waitingRanks: waits.waitingRanks,
       clauses: waits.clauses,
       inferredClauses: waits.inferredClauses,
       unresolvedWaits: waits.unresolvedWaits,
-      waitingOnFree: compressRanks(waits.waitingOnFree),
+      // A rank OpenMP holds is blocked, though in no operation the queues show.
+      waitingOnFree: compressRanks(waits.waitingOnFree.filter((r) => !ompHeld.has(r))),
     },
     deadlock:
       waits.deadlocked.length === 0
@@ -232,6 +266,8 @@ export function explainSnapshot(
     calls,
     collectiveMismatches: mismatches,
     computing: compressRanks(waits.computing),
+    openmp,
+    behindOpenMp: compressRanks(behindOpenMp),
   };
   return { ...base, ...summarize(base, waits) };
 }
@@ -244,6 +280,29 @@ export function findDeadlocks(snap: JobSnapshot, opts: { readonly maxCycles?: nu
 /** Near misses alone (see near-miss.ts). */
 export function nearMisses(snap: JobSnapshot, opts: { readonly limit?: number } = {}): NearMissResult {
   return findNearMisses(new SnapshotIndex(snap), opts);
+}
+
+/**
+ * Ranks with a wait-for clause on one of these ranks (a receive from it, a send to it, a
+ * collective it has not entered): they wait in MPI for a rank OpenMP holds.
+ */
+function waitersOn(
+  graph: ReturnType<typeof buildWaitGraph>,
+  ix: SnapshotIndex,
+  ranks: readonly number[],
+): number[] {
+  if (ranks.length === 0) return [];
+  const held = new Set<number>();
+  for (const r of ranks) held.add(ix.idxOf(r));
+  const out = new Set<number>();
+  for (let k = 0; k < graph.clauseCount; k++) {
+    // A clause on one rank; the other kinds name a wildcard group.
+    if (graph.cKind[k] !== KIND_SINGLE) continue;
+    const t = graph.cTarget[k] ?? -1;
+    const w = graph.cRank[k] ?? -1;
+    if (held.has(t) && !held.has(w)) out.add(ix.rankOf[w] ?? 0);
+  }
+  return [...out];
 }
 
 function hasPending(snap: JobSnapshot): boolean {
@@ -270,9 +329,17 @@ function unknownReasons(snap: JobSnapshot): string[] {
   );
 }
 
-function limits(snap: JobSnapshot, waits: WaitAnalysis, verdict: Verdict, stacks: boolean): Limit[] {
+function limits(
+  snap: JobSnapshot,
+  waits: WaitAnalysis,
+  verdict: Verdict,
+  stacks: boolean,
+  openmp: OpenMpSummary,
+): Limit[] {
   const out: Limit[] = [];
   const add = (code: LimitCode, text: string) => out.push({ code, text });
+  if (openmp.unavailable.length > 0)
+    add('openmp-unavailable', openmp.unavailable.map((u) => u.text).join('; '));
   if (stacks) {
     const without = snap.ranks
       .filter((r) => r.state.kind === 'ok' && r.mpiCall === undefined)
@@ -338,6 +405,10 @@ const ARROW = ' -> ';
 /** "rank 3" or "ranks 0-4,7" from a range list. */
 function ranksText(ranges: string): string {
   return /[-,]/.test(ranges) ? `ranks ${ranges}` : `rank ${ranges}`;
+}
+
+function capitalize(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
 function cyclePath(ranks: readonly number[]): string {
@@ -467,6 +538,23 @@ function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis): Summar
       else parts.push(`Nothing moved between ${last.from} and ${last.to}.`);
       break;
     }
+    case 'openmp-hang': {
+      const o = e.openmp;
+      const n = o.deadlockedRanks.length;
+      head(
+        'OpenMP deadlock',
+        `${n} of ${e.rankCount} ranks can never proceed: on ${ranksText(o.deadlocked)} every OpenMP thread waits (for a lock, at a barrier, for tasks), none runs and none is in an MPI call, so nothing can release ${n === 1 ? 'it' : 'them'}.`,
+      );
+      const stuck = o.groups.filter((g) => g.block === 'openmp').map((g) => g.text);
+      if (stuck.length > 0) parts.push(`${capitalize(stuck.slice(0, 3).join('; '))}.`);
+      if (e.behindOpenMp !== '') {
+        const one = !/[-,]/.test(e.behindOpenMp);
+        parts.push(
+          `${capitalize(ranksText(e.behindOpenMp))} ${one ? 'waits' : 'wait'} in MPI for ${n === 1 ? 'it' : 'them'}: blocked behind the OpenMP deadlock.`,
+        );
+      }
+      break;
+    }
     case 'stuck': {
       if (last === undefined) break;
       head(
@@ -507,6 +595,28 @@ function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis): Summar
       break;
     default:
       assertUnreachable(e.verdict);
+  }
+  if (e.openmp.lines.length > 0) {
+    const o = e.openmp;
+    const lines =
+      e.verdict === 'openmp-hang'
+        ? o.groups.filter((g) => g.block !== 'openmp').map((g) => g.text)
+        : o.groups.map((g) => g.text);
+    if (lines.length > 0) {
+      const more = o.groupTotal > 4 ? `; ${o.groupTotal - Math.min(4, lines.length)} more groups` : '';
+      parts.push(`OpenMP threads: ${lines.slice(0, 4).join('; ')}${more}.`);
+    }
+    if (o.waitOnMpi !== '') {
+      const one = !/[-,]/.test(o.waitOnMpi);
+      parts.push(
+        `On ${ranksText(o.waitOnMpi)} the other OpenMP threads wait (at a barrier, in taskwait, for a lock) for the thread in the MPI call: ${one ? 'the rank is' : 'the ranks are'} held by that call, not by OpenMP.`,
+      );
+    }
+    if (e.verdict !== 'openmp-hang' && o.deadlocked !== '') {
+      parts.push(
+        `OpenMP deadlock on ${ranksText(o.deadlocked)} as well: no thread there runs or is in an MPI call${e.behindOpenMp === '' ? '' : `; ${ranksText(e.behindOpenMp)} wait in MPI for ${/[-,]/.test(o.deadlocked) ? 'them' : 'it'}`}.`,
+      );
+    }
   }
   if (e.calls.length > 0 && e.verdict !== 'collective-hang') {
     const shown = e.calls.slice(0, 4).map((g) => describeCallGroup(g));
@@ -590,6 +700,11 @@ export function formatExplanation(e: Explanation): string {
     out.push(`in MPI calls (stacks, ${plural(e.calls.length, 'group')}):`);
     for (const g of e.calls.slice(0, 8)) out.push(`  ${describeCallGroup(g)}`);
     if (e.calls.length > 8) out.push(`  ... ${e.calls.length - 8} more groups`);
+  }
+  if (e.openmp.lines.length > 0) {
+    out.push('openmp:');
+    for (const l of e.openmp.lines) out.push(`  ${l}`);
+    if (e.behindOpenMp) out.push(`  waiting in MPI for the OpenMP deadlock: ${e.behindOpenMp}`);
   }
   if (e.nearMissTotal > 0) {
     out.push(`near misses (${e.nearMissTotal}):`);

@@ -5,6 +5,7 @@ export * from './explain.js';
 export * from './matching-order.js';
 export * from './mpi-calls.js';
 export * from './near-miss.js';
+export * from './openmp.js';
 export * from './progress.js';
 export * from './ranges.js';
 export * from './snapshot-index.js';

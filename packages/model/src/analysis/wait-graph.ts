@@ -150,7 +150,7 @@ export interface WaitOptions {
   readonly maxCycles?: number;
 }
 
-const KIND_SINGLE = 0;
+export const KIND_SINGLE = 0;
 const KIND_GROUP = 1;
 
 /** Clauses and collective traffic of one snapshot, before any solving. */

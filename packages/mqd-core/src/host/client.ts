@@ -107,6 +107,11 @@ export class DllHost {
   credentials: ReaderCredentials | null = null;
   readonly identity: ReaderIdentity;
   private boundDll: string | null;
+  /**
+   * OMPD libraries that crashed or hung one of this supervisor's readers (path → what happened):
+   * readers are told not to load them again, so one bad libompd costs one read, not every read.
+   */
+  readonly ompdRefused: Record<string, string> = {};
 
   /**
    * `dll` null: a reader that only resolves DLL names until `bind` gives it one. `identity`: the
@@ -222,11 +227,24 @@ export class DllHost {
       this.kill(live);
       const culprit = targets.find((t) => t.pid === outcome.pid);
       if (culprit && !done.has(culprit.pid)) {
-        const code = outcome.kind === 'timeout' ? 'MQD_E_DLL_TIMEOUT' : 'MQD_E_DLL_CRASHED';
-        done.set(
-          culprit.pid,
-          rankNotRead(culprit, mqdError(code, `${this.dll} on pid ${culprit.pid}: ${outcome.detail}`)),
-        );
+        const what = outcome.kind === 'timeout' ? 'hung' : 'crashed';
+        if (outcome.ompd !== null) {
+          // In the rank's OMPD library, not the MQD DLL: never load that library again.
+          this.ompdRefused[outcome.ompd] = `${what} reading pid ${culprit.pid} (${outcome.detail})`;
+          done.set(
+            culprit.pid,
+            rankNotRead(
+              culprit,
+              mqdError('MQD_E_OMPD_CRASHED', `${outcome.ompd} on pid ${culprit.pid}: ${outcome.detail}`),
+            ),
+          );
+        } else {
+          const code = outcome.kind === 'timeout' ? 'MQD_E_DLL_TIMEOUT' : 'MQD_E_DLL_CRASHED';
+          done.set(
+            culprit.pid,
+            rankNotRead(culprit, mqdError(code, `${this.dll} on pid ${culprit.pid}: ${outcome.detail}`)),
+          );
+        }
       }
       pending = targets.filter((t) => !done.has(t.pid));
       restarts++;
@@ -264,24 +282,36 @@ export class DllHost {
   ): Promise<
     | { kind: 'done'; library: MpiLibrary; version: string; stats: HostStats }
     | { kind: 'failed'; error: MqdError }
-    | { kind: 'crashed' | 'timeout'; pid: number | null; detail: string }
+    | { kind: 'crashed' | 'timeout'; pid: number | null; detail: string; ompd: string | null }
   > {
     try {
       await live.ready;
     } catch (e) {
       if (live.privdrop) return { kind: 'failed', error: live.privdrop };
-      return { kind: 'crashed', pid: null, detail: `host did not start: ${(e as Error).message}` };
+      return {
+        kind: 'crashed',
+        pid: null,
+        detail: `host did not start: ${(e as Error).message}`,
+        ompd: null,
+      };
     }
     const id = this.nextId++;
     const rankTimeoutMs = this.opts.rankTimeoutMs ?? 15_000;
     return new Promise((resolve) => {
       let current: number | null = null;
+      /** The OMPD library the reader entered for `current`, if it did. */
+      let ompd: string | null = null;
       let timer: NodeJS.Timeout | null = null;
       const arm = () => {
         if (timer) clearTimeout(timer);
         timer = setTimeout(
           () =>
-            finish({ kind: 'timeout', pid: current, detail: `no answer for ${rankTimeoutMs} ms (looping?)` }),
+            finish({
+              kind: 'timeout',
+              pid: current,
+              detail: `no answer for ${rankTimeoutMs} ms (looping?)`,
+              ompd,
+            }),
           rankTimeoutMs,
         );
       };
@@ -297,6 +327,10 @@ export class DllHost {
         switch (m.type) {
           case 'begin':
             current = m.pid;
+            ompd = null;
+            break;
+          case 'ompd':
+            if (m.pid === current) ompd = m.library;
             break;
           case 'stopped':
             extra.onStopped?.(m.pid);
@@ -304,6 +338,7 @@ export class DllHost {
           case 'rank':
             done.set(m.rank.pid, m.rank);
             current = null;
+            ompd = null;
             break;
           case 'done':
             finish({ kind: 'done', library: m.library, version: m.version, stats: m.stats });
@@ -315,7 +350,8 @@ export class DllHost {
             break;
         }
       };
-      live.exitListener = (desc) => finish({ kind: 'crashed', pid: current, detail: `DLL host ${desc}` });
+      live.exitListener = (desc) =>
+        finish({ kind: 'crashed', pid: current, detail: `DLL host ${desc}`, ompd });
       arm();
       const req: SnapshotRequest = {
         type: 'snapshot',
@@ -327,6 +363,8 @@ export class DllHost {
         stopTimeoutMs: this.opts.stopTimeoutMs ?? 2000,
         ...(extra.holdStoppedMs !== undefined ? { holdStoppedMs: extra.holdStoppedMs } : {}),
         ...(extra.stacks !== undefined ? { stacks: extra.stacks } : {}),
+        ...(this.opts.dllPolicy !== undefined ? { ompdPolicy: this.opts.dllPolicy } : {}),
+        ompdRefused: { ...this.ompdRefused },
       };
       live.child.send(req);
     });

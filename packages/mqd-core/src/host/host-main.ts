@@ -106,7 +106,17 @@ function handle(req: HostRequest): void {
     send({
       type: 'rank',
       id: req.id,
-      rank: refused ? rankNotRead(t, refused) : s.snapshotRank(t, { stacks: req.stacks !== false }),
+      rank: refused
+        ? rankNotRead(t, refused)
+        : s.snapshotRank(t, {
+            stacks: req.stacks !== false,
+            ompd: {
+              ...(req.ompdPolicy !== undefined ? { policy: req.ompdPolicy } : {}),
+              ...(req.ompdRefused !== undefined ? { refused: req.ompdRefused } : {}),
+              // Sent before the call: if the library crashes or loops, the supervisor knows it was it.
+              onEnter: (library) => send({ type: 'ompd', id: req.id, pid: t.pid, library }),
+            },
+          }),
     });
   }
   // Counters are cumulative over the life of this host.

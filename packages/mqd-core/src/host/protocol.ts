@@ -3,7 +3,7 @@
 // message per rank as soon as it is read, announced by `begin`, so that when the host dies
 // the supervisor knows exactly which rank it was reading (that rank alone gets the error).
 import type { MpiLibrary, MqdError, RankSnapshot } from '@mqd/model';
-import type { ReaderCredentials } from './identity.js';
+import type { DllPolicy, ReaderCredentials } from './identity.js';
 
 /** A core file to read instead of a live process (issue 17). */
 export interface CoreRef {
@@ -42,6 +42,10 @@ export interface SnapshotRequest {
   readonly keepPids: readonly number[];
   /** Testing the kill -9 guarantee: the host holds each rank stopped this long and says so. */
   readonly holdStoppedMs?: number;
+  /** The site's DLL policy, applied to the OMPD library a rank's OpenMP runtime names too. */
+  readonly ompdPolicy?: DllPolicy;
+  /** OMPD libraries that crashed or hung a reader of this supervisor: path → what happened. */
+  readonly ompdRefused?: Readonly<Record<string, string>>;
 }
 
 export interface ResolveTarget {
@@ -130,6 +134,8 @@ export type HostMessage =
   | { readonly type: 'pong'; readonly id: number }
   | { readonly type: 'begin'; readonly id: number; readonly pid: number }
   | { readonly type: 'stopped'; readonly id: number; readonly pid: number }
+  /** The reader is about to call into `library` (an OMPD library) for this rank: a crash or a hang now is its. */
+  | { readonly type: 'ompd'; readonly id: number; readonly pid: number; readonly library: string }
   | { readonly type: 'rank'; readonly id: number; readonly rank: RankSnapshot }
   | {
       readonly type: 'done';

@@ -17,6 +17,7 @@ import {
 import koffi from 'koffi';
 import { permanentAlloc } from '../native/alloc.js';
 import { dlopen, dlsymAddress, RTLD_NOW } from '../native/libc.js';
+import { assembleOpenMp, OmpdHost, type OmpdReadOptions, type RawOpenMp } from '../ompd/host.js';
 import type { OpenedCore } from '../target/core-image.js';
 import type { DebugFileRegistry, TypeRef } from '../target/debug-file.js';
 import { EM_X86_64, ET_DYN, hostMachine, readElfInfo } from '../target/elf.js';
@@ -32,6 +33,7 @@ import {
   deriveGlobalRanks,
   isWorldHeader,
 } from './decode.js';
+import { fortranHandles } from './fortran-handles.js';
 import { libraryOfDll } from './library.js';
 import {
   BASIC_CALLBACKS,
@@ -71,6 +73,14 @@ export interface SessionOptions {
   readonly stopTimeoutMs: number;
   /** Hook for tests of the kill -9 guarantee: called while a rank is stopped. */
   readonly whileStopped?: (pid: number) => void;
+}
+
+/** What one live read of a rank includes. */
+export interface RankReadOptions {
+  /** Unwind every thread (default true); the OpenMP threads are read with the stacks. */
+  readonly stacks?: boolean;
+  /** The site's policy and the supervisor's hook for the rank's OMPD library. */
+  readonly ompd?: OmpdReadOptions;
 }
 
 export interface RankTarget {
@@ -123,6 +133,8 @@ interface RawWalk {
   readonly error: MqdError | null;
   /** The id the library gives MPI_COMM_WORLD in this process (null: not known). */
   readonly worldId: string | null;
+  /** Each communicator's Fortran handle by id (fortran-handles.ts); empty for libraries it does not know. */
+  readonly fortran: ReadonlyMap<string, number | null>;
 }
 
 const QUEUES = [
@@ -207,6 +219,8 @@ export class MqsSession {
   private readonly nextOperation: bigint;
   /** libdw unwinder for the stacks read in the same stop (created on first use). */
   private unwinder: Unwinder | null = null;
+  /** The OMPD host for the OpenMP threads read in the same stop (created on first use, issue 15). */
+  private ompdHost: OmpdHost | null = null;
   private readonly basicCb: unknown;
   private readonly imageCb: unknown;
   private readonly processCb: unknown;
@@ -529,6 +543,21 @@ export class MqsSession {
     for (const t of [...this.processes.values()]) this.forget(t);
     this.unwinder?.dispose();
     this.unwinder = null;
+    this.ompdHost?.close();
+    this.ompdHost = null;
+  }
+
+  /** The OMPD host of this session (tests: outstanding OMPD blocks, callback counts). */
+  get ompd(): OmpdHost {
+    if (!this.ompdHost) {
+      const host = new OmpdHost();
+      // libompd's print_string goes where the DLL's dprints go (MQD_DEBUG=dll: the rank's dllLog).
+      host.onPrint = (line) => {
+        if (DEBUG_DLL && this.rankLog && this.rankLog.length < 200) this.rankLog.push(`ompd: ${line}`);
+      };
+      this.ompdHost = host;
+    }
+    return this.ompdHost;
   }
 
   /** The target process for a pid, set up (image + process lifecycles) on first use. */
@@ -706,11 +735,11 @@ export class MqsSession {
    * Stops the rank, reads every communicator and queue and (unless `stacks` is false) unwinds
    * every thread in the same stop, resumes it. Never throws for expected failures.
    */
-  snapshotRank(r: RankTarget, opts: { readonly stacks?: boolean } = {}): RankSnapshot {
+  snapshotRank(r: RankTarget, opts: RankReadOptions = {}): RankSnapshot {
     return this.withLog(() => this.readRank(r, opts));
   }
 
-  private readRank(r: RankTarget, opts: { readonly stacks?: boolean }): RankSnapshot {
+  private readRank(r: RankTarget, opts: RankReadOptions): RankSnapshot {
     const base = { rank: r.rank, pid: r.pid, host: r.host };
     const wantStacks = opts.stacks !== false;
     const tgt = this.target(r);
@@ -723,15 +752,17 @@ export class MqsSession {
     let raw: Result<RawWalk, MqdError>;
     let stacks: UnwoundRank | MqdError | null = null;
     let rawArgs: RawMpiArgs | null = null;
+    let rawOmp: RawOpenMp | null = null;
     let paused: number;
     try {
       this.hot.beginStop(t.key);
       this.opts.whileStopped?.(r.pid);
       raw = this.readCommunicators(t);
-      // One stop serves both: the stacks describe the same instant as the queues.
+      // One stop serves all three: stacks and OpenMP threads describe the same instant as the queues.
       if (wantStacks) {
         stacks = this.readStacks(r.pid, stop.value.tids);
         if (!('code' in stacks)) rawArgs = this.readMpiArgs(t, stacks);
+        rawOmp = this.readOpenMp(t, stop.value.tids, opts.ompd ?? {});
       }
     } finally {
       // Whatever happened, the rank runs again before anything else.
@@ -739,7 +770,19 @@ export class MqsSession {
       this.hot.endStop();
     }
     // Decoding happens after the resume: the rank pays only for the walk.
-    return this.rankOf(base, raw, stacks, rawArgs, paused);
+    return this.rankOf(base, raw, stacks, rawArgs, paused, rawOmp);
+  }
+
+  /** The rank's OpenMP threads through its runtime's OMPD library, in the stop (issue 15). */
+  private readOpenMp(t: TargetProcess, tids: readonly number[], opts: OmpdReadOptions): RawOpenMp {
+    try {
+      return this.ompd.read({ pid: t.pid, tids, image: t.image, memKey: t.key, hot: this.hot }, opts);
+    } catch (e) {
+      return {
+        kind: 'error',
+        error: mqdError('MQD_E_INTERNAL', `reading OpenMP of pid ${t.pid}: ${(e as Error).message}`),
+      };
+    }
   }
 
   /**
@@ -752,10 +795,22 @@ export class MqsSession {
     stacks: UnwoundRank | MqdError | null,
     rawArgs: RawMpiArgs | null,
     paused: number,
+    rawOmp: RawOpenMp | null = null,
   ): RankSnapshot {
     const comms = raw.ok ? ok(this.assemble(raw.value)) : raw;
-    const stackFields =
-      stacks === null ? {} : stackFieldsOf(stacks, rawArgs, comms.ok ? comms.value.communicators : []);
+    const omp = rawOmp === null ? {} : assembleOpenMp(rawOmp);
+    const stackFields = {
+      ...(stacks === null ? {} : stackFieldsOf(stacks, rawArgs, comms.ok ? comms.value.communicators : [])),
+      ...omp,
+    };
+    if (stackFields.threads && omp.openmp) {
+      // The stacks' threads carry their OpenMP state (joined by tid).
+      const byTid = new Map(omp.openmp.threads.map((x) => [x.tid, x.state]));
+      stackFields.threads = stackFields.threads.map((x) => {
+        const state = byTid.get(x.tid);
+        return state === undefined ? x : { ...x, ompState: state };
+      });
+    }
     if (!comms.ok) {
       return { ...rankNotRead(base, comms.error, 'error', paused), ...stackFields, dll: this.dllInfo() };
     }
@@ -849,14 +904,15 @@ export class MqsSession {
     if (rc === mqs_end_of_list) {
       // No communicator yet (before MPI_Init completes), unless the process vanished under us.
       const me = this.memoryError(t);
-      return me ? err(me) : ok({ comms: [], error: null, worldId });
+      return me ? err(me) : ok({ comms: [], error: null, worldId, fortran: new Map() });
     }
     if (rc !== mqs_ok)
       return err(this.memoryError(t) ?? this.dllError(rc, 'mqs_setup_communicator_iterator', t));
     // JS memory handed to the DLL for the length of each call: nothing native to free.
     const commBytes = new Uint8Array(COMMUNICATOR.size);
     const out: RawCommunicator[] = [];
-    const stop = (e: MqdError): Result<RawWalk, MqdError> => ok({ comms: out, error: e, worldId });
+    const stop = (e: MqdError): Result<RawWalk, MqdError> =>
+      ok({ comms: out, error: e, worldId, fortran: this.fortranOf(t, out) });
     for (let guard = 0; guard < 1_000_000; guard++) {
       commBytes.fill(0);
       this.callbackFailures = [];
@@ -926,7 +982,22 @@ export class MqsSession {
         return stop(this.dllError(rc, `mqs_next_communicator (after communicator '${header.name}')`, t));
       }
     }
-    return ok({ comms: out, error: null, worldId });
+    return ok({ comms: out, error: null, worldId, fortran: this.fortranOf(t, out) });
+  }
+
+  /** The communicators' Fortran handles, read in the same stop as the walk (issue 14). */
+  private fortranOf(t: TargetProcess, comms: readonly RawCommunicator[]): ReadonlyMap<string, number | null> {
+    if (this.library !== 'openmpi' && this.library !== 'mpich') return new Map();
+    const read = (addr: bigint, len: number): Uint8Array | null => {
+      const b = new Uint8Array(len);
+      return this.hot.read(t.key, addr, len, b) ? b : null;
+    };
+    return fortranHandles(
+      this.library,
+      t.image,
+      read,
+      comms.map((c) => c.header.id),
+    );
   }
 
   private readI32(t: TargetProcess, addr: bigint): number | null {
@@ -1087,6 +1158,8 @@ export class MqsSession {
         unavailable: {},
       };
       if (walk.worldId !== null) comm.world = isWorldHeader(header, group, walk.worldId);
+      const fortran = walk.fortran.get(header.id);
+      if (fortran !== undefined) comm.fortranHandle = fortran;
       if (remoteGroup !== undefined) comm.remoteGroup = remoteGroup;
       for (const [q, rq] of queues) {
         if (rq.kind === 'unavailable') {
