@@ -48,7 +48,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # ---- 1. Debian packages ------------------------------------------------------------
 PKGS=(build-essential gfortran dpkg-dev file elfutils libdw1 libdw-dev libelf-dev dwz chromium
       sqlite3 iproute2 procps perl python3 xz-utils bzip2 ca-certificates openssl util-linux
-      slurmctld slurmd slurm-client munge cmake clang-16 libomp-16-dev gdb)
+      slurmctld slurmd slurm-client munge cmake clang-16 libomp-16-dev gdb
+      systemd)  # systemd-analyze verifies docs/deploy/mqd-agent.service (no systemd needs to run)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -377,7 +377,7 @@ describe.each(MPI_NAMES)('%s', (mpi) => {
     }
   });
 
-  it(`${label} (${mpi}): omp_taskwait read twice in one session: identical OpenMP, no OMPD block or native block left`, async () => {
+  it(`${label} (${mpi}): omp_taskwait read three times in one session: identical OpenMP, no OMPD block or native block left, another host still reads after it closes`, async () => {
     requireBuilt(mpi);
     const job = await rig.launch({ mpi, fixture: 'omp_taskwait', hybrid: true });
     // Settle first (through the Snapshotter), then read in this process, where the OMPD host's
@@ -385,6 +385,8 @@ describe.each(MPI_NAMES)('%s', (mpi) => {
     await settledSnapshot(job, 'omp_taskwait');
     const first = job.ranks[0];
     if (!first) throw new Error('no rank 0');
+    // Another OMPD host of this process (readOpenMp's) initialises the library first.
+    expect(readOpenMp(first.pid).openmp?.threads.length).toBe(EXPECTED_OPENMP.omp_taskwait[0]?.length);
     const dll = dllNamedBy(first.pid, registry);
     if (!dll.ok) throw new Error(dll.error.message);
     const s = MqsSession.open(dll.value, { registry, readBudgetBytes: 64 << 20, stopTimeoutMs: 2000 });
@@ -417,6 +419,16 @@ describe.each(MPI_NAMES)('%s', (mpi) => {
     } finally {
       session.close();
     }
+    // libompd's callback table is the process's: closing that session's OMPD host leaves
+    // another host of this process (readOpenMp's own) reading, the same threads, no block left.
+    for (const jr of job.ranks) {
+      const alone = readOpenMp(jr.pid);
+      expect(alone.openmpError).toBeUndefined();
+      expect(alone.openmp ? tableOrder(alone.openmp).map(fromOurs) : alone.openmp).toEqual(
+        (EXPECTED_OPENMP.omp_taskwait[jr.rank] ?? []).map(fromTable),
+      );
+    }
+    expect(session.ompd.outstandingBlocks()).toBe(0);
     for (const jr of job.ranks) await expectRunningFree(jr.pid);
   });
 

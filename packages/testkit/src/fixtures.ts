@@ -3,7 +3,7 @@
 // MPI build itself is newer than the binary.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import {
   type AnyMpiName,
   FIXTURES_DIR,
@@ -84,13 +84,7 @@ export function fixtureBinary(mpi: AnyMpiName, name: string): string {
     );
   }
   const header = join(FIXTURES_DIR, 'fixture.h');
-  const outDir = join(FIXTURES_DIR, 'build', mpi);
-  const binary = join(outDir, name);
-  const newestInput = Math.max(mtimeMs(source), mtimeMs(header), mtimeMs(stampOf(mpi)));
-  if (existsSync(binary) && mtimeMs(binary) >= newestInput) return binary;
-
-  mkdirSync(outDir, { recursive: true });
-  const tmp = `${binary}.tmp-${process.pid}`;
+  const binary = join(FIXTURES_DIR, 'build', mpi, name);
   // MPICH is built without its C++ wrapper here: its mpicc drives g++ as well when told the
   // language (-x c++) and given the C++ runtime.
   const cxxWrapper = join(mpiPrefix(mpi), 'bin', 'mpicxx');
@@ -98,23 +92,66 @@ export function fixtureBinary(mpi: AnyMpiName, name: string): string {
   const mpicc = useCxxWrapper ? cxxWrapper : join(mpiPrefix(mpi), 'bin', 'mpicc');
   const langArgs = cxx && !useCxxWrapper ? ['-x', 'c++'] : [];
   const libArgs = cxx && !useCxxWrapper ? ['-lstdc++'] : [];
-  const run = (file: string, args: string[]) =>
-    execFileSync(file, args, { cwd: FIXTURES_DIR, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8' });
-  try {
-    run(mpicc, ['-g', '-O0', '-Wall', '-o', tmp, ...langArgs, source, '-x', 'none', ...libArgs]);
-    if (debuglink) {
+  return compileCached({
+    binary,
+    inputs: [source, header, stampOf(mpi)],
+    cwd: FIXTURES_DIR,
+    source,
+    steps: (tmp) => [
+      { file: mpicc, args: ['-g', '-O0', '-Wall', '-o', tmp, ...langArgs, source, '-x', 'none', ...libArgs] },
       // Separate debug info: DWARF into <binary>.debug, the executable stripped and linked to
       // it by name and CRC (.gnu_debuglink), as distributions ship -dbgsym files.
-      const debugFile = `${binary}.debug`;
-      run('objcopy', ['--only-keep-debug', tmp, debugFile]);
-      run('objcopy', ['--strip-debug', tmp]);
-      run('objcopy', [`--add-gnu-debuglink=${debugFile}`, tmp]);
+      ...(debuglink
+        ? [
+            { file: 'objcopy', args: ['--only-keep-debug', tmp, `${binary}.debug`] },
+            { file: 'objcopy', args: ['--strip-debug', tmp] },
+            { file: 'objcopy', args: [`--add-gnu-debuglink=${binary}.debug`, tmp] },
+          ]
+        : []),
+    ],
+  });
+}
+
+/** One command of a fixture's build; `tmp` (the output being built) is in its arguments. */
+export interface CompileStep {
+  readonly file: string;
+  readonly args: readonly string[];
+}
+
+/**
+ * Builds `binary` by running `steps(tmp)` unless it is newer than every input; the steps write
+ * a temporary name that is renamed into place, so concurrent callers never run a half-written
+ * binary. A failing step is MQD_TESTKIT_E_COMPILE with the compiler's stderr.
+ */
+export function compileCached(o: {
+  readonly binary: string;
+  readonly inputs: readonly string[];
+  readonly cwd: string;
+  readonly source: string;
+  readonly env?: NodeJS.ProcessEnv;
+  readonly steps: (tmp: string) => readonly CompileStep[];
+}): string {
+  const newestInput = Math.max(...o.inputs.map(mtimeMs));
+  if (existsSync(o.binary) && mtimeMs(o.binary) >= newestInput) return o.binary;
+  mkdirSync(dirname(o.binary), { recursive: true });
+  const tmp = `${o.binary}.tmp-${process.pid}`;
+  for (const step of o.steps(tmp)) {
+    try {
+      execFileSync(step.file, [...step.args], {
+        cwd: o.cwd,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        encoding: 'utf8',
+        ...(o.env ? { env: o.env } : {}),
+      });
+    } catch (e) {
+      rmSync(tmp, { force: true });
+      const detail =
+        e instanceof Error && 'stderr' in e && typeof e.stderr === 'string' ? e.stderr : String(e);
+      throw new Error(
+        `MQD_TESTKIT_E_COMPILE: ${step.file} failed on ${o.source}: fix the fixture:\n${detail}`,
+      );
     }
-  } catch (e) {
-    rmSync(tmp, { force: true });
-    const detail = e instanceof Error && 'stderr' in e && typeof e.stderr === 'string' ? e.stderr : String(e);
-    throw new Error(`MQD_TESTKIT_E_COMPILE: ${mpicc} failed on ${source}: fix the fixture:\n${detail}`);
   }
-  renameSync(tmp, binary);
-  return binary;
+  renameSync(tmp, o.binary);
+  return o.binary;
 }

@@ -1,9 +1,9 @@
 // Hybrid MPI+OpenMP fixtures (fixtures/hybrid/*.c, issue 15): the OMPD-enabled OpenMP runtime
 // they link, their binaries, the OpenMP thread states each rank must show, and an independent
 // oracle that reads those states with LLVM's own gdb OMPD plugin.
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { err, ok, type Pid, type Result } from '@mqd/model';
@@ -14,7 +14,7 @@ import {
   OPENMP_VERSION,
   openmpPrefixDir,
 } from './config.js';
-import { mpiPrefix, requireMpi } from './fixtures.js';
+import { compileCached, mpiPrefix, requireMpi } from './fixtures.js';
 import { parseEuStack } from './stack.js';
 
 // ---- the runtime ------------------------------------------------------------------------------
@@ -81,7 +81,6 @@ export const HYBRID_DEFAULT_ENV: Readonly<Record<string, string>> = {
   KMP_BLOCKTIME: '0',
 };
 
-const mtimeMs = (path: string): number => statSync(path).mtimeMs;
 const shortHash = (text: string): string => createHash('sha256').update(text).digest('hex').slice(0, 8);
 
 /**
@@ -108,51 +107,33 @@ export function hybridBinary(mpi: AnyMpiName, name: string): string {
   // A runtime elsewhere (MQD_OPENMP_PREFIX) gets its own directory: the binaries' rpath names it.
   const custom = omp === join(mpiCacheDir(), `llvm-openmp-${OPENMP_VERSION}`) ? '' : `-omp-${shortHash(omp)}`;
   const outDir = join(HYBRID_FIXTURES_DIR, 'build', `${mpi}${custom}`);
-  const binary = join(outDir, name);
-  const newestInput = Math.max(
-    mtimeMs(source),
-    ...headers.map(mtimeMs),
-    mtimeMs(join(mpiPrefix(mpi), '.mqd-built')),
-    mtimeMs(openmpStamp()),
-  );
-  if (existsSync(binary) && mtimeMs(binary) >= newestInput) return binary;
-
-  mkdirSync(outDir, { recursive: true });
-  const tmp = `${binary}.tmp-${process.pid}`;
   const mpicc = join(mpiPrefix(mpi), 'bin', 'mpicc');
-  try {
-    execFileSync(
-      mpicc,
-      [
-        '-g',
-        '-O0',
-        '-Wall',
-        '-fopenmp',
-        `-I${join(omp, 'include')}`,
-        `-I${join(HYBRID_FIXTURES_DIR, '..', 'mpi')}`,
-        '-o',
-        tmp,
-        source,
-        `-L${join(omp, 'lib')}`,
-        `-Wl,-rpath,${join(omp, 'lib')}`,
-      ],
+  return compileCached({
+    binary: join(outDir, name),
+    inputs: [source, ...headers, join(mpiPrefix(mpi), '.mqd-built'), openmpStamp()],
+    cwd: HYBRID_FIXTURES_DIR,
+    source,
+    // Each wrapper reads its own variable; both name the compiler libomp was built with.
+    env: { ...process.env, OMPI_CC: 'clang-16', MPICH_CC: 'clang-16' },
+    steps: (tmp) => [
       {
-        cwd: HYBRID_FIXTURES_DIR,
-        stdio: ['ignore', 'pipe', 'pipe'],
-        encoding: 'utf8',
-        // Each wrapper reads its own variable; both name the compiler libomp was built with.
-        env: { ...process.env, OMPI_CC: 'clang-16', MPICH_CC: 'clang-16' },
+        file: mpicc,
+        args: [
+          '-g',
+          '-O0',
+          '-Wall',
+          '-fopenmp',
+          `-I${join(omp, 'include')}`,
+          `-I${join(HYBRID_FIXTURES_DIR, '..', 'mpi')}`,
+          '-o',
+          tmp,
+          source,
+          `-L${join(omp, 'lib')}`,
+          `-Wl,-rpath,${join(omp, 'lib')}`,
+        ],
       },
-    );
-  } catch (e) {
-    rmSync(tmp, { force: true });
-    const detail = e instanceof Error && 'stderr' in e && typeof e.stderr === 'string' ? e.stderr : String(e);
-    throw new Error(
-      `MQD_TESTKIT_E_COMPILE: ${mpicc} (clang-16) failed on ${source}: fix the fixture:\n${detail}`,
-    );
-  }
-  renameSync(tmp, binary);
-  return binary;
+    ],
+  });
 }
 
 // ---- what each rank's OpenMP threads must show -----------------------------------------------

@@ -1,15 +1,8 @@
-// The Fortran and C++ versions of the hang fixtures (issue 14): fixtures/fortran/*.f90 (one per
-// Fortran binding: ring_ssend with `use mpi_f08`, wrong_tag with `use mpi`, split_wildcard with
-// `include 'mpif.h'`) and fixtures/cxx/*.cpp, compiled on demand with the MPI's own wrappers and
-// cached under fixtures/<language>/build/<mpi>/. Their queues must equal the C versions'
-// (expected-queues.ts); split_wildcard prints each communicator's Fortran handle
-// (MQD_FIXTURE_COMM lines) for the reader's `fortranHandle` to be checked against.
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type AnyMpiName, MPI_LABELS, MPI_VERSIONS } from './config.js';
-import { mpiPrefix, requireMpi } from './fixtures.js';
+import { type CompileStep, compileCached, mpiPrefix, requireMpi } from './fixtures.js';
 
 export type FixtureLanguage = 'fortran' | 'cxx';
 export const FIXTURE_LANGUAGES: readonly FixtureLanguage[] = ['fortran', 'cxx'];
@@ -39,8 +32,6 @@ export function languageAvailable(mpi: AnyMpiName, language: FixtureLanguage): b
   return existsSync(join(mpiPrefix(mpi), 'lib', 'mpi_f08.mod'));
 }
 
-const mtimeMs = (path: string): number => statSync(path).mtimeMs;
-
 /**
  * Absolute path of the fixture's binary in `language` for this MPI (`mpifort` for Fortran,
  * `mpicxx` or `mpicc -x c++` for C++, `-g -O0`), rebuilt when the source, a shared header or
@@ -63,40 +54,25 @@ export function languageBinary(mpi: AnyMpiName, language: FixtureLanguage, name:
   }
   const cHeaders = join(dir, '..', 'mpi');
   const headers = language === 'fortran' ? [join(dir, 'ready.inc')] : [join(cHeaders, 'fixture.h')];
-  const outDir = join(dir, 'build', mpi);
-  const binary = join(outDir, name);
-  const newestInput = Math.max(
-    mtimeMs(source),
-    ...headers.map(mtimeMs),
-    mtimeMs(join(mpiPrefix(mpi), '.mqd-built')),
-  );
-  if (existsSync(binary) && mtimeMs(binary) >= newestInput) return binary;
-
-  mkdirSync(outDir, { recursive: true });
-  const tmp = `${binary}.tmp-${process.pid}`;
   const bin = join(mpiPrefix(mpi), 'bin');
-  let compiler: string;
-  let args: string[];
-  if (language === 'fortran') {
-    compiler = join(bin, 'mpifort');
-    args = ['-g', '-O0', '-Wall', '-o', tmp, source];
-  } else if (existsSync(join(bin, 'mpicxx'))) {
-    compiler = join(bin, 'mpicxx');
-    args = ['-g', '-O0', '-Wall', `-I${cHeaders}`, '-o', tmp, source];
-  } else {
+  const compile = (tmp: string): CompileStep => {
+    if (language === 'fortran')
+      return { file: join(bin, 'mpifort'), args: ['-g', '-O0', '-Wall', '-o', tmp, source] };
+    if (existsSync(join(bin, 'mpicxx')))
+      return { file: join(bin, 'mpicxx'), args: ['-g', '-O0', '-Wall', `-I${cHeaders}`, '-o', tmp, source] };
     // MPICH is built without its C++ wrapper here: its mpicc drives g++ when told the language.
-    compiler = join(bin, 'mpicc');
-    args = ['-g', '-O0', '-Wall', `-I${cHeaders}`, '-o', tmp, '-x', 'c++', source, '-x', 'none', '-lstdc++'];
-  }
-  try {
-    execFileSync(compiler, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8' });
-  } catch (e) {
-    rmSync(tmp, { force: true });
-    const detail = e instanceof Error && 'stderr' in e && typeof e.stderr === 'string' ? e.stderr : String(e);
-    throw new Error(`MQD_TESTKIT_E_COMPILE: ${compiler} failed on ${source}: fix the fixture:\n${detail}`);
-  }
-  renameSync(tmp, binary);
-  return binary;
+    return {
+      file: join(bin, 'mpicc'),
+      args: ['-g', '-O0', '-Wall', `-I${cHeaders}`, '-o', tmp, '-x', 'c++', source, '-x', 'none', '-lstdc++'],
+    };
+  };
+  return compileCached({
+    binary: join(dir, 'build', mpi, name),
+    inputs: [source, ...headers, join(mpiPrefix(mpi), '.mqd-built')],
+    cwd: dir,
+    source,
+    steps: (tmp) => [compile(tmp)],
+  });
 }
 
 const COMM_RE = /^MQD_FIXTURE_COMM rank=(\d+) name=(\S+) fortran=(-?\d+)\s*$/gm;
