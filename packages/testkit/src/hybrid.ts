@@ -15,7 +15,7 @@ import {
   openmpPrefixDir,
 } from './config.js';
 import { compileCached, mpiPrefix, requireMpi } from './fixtures.js';
-import { parseEuStack } from './stack.js';
+import { parseEuStack, runEuStack } from './stack.js';
 
 // ---- the runtime ------------------------------------------------------------------------------
 
@@ -319,38 +319,20 @@ function parseThreadRecord(json: string): OracleThread {
 }
 
 const ORACLE_TIMEOUT_MS = 60_000;
-const EU_STACK_TIMEOUT_MS = 15_000;
 
 /**
  * Every thread's frames of `pid` (innermost first), by Linux thread id, from one eu-stack
  * sample: to check the call a thread of EXPECTED_OPENMP blocks in, joined by the oracle's tid.
  */
-export function threadFrames(pid: Pid): Promise<Result<ReadonlyMap<number, readonly string[]>, string>> {
-  return new Promise((resolve) => {
-    const child = spawn('eu-stack', ['-p', String(pid)], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-    });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => {
-      stderr += d;
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), EU_STACK_TIMEOUT_MS);
-    child.on('error', (e) => {
-      clearTimeout(timer);
-      resolve(err(`cannot run eu-stack (${e.message}): install elfutils (scripts/provision.sh does)`));
-    });
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      const tids = [...out.matchAll(/^TID (\d+):/gm)].map((m) => Number(m[1]));
-      if (tids.length === 0) {
-        resolve(err(`eu-stack -p ${pid} gave no threads (exit ${code ?? signal}): ${stderr.trim()}`));
-        return;
-      }
-      resolve(ok(new Map(tids.map((tid) => [tid, parseEuStack(out, tid)]))));
-    });
-  });
+export async function threadFrames(
+  pid: Pid,
+): Promise<Result<ReadonlyMap<number, readonly string[]>, string>> {
+  const run = await runEuStack(pid);
+  if (!run.ok) return run;
+  const { stdout, stderr, exit } = run.value;
+  const tids = [...stdout.matchAll(/^TID (\d+):/gm)].map((m) => Number(m[1]));
+  if (tids.length === 0) return err(`eu-stack -p ${pid} gave no threads (exit ${exit}): ${stderr.trim()}`);
+  return ok(new Map(tids.map((tid) => [tid, parseEuStack(stdout, tid)])));
 }
 
 /**

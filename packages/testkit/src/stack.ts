@@ -37,7 +37,22 @@ export function parseEuStack(text: string, pid: number | null): string[] {
  * Samples the main thread's stack of `pid` once (every thread's frames, concatenated, with
  * `allThreads`). A missing eu-stack or a gone pid is an error value.
  */
-export function mainThreadStack(pid: Pid, allThreads = false): Promise<StackResult> {
+export async function mainThreadStack(pid: Pid, allThreads = false): Promise<StackResult> {
+  const run = await runEuStack(pid);
+  if (!run.ok) return run;
+  const { stdout, stderr, exit } = run.value;
+  const frames = parseEuStack(stdout, allThreads ? null : pid);
+  // eu-stack exits 1 when one frame of some thread cannot be unwound, yet prints the rest;
+  // only an empty main thread means the sample failed.
+  if (frames.length === 0)
+    return err(`eu-stack -p ${pid} gave no main-thread frames (exit ${exit}): ${stderr.trim()}`);
+  return ok({ frames, stderr });
+}
+
+/** One eu-stack sample of every thread of `pid`: its output, complaints and exit (code or signal). */
+export function runEuStack(
+  pid: Pid,
+): Promise<Result<{ stdout: string; stderr: string; exit: number | string }, string>> {
   return new Promise((resolve) => {
     const child = spawn('eu-stack', ['-p', String(pid)], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -55,16 +70,7 @@ export function mainThreadStack(pid: Pid, allThreads = false): Promise<StackResu
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      const frames = parseEuStack(stdout, allThreads ? null : pid);
-      // eu-stack exits 1 when one frame of some thread cannot be unwound, yet prints the rest;
-      // only an empty main thread means the sample failed.
-      if (frames.length === 0) {
-        resolve(
-          err(`eu-stack -p ${pid} gave no main-thread frames (exit ${code ?? signal}): ${stderr.trim()}`),
-        );
-      } else {
-        resolve(ok({ frames, stderr }));
-      }
+      resolve(ok({ stdout, stderr, exit: code ?? signal ?? 'unknown' }));
     });
   });
 }
