@@ -11,7 +11,7 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Captured, fileMappings, procCredentials, type SnapshotTarget, Snapshotter } from '@mqd/core';
 import { mqdError } from '@mqd/model';
@@ -172,7 +172,8 @@ export async function captureCommand(argv: string[], io: Io): Promise<number> {
 }
 
 /**
- * `--bundle`: the files the ranks map (executable, libraries) and the MPI library's DLL, copied
+ * `--bundle`: the files the ranks map (executable, libraries), the MPI library's DLL and an
+ * OpenMP runtime's libompd.so, copied
  * under DIR/sysroot at their own paths, so the capture reads anywhere (`--cores DIR` uses them).
  */
 function bundleFiles(
@@ -192,6 +193,14 @@ function bundleFiles(
       continue;
     }
     for (const m of fileMappings(maps)) if (!m.deleted && !m.path.startsWith('/dev/')) paths.add(m.path);
+  }
+  // No rank maps the OpenMP runtime's OMPD library; LLVM's runtime names the libompd.so beside
+  // itself in ompd_dll_locations, so that one goes in too (a core's OpenMP threads then read
+  // on another machine through the sysroot).
+  for (const p of [...paths]) {
+    if (!/^lib(i?omp)[^/]*\.so/.test(basename(p))) continue;
+    const ompd = join(dirname(p), 'libompd.so');
+    if (existsSync(ompd)) paths.add(ompd);
   }
   let files = 0;
   let bytes = 0;

@@ -28,6 +28,7 @@ import {
   liveDescendants,
   MPI_NAMES,
   normaliseSnapshot,
+  openmpPrefix,
 } from '@mqd/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { mqd } from './run-mqd.js';
@@ -108,6 +109,27 @@ describe('mqd capture --bundle', () => {
     expect(essence(fromCores).map(({ mainStack: _s, ...r }) => r)).toEqual(
       essence(live).map(({ mainStack: _s, ...r }) => r),
     );
+  });
+});
+
+describe('mqd capture --bundle of a hybrid MPI+OpenMP job', () => {
+  it("carries the OpenMP runtime's libompd.so; --cores DIR reads the OpenMP threads with it", async () => {
+    job = await launchFixture({ mpi: 'mpich', fixture: 'omp_single_recv', hybrid: true });
+    const live = await snapshotJson(pidArgs(job));
+    const dir = join(work, 'bundle-openmp');
+    const cap = await mqd(['capture', ...pidArgs(job), '--out', dir, '--bundle']);
+    expect(cap.code, cap.err).toBe(0);
+    await job.dispose();
+    const libompd = join(openmpPrefix(), 'lib', 'libompd.so');
+    const sysroot = join(dir, 'sysroot');
+    expect(statSync(join(sysroot, libompd)).size).toBe(statSync(libompd).size);
+    const fromCores = await snapshotJson(['--cores', dir]);
+    for (const [i, r] of fromCores.ranks.entries()) {
+      const was = live.ranks[i]?.openmp;
+      expect(was?.threads.length, `rank ${r.rank} live`).toBe(4);
+      expect(r.openmp?.ompd, `rank ${r.rank}`).toBe(join(sysroot, libompd));
+      expect(r.openmp?.threads).toEqual(was?.threads);
+    }
   });
 });
 

@@ -6,27 +6,16 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } fro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type JobSnapshot, type RankSnapshot, validateSnapshot } from '@mqd/model';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { formatSnapshot } from '../src/format.js';
-import { Snapshotter } from '../src/index.js';
 import { substituteName } from '../src/mqs/session.js';
 import { LP64_SIZES, targetTypeSizes } from '../src/mqs/target-arch.js';
-import { buildConformance, killAllTargets, startTarget } from './conformance-kit.js';
+import { buildConformance, snapshottersPerTest, startTarget } from './conformance-kit.js';
 
 const b = buildConformance();
 const dllB = b.dll.replace('libmqdtest_dll.so', 'libmqdtest_dll_b.so');
 const work = mkdtempSync(join(tmpdir(), 'mqd-corners-'));
-const snapshotters: Snapshotter[] = [];
-function snapshotter(): Snapshotter {
-  const s = new Snapshotter();
-  snapshotters.push(s);
-  return s;
-}
-afterEach(async () => {
-  killAllTargets();
-  await Promise.all(snapshotters.splice(0).map((s) => s.dispose()));
-});
-afterAll(() => killAllTargets());
+const snapshotter = snapshottersPerTest();
 
 const rankOf = (s: JobSnapshot, r: number): RankSnapshot => {
   const x = s.ranks.find((y) => y.rank === r);

@@ -4,6 +4,8 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { afterAll, afterEach } from 'vitest';
+import { Snapshotter } from '../src/index.js';
 
 export const NATIVE = fileURLToPath(new URL('../native/conformance', import.meta.url));
 export const BUILD = fileURLToPath(new URL('../native/build', import.meta.url));
@@ -160,4 +162,23 @@ export async function startParked(
   };
   await waitFor(asleep, 10_000);
   return t;
+}
+
+/**
+ * For a test file that starts targets and Snapshotters: returns the file's Snapshotter maker.
+ * After each test every target is killed and every Snapshotter it made disposed; after the file,
+ * the targets again (a test that failed before its own cleanup leaves nothing behind).
+ */
+export function snapshottersPerTest(): (opts?: ConstructorParameters<typeof Snapshotter>[0]) => Snapshotter {
+  const made: Snapshotter[] = [];
+  afterEach(async () => {
+    killAllTargets();
+    await Promise.all(made.splice(0).map((s) => s.dispose()));
+  });
+  afterAll(() => killAllTargets());
+  return (opts = {}) => {
+    const s = new Snapshotter(opts);
+    made.push(s);
+    return s;
+  };
 }

@@ -6,15 +6,15 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from '
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type JobSnapshot, type RankSnapshot, validateSnapshot } from '@mqd/model';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { DebugFileRegistry, processState, readElfInfo, Snapshotter, tracerPid } from '../src/index.js';
+import { describe, expect, it } from 'vitest';
+import { DebugFileRegistry, processState, readElfInfo, tracerPid } from '../src/index.js';
 import { BASIC_CALLBACKS, IMAGE_CALLBACKS, PROCESS_CALLBACKS } from '../src/mqs/mqs-spec.js';
 import { MqsSession } from '../src/mqs/session.js';
 import {
   buildConformance,
   buildIdPath,
   holdStopped,
-  killAllTargets,
+  snapshottersPerTest,
   startTarget,
   strippedCopy,
   type Target,
@@ -23,17 +23,7 @@ import {
 
 const b = buildConformance();
 const work = mkdtempSync(join(tmpdir(), 'mqd-conf-'));
-const snapshotters: Snapshotter[] = [];
-function snapshotter(opts: ConstructorParameters<typeof Snapshotter>[0] = {}): Snapshotter {
-  const s = new Snapshotter(opts);
-  snapshotters.push(s);
-  return s;
-}
-afterEach(async () => {
-  killAllTargets();
-  await Promise.all(snapshotters.splice(0).map((s) => s.dispose()));
-});
-afterAll(() => killAllTargets());
+const snapshotter = snapshottersPerTest();
 
 const rankOf = (s: JobSnapshot, r: number): RankSnapshot => {
   const x = s.ranks.find((y) => y.rank === r);

@@ -4,11 +4,11 @@
 // checked against LLVM's gdb OMPD plugin; a libompd that crashes or loops costs one read.
 import { type JobSnapshot, type OpenMpRuntime, type RankSnapshot, validateSnapshot } from '@mqd/model';
 import { ompdOracle } from '@mqd/testkit';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { nativeAllocations, processState, Snapshotter, tracerPid } from '../src/index.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { nativeAllocations, processState, tracerPid } from '../src/index.js';
 import { OmpdHost } from '../src/ompd/host.js';
 import { readOpenMp } from '../src/ompd/read.js';
-import { killAllTargets, startTarget, type Target, waitFor } from './conformance-kit.js';
+import { snapshottersPerTest, startTarget, type Target, waitFor } from './conformance-kit.js';
 import {
   buildOmpd,
   OMP_ENV,
@@ -23,17 +23,7 @@ let b: OmpdBuilt;
 beforeAll(() => {
   if (!missing) b = buildOmpd();
 }, 120_000);
-const snapshotters: Snapshotter[] = [];
-function snapshotter(opts: ConstructorParameters<typeof Snapshotter>[0] = {}): Snapshotter {
-  const s = new Snapshotter(opts);
-  snapshotters.push(s);
-  return s;
-}
-afterEach(async () => {
-  killAllTargets();
-  await Promise.all(snapshotters.splice(0).map((s) => s.dispose()));
-});
-afterAll(() => killAllTargets());
+const snapshotter = snapshottersPerTest();
 
 async function expectRunningFree(t: Target): Promise<void> {
   await waitFor(() => tracerPid(t.pid) === 0, 10_000);

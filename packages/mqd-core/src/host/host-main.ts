@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { type MqdError, mqdError, type RankSnapshot, rankNotRead } from '@mqd/model';
 import { MqsSession } from '../mqs/session.js';
 import { setParentDeathSignal } from '../native/libc.js';
+import type { OmpdReadOptions } from '../ompd/host.js';
 import { OpenedCore } from '../target/core-image.js';
 import { writeCore } from '../target/core-writer.js';
 import { DebugFileRegistry } from '../target/debug-file.js';
@@ -98,25 +99,25 @@ function handle(req: HostRequest): void {
   s.retain(new Set(req.keepPids));
   for (const t of req.targets) {
     send({ type: 'begin', id: req.id, pid: t.pid });
+    const ompd: OmpdReadOptions = {
+      ...(req.ompdPolicy !== undefined ? { policy: req.ompdPolicy } : {}),
+      ...(req.ompdRefused !== undefined ? { refused: req.ompdRefused } : {}),
+      // Sent before the call: if the library crashes or loops, the supervisor knows it was it.
+      onEnter: (library) => send({ type: 'ompd', id: req.id, pid: t.pid, library }),
+    };
     if (t.core) {
-      send({ type: 'rank', id: req.id, rank: readCore(s, t, t.core, req.stacks !== false) });
+      send({
+        type: 'rank',
+        id: req.id,
+        rank: readCore(s, t, t.core, { stacks: req.stacks !== false, ompd }),
+      });
       continue;
     }
     const refused = refusal(t);
     send({
       type: 'rank',
       id: req.id,
-      rank: refused
-        ? rankNotRead(t, refused)
-        : s.snapshotRank(t, {
-            stacks: req.stacks !== false,
-            ompd: {
-              ...(req.ompdPolicy !== undefined ? { policy: req.ompdPolicy } : {}),
-              ...(req.ompdRefused !== undefined ? { refused: req.ompdRefused } : {}),
-              // Sent before the call: if the library crashes or loops, the supervisor knows it was it.
-              onEnter: (library) => send({ type: 'ompd', id: req.id, pid: t.pid, library }),
-            },
-          }),
+      rank: refused ? rankNotRead(t, refused) : s.snapshotRank(t, { stacks: req.stacks !== false, ompd }),
     });
   }
   // Counters are cumulative over the life of this host.
@@ -156,11 +157,16 @@ function collectIfDue(): void {
 }
 
 /** One rank from a core file: opened here (as the file's owner), read, closed. */
-function readCore(s: MqsSession, t: HostTarget, ref: CoreRef, stacks: boolean): RankSnapshot {
+function readCore(
+  s: MqsSession,
+  t: HostTarget,
+  ref: CoreRef,
+  opts: { readonly stacks: boolean; readonly ompd: OmpdReadOptions },
+): RankSnapshot {
   const core = OpenedCore.open(ref.path, registry, coreOptions(ref));
   if (!core.ok) return rankNotRead(t, core.error);
   try {
-    return s.snapshotCore({ pid: t.pid, rank: t.rank, host: t.host, core: core.value }, { stacks });
+    return s.snapshotCore({ pid: t.pid, rank: t.rank, host: t.host, core: core.value }, opts);
   } finally {
     core.value.close();
   }

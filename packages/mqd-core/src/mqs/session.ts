@@ -17,7 +17,13 @@ import {
 import koffi from 'koffi';
 import { permanentAlloc } from '../native/alloc.js';
 import { dlopen, dlsymAddress, RTLD_NOW } from '../native/libc.js';
-import { assembleOpenMp, OmpdHost, type OmpdReadOptions, type RawOpenMp } from '../ompd/host.js';
+import {
+  assembleOpenMp,
+  OmpdHost,
+  type OmpdReadOptions,
+  type OmpdTarget,
+  type RawOpenMp,
+} from '../ompd/host.js';
 import type { OpenedCore } from '../target/core-image.js';
 import type { DebugFileRegistry, TypeRef } from '../target/debug-file.js';
 import { EM_X86_64, ET_DYN, hostMachine, readElfInfo } from '../target/elf.js';
@@ -669,14 +675,14 @@ export class MqsSession {
 
   /**
    * A rank from a core file: the same walk as a live stop, with memory served from the core
-   * (no stop, nothing to resume), stacks from the core's threads. The core's setup is
-   * forgotten afterwards: every core is read once.
+   * (no stop, nothing to resume), stacks and OpenMP threads from the core's threads. The core's
+   * setup is forgotten afterwards: every core is read once.
    */
-  snapshotCore(r: CoreRankTarget, opts: { readonly stacks?: boolean } = {}): RankSnapshot {
+  snapshotCore(r: CoreRankTarget, opts: RankReadOptions = {}): RankSnapshot {
     return this.withLog(() => this.readCore(r, opts));
   }
 
-  private readCore(r: CoreRankTarget, opts: { readonly stacks?: boolean }): RankSnapshot {
+  private readCore(r: CoreRankTarget, opts: RankReadOptions): RankSnapshot {
     const base = { rank: r.rank, pid: r.pid, host: r.host };
     const img = r.core.image;
     const changed = r.core.changedFiles();
@@ -707,18 +713,31 @@ export class MqsSession {
     let raw: Result<RawWalk, MqdError>;
     let stacks: UnwoundRank | MqdError | null = null;
     let rawArgs: RawMpiArgs | null = null;
+    let rawOmp: RawOpenMp | null = null;
     try {
       this.hot.beginStop(t.key);
       raw = this.readCommunicators(t);
       if (opts.stacks !== false) {
         stacks = this.readCoreStacks(r);
         if (!('code' in stacks)) rawArgs = this.readMpiArgs(t, stacks);
+        // As live: the threads of the core's NT_PRSTATUS notes, each with its saved fs_base.
+        rawOmp = this.readOpenMp(
+          t,
+          r.core.info.threads.map((x) => x.tid),
+          // A caller that passes no OMPD options gets the strictest policy, never less than the site's.
+          opts.ompd ?? { policy: 'root-owned' },
+          {
+            label: `the core ${r.core.path}`,
+            threadPointers: r.core.threadPointers(),
+            fileOnDisk: (p) => r.core.fileOnDisk(p),
+          },
+        );
       }
     } finally {
       this.hot.endStop();
       this.forget(t);
     }
-    return this.rankOf(base, raw, stacks, rawArgs, 0);
+    return this.rankOf(base, raw, stacks, rawArgs, 0, rawOmp);
   }
 
   private readCoreStacks(r: CoreRankTarget): UnwoundRank | MqdError {
@@ -773,14 +792,25 @@ export class MqsSession {
     return this.rankOf(base, raw, stacks, rawArgs, paused, rawOmp);
   }
 
-  /** The rank's OpenMP threads through its runtime's OMPD library, in the stop (issue 15). */
-  private readOpenMp(t: TargetProcess, tids: readonly number[], opts: OmpdReadOptions): RawOpenMp {
+  /** The rank's OpenMP threads through its runtime's OMPD library, in the stop or from a core (issue 15). */
+  private readOpenMp(
+    t: TargetProcess,
+    tids: readonly number[],
+    opts: OmpdReadOptions,
+    core: Pick<OmpdTarget, 'label' | 'threadPointers' | 'fileOnDisk'> = {},
+  ): RawOpenMp {
     try {
-      return this.ompd.read({ pid: t.pid, tids, image: t.image, memKey: t.key, hot: this.hot }, opts);
+      return this.ompd.read(
+        { ...core, pid: t.pid, tids, image: t.image, memKey: t.key, hot: this.hot },
+        opts,
+      );
     } catch (e) {
       return {
         kind: 'error',
-        error: mqdError('MQD_E_INTERNAL', `reading OpenMP of pid ${t.pid}: ${(e as Error).message}`),
+        error: mqdError(
+          'MQD_E_INTERNAL',
+          `reading OpenMP of ${core.label ?? `pid ${t.pid}`}: ${(e as Error).message}`,
+        ),
       };
     }
   }
@@ -828,8 +858,9 @@ export class MqsSession {
   /**
    * The arguments of the rank's MPI call, read while it is stopped: dest/source, tag, count as
    * the call's frame holds them, and the communicator handle turned into what identifies it in
-   * the DLL's list (Open MPI: the context id read from the ompi_communicator_t; MPICH: the
-   * MPIR_Comm address of a builtin or direct handle). Best effort: null where unreadable.
+   * the DLL's list (Open MPI: c_index (5.x) or the context id (4.x) read from the
+   * ompi_communicator_t; MPICH: the MPIR_Comm address of a builtin or direct handle). Best
+   * effort: null where unreadable.
    */
   private readMpiArgs(t: TargetProcess, stacks: UnwoundRank): RawMpiArgs | null {
     const call = findMpiCall(stacks.threads);
@@ -852,8 +883,12 @@ export class MqsSession {
     let comm: RawMpiArgs['comm'] = null;
     if (handle !== null) {
       if (this.library === 'openmpi') {
+        // The id the DLL lists: 4.x's uint32 c_contextid; 5.x's DLL reads c_index (its
+        // c_contextid is a 16-byte extended id whose first word, cid_base, is 0 for every
+        // communicator of a job without PMIx groups).
         const ty = t.image.findType('ompi_communicator_t');
-        const off = ty ? ty.file.fieldOffset(ty, 'c_contextid') : -1;
+        const index = ty ? ty.file.fieldOffset(ty, 'c_index') : -1;
+        const off = index >= 0 ? index : ty ? ty.file.fieldOffset(ty, 'c_contextid') : -1;
         const word = off >= 0 ? this.readU64(t, handle + BigInt(off)) : null;
         if (word !== null) comm = { kind: 'id', id: String(Number(BigInt.asUintN(32, word))) };
       } else if (this.library === 'mpich') {

@@ -25,6 +25,7 @@ import type { HotPath } from '../mqs/shim.js';
 import { targetTypeSizes } from '../mqs/target-arch.js';
 import { permanentAlloc } from '../native/alloc.js';
 import { NT_PRSTATUS, NT_PRSTATUS_BYTES, readRegSet } from '../native/ptrace-ext.js';
+import { USER_REGS_FS_BASE } from '../target/core-file.js';
 import { EM_X86_64, ET_DYN, readElfInfo } from '../target/elf.js';
 import type { MappedModule, ProcessImage } from '../target/process-image.js';
 import { elfSymbolTables, functionAt } from './elf-symbols.js';
@@ -50,22 +51,28 @@ const libc = koffi.load('libc.so.6');
 const cMalloc = libc.func('uintptr_t malloc(size_t n)') as (n: number) => number | bigint;
 const cFree = libc.func('void free(uintptr_t p)') as (p: bigint) => void;
 
-/** user_regs_struct index of fs_base (the thread pointer on x86_64). */
-const FS_BASE_INDEX = 21;
 /** Entries of ompd_dll_locations looked at (the runtime writes two). */
 const MAX_LOCATIONS = 16;
 const MAX_PATH = 4096;
 
-/** A stopped rank as the OMPD host reads it. */
+/** A stopped rank (or a core file of one) as the OMPD host reads it. */
 export interface OmpdTarget {
   readonly pid: number;
-  /** Threads held stopped by this process (their registers are read for thread contexts). */
+  /** Threads held stopped by this process (their registers are read for thread contexts), or a core's. */
   readonly tids: readonly number[];
   readonly image: ProcessImage;
   /** The hot-path slot of this process, its stop begun (reads go through its page cache). */
   readonly memKey: number;
   readonly hot: HotPath;
+  /** The target in messages (default `pid N`; a core: `the core PATH`). */
+  readonly label?: string;
+  /** Each thread's fs_base, by tid, when the registers are not the live thread's (a core's NT_PRSTATUS). */
+  readonly threadPointers?: ReadonlyMap<number, bigint>;
+  /** Where a file the target names is found here (a core read with `--sysroot`); default its own path. */
+  readonly fileOnDisk?: (path: string) => string;
 }
+
+const labelOf = (t: OmpdTarget): string => t.label ?? `pid ${t.pid}`;
 
 /** Per read: the site's rules and the supervisor's hook. */
 export interface OmpdReadOptions {
@@ -251,7 +258,7 @@ export class OmpdHost {
   ): Result<{ runtime: MappedModule; path: string }, MqdError> | null {
     const runtime = target.image.modules.find((m) => m.file.symbol('ompd_dll_locations') !== undefined);
     if (!runtime) return null;
-    const where = `pid ${target.pid}'s OpenMP runtime ${runtime.path}`;
+    const where = `${labelOf(target)}'s OpenMP runtime ${runtime.path}`;
     const sym = (name: string) => {
       const s = runtime.file.symbol(name);
       return s ? s.value + runtime.bias : null;
@@ -281,18 +288,21 @@ export class OmpdHost {
       const name = this.readCString(target, p, MAX_PATH);
       if (name === null) break;
       tried.push(name);
-      // Relative names are for a debugger's own search path; only a file the runtime names exactly.
-      if (!isAbsolute(name) || !existsSync(name)) continue;
-      const refused = opts.refused?.[name];
+      // Relative names are for a debugger's own search path; only a file the runtime names exactly
+      // (a core's under its sysroot when it is there).
+      if (!isAbsolute(name)) continue;
+      const here = target.fileOnDisk?.(name) ?? name;
+      if (!existsSync(here)) continue;
+      const refused = opts.refused?.[here];
       if (refused !== undefined) {
         return err(
           mqdError(
             'MQD_E_OMPD_CRASHED',
-            `${name} (named by ${where}) ${refused}; this reader does not load it again`,
+            `${here} (named by ${where}) ${refused}; this reader does not load it again`,
           ),
         );
       }
-      const allowed = checkDllPolicy(name, opts.policy ?? 'any');
+      const allowed = checkDllPolicy(here, opts.policy ?? 'any');
       if (!allowed.ok) return err(allowed.error);
       return ok({ runtime, path: allowed.value });
     }
@@ -362,7 +372,7 @@ export class OmpdHost {
     const f = lib.f;
     const out = new BigUint64Array(1);
     let rc = f.ompd_process_initialize(BigInt(space), out) as number;
-    if (rc !== ompd_rc.ok) return err(failed(`ompd_process_initialize (pid ${target.pid})`, rc, lib.path));
+    if (rc !== ompd_rc.ok) return err(failed(`ompd_process_initialize (${labelOf(target)})`, rc, lib.path));
     const handle = out[0] ?? 0n;
     try {
       if (lib.states === null) {
@@ -542,13 +552,15 @@ export class OmpdHost {
   }
 
   private fsBaseOf(space: SpaceContext, tid: number): bigint | null {
+    const saved = space.target.threadPointers;
+    if (saved) return saved.get(tid) ?? null;
     let v = space.fsBase.get(tid);
     if (v === undefined) {
       const regs = readRegSet(tid, NT_PRSTATUS, NT_PRSTATUS_BYTES);
       v =
-        typeof regs === 'number' || regs.length < (FS_BASE_INDEX + 1) * 8
+        typeof regs === 'number' || regs.length < (USER_REGS_FS_BASE + 1) * 8
           ? null
-          : new DataView(regs.buffer, regs.byteOffset).getBigUint64(FS_BASE_INDEX * 8, true);
+          : new DataView(regs.buffer, regs.byteOffset).getBigUint64(USER_REGS_FS_BASE * 8, true);
       space.fsBase.set(tid, v);
     }
     return v;
@@ -689,7 +701,9 @@ export class OmpdHost {
       sizeof_type: (ctx, sizes) => {
         const s = space(ctx);
         if (!s || !sizes) return ompd_rc.bad_input;
-        const got = targetTypeSizes(s.target.image.exe);
+        // The executable as opened here (a core's may be under --exe or --sysroot).
+        const img = s.target.image;
+        const got = targetTypeSizes(img.modules.find((m) => m.path === img.exe)?.file.path ?? img.exe);
         if (!got.ok) return ompd_rc.unsupported;
         const [short, int, long, longLong, pointer] = got.value;
         new Uint8Array(koffi.view(sizes, 6)).set([1, short, int, long, longLong, pointer]);

@@ -24,11 +24,14 @@ export interface CoreMappedFile {
   readonly path: string;
 }
 
+/** Word of struct user_regs_struct (pr_reg, PTRACE_GETREGSET NT_PRSTATUS) holding fs_base, the thread pointer. */
+export const USER_REGS_FS_BASE = 21;
+
 export interface CoreThread {
   readonly tid: number;
   /** pr_cursig of this thread's NT_PRSTATUS. */
   readonly signal: number;
-  /** struct user_regs_struct, 27 words: r15 … gs (rip is word 16, rsp word 19). */
+  /** struct user_regs_struct, 27 words: r15 … gs (rip is word 16, rsp word 19, fs_base word 21). */
   readonly regs: BigUint64Array;
   /** struct user_fpregs_struct (512 bytes) from the NT_FPREGSET that follows it, or null. */
   readonly fpregs: Uint8Array | null;

@@ -9,7 +9,7 @@ import { closeSync, constants, existsSync, fstatSync, openSync, readSync } from 
 import { join } from 'node:path';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import type { CoreRegion } from '../mqs/shim.js';
-import { type CoreInfo, coreBuildIdAt, readCoreInfo } from './core-file.js';
+import { type CoreInfo, coreBuildIdAt, readCoreInfo, USER_REGS_FS_BASE } from './core-file.js';
 import type { DebugFileRegistry } from './debug-file.js';
 import { type FileMapping, mappedModules, ProcessImage } from './process-image.js';
 
@@ -47,7 +47,27 @@ export class OpenedCore {
     /** The executable to open here (after --exe / --sysroot), for the unwinder. */
     readonly exeOnDisk: string | null,
     private readonly fds: readonly number[],
+    private readonly onDisk: (path: string) => string,
   ) {}
+
+  /**
+   * Where a file the process named is opened here: `--exe` for the executable, else under
+   * `--sysroot` when it is there, else its own path (a file the core's memory names, such as the
+   * OMPD library in `ompd_dll_locations`, is looked up the same way as the mapped ones).
+   */
+  fileOnDisk(path: string): string {
+    return this.onDisk(path);
+  }
+
+  /** Each thread's thread pointer (fs_base) from its NT_PRSTATUS, by tid. */
+  threadPointers(): Map<number, bigint> {
+    const out = new Map<number, bigint>();
+    for (const t of this.info.threads) {
+      const fs = t.regs[USER_REGS_FS_BASE];
+      if (fs !== undefined) out.set(t.tid, fs);
+    }
+    return out;
+  }
 
   /** Opens and checks a core; every file descriptor it opens is closed by close(). */
   static open(
@@ -129,7 +149,7 @@ export class OpenedCore {
       };
       const regions = coreRegions(info, fd, fdOf);
       const exeOnDisk = exePath === null ? (opts.exe ?? null) : onDisk(exePath);
-      return ok(new OpenedCore(path, info, fd, image, regions, problems, exeOnDisk, fds));
+      return ok(new OpenedCore(path, info, fd, image, regions, problems, exeOnDisk, fds, onDisk));
     } catch (e) {
       for (const f of fds) closeSync(f);
       return err(mqdError('MQD_E_CORE_INVALID', `${path}: ${(e as Error).message}`));
