@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // Starts a real hung fixture job and `mqd serve` on it, attaches the job and takes a first
 // snapshot so the dashboard has something to show at once. Options:
-//   --mpi openmpi|mpich (default openmpi)   --fixture NAME (default wrong_tag)   --port N (default 8080)
+//   --mpi openmpi|mpich|openmpi5 (default openmpi)   --port N (default 8080)
+//   --fixture NAME (default wrong_tag; a hybrid MPI+OpenMP one such as omp_single_recv runs with
+//   2 ranks of 4 OpenMP threads and OMP_DEBUG=enabled, fixtures/hybrid/README.md)
 import { parseArgs } from 'node:util';
 import { serveCommand } from '@mqd/cli';
-import { launchFixture } from '@mqd/testkit';
+import { isHybridFixture, launchFixture } from '@mqd/testkit';
 
 const { values } = parseArgs({
   options: {
@@ -13,8 +15,10 @@ const { values } = parseArgs({
     port: { type: 'string', default: '8080' },
   },
 });
-console.log(`starting a hung ${values.mpi} job (${values.fixture}, 4 ranks)...`);
-const job = await launchFixture({ mpi: values.mpi, fixture: values.fixture, np: 4, waitFor: 'ready' });
+const hybrid = isHybridFixture(values.fixture);
+const np = hybrid ? 2 : 4;
+console.log(`starting a hung ${values.mpi} job (${values.fixture}, ${np} ranks)...`);
+const job = await launchFixture({ mpi: values.mpi, fixture: values.fixture, np, hybrid, waitFor: 'ready' });
 console.log(`job started: starter pid ${job.starterPid}, ranks ${job.ranks.map((r) => r.pid).join(' ')}`);
 
 let stop;
@@ -47,11 +51,13 @@ if (login) {
   const token = url.searchParams.get('token');
   const auth = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
   for (let i = 0; i < 100; i++) {
+    // Ctrl-C during the start stops the server under this loop: then just stop asking.
     const r = await fetch(`${url.origin}/api/jobs/attach`, {
       method: 'POST',
       headers: auth,
       body: JSON.stringify({ starterPid: job.starterPid }),
-    });
+    }).catch(() => null);
+    if (r === null) break;
     if (r.status === 201) {
       const { job: j } = await r.json();
       const s = await fetch(`${url.origin}/api/jobs/${j.id}/snapshots`, {
