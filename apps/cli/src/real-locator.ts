@@ -87,6 +87,8 @@ export class MpirJobLocator implements JobLocator {
       command: `Slurm job ${i.jobId} (${i.name}) ${i.command}`.trim(),
       starterStartTime: anchorStart,
       starterPid: anchor.pid,
+      // The aggregator locates the job on these nodes too (their agents read their ranks).
+      ...(found.value.otherNodes.length > 0 ? { otherNodes: found.value.otherNodes } : {}),
     });
   }
 

@@ -333,8 +333,22 @@ export function spawnInNetns(
   argv: readonly string[],
   env: Readonly<Record<string, string>> = {},
 ): NetnsProcess {
+  return spawnArgv(label, ['ip', 'netns', 'exec', netns, ...argv], env);
+}
+
+/**
+ * Starts `argv` as given: for a wrapper that enters the namespaces itself (a Slurm node's
+ * `onNode` argv execs through nsenter/unshare into the program: the pid is the program's).
+ */
+export function spawnArgv(
+  label: string,
+  argv: readonly string[],
+  env: Readonly<Record<string, string>> = {},
+): NetnsProcess {
   installExitHook();
-  const child = spawn('ip', ['netns', 'exec', netns, ...argv], {
+  const [file, ...args] = argv;
+  if (file === undefined) throw new Error(`${label}: empty argv`);
+  const child = spawn(file, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env },
     // Its own process group: a ^C of the test runner reaches the runner, which kills by pid.
@@ -505,4 +519,120 @@ export function traceState(pid: number): TraceState | undefined {
   const tracer = /^TracerPid:\s+(\d+)/m.exec(text)?.[1];
   if (state === undefined || tracer === undefined) return undefined;
   return { state, tracerPid: Number(tracer) };
+}
+
+// ---- a served aggregator inside a namespace -----------------------------------------------------
+
+export interface NetnsAggregator {
+  readonly aggregator: NetnsProcess;
+  readonly forwarder: NetnsProcess;
+  /** The aggregator's port inside its namespace (agents connect to ADDRESS:port). */
+  readonly port: number;
+  /** The Unix socket the test reaches the aggregator through. */
+  readonly socketPath: string;
+  /** The REST API as `token`, parsed as JSON (a body that is not JSON throws with the status). */
+  api<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; body: T }>;
+  /** Waits until the aggregator lists this agent process (default id HOST-PID) as connected. */
+  untilConnected(agent: NetnsProcess, host: string, timeoutMs: number): Promise<void>;
+  /** Kills the forwarder and the aggregator. */
+  kill(): Promise<void>;
+}
+
+/**
+ * `mqd serve --no-local-agent` on 0.0.0.0 in `netns` (agents connect over the veths with
+ * `agentToken`), and a forwarder from `workDir/api.sock` to it for the test (as `adminToken`).
+ * On failure what was started is killed before the error is thrown.
+ */
+export async function startNetnsAggregator(o: {
+  readonly netns: string;
+  readonly workDir: string;
+  readonly adminToken: string;
+  readonly agentToken: string;
+  readonly timeoutMs: number;
+}): Promise<NetnsAggregator> {
+  const socketPath = join(o.workDir, 'api.sock');
+  const aggregator = spawnInNetns(
+    'aggregator',
+    o.netns,
+    mqdCommand([
+      'serve',
+      '--no-local-agent',
+      // The test's private network namespaces carry no TLS; the aggregator says so loudly.
+      '--allow-insecure-http',
+      // Every node's agent derives nothing: they share the secret (allowed explicitly here).
+      '--allow-shared-agent-token',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '0',
+      '--agent-token',
+      o.agentToken,
+      '--admin-token',
+      o.adminToken,
+      '--data-dir',
+      ':memory:',
+    ]),
+  );
+  let forwarder: NetnsProcess | null = null;
+  try {
+    const port = Number((await aggregator.waitForOutput(/aggregator at http:\/\/\S+:(\d+)/, o.timeoutMs))[1]);
+    forwarder = spawnInNetns('forwarder', o.netns, [
+      process.execPath,
+      UNIX_FORWARD,
+      socketPath,
+      '127.0.0.1',
+      String(port),
+    ]);
+    await forwarder.waitForOutput(/MQD_FORWARD_READY/, o.timeoutMs);
+    const fwd = forwarder;
+    const api = async <T>(method: 'GET' | 'POST', path: string, body?: unknown) => {
+      const r = await unixHttp(socketPath, method, path, {
+        token: o.adminToken,
+        ...(body === undefined ? {} : { body }),
+      });
+      try {
+        return { status: r.status, body: JSON.parse(r.text) as T };
+      } catch {
+        throw new Error(
+          `${method} ${path}: ${r.status} with a body that is not JSON: ${r.text.slice(0, 500)}`,
+        );
+      }
+    };
+    return {
+      aggregator,
+      forwarder: fwd,
+      port,
+      socketPath,
+      api,
+      untilConnected: async (agent, host, timeoutMs) => {
+        const agentId = `${host}-${agent.pid}`;
+        await waitFor(
+          async () => {
+            const exit = agent.exitStatus();
+            if (exit !== undefined)
+              return failed(`${agent.label} exited (code ${exit.code}):\n${agent.output()}`);
+            const rows = (
+              await api<{ agents: Array<{ agentId: string; host: string; connected: boolean }> }>(
+                'GET',
+                '/api/admin/agents',
+              )
+            ).body.agents;
+            const row = rows.find((a) => a.agentId === agentId);
+            return row?.connected === true && row.host === host
+              ? done(true)
+              : pending(JSON.stringify(row ?? null));
+          },
+          { timeoutMs, what: `agent ${agentId} to be listed as connected` },
+        );
+      },
+      kill: async () => {
+        await fwd.kill();
+        await aggregator.kill();
+      },
+    };
+  } catch (e) {
+    await forwarder?.kill();
+    await aggregator.kill();
+    throw e;
+  }
 }

@@ -66,7 +66,9 @@
 //                        cores (a core job only): [{rank, path, pid, signal, executable,
 //                        writtenAt}] per core read (snapshot-spec.ts CoreFileSource).
 //              locate:   {ranks: [{rank, pid, host, startTime?, core?}], method, uid, command,
-//                        starterStartTime, starterPid?, coresDir?}.
+//                        starterStartTime, starterPid?, coresDir?, otherNodes?}: otherNodes
+//                        (a Slurm job, <= MAX_OTHER_NODES host names) are the job's nodes
+//                        besides this one, whose agents the aggregator asks for their ranks.
 //            An error {code, message} uses the codes of packages/model errors.ts.
 //
 // Invariants
@@ -305,8 +307,19 @@ function coreSources(v: unknown, path: string): CoreFileSource[] {
     };
   });
 }
+/** Nodes a located Slurm job names besides the agent's own (a job spans at most this many). */
+export const MAX_OTHER_NODES = 65_536;
 function locatedJob(v: unknown, path: string): LocatedJob {
-  const o = obj(v, path, ['ranks', 'method', 'uid', 'command', 'starterStartTime', 'starterPid', 'coresDir']);
+  const o = obj(v, path, [
+    'ranks',
+    'method',
+    'uid',
+    'command',
+    'starterStartTime',
+    'starterPid',
+    'coresDir',
+    'otherNodes',
+  ]);
   const ranks = arr(o['ranks'], `${path}.ranks`, MAX_RANKS_PER_REQUEST).map((x, i) => {
     const p = `${path}.ranks[${i}]`;
     const r = obj(x, p, ['rank', 'pid', 'host', 'startTime', 'core']);
@@ -334,6 +347,13 @@ function locatedJob(v: unknown, path: string): LocatedJob {
     starterStartTime: startTime(o['starterStartTime'], `${path}.starterStartTime`),
     ...(o['starterPid'] === undefined ? {} : { starterPid: pidNo(o['starterPid'], `${path}.starterPid`) }),
     ...(o['coresDir'] === undefined ? {} : { coresDir: corePath(o['coresDir'], `${path}.coresDir`) }),
+    ...(o['otherNodes'] === undefined
+      ? {}
+      : {
+          otherNodes: arr(o['otherNodes'], `${path}.otherNodes`, MAX_OTHER_NODES).map((h, i) =>
+            str(h, `${path}.otherNodes[${i}]`, 255, 1),
+          ),
+        }),
   };
 }
 function seenStarter(v: unknown, path: string): SeenStarter {

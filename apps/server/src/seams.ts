@@ -96,6 +96,11 @@ export interface LocatedJob {
   readonly starterPid?: number;
   /** A job read from cores: the directory (real path) its cores were found in. */
   readonly coresDir?: string;
+  /**
+   * A Slurm job that runs on more nodes than this one: those nodes (Slurm's names, normalised
+   * as hosts are). Their ranks are theirs to locate: the aggregator asks each node's agent.
+   */
+  readonly otherNodes?: readonly string[];
 }
 
 /** An MPI starter (mpirun/mpiexec) an agent sees on its node, before anyone attaches to it. */

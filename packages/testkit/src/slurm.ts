@@ -7,6 +7,13 @@
 // A fixture may be submitted as an unprivileged user (`SubmitOptions.user`, through setpriv):
 // the cluster's directory and slurm.conf are then world-readable (Slurm's clients read the
 // conf as that user), and the job's script, output and working directory are the user's.
+// `startSlurm({netns})` makes a multi-node cluster instead: one slurmd per network namespace
+// (the caller's, e.g. apps/cli/test/netns.ts), NodeAddr inside it, slurmctld in another. Every
+// daemon of a node runs in the node's network namespace with a UTS namespace of its own whose
+// host name is the node's, and a private mount of the cluster's hosts file over /etc/hosts
+// (nsenter + unshare, see `onNode`), so slurmd, slurmstepd and the MPI starters and ranks it
+// runs see `hostname` = their node and resolve every node's name to its NodeAddr. nsenter
+// (unlike `ip netns exec`) keeps the machine's /sys, where slurmd looks for cgroupfs.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import {
   chmodSync,
@@ -30,7 +37,15 @@ export interface SlurmCluster extends AsyncDisposable {
   readonly conf: string;
   /** The environment to run Slurm commands with. */
   readonly env: NodeJS.ProcessEnv;
+  /** The (first) node's name. */
   readonly node: string;
+  /** Every node's name, in slurm.conf's order. */
+  readonly nodes: readonly string[];
+  /**
+   * argv that runs `argv` as on node `name`: in its network namespace, with its host name and
+   * the cluster's hosts file (a one-node cluster: `argv` itself). The caller spawns and kills it.
+   */
+  onNode(name: string, argv: readonly string[]): string[];
   /** Runs a Slurm client command (sbatch, scontrol, squeue...) and returns its stdout. */
   run(cmd: string, args: readonly string[]): string;
   /**
@@ -51,6 +66,8 @@ export interface SubmitOptions {
   readonly mpi: MpiName;
   readonly fixture: string;
   readonly np?: number;
+  /** Nodes to spread the ranks over (sbatch -N, np / nodes ranks per node); default 1. */
+  readonly nodes?: number;
   readonly timeoutMs?: number;
   /** Submit as this unprivileged user (setpriv) instead of root. */
   readonly user?: SlurmUser;
@@ -67,6 +84,30 @@ export interface SlurmJob {
   readonly ranks: ReadonlyArray<{ rank: number; pid: number }>;
   readonly output: string;
 }
+
+/** A node of a multi-node cluster: a network namespace that exists, and its address in there. */
+export interface SlurmNetnsNode {
+  /** NodeName and the host name its processes see: [a-z][a-z0-9]*. */
+  readonly name: string;
+  readonly netns: string;
+  /** NodeAddr: an address on an interface inside `netns`. */
+  readonly address: string;
+}
+
+export interface SlurmOptions {
+  /**
+   * A cluster of network namespaces: slurmctld in `controller.netns` (reached at
+   * `controller.address` from every node), one slurmd per node. Client commands (`run`) run in
+   * the controller's namespace. Without it: one node, this machine, in the caller's namespaces.
+   */
+  readonly netns?: {
+    readonly controller: { readonly netns: string; readonly address: string };
+    readonly nodes: readonly SlurmNetnsNode[];
+  };
+}
+
+/** The controller's host name in a multi-node cluster (its UTS namespace's). */
+const CONTROLLER_NAME = 'mqdctl';
 
 export function slurmAvailable(): boolean {
   return ['/usr/sbin/slurmctld', '/usr/sbin/slurmd', '/usr/sbin/munged', '/usr/bin/sbatch'].every(existsSync);
@@ -106,31 +147,51 @@ function freePortPair(): [number, number] {
   return [base, base + 1];
 }
 
-export async function startSlurm(): Promise<SlurmCluster> {
+export async function startSlurm(o: SlurmOptions = {}): Promise<SlurmCluster> {
+  const multi = o.netns;
+  if (multi !== undefined) checkNetnsOptions(multi);
   const dir = mkdtempSync(join(tmpdir(), 'mqd-slurm-'));
   // Other users' Slurm clients read slurm.conf here; state and spool stay root's (0700).
   chmodSync(dir, 0o755);
-  const node = hostname().split('.')[0] ?? 'localhost';
+  const nodes: readonly SlurmNetnsNode[] | null = multi?.nodes ?? null;
+  const node = nodes?.[0]?.name ?? hostname().split('.')[0] ?? 'localhost';
+  const nodeNames = nodes?.map((n) => n.name) ?? [node];
   const [ctldPort, dPort] = freePortPair();
   for (const d of ['state', 'spool', 'log']) mkdirSync(join(dir, d), { mode: 0o700 });
+  // Each slurmd of a multi-node cluster has its own spool, pid and log file (%n: its NodeName).
+  for (const n of nodes ?? []) mkdirSync(join(dir, 'spool', n.name), { mode: 0o700 });
+  const perNode = (name: string) => (nodes === null ? name : name.replace('.', '-%n.'));
   const conf = join(dir, 'slurm.conf');
+  const hostsFile = join(dir, 'hosts');
   const memMb = Math.max(1024, Math.floor(totalmem() / 1048576) - 512);
+  const nodeLines =
+    nodes === null
+      ? [`NodeName=${node} CPUs=${cpus().length} RealMemory=${memMb} State=UNKNOWN`]
+      : nodes.map(
+          (n) =>
+            `NodeName=${n.name} NodeAddr=${n.address} NodeHostname=${n.name} CPUs=${cpus().length} RealMemory=${memMb} State=UNKNOWN`,
+        );
   writeFileSync(
     conf,
     [
       'ClusterName=mqdtest',
-      `SlurmctldHost=${node}`,
+      multi === undefined
+        ? `SlurmctldHost=${node}`
+        : `SlurmctldHost=${CONTROLLER_NAME}(${multi.controller.address})`,
       `SlurmctldPort=${ctldPort}`,
       `SlurmdPort=${dPort}`,
+      // Job ids of clusters started one after another (or by another test run) seldom meet:
+      // the teardown matches leftover step daemons by job id.
+      `FirstJobId=${1000 + ((process.pid * 13) % 900_000)}`,
       'SlurmUser=root',
       'SlurmdUser=root',
       'AuthType=auth/munge',
       `StateSaveLocation=${join(dir, 'state')}`,
-      `SlurmdSpoolDir=${join(dir, 'spool')}`,
+      `SlurmdSpoolDir=${nodes === null ? join(dir, 'spool') : join(dir, 'spool', '%n')}`,
       `SlurmctldPidFile=${join(dir, 'slurmctld.pid')}`,
-      `SlurmdPidFile=${join(dir, 'slurmd.pid')}`,
+      `SlurmdPidFile=${join(dir, perNode('slurmd.pid'))}`,
       `SlurmctldLogFile=${join(dir, 'log', 'slurmctld.log')}`,
-      `SlurmdLogFile=${join(dir, 'log', 'slurmd.log')}`,
+      `SlurmdLogFile=${join(dir, 'log', perNode('slurmd.log'))}`,
       'ProctrackType=proctrack/linuxproc',
       'TaskPlugin=task/none',
       'JobAcctGatherType=jobacct_gather/none',
@@ -139,17 +200,60 @@ export async function startSlurm(): Promise<SlurmCluster> {
       'ReturnToService=2',
       'MpiDefault=none',
       'SchedulerType=sched/builtin',
-      `NodeName=${node} CPUs=${cpus().length} RealMemory=${memMb} State=UNKNOWN`,
+      ...nodeLines,
       'PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE',
       '',
     ].join('\n'),
     { mode: 0o644 },
   );
+  if (multi !== undefined) {
+    writeFileSync(
+      hostsFile,
+      [
+        '127.0.0.1 localhost',
+        '::1 localhost ip6-localhost',
+        `${multi.controller.address} ${CONTROLLER_NAME}`,
+        ...multi.nodes.map((n) => `${n.address} ${n.name}`),
+        '',
+      ].join('\n'),
+      { mode: 0o644 },
+    );
+  }
+  /** argv running `argv` in `netns` with host name `host` and the hosts file (multi-node only). */
+  const inNamespaces = (netns: string, host: string, argv: readonly string[]): string[] => [
+    'nsenter',
+    `--net=/run/netns/${netns}`,
+    // unshare's mounts are private by default: the hosts file is over /etc/hosts in here only.
+    'unshare',
+    '--mount',
+    '--uts',
+    '/bin/sh',
+    '-c',
+    'mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && exec "$@"',
+    'mqd-node',
+    hostsFile,
+    host,
+    ...argv,
+  ];
+  const onNode = (name: string, argv: readonly string[]): string[] => {
+    if (nodes === null) {
+      if (name !== node) throw new Error(`no node '${name}' in this one-node cluster (${node})`);
+      return [...argv];
+    }
+    const n = nodes.find((x) => x.name === name);
+    if (n === undefined) throw new Error(`no node '${name}' in this cluster (${nodeNames.join(', ')})`);
+    return inNamespaces(n.netns, n.name, argv);
+  };
+  // Client commands reach slurmctld from its namespace (a one-node cluster: from ours).
+  const clientPrefix: readonly string[] =
+    multi === undefined ? [] : ['nsenter', `--net=/run/netns/${multi.controller.netns}`];
   const env: NodeJS.ProcessEnv = { ...process.env, SLURM_CONF: conf };
   const children: ChildProcess[] = [];
   const jobs: number[] = [];
-  const run = (cmd: string, args: readonly string[]) =>
-    execFileSync(cmd, args, { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const run = (cmd: string, args: readonly string[]) => {
+    const [file = cmd, ...rest] = [...clientPrefix, cmd, ...args];
+    return execFileSync(file, rest, { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  };
 
   const stop = async () => {
     // Cancel our jobs and let slurmd end them (slurmstepd daemonises: it is not our child).
@@ -199,24 +303,49 @@ export async function startSlurm(): Promise<SlurmCluster> {
     const mungeChildren: ChildProcess[] = [];
     await ensureMunge(mungeChildren);
     // munged outlives the cluster on purpose (it is the machine's), unless we started it.
-    const ctld = spawn('/usr/sbin/slurmctld', ['-D', '-i', '-f', conf], { env, stdio: 'ignore' });
+    // Its socket is a path: every namespace's daemons reach it.
+    const ctldArgv = ['/usr/sbin/slurmctld', '-D', '-i', '-f', conf];
+    const [ctldFile = '', ...ctldArgs] =
+      multi === undefined ? ctldArgv : inNamespaces(multi.controller.netns, CONTROLLER_NAME, ctldArgv);
+    const ctld = spawn(ctldFile, ctldArgs, { env, stdio: 'ignore' });
     children.push(ctld);
-    const slurmd = spawn('/usr/sbin/slurmd', ['-D', '-f', conf], { env, stdio: 'ignore' });
-    children.push(slurmd);
+    const slurmds = nodeNames.map((name) => {
+      // -N: which NodeName of slurm.conf this slurmd is (its host name says the same).
+      const [file = '', ...args] = onNode(
+        name,
+        nodes === null
+          ? ['/usr/sbin/slurmd', '-D', '-f', conf]
+          : ['/usr/sbin/slurmd', '-D', '-f', conf, '-N', name],
+      );
+      const d = spawn(file, args, { env, stdio: 'ignore' });
+      children.push(d);
+      return { name, d };
+    });
     children.push(...mungeChildren);
+    const slurmdLog = (name: string) =>
+      join(dir, 'log', nodes === null ? 'slurmd.log' : `slurmd-${name}.log`);
     await waitFor(
       () => {
         if (ctld.exitCode !== null)
           return failed(`slurmctld exited: ${tail(join(dir, 'log', 'slurmctld.log'))}`);
-        if (slurmd.exitCode !== null) return failed(`slurmd exited: ${tail(join(dir, 'log', 'slurmd.log'))}`);
+        const dead = slurmds.find((x) => x.d.exitCode !== null);
+        if (dead !== undefined) return failed(`slurmd of ${dead.name} exited: ${tail(slurmdLog(dead.name))}`);
         try {
-          const state = run('sinfo', ['-h', '-N', '-n', node, '-o', '%t']).trim();
-          return state === 'idle' ? done(true) : pending(`node ${state}`);
+          const states = run('sinfo', ['-h', '-N', '-o', '%N %t'])
+            .trim()
+            .split('\n')
+            .map((l) => l.trim().split(/\s+/));
+          const notIdle = nodeNames.filter(
+            (n) => !states.some(([name, state]) => name === n && state === 'idle'),
+          );
+          return notIdle.length === 0
+            ? done(true)
+            : pending(`not idle: ${states.map((x) => x.join(' ')).join(', ')}`);
         } catch {
           return pending('slurmctld not answering yet');
         }
       },
-      { timeoutMs: 30_000, what: `Slurm node ${node} idle` },
+      { timeoutMs: 30_000, what: `Slurm node(s) ${nodeNames.join(', ')} idle` },
     );
   } catch (e) {
     await stop();
@@ -232,7 +361,7 @@ export async function startSlurm(): Promise<SlurmCluster> {
     // Root's login names would follow the user's commands into the job's environment.
     const { USER: _user, LOGNAME: _logname, ...rest } = env;
     return {
-      argv: ['setpriv', `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups'],
+      argv: [...clientPrefix, 'setpriv', `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups'],
       env: { ...rest, HOME: home },
       home,
     };
@@ -241,8 +370,8 @@ export async function startSlurm(): Promise<SlurmCluster> {
   const sbatch = (args: readonly string[], user: SlurmUser | undefined): string => {
     if (user === undefined) return run('sbatch', args);
     const u = asUser(user);
-    const [setpriv = 'setpriv', ...prefix] = u.argv;
-    return execFileSync(setpriv, [...prefix, 'sbatch', ...args], {
+    const [file = 'setpriv', ...prefix] = u.argv;
+    return execFileSync(file, [...prefix, 'sbatch', ...args], {
       env: u.env,
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -252,17 +381,30 @@ export async function startSlurm(): Promise<SlurmCluster> {
   const submitFixture = async (o: SubmitOptions): Promise<SlurmJob> => {
     requireMpi(o.mpi);
     const np = o.np ?? 4;
+    const nodeCount = o.nodes ?? 1;
+    if (
+      !Number.isInteger(nodeCount) ||
+      nodeCount < 1 ||
+      nodeCount > nodeNames.length ||
+      np % nodeCount !== 0
+    ) {
+      throw new RangeError(
+        `nodes must divide np (${np}) and be 1..${nodeNames.length} (the cluster's nodes), got ${o.nodes}`,
+      );
+    }
     const binary = fixtureBinary(o.mpi, o.fixture);
     // A user's job writes its output into (and runs in) a directory of its own.
     const jobDir = o.user === undefined ? dir : asUser(o.user).home;
     const output = join(jobDir, `${o.fixture}-${o.mpi}-${jobs.length}.out`);
     const script = join(jobDir, `${o.fixture}-${o.mpi}-${jobs.length}.sh`);
-    writeFileSync(script, `#!/bin/sh\n${starterLine(o.mpi, np, binary)}\n`, { mode: 0o755 });
+    writeFileSync(script, `#!/bin/sh\n${starterLine(o.mpi, np, binary, nodeCount > 1)}\n`, { mode: 0o755 });
     if (o.user !== undefined) chownSync(script, o.user.uid, o.user.gid);
     const sbatchArgs = [
       '--parsable',
-      `-N1`,
+      `-N${nodeCount}`,
       `-n${np}`,
+      // Ranks 0..np/nodes-1 on the first node, and so on (both starters place by node in order).
+      ...(nodeCount > 1 ? [`--ntasks-per-node=${np / nodeCount}`] : []),
       '--overcommit',
       `--chdir=${jobDir}`,
       `--output=${output}`,
@@ -296,6 +438,8 @@ export async function startSlurm(): Promise<SlurmCluster> {
     conf,
     env,
     node,
+    nodes: nodeNames,
+    onNode,
     run,
     asUser,
     submitFixture,
@@ -304,17 +448,32 @@ export async function startSlurm(): Promise<SlurmCluster> {
   };
 }
 
-function starterLine(mpi: MpiName, np: number, binary: string): string {
+function starterLine(mpi: MpiName, np: number, binary: string, acrossNodes: boolean): string {
   const bin = join(mpiPrefix(mpi), 'bin');
   if (mpi === 'mpich') {
     // Inside an allocation hydra launches its proxies with srun (bootstrap slurm).
     return `export MPIR_CVAR_POLLS_BEFORE_YIELD=1\nexec ${bin}/mpiexec -n ${np} ${binary}`;
   }
   return [
-    'export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none',
+    // Across nodes ranks talk TCP (mpirun starts its orted on the other nodes with srun).
+    `export OMPI_MCA_btl=self,vader${acrossNodes ? ',tcp' : ''} OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none`,
     'export OMPI_MPIR_DO_NOT_WARN=1',
     `exec ${bin}/mpirun --allow-run-as-root --oversubscribe --bind-to none -np ${np} --mca mpi_yield_when_idle 1 ${binary}`,
   ].join('\n');
+}
+
+function checkNetnsOptions(o: NonNullable<SlurmOptions['netns']>): void {
+  if (o.nodes.length === 0) throw new RangeError('a multi-node cluster needs at least one node');
+  const names = new Set<string>();
+  for (const n of o.nodes) {
+    if (!/^[a-z][a-z0-9]{0,30}$/.test(n.name) || n.name === CONTROLLER_NAME || names.has(n.name)) {
+      throw new Error(`bad or repeated node name '${n.name}'`);
+    }
+    names.add(n.name);
+  }
+  for (const ns of [o.controller.netns, ...o.nodes.map((n) => n.netns)]) {
+    if (!existsSync(`/run/netns/${ns}`)) throw new Error(`no network namespace '${ns}' (/run/netns/${ns})`);
+  }
 }
 
 function tryKill(pid: number): void {

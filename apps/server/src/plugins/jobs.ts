@@ -172,7 +172,46 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
       if (!mayAccess(user, found.uid)) {
         fail('MQD_E_FORBIDDEN', `${what} on ${host} belongs to uid ${found.uid}`);
       }
-      if (found.ranks.length === 0) fail('MQD_E_NO_RANKS', `${what} on ${host} has no ranks`);
+      // A Slurm job on several nodes: each other node's agent locates that node's ranks of it.
+      const batchHost = host;
+      const elsewhere = await Promise.all(
+        ('slurmJob' in target ? (found.otherNodes ?? []) : []).map(async (node) => {
+          if (!s.hub.isConnected(node)) {
+            fail(
+              'MQD_E_AGENT_MISSING',
+              `${what} runs on ${node} too (its agent on ${batchHost} says so) and no agent is connected for ${node}`,
+            );
+          }
+          const r = await s.hub.locate(node, target, s.config.snapshotTimeoutMs);
+          if (!r.ok) {
+            // An allocated node where the job runs nothing (yet) holds none of its ranks.
+            if (r.error.code === 'MQD_E_NO_RANKS') return [];
+            throw new MqdException({
+              code: r.error.code,
+              message: r.error.message.replace(/^(\w+): /, `$1: on ${node}: `),
+            });
+          }
+          if (r.value.uid !== found.uid) {
+            fail(
+              'MQD_E_BAD_INPUT',
+              `${what} belongs to uid ${found.uid} on ${batchHost} but to uid ${r.value.uid} on ${node}`,
+            );
+          }
+          // Each node's agent answers for its own node only (the snapshot fans out by host).
+          const stray = r.value.ranks.find((x) => x.host !== node);
+          if (stray !== undefined) {
+            fail('MQD_E_INTERNAL', `the agent on ${node} answered rank ${stray.rank} as on ${stray.host}`);
+          }
+          return r.value.ranks;
+        }),
+      );
+      const allRanks = [...found.ranks, ...elsewhere.flat()];
+      const seenRanks = new Set<number>();
+      for (const r of allRanks) {
+        if (seenRanks.has(r.rank)) fail('MQD_E_BAD_INPUT', `${what}: rank ${r.rank} was found on two nodes`);
+        seenRanks.add(r.rank);
+      }
+      if (allRanks.length === 0) fail('MQD_E_NO_RANKS', `${what} on ${host} has no ranks`);
       const pid =
         'starterPid' in target
           ? target.starterPid
@@ -193,7 +232,7 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
         uid: found.uid,
         command: found.command,
         method: found.method,
-        ranks: [...found.ranks].sort((a, b) => a.rank - b.rank),
+        ranks: allRanks.sort((a, b) => a.rank - b.rank),
         createdAt: existing?.createdAt ?? s.clock(),
         createdBy: existing?.createdBy ?? user.name,
         endedAt: null,
