@@ -1,13 +1,14 @@
 // The first real jobs on the newer MPI builds (issue 14): Open MPI 5.0.7 (PRRTE's prterun, which
 // has no MPIR process table, so the ranks' pids come from the launcher's READY lines) and MPICH
-// 4.2.1 (ch4). Every rank of wrong_tag, ring_ssend and split_wildcard is snapshotted through the
-// build's own message-queue DLL and must show exactly the expected queues
+// 4.2.1 (ch4). Every rank of every hang fixture is snapshotted through the build's own
+// message-queue DLL and must show exactly the expected queues
 // (packages/testkit/src/expected-queues.ts; each library's differences are documented there and
 // in docs/mpi-facts.md).
 import { expectQueues, fixtureRig } from '@mqd/core/testing';
 import { validateSnapshot } from '@mqd/model';
 import {
   expectedQueues,
+  HANG_FIXTURES,
   type HangFixture,
   MPI_FAMILIES,
   type MpiQueueTraits,
@@ -21,7 +22,7 @@ import { describe, expect, it } from 'vitest';
 
 type NewMpi = NewMpiName;
 const NEW_MPIS = NEW_MPI_NAMES;
-const FIXTURES: readonly HangFixture[] = ['wrong_tag', 'ring_ssend', 'split_wildcard'];
+const FIXTURES: readonly HangFixture[] = HANG_FIXTURES;
 
 const LIBRARY = MPI_FAMILIES;
 const traitsOf = (mpi: NewMpi): MpiQueueTraits => mpiQueueTraits(mpi);

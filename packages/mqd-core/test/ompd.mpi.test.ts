@@ -1,5 +1,6 @@
 // OpenMP inside REAL hybrid MPI+OpenMP ranks (issue 15), read by OUR reader: every hybrid
-// fixture (fixtures/hybrid) under Open MPI and MPICH, np 2, snapshotted with the Snapshotter
+// fixture (fixtures/hybrid) under Open MPI 4.1.4, MPICH 4.0.2 and Open MPI 5.0.7 (MPICH 4.2.1 where
+// built), np 2, snapshotted with the Snapshotter
 // (queues, stacks and OpenMP threads in one stop per rank). Each rank's OpenMP threads equal
 // EXPECTED_OPENMP (thread numbers, states, teams, task kinds, the thread in the expected call on
 // its own stack, lock wait ids), its stacks' threads carry the same states, its MPI queues hold
@@ -19,6 +20,7 @@ import {
   validateSnapshot,
 } from '@mqd/model';
 import {
+  type AnyMpiName,
   done,
   EXPECTED_OPENMP,
   type ExpectedOmpThread,
@@ -31,8 +33,9 @@ import {
   type HybridFixture,
   MPI_LABELS,
   MPI_NAMES,
-  type MpiName,
+  MPI_VERSIONS,
   mpiAvailable,
+  mpiMatrix,
   mpiMissingMessage,
   type OracleThread,
   ompdOracle,
@@ -40,6 +43,8 @@ import {
   openmpMissingMessage,
   openmpPrefix,
   pending,
+  requireMpi,
+  unbuiltMpis,
   WaitTimeoutError,
   waitFor,
 } from '@mqd/testkit';
@@ -81,7 +86,7 @@ const median = (xs: readonly number[]): number =>
   [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? -1;
 
 /** Fails (never skips) when provisioning did not build this MPI or the OpenMP runtime. */
-function requireBuilt(mpi: MpiName): void {
+function requireBuilt(mpi: AnyMpiName): void {
   expect(mpiAvailable(mpi), mpiMissingMessage(mpi)).toBe(true);
   expect(openmpAvailable(), openmpMissingMessage()).toBe(true);
 }
@@ -209,8 +214,23 @@ function expectQueues(where: string, r: RankSnapshot, fixture: HybridFixture): v
   }
 }
 
-describe.each(MPI_NAMES)('%s', (mpi) => {
-  const label = MPI_LABELS[mpi];
+// The four builds (issue 14). MPICH 4.2.1 runs only where it was built (the archive mirror here
+// serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
+// says so and how to build it.
+const MATRIX = mpiMatrix();
+const UNBUILT = unbuiltMpis();
+
+for (const mpi of UNBUILT) {
+  describe(mpi, () => {
+    it(`${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}: not built here, and the error says how to build it`, () => {
+      expect(() => requireMpi(mpi)).toThrow(/^MQD_TESTKIT_E_NO_MPI: .*MQD_MPICH42_TARBALL=/);
+    });
+  });
+}
+
+// What the runtime shows beside each MPI library: every build.
+describe.each(MATRIX)('%s', (mpi) => {
+  const label = `${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}`;
 
   it.each(HYBRID_FIXTURES)(
     `${label} (${mpi}): %s: every rank's OpenMP threads as EXPECTED_OPENMP, on the stacks, beside the queues, equal to the gdb OMPD oracle`,
@@ -350,6 +370,11 @@ describe.each(MPI_NAMES)('%s', (mpi) => {
       });
     },
   );
+});
+
+// The reader's own behaviour (OMP_DEBUG unset, repeated reads, a crashing libompd): the 4.x builds.
+describe.each(MPI_NAMES)('%s', (mpi) => {
+  const label = `${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}`;
 
   it(`${label} (${mpi}): omp_single_recv without OMP_DEBUG: every rank MQD_E_OMPD_DISABLED naming OMP_DEBUG=enabled, queues read`, async () => {
     requireBuilt(mpi);

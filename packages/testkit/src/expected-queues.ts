@@ -76,7 +76,10 @@ export const MPI_QUEUE_TRAITS: Readonly<Record<MpiName, MpiQueueTraits>> = {
  */
 export const NEW_MPI_QUEUE_TRAITS: Readonly<Record<NewMpiName, MpiQueueTraits>> = {
   // Open MPI 5.0.7's libompi_dbg_msgq.so reads the same ob1 request lists as 4.1's: the same
-  // traits, verified on wrong_tag, ring_ssend and split_wildcard.
+  // traits and the same raw fields, verified on every hang fixture (queues.mpi.test.ts through
+  // mqs-dump, apps/cli/test/new-mpis.mpi.test.ts through MQD) and every corner fixture
+  // (expectedCornerQueues, packages/mqd-core/test/corners.mpi.test.ts). Its communicator ids are
+  // c_index, equal to 4.1's context ids in these fixtures (docs/mpi-facts.md).
   openmpi5: MPI_QUEUE_TRAITS.openmpi,
   // MPICH 4.2.1 (ch4): NOT verified yet, no build here (docs/mpi-facts.md); 4.0.2's traits until
   // a build says otherwise. Expect showsBlockingSends to change: ch4's MPID_Send is MPID_Isend,

@@ -5,6 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import {
+  ALL_MPI_NAMES,
   type AnyMpiName,
   FIXTURES_DIR,
   MPI_FAMILIES,
@@ -36,6 +37,20 @@ export function mpiMissingMessage(mpi: AnyMpiName): string {
         'source), run it with MQD_MPICH42_TARBALL=/path/to/mpich-4.2.1.tar.gz'
       : '')
   );
+}
+
+/**
+ * The real-MPI test matrix: every build provisioning always makes, and MPICH 4.2.1 where it was
+ * built (from MQD_MPICH42_TARBALL: the mirror serves no source for it).
+ */
+export function mpiMatrix(): readonly AnyMpiName[] {
+  return ALL_MPI_NAMES.filter((m) => m !== 'mpich42' || mpiAvailable(m));
+}
+
+/** The builds mpiMatrix leaves out (a test checks each says why: mpiMissingMessage). */
+export function unbuiltMpis(): readonly AnyMpiName[] {
+  const matrix = mpiMatrix();
+  return ALL_MPI_NAMES.filter((m) => !matrix.includes(m));
 }
 
 /** Throws mpiMissingMessage unless the MPI is provisioned. */

@@ -1,5 +1,6 @@
-// Golden snapshots: real snapshots of the fixtures, recorded from the real Open MPI and MPICH
-// builds (apps/cli/test/golden.mpi.test.ts, `UPDATE_GOLDEN=1` to re-record), normalised so they
+// Golden snapshots: real snapshots of the fixtures, recorded from every real MPI build
+// (fixtures/golden/<mpi>/: Open MPI 4.1.4, MPICH 4.0.2, Open MPI 5.0.7; MPICH 4.2.1 once it is
+// built) by apps/cli/test/golden.mpi.test.ts (`UPDATE_GOLDEN=1` to re-record), normalised so they
 // do not depend on the machine or the run, and committed under fixtures/golden/. The unit
 // project runs the analysis, the CLI's text and the API over them without starting MPI.
 //
@@ -13,7 +14,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { foldMpiName, type JobSnapshot, type RankSnapshot, type ThreadStack } from '@mqd/model';
-import { type MpiName, mpiCacheDir } from './config.js';
+import { ALL_MPI_NAMES, type AnyMpiName, mpiCacheDir } from './config.js';
 import { HANG_FIXTURES } from './expected-queues.js';
 
 export const GOLDEN_DIR: string = fileURLToPath(new URL('../../../fixtures/golden/', import.meta.url));
@@ -34,14 +35,14 @@ export const GOLDEN_TIME = '2026-01-01T00:00:00.000Z';
 export const GOLDEN_MPI_ROOT = '/opt/mqd-mpi';
 export const GOLDEN_REPO_ROOT = '/src/mqd';
 
-export function goldenFile(mpi: MpiName, fixture: string, ext: 'snapshot.json' | 'txt'): string {
+export function goldenFile(mpi: AnyMpiName, fixture: string, ext: 'snapshot.json' | 'txt'): string {
   return join(GOLDEN_DIR, mpi, `${fixture}.${ext}`);
 }
 
-/** Every recorded golden snapshot, as [mpi, fixture] pairs. */
-export function listGolden(): Array<[MpiName, string]> {
-  const out: Array<[MpiName, string]> = [];
-  for (const mpi of ['openmpi', 'mpich'] as const) {
+/** Every recorded golden snapshot, as [mpi, fixture] pairs (a build never recorded has none). */
+export function listGolden(): Array<[AnyMpiName, string]> {
+  const out: Array<[AnyMpiName, string]> = [];
+  for (const mpi of ALL_MPI_NAMES) {
     const dir = join(GOLDEN_DIR, mpi);
     if (!existsSync(dir)) continue;
     for (const f of readdirSync(dir).sort()) {

@@ -43,14 +43,18 @@ export {
   type StackFixture,
 } from './expected-stacks.js';
 export {
+  type CompileStep,
+  compileCached,
   DEBUGLINK_FIXTURES,
   DEBUGLINK_SUFFIX,
   fixtureBinary,
   listFixtures,
   mpiAvailable,
+  mpiMatrix,
   mpiMissingMessage,
   mpiPrefix,
   requireMpi,
+  unbuiltMpis,
 } from './fixtures.js';
 export {
   GOLDEN_DIR,

@@ -5,18 +5,19 @@ import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { assertUnreachable, err, type OpStatus, ok, type Pid, type Result } from '@mqd/model';
-import { FIXTURES_DIR, type MpiName } from './config.js';
+import { type AnyMpiName, FIXTURES_DIR, MPI_FAMILIES } from './config.js';
 import { mpiPrefix, requireMpi } from './fixtures.js';
 
-/** Path of the MPI's message-queue DLL (MPIR_dll_name of these builds). */
-export function queueDll(mpi: MpiName): string {
-  switch (mpi) {
+/** Path of the MPI's message-queue DLL (MPIR_dll_name of these builds; each family keeps it at the same place under its prefix). */
+export function queueDll(mpi: AnyMpiName): string {
+  const family = MPI_FAMILIES[mpi];
+  switch (family) {
     case 'openmpi':
       return join(mpiPrefix(mpi), 'lib', 'openmpi', 'libompi_dbg_msgq.so');
     case 'mpich':
       return join(mpiPrefix(mpi), 'lib', 'libtvmpich.so');
     default:
-      return assertUnreachable(mpi);
+      return assertUnreachable(family);
   }
 }
 
@@ -165,7 +166,7 @@ export function parseMqsDump(text: string): DumpedProcess[] {
  * Reads the queues of live MPI processes through the MPI's own DLL. Failing to run the tool is
  * an error value; a process the DLL refused has `error` set.
  */
-export function mqsDump(mpi: MpiName, pids: readonly Pid[]): Promise<Result<DumpedProcess[], string>> {
+export function mqsDump(mpi: AnyMpiName, pids: readonly Pid[]): Promise<Result<DumpedProcess[], string>> {
   requireMpi(mpi);
   const binary = mqsDumpBinary();
   return new Promise((resolve) => {

@@ -1,9 +1,5 @@
-// Every hybrid MPI+OpenMP fixture under both MPIs, np=2: LLVM's own gdb OMPD plugin (the oracle,
-// independent of mqd-core's reader) sees each rank's OpenMP threads exactly as EXPECTED_OPENMP
-// says, the thread EXPECTED_OPENMP puts in a call shows it on its stack, and the MPI queues hold
-// the one receive the fixture posts. Without OMP_DEBUG the oracle gets no state at all.
-
 import {
+  type AnyMpiName,
   disposeAll,
   done,
   EXPECTED_OPENMP,
@@ -17,9 +13,9 @@ import {
   HYBRID_WORLD_RECEIVE_TAGS,
   launchFixture,
   MPI_LABELS,
-  MPI_NAMES,
-  type MpiName,
+  MPI_VERSIONS,
   mpiAvailable,
+  mpiMatrix,
   mpiMissingMessage,
   mqsDump,
   type OracleReport,
@@ -29,7 +25,9 @@ import {
   openmpMissingMessage,
   pending,
   type RankProcess,
+  requireMpi,
   threadFrames,
+  unbuiltMpis,
   WaitTimeoutError,
   waitFor,
 } from '@mqd/testkit';
@@ -43,8 +41,14 @@ afterAll(async () => {
   await disposeAll();
 });
 
+// The four builds (issue 14). MPICH 4.2.1 runs only where it was built (the archive mirror here
+// serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
+// says so and how to build it.
+const MATRIX = mpiMatrix();
+const UNBUILT = unbuiltMpis();
+
 /** Fails (never skips) when provisioning did not build this MPI or the OpenMP runtime. */
-function requireBuilt(mpi: MpiName): void {
+function requireBuilt(mpi: AnyMpiName): void {
   expect(mpiAvailable(mpi), mpiMissingMessage(mpi)).toBe(true);
   expect(openmpAvailable(), openmpMissingMessage()).toBe(true);
 }
@@ -99,8 +103,16 @@ async function settledReport(rank: RankProcess, expected: readonly Seen[]): Prom
   return last;
 }
 
-describe.each(MPI_NAMES)('%s', (mpi) => {
-  const label = MPI_LABELS[mpi];
+for (const mpi of UNBUILT) {
+  describe(mpi, () => {
+    it(`${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}: not built here, and the error says how to build it`, () => {
+      expect(() => requireMpi(mpi)).toThrow(/^MQD_TESTKIT_E_NO_MPI: .*MQD_MPICH42_TARBALL=/);
+    });
+  });
+}
+
+describe.each(MATRIX)('%s', (mpi) => {
+  const label = `${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}`;
 
   it.each(HYBRID_FIXTURES)(
     `${label}: %s threads match EXPECTED_OPENMP (gdb OMPD oracle)`,
