@@ -450,7 +450,10 @@ export async function launchFixture(opts: LaunchOptions): Promise<FixtureJob> {
   const anyThread = hybrid || blocksOffMainThread(opts.fixture);
 
   installHandlers();
-  const child = spawn(cmd.file, cmd.args, {
+  // Through setpriv --pdeathsig: if this process dies without disposing the job (a test worker
+  // killed by a native crash), the starter is killed with it and takes its ranks down, instead
+  // of leaving a hung job (some spin) on the machine.
+  const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', cmd.file, ...cmd.args], {
     cwd: dirname(binary),
     env,
     // Its own process group, so the job can be killed as a group and a ^C of the test runner

@@ -9,7 +9,7 @@
 // Runs only in a reader child (host-main.ts) or a test: a library that crashes or loops takes
 // that process down; the supervisor (host/client.ts) learns which library through `onEnter`.
 import { existsSync } from 'node:fs';
-import { isAbsolute } from 'node:path';
+import { basename, isAbsolute } from 'node:path';
 import {
   err,
   type MqdError,
@@ -50,6 +50,12 @@ type Fn = (...args: unknown[]) => unknown;
 const libc = koffi.load('libc.so.6');
 const cMalloc = libc.func('uintptr_t malloc(size_t n)') as (n: number) => number | bigint;
 const cFree = libc.func('void free(uintptr_t p)') as (p: bigint) => void;
+
+/**
+ * File names of OpenMP runtimes: LLVM's libomp (and its libiomp5 / libgomp compatibility names),
+ * Intel's libiomp5, GNU's libgomp (which has no OMPD library: such a rank reads as no runtime).
+ */
+const OPENMP_RUNTIME_NAME = /^lib(omp|iomp5|gomp)(-[0-9.]+)?\.so(\.[0-9.]+)?$/;
 
 /** Entries of ompd_dll_locations looked at (the runtime writes two). */
 const MAX_LOCATIONS = 16;
@@ -256,7 +262,14 @@ export class OmpdHost {
     target: OmpdTarget,
     opts: OmpdReadOptions,
   ): Result<{ runtime: MappedModule; path: string }, MqdError> | null {
-    const runtime = target.image.modules.find((m) => m.file.symbol('ompd_dll_locations') !== undefined);
+    // Only the executable (a static runtime) and libraries named like an OpenMP runtime are
+    // searched: indexing the symbol table of every module a process maps (libc, libstdc++, the
+    // MPI libraries' full .symtab) inside the stop would cost every rank without OpenMP.
+    const runtime = target.image.modules.find(
+      (m) =>
+        (m.path === target.image.exe || OPENMP_RUNTIME_NAME.test(basename(m.path))) &&
+        m.file.symbol('ompd_dll_locations') !== undefined,
+    );
     if (!runtime) return null;
     const where = `${labelOf(target)}'s OpenMP runtime ${runtime.path}`;
     const sym = (name: string) => {
