@@ -9,6 +9,7 @@ mkdir -p bench/results
 run() { echo "--- $1"; shift; "$@"; }
 run "mqd-core snapshot (real Open MPI and MPICH, 4 ranks)" node --import tsx packages/mqd-core/bench/snapshot.bench.ts
 run "mqd-core stacks in the same stop (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/stacks.bench.ts
+run "mqd-core OpenMP (OMPD) in the same stop (real hybrid Open MPI and MPICH jobs)" node --import tsx packages/mqd-core/bench/openmp.bench.ts
 run "mqd-core deep queues: 20,000 + 20,000 on one rank vs a 3-rank ring (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/deep-queues.bench.ts
 run "mqd-core warm 4-rank snapshot vs a direct resolved read (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/warm-path.bench.ts
 run "mqd-core parallel readers: 64 ranks of one DLL (conformance targets)" node --import tsx packages/mqd-core/bench/parallel-readers.bench.ts
