@@ -10,21 +10,21 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Communicator, JobSnapshot, RankSnapshot } from '@mqd/model';
-import { done, type ExpectedOp, expectedQueues, failed, fixtureBinary, pending, waitFor } from '@mqd/testkit';
+import { done, type ExpectedOp, expectedQueues, fixtureBinary, pending, waitFor } from '@mqd/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createCluster,
   launchNetnsJob,
   mqdCommand,
+  type NetnsAggregator,
   type NetnsCluster,
   type NetnsJob,
   type NetnsProcess,
   netnsId,
   netnsOfPid,
   spawnInNetns,
+  startNetnsAggregator,
   traceState,
-  UNIX_FORWARD,
-  unixHttp,
 } from './netns.js';
 
 const RUN = `mqdmn${process.pid}`;
@@ -38,33 +38,22 @@ const START_TIMEOUT_MS = 40_000;
 let cluster: NetnsCluster | null = null;
 let workDir: string | null = null;
 let job: NetnsJob | null = null;
-let aggregator: NetnsProcess | null = null;
-let forwarder: NetnsProcess | null = null;
+let served: NetnsAggregator | null = null;
 /** Every agent ever started, killed ones included, for the teardown. */
 const allAgents: NetnsProcess[] = [];
-let port = 0;
-let socketPath = '';
 let jobId = '';
 /** The digest of the first whole snapshot: the job is hung, so a whole snapshot must match it. */
 let wholeDigest = '';
 
 // ---- the REST API, through the forwarder in the aggregator's namespace ---------------------
 
-async function api<T>(
-  method: 'GET' | 'POST',
-  path: string,
-  body?: unknown,
-): Promise<{ status: number; body: T }> {
-  const r = await unixHttp(socketPath, method, path, {
-    token: ADMIN_TOKEN,
-    ...(body === undefined ? {} : { body }),
-  });
-  try {
-    return { status: r.status, body: JSON.parse(r.text) as T };
-  } catch {
-    throw new Error(`${method} ${path}: ${r.status} with a body that is not JSON: ${r.text.slice(0, 500)}`);
-  }
+function theServed(): NetnsAggregator {
+  if (served === null) throw new Error('the aggregator was not started');
+  return served;
 }
+
+const api = <T>(method: 'GET' | 'POST', path: string, body?: unknown) =>
+  theServed().api<T>(method, path, body);
 
 interface AgentRow {
   readonly agentId: string;
@@ -115,7 +104,7 @@ function startAgent(host: string): NetnsProcess {
     mqdCommand([
       'agent',
       '--server',
-      `http://${node.aggregatorAddress}:${port}`,
+      `http://${node.aggregatorAddress}:${theServed().port}`,
       '--allow-insecure-http',
       '--token',
       AGENT_TOKEN,
@@ -128,18 +117,8 @@ function startAgent(host: string): NetnsProcess {
 }
 
 /** Waits until the aggregator lists this agent process (its default id is HOST-PID) as connected. */
-async function untilConnected(agent: NetnsProcess, host: string): Promise<void> {
-  const agentId = `${host}-${agent.pid}`;
-  await waitFor(
-    async () => {
-      const exit = agent.exitStatus();
-      if (exit !== undefined) return failed(`${agent.label} exited (code ${exit.code}):\n${agent.output()}`);
-      const row = (await listAgents()).find((a) => a.agentId === agentId);
-      return row?.connected === true && row.host === host ? done(true) : pending(JSON.stringify(row ?? null));
-    },
-    { timeoutMs: START_TIMEOUT_MS, what: `agent ${agentId} to be listed as connected` },
-  );
-}
+const untilConnected = (agent: NetnsProcess, host: string): Promise<void> =>
+  theServed().untilConnected(agent, host, START_TIMEOUT_MS);
 
 /** Every rank runs on: not stopped, not traced. A read must leave nothing attached. */
 function expectRanksRunning(): void {
@@ -199,35 +178,17 @@ beforeAll(async () => {
   // Compile (or find) the fixture before anything is started.
   const binary = fixtureBinary('mpich', 'wrong_tag');
   workDir = mkdtempSync(join(tmpdir(), `${RUN}-`));
-  socketPath = join(workDir, 'api.sock');
   cluster = createCluster(RUN, HOSTS);
   const c = cluster;
 
   // The aggregator and the job start side by side: both take a few seconds.
-  aggregator = spawnInNetns(
-    'aggregator',
-    c.aggregatorNetns,
-    mqdCommand([
-      'serve',
-      '--no-local-agent',
-      // The test's private network namespaces carry no TLS; the aggregator says so loudly.
-      '--allow-insecure-http',
-      // Every node's agent derives nothing: they share the secret (allowed explicitly here).
-      '--allow-shared-agent-token',
-      '--host',
-      '0.0.0.0',
-      '--port',
-      '0',
-      '--agent-token',
-      AGENT_TOKEN,
-      '--admin-token',
-      ADMIN_TOKEN,
-      '--data-dir',
-      ':memory:',
-    ]),
-  );
-  const agg = aggregator;
-  const listening = agg.waitForOutput(/aggregator at http:\/\/\S+:(\d+)/, START_TIMEOUT_MS);
+  const serving = startNetnsAggregator({
+    netns: c.aggregatorNetns,
+    workDir,
+    adminToken: ADMIN_TOKEN,
+    agentToken: AGENT_TOKEN,
+    timeoutMs: START_TIMEOUT_MS,
+  });
   const launched = launchNetnsJob({
     cluster: c,
     mpi: 'mpich',
@@ -242,21 +203,12 @@ beforeAll(async () => {
     workDir,
     timeoutMs: START_TIMEOUT_MS,
   });
-  // Settle both before failing, so a job that starts after the aggregator failed is still disposed.
-  const [served, started] = await Promise.allSettled([listening, launched]);
+  // Settle both before failing, so whichever started is still torn down.
+  const [aggregator, started] = await Promise.allSettled([serving, launched]);
+  if (aggregator.status === 'fulfilled') served = aggregator.value;
   if (started.status === 'fulfilled') job = started.value;
-  if (served.status === 'rejected') throw served.reason;
+  if (aggregator.status === 'rejected') throw aggregator.reason;
   if (started.status === 'rejected') throw started.reason;
-  port = Number(served.value[1]);
-
-  forwarder = spawnInNetns('forwarder', c.aggregatorNetns, [
-    process.execPath,
-    UNIX_FORWARD,
-    socketPath,
-    '127.0.0.1',
-    String(port),
-  ]);
-  await forwarder.waitForOutput(/MQD_FORWARD_READY/, START_TIMEOUT_MS);
 
   const agents = HOSTS.map((h) => [h, startAgent(h)] as const);
   await Promise.all(agents.map(([h, a]) => untilConnected(a, h)));
@@ -273,8 +225,7 @@ afterAll(async () => {
     }
   };
   for (const a of allAgents) await attempt(() => a.kill());
-  await attempt(() => forwarder?.kill());
-  await attempt(() => aggregator?.kill());
+  await attempt(() => served?.kill());
   await attempt(() => job?.dispose());
   await attempt(() => cluster?.dispose());
   await attempt(() => workDir !== null && rmSync(workDir, { recursive: true, force: true }));
@@ -290,7 +241,7 @@ describe('MPICH job on two network-namespace nodes, an agent on each, the aggreg
     expect(theJob().ranks.map((r) => netnsOfPid(r.pid))).toEqual(HOST_OF_RANK.map(nsOf));
     expect(allAgents.map((a) => netnsOfPid(a.pid))).toEqual(HOSTS.map(nsOf));
     expect(netnsOfPid(theJob().starterPid)).toBe(nsOf('node1'));
-    expect(netnsOfPid(aggregator?.pid ?? 0)).toBe(netnsId(c.aggregatorNetns));
+    expect(netnsOfPid(theServed().aggregator.pid)).toBe(netnsId(c.aggregatorNetns));
     expect(new Set([netnsOfPid(process.pid), ...HOSTS.map(nsOf), netnsId(c.aggregatorNetns)]).size).toBe(4);
   });
 
