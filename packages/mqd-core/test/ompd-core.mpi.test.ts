@@ -12,21 +12,14 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import type { JobSnapshot, OmpThread, OpenMpRuntime, RankSnapshot } from '@mqd/model';
+import type { JobSnapshot, OpenMpRuntime, RankSnapshot } from '@mqd/model';
 import {
   done,
-  EXPECTED_OPENMP,
-  type ExpectedOmpThread,
   type FixtureJob,
   type HybridFixture,
   liveDescendants,
   MPI_LABELS,
   MPI_NAMES,
-  type MpiName,
-  mpiAvailable,
-  mpiMissingMessage,
-  openmpAvailable,
-  openmpMissingMessage,
   openmpPrefix,
   pending,
   waitFor,
@@ -35,6 +28,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { dllNamedByCore } from '../src/host/dll-name.js';
 import { DebugFileRegistry, MqsSession, OpenedCore } from '../src/index.js';
 import { fixtureRig } from './fixture-rig.js';
+import {
+  expectedOmpShape,
+  fromOurs,
+  ompShape,
+  rankOf,
+  requireHybridBuilt,
+  tableOrder,
+} from './openmp-checks.js';
 
 const run = promisify(execFile);
 const rig = fixtureRig();
@@ -46,53 +47,15 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 const FIXTURES: readonly HybridFixture[] = ['omp_single_recv', 'omp_lock_deadlock'];
 const LIBOMPD = () => join(openmpPrefix(), 'lib', 'libompd.so');
 
-/** Fails (never skips) when provisioning did not build this MPI or the OpenMP runtime. */
-function requireBuilt(mpi: MpiName): void {
-  expect(mpiAvailable(mpi), mpiMissingMessage(mpi)).toBe(true);
-  expect(openmpAvailable(), openmpMissingMessage()).toBe(true);
-}
-
-const rankOf = (s: JobSnapshot, rank: number): RankSnapshot => {
-  const r = s.ranks.find((x) => x.rank === rank);
-  if (!r) throw new Error(`rank ${rank} missing from the snapshot`);
-  return r;
-};
-
-/** EXPECTED_OPENMP's order and fields: (level, thread number, tid). */
-const shapeOf = (rt: OpenMpRuntime) =>
-  [...rt.threads]
-    .sort(
-      (a, b) =>
-        (a.parallel?.level ?? 0) - (b.parallel?.level ?? 0) ||
-        (a.threadNum ?? -1) - (b.threadNum ?? -1) ||
-        a.tid - b.tid,
-    )
-    .map((t: OmpThread) => ({
-      threadNum: t.threadNum,
-      state: t.state,
-      teamSize: t.parallel?.teamSize ?? null,
-      level: t.parallel?.level ?? null,
-      kind: t.task?.kind ?? null,
-    }));
-const expectedShape = (fixture: HybridFixture, rank: number) =>
-  (EXPECTED_OPENMP[fixture][rank] ?? []).map((t: ExpectedOmpThread) => ({
-    threadNum: t.threadNum,
-    state: t.state,
-    teamSize: t.parallel.teamSize,
-    level: t.parallel.level,
-    kind: t.taskKind,
-  }));
-const shape = (r: RankSnapshot) => (r.openmp ? shapeOf(r.openmp) : (r.openmpError ?? r.openmp));
-
 const targetsOf = (job: FixtureJob) => job.ranks.map((r) => ({ pid: r.pid, rank: r.rank }));
 
 /** A live snapshot once every rank's OpenMP threads have EXPECTED_OPENMP's shape (threads settle after READY). */
 async function settledLive(job: FixtureJob, fixture: HybridFixture): Promise<JobSnapshot> {
-  const want = JSON.stringify(job.ranks.map((r) => expectedShape(fixture, r.rank)));
+  const want = JSON.stringify(job.ranks.map((r) => expectedOmpShape(fixture, r.rank)));
   return waitFor(
     async () => {
       const { snapshot } = await snapshotter.snapshot(targetsOf(job));
-      const seen = JSON.stringify(job.ranks.map((r) => shape(rankOf(snapshot, r.rank))));
+      const seen = JSON.stringify(job.ranks.map((r) => ompShape(rankOf(snapshot, r.rank))));
       return seen === want ? done(snapshot) : pending(seen);
     },
     {
@@ -135,7 +98,9 @@ function expectSameOpenMp(
   expect(byTid(rt), `${where}: threads by tid, core vs live`).toEqual(byTid(liveRt));
   // The same runtime and library version (where the library was loaded from is the caller's check).
   expect([rt.runtime, rt.version], where).toEqual([liveRt.runtime, liveRt.version]);
-  expect(shapeOf(rt), `${where}: EXPECTED_OPENMP`).toEqual(expectedShape(fixture, core.rank));
+  expect(tableOrder(rt).map(fromOurs), `${where}: EXPECTED_OPENMP`).toEqual(
+    expectedOmpShape(fixture, core.rank),
+  );
   // The core's stacks carry the same states, on the same threads; the MPI call is the live one's.
   const states = (r: RankSnapshot) =>
     (r.threads ?? []).filter((t) => t.ompState !== undefined).map((t) => [t.tid, t.ompState]);
@@ -154,7 +119,7 @@ describe.each(MPI_NAMES)('%s', (mpi) => {
   it.each(FIXTURES)(
     `${label} (${mpi}): %s: OpenMP threads from captured cores equal the live read and EXPECTED_OPENMP`,
     async (fixture) => {
-      requireBuilt(mpi);
+      requireHybridBuilt(mpi);
       const job = await rig.launch({ mpi, fixture, hybrid: true });
       const live = await settledLive(job, fixture);
       const paths = await capture(job, join(work, `${mpi}-${fixture}`));
@@ -183,7 +148,7 @@ describe.each(MPI_NAMES)('%s', (mpi) => {
   );
 
   it(`${label} (${mpi}): a core of omp_single_recv run without OMP_DEBUG: MQD_E_OMPD_DISABLED naming OMP_DEBUG=enabled, queues and stacks read`, async () => {
-    requireBuilt(mpi);
+    requireHybridBuilt(mpi);
     const job = await rig.launch({ mpi, fixture: 'omp_single_recv', hybrid: true, unsetEnv: ['OMP_DEBUG'] });
     expect(job.output()).not.toContain('OMP_OMPD active');
     const paths = await capture(job, join(work, `${mpi}-no-omp-debug`));
@@ -212,7 +177,7 @@ describe.each(MPI_NAMES)('%s', (mpi) => {
 describe('the OMPD library of a core', () => {
   it("Open MPI: found under the sysroot; the DLL policy and the supervisor's refusals apply to it; nothing leaks", async () => {
     const mpi = 'openmpi';
-    requireBuilt(mpi);
+    requireHybridBuilt(mpi);
     const fixture = 'omp_lock_deadlock';
     const job = await rig.launch({ mpi, fixture, hybrid: true });
     const live = await settledLive(job, fixture);
@@ -270,7 +235,7 @@ describe('the OMPD library of a core', () => {
 
   it('MPICH: a kernel core (SIGABRT) of one hybrid rank gives the live OpenMP threads', async () => {
     const mpi = 'mpich';
-    requireBuilt(mpi);
+    requireHybridBuilt(mpi);
     const fixture = 'omp_single_recv';
     const job = await rig.launch({ mpi, fixture, hybrid: true });
     const live = await settledLive(job, fixture);

@@ -11,19 +11,10 @@
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { isWorld, type JobSnapshot, type OmpThread, type RankSnapshot, validateSnapshot } from '@mqd/model';
 import {
-  isWorld,
-  type JobSnapshot,
-  type OmpThread,
-  type OpenMpRuntime,
-  type RankSnapshot,
-  validateSnapshot,
-} from '@mqd/model';
-import {
-  type AnyMpiName,
   done,
   EXPECTED_OPENMP,
-  type ExpectedOmpThread,
   expectedHybridCall,
   type FixtureJob,
   frameMatcher,
@@ -34,13 +25,9 @@ import {
   MPI_LABELS,
   MPI_NAMES,
   MPI_VERSIONS,
-  mpiAvailable,
   mpiMatrix,
-  mpiMissingMessage,
   type OracleThread,
   ompdOracle,
-  openmpAvailable,
-  openmpMissingMessage,
   openmpPrefix,
   pending,
   requireMpi,
@@ -62,6 +49,15 @@ import {
 } from '../src/index.js';
 import { fixtureRig } from './fixture-rig.js';
 import { buildOmpd } from './ompd-kit.js';
+import {
+  expectedOmpShape,
+  fromOurs,
+  fromTable,
+  ompShape,
+  rankOf,
+  requireHybridBuilt,
+  tableOrder,
+} from './openmp-checks.js';
 
 const rig = fixtureRig();
 const { snapshotter } = rig;
@@ -85,12 +81,6 @@ afterAll(() => {
 const median = (xs: readonly number[]): number =>
   [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? -1;
 
-/** Fails (never skips) when provisioning did not build this MPI or the OpenMP runtime. */
-function requireBuilt(mpi: AnyMpiName): void {
-  expect(mpiAvailable(mpi), mpiMissingMessage(mpi)).toBe(true);
-  expect(openmpAvailable(), openmpMissingMessage()).toBe(true);
-}
-
 async function snap(job: FixtureJob, opts: { stacks?: boolean } = {}): Promise<JobSnapshot> {
   const { snapshot } = await snapshotter.snapshot(
     job.ranks.map((r) => ({ pid: r.pid, rank: r.rank })),
@@ -100,38 +90,6 @@ async function snap(job: FixtureJob, opts: { stacks?: boolean } = {}): Promise<J
   expect(valid.ok ? 'valid' : valid.error.message).toBe('valid');
   return snapshot;
 }
-
-const rankOf = (s: JobSnapshot, rank: number): RankSnapshot => {
-  const r = s.ranks.find((x) => x.rank === rank);
-  if (!r) throw new Error(`rank ${rank} missing from the snapshot`);
-  return r;
-};
-
-/** The table's order: (level, thread number, tid). */
-function tableOrder(rt: OpenMpRuntime): OmpThread[] {
-  return [...rt.threads].sort(
-    (a, b) =>
-      (a.parallel?.level ?? 0) - (b.parallel?.level ?? 0) ||
-      (a.threadNum ?? -1) - (b.threadNum ?? -1) ||
-      a.tid - b.tid,
-  );
-}
-
-/** What EXPECTED_OPENMP says of a thread, in the same shape as ours. */
-const fromTable = (t: ExpectedOmpThread) => ({
-  threadNum: t.threadNum,
-  state: t.state,
-  teamSize: t.parallel.teamSize,
-  level: t.parallel.level,
-  kind: t.taskKind,
-});
-const fromOurs = (t: OmpThread) => ({
-  threadNum: t.threadNum,
-  state: t.state,
-  teamSize: t.parallel?.teamSize ?? null,
-  level: t.parallel?.level ?? null,
-  kind: t.task?.kind ?? null,
-});
 
 /** Per tid, what both our reader and the oracle say (null = the reader gave none). */
 const oursForOracle = (t: OmpThread) => ({
@@ -157,9 +115,6 @@ const theirs = (t: OracleThread) => ({
   entry: t.entry,
 });
 
-const shape = (r: RankSnapshot) =>
-  r.openmp ? tableOrder(r.openmp).map(fromOurs) : (r.openmpError ?? r.openmp);
-
 /**
  * A snapshot in which every rank's OpenMP threads have the table's shape. The READY line comes
  * right before the last thread blocks; a teammate may still be on its way into the runtime's
@@ -168,11 +123,11 @@ const shape = (r: RankSnapshot) =>
  */
 async function settledSnapshot(job: FixtureJob, fixture: HybridFixture): Promise<JobSnapshot> {
   let last: JobSnapshot | undefined;
-  const want = JSON.stringify(job.ranks.map((r) => (EXPECTED_OPENMP[fixture][r.rank] ?? []).map(fromTable)));
+  const want = JSON.stringify(job.ranks.map((r) => expectedOmpShape(fixture, r.rank)));
   await waitFor(
     async () => {
       last = await snap(job);
-      const seen = JSON.stringify(job.ranks.map((r) => shape(rankOf(ensure(last), r.rank))));
+      const seen = JSON.stringify(job.ranks.map((r) => ompShape(rankOf(ensure(last), r.rank))));
       return seen === want ? done(true) : pending(seen);
     },
     {
@@ -235,7 +190,7 @@ describe.each(MATRIX)('%s', (mpi) => {
   it.each(HYBRID_FIXTURES)(
     `${label} (${mpi}): %s: every rank's OpenMP threads as EXPECTED_OPENMP, on the stacks, beside the queues, equal to the gdb OMPD oracle`,
     async (fixture) => {
-      requireBuilt(mpi);
+      requireHybridBuilt(mpi);
       const job = await rig.launch({ mpi, fixture, hybrid: true });
       expect(job.ranks.map((r) => r.rank)).toEqual([...Array(HYBRID_NP).keys()]);
       const snapshot = await settledSnapshot(job, fixture);
@@ -377,7 +332,7 @@ describe.each(MPI_NAMES)('%s', (mpi) => {
   const label = `${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}`;
 
   it(`${label} (${mpi}): omp_single_recv without OMP_DEBUG: every rank MQD_E_OMPD_DISABLED naming OMP_DEBUG=enabled, queues read`, async () => {
-    requireBuilt(mpi);
+    requireHybridBuilt(mpi);
     const job = await rig.launch({ mpi, fixture: 'omp_single_recv', hybrid: true, unsetEnv: ['OMP_DEBUG'] });
     expect(job.output()).not.toContain('OMP_OMPD active');
     const snapshot = await snap(job);
@@ -403,7 +358,7 @@ describe.each(MPI_NAMES)('%s', (mpi) => {
   });
 
   it(`${label} (${mpi}): omp_taskwait read three times in one session: identical OpenMP, no OMPD block or native block left, another host still reads after it closes`, async () => {
-    requireBuilt(mpi);
+    requireHybridBuilt(mpi);
     const job = await rig.launch({ mpi, fixture: 'omp_taskwait', hybrid: true });
     // Settle first (through the Snapshotter), then read in this process, where the OMPD host's
     // allocation count can be seen.
@@ -458,7 +413,7 @@ describe.each(MPI_NAMES)('%s', (mpi) => {
   });
 
   it(`${label} (${mpi}): a libompd that crashes costs one read; the next snapshot reads the queues and says why`, async () => {
-    requireBuilt(mpi);
+    requireHybridBuilt(mpi);
     // The rank's runtime names "<dir of libomp.so>/libompd.so": a copy of libomp.so beside the
     // crashing fake, found first through LD_LIBRARY_PATH (the fixtures' rpath is a RUNPATH).
     const dir = mkdtempSync(join(tmpdir(), 'mqd-ompd-crash-'));
