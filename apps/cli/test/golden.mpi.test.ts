@@ -6,18 +6,9 @@
 // (then `UPDATE_GOLDEN=1 npx vitest run --project unit apps/cli/test/golden.test.ts` for the texts).
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { fixtureRig } from '@mqd/core/testing';
+import { describeUnbuiltMpis, fixtureRig } from '@mqd/core/testing';
 import { type JobSnapshot, validateSnapshot } from '@mqd/model';
-import {
-  GOLDEN_FIXTURES,
-  goldenFile,
-  MPI_LABELS,
-  MPI_VERSIONS,
-  mpiMatrix,
-  normaliseSnapshot,
-  requireMpi,
-  unbuiltMpis,
-} from '@mqd/testkit';
+import { GOLDEN_FIXTURES, goldenFile, mpiMatrix, normaliseSnapshot } from '@mqd/testkit';
 import { describe, expect, it } from 'vitest';
 
 const UPDATE = process.env['UPDATE_GOLDEN'] === '1';
@@ -28,15 +19,8 @@ const { snapshotter } = rig;
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();
-const UNBUILT = unbuiltMpis();
 
-for (const mpi of UNBUILT) {
-  describe(mpi, () => {
-    it(`${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}: not built here, and the error says how to build it`, () => {
-      expect(() => requireMpi(mpi)).toThrow(/^MQD_TESTKIT_E_NO_MPI: .*MQD_MPICH42_TARBALL=/);
-    });
-  });
-}
+describeUnbuiltMpis();
 
 describe.each(MATRIX)('%s', (mpi) => {
   it.each(GOLDEN_FIXTURES)('%s: the real job still gives the recorded golden snapshot', async (fixture) => {

@@ -5,16 +5,13 @@ import {
   type ExpectedCornerComm,
   type ExpectedCornerOp,
   expectedCornerQueues,
-  MPI_LABELS,
-  MPI_VERSIONS,
   mpiMatrix,
   mpiQueueTraits,
   queueDll,
-  requireMpi,
-  unbuiltMpis,
 } from '@mqd/testkit';
 import { describe, expect, it } from 'vitest';
 import { fixtureRig } from './fixture-rig.js';
+import { describeUnbuiltMpis } from './unbuilt-mpis.js';
 
 const rig = fixtureRig();
 const { snapshotter } = rig;
@@ -23,7 +20,6 @@ const { snapshotter } = rig;
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();
-const UNBUILT = unbuiltMpis();
 
 /** What each DLL's mqs_version_string says: the library and its version. */
 const DLL_VERSION: Readonly<Record<AnyMpiName, RegExp>> = {
@@ -69,13 +65,7 @@ function checkComm(mpi: AnyMpiName, got: Communicator | undefined, w: ExpectedCo
   }
 }
 
-for (const mpi of UNBUILT) {
-  describe(mpi, () => {
-    it(`${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}: not built here, and the error says how to build it`, () => {
-      expect(() => requireMpi(mpi)).toThrow(/^MQD_TESTKIT_E_NO_MPI: .*MQD_MPICH42_TARBALL=/);
-    });
-  });
-}
+describeUnbuiltMpis();
 
 describe.each(MATRIX)('%s: interface corners on real jobs', (mpi) => {
   it.each(CORNER_FIXTURES)('%s: queues, world, remote group and DLL as expected', async (fixture) => {

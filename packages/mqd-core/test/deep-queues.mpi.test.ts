@@ -1,16 +1,8 @@
 import type { Communicator, Operation } from '@mqd/model';
-import {
-  type DumpedOp,
-  MPI_FAMILIES,
-  MPI_LABELS,
-  MPI_VERSIONS,
-  mpiMatrix,
-  mqsDump,
-  requireMpi,
-  unbuiltMpis,
-} from '@mqd/testkit';
+import { type DumpedOp, MPI_FAMILIES, mpiMatrix, mqsDump } from '@mqd/testkit';
 import { describe, expect, it } from 'vitest';
 import { fixtureRig } from './fixture-rig.js';
+import { describeUnbuiltMpis } from './unbuilt-mpis.js';
 
 const DEPTH = 20_000;
 const rig = fixtureRig();
@@ -20,7 +12,6 @@ const { snapshotter } = rig;
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();
-const UNBUILT = unbuiltMpis();
 
 function world(comms: readonly Communicator[] | null | undefined): Communicator {
   const w = comms?.find((c) => c.name === 'MPI_COMM_WORLD');
@@ -38,13 +29,7 @@ const oracle = (o: DumpedOp) => [
   o.extraText.join('|'),
 ];
 
-for (const mpi of UNBUILT) {
-  describe(mpi, () => {
-    it(`${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}: not built here, and the error says how to build it`, () => {
-      expect(() => requireMpi(mpi)).toThrow(/^MQD_TESTKIT_E_NO_MPI: .*MQD_MPICH42_TARBALL=/);
-    });
-  });
-}
+describeUnbuiltMpis();
 
 describe.each(MATRIX)('%s deep queues', (mpi) => {
   const family = MPI_FAMILIES[mpi];

@@ -30,8 +30,6 @@ import {
   ompdOracle,
   openmpPrefix,
   pending,
-  requireMpi,
-  unbuiltMpis,
   WaitTimeoutError,
   waitFor,
 } from '@mqd/testkit';
@@ -58,6 +56,7 @@ import {
   requireHybridBuilt,
   tableOrder,
 } from './openmp-checks.js';
+import { describeUnbuiltMpis } from './unbuilt-mpis.js';
 
 const rig = fixtureRig();
 const { snapshotter } = rig;
@@ -173,15 +172,8 @@ function expectQueues(where: string, r: RankSnapshot, fixture: HybridFixture): v
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();
-const UNBUILT = unbuiltMpis();
 
-for (const mpi of UNBUILT) {
-  describe(mpi, () => {
-    it(`${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}: not built here, and the error says how to build it`, () => {
-      expect(() => requireMpi(mpi)).toThrow(/^MQD_TESTKIT_E_NO_MPI: .*MQD_MPICH42_TARBALL=/);
-    });
-  });
-}
+describeUnbuiltMpis();
 
 // What the runtime shows beside each MPI library: every build.
 describe.each(MATRIX)('%s', (mpi) => {

@@ -10,19 +10,16 @@ import {
   expectedStackCall,
   type FixtureJob,
   MPI_FAMILIES,
-  MPI_LABELS,
-  MPI_VERSIONS,
   mainThreadStack,
   mpiMatrix,
-  requireMpi,
   STACK_FIXTURES,
   type StackFixture,
-  unbuiltMpis,
 } from '@mqd/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { processState, Snapshotter, tracerPid } from '../src/index.js';
 import { publicMpiName } from '../src/target/unwind.js';
 import { fixtureRig } from './fixture-rig.js';
+import { describeUnbuiltMpis } from './unbuilt-mpis.js';
 
 const rig = fixtureRig();
 const { snapshotter } = rig;
@@ -84,15 +81,8 @@ function expectedPeerTag(
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();
-const UNBUILT = unbuiltMpis();
 
-for (const mpi of UNBUILT) {
-  describe(mpi, () => {
-    it(`${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}: not built here, and the error says how to build it`, () => {
-      expect(() => requireMpi(mpi)).toThrow(/^MQD_TESTKIT_E_NO_MPI: .*MQD_MPICH42_TARBALL=/);
-    });
-  });
-}
+describeUnbuiltMpis();
 
 describe.each(MATRIX)('%s: stacks of real hung jobs', (mpi) => {
   const family = MPI_FAMILIES[mpi];

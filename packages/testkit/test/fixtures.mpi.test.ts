@@ -33,11 +33,10 @@ import {
   rankBlockedIn,
   readEnviron,
   readStat,
-  requireMpi,
-  unbuiltMpis,
   waitFor,
 } from '@mqd/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describeUnbuiltMpis } from './helpers/unbuilt-mpis.js';
 
 const NP = 4;
 
@@ -51,7 +50,6 @@ const RANK_ENV: Readonly<Record<MpiFamily, string>> = {
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();
-const UNBUILT = unbuiltMpis();
 
 const jobs: FixtureJob[] = [];
 afterEach(async () => {
@@ -87,13 +85,7 @@ async function disposeAndCheckClean(job: FixtureJob, processes: readonly ProcIde
   expect(liveJobCount()).toBe(0);
 }
 
-for (const mpi of UNBUILT) {
-  describe(mpi, () => {
-    it(`${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}: not built here, and the error says how to build it`, () => {
-      expect(() => requireMpi(mpi)).toThrow(/^MQD_TESTKIT_E_NO_MPI: .*MQD_MPICH42_TARBALL=/);
-    });
-  });
-}
+describeUnbuiltMpis();
 
 describe.each(MATRIX)('%s', (mpi) => {
   const label = `${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}`;

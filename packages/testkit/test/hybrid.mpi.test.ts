@@ -25,13 +25,12 @@ import {
   openmpMissingMessage,
   pending,
   type RankProcess,
-  requireMpi,
   threadFrames,
-  unbuiltMpis,
   WaitTimeoutError,
   waitFor,
 } from '@mqd/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describeUnbuiltMpis } from './helpers/unbuilt-mpis.js';
 
 const jobs: FixtureJob[] = [];
 afterEach(async () => {
@@ -45,7 +44,6 @@ afterAll(async () => {
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();
-const UNBUILT = unbuiltMpis();
 
 /** Fails (never skips) when provisioning did not build this MPI or the OpenMP runtime. */
 function requireBuilt(mpi: AnyMpiName): void {
@@ -103,13 +101,7 @@ async function settledReport(rank: RankProcess, expected: readonly Seen[]): Prom
   return last;
 }
 
-for (const mpi of UNBUILT) {
-  describe(mpi, () => {
-    it(`${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}: not built here, and the error says how to build it`, () => {
-      expect(() => requireMpi(mpi)).toThrow(/^MQD_TESTKIT_E_NO_MPI: .*MQD_MPICH42_TARBALL=/);
-    });
-  });
-}
+describeUnbuiltMpis();
 
 describe.each(MATRIX)('%s', (mpi) => {
   const label = `${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}`;
