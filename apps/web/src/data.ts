@@ -18,6 +18,19 @@ export interface LoadedSnapshot {
   readonly readOnly: boolean;
 }
 
+/** A snapshot made in the page (the demo, a benchmark, a test), stored nowhere: no ids. */
+export function localSnapshot(key: string, snapshot: JobSnapshot, readOnly: boolean): LoadedSnapshot {
+  return {
+    key,
+    source: 'demo',
+    snapshotId: null,
+    jobId: null,
+    takenAt: snapshot.takenAt,
+    snapshot,
+    readOnly,
+  };
+}
+
 const edgeCache = new WeakMap<JobSnapshot, EdgeTable>();
 
 /** The matrix's edge table of a snapshot, built on first use. */

@@ -11,7 +11,7 @@ import {
   syntheticStacksJob,
   syntheticWrongTagHang,
 } from '@mqd/model';
-import type { LoadedSnapshot } from './data.js';
+import { type LoadedSnapshot, localSnapshot } from './data.js';
 import type { TimelineInput } from './timeline/timeline.js';
 import type { DemoScenario } from './url-state.js';
 
@@ -56,13 +56,5 @@ export function demoSnapshot(ranks: number, scenario: DemoScenario): LoadedSnaps
   const series = demoSeries(ranks, scenario);
   const last = series[series.length - 1];
   if (!last) throw new Error('demo series is empty');
-  return {
-    key: `demo:${last.id}`,
-    source: 'demo',
-    snapshotId: null,
-    jobId: null,
-    takenAt: last.takenAt,
-    snapshot: last.snapshot,
-    readOnly: false,
-  };
+  return localSnapshot(`demo:${last.id}`, last.snapshot, false);
 }

@@ -8,7 +8,7 @@ import { type JobSnapshot, syntheticStacksJob } from '@mqd/model';
 import { flushSync } from 'react-dom';
 import { createRoot, type Root } from 'react-dom/client';
 import { createApi } from './api.js';
-import type { LoadedSnapshot } from './data.js';
+import { localSnapshot } from './data.js';
 import { initIdle } from './idle.js';
 import { StacksView } from './stacks/StacksView.js';
 import { computeStackTree } from './stacks/stack-tree.js';
@@ -74,15 +74,7 @@ async function run(): Promise<StacksBenchResult> {
   for (let i = 0; i < runs + 1; i++) {
     // A fresh object each run, so no cache of a previous run helps.
     const snapshot: JobSnapshot = { ...base, ranks: base.ranks.slice() };
-    const data: LoadedSnapshot = {
-      key: `bench:${i}`,
-      source: 'demo',
-      snapshotId: null,
-      jobId: null,
-      takenAt: snapshot.takenAt,
-      snapshot,
-      readOnly: true,
-    };
+    const data = localSnapshot(`bench:${i}`, snapshot, true);
     const url = { ...DEFAULT_STATE, view: 'stacks' as const };
     let root: Root | null = null;
     t = performance.now();

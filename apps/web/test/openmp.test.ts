@@ -14,7 +14,7 @@ import { renderToStaticMarkup } from 'react-dom/server';
 import { describe, expect, it } from 'vitest';
 import type { Api } from '../src/api.js';
 import { Diagnosis } from '../src/Diagnosis.js';
-import type { LoadedSnapshot } from '../src/data.js';
+import { type LoadedSnapshot, localSnapshot } from '../src/data.js';
 import { bannerText, explanationOf } from '../src/explanation.js';
 import { OpenMpPanel } from '../src/rank/OpenMpPanel.js';
 import { RankView } from '../src/rank/RankView.js';
@@ -22,15 +22,8 @@ import { StacksView } from '../src/stacks/StacksView.js';
 import { computeStackTree } from '../src/stacks/stack-tree.js';
 import { DEFAULT_STATE, type UrlState } from '../src/url-state.js';
 
-const loaded = (snapshot: JobSnapshot): LoadedSnapshot => ({
-  key: `t:${snapshot.takenAt}:${snapshot.ranks.length}`,
-  source: 'demo',
-  snapshotId: null,
-  jobId: null,
-  takenAt: snapshot.takenAt,
-  snapshot,
-  readOnly: true,
-});
+const loaded = (snapshot: JobSnapshot): LoadedSnapshot =>
+  localSnapshot(`t:${snapshot.takenAt}:${snapshot.ranks.length}`, snapshot, true);
 const view = (snapshot: JobSnapshot, url: Partial<UrlState>) => ({
   api: {} as Api,
   url: { ...DEFAULT_STATE, ...url },

@@ -5,6 +5,7 @@ import { createElement } from 'react';
 import { renderToStaticMarkup } from 'react-dom/server';
 import { describe, expect, it } from 'vitest';
 import type { Api } from '../src/api.js';
+import { localSnapshot } from '../src/data.js';
 import { RankView } from '../src/rank/RankView.js';
 import { DEFAULT_STATE } from '../src/url-state.js';
 
@@ -14,15 +15,7 @@ const render = (snapshot: JobSnapshot) =>
       api: {} as Api,
       url: { ...DEFAULT_STATE, view: 'rank', rank: 0 },
       setUrl: () => {},
-      data: {
-        key: 'fortran',
-        source: 'demo',
-        snapshotId: null,
-        jobId: null,
-        takenAt: snapshot.takenAt,
-        snapshot,
-        readOnly: true,
-      },
+      data: localSnapshot('fortran', snapshot, true),
     }),
   );
 
