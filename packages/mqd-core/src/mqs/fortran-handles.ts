@@ -59,7 +59,7 @@ function openMpiHandles(
   const size = Math.min(Math.max(i32(sizeBytes), 0), MAX_TABLE_SLOTS);
   const slots = read(u64(addrBytes), size * 8);
   if (!slots) return;
-  let wanted = [...out.keys()].length;
+  let wanted = out.size;
   for (let f = 0; f < size && wanted > 0; f++) {
     const comm = u64(slots.subarray(f * 8, f * 8 + 8));
     if (comm === 0n) continue;
