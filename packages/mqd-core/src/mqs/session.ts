@@ -799,9 +799,19 @@ export class MqsSession {
     opts: OmpdReadOptions,
     core: Pick<OmpdTarget, 'label' | 'threadPointers' | 'fileOnDisk'> = {},
   ): RawOpenMp {
+    const sizes = this.typeSizes.get(t.key);
     try {
       return this.ompd.read(
-        { ...core, pid: t.pid, tids, image: t.image, memKey: t.key, hot: this.hot },
+        {
+          ...core,
+          pid: t.pid,
+          tids,
+          image: t.image,
+          memKey: t.key,
+          hot: this.hot,
+          // Read once per process when it was set up: not the executable's header again per stop.
+          ...(sizes !== undefined ? { typeSizes: sizes } : {}),
+        },
         opts,
       );
     } catch (e) {

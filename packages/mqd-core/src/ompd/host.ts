@@ -22,7 +22,7 @@ import {
 import koffi from 'koffi';
 import { checkDllPolicy, type DllPolicy } from '../host/identity.js';
 import type { HotPath } from '../mqs/shim.js';
-import { targetTypeSizes } from '../mqs/target-arch.js';
+import { type TypeSizes, targetTypeSizes } from '../mqs/target-arch.js';
 import { permanentAlloc } from '../native/alloc.js';
 import { NT_PRSTATUS, NT_PRSTATUS_BYTES, readRegSet } from '../native/ptrace-ext.js';
 import { USER_REGS_FS_BASE } from '../target/core-file.js';
@@ -76,6 +76,8 @@ export interface OmpdTarget {
   readonly threadPointers?: ReadonlyMap<number, bigint>;
   /** Where a file the target names is found here (a core read with `--sysroot`); default its own path. */
   readonly fileOnDisk?: (path: string) => string;
+  /** The target's type sizes when the caller has read them already (the MQD session has, per process). */
+  readonly typeSizes?: TypeSizes;
 }
 
 const labelOf = (t: OmpdTarget): string => t.label ?? `pid ${t.pid}`;
@@ -716,7 +718,9 @@ export class OmpdHost {
         if (!s || !sizes) return ompd_rc.bad_input;
         // The executable as opened here (a core's may be under --exe or --sysroot).
         const img = s.target.image;
-        const got = targetTypeSizes(img.modules.find((m) => m.path === img.exe)?.file.path ?? img.exe);
+        const got = s.target.typeSizes
+          ? ok(s.target.typeSizes)
+          : targetTypeSizes(img.modules.find((m) => m.path === img.exe)?.file.path ?? img.exe);
         if (!got.ok) return ompd_rc.unsupported;
         const [short, int, long, longLong, pointer] = got.value;
         new Uint8Array(koffi.view(sizes, 6)).set([1, short, int, long, longLong, pointer]);
