@@ -1,70 +1,30 @@
 // The dashboard in Debian's chromium against the real aggregator (with its local agent: the
 // real MPI reader and MPIR locator) and real hung Open MPI and MPICH jobs. Screenshots of each
 // view go to e2e/artifacts/. Every wait is on a condition (the app's idle signal, an element).
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { type LocalServe, serveWithLocalAgent } from '@mqd/cli';
 import type { Served } from '@mqd/server';
-import { disposeAll, type FixtureJob, launchFixture, MPI_NAMES } from '@mqd/testkit';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { e2eServerConfig, idle, launchChromium, screenshot, type Watched, watchedPage } from './browser.js';
+import { MPI_NAMES } from '@mqd/testkit';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { idle, screenshot, type Watched } from './browser.js';
+import { attach, e2eRig, takeSnapshot } from './rig.js';
 
-const WEB = fileURLToPath(new URL('../../apps/web/dist', import.meta.url));
-const ADMIN = 'admin-token-for-the-e2e-tests-0123456789';
 const STRIP = 14; // apps/web/src/matrix/renderer.ts: the ANY/unknown strips beside the matrix
 const STRIP_GAP = 6;
 
-let browser: Browser;
-let local: LocalServe | null = null;
-let job: FixtureJob | null = null;
-const pages: Watched[] = [];
+const rig = e2eRig({ adminToken: 'admin-token-for-the-e2e-tests-0123456789' });
 
-beforeAll(async () => {
-  if (!existsSync(`${WEB}/index.html`))
-    throw new Error(`the dashboard is not built (${WEB}): run npm run build`);
-  browser = await launchChromium();
-});
-afterEach(async () => {
-  for (const p of pages.splice(0)) await p.page.context().close();
-  await local?.close();
-  await job?.dispose();
-  local = null;
-  job = null;
-});
-afterAll(async () => {
-  await browser?.close();
-  await disposeAll();
-});
-
-async function start(mpi: 'openmpi' | 'mpich', fixture: string): Promise<Served> {
-  job = await launchFixture({ mpi, fixture, np: 4 });
-  local = await serveWithLocalAgent(e2eServerConfig(ADMIN));
-  return local.served;
-}
-
-async function openPage(url: string, viewport = { width: 1280, height: 800 }): Promise<Watched> {
-  const ctx = await browser.newContext({ viewport, deviceScaleFactor: 1 });
-  const w = await watchedPage(ctx);
-  pages.push(w);
-  await w.page.goto(url);
-  await idle(w.page);
-  return w;
+async function start(mpi: 'openmpi' | 'mpich', fixture: string): Promise<{ s: Served; starterPid: number }> {
+  const job = await rig.launch({ mpi, fixture, np: 4 });
+  const local = await rig.serveLocal();
+  return { s: local.served, starterPid: job.starterPid };
 }
 
 /** Logs in through the URL the server prints, attaches the job by pid and takes a snapshot, all in the UI. */
 async function attachAndSnapshot(s: Served, starterPid: number, name: string): Promise<Watched> {
-  const w = await openPage(s.loginUrl);
-  const { page } = w;
-  await page.getByTestId('attach-pid').fill(String(starterPid));
-  await page.getByTestId('attach-button').click();
-  await page.getByTestId('job-row').first().waitFor();
-  await idle(page);
-  await screenshot(page, `${name}-jobs`);
-  await page.getByTestId('take-snapshot').first().click();
-  // A new snapshot opens in the matrix.
-  await page.getByTestId('matrix-canvas').waitFor();
-  await idle(page);
+  const w = await rig.openPage(s.loginUrl);
+  await attach(w.page, { starterPid }, name);
+  await screenshot(w.page, `${name}-jobs`);
+  await takeSnapshot(w.page);
   return w;
 }
 
@@ -80,8 +40,8 @@ async function clickCell(page: Page, n: number, row: number, col: number): Promi
 
 describe.each(MPI_NAMES)('%s job in the dashboard', (mpi) => {
   it('ring of synchronous sends: the matrix shows the ring, a cell lists its operations, the diagnosis names the cycle', async () => {
-    const s = await start(mpi, 'ring_ssend');
-    const { page, errors } = await attachAndSnapshot(s, job?.starterPid ?? 0, `${mpi}-ring`);
+    const { s, starterPid } = await start(mpi, 'ring_ssend');
+    const { page, errors } = await attachAndSnapshot(s, starterPid, `${mpi}-ring`);
     await page.keyboard.press('m');
     await page.getByTestId('matrix-canvas').waitFor();
     await idle(page);
@@ -121,8 +81,8 @@ describe.each(MPI_NAMES)('%s job in the dashboard', (mpi) => {
   });
 
   it('wrong tag: the matching order shows the receive for tag 99; a share link opens read-only in a fresh context (4K)', async () => {
-    const s = await start(mpi, 'wrong_tag');
-    const { page, errors } = await attachAndSnapshot(s, job?.starterPid ?? 0, `${mpi}-wrongtag`);
+    const { s, starterPid } = await start(mpi, 'wrong_tag');
+    const { page, errors } = await attachAndSnapshot(s, starterPid, `${mpi}-wrongtag`);
     const here = new URL(page.url());
     here.searchParams.set('view', 'order');
     here.searchParams.set('rank', '0');
@@ -159,7 +119,7 @@ describe.each(MPI_NAMES)('%s job in the dashboard', (mpi) => {
     const shareUrl = new URL(await link.locator('input').inputValue(), s.url).toString();
     expect(shareUrl).toMatch(/\/s\/[A-Za-z0-9_-]{22,}/); // >= 128 random bits
     // A fresh context: no session cookie, only the link.
-    const shared = await openPage(shareUrl, { width: 3840, height: 2160 });
+    const shared = await rig.openPage(shareUrl, { width: 3840, height: 2160 });
     await shared.page.getByTestId('read-only-banner').waitFor();
     expect(await shared.page.getByTestId('read-only-banner').innerText()).toMatch(/frozen snapshot taken/i);
     expect(await shared.page.getByTestId('share-button').count()).toBe(0);

@@ -5,38 +5,13 @@
 // team in MPI_Recv inside `omp single`, its teammates at the barrier); omp_lock_deadlock (an
 // OpenMP deadlock with no MPI call pending); and a job run without OMP_DEBUG (the coded reason
 // saying what to set). Screenshots go to e2e/artifacts/. Every wait is on a condition.
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { type LocalServe, serveWithLocalAgent } from '@mqd/cli';
-import { disposeAll, type FixtureJob, launchFixture, MPI_NAMES, type MpiName } from '@mqd/testkit';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { e2eServerConfig, idle, launchChromium, screenshot, type Watched, watchedPage } from './browser.js';
+import { MPI_NAMES, type MpiName } from '@mqd/testkit';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { idle, screenshot, type Watched } from './browser.js';
+import { attach, e2eRig, takeSnapshot } from './rig.js';
 
-const WEB = fileURLToPath(new URL('../../apps/web/dist', import.meta.url));
-const ADMIN = 'admin-token-for-the-e2e-openmp-tests-0123456789';
-
-let browser: Browser;
-let local: LocalServe | null = null;
-let job: FixtureJob | null = null;
-const pages: Watched[] = [];
-
-beforeAll(async () => {
-  if (!existsSync(`${WEB}/index.html`))
-    throw new Error(`the dashboard is not built (${WEB}): run npm run build`);
-  browser = await launchChromium();
-});
-afterEach(async () => {
-  for (const p of pages.splice(0)) await p.page.context().close();
-  await local?.close();
-  await job?.dispose();
-  local = null;
-  job = null;
-});
-afterAll(async () => {
-  await browser?.close();
-  await disposeAll();
-});
+const rig = e2eRig({ adminToken: 'admin-token-for-the-e2e-openmp-tests-0123456789' });
 
 /** Launches a hybrid fixture, serves the dashboard, attaches the job and takes a snapshot. */
 async function attachAndSnapshot(
@@ -44,26 +19,11 @@ async function attachAndSnapshot(
   fixture: string,
   unsetEnv: readonly string[] = [],
 ): Promise<Watched> {
-  job = await launchFixture({ mpi, fixture, hybrid: true, unsetEnv });
-  local = await serveWithLocalAgent(e2eServerConfig(ADMIN));
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, deviceScaleFactor: 1 });
-  const w = await watchedPage(ctx);
-  pages.push(w);
-  const { page } = w;
-  await page.goto(local.served.loginUrl);
-  await idle(page);
-  await page.getByTestId('attach-pid').fill(String(job.starterPid));
-  await page.getByTestId('attach-button').click();
-  // An attach the server refuses shows a coded error: fail with it, not with a timeout.
-  await page.getByTestId('job-row').or(page.getByTestId('error')).first().waitFor();
-  if (await page.getByTestId('error').isVisible()) {
-    await screenshot(page, `${mpi}-${fixture}-attach-error`);
-    throw new Error(`attach failed: ${await page.getByTestId('error').first().innerText()}`);
-  }
-  await idle(page);
-  await page.getByTestId('take-snapshot').first().click();
-  await page.getByTestId('matrix-canvas').waitFor();
-  await idle(page);
+  const job = await rig.launch({ mpi, fixture, hybrid: true, unsetEnv });
+  const local = await rig.serveLocal();
+  const w = await rig.openPage(local.served.loginUrl, { width: 1280, height: 900 });
+  await attach(w.page, { starterPid: job.starterPid }, `${mpi}-${fixture}`);
+  await takeSnapshot(w.page);
   return w;
 }
 

@@ -2,51 +2,25 @@
 // aggregator. The job is simulated (the server's fake locator and a fixed reader serving the
 // model's 4-rank ring deadlock) on two agents, node-a and node-b, so a snapshot can be held
 // half-read: node-b's reader waits on a gate the test opens. Every wait is on a condition.
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { type JobId, syntheticRingDeadlock } from '@mqd/model';
 import {
-  type AgentHandle,
   createFakeLocator,
   createFixedReader,
   hostAgentToken,
-  loadConfig,
   type RankReader,
   type Served,
   serve,
   startAgent,
 } from '@mqd/server';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { idle, launchChromium, screenshot, type Watched, watchedPage } from './browser.js';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { e2eServerConfig, idle, screenshot, type Watched } from './browser.js';
+import { e2eRig } from './rig.js';
 
-const WEB = fileURLToPath(new URL('../../apps/web/dist', import.meta.url));
 const ADMIN = 'admin-token-for-the-e2e-rough-edges-0123456789';
 const STARTER = 4242;
 
-let browser: Browser;
-let served: Served | null = null;
-let second: AgentHandle | null = null;
-const pages: Watched[] = [];
-/** Opens node-b's gate whatever happens, so no snapshot stays in flight after a test. */
-let openGate: () => void = () => {};
-
-beforeAll(async () => {
-  if (!existsSync(`${WEB}/index.html`))
-    throw new Error(`the dashboard is not built (${WEB}): run npm run build`);
-  browser = await launchChromium();
-});
-afterEach(async () => {
-  openGate();
-  for (const p of pages.splice(0)) await p.page.context().close();
-  await second?.dispose();
-  await served?.close();
-  second = null;
-  served = null;
-});
-afterAll(async () => {
-  await browser?.close();
-});
+const rig = e2eRig({ adminToken: ADMIN });
 
 /** A reader that, once `hold()` is called, answers only after `release()`. */
 function gatedReader(inner: RankReader): RankReader & { hold(): void; release(): void } {
@@ -81,12 +55,6 @@ interface Setup {
 
 /** The aggregator with node-a's agent in process, node-b's agent beside it, the job attached. */
 async function setup(): Promise<Setup> {
-  const cfg = loadConfig({
-    env: {},
-    argv: [],
-    overrides: { port: 0, host: '127.0.0.1', dataDir: ':memory:', adminToken: ADMIN, webRoot: WEB },
-  });
-  if (!cfg.ok) throw new Error(cfg.error.message);
   const ring = syntheticRingDeadlock({ ranks: 4, style: 'openmpi' });
   const fake = {
     starterPid: STARTER,
@@ -96,22 +64,25 @@ async function setup(): Promise<Setup> {
     ranksPerHost: 2,
   };
   const s = await serve({
-    config: cfg.value,
+    config: e2eServerConfig(ADMIN),
     reader: createFixedReader(ring),
     locator: createFakeLocator(fake),
     localHost: 'node-a',
     print: () => {},
     logger: false,
   });
-  served = s;
+  rig.cleanup(() => s.close());
   const nodeB = gatedReader(createFixedReader(ring));
-  openGate = () => nodeB.release();
-  second = startAgent({
+  const second = startAgent({
     serverUrl: s.url,
     token: hostAgentToken(s.agentToken, 'node-b'),
     reader: nodeB,
     host: 'node-b',
   });
+  rig.cleanup(() => second.dispose());
+  // Opens node-b's gate whatever happens, before the agent and the server close (cleanups run
+  // last in, first out), so no snapshot stays in flight after a test.
+  rig.cleanup(() => nodeB.release());
   const login = await fetch(`${s.url}/api/login`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -156,11 +127,7 @@ async function takeSnapshot(x: Setup): Promise<string> {
 
 /** A logged-in page (the login URL sets the session cookie), then `path`. */
 async function openPage(x: Setup, path: string): Promise<Watched> {
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, deviceScaleFactor: 1 });
-  const w = await watchedPage(ctx);
-  pages.push(w);
-  await w.page.goto(x.s.loginUrl);
-  await idle(w.page);
+  const w = await rig.openPage(x.s.loginUrl);
   await w.page.goto(`${x.origin}${path}`);
   await idle(w.page);
   return w;

@@ -4,55 +4,19 @@
 // its threads, and the collective-mismatch diagnosis. Then on real hung jobs (both MPIs): the
 // collective_mismatch fixture's stacks must show ranks 0-2 in MPI_Barrier and rank 3 in
 // MPI_Recv. Screenshots go to e2e/artifacts/. Every wait is on a condition.
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { type LocalServe, serveWithLocalAgent } from '@mqd/cli';
 import type { Served } from '@mqd/server';
-import { disposeAll, type FixtureJob, launchFixture, MPI_NAMES } from '@mqd/testkit';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { e2eServerConfig, idle, launchChromium, screenshot, type Watched, watchedPage } from './browser.js';
+import { MPI_NAMES } from '@mqd/testkit';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { idle, screenshot } from './browser.js';
+import { attach, e2eRig, takeSnapshot } from './rig.js';
 
-const WEB = fileURLToPath(new URL('../../apps/web/dist', import.meta.url));
-const ADMIN = 'admin-token-for-the-e2e-stacks-tests-0123456789';
-
-let browser: Browser;
-let local: LocalServe | null = null;
-let job: FixtureJob | null = null;
-const pages: Watched[] = [];
-
-beforeAll(async () => {
-  if (!existsSync(`${WEB}/index.html`))
-    throw new Error(`the dashboard is not built (${WEB}): run npm run build`);
-  browser = await launchChromium();
-});
-afterEach(async () => {
-  for (const p of pages.splice(0)) await p.page.context().close();
-  await local?.close();
-  await job?.dispose();
-  local = null;
-  job = null;
-});
-afterAll(async () => {
-  await browser?.close();
-  await disposeAll();
-});
+const rig = e2eRig({ adminToken: 'admin-token-for-the-e2e-stacks-tests-0123456789' });
 
 async function serve(): Promise<Served> {
-  local = await serveWithLocalAgent(e2eServerConfig(ADMIN));
-  return local.served;
+  return (await rig.serveLocal()).served;
 }
 
-async function openPage(url: string): Promise<Watched> {
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, deviceScaleFactor: 1 });
-  const w = await watchedPage(ctx);
-  pages.push(w);
-  await w.page.goto(url);
-  await idle(w.page);
-  return w;
-}
-
-/** The tree node of a function (the first one, in tree order). */
 /** The node of an MPI function: the tree shows frames as they are, and the libraries' public
  * entry is often the profiling name (PMPI_Barrier in Open MPI 4.1 and MPICH 4.0). */
 function node(page: Page, fn: string) {
@@ -66,7 +30,9 @@ describe('Stacks view', () => {
   it('a job with stacks: tree, search, selection, matrix of the selection, rank threads, diagnosis', async () => {
     const s = await serve();
     const base = new URL(s.loginUrl);
-    const { page, errors } = await openPage(`${base.origin}/?demo=64&scenario=stacks-mismatch&view=stacks`);
+    const { page, errors } = await rig.openPage(
+      `${base.origin}/?demo=64&scenario=stacks-mismatch&view=stacks`,
+    );
     await page.getByTestId('stacks-tree').waitFor();
     await idle(page);
     await expect.poll(() => node(page, 'MPI_Barrier').getAttribute('data-ranks')).toBe('0-62');
@@ -119,7 +85,7 @@ describe('Stacks view', () => {
   it('a snapshot without stacks says so', async () => {
     const s = await serve();
     const base = new URL(s.loginUrl);
-    const { page, errors } = await openPage(`${base.origin}/?demo=16&scenario=ring&view=stacks`);
+    const { page, errors } = await rig.openPage(`${base.origin}/?demo=16&scenario=ring&view=stacks`);
     await page.getByTestId('stacks-empty').waitFor();
     expect(await page.getByTestId('stacks-empty').textContent()).toMatch(/no stacks/i);
     expect(errors).toEqual([]);
@@ -128,21 +94,11 @@ describe('Stacks view', () => {
 
 describe.each(MPI_NAMES)('%s collective_mismatch job in the Stacks view', (mpi) => {
   it('shows ranks 0-2 in MPI_Barrier and rank 3 in MPI_Recv, and the diagnosis names both', async () => {
-    job = await launchFixture({ mpi, fixture: 'collective_mismatch', np: 4 });
+    const job = await rig.launch({ mpi, fixture: 'collective_mismatch', np: 4 });
     const s = await serve();
-    const { page, errors } = await openPage(s.loginUrl);
-    await page.getByTestId('attach-pid').fill(String(job.starterPid));
-    await page.getByTestId('attach-button').click();
-    // An attach the server refuses shows a coded error: fail with it, not with a timeout.
-    await page.getByTestId('job-row').or(page.getByTestId('error')).first().waitFor();
-    if (await page.getByTestId('error').isVisible()) {
-      await screenshot(page, `${mpi}-collective-mismatch-attach-error`);
-      throw new Error(`attach failed: ${await page.getByTestId('error').first().innerText()}`);
-    }
-    await idle(page);
-    await page.getByTestId('take-snapshot').first().click();
-    await page.getByTestId('matrix-canvas').waitFor();
-    await idle(page);
+    const { page, errors } = await rig.openPage(s.loginUrl);
+    await attach(page, { starterPid: job.starterPid }, `${mpi}-collective-mismatch`);
+    await takeSnapshot(page);
     await page.keyboard.press('s');
     await page.getByTestId('stacks-tree').waitFor();
     await idle(page);

@@ -10,10 +10,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Communicator, JobSnapshot, RankSnapshot } from '@mqd/model';
-import { done, type ExpectedOp, expectedQueues, fixtureBinary, pending, waitFor } from '@mqd/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createCluster,
+  done,
+  type ExpectedOp,
+  expectedQueues,
+  fixtureBinary,
   launchNetnsJob,
   mqdCommand,
   type NetnsAggregator,
@@ -22,10 +24,13 @@ import {
   type NetnsProcess,
   netnsId,
   netnsOfPid,
+  pending,
   spawnInNetns,
   startNetnsAggregator,
   traceState,
-} from './netns.js';
+  waitFor,
+} from '@mqd/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const RUN = `mqdmn${process.pid}`;
 const ADMIN_TOKEN = `admin-${RUN}-0123456789abcdef`;

@@ -17,33 +17,31 @@ import { promisify } from 'node:util';
 import { expectQueues } from '@mqd/core/testing';
 import { type JobSnapshot, Pid } from '@mqd/model';
 import {
+  createCluster,
   done,
   expectedBlockingCall,
   expectedQueues,
   fixtureBinary,
   MPI_NAMES,
   MPI_QUEUE_TRAITS,
-  pending,
-  rankBlockedIn,
-  type SlurmCluster,
-  type SlurmJob,
-  slurmAvailable,
-  startSlurm,
-  waitFor,
-} from '@mqd/testkit';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createCluster,
   mqdCommand,
   type NetnsAggregator,
   type NetnsCluster,
   type NetnsProcess,
   netnsId,
   netnsOfPid,
+  pending,
+  rankBlockedIn,
+  type SlurmCluster,
+  type SlurmJob,
+  slurmAvailable,
   spawnArgv,
   startNetnsAggregator,
+  startSlurm,
   traceState,
-} from './netns.js';
+  waitFor,
+} from '@mqd/testkit';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { MQD, type MqdRun } from './run-mqd.js';
 
 const execFileAsync = promisify(execFile);

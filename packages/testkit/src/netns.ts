@@ -1,31 +1,28 @@
-// Test helpers for multi-node runs on one machine. Each node is a network namespace joined by a
-// veth pair to an "aggregator" namespace that routes between the nodes; processes run inside
-// with `ip netns exec`. They still share this machine's pid namespace and filesystem, so the
-// test sees (and kills) every pid, and ptrace works across nodes as it does across hosts'
-// agents. Every address is on an interface created here, inside a namespace created here:
-// nothing in the caller's own network namespace changes. Every spawned process and namespace
-// is torn down by its dispose/kill, and synchronously on process exit as a last resort.
+// Multi-node runs on one machine, for tests. Each node is a network namespace joined by a veth
+// pair to an "aggregator" namespace that routes between the nodes; processes run inside with
+// `ip netns exec` (or a Slurm node's `onNode` argv). They still share this machine's pid
+// namespace and filesystem, so the test sees (and kills) every pid, and ptrace works across
+// nodes as it does across hosts' agents. Every address is on an interface created here, inside a
+// namespace created here: nothing in the caller's own network namespace changes. Every spawned
+// process and namespace is torn down by its dispose/kill, and synchronously on process exit as a
+// last resort. The product (`mqd serve`, `mqd agent`) is only ever started as a child process
+// from fixtures/netns/mqd-cli.ts: the testkit imports none of it.
+// Used by apps/cli/test/multinode.mpi.test.ts, slurm-multinode.mpi.test.ts and
+// e2e/test/slurm-multinode.e2e.test.ts.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { request } from 'node:http';
+import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  descendants,
-  done,
-  failed,
-  identify,
-  isRunning,
-  type MpiName,
-  mpiPrefix,
-  type ProcIdentity,
-  parseReadyLines,
-  pending,
-  type RankProcess,
-  rankBlockedIn,
-  waitFor,
-} from '@mqd/testkit';
+import type { MpiName } from './config.js';
+import { mpiPrefix } from './fixtures.js';
+import { parseReadyLines, type RankProcess } from './launch.js';
+import { descendants, identify, isRunning, type ProcIdentity } from './procfs.js';
+import { rankBlockedIn } from './stack.js';
+import { done, failed, pending, waitFor } from './wait.js';
 
+/** fixtures/netns: fake-ssh, mqd-cli.ts, unix-forward.mjs (see its README). */
 const FIXTURES = new URL('../../../fixtures/netns/', import.meta.url);
 /** Runs `mqd` from the sources: node --conditions=source --import tsx MQD_CLI_ENTRY ARGS. */
 export const MQD_CLI_ENTRY = fileURLToPath(new URL('mqd-cli.ts', FIXTURES));
@@ -79,7 +76,7 @@ function ip(...args: string[]): void {
     execFileSync('ip', args, { stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8', timeout: 10_000 });
   } catch (e) {
     throw new Error(
-      `MQD_TEST_E_NETNS: ip ${args.join(' ')} failed (${stderrOf(e)}): these tests need root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and iproute2`,
+      `MQD_TESTKIT_E_NETNS: ip ${args.join(' ')} failed (${stderrOf(e)}): these tests need root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and iproute2`,
     );
   }
 }
@@ -449,7 +446,7 @@ export async function launchNetnsJob(o: NetnsJobOptions): Promise<NetnsJob> {
   } catch (e) {
     await starter.kill();
     throw new Error(
-      `MQD_TEST_E_LAUNCH: ${e instanceof Error ? e.message : String(e)}\n--- mpiexec output ---\n${starter.output()}`,
+      `MQD_TESTKIT_E_LAUNCH: ${e instanceof Error ? e.message : String(e)}\n--- mpiexec output ---\n${starter.output()}`,
     );
   }
 }
@@ -496,6 +493,71 @@ export function unixHttp(
     );
     req.on('error', reject);
     req.end(body);
+  });
+}
+
+export interface TcpBridge extends AsyncDisposable {
+  /** The bridge's port on 127.0.0.1. */
+  readonly port: number;
+  /** http://127.0.0.1:PORT */
+  readonly url: string;
+  /** Stops listening and ends the connections still open. Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * A TCP listener on 127.0.0.1 (ephemeral port, in the caller's network namespace) that pipes every
+ * connection to the Unix socket `socketPath`, bytes unchanged (HTTP, WebSocket upgrades): for a
+ * client that speaks only TCP, such as a browser, to reach a server inside a namespace through
+ * the socket of its unix-forward (UNIX_FORWARD). Nothing is listening outside loopback.
+ */
+export function tcpToUnix(socketPath: string): Promise<TcpBridge> {
+  const open = new Set<{ destroy(): unknown }>();
+  const server = createServer((client) => {
+    const upstream = connect(socketPath);
+    open.add(client);
+    open.add(upstream);
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      open.delete(client);
+      open.delete(upstream);
+    };
+    // Either side failing ends both: a half-open pair would leave the client waiting.
+    for (const s of [client, upstream]) {
+      s.on('error', end);
+      s.on('close', end);
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', (e) =>
+      reject(new Error(`MQD_TESTKIT_E_NETNS: cannot listen on 127.0.0.1 for ${socketPath}: ${e.message}`)),
+    );
+    server.listen(0, '127.0.0.1', () => {
+      const addr = server.address();
+      if (addr === null || typeof addr === 'string') {
+        server.close();
+        reject(new Error(`MQD_TESTKIT_E_NETNS: the bridge to ${socketPath} has no TCP address`));
+        return;
+      }
+      let closing: Promise<void> | undefined;
+      const close = () => {
+        closing ??= new Promise<void>((res) => {
+          server.close(() => res());
+          for (const s of open) s.destroy();
+          open.clear();
+        });
+        return closing;
+      };
+      resolve({
+        port: addr.port,
+        url: `http://127.0.0.1:${addr.port}`,
+        close,
+        [Symbol.asyncDispose]: close,
+      });
+    });
   });
 }
 

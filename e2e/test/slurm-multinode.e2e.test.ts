@@ -1,0 +1,239 @@
+// The dashboard attaches a two-node Slurm job by its id (issue 16), in chromium. A real two-node
+// Slurm of network namespaces (@mqd/testkit startSlurm({netns}): slurmctld in the aggregator's
+// namespace, a slurmd in node1's and in node2's, each node with its own host name), a hung MPICH
+// wrong_tag fixture sbatch'ed -N2 (ranks 0-1 on node1, 2-3 on node2, talking TCP over the veths),
+// `mqd serve --no-local-agent` in the aggregator's namespace and one `mqd agent` per node, started
+// as on that node, as apps/cli/test/slurm-multinode.mpi.test.ts does. The browser types the job id
+// (and the batch host) into the attach form, takes a snapshot, and must show every rank on its
+// own node (the rank view's host / pid) and the hang's diagnosis. Every wait is on a condition.
+//
+// Where the browser reaches the aggregator: the aggregator stays in its namespace, where the
+// nodes' agents reach it over the veths (the nodes route nowhere else, and nothing is added to
+// this machine's own network namespace). The test reaches it as the CLI test does, through
+// fixtures/netns/unix-forward.mjs's socket (a path socket, visible from every namespace); chromium
+// speaks only TCP, so a loopback bridge in this process (testkit tcpToUnix) pipes its connections,
+// socket.io's WebSocket included, to that socket unchanged. The page's Origin and Host are then
+// both 127.0.0.1:PORT, as for a browser next to any aggregator.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Pid } from '@mqd/model';
+import {
+  createCluster,
+  done,
+  expectedBlockingCall,
+  fixtureBinary,
+  mqdCommand,
+  type NetnsAggregator,
+  type NetnsCluster,
+  type NetnsProcess,
+  netnsId,
+  netnsOfPid,
+  pending,
+  rankBlockedIn,
+  type SlurmCluster,
+  type SlurmJob,
+  slurmAvailable,
+  spawnArgv,
+  startNetnsAggregator,
+  startSlurm,
+  type TcpBridge,
+  tcpToUnix,
+  waitFor,
+} from '@mqd/testkit';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { idle, screenshot } from './browser.js';
+import { attach, e2eRig, takeSnapshot } from './rig.js';
+
+const RUN = `mqde${process.pid}`;
+const ADMIN_TOKEN = `admin-${RUN}-0123456789abcdef`;
+const AGENT_TOKEN = `agent-${RUN}-0123456789abcdef`;
+const HOSTS = ['node1', 'node2'] as const;
+/** --ntasks-per-node=2: ranks 0-1 on node1 (the batch host), 2-3 on node2. */
+const HOST_OF_RANK = ['node1', 'node1', 'node2', 'node2'] as const;
+const START_TIMEOUT_MS = 60_000;
+
+const rig = e2eRig({ adminToken: ADMIN_TOKEN });
+let cluster: NetnsCluster | null = null;
+let workDir: string | null = null;
+let slurm: SlurmCluster | null = null;
+let served: NetnsAggregator | null = null;
+let bridge: TcpBridge | null = null;
+const agents: NetnsProcess[] = [];
+/** The jobs of the running test, cancelled after it. */
+const jobs: SlurmJob[] = [];
+
+function theSlurm(): SlurmCluster {
+  if (slurm === null) throw new Error('the Slurm cluster was not started');
+  return slurm;
+}
+function theCluster(): NetnsCluster {
+  if (cluster === null) throw new Error('the namespaces were not created');
+  return cluster;
+}
+function theBridge(): TcpBridge {
+  if (bridge === null) throw new Error('the bridge to the aggregator was not started');
+  return bridge;
+}
+
+beforeAll(async () => {
+  if (!slurmAvailable()) throw new Error('MQD_E_PROVISION: Slurm is not installed; run scripts/provision.sh');
+  // Compile (or find) the fixture before anything is started.
+  fixtureBinary('mpich', 'wrong_tag');
+  workDir = mkdtempSync(join(tmpdir(), `${RUN}-`));
+  cluster = createCluster(RUN, HOSTS);
+  const c = cluster;
+  const wd = workDir;
+  // The aggregator and Slurm start side by side: both take a few seconds.
+  const [srv, cl] = await Promise.allSettled([
+    startNetnsAggregator({
+      netns: c.aggregatorNetns,
+      workDir: wd,
+      adminToken: ADMIN_TOKEN,
+      agentToken: AGENT_TOKEN,
+      timeoutMs: START_TIMEOUT_MS,
+    }),
+    startSlurm({
+      netns: {
+        // slurmctld in the aggregator's namespace, which routes between the nodes.
+        controller: { netns: c.aggregatorNetns, address: c.node('node1').aggregatorAddress },
+        nodes: c.nodes.map((n) => ({ name: n.host, netns: n.netns, address: n.address })),
+      },
+    }),
+  ]);
+  if (srv.status === 'fulfilled') served = srv.value;
+  if (cl.status === 'fulfilled') slurm = cl.value;
+  if (srv.status === 'rejected') throw srv.reason;
+  if (cl.status === 'rejected') throw cl.reason;
+  const srvNow = served as NetnsAggregator;
+  bridge = await tcpToUnix(srvNow.socketPath);
+  const s = theSlurm();
+  // One agent per Slurm node, as slurmd's children see the node (scontrol listpids there answers
+  // for that node).
+  const started = HOSTS.map((host) => {
+    const a = spawnArgv(
+      `agent on ${host}`,
+      s.onNode(
+        host,
+        mqdCommand([
+          'agent',
+          '--server',
+          `http://${c.node(host).aggregatorAddress}:${srvNow.port}`,
+          '--allow-insecure-http',
+          '--token',
+          AGENT_TOKEN,
+          '--host',
+          host,
+        ]),
+      ),
+      { SLURM_CONF: s.conf },
+    );
+    agents.push(a);
+    return [a, host] as const;
+  });
+  await Promise.all(started.map(([a, host]) => srvNow.untilConnected(a, host, START_TIMEOUT_MS)));
+}, 180_000);
+
+afterEach(() => {
+  for (const j of jobs.splice(0)) {
+    try {
+      slurm?.run('scancel', ['--signal=KILL', '--full', String(j.jobId)]);
+    } catch {
+      // already gone: the cluster's dispose kills whatever is left of it anyway
+    }
+  }
+});
+
+afterAll(async () => {
+  // Everything, even when setup failed half-way: processes first (they live in the namespaces).
+  const problems: unknown[] = [];
+  const attempt = async (f: () => unknown) => {
+    try {
+      await f();
+    } catch (e) {
+      problems.push(e);
+    }
+  };
+  for (const a of agents) await attempt(() => a.kill());
+  await attempt(() => bridge?.close());
+  await attempt(() => served?.kill());
+  await attempt(() => slurm?.dispose());
+  await attempt(() => cluster?.dispose());
+  await attempt(() => workDir !== null && rmSync(workDir, { recursive: true, force: true }));
+  if (problems.length > 0) throw new AggregateError(problems, 'Slurm multi-node e2e teardown failed');
+}, 60_000);
+
+describe('a Slurm job on two nodes in the dashboard', () => {
+  it('is attached by its job id in the form; the snapshot shows the ranks of both nodes and the hang', async () => {
+    const s = theSlurm();
+    const c = theCluster();
+    const job = await s.submitFixture({
+      mpi: 'mpich',
+      fixture: 'wrong_tag',
+      nodes: 2,
+      timeoutMs: START_TIMEOUT_MS,
+    });
+    jobs.push(job);
+    expect(job.ranks.map((r) => r.rank)).toEqual([0, 1, 2, 3]);
+    // The ranks really run on two nodes: each in its node's network namespace.
+    expect(job.ranks.map((r) => netnsOfPid(r.pid))).toEqual(
+      HOST_OF_RANK.map((h) => netnsId(c.node(h).netns)),
+    );
+    // READY comes just before the call: wait until every rank is inside it (and so has taken in
+    // the messages that crossed the veths), as a hung job is when someone looks at it.
+    for (const r of job.ranks) {
+      const call = expectedBlockingCall('wrong_tag', r.rank);
+      await waitFor(
+        async () => {
+          const check = await rankBlockedIn(Pid(r.pid), call);
+          return check.blocked ? done(true) : pending(check.error ?? check.frames.slice(0, 6).join(' < '));
+        },
+        { timeoutMs: START_TIMEOUT_MS, what: `rank ${r.rank} (pid ${r.pid}) to block in ${call}` },
+      );
+    }
+
+    // Logged in as the aggregator's printed login URL does, through the bridge.
+    const w = await rig.openPage(`${theBridge().url}/?token=${encodeURIComponent(ADMIN_TOKEN)}`);
+    const { page } = w;
+    // The batch host: its agent names node2 as the job's other node.
+    await attach(page, { slurmJob: job.jobId, host: 'node1' }, 'slurm-multinode');
+    const row = page.getByTestId('job-row').first();
+    expect(await row.innerText()).toContain(`Slurm job ${job.jobId} (wrong_tag)`);
+    await screenshot(page, 'slurm-multinode-jobs');
+    await takeSnapshot(page);
+
+    // The hang: rank 0 waits for tag 99 from rank 1, which waits for rank 0.
+    const diagnosis = page.getByTestId('diagnosis');
+    await expect.poll(async () => (await diagnosis.textContent()) ?? '').toMatch(/deadlock/i);
+    const verdict = (await diagnosis.textContent()) ?? '';
+    expect(verdict).toMatch(/4 of 4 ranks can never proceed/);
+    expect(verdict).toMatch(/0\s*(→|->)\s*1\s*(→|->)\s*0/);
+    await screenshot(page, 'slurm-multinode-matrix');
+
+    // Every rank, on its own node: the rank view names the host and the pid sbatch started.
+    const here = new URL(page.url());
+    for (const r of job.ranks) {
+      here.searchParams.set('view', 'rank');
+      here.searchParams.set('rank', String(r.rank));
+      await page.goto(here.toString());
+      await idle(page);
+      const facts = page.getByTestId('rank-facts');
+      await facts.waitFor();
+      expect(await facts.innerText()).toContain(`${HOST_OF_RANK[r.rank]} / ${r.pid}`);
+      if (r.rank === 2) await screenshot(page, 'slurm-multinode-rank2-node2');
+    }
+
+    // Rank 0's matching order: the unexpected messages of both nodes' senders (tags 7 and 8 from
+    // rank 1 on node1, 12 and 13 from ranks 2 and 3 on node2), read where rank 0 runs.
+    here.searchParams.set('view', 'order');
+    here.searchParams.set('rank', '0');
+    await page.goto(here.toString());
+    await idle(page);
+    const unexpected = page.getByTestId('order-unexpected-row');
+    await expect.poll(() => unexpected.count()).toBe(4);
+    const tags = (await unexpected.allInnerTexts()).join('\n');
+    for (const tag of [7, 8, 12, 13]) expect(tags).toMatch(new RegExp(`\\b${tag}\\b`));
+    await screenshot(page, 'slurm-multinode-order');
+    expect(w.errors).toEqual([]);
+  });
+});
