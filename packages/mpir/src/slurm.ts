@@ -6,6 +6,10 @@
 // process that maps an MPI library; its rank comes from the launcher's environment
 // (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, then SLURM_PROCID). Processes of another uid
 // than the job's are dropped, never read. Ranks on other nodes are their agents' to read.
+// Ranks started by srun itself (`srun --mpi=pmi2|pmix`, no MPI starter) are step 0's tasks and
+// carry their MPI's own variable (PMI_RANK from Slurm's pmi2, PMIX_RANK from its pmix plugin);
+// a task with SLURM_PROCID alone got no world from the plugin and is likely a singleton
+// (docs/mpi-facts.md "Ranks started by srun"): kept, with a warning saying so.
 import { execFileSync } from 'node:child_process';
 import { procCredentials, rankFromEnviron } from '@mqd/core';
 import { err, type MqdError, mqdError, ok, type Result, SLURM_JOB_RE } from '@mqd/model';
@@ -133,6 +137,21 @@ export interface SlurmRanks {
   readonly processes: ReadonlyArray<{ readonly pid: number; readonly step: string }>;
 }
 
+/**
+ * The warning for MPI processes whose only rank is Slurm's task id: no PMI_RANK, PMIX_RANK or
+ * OMPI_COMM_WORLD_RANK means the MPI did not get its rank from srun's plugin (`--mpi=none`, or
+ * a plugin its PMI client does not speak), so each is probably rank 0 of a world of its own.
+ */
+export function singletonWarning(pids: readonly number[]): string | null {
+  if (pids.length === 0) return null;
+  const list = pids.length > 8 ? `${pids.slice(0, 8).join(', ')}, ...` : pids.join(', ');
+  return (
+    `${pids.length} process(es) (pid ${list}) name their rank only in SLURM_PROCID (no PMI_RANK, ` +
+    'PMIX_RANK or OMPI_COMM_WORLD_RANK): each is probably a singleton, rank 0 of its own ' +
+    "MPI_COMM_WORLD; start the job with srun's --mpi plugin its MPI speaks (MPICH: pmi2, Open MPI: pmix)"
+  );
+}
+
 /** The ranks of a Slurm job on this node. */
 export function slurmRanks(
   spec: SlurmJobSpec,
@@ -159,6 +178,7 @@ export function slurmRanks(
   const warnings: string[] = [];
   const ranks: RankEntry[] = [];
   const seen = new Map<number, number>();
+  const procIdOnly: number[] = [];
   for (const { pid } of rows.value) {
     const mpi = mapsMpiLibrary(pid);
     if (!mpi.ok || !mpi.value) continue; // a starter, a proxy, a shell: not a rank
@@ -170,7 +190,8 @@ export function slurmRanks(
       );
       continue;
     }
-    const rank = rankFromEnviron(pid)?.rank;
+    const named = rankFromEnviron(pid);
+    const rank = named?.rank;
     if (rank === undefined) {
       warnings.push(`pid ${pid} maps an MPI library but its environment names no rank: not read`);
       continue;
@@ -181,8 +202,11 @@ export function slurmRanks(
       continue;
     }
     seen.set(rank, pid);
+    if (named?.variable === 'SLURM_PROCID') procIdOnly.push(pid);
     ranks.push(rankEntry(rank, pid, here.short, exeOf(pid) ?? ''));
   }
+  const singletons = singletonWarning(procIdOnly);
+  if (singletons !== null) warnings.push(singletons);
   if (otherNodes.length > 0) {
     warnings.push(
       `ranks on ${otherNodes.join(', ')} are read by those nodes' agents (mqd agent), not from here`,

@@ -14,6 +14,9 @@
 // (nsenter + unshare, see `onNode`), so slurmd, slurmstepd and the MPI starters and ranks it
 // runs see `hostname` = their node and resolve every node's name to its NodeAddr. nsenter
 // (unlike `ip netns exec`) keeps the machine's /sys, where slurmd looks for cgroupfs.
+// `submitFixture({launcher: 'srun'})` starts the ranks with `srun --mpi=<plugin>` instead, in
+// step 0 (no MPI starter): MPICH's simple PMI client speaks Slurm's pmi2 plugin, Open MPI's
+// internal PMIx client Slurm's pmix plugin (docs/mpi-facts.md "Ranks started by srun").
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import {
   chmodSync,
@@ -27,9 +30,10 @@ import {
 } from 'node:fs';
 import { cpus, hostname, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import type { MpiName } from './config.js';
+import { type AnyMpiName, MPI_FAMILIES, type MpiName } from './config.js';
 import { fixtureBinary, mpiPrefix, requireMpi } from './fixtures.js';
-import { descendants, identify, isRunning, listProcesses, type ProcIdentity } from './procfs.js';
+import { starterCommand } from './launch.js';
+import { descendants, identify, isRunning, listProcesses, type ProcIdentity, readEnviron } from './procfs.js';
 import { done, failed, pending, waitFor } from './wait.js';
 
 export interface SlurmCluster extends AsyncDisposable {
@@ -62,8 +66,15 @@ export interface SlurmCluster extends AsyncDisposable {
   dispose(): Promise<void>;
 }
 
+/** srun's `--mpi` plugins of Debian's Slurm 22.05 (`srun --mpi=list`; pmix is pmix_v4). */
+export type SrunMpiPlugin = 'pmi2' | 'pmix' | 'none';
+
 export interface SubmitOptions {
-  readonly mpi: MpiName;
+  /**
+   * The build. With launcher 'mpirun' only the two 4.x builds (MpiName); with 'srun' any
+   * provisioned build.
+   */
+  readonly mpi: AnyMpiName;
   readonly fixture: string;
   readonly np?: number;
   /** Nodes to spread the ranks over (sbatch -N, np / nodes ranks per node); default 1. */
@@ -71,6 +82,23 @@ export interface SubmitOptions {
   readonly timeoutMs?: number;
   /** Submit as this unprivileged user (setpriv) instead of root. */
   readonly user?: SlurmUser;
+  /**
+   * Who starts the ranks inside the allocation: 'mpirun' (default) the MPI's own starter
+   * (mpirun, hydra's mpiexec) in the batch step; 'srun' `srun --mpi=<srunMpi>` in step 0, the
+   * ranks then being slurmstepd's children with no MPI starter at all.
+   */
+  readonly launcher?: 'mpirun' | 'srun';
+  /**
+   * srun's `--mpi` (launcher 'srun' only). Default: the plugin the build's PMI client speaks,
+   * pmi2 for MPICH (hydra's simple PMI), pmix for Open MPI (its internal PMIx).
+   */
+  readonly srunMpi?: SrunMpiPlugin;
+  /**
+   * Launcher 'srun' only: the processes are expected to start as singletons (a plugin the
+   * build's PMI client does not speak, and a fixture that hangs alone, e.g. split_wildcard's
+   * wildcard receive): every READY line must say rank 0, and `ranks` are then by SLURM_PROCID.
+   */
+  readonly singletons?: boolean;
 }
 
 export interface SlurmUser {
@@ -83,7 +111,16 @@ export interface SlurmJob {
   /** The READY lines' pids, by rank. */
   readonly ranks: ReadonlyArray<{ rank: number; pid: number }>;
   readonly output: string;
+  /**
+   * Launcher 'srun': the pid of the srun that started the ranks (in the batch step, on the first
+   * node; it publishes MPIR_proctable), not its shepherd (a fork of it with the same command
+   * line). Launcher 'mpirun': null.
+   */
+  readonly srunPid: number | null;
 }
+
+/** Where Debian's Slurm mpi/pmix plugin dlopens libpmix from (the file is in libpmix-dev). */
+export const SLURM_PMIX_LIBRARY = '/usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so';
 
 /** A node of a multi-node cluster: a network namespace that exists, and its address in there. */
 export interface SlurmNetnsNode {
@@ -115,8 +152,14 @@ export function slurmAvailable(): boolean {
 
 const MUNGE_SOCKET = '/run/munge/munge.socket.2';
 
-/** munged is per machine: start it once (as the munge user) unless it already answers. */
-function ensureMunge(children: ChildProcess[]): Promise<void> {
+/**
+ * munged is per machine: start it once (as the munge user) unless it already answers. It is
+ * left running when the cluster stops: clusters of other test files (run at the same time by
+ * other people on this machine) may have found it answering and use it too; a cluster that
+ * killed "its" munged broke theirs mid-test (sbatch: "Munge encode failed ... Connection
+ * refused"). So it is not our child: its own session, not waited on.
+ */
+function ensureMunge(): Promise<void> {
   const answers = () => {
     try {
       execFileSync('/usr/bin/munge', ['-n'], { stdio: ['ignore', 'ignore', 'ignore'] });
@@ -131,9 +174,9 @@ function ensureMunge(children: ChildProcess[]): Promise<void> {
   const m = spawn(
     'setpriv',
     ['--reuid', 'munge', '--regid', 'munge', '--init-groups', '/usr/sbin/munged', '--foreground', '--force'],
-    { stdio: 'ignore' },
+    { stdio: 'ignore', detached: true },
   );
-  children.push(m);
+  m.unref();
   return waitFor(() => (answers() ? done(true) : pending('munged')), {
     timeoutMs: 20_000,
     what: 'munged answering',
@@ -300,10 +343,9 @@ export async function startSlurm(o: SlurmOptions = {}): Promise<SlurmCluster> {
   };
 
   try {
-    const mungeChildren: ChildProcess[] = [];
-    await ensureMunge(mungeChildren);
-    // munged outlives the cluster on purpose (it is the machine's), unless we started it.
-    // Its socket is a path: every namespace's daemons reach it.
+    await ensureMunge();
+    // munged outlives the cluster on purpose (it is the machine's). Its socket is a path:
+    // every namespace's daemons reach it.
     const ctldArgv = ['/usr/sbin/slurmctld', '-D', '-i', '-f', conf];
     const [ctldFile = '', ...ctldArgs] =
       multi === undefined ? ctldArgv : inNamespaces(multi.controller.netns, CONTROLLER_NAME, ctldArgv);
@@ -321,7 +363,6 @@ export async function startSlurm(o: SlurmOptions = {}): Promise<SlurmCluster> {
       children.push(d);
       return { name, d };
     });
-    children.push(...mungeChildren);
     const slurmdLog = (name: string) =>
       join(dir, 'log', nodes === null ? 'slurmd.log' : `slurmd-${name}.log`);
     await waitFor(
@@ -380,6 +421,24 @@ export async function startSlurm(o: SlurmOptions = {}): Promise<SlurmCluster> {
 
   const submitFixture = async (o: SubmitOptions): Promise<SlurmJob> => {
     requireMpi(o.mpi);
+    const launcher = o.launcher ?? 'mpirun';
+    const plugin = o.srunMpi ?? (MPI_FAMILIES[o.mpi] === 'mpich' ? 'pmi2' : 'pmix');
+    const oldMpi: MpiName | null = o.mpi === 'openmpi' || o.mpi === 'mpich' ? o.mpi : null;
+    if (launcher === 'mpirun' && oldMpi === null) {
+      throw new RangeError(
+        `submitFixture starts ${o.mpi} only with launcher 'srun' (its mpirun is not set up here)`,
+      );
+    }
+    if (launcher === 'mpirun' && (o.srunMpi !== undefined || o.singletons !== undefined)) {
+      throw new RangeError("srunMpi and singletons are about srun's tasks: they need launcher 'srun'");
+    }
+    const singletons = o.singletons === true;
+    if (launcher === 'srun' && plugin === 'pmix' && !existsSync(SLURM_PMIX_LIBRARY)) {
+      throw new Error(
+        `MQD_TESTKIT_E_SLURM_NO_PMIX: Slurm's mpi/pmix plugin loads ${SLURM_PMIX_LIBRARY}, which is missing ` +
+          '(srun says "can not load PMIx library"): install Debian\'s libpmix-dev (scripts/provision.sh)',
+      );
+    }
     const np = o.np ?? 4;
     const nodeCount = o.nodes ?? 1;
     if (
@@ -397,7 +456,11 @@ export async function startSlurm(o: SlurmOptions = {}): Promise<SlurmCluster> {
     const jobDir = o.user === undefined ? dir : asUser(o.user).home;
     const output = join(jobDir, `${o.fixture}-${o.mpi}-${jobs.length}.out`);
     const script = join(jobDir, `${o.fixture}-${o.mpi}-${jobs.length}.sh`);
-    writeFileSync(script, `#!/bin/sh\n${starterLine(o.mpi, np, binary, nodeCount > 1)}\n`, { mode: 0o755 });
+    const body =
+      launcher === 'mpirun' && oldMpi !== null
+        ? starterLine(oldMpi, np, binary, nodeCount > 1)
+        : srunLines(o.mpi, plugin, np, binary, nodeCount > 1);
+    writeFileSync(script, `#!/bin/sh\n${body}\n`, { mode: 0o755 });
     if (o.user !== undefined) chownSync(script, o.user.uid, o.user.gid);
     const sbatchArgs = [
       '--parsable',
@@ -422,6 +485,13 @@ export async function startSlurm(o: SlurmOptions = {}): Promise<SlurmCluster> {
           rank: Number(m[1]),
           pid: Number(m[2]),
         }));
+        if (launcher === 'srun') {
+          const why = srunFailure(text, found, plugin, np, singletons);
+          // Both ends of the output: the MPI says why at the start, srun's exit comes last.
+          const shown = text.length > 4000 ? `${text.slice(0, 2000)}\n...\n${text.slice(-2000)}` : text;
+          if (why !== null) return failed(`job ${jobId}: ${why}\n${shown}`);
+        }
+        if (found.length >= np && singletons) return done(bySlurmProcId(found));
         if (found.length >= np) return done(found.sort((a, b) => a.rank - b.rank));
         const state = run('squeue', ['-h', '-j', String(jobId), '-o', '%T']).trim();
         if (state !== '' && state !== 'RUNNING' && state !== 'PENDING' && state !== 'CONFIGURING') {
@@ -431,7 +501,7 @@ export async function startSlurm(o: SlurmOptions = {}): Promise<SlurmCluster> {
       },
       { timeoutMs: o.timeoutMs ?? 60_000, what: `${np} READY lines of Slurm job ${jobId}` },
     );
-    return { jobId, ranks, output };
+    return { jobId, ranks, output, srunPid: launcher === 'srun' ? findSrun(jobId) : null };
   };
 
   return {
@@ -460,6 +530,97 @@ function starterLine(mpi: MpiName, np: number, binary: string, acrossNodes: bool
     'export OMPI_MPIR_DO_NOT_WARN=1',
     `exec ${bin}/mpirun --allow-run-as-root --oversubscribe --bind-to none -np ${np} --mca mpi_yield_when_idle 1 ${binary}`,
   ].join('\n');
+}
+
+/**
+ * The batch script of launcher 'srun': the build's launch environment (the same MCA and CVAR
+ * settings as `starterCommand`'s), then srun --mpi; its exit status is printed, so a job whose
+ * ranks never come up fails at once instead of at the timeout.
+ */
+function srunLines(
+  mpi: AnyMpiName,
+  plugin: SrunMpiPlugin,
+  np: number,
+  binary: string,
+  acrossNodes: boolean,
+): string {
+  const env: Record<string, string> = { ...starterCommand(mpi, np, binary).env };
+  if (acrossNodes && env['OMPI_MCA_btl'] !== undefined) env['OMPI_MCA_btl'] += ',tcp';
+  if (plugin === 'pmix') {
+    // Debian's libpmix (Slurm's PMIx server in slurmstepd) offers the security modes
+    // "munge,native" (PMIX_SECURITY_MODE); Open MPI's internal PMIx client has no munge
+    // component and then fails pmix_init ("psec ... munge ... not found"): native only.
+    env['PMIX_MCA_psec'] = 'native';
+  }
+  return [
+    ...Object.entries(env).map(([k, v]) => `export ${k}=${shellQuote(v)}`),
+    `srun --mpi=${plugin} -n ${np} ${shellQuote(binary)}`,
+    'echo "MQD_SRUN_EXIT rc=$?"',
+  ].join('\n');
+}
+
+function shellQuote(s: string): string {
+  return /^[\w@%+=:,./^-]+$/.test(s) ? s : `'${s.replaceAll("'", "'\\''")}'`;
+}
+
+/**
+ * Why an srun-started job can never give `np` ranks, from its output so far, or null. Each is a
+ * coded message: the MPI did not get its world from the plugin.
+ */
+function srunFailure(
+  text: string,
+  found: ReadonlyArray<{ rank: number }>,
+  plugin: SrunMpiPlugin,
+  np: number,
+  singletons: boolean,
+): string | null {
+  const ranks = new Set(found.map((f) => f.rank));
+  if (singletons && found.some((f) => f.rank !== 0)) {
+    return `MQD_TESTKIT_E_SRUN_NOT_SINGLETONS: singletons were expected under srun --mpi=${plugin}, but a process says rank ${found.find((f) => f.rank !== 0)?.rank}`;
+  }
+  if (!singletons && ranks.size < found.length) {
+    // Every process thinks it is rank 0 of a world of its own.
+    return (
+      `MQD_TESTKIT_E_SRUN_SINGLETONS: under srun --mpi=${plugin} the ${found.length} processes started as ` +
+      "singletons (READY lines repeat a rank): this build's PMI client does not speak that plugin"
+    );
+  }
+  if (text.includes('can not load PMIx library')) {
+    return `MQD_TESTKIT_E_SLURM_NO_PMIX: Slurm's mpi/pmix plugin cannot load ${SLURM_PMIX_LIBRARY}: install libpmix-dev`;
+  }
+  const exit = /MQD_SRUN_EXIT rc=(\d+)/.exec(text);
+  if (exit !== null && found.length < np) {
+    return (
+      `MQD_TESTKIT_E_SRUN_FAILED: srun --mpi=${plugin} exited with ${exit[1]} after ${found.length}/${np} ` +
+      'READY lines (its output follows)'
+    );
+  }
+  return null;
+}
+
+/** Singletons all say rank 0: rank them by the task id srun gave each (its SLURM_PROCID). */
+function bySlurmProcId(found: ReadonlyArray<{ pid: number }>): Array<{ rank: number; pid: number }> {
+  return found
+    .map((f) => ({ rank: Number(readEnviron(f.pid)?.get('SLURM_PROCID') ?? Number.NaN), pid: f.pid }))
+    .sort((a, b) => a.rank - b.rank);
+}
+
+/**
+ * The srun of job `jobId` that started its ranks: a process named srun with the job's
+ * SLURM_JOB_ID whose parent is not itself an srun (srun forks a shepherd of the same name).
+ */
+function findSrun(jobId: number): number | null {
+  const procs = listProcesses();
+  const isSrun = (pid: number) => /^(\S*\/)?srun(\s|$)/.test(cmdline(pid));
+  const byPid = new Map<number, (typeof procs)[number]>(procs.map((p) => [p.pid, p]));
+  const sruns = procs.filter(
+    (p) => isSrun(p.pid) && readEnviron(p.pid)?.get('SLURM_JOB_ID') === String(jobId),
+  );
+  const top = sruns.filter((p) => {
+    const parent = byPid.get(p.ppid);
+    return parent === undefined || !isSrun(parent.pid);
+  });
+  return top.length === 1 ? (top[0]?.pid ?? null) : null;
 }
 
 function checkNetnsOptions(o: NonNullable<SlurmOptions['netns']>): void {
