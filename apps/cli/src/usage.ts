@@ -72,10 +72,14 @@ export const RANKS_USAGE = `usage: mqd ranks --attach PID [--method auto|mpir|pm
 export const RUN_USAGE = `usage: mqd run [--snapshot] [--json] [--timeout SECONDS] -- STARTER [ARGS...]
   Starts an MPI job under the tool (e.g. mqd run -- mpirun -np 4 ./app), stops the starter at
   MPIR_Breakpoint, prints its process table, then lets the job run and exits with its status.
-  --snapshot      also take a first snapshot there (Open MPI's ranks are then held at the end
-                  of MPI_Init; MPICH's are not held, so some may not be in MPI yet)
+  Open MPI 5's mpirun (PRRTE's prterun, no MPIR): its ranks are held in PMIx_Init instead
+  (prterun --runtime-options stop-in-init), the table comes from its PMIx server (via pmix).
+  --snapshot      also take a first snapshot there (Open MPI 4's ranks are then held at the end
+                  of MPI_Init, Open MPI 5's in PMIx_Init with no communicator yet; MPICH's are
+                  not held, so some may not be in MPI yet)
   --json          print the table (and snapshot) as one JSON document
-  --timeout SECS  time for the starter to reach MPIR_Breakpoint (default 60)
+  --timeout SECS  time for the starter to reach MPIR_Breakpoint, or for every rank to be held
+                  (default 60)
   The job inherits this terminal; ^C reaches it directly, SIGTERM/SIGHUP sent to mqd are passed on.`;
 
 export const SERVE_USAGE_HEAD = `usage: mqd serve [--no-local-agent] [--dll-policy any|root-owned] [--core-dir DIR]... [aggregator options]

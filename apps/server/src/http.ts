@@ -84,11 +84,13 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_NO_STACKS':
     case 'MQD_E_NO_SLURM':
     case 'MQD_E_PMIX':
+    case 'MQD_E_PMIX_LAUNCH':
     case 'MQD_E_CAPTURE':
     case 'MQD_E_OMPD_DISABLED':
     case 'MQD_E_OMPD_LOAD':
     case 'MQD_E_OMPD_FAILED':
     case 'MQD_E_OMPD_CRASHED':
+    case 'MQD_E_OMPD_NO_SYMBOLS':
       // The agent answered, with a failure on its node.
       return 502;
     case 'MQD_E_AGENT_MISSING':

@@ -109,6 +109,10 @@ export const ERROR_HINTS = {
   MQD_E_INSECURE:
     'refusing plain HTTP on a non-loopback address; pass --tls-cert and --tls-key (or --allow-insecure-http behind a TLS proxy)',
   MQD_E_INTERNAL: 'this is a bug in MQD Dashboard; please report it with the message',
+  MQD_E_PMIX_LAUNCH:
+    "launching under the tool through PMIx (Open MPI 5's prterun, ranks held in PMIx_Init) failed and the job was killed; check that the program exists and is an MPI program of this Open MPI (its ranks must call MPI_Init), give a longer --timeout on a busy machine, or start the job yourself and use `mqd snapshot --attach PID`",
+  MQD_E_OMPD_NO_SYMBOLS:
+    "the rank's OpenMP runtime is stripped and its separate debug file (which holds the symbols OMPD needs: ompd_dll_locations, __kmp_gtid) was not found: install the runtime's debug package (Debian: the libomp5-NN-dbgsym of its version) or copy its debug file to one of the places the message names (MQD_DEBUGINFO_PATH sets the debug directories), then take another snapshot",
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_HINTS;

@@ -20,6 +20,7 @@ export {
   type StarterInfo,
 } from './job.js';
 export { type JobExit, type LaunchedJob, type LaunchOptions, launchUnderTool } from './launch.js';
+export { type PmixStarter, pmixStarterKind, withStopInInit } from './pmix-launch.js';
 export {
   decodeProcdescs,
   LP64_PROCDESC,

@@ -16,57 +16,33 @@
 // MPIR_Breakpoint -> hit: table read, ip rewound, original byte back -> optional callback ->
 // release (every thread detached). On every failure the job is killed: it was started to be
 // debugged and half of that is not what the user asked for.
-import { type ChildProcess, spawn } from 'node:child_process';
-import { accessSync, constants, readFileSync } from 'node:fs';
-import { basename, delimiter, isAbsolute, join, resolve } from 'node:path';
-import { Duplex } from 'node:stream';
+//
+// A starter without MPIR symbols that maps libprrte and libpmix at its entry point is PRRTE's
+// prterun (Open MPI 5's mpirun execs it; mpirun itself maps libpmix only and is followed like
+// the wrappers): it has not run yet, so it is killed there and started again by
+// pmix-launch.ts with its ranks held in PMIx_Init for a PMIx tool. Same contract, method 'pmix'.
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { basename } from 'node:path';
 import { DebugFileRegistry, ProcessImage, ptraceExt as pt, readEnviron } from '@mqd/core';
-import { err, type MqdError, mqdError, ok, type Pid, type Result } from '@mqd/model';
+import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import { mpirSymbols, readMpirTable } from './attach.js';
 import { type LocalHost, localHost } from './host.js';
 import type { JobRanks } from './job.js';
-import { descendants, isAlive, starterInfo } from './procfs.js';
+import { capturePmixStarter, launchUnderPmix, type PmixStarter, pmixStarterKind } from './pmix-launch.js';
+import { isAlive, starterInfo } from './procfs.js';
+import {
+  findExecutable,
+  kill,
+  killTree,
+  type LaunchedJob,
+  type LaunchOptions,
+  launchedJob,
+  Wrapper,
+} from './supervise.js';
 import { Tracer, type TraceStop } from './tracer.js';
 
-export interface LaunchOptions<T> {
-  /** The starter's environment (default: this process's). */
-  readonly env?: Readonly<Record<string, string | undefined>>;
-  readonly cwd?: string;
-  /** 'inherit' (default): the job writes to our terminal. 'pipe': collected, see output(). */
-  readonly stdio?: 'inherit' | 'pipe' | 'ignore';
-  /** Time for the starter to reach MPIR_Breakpoint (default 60 s). */
-  readonly timeoutMs?: number;
-  readonly registry?: DebugFileRegistry;
-  readonly here?: LocalHost;
-  /**
-   * Runs while the starter is held at MPIR_Breakpoint (Open MPI's ranks are then held at the
-   * end of MPI_Init), e.g. to take a first snapshot. The job is released when it settles.
-   */
-  readonly atBreakpoint?: (job: JobRanks) => Promise<T> | T;
-}
-
-export interface JobExit {
-  readonly code: number | null;
-  readonly signal: NodeJS.Signals | null;
-}
-
-export interface LaunchedJob<T> {
-  /** The table read at MPIR_Breakpoint (method 'mpir'). */
-  readonly job: JobRanks;
-  readonly starterPid: Pid;
-  /** What `atBreakpoint` returned. */
-  readonly atBreakpoint: T | undefined;
-  /** What the job printed so far (stdio 'pipe' only). */
-  output(): string;
-  /** The starter's exit status once it has exited. */
-  exitStatus(): JobExit | undefined;
-  /** Resolves when the starter has exited (its status, as `timeout` passes it on). */
-  wait(): Promise<JobExit>;
-  /** Sends a signal to the starter (mpirun and mpiexec pass SIGINT/SIGTERM on to the ranks). */
-  signal(sig?: NodeJS.Signals): void;
-  /** SIGKILLs the starter and every process below it, and waits for the starter's status. */
-  dispose(): Promise<JobExit>;
-}
+export type { JobExit, LaunchedJob, LaunchOptions } from './supervise.js';
 
 const WRAPPER_SCRIPT = 'echo $$ >&3; read go <&3; exec 3<&-; exec "$@"';
 const DEFAULT_TIMEOUT_MS = 60_000;
@@ -75,21 +51,6 @@ const PID_LINE_TIMEOUT_MS = 10_000;
 const EXECERS =
   /^(?:sh|bash|dash|zsh|ksh|env|nice|nohup|stdbuf|setsid|chrt|taskset|numactl|python[\d.]*|perl[\d.]*|ruby[\d.]*)$/;
 const AT_ENTRY = 9n;
-
-function findExecutable(name: string, pathVar: string | undefined, cwd: string): string | null {
-  const candidates = name.includes('/')
-    ? [isAbsolute(name) ? name : resolve(cwd, name)]
-    : (pathVar ?? '/usr/local/bin:/usr/bin:/bin').split(delimiter).map((d) => join(d || '.', name));
-  for (const c of candidates) {
-    try {
-      accessSync(c, constants.X_OK);
-      return c;
-    } catch {
-      // Not there or not executable: the next PATH entry may have it.
-    }
-  }
-  return null;
-}
 
 function entryPoint(pid: number): bigint | null {
   try {
@@ -101,116 +62,6 @@ function entryPoint(pid: number): bigint | null {
     // Gone or not ours: the caller reports it.
   }
   return null;
-}
-
-/** The `timeout` child: its output, its exit, and the pid line sh writes on fd 3. */
-class Wrapper {
-  private readonly chunks: string[] = [];
-  private status: JobExit | undefined;
-  private readonly closed: Promise<JobExit>;
-
-  constructor(readonly child: ChildProcess) {
-    child.stdout?.setEncoding('utf8').on('data', (d: string) => this.chunks.push(d));
-    child.stderr?.setEncoding('utf8').on('data', (d: string) => this.chunks.push(d));
-    this.closed = new Promise((res) => {
-      child.on('close', (code, signal) => {
-        this.status = { code, signal };
-        res(this.status);
-      });
-    });
-  }
-
-  output(): string {
-    return this.chunks.join('');
-  }
-  exitStatus(): JobExit | undefined {
-    return this.status;
-  }
-  wait(): Promise<JobExit> {
-    return this.closed;
-  }
-
-  private get control(): Duplex | null {
-    // Node gives a child's extra 'pipe' fds as a socketpair: one Duplex for both directions.
-    const s = this.child.stdio[3];
-    return s instanceof Duplex ? s : null;
-  }
-
-  /** The pid sh prints on fd 3 (it is then blocked reading fd 3). */
-  readPid(timeoutMs: number): Promise<number | null> {
-    const control = this.control;
-    if (!control) return Promise.resolve(null);
-    return new Promise((res) => {
-      let text = '';
-      const done = (v: number | null) => {
-        clearTimeout(timer);
-        control.removeListener('data', onData);
-        // Keep reading (to EOF) so the socket closes with the child and 'close' can fire.
-        control.resume();
-        this.child.removeListener('exit', onExit);
-        res(v);
-      };
-      const onData = (d: Buffer | string): void => {
-        text += d.toString();
-        const m = /^(\d+)\n/.exec(text);
-        if (m) done(Number(m[1]));
-      };
-      const onExit = () => done(null);
-      const timer = setTimeout(() => done(null), timeoutMs);
-      control.on('data', onData);
-      this.child.once('exit', onExit);
-    });
-  }
-
-  /** Lets sh go on to exec the starter, and drops our end of fd 3. */
-  go(): void {
-    const control = this.control;
-    control?.end('go\n');
-  }
-}
-
-function kill(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(pid, sig);
-  } catch {
-    // ESRCH: already gone.
-  }
-}
-
-/**
- * Kills a starter and everything below it, without losing a process that is forked meanwhile:
- * the tree is frozen first (SIGSTOP, repeated until no new process appears: a stopped process
- * cannot fork), then SIGKILLed, then awaited. `extra` are pids known to belong to the job (the
- * ranks of its table) even if they were reparented already.
- */
-async function killTree(
-  starterPid: number,
-  wrapper: Wrapper,
-  extra: readonly number[] = [],
-): Promise<JobExit> {
-  const seen = new Set<number>(extra.filter(isAlive));
-  for (let round = 0; round < 50; round++) {
-    let fresh = false;
-    for (const p of [starterPid, ...descendants(starterPid).map((d) => d.pid)]) {
-      if (!seen.has(p)) {
-        seen.add(p);
-        fresh = true;
-      }
-    }
-    for (const p of seen) kill(p, 'SIGSTOP');
-    if (!fresh) break;
-  }
-  for (const p of seen) kill(p, 'SIGKILL');
-  const deadline = Date.now() + 10_000;
-  while ([...seen].some(isAlive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-  // timeout exits once its child is gone; should it not (it was never told the pid), kill it too.
-  const w = wrapper.child.pid;
-  const killer = setTimeout(() => {
-    if (w !== undefined) kill(w, 'SIGKILL');
-  }, 5000);
-  const status = await wrapper.wait();
-  clearTimeout(killer);
-  return status;
 }
 
 async function releaseGates(
@@ -250,10 +101,10 @@ async function releaseGates(
   return warnings;
 }
 
-interface AtBreakpoint<T> {
-  readonly job: JobRanks;
-  readonly value: T | undefined;
-}
+/** Where the traced launch ended: at MPIR_Breakpoint, or at the entry point of PRRTE's prterun. */
+type Drove<T> =
+  | { readonly kind: 'mpir'; readonly job: JobRanks; readonly value: T | undefined }
+  | { readonly kind: 'pmix'; readonly starter: PmixStarter };
 
 async function drive<T>(
   tracer: Tracer,
@@ -262,7 +113,7 @@ async function drive<T>(
   registry: DebugFileRegistry,
   here: LocalHost,
   found: { job: JobRanks | null },
-): Promise<Result<AtBreakpoint<T>, MqdError>> {
+): Promise<Result<Drove<T>, MqdError>> {
   const pid = tracer.pid;
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const deadline = Date.now() + timeoutMs;
@@ -318,11 +169,20 @@ async function drive<T>(
           image = loaded.value;
           const syms = mpirSymbols(image);
           if (!syms || syms.breakpoint === null) {
-            if (EXECERS.test(basename(image.exe))) {
-              // A wrapper (a script's interpreter, env, nice, ...): the starter is its next exec.
+            const pmix = pmixStarterKind(image);
+            if (EXECERS.test(basename(image.exe)) || pmix === 'execs-prterun') {
+              // A wrapper (a script's interpreter, env, nice, ..., Open MPI 5's mpirun): the
+              // starter is its next exec.
               phase = 'exec';
               tracer.resume(stop.tid, 0);
               break;
+            }
+            if (pmix === 'prterun') {
+              // Held at its entry point: nothing has run. It is started again with its ranks
+              // held for a PMIx tool (pmix-launch.ts).
+              const starter = capturePmixStarter(pid, image);
+              if (!starter.ok) return starter;
+              return ok({ kind: 'pmix', starter: starter.value });
             }
             return err(
               mqdError(
@@ -354,7 +214,7 @@ async function drive<T>(
           if (!table.ok) return table;
           found.job = table.value;
           const value = opts.atBreakpoint ? await opts.atBreakpoint(table.value) : undefined;
-          return ok({ job: table.value, value });
+          return ok({ kind: 'mpir', job: table.value, value });
         }
         return err(
           mqdError(
@@ -430,7 +290,7 @@ export async function launchUnderTool<T = undefined>(
     return err(tracer);
   }
 
-  let outcome: Result<AtBreakpoint<T>, MqdError>;
+  let outcome: Result<Drove<T>, MqdError>;
   // The table once read, so that a failure after it can also kill ranks already reparented.
   const found: { job: JobRanks | null } = { job: null };
   const tablePids = () => found.job?.ranks.map((r) => r.pid as number) ?? [];
@@ -448,23 +308,16 @@ export async function launchUnderTool<T = undefined>(
     await killTree(pid, wrapper, tablePids());
     return outcome.ok ? err(problem ?? mqdError('MQD_E_INTERNAL', 'release failed')) : outcome;
   }
+  if (outcome.value.kind === 'pmix') {
+    // prterun at its entry point, not yet run: that attempt goes, the held launch replaces it.
+    await killTree(pid, wrapper);
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    return launchUnderPmix(outcome.value.starter, opts, here, timeoutBin, Date.now() + timeoutMs, timeoutMs);
+  }
   let job = outcome.value.job;
   if (readEnviron(pid)?.has('MPIEXEC_DEBUG')) {
     const warnings = await releaseGates(job, here, registry, opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     if (warnings.length > 0) job = { ...job, warnings: [...job.warnings, ...warnings] };
   }
-  const rankPids = job.ranks.map((r) => r.pid as number);
-  const starterPid = job.starter?.pid ?? (pid as Pid);
-  return ok({
-    job,
-    starterPid,
-    atBreakpoint: outcome.value.value,
-    output: () => wrapper.output(),
-    exitStatus: () => wrapper.exitStatus(),
-    wait: () => wrapper.wait(),
-    signal: (sig: NodeJS.Signals = 'SIGTERM') => {
-      if (wrapper.exitStatus() === undefined) kill(pid, sig);
-    },
-    dispose: () => killTree(pid, wrapper, rankPids.filter(isAlive)),
-  });
+  return ok(launchedJob(pid, wrapper, job, outcome.value.value));
 }

@@ -26,7 +26,7 @@ export { MqsSession, type RankReadOptions, type RankTarget, type SessionOptions 
 export { HotPath } from './mqs/shim.js';
 export { nativeAllocations } from './native/alloc.js';
 export { setParentDeathSignal } from './native/libc.js';
-export { type PmixJob, type PmixProc, pmixProcTable } from './native/pmix.js';
+export { type PmixJob, type PmixProc, PmixTool, pmixProcTable } from './native/pmix.js';
 export * as ptraceExt from './native/ptrace-ext.js';
 export { assembleOpenMp, OmpdHost, type OmpdReadOptions, type OmpdTarget } from './ompd/host.js';
 export { type OpenMpRead, type ReadOpenMpOptions, readOpenMp } from './ompd/read.js';

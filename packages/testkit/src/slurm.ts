@@ -8,7 +8,7 @@
 // the cluster's directory and slurm.conf are then world-readable (Slurm's clients read the
 // conf as that user), and the job's script, output and working directory are the user's.
 // `startSlurm({netns})` makes a multi-node cluster instead: one slurmd per network namespace
-// (the caller's, e.g. apps/cli/test/netns.ts), NodeAddr inside it, slurmctld in another. Every
+// (the caller's, e.g. from netns.ts's createCluster), NodeAddr inside it, slurmctld in another. Every
 // daemon of a node runs in the node's network namespace with a UTS namespace of its own whose
 // host name is the node's, and a private mount of the cluster's hosts file over /etc/hosts
 // (nsenter + unshare, see `onNode`), so slurmd, slurmstepd and the MPI starters and ranks it

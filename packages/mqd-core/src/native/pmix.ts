@@ -11,9 +11,12 @@
 // (hostname char* at 264, executable_name at 272, pid int at 280, exit_code at 284, state
 // uint8 at 288), pmix_data_array_t 24 (type uint16, size at 8, array at 16), pmix_query_t 24
 // (keys char** , qualifiers pmix_info_t*, nqual size_t).
+// The launch half (packages/mpir/src/pmix-launch.ts) keeps one connection open while the job's
+// ranks wait in PMIx_Init (PMIX_DEBUG_STOP_IN_INIT) and releases them with PMIx_Notify_event
+// (PMIX_DEBUGGER_RELEASE): `PmixTool`. Constants from this build's pmix_common.h.
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import koffi from 'koffi';
-import { withScratch } from './alloc.js';
+import { nativeFree, ownedAlloc, withScratch } from './alloc.js';
 import { _memcpy, _strlen } from './libc.js';
 
 const VALUE_UNION = 8;
@@ -27,6 +30,14 @@ const PMIX_PID = 5;
 const PMIX_DATA_ARRAY = 39;
 const PMIX_PROC_INFO = 38;
 const PMIX_SUCCESS = 0;
+const PMIX_PROC = 22;
+const PMIX_BOOL = 1;
+const PMIX_RANGE_CUSTOM = 6;
+const PMIX_DEBUGGER_RELEASE = -3;
+/** PMIX_RANK_WILDCARD: every rank of a namespace. */
+const RANK_WILDCARD = 0xfffffffe;
+/** pmix_proc_state_t of a process that has connected to its server (PMIx_Init). */
+export const PMIX_PROC_STATE_CONNECTED = 6;
 
 export interface PmixProc {
   readonly rank: number;
@@ -60,6 +71,9 @@ function bind(path: string): Record<string, Fn> {
     ) as Fn,
     free: lib.func('void PMIx_Info_free(uintptr_t info, size_t n)') as Fn,
     error: lib.func('const char *PMIx_Error_string(int status)') as Fn,
+    notify: lib.func(
+      'int PMIx_Notify_event(int status, void *source, uint8_t range, void *info, size_t ninfo, void *cbfunc, void *cbdata)',
+    ) as Fn,
   };
   libs.set(path, f);
   return f;
@@ -87,12 +101,16 @@ const cstr = (b: Buffer, at: number, max: number): string => {
   return s.subarray(0, z < 0 ? s.length : z).toString('utf8');
 };
 
-/** Writes a pmix_info_t with a string or pid value at `at` of `buf`; returns native strings to keep. */
+/**
+ * Writes a pmix_info_t at `at` of `buf`: a pid (int), a bool (one byte) or a pointer (a native
+ * string or pmix_proc_t the caller keeps alive for the call).
+ */
 function putInfo(buf: Buffer, at: number, key: string, type: number, value: number | bigint): void {
   buf.fill(0, at, at + INFO_SIZE);
   buf.write(key, at, 511, 'utf8');
   buf.writeUInt16LE(type, at + INFO_VALUE);
   if (type === PMIX_PID) buf.writeInt32LE(Number(value), at + INFO_VALUE + VALUE_UNION);
+  else if (type === PMIX_BOOL) buf.writeUInt8(Number(value) ? 1 : 0, at + INFO_VALUE + VALUE_UNION);
   else buf.writeBigUInt64LE(BigInt(value), at + INFO_VALUE + VALUE_UNION);
 }
 
@@ -149,23 +167,46 @@ function readInfos(infos: bigint, n: number): Map<string, { type: number; word: 
   return out;
 }
 
+/** The one open tool connection: PMIx keeps a tool's state in process globals. */
+let open: PmixTool | null = null;
+
 /**
- * The process table of the job launched by the PMIx server `serverPid`, through `library` (a
- * libpmix.so the server maps). Coded errors: MQD_E_PMIX when the connection or a query fails.
+ * A PMIx tool connection to the server of one pid (a launcher such as prterun), for several
+ * queries and a debugger release; `close()` finalizes it. One at a time per process: PMIx keeps
+ * its tool state in globals. Coded errors: MQD_E_PMIX.
  */
-export function pmixProcTable(library: string, serverPid: number): Result<PmixJob, MqdError> {
-  let f: Record<string, Fn>;
-  try {
-    f = bind(library);
-  } catch (e) {
-    return err(mqdError('MQD_E_PMIX', `cannot load ${library}: ${(e as Error).message}`));
-  }
-  return withScratch((alloc) => {
-    const me = alloc('uint8_t', PROC_SIZE);
+export class PmixTool {
+  private closed = false;
+
+  private constructor(
+    private readonly f: Record<string, Fn>,
+    /** Our pmix_proc_t, filled by PMIx_tool_init; freed by close(). */
+    private readonly me: unknown,
+    readonly serverPid: number,
+  ) {}
+
+  /** PMIx_tool_init to the server of `serverPid` (PMIX_SERVER_PIDINFO) through `library`. */
+  static connect(library: string, serverPid: number): Result<PmixTool, MqdError> {
+    if (open !== null) {
+      return err(
+        mqdError(
+          'MQD_E_PMIX',
+          `a PMIx tool connection to pid ${open.serverPid} is already open in this process (one at a time)`,
+        ),
+      );
+    }
+    let f: Record<string, Fn>;
+    try {
+      f = bind(library);
+    } catch (e) {
+      return err(mqdError('MQD_E_PMIX', `cannot load ${library}: ${(e as Error).message}`));
+    }
+    const me = ownedAlloc('uint8_t', PROC_SIZE);
     const info = Buffer.alloc(INFO_SIZE);
     putInfo(info, 0, 'pmix.srvr.pidinfo', PMIX_PID, serverPid);
     const rc = f['init']?.(me, info, 1) as number;
     if (rc !== PMIX_SUCCESS) {
+      nativeFree(me);
       return err(
         mqdError(
           'MQD_E_PMIX',
@@ -173,25 +214,45 @@ export function pmixProcTable(library: string, serverPid: number): Result<PmixJo
         ),
       );
     }
-    try {
-      const ns = runQuery(f, alloc, 'pmix.qry.ns', null);
+    open = new PmixTool(f, me, serverPid);
+    return ok(open);
+  }
+
+  private alive(): Result<void, MqdError> {
+    return this.closed
+      ? err(mqdError('MQD_E_INTERNAL', `the PMIx tool connection to pid ${this.serverPid} is closed`))
+      : ok(undefined);
+  }
+
+  /** Every namespace the server knows (its own ends in @0, its jobs' in @1, @2, ...). */
+  namespaces(): Result<string[], MqdError> {
+    const a = this.alive();
+    if (!a.ok) return a;
+    return withScratch((alloc) => {
+      const ns = runQuery(this.f, alloc, 'pmix.qry.ns', null);
       if (!ns.ok) return err(mqdError('MQD_E_PMIX', ns.error));
-      const nsInfo = readInfos(ns.value.infos, ns.value.n).get('pmix.qry.ns');
-      const namespaces =
-        nsInfo && nsInfo.type === PMIX_STRING ? peekString(nsInfo.word).split(',').filter(Boolean) : [];
-      f['free']?.(ns.value.infos, ns.value.n);
-      // The launcher's own namespace ends in @0; the applications it started in @1, @2, ...
-      const apps = namespaces.filter((s) => !s.endsWith('@0'));
-      const nspace = apps[0] ?? null;
-      if (nspace === null) {
-        return err(
-          mqdError(
-            'MQD_E_PMIX',
-            `the PMIx server of pid ${serverPid} runs no job (namespaces: ${namespaces.join(', ') || 'none'})`,
-          ),
-        );
+      try {
+        const v = readInfos(ns.value.infos, ns.value.n).get('pmix.qry.ns');
+        return ok(v && v.type === PMIX_STRING ? peekString(v.word).split(',').filter(Boolean) : []);
+      } finally {
+        this.f['free']?.(ns.value.infos, ns.value.n);
       }
-      const pt = runQuery(f, alloc, 'pmix.qry.ptable', nspace);
+    });
+  }
+
+  /** The first application namespace (not the server's own @0), or null when none runs yet. */
+  jobNamespace(): Result<{ nspace: string | null; namespaces: string[] }, MqdError> {
+    const all = this.namespaces();
+    if (!all.ok) return all;
+    return ok({ nspace: all.value.find((s) => !s.endsWith('@0')) ?? null, namespaces: all.value });
+  }
+
+  /** PMIX_QUERY_PROC_TABLE of `nspace`: every process, sorted by rank. */
+  procTable(nspace: string): Result<PmixProc[], MqdError> {
+    const a = this.alive();
+    if (!a.ok) return a;
+    return withScratch((alloc) => {
+      const pt = runQuery(this.f, alloc, 'pmix.qry.ptable', nspace);
       if (!pt.ok) return err(mqdError('MQD_E_PMIX', pt.error));
       try {
         const v = readInfos(pt.value.infos, pt.value.n).get('pmix.qry.ptable');
@@ -215,13 +276,81 @@ export function pmixProcTable(library: string, serverPid: number): Result<PmixJo
             state: rows.readUInt8(at + 288),
           });
         }
-        procs.sort((a, b) => a.rank - b.rank);
-        return ok({ nspace, procs, namespaces });
+        procs.sort((x, y) => x.rank - y.rank);
+        return ok(procs);
       } finally {
-        f['free']?.(pt.value.infos, pt.value.n);
+        this.f['free']?.(pt.value.infos, pt.value.n);
       }
+    });
+  }
+
+  /**
+   * Releases every process of `nspace` held for a debugger (PMIX_DEBUG_STOP_IN_INIT: each waits
+   * in PMIx_Init for this event): PMIx_Notify_event(PMIX_DEBUGGER_RELEASE) with a custom range of
+   * {nspace, PMIX_RANK_WILDCARD}, not for default handlers. PMIx copies the infos before it
+   * returns (the scratch is freed then); the server acknowledges asynchronously, so a query
+   * afterwards on the same connection is answered only once it has the release.
+   */
+  releaseDebugger(nspace: string): Result<void, MqdError> {
+    const a = this.alive();
+    if (!a.ok) return a;
+    return withScratch((alloc) => {
+      const target = alloc('uint8_t', PROC_SIZE);
+      const tb = Buffer.alloc(PROC_SIZE);
+      tb.write(nspace, 0, 255, 'utf8');
+      tb.writeUInt32LE(RANK_WILDCARD, 256);
+      koffi.encode(target, koffi.array('uint8_t', PROC_SIZE), [...tb]);
+      const infos = Buffer.alloc(2 * INFO_SIZE);
+      putInfo(infos, 0, 'pmix.evrange', PMIX_PROC, BigInt(koffi.address(target)));
+      putInfo(infos, INFO_SIZE, 'pmix.evnondef', PMIX_BOOL, 1);
+      const rc = this.f['notify']?.(PMIX_DEBUGGER_RELEASE, null, PMIX_RANGE_CUSTOM, infos, 2, null, null);
+      if (rc !== PMIX_SUCCESS)
+        return err(
+          mqdError(
+            'MQD_E_PMIX',
+            `PMIx_Notify_event(PMIX_DEBUGGER_RELEASE) to ${nspace}: ${String(this.f['error']?.(rc as number) ?? rc)}`,
+          ),
+        );
+      return ok(undefined);
+    });
+  }
+
+  /** PMIx_tool_finalize; frees our native proc. Idempotent. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      this.f['fini']?.();
     } finally {
-      f['fini']?.();
+      nativeFree(this.me);
+      if (open === this) open = null;
     }
-  });
+  }
+}
+
+/**
+ * The process table of the job launched by the PMIx server `serverPid`, through `library` (a
+ * libpmix.so the server maps). Coded errors: MQD_E_PMIX when the connection or a query fails.
+ */
+export function pmixProcTable(library: string, serverPid: number): Result<PmixJob, MqdError> {
+  const tool = PmixTool.connect(library, serverPid);
+  if (!tool.ok) return tool;
+  try {
+    const job = tool.value.jobNamespace();
+    if (!job.ok) return job;
+    const { nspace, namespaces } = job.value;
+    if (nspace === null) {
+      return err(
+        mqdError(
+          'MQD_E_PMIX',
+          `the PMIx server of pid ${serverPid} runs no job (namespaces: ${namespaces.join(', ') || 'none'})`,
+        ),
+      );
+    }
+    const procs = tool.value.procTable(nspace);
+    if (!procs.ok) return procs;
+    return ok({ nspace, procs: procs.value, namespaces });
+  } finally {
+    tool.value.close();
+  }
 }
