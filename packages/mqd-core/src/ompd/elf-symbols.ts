@@ -1,50 +1,44 @@
-// What libompd needs from a module's ELF file that the DebugFile symbol index does not keep:
-// thread-local symbols (STT_TLS: `__kmp_gtid` is one, LOCAL in libomp's .symtab), the GOT slots
-// of its TLS relocations (R_X86_64_DTPMOD64: the module id; R_X86_64_TPOFF64: an initial-exec
-// offset from the thread pointer), and its functions sorted by address, to name a task's entry
-// point. Read from the section headers once per file (device, inode, mtime), x86_64 ELF64 only.
+// What libompd needs from the OpenMP runtime's own loaded file that no symbol table has: the GOT
+// slots of its TLS relocations (R_X86_64_DTPMOD64: the module id; R_X86_64_TPOFF64: an
+// initial-exec offset from the thread pointer). Relocations live in the file the process maps
+// (.rela.dyn, against .dynsym), never in a separate debug file, so they are read from it even
+// when its symbols come from one. Symbols, TLS symbols and functions are DebugFile's
+// (target/debug-file.ts), which follows the debug-file search. Also the two facts a "stripped,
+// debug file not found" message needs: whether the file has a .symtab, and its .gnu_debuglink.
+// Read from the section headers once per file (device, inode, mtime), x86_64 ELF64 only.
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 
+const SHT_PROGBITS = 1;
 const SHT_SYMTAB = 2;
 const SHT_RELA = 4;
-const SHT_DYNSYM = 11;
-const STT_FUNC = 2;
-const STT_TLS = 6;
-const STT_GNU_IFUNC = 10;
 const R_X86_64_DTPMOD64 = 16;
 const R_X86_64_TPOFF64 = 18;
 
-export interface ElfFunction {
-  readonly value: bigint;
-  readonly size: bigint;
-  readonly name: string;
-}
-
-export interface ElfSymbolTables {
-  /** STT_TLS symbols defined here: name → offset in this module's TLS block. */
-  readonly tls: ReadonlyMap<string, bigint>;
-  /** Functions defined here, sorted by file address. */
-  readonly functions: readonly ElfFunction[];
+export interface TlsRelocations {
   /** File addresses of GOT slots the loader fills with this module's TLS module id. */
   readonly dtpmodSlots: readonly bigint[];
   /** File addresses of GOT slots holding a TLS symbol's offset from the thread pointer, by name. */
   readonly tpoffSlots: ReadonlyMap<string, bigint>;
+  /** The file has its own .symtab (false: stripped; its LOCAL symbols are only in a debug file). */
+  readonly hasSymtab: boolean;
+  /** The debug file name its .gnu_debuglink names (null: none). */
+  readonly debuglink: string | null;
 }
 
-const cache = new Map<string, ElfSymbolTables | null>();
+const cache = new Map<string, TlsRelocations | null>();
 
-/** The tables of the ELF file at `path` (null: unreadable, not ELF64 little-endian). */
-export function elfSymbolTables(path: string): ElfSymbolTables | null {
+/** The TLS relocations of the ELF file at `path` (null: unreadable, not ELF64 little-endian). */
+export function tlsRelocations(path: string): TlsRelocations | null {
   let key: string;
   try {
     const st = statSync(path, { bigint: true });
     key = `${st.dev}:${st.ino}:${st.mtimeNs}`;
   } catch {
-    return null; // gone or unreadable: no tables
+    return null; // gone or unreadable: no slots
   }
   let t = cache.get(key);
   if (t === undefined) {
-    t = readTables(path);
+    t = readRelocations(path);
     cache.set(key, t);
   }
   return t;
@@ -52,13 +46,14 @@ export function elfSymbolTables(path: string): ElfSymbolTables | null {
 
 interface Section {
   readonly type: number;
+  readonly name: number;
   readonly offset: number;
   readonly size: number;
   readonly link: number;
   readonly entsize: number;
 }
 
-function readTables(path: string): ElfSymbolTables | null {
+function readRelocations(path: string): TlsRelocations | null {
   let fd: number;
   try {
     fd = openSync(path, 'r');
@@ -76,12 +71,14 @@ function readTables(path: string): ElfSymbolTables | null {
     const shoff = Number(h.readBigUInt64LE(0x28));
     const shentsize = h.readUInt16LE(0x3a);
     const shnum = h.readUInt16LE(0x3c);
+    const shstrndx = h.readUInt16LE(0x3e);
     if (shoff === 0 || shentsize < 64 || shnum === 0) return null;
     const sh = at(shoff, shentsize * shnum);
     const sections: Section[] = [];
     for (let i = 0; i < shnum && (i + 1) * shentsize <= sh.length; i++) {
       const o = i * shentsize;
       sections.push({
+        name: sh.readUInt32LE(o),
         type: sh.readUInt32LE(o + 4),
         offset: Number(sh.readBigUInt64LE(o + 24)),
         size: Number(sh.readBigUInt64LE(o + 32)),
@@ -89,9 +86,17 @@ function readTables(path: string): ElfSymbolTables | null {
         entsize: Number(sh.readBigUInt64LE(o + 56)),
       });
     }
+    const shstr = sections[shstrndx];
+    const names = shstr ? at(shstr.offset, shstr.size) : Buffer.alloc(0);
+    const cstr = (b: Buffer, off: number): string | null => {
+      const end = b.indexOf(0, off);
+      return off < b.length && end > off ? b.toString('latin1', off, end) : null;
+    };
+    let debuglink: string | null = null;
+    const link = sections.find((s) => s.type === SHT_PROGBITS && cstr(names, s.name) === '.gnu_debuglink');
+    if (link) debuglink = cstr(at(link.offset, Math.min(link.size, 4096)), 0);
+    // The relocations' symbol table (.dynsym): names and whether each is defined here.
     const symtabs = new Map<number, { names: (string | null)[]; defined: boolean[] }>();
-    const tls = new Map<string, bigint>();
-    const fns = new Map<bigint, ElfFunction>();
     const readSymtab = (index: number) => {
       const cached = symtabs.get(index);
       if (cached) return cached;
@@ -104,29 +109,11 @@ function readTables(path: string): ElfSymbolTables | null {
       const strtab = at(strs.offset, strs.size);
       for (let o = 0; o + 24 <= body.length; o += s.entsize) {
         const nameOff = body.readUInt32LE(o);
-        const info = body[o + 4] ?? 0;
-        const shndx = body.readUInt16LE(o + 6);
-        const value = body.readBigUInt64LE(o + 8);
-        const size = body.readBigUInt64LE(o + 16);
-        const end = strtab.indexOf(0, nameOff);
-        const name = nameOff > 0 && end > nameOff ? strtab.toString('latin1', nameOff, end) : null;
-        out.names.push(name);
-        out.defined.push(shndx !== 0);
-        if (!name || shndx === 0) continue;
-        const type = info & 0xf;
-        if (type === STT_TLS) {
-          if (!tls.has(name) || info >> 4 !== 0) tls.set(name, value);
-        } else if ((type === STT_FUNC || type === STT_GNU_IFUNC) && value !== 0n) {
-          const prev = fns.get(value);
-          // Prefer the global name of an address (an alias) over a local one.
-          if (!prev || info >> 4 !== 0) fns.set(value, { value, size, name });
-        }
+        out.names.push(nameOff > 0 ? cstr(strtab, nameOff) : null);
+        out.defined.push(body.readUInt16LE(o + 6) !== 0);
       }
       return out;
     };
-    sections.forEach((s, i) => {
-      if (s.type === SHT_SYMTAB || s.type === SHT_DYNSYM) readSymtab(i);
-    });
     const dtpmodSlots: bigint[] = [];
     const tpoffSlots = new Map<string, bigint>();
     for (const s of sections) {
@@ -147,29 +134,13 @@ function readTables(path: string): ElfSymbolTables | null {
         }
       }
     }
-    const functions = [...fns.values()].sort((a, b) => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0));
-    return { tls, functions, dtpmodSlots, tpoffSlots };
+    return {
+      dtpmodSlots,
+      tpoffSlots,
+      hasSymtab: sections.some((s) => s.type === SHT_SYMTAB),
+      debuglink,
+    };
   } finally {
     closeSync(fd);
   }
-}
-
-/** The function of `tables` that holds file address `addr` (exact entry, or within its size). */
-export function functionAt(tables: ElfSymbolTables, addr: bigint): string | null {
-  const f = tables.functions;
-  let lo = 0;
-  let hi = f.length - 1;
-  let best = -1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1;
-    const v = f[mid];
-    if (!v) break;
-    if (v.value <= addr) {
-      best = mid;
-      lo = mid + 1;
-    } else hi = mid - 1;
-  }
-  const hit = best >= 0 ? f[best] : undefined;
-  if (!hit) return null;
-  return hit.value === addr || addr < hit.value + hit.size ? hit.name : null;
 }

@@ -26,9 +26,10 @@ import { type TypeSizes, targetTypeSizes } from '../mqs/target-arch.js';
 import { permanentAlloc } from '../native/alloc.js';
 import { NT_PRSTATUS, NT_PRSTATUS_BYTES, readRegSet } from '../native/ptrace-ext.js';
 import { USER_REGS_FS_BASE } from '../target/core-file.js';
+import { debugFileSearch } from '../target/debug-file.js';
 import { EM_X86_64, ET_DYN, readElfInfo } from '../target/elf.js';
 import type { MappedModule, ProcessImage } from '../target/process-image.js';
-import { elfSymbolTables, functionAt } from './elf-symbols.js';
+import { tlsRelocations } from './elf-symbols.js';
 import {
   CALLBACK_NAMES,
   type CallbackName,
@@ -267,12 +268,14 @@ export class OmpdHost {
     // Only the executable (a static runtime) and libraries named like an OpenMP runtime are
     // searched: indexing the symbol table of every module a process maps (libc, libstdc++, the
     // MPI libraries' full .symtab) inside the stop would cost every rank without OpenMP.
-    const runtime = target.image.modules.find(
-      (m) =>
-        (m.path === target.image.exe || OPENMP_RUNTIME_NAME.test(basename(m.path))) &&
-        m.file.symbol('ompd_dll_locations') !== undefined,
+    const candidates = target.image.modules.filter(
+      (m) => m.path === target.image.exe || OPENMP_RUNTIME_NAME.test(basename(m.path)),
     );
-    if (!runtime) return null;
+    const runtime = candidates.find((m) => m.file.symbol('ompd_dll_locations') !== undefined);
+    if (!runtime) {
+      const stripped = candidates.map((m) => strippedRuntime(target, m)).find((e) => e !== null);
+      return stripped ? err(stripped) : null;
+    }
     const where = `${labelOf(target)}'s OpenMP runtime ${runtime.path}`;
     const sym = (name: string) => {
       const s = runtime.file.symbol(name);
@@ -594,10 +597,12 @@ export class OmpdHost {
   ): bigint | null {
     const t = space.target;
     for (const m of this.modulesFor(space, file)) {
-      const tables = elfSymbolTables(m.file.path);
-      const off = tables?.tls.get(name);
-      if (!tables || off === undefined) continue;
-      const slot = tables.dtpmodSlots[0];
+      // The offset from the module's symbols (its debug file's when it is stripped), the GOT
+      // slots from the file the process maps.
+      const off = m.file.tlsSymbol(name)?.value;
+      if (off === undefined) continue;
+      const rel = tlsRelocations(m.file.path);
+      const slot = rel?.dtpmodSlots[0];
       let modid: bigint | null = null;
       if (slot !== undefined) modid = this.readU64(t, m.bias + slot);
       else if (m.path === t.image.exe) modid = 1n; // the executable's block is module 1
@@ -608,10 +613,10 @@ export class OmpdHost {
         if (block === null || block === 0n || block === 0xffffffffffffffffn) return null;
         return block + off;
       }
-      const tp = tables.tpoffSlots.get(name);
+      const tp = rel?.tpoffSlots.get(name);
       if (tp === undefined) return null;
-      const rel = this.readU64(t, m.bias + tp);
-      return rel === null ? null : BigInt.asUintN(64, th.fsBase + BigInt.asIntN(64, rel));
+      const r = this.readU64(t, m.bias + tp);
+      return r === null ? null : BigInt.asUintN(64, th.fsBase + BigInt.asIntN(64, r));
     }
     return null;
   }
@@ -829,7 +834,27 @@ export function assembleOpenMp(raw: RawOpenMp): { openmp?: OpenMpRuntime | null;
 export function functionName(image: ProcessImage, addr: bigint): string | null {
   const m = image.modules.find((x) => addr >= x.start && addr < x.end);
   if (!m) return null;
-  const tables = elfSymbolTables(m.file.path);
-  const name = tables ? functionAt(tables, addr - m.bias) : null;
+  const name = m.file.functionAt(addr - m.bias);
   return name === null ? null : name.slice(0, 1024);
+}
+
+/**
+ * A stripped LLVM/Intel OpenMP runtime whose debug file was not found: its OMPD symbols
+ * (`ompd_dll_locations`, `__kmp_gtid`, the `ompd_*` layout variables) are LOCAL, so only in the
+ * .symtab that went into the debug file. Says which file and where to install the debug file;
+ * null when `m` is not such a runtime (GNU's libgomp, which has no OMPD, is never one).
+ */
+function strippedRuntime(target: OmpdTarget, m: MappedModule): MqdError | null {
+  if (m.path === target.image.exe || m.file.symbol('__kmpc_fork_call') === undefined) return null;
+  const rel = tlsRelocations(m.file.path);
+  if (rel === null || rel.hasSymtab || m.file.separateDebugFile() !== null) return null;
+  // Where libdw looked: next to the file as opened here (a core's may be under --sysroot).
+  const places = debugFileSearch(m.file.path, m.file.buildId, rel.debuglink);
+  return mqdError(
+    'MQD_E_OMPD_NO_SYMBOLS',
+    `${labelOf(target)}'s OpenMP runtime ${m.path} is stripped (no .symtab) and its debug file was not found ` +
+      `(build-id ${m.file.buildId ?? 'none'}${rel.debuglink ? `, .gnu_debuglink ${rel.debuglink}` : ''}); ` +
+      // Capped: the snapshot's messages are at most 4096 characters (a long MQD_DEBUGINFO_PATH).
+      `looked for ${places.join(', ')}`.slice(0, 3000),
+  );
 }

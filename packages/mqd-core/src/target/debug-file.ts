@@ -1,6 +1,7 @@
 // One ELF file's symbols and DWARF types, indexed once per file (by build-id) and shared by
 // every process that maps it. Addresses here are the file's own (unrelocated); a process adds
-// its load bias (process-image.ts).
+// its load bias (process-image.ts). Thread-local (STT_TLS) symbols are kept apart (their value
+// is an offset in the module's TLS block) and functions can be looked up by address (OMPD).
 //
 // Debug info is found the way gdb finds it, through libdw's standard callbacks: in the file,
 // by build-id under the debug directories (/usr/lib/debug/.build-id/xx/yyyy.debug), by
@@ -29,6 +30,13 @@ export interface SymbolInfo {
   readonly value: bigint;
   readonly size: number;
   readonly global: boolean;
+}
+
+/** A function of the symbol table, by file address (see DebugFile.functionAt). */
+interface FunctionSymbol {
+  readonly value: bigint;
+  readonly size: bigint;
+  readonly name: string;
 }
 
 /** A reference to a DIE that stays valid as long as its DebugFile lives. */
@@ -60,8 +68,48 @@ const TYPE_TAGS = new Set<number>([
   DW_TAG.class_type,
 ]);
 
+const STT_FUNC = 2;
+const STT_TLS = 6;
+const STT_GNU_IFUNC = 10;
+
 let callbacks: unknown = null;
 let callbacksPath: string | null | undefined;
+
+/** libdw's search path when MQD_DEBUGINFO_PATH is unset (its DEFAULT_DEBUGINFO_PATH). */
+export const DEFAULT_DEBUGINFO_PATH = ':.debug:/usr/lib/debug';
+
+/** Where separate debug files are searched (MQD_DEBUGINFO_PATH, else libdw's default). */
+export function debuginfoPath(): string {
+  return process.env['MQD_DEBUGINFO_PATH'] ?? DEFAULT_DEBUGINFO_PATH;
+}
+
+/**
+ * The files libdw's standard search (dwfl_standard_find_debuginfo) tries for the debug file of
+ * `path`, in its order: by build-id under each absolute directory of the search path, then the
+ * `.gnu_debuglink` name (`<file name>.debug` without one) in the file's directory (empty entry),
+ * under it (relative entry) or under the entry followed by the file's directory (absolute entry).
+ * For messages that say where to install a missing debug file.
+ */
+export function debugFileSearch(path: string, buildId: string | null, debuglink: string | null): string[] {
+  const dir = path.slice(0, Math.max(path.lastIndexOf('/'), 0)); // '' for a file in /
+  const link = debuglink ?? `${path.slice(path.lastIndexOf('/') + 1)}.debug`;
+  // A leading '+' or '-' only says whether to check the CRC.
+  const entries = debuginfoPath()
+    .split(':')
+    .map((e) => e.replace(/^[+-]/, ''));
+  const out: string[] = [];
+  if (buildId && buildId.length > 2) {
+    for (const e of entries) {
+      if (e.startsWith('/')) out.push(`${e}/.build-id/${buildId.slice(0, 2)}/${buildId.slice(2)}.debug`);
+    }
+  }
+  for (const e of entries) {
+    if (e === '') out.push(`${dir}/${link}`);
+    else if (e.startsWith('/')) out.push(`${e}${dir}/${link}`);
+    else out.push(`${dir}/${e}/${link}`);
+  }
+  return [...new Set(out)];
+}
 
 function dwflCallbacks(): unknown {
   const path = process.env['MQD_DEBUGINFO_PATH'] ?? null;
@@ -85,6 +133,10 @@ export class DebugFile {
   private readonly dwfl: unknown;
   private readonly mod: unknown;
   private symbols: Map<string, SymbolInfo> | null = null;
+  /** STT_TLS symbols: value is the offset in this module's TLS block (never an address). */
+  private readonly tls = new Map<string, SymbolInfo>();
+  /** Functions sorted by file address, built on the first functionAt. */
+  private functions: FunctionSymbol[] | null = null;
   private dwarfMain: unknown | null | undefined;
   private units: Unit[] = [];
   private unitsDone = false;
@@ -150,14 +202,69 @@ export class DebugFile {
   }
 
   // ---- symbols --------------------------------------------------------------------------
+  // libdw's symbol table is the file's .symtab, else the separate debug file's (found like the
+  // DWARF: build-id, .gnu_debuglink, MQD_DEBUGINFO_PATH), else .dynsym: a stripped library with
+  // its debug file installed has all its symbols here, LOCAL ones included.
+
   /** Global symbols win over local ones of the same name (MPICH's queue heads are local). */
   symbol(name: string): SymbolInfo | undefined {
-    if (this.symbols === null) this.symbols = this.readSymbols();
-    return this.symbols.get(name);
+    return this.symbolMap().get(name);
   }
 
-  private readSymbols(): Map<string, SymbolInfo> {
-    const map = new Map<string, SymbolInfo>();
+  /**
+   * A thread-local (STT_TLS) symbol: `value` is its offset in this module's TLS block, which
+   * each thread has at its own address (`__kmp_gtid` of LLVM's libomp, LOCAL). Never in symbol().
+   */
+  tlsSymbol(name: string): SymbolInfo | undefined {
+    this.symbolMap();
+    return this.tls.get(name);
+  }
+
+  /**
+   * The function holding file address `addr` (its entry, or inside its size), the global name of
+   * an address with aliases; null when none (the outlined region or task entry of OMPD).
+   */
+  functionAt(addr: bigint): string | null {
+    this.functions ??= this.readFunctions();
+    const f = this.functions;
+    let lo = 0;
+    let hi = f.length - 1;
+    let best = -1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const v = f[mid];
+      if (!v) break;
+      if (v.value <= addr) {
+        best = mid;
+        lo = mid + 1;
+      } else hi = mid - 1;
+    }
+    const hit = best >= 0 ? f[best] : undefined;
+    if (!hit) return null;
+    return hit.value === addr || addr < hit.value + hit.size ? hit.name : null;
+  }
+
+  /**
+   * The separate debug file libdw found for this file's symbols or DWARF (null: none found, or
+   * not needed because the file has its own .symtab and the DWARF was not asked for).
+   */
+  separateDebugFile(): string | null {
+    this.symbolMap();
+    return this.debugFilePath;
+  }
+
+  private symbolMap(): Map<string, SymbolInfo> {
+    if (this.symbols === null) this.symbols = this.readSymbols();
+    return this.symbols;
+  }
+
+  /**
+   * Every defined symbol of libdw's table, in table order: its name, ELF type and binding, file
+   * address (as libdw relocates it), raw st_value and size.
+   */
+  private forEachSymbol(
+    visit: (name: string, type: number, bind: number, value: bigint, stValue: bigint, size: bigint) => void,
+  ): void {
     const n = dw.dwfl_module_getsymtab(this.mod) as number;
     const symView = new DataView(koffiView(this.symBuf, 24));
     const addrView = new DataView(koffiView(this.addrBuf, 8));
@@ -166,26 +273,56 @@ export class DebugFile {
         | string
         | null;
       if (!name) continue;
-      const info = symView.getUint8(4);
       const shndx = symView.getUint16(6, true);
       if (shndx === 0) continue; // undefined: defined elsewhere
-      const type = info & 0xf;
-      if (type !== 1 && type !== 2 && type !== 0 && type !== 10) continue; // NOTYPE, OBJECT, FUNC, IFUNC
-      const bind = info >> 4;
-      const global = bind === 1 || bind === 2;
-      const prev = map.get(name);
-      if (prev && (prev.global || !global)) continue;
-      map.set(name, {
-        value: addrView.getBigUint64(0, true),
-        size: Number(symView.getBigUint64(16, true)),
-        global,
-      });
+      const info = symView.getUint8(4);
+      visit(
+        name,
+        info & 0xf,
+        info >> 4,
+        addrView.getBigUint64(0, true),
+        symView.getBigUint64(8, true),
+        symView.getBigUint64(16, true),
+      );
     }
+  }
+
+  private readSymbols(): Map<string, SymbolInfo> {
+    const map = new Map<string, SymbolInfo>();
+    this.forEachSymbol((name, type, bind, value, stValue, size) => {
+      const global = bind === 1 || bind === 2;
+      if (type === STT_TLS) {
+        // libdw relocates st_value like an address; a TLS value is an offset: keep it raw.
+        const prev = this.tls.get(name);
+        if (!prev || (global && !prev.global))
+          this.tls.set(name, { value: stValue, size: Number(size), global });
+        return;
+      }
+      if (type !== 1 && type !== 2 && type !== 0 && type !== 10) return; // NOTYPE, OBJECT, FUNC, IFUNC
+      const prev = map.get(name);
+      if (prev && (prev.global || !global)) return;
+      map.set(name, { value, size: Number(size), global });
+    });
     this.stats.symbolsIndexed = map.size;
     const main = [null as string | null];
     const debug = [null as string | null];
     dw.dwfl_module_info(this.mod, null, null, null, null, null, main, debug);
+    this.debugFilePath ??= debug[0] ?? null;
     return map;
+  }
+
+  private readFunctions(): FunctionSymbol[] {
+    const byAddr = new Map<bigint, FunctionSymbol & { global: boolean }>();
+    this.forEachSymbol((name, type, bind, value, _stValue, size) => {
+      if ((type !== STT_FUNC && type !== STT_GNU_IFUNC) || value === 0n) return;
+      const global = bind === 1 || bind === 2;
+      const prev = byAddr.get(value);
+      // Prefer the global name of an address (an alias) over a local one.
+      if (!prev || (global && !prev.global)) byAddr.set(value, { value, size, name, global });
+    });
+    return [...byAddr.values()]
+      .map(({ value, size, name }) => ({ value, size, name }))
+      .sort((a, b) => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0));
   }
 
   // ---- DWARF ----------------------------------------------------------------------------
@@ -195,7 +332,7 @@ export class DebugFile {
       const main = [null as string | null];
       const debug = [null as string | null];
       dw.dwfl_module_info(this.mod, null, null, null, null, null, main, debug);
-      this.debugFilePath = debug[0] ?? null;
+      this.debugFilePath = debug[0] ?? this.debugFilePath;
       if (this.dwarfMain) this.nextUnitOff = { dwarf: this.dwarfMain, off: 0n, isAlt: false };
     }
     return this.dwarfMain;
@@ -361,20 +498,41 @@ export class DebugFile {
     return dw.dwarf_bytesize(this.die2) as number;
   }
 
-  /** Byte offset of a member; members of unions and anonymous members are found too. -1 if absent. */
+  /**
+   * Byte offset of a member; members of unions and anonymous members are found too. A dotted
+   * path (`u.recv.source`) goes through nested struct/union members. -1 if absent.
+   */
   fieldOffset(t: TypeRef, field: string): number {
     const key = `${t.offset}:${t.dwarf === this.dwarfMain ? 'm' : 'a'}:${field}`;
     const cached = this.fieldCache.get(key);
     if (cached !== undefined) return cached;
     const off = withScratch((a) => {
-      const die = a('uint8_t', DIE_SIZE);
-      return this.loadPeeled(t, die) ? this.memberOffset(die, field, 0, a) : -1;
+      let die = a('uint8_t', DIE_SIZE);
+      if (!this.loadPeeled(t, die)) return -1;
+      let base = 0;
+      const path = field.split('.');
+      for (let i = 0; i < path.length; i++) {
+        const last = i === path.length - 1;
+        const inner = last ? undefined : a('uint8_t', DIE_SIZE);
+        const o = this.memberOffset(die, path[i] ?? '', base, a, inner);
+        if (o < 0) return -1;
+        base = o;
+        if (inner !== undefined) die = inner;
+      }
+      return base;
     });
     this.fieldCache.set(key, off);
     return off;
   }
 
-  private memberOffset(structDie: unknown, field: string, base: number, a: Scratch): number {
+  /** `typeOut`, when given, receives the found member's peeled type (for a nested lookup). */
+  private memberOffset(
+    structDie: unknown,
+    field: string,
+    base: number,
+    a: Scratch,
+    typeOut?: unknown,
+  ): number {
     const child = a('uint8_t', DIE_SIZE);
     if ((dw.dwarf_child(structDie, child) as number) !== 0) return -1;
     const anonymous: unknown[] = [];
@@ -389,7 +547,12 @@ export class DebugFile {
         if ((dw.dwarf_formudata(this.attr, v) as number) !== 0) return -1;
         loc = Number(v[0] ?? 0n);
       }
-      if (name === field) return base + loc;
+      if (name === field) {
+        if (typeOut === undefined) return base + loc;
+        const ty = a('uint8_t', DIE_SIZE);
+        const typed = dw.dwarf_attr(child, DW_AT.type, this.attr) && dw.dwarf_formref_die(this.attr, ty);
+        return typed && (dw.dwarf_peel_type(ty, typeOut) as number) === 0 ? base + loc : -1;
+      }
       // Anonymous struct/union member: search inside it after the named ones.
       const sub = a('uint8_t', DIE_SIZE);
       if (dw.dwarf_attr(child, DW_AT.type, this.attr) && dw.dwarf_formref_die(this.attr, sub)) {
@@ -399,7 +562,7 @@ export class DebugFile {
     } while ((dw.dwarf_siblingof(child, child) as number) === 0);
     for (const entry of anonymous) {
       const [d, b] = entry as [unknown, number];
-      const r = this.memberOffset(d, field, b, a);
+      const r = this.memberOffset(d, field, b, a, typeOut);
       if (r >= 0) return r;
     }
     return -1;
