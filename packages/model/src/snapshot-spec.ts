@@ -359,7 +359,23 @@ export const RankSnapshot = Type.Object(
      * can run two MPI builds, each rank read by its own). Absent when no DLL was loaded for it.
      */
     dll: Type.Optional(
-      Type.Object({ path: ShortText(4096), version: ShortText(1024) }, { additionalProperties: false }),
+      Type.Object(
+        {
+          path: ShortText(4096),
+          version: ShortText(1024),
+          /**
+           * Fields the DLL looked up (type.field) that the library's debug information lacks: a DLL
+           * built for another version of its library; its entries may be wrong. Absent when none.
+           */
+          missingFields: Type.Optional(Type.Array(ShortText(512), { maxItems: 64 })),
+          /**
+           * Lookups of fields the library has renamed, answered with their new place ("type.old ->
+           * type.new.path"; MPICH 4.0.x ch4's DLL and MPIDIG_req_t). Absent when none.
+           */
+          renamedFields: Type.Optional(Type.Array(ShortText(1040), { maxItems: 64 })),
+        },
+        { additionalProperties: false },
+      ),
     ),
     /**
      * The DLL's mqs_dprints while it read this rank (setting it up, the walk), in order, when the

@@ -2,6 +2,7 @@
 // callback tables, keeps image and process infos through their lifecycles, and reads the
 // communicators and three queues of a stopped process. Runs inside the DLL host child
 // (dll-host-main.ts): a DLL that crashes or loops takes this process down, not the agent.
+
 import {
   type Communicator,
   err,
@@ -39,6 +40,7 @@ import {
   deriveGlobalRanks,
   isWorldHeader,
 } from './decode.js';
+import { FieldGaps } from './dll-fields.js';
 import { fortranHandles } from './fortran-handles.js';
 import { libraryOfDll } from './library.js';
 import {
@@ -110,11 +112,15 @@ interface TargetProcess {
   ready: boolean;
 }
 
-/** One queue as walked in the stop: raw records, decoded after the resume. */
+/**
+ * One queue as walked in the stop: which of the stop's raw records are its (they stay in the
+ * shim until the rank is resumed, `StopRecords`), decoded after the resume.
+ */
 type RawQueue =
   | {
       readonly kind: 'records';
-      readonly records: Buffer;
+      /** Index of its first record among the stop's. */
+      readonly first: number;
       readonly count: number;
       readonly rc: number;
       /** Our diagnosis when the walk broke off on a failed callback (never shown to the DLL). */
@@ -132,6 +138,9 @@ interface RawCommunicator {
   readonly remoteGroup: number[] | null | undefined;
   readonly queues: readonly (readonly [(typeof QUEUES)[number][0], RawQueue])[];
 }
+
+/** Every record the walks of one stop read, copied out of the shim after the resume. */
+type StopRecords = Buffer;
 
 /** The walk of one stop: the communicators read, and the DLL error that cut it short, if any. */
 interface RawWalk {
@@ -218,6 +227,10 @@ export class MqsSession {
   private readonly byImage = new Map<number, TargetProcess>();
   private readonly types = new Map<number, TypeRef>();
   private readonly typeKeys = new Map<string, number>();
+  /** The name each type key was found by (mqs_find_type), for fieldGaps. */
+  private readonly typeNames = new Map<number, string>();
+  /** Fields the DLL asked for that the library lacks (dll-fields.ts). */
+  private readonly fieldGaps = new FieldGaps();
   private readonly errorStrings = new Map<number, unknown>();
   /** The native hot path: process callbacks, memory reads, queue walks (shim.ts). */
   private readonly hot: HotPath;
@@ -473,6 +486,7 @@ export class MqsSession {
             key = this.types.size + 1;
             this.typeKeys.set(k, key);
             this.types.set(key, ty);
+            this.typeNames.set(key, name);
           }
           return key;
         }),
@@ -480,7 +494,11 @@ export class MqsSession {
         this.guard(-1, () => {
           const ty = this.types.get(Number(type));
           if (!ty || typeof field !== 'string') return -1;
-          return ty.file.fieldOffset(ty, field);
+          const off = ty.file.fieldOffset(ty, field);
+          if (off >= 0) return off;
+          return this.fieldGaps.answer(this.typeNames.get(Number(type)) ?? '?', field, (path) =>
+            ty.file.fieldOffset(ty, path),
+          );
         }),
       sizeof: (type) =>
         this.guard(-1, () => {
@@ -714,6 +732,7 @@ export class MqsSession {
     let stacks: UnwoundRank | MqdError | null = null;
     let rawArgs: RawMpiArgs | null = null;
     let rawOmp: RawOpenMp | null = null;
+    let records: StopRecords;
     try {
       this.hot.beginStop(t.key);
       raw = this.readCommunicators(t);
@@ -734,10 +753,11 @@ export class MqsSession {
         );
       }
     } finally {
+      records = this.hot.takeRecords(PENDING_OPERATION.size);
       this.hot.endStop();
       this.forget(t);
     }
-    return this.rankOf(base, raw, stacks, rawArgs, 0, rawOmp);
+    return this.rankOf(base, raw, records, stacks, rawArgs, 0, rawOmp);
   }
 
   private readCoreStacks(r: CoreRankTarget): UnwoundRank | MqdError {
@@ -773,6 +793,7 @@ export class MqsSession {
     let rawArgs: RawMpiArgs | null = null;
     let rawOmp: RawOpenMp | null = null;
     let paused: number;
+    let records: StopRecords;
     try {
       this.hot.beginStop(t.key);
       this.opts.whileStopped?.(r.pid);
@@ -784,12 +805,14 @@ export class MqsSession {
         rawOmp = this.readOpenMp(t, stop.value.tids, opts.ompd ?? {});
       }
     } finally {
-      // Whatever happened, the rank runs again before anything else.
+      // Whatever happened, the rank runs again before anything else: even the copy of the
+      // records out of the shim (16 MB for 40,000 operations) is made after the resume.
       paused = stop.value.resume();
+      records = this.hot.takeRecords(PENDING_OPERATION.size);
       this.hot.endStop();
     }
     // Decoding happens after the resume: the rank pays only for the walk.
-    return this.rankOf(base, raw, stacks, rawArgs, paused, rawOmp);
+    return this.rankOf(base, raw, records, stacks, rawArgs, paused, rawOmp);
   }
 
   /** The rank's OpenMP threads through its runtime's OMPD library, in the stop or from a core (issue 15). */
@@ -832,12 +855,13 @@ export class MqsSession {
   private rankOf(
     base: { rank: number; pid: number; host: string },
     raw: Result<RawWalk, MqdError>,
+    records: StopRecords,
     stacks: UnwoundRank | MqdError | null,
     rawArgs: RawMpiArgs | null,
     paused: number,
     rawOmp: RawOpenMp | null = null,
   ): RankSnapshot {
-    const comms = raw.ok ? ok(this.assemble(raw.value)) : raw;
+    const comms = raw.ok ? ok(this.assemble(raw.value, records)) : raw;
     const omp = rawOmp === null ? {} : assembleOpenMp(rawOmp);
     const stackFields = {
       ...(stacks === null ? {} : stackFieldsOf(stacks, rawArgs, comms.ok ? comms.value.communicators : [])),
@@ -1001,7 +1025,7 @@ export class MqsSession {
             continue;
           }
           const failedBefore = this.hot.readFailures(t.key)?.count ?? 0;
-          const walk = this.hot.walkOps(this.nextOperation, t.key, 10_000_000, PENDING_OPERATION.size);
+          const walk = this.hot.walkOps(this.nextOperation, t.key, 10_000_000);
           const me = this.memoryError(t);
           if (me) return err(me);
           const failed = this.hot.readFailures(t.key);
@@ -1014,7 +1038,7 @@ export class MqsSession {
                 ]
                   .filter((x) => x !== null)
                   .join('; ');
-          queues.push([q, { kind: 'records', records: walk.records, count: walk.count, rc: walk.rc, why }]);
+          queues.push([q, { kind: 'records', first: walk.first, count: walk.count, rc: walk.rc, why }]);
         }
         out.push({ header, group, remoteGroup, queues });
       }
@@ -1185,7 +1209,10 @@ export class MqsSession {
   }
 
   /** Turns the walk's raw records into the model's communicators (after the rank resumed). */
-  private assemble(walk: RawWalk): {
+  private assemble(
+    walk: RawWalk,
+    records: StopRecords,
+  ): {
     communicators: Communicator[];
     walkError: MqdError | null;
   } {
@@ -1226,7 +1253,12 @@ export class MqsSession {
             `the reader ran out of memory walking ${q} on communicator '${header.name}' after ${rq.count} entries`,
           );
         }
-        comm[q] = decodeOperations(rq.records, rq.count, header.size);
+        const size = PENDING_OPERATION.size;
+        comm[q] = decodeOperations(
+          records.subarray(rq.first * size, (rq.first + rq.count) * size),
+          rq.count,
+          header.size,
+        );
         if (rq.rc !== mqs_end_of_list && rq.rc !== mqs_ok && rq.rc !== WALK_OUT_OF_MEMORY) {
           // The walk broke off (an unreadable pointer, a DLL error): what was read is kept,
           // and the rank says plainly that this queue is partial.
@@ -1266,8 +1298,8 @@ export class MqsSession {
   }
 
   /** The DLL that read a rank, recorded on the rank (MPMD jobs read by two DLLs). */
-  private dllInfo(): { path: string; version: string } {
-    return { path: this.dllPath, version: this.version.slice(0, 1024) };
+  private dllInfo(): { path: string; version: string; missingFields?: string[]; renamedFields?: string[] } {
+    return { path: this.dllPath, version: this.version.slice(0, 1024), ...this.fieldGaps.info() };
   }
 
   /** Runs the read of one rank, collecting its dprints into `dllLog` when MQD_DEBUG=dll. */

@@ -38,10 +38,17 @@ const COUNTERS = [
   'put_image_info',
   'get_image_info',
   'syscalls',
+  /** Page-cache misses: reads of target memory (one process_vm_readv each, live). */
+  'misses',
+  /** Wall time in those reads, ns. */
+  'readNs',
+  /** Wall and CPU time of this thread in the queue walks, ns (the difference: not scheduled). */
+  'walkNs',
+  'walkCpuNs',
 ] as const;
 
 const FAILURES: readonly (ReadFailure | null)[] = [null, 'unmapped', 'denied', 'gone', 'budget', 'missing'];
-const SHIM_ABI = 4;
+const SHIM_ABI = 5;
 
 type Fn = (...args: unknown[]) => unknown;
 type ShimFn =
@@ -94,7 +101,7 @@ export class HotPath {
       stopReads: fn('int64_t mqd_shim_stop_reads(intptr_t key)'),
       walk: fn('int mqd_shim_walk_ops(uintptr_t fn, intptr_t key, int64_t max)'),
       opsCount: fn('int64_t mqd_shim_ops_count()'),
-      opsCopy: fn('void mqd_shim_ops_copy(uint8_t *dst, int64_t n)'),
+      opsCopy: fn('void mqd_shim_ops_copy(uint8_t *dst, int64_t first, int64_t n)'),
       end: fn('void mqd_shim_end_stop()'),
       outstanding: fn('int64_t mqd_shim_outstanding()'),
     };
@@ -209,19 +216,25 @@ export class HotPath {
 
   /**
    * Calls the DLL's mqs_next_operation (at `nextOperation`) until it stops, in C. Returns its
-   * last code and the raw records (PENDING_OPERATION.size bytes each), copied into JS memory.
+   * last code and which of this stop's records it read (`first`, `count`): they stay in native
+   * memory until `takeRecords`, after the rank is resumed.
    */
-  walkOps(
-    nextOperation: bigint,
-    key: number,
-    max: number,
-    recordSize: number,
-  ): { rc: number; records: Buffer; count: number } {
+  walkOps(nextOperation: bigint, key: number, max: number): { rc: number; first: number; count: number } {
+    const first = Number(this.f.opsCount());
     const rc = this.f.walk(nextOperation, key, max) as number;
+    return { rc, first, count: Number(this.f.opsCount()) - first };
+  }
+
+  /**
+   * Every record the walks of this stop read (PENDING_OPERATION.size bytes each, in walk order),
+   * copied into JS memory; call it before `endStop`, after the resume.
+   */
+  takeRecords(recordSize: number): Buffer {
     const count = Number(this.f.opsCount());
-    const records = Buffer.alloc(count * recordSize);
-    if (count > 0) this.f.opsCopy(records, count);
-    return { rc, records, count };
+    // Every byte is overwritten by the copy: no zero-fill.
+    const records = Buffer.allocUnsafeSlow(count * recordSize);
+    if (count > 0) this.f.opsCopy(records, 0, count);
+    return records;
   }
 
   /** Native calls answered so far, by callback, plus the process_vm_readv calls. */

@@ -1,0 +1,95 @@
+// Cold CLI (issue 12): `mqd --help` against `node -e 0`, and a cold `mqd snapshot` of a real hung
+// 4-rank ring_ssend job (a fresh node process, its reader child, the DLL, the read, the print),
+// both MPIs. Run: npm run bench (builds first: the CLI runs from apps/cli/dist as a user runs it).
+// Figures, medians over MQD_BENCH_RUNS rounds (default 7), everything alternated in each round:
+// - node: `node -e 0` (the floor of any node command, the baseline of the same run);
+// - help: `mqd --help`;
+// - load: importing the snapshot command only, as main.ts does (its one-file bundle) and as
+//   the tsc output would be loaded without it (dist/snapshot-cmd.js: ~330 modules);
+// - text: `mqd snapshot --pid ...` (text: the ranks are not unwound);
+// - json: `mqd snapshot --json --pid ...` (stacks read in the same stops, as the JSON carries them).
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { launchFixture } from '@mqd/testkit';
+
+const RUNS = Number(process.env['MQD_BENCH_RUNS'] ?? 7);
+const MQD = fileURLToPath(new URL('../../../apps/cli/bin/mqd.js', import.meta.url));
+const CLI_DIST = fileURLToPath(new URL('../../../apps/cli/dist/', import.meta.url));
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
+type Mpi = 'openmpi' | 'mpich';
+
+/** Wall time of one child process, ms; throws unless it exits 0. */
+function timed(args: readonly string[]): number {
+  const t0 = process.hrtime.bigint();
+  execFileSync(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], maxBuffer: 64 << 20 });
+  return Number(process.hrtime.bigint() - t0) / 1e6;
+}
+
+const importOnly = (file: string) => ['--input-type=module', '-e', `await import(${JSON.stringify(file)})`];
+const loadAvg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number);
+
+interface Row {
+  mpi: Mpi;
+  nodeMs: number;
+  helpMs: number;
+  helpRatio: number;
+  loadBundleMs: number;
+  loadModulesMs: number;
+  textMs: number;
+  jsonMs: number;
+  textOverNode: number;
+  loadAvg: { start: number[]; end: number[] };
+}
+
+async function measure(mpi: Mpi): Promise<Row> {
+  const job = await launchFixture({ mpi, fixture: 'ring_ssend', np: 4 });
+  try {
+    const pids = job.ranks.flatMap((r) => ['--pid', `${r.pid}:${r.rank}`]);
+    const start = loadAvg();
+    const t = { node: [] as number[], help: [] as number[], bundle: [] as number[], modules: [] as number[] };
+    const snap = { text: [] as number[], json: [] as number[] };
+    // One untimed round: the page cache holds the files, as for a user's second command.
+    timed([MQD, 'snapshot', ...pids]);
+    for (let i = 0; i < RUNS; i++) {
+      t.node.push(timed(['-e', '0']));
+      t.help.push(timed([MQD, '--help']));
+      t.bundle.push(timed(importOnly(`${CLI_DIST}snapshot-cmd.bundle.js`)));
+      t.modules.push(timed(importOnly(`${CLI_DIST}snapshot-cmd.js`)));
+      snap.text.push(timed([MQD, 'snapshot', ...pids]));
+      snap.json.push(timed([MQD, 'snapshot', '--json', ...pids]));
+    }
+    return {
+      mpi,
+      nodeMs: median(t.node),
+      helpMs: median(t.help),
+      helpRatio: median(t.help) / median(t.node),
+      loadBundleMs: median(t.bundle),
+      loadModulesMs: median(t.modules),
+      textMs: median(snap.text),
+      jsonMs: median(snap.json),
+      textOverNode: median(snap.text) / median(t.node),
+      loadAvg: { start, end: loadAvg() },
+    };
+  } finally {
+    await job.dispose();
+  }
+}
+
+const rows: Row[] = [];
+for (const mpi of ['openmpi', 'mpich'] as const) rows.push(await measure(mpi));
+const result = {
+  bench: 'cli-cold',
+  date: new Date().toISOString(),
+  runs: RUNS,
+  baseline: '`node -e 0` in the same rounds',
+  targets: { helpRatio: 3, textMs: 400 },
+  rows,
+};
+mkdirSync('bench/results', { recursive: true });
+writeFileSync('bench/results/cli-cold.json', `${JSON.stringify(result, null, 2)}\n`);
+for (const r of rows) {
+  console.log(
+    `cold CLI ${r.mpi}: node -e 0 ${r.nodeMs.toFixed(0)} ms, mqd --help ${r.helpMs.toFixed(0)} ms (x${r.helpRatio.toFixed(2)}); snapshot command load ${r.loadBundleMs.toFixed(0)} ms bundled vs ${r.loadModulesMs.toFixed(0)} ms as modules; cold 4-rank snapshot ${r.textMs.toFixed(0)} ms text, ${r.jsonMs.toFixed(0)} ms --json with stacks (load ${r.loadAvg.start.join(' ')})`,
+  );
+}
