@@ -5,7 +5,9 @@
 #      sqlite, iproute2)
 #   2. bookworm deb-src, then Debian's source packages of Open MPI 4.1.4 and MPICH 4.0.2, and
 #      (through a trixie deb-src entry pinned to -1, so nothing is ever installed from trixie)
-#      trixie's Open MPI 5.0.7 and MPICH 4.2.1; each built with -g from the pristine upstream
+#      trixie's Open MPI 5.0.7 and MPICH 4.2.1, and MPICH 4.0.2 a second time with its ch4 device
+#      (ch4:ofi over Debian's libfabric: MPICH 4.x's default device, while trixie's 4.2.1 source
+#      cannot be fetched here); each built with -g from the pristine upstream
 #      tarball (*.orig.tar.*) into a cache outside the repository ($MQD_MPI_CACHE, default
 #      /var/cache/mqd-mpi). Missing builds run side by side, make's -j split between them.
 #   3. LLVM's OpenMP runtime 16.0.6 with OMPD (libomp.so keeping its symbol table, libompd.so),
@@ -24,6 +26,8 @@ OMPI_VERSION=4.1.4
 MPICH_VERSION=4.0.2
 OMPI5_VERSION=5.0.7
 MPICH42_VERSION=4.2.1
+# The install directory of MPICH 4.0.2 built with ch4:ofi (mpich-<this>), beside ch3's mpich-4.0.2.
+MPICH_CH4_VERSION=$MPICH_VERSION-ch4
 # Debian trixie's source versions of those two (its mpich is upstream 4.2.1 renumbered).
 OMPI5_DEBVER=5.0.7-1
 MPICH42_DEBVER=4.3.0+really4.2.1-1
@@ -49,6 +53,9 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 PKGS=(build-essential gfortran dpkg-dev file elfutils libdw1 libdw-dev libelf-dev dwz chromium
       sqlite3 iproute2 procps perl python3 xz-utils bzip2 ca-certificates openssl util-linux
       slurmctld slurmd slurm-client munge cmake clang-16 libomp-16-dev gdb
+      libpmix-dev  # Slurm's mpi/pmix plugin dlopens pmix2/lib/libpmix.so, which only the -dev package ships
+      # MPICH ch4:ofi links Debian's libfabric with its static dependencies (pkg-config --static)
+      libfabric-dev librdmacm-dev libibverbs-dev libpsm2-dev libpsm-infinipath1-dev
       systemd)  # systemd-analyze verifies docs/deploy/mqd-agent.service (no systemd needs to run)
 missing=()
 for p in "${PKGS[@]}"; do
@@ -207,9 +214,10 @@ ompi_stamp=$(stamp_of openmpi "$OMPI_VERSION")
 mpich_stamp=$(stamp_of mpich "$MPICH_VERSION")
 ompi5_stamp=$(stamp_of openmpi "$OMPI5_VERSION")
 mpich42_stamp=$(stamp_of mpich "$MPICH42_VERSION")
+mpichch4_stamp=$(stamp_of mpich "$MPICH_CH4_VERSION")
 todo=0
-for st in "$ompi_stamp" "$mpich_stamp" "$ompi5_stamp" "$mpich42_stamp"; do [ -f "$st" ] || todo=$((todo + 1)); done
-all_builds="openmpi-$OMPI_VERSION, mpich-$MPICH_VERSION, openmpi-$OMPI5_VERSION, mpich-$MPICH42_VERSION"
+for st in "$ompi_stamp" "$mpich_stamp" "$ompi5_stamp" "$mpich42_stamp" "$mpichch4_stamp"; do [ -f "$st" ] || todo=$((todo + 1)); done
+all_builds="openmpi-$OMPI_VERSION, mpich-$MPICH_VERSION, openmpi-$OMPI5_VERSION, mpich-$MPICH42_VERSION, mpich-$MPICH_CH4_VERSION"
 if [ $todo = 0 ]; then
   log "MPI builds: present in $MQD_MPI_CACHE ($all_builds); nothing to build"
 else
@@ -238,6 +246,22 @@ if [ ! -f "$mpich_stamp" ]; then
     CFLAGS="-g -O2" --enable-debuginfo --enable-shared --disable-static \
     --with-device=ch3:nemesis --disable-fortran --disable-cxx --disable-doc \
     --with-hwloc=embedded --without-ucx --without-libfabric &
+  pids+=($!)
+fi
+if [ ! -f "$mpichch4_stamp" ]; then
+  mpich_tar=$(fetch_orig mpich "$MPICH_VERSION")
+  # MPICH 4.0.2 with ch4, MPICH 4.x's default device: ch4:ofi over Debian's libfabric (its tcp
+  # provider brings a one-node job up; ch4's posix shared-memory module carries the messages),
+  # Fortran (mpif.h, use mpi, mpi_f08; gfortran >= 10 needs -fallow-argument-mismatch for the
+  # mpif.h bindings, and configure stops without it) and the C++ bindings. The datatype engine is
+  # dataloop (ch3's): ch4 defaults to yaksa, ~600 generated pack/unpack files that double the build,
+  # and nothing the queue DLL reads depends on it (docs/mpi-facts.md, "MPICH ch4").
+  build_mpi mpich "$MPICH_CH4_VERSION" "$mpich_tar" \
+    CFLAGS="-g -O2" CXXFLAGS="-g -O2" \
+    FFLAGS="-g -O2 -fallow-argument-mismatch" FCFLAGS="-g -O2 -fallow-argument-mismatch" \
+    --enable-debuginfo --enable-shared --disable-static \
+    --with-device=ch4:ofi --with-libfabric=/usr --without-ucx --with-datatype-engine=dataloop \
+    --enable-fortran=all --enable-cxx --disable-doc --with-hwloc=embedded &
   pids+=($!)
 fi
 if [ ! -f "$ompi5_stamp" ]; then
@@ -281,7 +305,7 @@ rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 [ $rc = 0 ] || exit 1
 built=()
-for b in "openmpi-$OMPI_VERSION" "mpich-$MPICH_VERSION" "openmpi-$OMPI5_VERSION" "mpich-$MPICH42_VERSION"; do
+for b in "openmpi-$OMPI_VERSION" "mpich-$MPICH_VERSION" "openmpi-$OMPI5_VERSION" "mpich-$MPICH42_VERSION" "mpich-$MPICH_CH4_VERSION"; do
   [ -f "$MQD_MPI_CACHE/$b/.mqd-built" ] && built+=("$b")
 done
 log "MPI cache: $MQD_MPI_CACHE (built: ${built[*]})"

@@ -13,7 +13,9 @@ import { AGENT_TOKEN, json, startServer, type TestServer } from './helpers.js';
 
 let s: TestServer;
 beforeAll(async () => {
-  s = await startServer();
+  // Every golden of every build through one server, two expensive requests each: above the
+  // default per-minute limit, which is not what this file tests (security.test.ts does).
+  s = await startServer({ rateLimitMax: 4 * listGolden().length });
 });
 afterAll(async () => {
   await s.close();

@@ -134,8 +134,14 @@ describe.each(MATRIX)('%s: stacks of real hung jobs', (mpi) => {
       if (args?.communicator != null) expect([where, args.communicator]).toEqual([where, world?.id]);
       if (fixture === 'probe_wait') {
         // Inlined instances are frames of their own, on the pc of the physical frame after them:
-        // MPICH inlines internal_Mprobe into PMPI_Mprobe, Open MPI ompi_request_wait_completion.
-        const inlinedName = family === 'mpich' ? 'internal_Mprobe' : 'ompi_request_wait_completion';
+        // MPICH ch3 inlines internal_Mprobe into PMPI_Mprobe, ch4 its progress loop
+        // (MPIDI_progress_test), Open MPI ompi_request_wait_completion.
+        const inlinedName =
+          mpi === 'mpichch4'
+            ? 'MPIDI_progress_test'
+            : family === 'mpich'
+              ? 'internal_Mprobe'
+              : 'ompi_request_wait_completion';
         const at = main.frames.findIndex((f) => f.function === inlinedName);
         expect([where, main.frames[at]?.inlined]).toEqual([where, true]);
         expect([where, main.frames[at + 1]?.pc, main.frames[at + 1]?.inlined]).toEqual([
@@ -145,9 +151,13 @@ describe.each(MATRIX)('%s: stacks of real hung jobs', (mpi) => {
         ]);
         expect(main.frames[at]?.line ?? 0).toBeGreaterThan(0);
         const next = (r.rank + 1) % 4;
+        // ch4: MQD reads no MPI_Mprobe arguments (PMPI_Mprobe's frame gives none at this pc; not
+        // investigated further: docs/status.md #14), and says so with null rather than a guess.
         expect([where, args]).toEqual([
           where,
-          { peer: { local: next, global: next }, tag: 77, communicator: world?.id, count: null },
+          mpi === 'mpichch4'
+            ? null
+            : { peer: { local: next, global: next }, tag: 77, communicator: world?.id, count: null },
         ]);
       }
       if (fixture.startsWith('collective_two'))

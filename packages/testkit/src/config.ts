@@ -11,24 +11,28 @@ export const MPI_NAMES: readonly MpiName[] = ['openmpi', 'mpich'];
 
 /**
  * The newer builds scripts/provision.sh also makes (issue 14): Open MPI 5.0.7 (PRRTE's prterun,
- * bundled PMIx) and MPICH 4.2.1 (ch4). Kept out of MpiName until every switch over MpiName
- * handles them; AnyMpiName is what the launcher, the fixture builder and the paths accept.
+ * bundled PMIx), MPICH 4.2.1 (ch4; only from MQD_MPICH42_TARBALL: the archive serves no source
+ * for it) and MPICH 4.0.2 built a second time with ch4:ofi, MPICH 4.x's default device
+ * (`mpichch4`). Kept out of MpiName until every switch over MpiName handles them; AnyMpiName is
+ * what the launcher, the fixture builder and the paths accept.
  */
-export type NewMpiName = 'openmpi5' | 'mpich42';
-export const NEW_MPI_NAMES: readonly NewMpiName[] = ['openmpi5', 'mpich42'];
+export type NewMpiName = 'openmpi5' | 'mpich42' | 'mpichch4';
+export const NEW_MPI_NAMES: readonly NewMpiName[] = ['openmpi5', 'mpichch4', 'mpich42'];
 export type AnyMpiName = MpiName | NewMpiName;
 /** Every build, the two old ones first. */
 export const ALL_MPI_NAMES: readonly AnyMpiName[] = [...MPI_NAMES, ...NEW_MPI_NAMES];
 
 /**
  * Versions built by scripts/provision.sh; keep in step with OMPI_VERSION, MPICH_VERSION,
- * OMPI5_VERSION and MPICH42_VERSION there.
+ * OMPI5_VERSION, MPICH42_VERSION and MPICH_CH4_VERSION there.
  */
 export const MPI_VERSIONS: Readonly<Record<AnyMpiName, string>> = {
   openmpi: '4.1.4',
   mpich: '4.0.2',
   openmpi5: '5.0.7',
   mpich42: '4.2.1',
+  // The install directory is mpich-4.0.2-ch4 (<family>-<version>); labels read "MPICH 4.0.2-ch4".
+  mpichch4: '4.0.2-ch4',
 };
 
 export const MPI_LABELS: Readonly<Record<AnyMpiName, string>> = {
@@ -36,6 +40,7 @@ export const MPI_LABELS: Readonly<Record<AnyMpiName, string>> = {
   mpich: 'MPICH',
   openmpi5: 'Open MPI',
   mpich42: 'MPICH',
+  mpichch4: 'MPICH',
 };
 
 /**
@@ -48,6 +53,7 @@ export const MPI_FAMILIES: Readonly<Record<AnyMpiName, MpiFamily>> = {
   mpich: 'mpich',
   openmpi5: 'openmpi',
   mpich42: 'mpich',
+  mpichch4: 'mpich',
 };
 
 /** Same default as scripts/provision.sh. Read when called, so a test may point it elsewhere. */

@@ -51,6 +51,20 @@ export interface MpiQueueTraits {
    * empty. MPICH also lists internal communicators named '--unnamed--' (how many varies by rank).
    */
   readonly otherComms: readonly string[];
+  /**
+   * What an unexpected entry's length says: 'zero' (ch3: the receive-side request has no count
+   * yet) or 'bytes' (ch4: the active-message request holds the arrived data's size in bytes, even
+   * though posted entries count elements).
+   */
+  readonly unexpectedLength: 'zero' | 'bytes';
+  /** ch4 reports every unexpected entry pending; ch3 completes the eager ones. */
+  readonly unexpectedAlwaysPending: boolean;
+  /**
+   * Whether MQD reads an intercommunicator's remote group from this library (it is not in the
+   * DLL's interface). MPICH ch4 keeps it in the communicator's rank map (dev.ch4.map), which MQD
+   * does not decode yet: Communicator.remoteGroup is then null ("not read").
+   */
+  readonly readsRemoteGroup: boolean;
 }
 
 export const MPI_QUEUE_TRAITS: Readonly<Record<MpiName, MpiQueueTraits>> = {
@@ -60,6 +74,9 @@ export const MPI_QUEUE_TRAITS: Readonly<Record<MpiName, MpiQueueTraits>> = {
     showsBlockingSends: true,
     reportsGlobalRanks: true,
     otherComms: ['MPI_COMM_SELF', 'MPI_COMM_NULL'],
+    unexpectedLength: 'zero',
+    unexpectedAlwaysPending: false,
+    readsRemoteGroup: true,
   },
   mpich: {
     lengthUnit: 'elements',
@@ -67,6 +84,9 @@ export const MPI_QUEUE_TRAITS: Readonly<Record<MpiName, MpiQueueTraits>> = {
     showsBlockingSends: false,
     reportsGlobalRanks: false,
     otherComms: ['MPI_COMM_SELF', 'MPI_ICOMM_WORLD', '--unnamed--'],
+    unexpectedLength: 'zero',
+    unexpectedAlwaysPending: false,
+    readsRemoteGroup: true,
   },
 };
 
@@ -86,6 +106,17 @@ export const NEW_MPI_QUEUE_TRAITS: Readonly<Record<NewMpiName, MpiQueueTraits>> 
   // which records every send that leaves a request (src/mpid/ch4/src/ch4_send.h), and ch4
   // records unexpected messages only on its active-message path (mpidig_pt2pt_callbacks.c).
   mpich42: MPI_QUEUE_TRAITS.mpich,
+  // MPICH 4.0.2 with ch4:ofi, read with the DLL's stale field names answered (dll-fields.ts; the
+  // DLL alone reports garbage): posted receives and sends as ch3's, but the unexpected entries
+  // are ch4 active-message requests: their count is the arrived data in bytes and they all stay
+  // pending (verified on every hang fixture by packages/testkit/test/queues.mpi.test.ts through
+  // mqs-dump and by packages/mqd-core/test/dll-fields.mpi.test.ts and new-mpis.mpi.test.ts through MQD; docs/mpi-facts.md).
+  mpichch4: {
+    ...MPI_QUEUE_TRAITS.mpich,
+    unexpectedLength: 'bytes',
+    unexpectedAlwaysPending: true,
+    readsRemoteGroup: false,
+  },
 };
 
 /** MPI_QUEUE_TRAITS or NEW_MPI_QUEUE_TRAITS, whichever has this build. */
@@ -96,6 +127,7 @@ export function mpiQueueTraits(mpi: AnyMpiName): MpiQueueTraits {
       return MPI_QUEUE_TRAITS[mpi];
     case 'openmpi5':
     case 'mpich42':
+    case 'mpichch4':
       return NEW_MPI_QUEUE_TRAITS[mpi];
     default:
       return assertUnreachable(mpi);
@@ -157,9 +189,15 @@ export function expectedQueues(mpi: AnyMpiName, fixture: HangFixture, np = 4): E
   };
   const unexpected = (ops: readonly ExpectedOp[]): readonly ExpectedOp[] | null =>
     traits.showsUnexpected ? ops : null;
-  // MPICH records an unexpected message with count 0 (the DLL reads the receive-side request,
-  // which has no user buffer yet); Open MPI shows none at all.
-  const UNEXPECTED_LENGTH = 0;
+  // MPICH ch3 records an unexpected message with count 0 (the DLL reads the receive-side request,
+  // which has no user buffer yet), ch4 with the bytes that arrived; Open MPI shows none at all.
+  const unexp = (peer: number, tag: number, intsSent: number, status: OpStatus): ExpectedOp =>
+    op(
+      peer,
+      tag,
+      traits.unexpectedLength === 'bytes' ? intsSent * INT_BYTES : 0,
+      traits.unexpectedAlwaysPending ? 'pending' : status,
+    );
   const next = (r: number) => (r + 1) % np;
   const prev = (r: number) => (r - 1 + np) % np;
   const op = (peer: number | null, tag: number | null, length: number, status: OpStatus): ExpectedOp => ({
@@ -183,7 +221,7 @@ export function expectedQueues(mpi: AnyMpiName, fixture: HangFixture, np = 4): E
           sends: traits.showsBlockingSends ? [op(next(r), 42, ints(1), 'pending')] : [],
           receives: [],
           // The eager-synchronous message from the left neighbour arrived but nobody receives it.
-          unexpected: unexpected([op(prev(r), 42, UNEXPECTED_LENGTH, 'complete')]),
+          unexpected: unexpected([unexp(prev(r), 42, 1, 'complete')]),
         }),
       ]);
     case 'wrong_tag':
@@ -194,11 +232,11 @@ export function expectedQueues(mpi: AnyMpiName, fixture: HangFixture, np = 4): E
                 sends: [],
                 receives: [op(1, 99, ints(4), 'pending')],
                 unexpected: unexpected([
-                  op(1, 7, UNEXPECTED_LENGTH, 'complete'),
-                  op(1, 8, UNEXPECTED_LENGTH, 'complete'),
+                  unexp(1, 7, 4, 'complete'),
+                  unexp(1, 8, 4, 'complete'),
                   ...range(np)
                     .filter((s) => s >= 2)
-                    .map((s) => op(s, 10 + s, UNEXPECTED_LENGTH, 'complete')),
+                    .map((s) => unexp(s, 10 + s, 4, 'complete')),
                 ]),
               }),
             ]
@@ -244,7 +282,7 @@ export function expectedQueues(mpi: AnyMpiName, fixture: HangFixture, np = 4): E
           sends: [op(next(r), 3, ints(262144), 'pending')],
           receives: [],
           // MPICH: the rendezvous request-to-send from the left neighbour; its data never came.
-          unexpected: unexpected([op(prev(r), 3, UNEXPECTED_LENGTH, 'pending')]),
+          unexpected: unexpected([unexp(prev(r), 3, 262144, 'pending')]),
         }),
       ]);
     case 'collective_mismatch':
@@ -284,8 +322,11 @@ export interface ExpectedCornerOp extends ExpectedOp {
 export interface ExpectedCornerComm extends Omit<ExpectedComm, 'sends' | 'receives' | 'unexpected'> {
   /** MPI_COMM_WORLD by identity (Communicator.world), whatever its name. */
   readonly world: boolean;
-  /** Only on an intercommunicator: the world ranks of its remote group. */
-  readonly remoteGroup?: readonly number[];
+  /**
+   * Only on an intercommunicator: the world ranks of its remote group; null where MQD cannot
+   * read it (MpiQueueTraits.readsRemoteGroup).
+   */
+  readonly remoteGroup?: readonly number[] | null;
   readonly sends: readonly ExpectedCornerOp[] | null;
   readonly receives: readonly ExpectedCornerOp[] | null;
   readonly unexpected: readonly ExpectedCornerOp[] | null;
@@ -309,7 +350,7 @@ export function expectedCornerQueues(
     traits.showsUnexpected ? ops : null;
   const op = (
     peer: number,
-    peerWorld: number,
+    peerWorld: number | null,
     tag: number,
     length: number,
     status: OpStatus,
@@ -351,8 +392,17 @@ export function expectedCornerQueues(
             ? [op(next(r), next(r), 50, ints(256 * 1024), 'complete', { systemBuffer: true, actual: true })]
             : [],
           receives: [op(prev(r), prev(r), 51, ints(1), 'pending')],
-          // MPICH: the left neighbour's request-to-send, count 0 like every unexpected entry.
-          unexpected: unexpected([op(prev(r), prev(r), 50, 0, 'pending')]),
+          // MPICH: the left neighbour's request-to-send, count 0 like every ch3 unexpected entry;
+          // ch4 counts the message's bytes.
+          unexpected: unexpected([
+            op(
+              prev(r),
+              prev(r),
+              50,
+              traits.unexpectedLength === 'bytes' ? 256 * 1024 * INT_BYTES : 0,
+              'pending',
+            ),
+          ]),
         }),
       ]);
     case 'intercomm': {
@@ -371,9 +421,12 @@ export function expectedCornerQueues(
             size: half,
             localRank: l,
             group: localGroup,
-            remoteGroup,
+            remoteGroup: traits.readsRemoteGroup ? remoteGroup : null,
             sends: [],
-            receives: [op(l, remoteGroup[l] ?? -1, 30 + l, ints(4), 'pending')],
+            // The peer's world rank comes from the remote group: unknown where it is not read.
+            receives: [
+              op(l, traits.readsRemoteGroup ? (remoteGroup[l] ?? -1) : null, 30 + l, ints(4), 'pending'),
+            ],
             unexpected: unexpected([]),
           },
         ];

@@ -81,7 +81,20 @@ function trimThreads(r: RankSnapshot): ThreadStack[] | undefined {
       t.frames.forEach((f, i) => {
         if (f.function !== null && foldMpiName(f.function) === call.function) outer = i;
       });
-      return outer < 0 ? t : { ...t, frames: t.frames.slice(outer) };
+      if (outer < 0) return t;
+      const kept = t.frames.slice(outer);
+      // A progress loop inlined into the public call (MPICH ch4: MPIDI_progress_test inside
+      // PMPI_Mprobe) puts the call's own frame wherever the loop was stopped: its line is then
+      // not a property of the job. (ch3's inlined internal_Recv calls a progress function that
+      // is not inlined, so PMPI_Recv's line stays the call site and is kept.)
+      const [callFrame, ...rest] = kept;
+      let i = outer - 1;
+      let inlinedProgress = false;
+      for (; i >= 0 && t.frames[i]?.inlined === true; i--)
+        if (/progress/i.test(t.frames[i]?.function ?? '')) inlinedProgress = true;
+      if (callFrame && inlinedProgress)
+        return { ...t, frames: [{ ...callFrame, file: null, line: null }, ...rest] };
+      return { ...t, frames: kept };
     });
 }
 

@@ -114,6 +114,7 @@ export {
   type WaitCondition,
 } from './launch.js';
 export {
+  DLL_FIELD_RENAMES,
   type DumpedComm,
   type DumpedOp,
   type DumpedProcess,

@@ -29,7 +29,16 @@ export function listLanguageFixtures(language: FixtureLanguage): string[] {
  */
 export function languageAvailable(mpi: AnyMpiName, language: FixtureLanguage): boolean {
   if (language === 'cxx') return true;
-  return existsSync(join(mpiPrefix(mpi), 'lib', 'mpi_f08.mod'));
+  return fortranModule(mpi) !== null;
+}
+
+/** Where the build installed mpi_f08.mod: Open MPI puts it in lib/, MPICH in include/. */
+function fortranModule(mpi: AnyMpiName): string | null {
+  for (const dir of ['lib', 'include']) {
+    const mod = join(mpiPrefix(mpi), dir, 'mpi_f08.mod');
+    if (existsSync(mod)) return mod;
+  }
+  return null;
 }
 
 /**
@@ -42,7 +51,7 @@ export function languageBinary(mpi: AnyMpiName, language: FixtureLanguage, name:
   if (!languageAvailable(mpi, language)) {
     throw new Error(
       `MQD_TESTKIT_E_NO_FORTRAN: ${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]} was built without Fortran ` +
-        `(no ${join(mpiPrefix(mpi), 'lib', 'mpi_f08.mod')}): use an MPI provisioned with gfortran`,
+        `(no mpi_f08.mod in ${join(mpiPrefix(mpi), 'lib')} or include): use an MPI provisioned with gfortran`,
     );
   }
   const dir = languageFixturesDir(language);

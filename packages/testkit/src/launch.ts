@@ -1,6 +1,7 @@
 // Launch a hang fixture under a real MPI starter, wait until every rank is provably where the
 // fixture says it hangs, and always take the whole process tree down again.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { setPriority } from 'node:os';
 import { dirname, join } from 'node:path';
 import { assertUnreachable, Pid, Rank } from '@mqd/model';
 import {
@@ -186,9 +187,13 @@ export function starterCommand(mpi: AnyMpiName, np: number, binary: string): Sta
           OMPI_MCA_pml: 'ob1',
           // No single-copy component (CMA, i.e. process_vm_readv, is often denied in containers).
           OMPI_MCA_smsc: '^cma,knem,xpmem',
+          // prterun's ranks outlive it when it is SIGKILLed (setpriv's pdeathsig reaches only
+          // prterun): fixture.h then asks the kernel to kill each rank with its parent.
+          MQD_FIXTURE_PDEATHSIG: '1',
         },
       };
     case 'mpich42':
+    case 'mpichch4':
       // The same hydra. ch4 has no POLLS_BEFORE_YIELD (that CVAR is ch3:nemesis's). The fixtures
       // run on one node: ch4's shared-memory module carries every message, libfabric's
       // TCP provider (the embedded one) only brings the job up without a real network.
@@ -422,6 +427,18 @@ class Job implements FixtureJob {
   }
 }
 
+/** Builds whose hung ranks busy-poll without ever yielding the core (see launchFixture). */
+const SPINS_WITHOUT_YIELD: ReadonlySet<AnyMpiName> = new Set<AnyMpiName>(['mpich42', 'mpichch4']);
+
+/** Nice 19 for a rank's main thread (the one that polls); a rank that is already gone is fine. */
+function renice(pid: number): void {
+  try {
+    setPriority(pid, 19);
+  } catch {
+    // ESRCH: the rank exited; the launch's own checks report that.
+  }
+}
+
 /**
  * Starts `fixture` on `np` ranks under the MPI's own starter and waits until every rank printed
  * its READY line and (for waitFor 'blocked') is inside the call it named. On failure the job is
@@ -497,6 +514,11 @@ export async function launchFixture(opts: LaunchOptions): Promise<FixtureJob> {
       { timeoutMs: left(), what: `all ${np} READY lines` },
     );
     job.setRanks(ranks);
+    // ch4's progress loop never yields in a single-threaded rank (MPIDI_PROGRESS_YIELD is the
+    // global lock's yield, a no-op without MPI_THREAD_MULTIPLE) and ch4 has no
+    // POLLS_BEFORE_YIELD: each hung rank spins a core flat out. At the lowest priority the spin
+    // only takes what nobody else wants, so tests and readers beside the job keep the cores.
+    if (SPINS_WITHOUT_YIELD.has(opts.mpi)) for (const r of job.ranks) renice(r.pid);
 
     if (waitCondition === 'blocked') {
       for (const r of job.ranks) {

@@ -163,17 +163,36 @@ export function parseMqsDump(text: string): DumpedProcess[] {
 }
 
 /**
- * Reads the queues of live MPI processes through the MPI's own DLL. Failing to run the tool is
+ * Fields a DLL asks for under names its library no longer has, and their new places, as
+ * mqs-dump's MQS_DUMP_RENAME reads them: MPICH 4.0.x ch4's dll_mpich.c looks up MPIDI_Devreq_t's
+ * am (4.0.2: inside its ch4 union) and MPIDIG_req_t's rank, tag and context_id (4.0.2: in the
+ * u.recv union member; mpidpre.h). Written
+ * here from the library's headers, independently of MQD's own table (packages/mqd-core
+ * src/mqs/dll-fields.ts), which the tests compare against this oracle.
+ */
+export const DLL_FIELD_RENAMES =
+  'MPIDI_Devreq_t.am=ch4.am;' +
+  'MPIDIG_req_t.rank=u.recv.source;MPIDIG_req_t.tag=u.recv.tag;MPIDIG_req_t.context_id=u.recv.context_id';
+
+/**
+ * Reads the queues of live MPI processes through the MPI's own DLL (with DLL_FIELD_RENAMES
+ * answered unless `renames: false`: then the DLL gets -1 for them, as from a debugger that does
+ * not know them). Failing to run the tool is
  * an error value; a process the DLL refused has `error` set.
  */
-export function mqsDump(mpi: AnyMpiName, pids: readonly Pid[]): Promise<Result<DumpedProcess[], string>> {
+export function mqsDump(
+  mpi: AnyMpiName,
+  pids: readonly Pid[],
+  opts: { readonly renames?: boolean } = {},
+): Promise<Result<DumpedProcess[], string>> {
   requireMpi(mpi);
   const binary = mqsDumpBinary();
+  const env = { ...process.env, MQS_DUMP_RENAME: opts.renames === false ? '' : DLL_FIELD_RENAMES };
   return new Promise((resolve) => {
     execFile(
       binary,
       [queueDll(mpi), ...pids.map(String)],
-      { encoding: 'utf8', timeout: 60_000, maxBuffer: 64 << 20 },
+      { encoding: 'utf8', timeout: 60_000, maxBuffer: 64 << 20, env },
       (e, stdout, stderr) => {
         // Exit 1 still prints every process; only a run with nothing parsed is a failure.
         const procs = parseMqsDump(stdout);

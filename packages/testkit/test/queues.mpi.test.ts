@@ -120,10 +120,11 @@ function rawFields(
             desiredGlobal: -1,
             actualLocal: op.desiredLocal,
             actualTag: op.desiredTag,
-            desiredLength: 0,
             actualLength: -1,
-            buffer: '0',
             extraText: [],
+            // ch3: no buffer and count 0. ch4: the arrived bytes (checked as the length above) in
+            // the library's own staging buffer (eager) or none yet (rendezvous).
+            ...(mpiQueueTraits(mpi).unexpectedLength === 'zero' ? { desiredLength: 0, buffer: '0' } : {}),
           };
         default:
           return assertUnreachable(queue);
