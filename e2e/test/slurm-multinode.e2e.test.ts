@@ -39,6 +39,7 @@ import {
   startSlurm,
   type TcpBridge,
   tcpToUnix,
+  teardownAll,
   waitFor,
 } from '@mqd/testkit';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -146,21 +147,14 @@ afterEach(() => {
 
 afterAll(async () => {
   // Everything, even when setup failed half-way: processes first (they live in the namespaces).
-  const problems: unknown[] = [];
-  const attempt = async (f: () => unknown) => {
-    try {
-      await f();
-    } catch (e) {
-      problems.push(e);
-    }
-  };
-  for (const a of agents) await attempt(() => a.kill());
-  await attempt(() => bridge?.close());
-  await attempt(() => served?.kill());
-  await attempt(() => slurm?.dispose());
-  await attempt(() => cluster?.dispose());
-  await attempt(() => workDir !== null && rmSync(workDir, { recursive: true, force: true }));
-  if (problems.length > 0) throw new AggregateError(problems, 'Slurm multi-node e2e teardown failed');
+  await teardownAll('Slurm multi-node e2e', [
+    ...agents.map((a) => () => a.kill()),
+    () => bridge?.close(),
+    () => served?.kill(),
+    () => slurm?.dispose(),
+    () => cluster?.dispose(),
+    () => workDir !== null && rmSync(workDir, { recursive: true, force: true }),
+  ]);
 }, 60_000);
 
 describe('a Slurm job on two nodes in the dashboard', () => {

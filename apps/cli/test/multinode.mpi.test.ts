@@ -27,6 +27,7 @@ import {
   pending,
   spawnInNetns,
   startNetnsAggregator,
+  teardownAll,
   traceState,
   waitFor,
 } from '@mqd/testkit';
@@ -221,20 +222,13 @@ beforeAll(async () => {
 
 afterAll(async () => {
   // Everything, even when setup failed half-way: processes first (they live in the namespaces).
-  const problems: unknown[] = [];
-  const attempt = async (f: () => unknown) => {
-    try {
-      await f();
-    } catch (e) {
-      problems.push(e);
-    }
-  };
-  for (const a of allAgents) await attempt(() => a.kill());
-  await attempt(() => served?.kill());
-  await attempt(() => job?.dispose());
-  await attempt(() => cluster?.dispose());
-  await attempt(() => workDir !== null && rmSync(workDir, { recursive: true, force: true }));
-  if (problems.length > 0) throw new AggregateError(problems, 'multinode teardown failed');
+  await teardownAll('multinode', [
+    ...allAgents.map((a) => () => a.kill()),
+    () => served?.kill(),
+    () => job?.dispose(),
+    () => cluster?.dispose(),
+    () => workDir !== null && rmSync(workDir, { recursive: true, force: true }),
+  ]);
 }, 60_000);
 
 // ---- the tests ----------------------------------------------------------------------------------

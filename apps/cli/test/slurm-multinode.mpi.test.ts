@@ -38,6 +38,7 @@ import {
   spawnArgv,
   startNetnsAggregator,
   startSlurm,
+  teardownAll,
   traceState,
   waitFor,
 } from '@mqd/testkit';
@@ -163,20 +164,13 @@ afterEach(async () => {
 
 afterAll(async () => {
   // Everything, even when setup failed half-way: processes first (they live in the namespaces).
-  const problems: unknown[] = [];
-  const attempt = async (f: () => unknown) => {
-    try {
-      await f();
-    } catch (e) {
-      problems.push(e);
-    }
-  };
-  for (const a of agents) await attempt(() => a.kill());
-  await attempt(() => served?.kill());
-  await attempt(() => slurm?.dispose());
-  await attempt(() => cluster?.dispose());
-  await attempt(() => workDir !== null && rmSync(workDir, { recursive: true, force: true }));
-  if (problems.length > 0) throw new AggregateError(problems, 'Slurm multi-node teardown failed');
+  await teardownAll('Slurm multi-node', [
+    ...agents.map((a) => () => a.kill()),
+    () => served?.kill(),
+    () => slurm?.dispose(),
+    () => cluster?.dispose(),
+    () => workDir !== null && rmSync(workDir, { recursive: true, force: true }),
+  ]);
 }, 60_000);
 
 describe('a two-node Slurm cluster of network namespaces', () => {

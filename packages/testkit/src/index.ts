@@ -181,6 +181,7 @@ export {
   type StackResult,
   type StackSample,
 } from './stack.js';
+export { teardownAll } from './teardown.js';
 export {
   done,
   failed,
