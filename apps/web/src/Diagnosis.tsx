@@ -1,19 +1,43 @@
 // "Why is the job stuck?": the analysis of @mqd/model (wait-for graph, near misses, rank
 // classes) in one paragraph above the matrix and the matching order. It runs after the first
 // paint (it can take a moment at 16,384 ranks) and once per snapshot.
-import { describeCallGroup, ranksPhrase } from '@mqd/model';
+import { compressRanks, describeCallGroup, type JobSnapshot, ranksPhrase } from '@mqd/model';
+import { useMemo } from 'react';
 import type { LoadedSnapshot } from './data.js';
 import { bannerText, useExplanation } from './explanation.js';
 import { useBusyWhile } from './hooks.js';
 
+/**
+ * One sentence naming the ranks whose DLL looked up fields the library's debug info lacks
+ * (RankSnapshot.dll.missingFields: a DLL built for another version of the library), whose queue
+ * entries, and so the analysis built on them, may be wrong; null when there are none.
+ */
+export function dllMismatchText(snapshot: JobSnapshot): string | null {
+  const ranks = snapshot.ranks.flatMap((r) => (r.dll?.missingFields?.length ? [r.rank] : []));
+  if (ranks.length === 0) return null;
+  return `The message-queue DLL of ${ranksPhrase(compressRanks(ranks))} looked up fields this MPI library lacks (a DLL built for another version?): their queue entries, and this diagnosis, may be wrong.`;
+}
+
+function DllMismatch({ text }: { text: string | null }) {
+  if (text === null) return null;
+  return (
+    <span className="warn diagnosis-dll" data-testid="diagnosis-dll">
+      {' '}
+      {text}
+    </span>
+  );
+}
+
 export function Diagnosis({ data }: { data: LoadedSnapshot }) {
   const snapshot = data.snapshot;
   const result = useExplanation(snapshot);
+  const dllText = useMemo(() => dllMismatchText(snapshot), [snapshot]);
   useBusyWhile(result === null);
   if (result === null) {
     return (
       <section className="diagnosis pending" data-testid="diagnosis">
         Analysing why the job is stuck…
+        <DllMismatch text={dllText} />
       </section>
     );
   }
@@ -21,6 +45,7 @@ export function Diagnosis({ data }: { data: LoadedSnapshot }) {
     return (
       <section className="diagnosis failed" data-testid="diagnosis" role="alert">
         The analysis failed on this snapshot ({result.failed}); the views below are unaffected.
+        <DllMismatch text={dllText} />
       </section>
     );
   }
@@ -35,6 +60,7 @@ export function Diagnosis({ data }: { data: LoadedSnapshot }) {
         <span className="diagnosis-lead" data-testid="diagnosis-lead">
           {banner.lead}
         </span>
+        <DllMismatch text={dllText} />
       </summary>
       <p className="diagnosis-summary">{result.summary}</p>
       {result.collectiveMismatches.map((m) => (

@@ -26,6 +26,24 @@ function dllText(d: NonNullable<RankSnapshot['dll']>): string {
   return d.version ? `${d.path} (${d.version})` : d.path;
 }
 
+/**
+ * What the DLL's field lookups said about its fit with the library (RankSnapshot.dll): fields
+ * the library's debug info lacks (a DLL built for another version: its entries may be wrong),
+ * and renamed fields it was given at their new place. No lines when neither.
+ */
+function dllFieldLines(d: NonNullable<RankSnapshot['dll']>, indent: string): string[] {
+  const out: string[] = [];
+  if (d.missingFields?.length) {
+    out.push(
+      `${indent}DLL fields missing from the MPI library's debug info (queue entries may be wrong): ${d.missingFields.join(', ')}`,
+    );
+  }
+  if (d.renamedFields?.length) {
+    out.push(`${indent}DLL fields read at their new place in the library: ${d.renamedFields.join(', ')}`);
+  }
+  return out;
+}
+
 function isEmpty(c: Communicator): boolean {
   return (c.sends?.length ?? 0) + (c.receives?.length ?? 0) + (c.unexpected?.length ?? 0) === 0;
 }
@@ -38,10 +56,16 @@ export function formatSnapshot(s: JobSnapshot, opts: { all?: boolean } = {}): st
   const dlls = new Set(s.ranks.flatMap((r) => (r.dll ? [dllText(r.dll)] : [])));
   const oneDll = dlls.size === 1 ? [...dlls][0] : undefined;
   const header = oneDll ?? s.mpi.dll;
+  // The field notes follow the same rule: under the job's DLL line when every rank read by it
+  // has the same ones, else under each rank.
+  const notes = new Set(s.ranks.flatMap((r) => (r.dll ? [dllFieldLines(r.dll, '').join('\n')] : [])));
+  const jobNotes = oneDll !== undefined && notes.size === 1;
   out.push(
     `${LIB[s.mpi.library]} job, ${s.ranks.length} rank(s), taken ${s.takenAt} in ${(s.durationMicros / 1000).toFixed(1)} ms` +
       (header ? `\nDLL: ${header}` : ''),
   );
+  const firstDll = s.ranks.find((r) => r.dll)?.dll;
+  if (jobNotes && firstDll) out.push(...dllFieldLines(firstDll, '  '));
   if (s.source?.kind === 'core') {
     out.push(`read from ${s.source.cores.length} core file(s), not from running processes:`);
     for (const c of s.source.cores) {
@@ -57,7 +81,8 @@ export function formatSnapshot(s: JobSnapshot, opts: { all?: boolean } = {}): st
     const paused =
       r.pausedMicros === null || s.source ? '' : `  stopped ${(r.pausedMicros / 1000).toFixed(2)} ms`;
     out.push(`\nrank ${r.rank}  pid ${r.pid}  host ${r.host}  ${state}${paused}`);
-    if (r.dll && dlls.size > 1) out.push(`  DLL: ${dllText(r.dll)}`);
+    if (r.dll && dlls.size > 1) out.push(`  DLL: ${dllText(r.dll)}`, ...dllFieldLines(r.dll, '    '));
+    else if (r.dll && !jobNotes) out.push(...dllFieldLines(r.dll, '  '));
     let hidden = 0;
     for (const c of r.communicators) {
       if (

@@ -63,7 +63,16 @@ export function RankView({ url, setUrl, data }: ViewProps) {
             <dd>{rank.communicators.length}</dd>
             <dt>MPI call</dt>
             <dd data-testid="rank-mpi-call">{describeCall(rank)}</dd>
+            <dt>Message-queue DLL</dt>
+            <dd data-testid="rank-dll">
+              {rank.dll
+                ? `${rank.dll.path}${rank.dll.version ? ` (${rank.dll.version})` : ''}`
+                : snapshot.mpi.dll === null
+                  ? 'none loaded for this job'
+                  : 'not reported for this rank'}
+            </dd>
           </dl>
+          {rank.dll && <DllFieldNotes dll={rank.dll} />}
           {rank.state.kind !== 'ok' && (
             <div className="error" role="alert">
               <strong>{rank.state.code}</strong> {rank.state.message}
@@ -110,6 +119,30 @@ export function RankView({ url, setUrl, data }: ViewProps) {
         </>
       )}
     </div>
+  );
+}
+
+/**
+ * What the DLL's field lookups said (RankSnapshot.dll): fields the library's debug info lacks
+ * mean a DLL built for another version of the library, whose queue entries may be wrong (a
+ * warning); renamed fields answered at their new place are expected of some builds (a note).
+ */
+function DllFieldNotes({ dll }: { dll: NonNullable<RankSnapshot['dll']> }) {
+  return (
+    <>
+      {dll.missingFields && dll.missingFields.length > 0 && (
+        <p className="warn" data-testid="rank-dll-missing">
+          The DLL looked up fields this MPI library's debug info lacks, so it may have been built for another
+          version of the library and this rank's queue entries may be wrong:{' '}
+          <code>{dll.missingFields.join(', ')}</code>
+        </p>
+      )}
+      {dll.renamedFields && dll.renamedFields.length > 0 && (
+        <p className="muted" data-testid="rank-dll-renamed">
+          Fields the library renamed, read at their new place: <code>{dll.renamedFields.join(', ')}</code>
+        </p>
+      )}
+    </>
   );
 }
 
