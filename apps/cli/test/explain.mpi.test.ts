@@ -28,10 +28,18 @@ describe('ring of synchronous sends', () => {
     ]);
   });
 
-  it('MPICH (blocking sends hidden): the same cycle, inferred from the unexpected messages', async () => {
+  it("MPICH (blocking sends hidden from the queue): the same cycle, certain from each MPI_Ssend's destination in its frame", async () => {
     const e = await explain('mpich', 'ring_ssend');
     expect(e.verdict).toBe('deadlock');
-    expect(e.deadlock?.cycles.map((c) => [c.ranks, c.certain])).toEqual([[[0, 1, 2, 3], false]]);
+    // The send queue still lacks blocking sends (the limit says so), but the stacks read each
+    // rank's MPI_Ssend destination: every edge is a call, none inferred from unexpected messages.
+    expect(e.deadlock?.cycles.map((c) => [c.ranks, c.certain])).toEqual([[[0, 1, 2, 3], true]]);
+    expect(e.deadlock?.cycles[0]?.edges.flatMap((x) => x.ops.map((o) => o.evidence))).toEqual([
+      'call',
+      'call',
+      'call',
+      'call',
+    ]);
     expect(e.limits.map((l) => l.text).join('\n')).toMatch(/only nonblocking sends/);
   });
 });

@@ -61,8 +61,8 @@ export interface MpiQueueTraits {
   readonly unexpectedAlwaysPending: boolean;
   /**
    * Whether MQD reads an intercommunicator's remote group from this library (it is not in the
-   * DLL's interface). MPICH ch4 keeps it in the communicator's rank map (dev.ch4.map), which MQD
-   * does not decode yet: Communicator.remoteGroup is then null ("not read").
+   * DLL's interface): MPIR_Group's lpids, ch3's VC table, or ch4's rank map (dev.ch4.map). Every
+   * build here: true; a build where it is not read gets null (Communicator.remoteGroup).
    */
   readonly readsRemoteGroup: boolean;
 }
@@ -115,7 +115,8 @@ export const NEW_MPI_QUEUE_TRAITS: Readonly<Record<NewMpiName, MpiQueueTraits>> 
     ...MPI_QUEUE_TRAITS.mpich,
     unexpectedLength: 'bytes',
     unexpectedAlwaysPending: true,
-    readsRemoteGroup: false,
+    // The remote group of an intercommunicator is decoded from dev.ch4.map (mqd-core session.ts).
+    readsRemoteGroup: true,
   },
 };
 

@@ -672,7 +672,10 @@ export function formatExplanation(e: Explanation): string {
           .map((o) =>
             o.call === undefined
               ? `${o.evidence} ${o.commName || 'unnamed'} ${o.queue}[${o.index}]@${o.rank} tag ${o.tag ?? 'any'}`
-              : `${o.evidence} ${o.call}@${o.rank}${o.index >= 0 ? ` (${o.commName || 'unnamed'} ${o.queue}[${o.index}])` : ''} tag ${o.tag ?? 'any'}`,
+              : // A call's tag comes from its frame: null there is MPI_ANY_TAG or unreadable
+                // (MPICH keeps a blocking call's tag only as an entry value), so say "?"; a
+                // collective has none.
+                `${o.evidence} ${o.call}@${o.rank}${o.index >= 0 ? ` (${o.commName || 'unnamed'} ${o.queue}[${o.index}])` : ''}${o.evidence === 'collective-call' ? '' : ` tag ${o.tag ?? '?'}`}`,
           )
           .join('; ');
         out.push(`  ${edge.from} -> ${edge.to}: ${ops}`);

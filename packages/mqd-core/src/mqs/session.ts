@@ -1151,8 +1151,9 @@ export class MqsSession {
     if (kind !== INTERCOMM) return undefined;
     const group = this.readU64(t, comm + BigInt(remoteOff));
     // ch3 makes the remote MPIR_Group only when asked (MPI_Comm_remote_group): then the
-    // virtual connections of the remote ranks, each with its rank in the process group.
-    if (group === 0n) return this.mpichVcRanks(t, comm);
+    // virtual connections of the remote ranks, each with its rank in the process group. ch4 has
+    // no VC table: the remote ranks are in the communicator's rank map.
+    if (group === 0n) return this.mpichVcRanks(t, comm) ?? this.mpichCh4MapRanks(t, comm);
     const sizeOff = this.offsetOf(t, 'MPIR_Group', 'size');
     const mapOff = this.offsetOf(t, 'MPIR_Group', 'lrank_to_lpid');
     const pmap = t.image.findType('MPII_Group_pmap_t');
@@ -1193,6 +1194,111 @@ export class MqsSession {
       out.push(r);
     }
     return out;
+  }
+
+  /**
+   * MPICH ch4: comm->dev.ch4.map (MPIDI_rank_map_t), which on an intercommunicator maps each
+   * remote rank to (avtid, lpid) as MPIDIU_comm_rank_to_pid does (src/mpid/ch4/src/ch4_proc.h).
+   * lpid is the world rank for the processes of this job (address-vector table 0); a rank of
+   * another table (a spawned or connected job) has no world rank here: null.
+   */
+  private mpichCh4MapRanks(t: TargetProcess, comm: bigint): number[] | null {
+    // MPIDI_rank_map_mode (src/mpid/ch4/include/mpidpre.h, MPICH 4.0.2; the same in 4.2): the
+    // DWARF gives the enumerators but DebugFile reads no enumerator values, so they are spelled here.
+    const DIRECT = 0;
+    const DIRECT_INTRA = 1;
+    const OFFSET = 2;
+    const OFFSET_INTRA = 3;
+    const STRIDE = 4;
+    const STRIDE_INTRA = 5;
+    const STRIDE_BLOCK = 6;
+    const STRIDE_BLOCK_INTRA = 7;
+    const LUT = 8;
+    const LUT_INTRA = 9;
+    const MLUT = 10;
+    const mapOff = this.offsetOf(t, 'MPIR_Comm', 'dev.ch4.map');
+    const remoteSizeOff = this.offsetOf(t, 'MPIR_Comm', 'remote_size');
+    const f = (field: string) => this.offsetOf(t, 'MPIDI_rank_map_t', field);
+    const off = {
+      mode: f('mode'),
+      avtid: f('avtid'),
+      size: f('size'),
+      offset: f('reg.offset'),
+      strideOffset: f('reg.stride.offset'),
+      stride: f('reg.stride.stride'),
+      blocksize: f('reg.stride.blocksize'),
+      lut: f('irreg.lut.lpid'),
+      mlut: f('irreg.mlut.gpid'),
+    };
+    const gpid = t.image.findType('MPIDI_gpid_t');
+    const gpidAvtid = gpid ? gpid.file.fieldOffset(gpid, 'avtid') : -1;
+    const gpidLpid = gpid ? gpid.file.fieldOffset(gpid, 'lpid') : -1;
+    const gpidSize = gpid ? gpid.file.sizeOf(gpid) : -1;
+    if (mapOff < 0 || remoteSizeOff < 0 || Object.values(off).some((o) => o < 0)) return null;
+    const map = comm + BigInt(mapOff);
+    const at = (o: number) => this.readI32(t, map + BigInt(o));
+    const mode = at(off.mode);
+    const avtid = at(off.avtid);
+    const n = at(off.size);
+    // The map of an intercommunicator covers its remote group.
+    if (mode === null || avtid === null || n === null || n !== this.readI32(t, comm + BigInt(remoteSizeOff)))
+      return null;
+    if (n < 0 || n > 1 << 24) return null;
+    const intra = [DIRECT_INTRA, OFFSET_INTRA, STRIDE_INTRA, STRIDE_BLOCK_INTRA, LUT_INTRA].includes(mode);
+    // A non-_INTRA mode names its table; only table 0 holds this job's world.
+    if (!intra && mode !== MLUT && avtid !== 0) return null;
+    const ranks = (lpidOf: (r: number) => number | null): number[] | null => {
+      const out: number[] = [];
+      for (let r = 0; r < n; r++) {
+        const lpid = lpidOf(r);
+        if (lpid === null || lpid < 0) return null;
+        out.push(lpid);
+      }
+      return out;
+    };
+    switch (mode) {
+      case DIRECT:
+      case DIRECT_INTRA:
+        return ranks((r) => r);
+      case OFFSET:
+      case OFFSET_INTRA: {
+        const o = at(off.offset);
+        return o === null ? null : ranks((r) => r + o);
+      }
+      case STRIDE:
+      case STRIDE_INTRA: {
+        const o = at(off.strideOffset);
+        const stride = at(off.stride);
+        return o === null || stride === null ? null : ranks((r) => r * stride + o);
+      }
+      case STRIDE_BLOCK:
+      case STRIDE_BLOCK_INTRA: {
+        const o = at(off.strideOffset);
+        const stride = at(off.stride);
+        const block = at(off.blocksize);
+        if (o === null || stride === null || block === null || block <= 0) return null;
+        return ranks((r) => Math.trunc(r / block) * (stride - block) + r + o);
+      }
+      case LUT:
+      case LUT_INTRA: {
+        const lpids = this.readU64(t, map + BigInt(off.lut));
+        if (lpids === null || lpids === 0n) return null;
+        return ranks((r) => this.readI32(t, lpids + BigInt(4 * r)));
+      }
+      case MLUT: {
+        const gpids = this.readU64(t, map + BigInt(off.mlut));
+        if (gpids === null || gpids === 0n || gpidAvtid < 0 || gpidLpid < 0 || gpidSize <= 0) return null;
+        return ranks((r) => {
+          const entry = gpids + BigInt(r * gpidSize);
+          return this.readI32(t, entry + BigInt(gpidAvtid)) === 0
+            ? this.readI32(t, entry + BigInt(gpidLpid))
+            : null;
+        });
+      }
+      default:
+        // MPIDI_RANK_MAP_NONE or a mode this reader does not know.
+        return null;
+    }
   }
 
   /**

@@ -723,10 +723,17 @@ export class Unwinder {
       const die = this.dieA;
       const child = this.dieB;
       const want = fnName.replace(/^P/, '');
+      // Past an inlined instance dwarf_getscopes follows the inline's abstract origin, whose
+      // parameters have no locations: an MPI_X whose internal_X is inlined deeper than one level
+      // (MPICH ch4: PMPI_Mprobe > internal_Mprobe > MPID_Mprobe > ... > MPIDI_progress_test)
+      // would not be found. The concrete scopes are the DIEs that hold the innermost one.
+      this.copyDie(scopesPtr, 0, die);
+      const scopes = this.concreteScopes(cudie, BigInt(dw.dwarf_dieoffset(die) as number | bigint));
+      if (scopes.length === 0) for (let i = 0; i < n; i++) scopes.push(this.dieBytes(scopesPtr, i));
       let chosen = -1;
       let subprogram = -1;
-      for (let i = 0; i < n; i++) {
-        this.copyDie(scopesPtr, i, die);
+      for (let i = 0; i < scopes.length; i++) {
+        this.setDie(scopes[i], die);
         const tag = dw.dwarf_tag(die) as number;
         if (tag !== DW_TAG.subprogram && tag !== DW_TAG.inlined_subroutine) continue;
         const name = this.attrString(die, DW_AT.name);
@@ -743,13 +750,13 @@ export class Unwinder {
       // makes it DW_OP_call_frame_cfa, which stands in when the subprogram is not in the scopes.
       let frameBase: ArgPlan['frameBase'] = 'cfa';
       if (subprogram >= 0) {
-        this.copyDie(scopesPtr, subprogram, die);
+        this.setDie(scopes[subprogram], die);
         if (dw.dwarf_attr_integrate(die, DW_AT.frame_base, this.attrBuf)) {
           frameBase = this.locationOps(this.attrBuf, pc - bias);
         }
       }
       const params: { name: string; ops: Op[] }[] = [];
-      this.copyDie(scopesPtr, chosen, die);
+      this.setDie(scopes[chosen], die);
       if ((dw.dwarf_child(die, child) as number) === 0) {
         do {
           if ((dw.dwarf_tag(child) as number) !== DW_TAG.formal_parameter) continue;
@@ -766,6 +773,43 @@ export class Unwinder {
     } finally {
       cFree(scopesPtr);
     }
+  }
+
+  /**
+   * The DIEs from the one at `target` out to the compilation unit, innermost first, found by
+   * descending from the unit: a DIE's children lie between its offset and its next sibling's,
+   * so the holder at each level is the last child not past the target. Empty if not found.
+   */
+  private concreteScopes(cudie: unknown, target: bigint): Uint8Array[] {
+    const chain: Uint8Array[] = [this.dieBytes(cudie, 0)];
+    const cur = this.dieA;
+    const child = this.dieB;
+    this.setDie(chain[0], cur);
+    for (let depth = 0; depth < 64; depth++) {
+      if ((dw.dwarf_child(cur, child) as number) !== 0) return [];
+      let best: Uint8Array | null = null;
+      let bestOff = -1n;
+      do {
+        const off = BigInt(dw.dwarf_dieoffset(child) as number | bigint);
+        if (off > target) break;
+        best = this.dieBytes(child, 0);
+        bestOff = off;
+      } while ((dw.dwarf_siblingof(child, child) as number) === 0);
+      if (best === null) return [];
+      chain.push(best);
+      if (bestOff === target) return chain.reverse();
+      this.setDie(best, cur);
+    }
+    return [];
+  }
+
+  /** A copy of the i-th DIE of an array of them (a DIE is plain data valid while its Dwarf is). */
+  private dieBytes(ptr: unknown, i: number): Uint8Array {
+    return new Uint8Array(koffi.view(ptr, (i + 1) * DIE_SIZE)).slice(i * DIE_SIZE, (i + 1) * DIE_SIZE);
+  }
+
+  private setDie(bytes: Uint8Array | undefined, into: unknown): void {
+    if (bytes) new Uint8Array(koffi.view(into, DIE_SIZE)).set(bytes);
   }
 
   private copyDie(scopesPtr: unknown, i: number, into: unknown): void {
