@@ -51,7 +51,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # ---- 1. Debian packages ------------------------------------------------------------
 PKGS=(build-essential gfortran dpkg-dev file elfutils libdw1 libdw-dev libelf-dev dwz chromium
-      sqlite3 iproute2 procps perl python3 xz-utils bzip2 ca-certificates openssl util-linux
+      sqlite3 iproute2 procps perl python3 autoconf automake libtool xz-utils bzip2 ca-certificates openssl util-linux
       slurmctld slurmd slurm-client munge cmake clang-16 libomp-16-dev gdb
       libpmix-dev  # Slurm's mpi/pmix plugin dlopens pmix2/lib/libpmix.so, which only the -dev package ships
       # MPICH ch4:ofi links Debian's libfabric with its static dependencies (pkg-config --static)
@@ -145,13 +145,26 @@ build_mpi() {
   tar -xf "$tarball" -C "$work" --strip-components=1
   (
     cd "$work"
-    ./configure --prefix="$prefix" "$@" >build.log 2>&1 \
+    if [ -n "${PRE_CONFIGURE:-}" ]; then "$PRE_CONFIGURE" >build.log 2>&1 || exit 1; fi
+    ./configure --prefix="$prefix" "$@" >>build.log 2>&1 \
       && make -j"$BUILD_JOBS" >>build.log 2>&1 \
       && make install >>build.log 2>&1
   ) || { echo "MQD_E_PROVISION: $name build failed; see the end of $work/build.log" >&2; tail -n 30 "$work/build.log" >&2; exit 1; }
   date -u +%FT%TZ >"$stamp"
   rm -rf "$work"
   log "$name $ver: built in $(( $(date +%s) - b0 )) s"
+}
+
+# MPICH 4.2.1's datatype engine yaksa generates pack/unpack code for every pair of nested
+# types up to depth 3: 436 files, 105 MB of C, most of the build. MPICH's own autogen knows
+# `-yaksa-depth=N` for this; depth 1 keeps the specialised code for one level of nesting and
+# sends deeper types down yaksa's generic path (same results, slower packing of deeply nested
+# derived types, which no message-queue read touches). Needs python3 and autotools.
+yaksa_shallow() {
+  local depth=${MQD_MPICH42_YAKSA_DEPTH:-1}
+  [ "$depth" = full ] && return 0
+  log "mpich $MPICH42_VERSION: regenerating yaksa with -yaksa-depth=$depth (MQD_MPICH42_YAKSA_DEPTH=full keeps the tarball's)"
+  (cd modules/yaksa && rm -f src/backend/seq/pup/yaksuri_seqi_pup_*.c && ./autogen.sh --pup-max-nesting="$depth")
 }
 
 # ---- 3. LLVM's OpenMP runtime with OMPD ----------------------------------------------
@@ -292,7 +305,7 @@ if [ ! -f "$mpich42_stamp" ]; then
     # engine stays ch4's yaksa (~600 generated pack/unpack files, the bulk of the build time):
     # --with-datatype-engine=dataloop configures but libmpi.so then lacks MPIR_Typerep_test
     # and the link fails (4.2.1; docs/mpi-facts.md).
-    build_mpi mpich "$MPICH42_VERSION" "$mpich42_tar" \
+    PRE_CONFIGURE=yaksa_shallow build_mpi mpich "$MPICH42_VERSION" "$mpich42_tar" \
       CFLAGS="-g -O2" CXXFLAGS="-g -O2" FFLAGS="-g -O2" FCFLAGS="-g -O2" \
       --enable-debuginfo --enable-shared --disable-static \
       --with-device=ch4:ofi --with-libfabric=embedded --without-ucx \

@@ -1,13 +1,21 @@
 // The DLL a process names: MPIR_dll_name, else Open MPI's mpimsgq_dll_locations, else the DLL
 // its MPI library installs beside itself. It parses the target's ELF/DWARF and reads its memory,
 // so it runs only in a reader child (as the target's owner), never in a root agent.
-import { existsSync } from 'node:fs';
+import { existsSync, readlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import type { OpenedCore } from '../target/core-image.js';
 import type { DebugFileRegistry } from '../target/debug-file.js';
+import { ElfSections, SHT_DYNSYM } from '../target/elf-sections.js';
 import { TargetMemory } from '../target/memory.js';
-import { ProcessImage } from '../target/process-image.js';
+import {
+  fileMappings,
+  isMpiLibraryPath,
+  moduleSpans,
+  ProcessImage,
+  pathInProcess,
+  readMaps,
+} from '../target/process-image.js';
 
 /** At most this many entries of a NULL-terminated mpimsgq_dll_locations are looked at. */
 const MAX_LOCATIONS = 64;
@@ -46,6 +54,8 @@ export function findDll(
   pid: number,
   registry: DebugFileRegistry,
 ): Result<{ path: string; source: DllSource }, MqdError> {
+  const quick = dllNameFromDynsym(pid);
+  if (quick !== null) return ok({ path: quick, source: 'MPIR_dll_name' });
   const img = ProcessImage.load(pid, registry);
   if (!img.ok) return img;
   const lib = img.value.mpiLibrary();
@@ -84,6 +94,44 @@ export function findDll(
     tried.push(`no message-queue DLL beside ${lib.path}`);
   }
   return err(mqdError('MQD_E_NO_DLL_NAME', `pid ${pid} (${img.value.exe}): ${tried.join('; ')}`));
+}
+
+/**
+ * The common case without opening every mapped file: MPIR_dll_name is a global of the MPI
+ * library (or of a statically linked executable), so it is in that file's .dynsym. Only the
+ * files that look like MPI libraries and the executable are read (Open MPI maps ~60 files, and
+ * indexing each through libdw was most of a cold `mqd snapshot`). Null unless it names a DLL:
+ * the full search (findDll) then runs and explains what it found.
+ */
+function dllNameFromDynsym(pid: number): string | null {
+  const maps = readMaps(pid);
+  if (!maps.ok) return null;
+  let exe: string;
+  try {
+    exe = readlinkSync(`/proc/${pid}/exe`);
+  } catch {
+    return null;
+  }
+  const spans = moduleSpans(
+    fileMappings(maps.value),
+    (path) => pathInProcess(pid, path),
+    (path) => path === exe || isMpiLibraryPath(path),
+  ).sort((a, b) => (a.path === exe ? 1 : 0) - (b.path === exe ? 1 : 0));
+  for (const span of spans) {
+    const elf = ElfSections.open(span.rootPath);
+    if (!elf) continue;
+    let sym: { value: bigint; size: bigint } | null;
+    try {
+      sym = elf.symbolTable(SHT_DYNSYM)?.lookup('MPIR_dll_name') ?? null;
+    } finally {
+      elf.close();
+    }
+    if (!sym) continue;
+    const mem = new TargetMemory(pid, 1 << 16);
+    const name = mem.readCString(sym.value + span.bias, Math.min(Math.max(Number(sym.size), 1), 4096));
+    return name ? name : null;
+  }
+  return null;
 }
 
 /** The DLL the process of a core file named in MPIR_dll_name, read from the core's memory. */

@@ -23,6 +23,7 @@ import {
   dwflError,
   offlineCallbacks,
 } from '../native/libdw.js';
+import { ElfSections, SHT_DYNSYM, SHT_SYMTAB, type SymbolTable } from './elf-sections.js';
 
 type Scratch = Parameters<Parameters<typeof withScratch>[0]>[0];
 
@@ -177,7 +178,11 @@ export class DebugFile {
     this.buildId = n > 0 && bits[0] ? Buffer.from(koffiBytes(bits[0], n)).toString('hex') : null;
   }
 
-  static open(path: string): DebugFile | string {
+  /**
+   * `symbolsFromFile: false` makes every symbol come from libdw one entry at a time (the check
+   * of the file reader in packages/mqd-core/test/elf-sections.test.ts).
+   */
+  static open(path: string, opts: { symbolsFromFile?: boolean } = {}): DebugFile | string {
     const dwfl = dw.dwfl_begin(dwflCallbacks());
     if (!dwfl) return `dwfl_begin: ${dwflError()}`;
     dw.dwfl_report_begin(dwfl);
@@ -188,7 +193,12 @@ export class DebugFile {
       dw.dwfl_end(dwfl);
       return `${path}: ${msg}`;
     }
-    return new DebugFile(path, dwfl, mod);
+    const f = new DebugFile(path, dwfl, mod);
+    if (opts.symbolsFromFile === false) {
+      f.fileTable = null;
+      f.symbolSource = 'libdw';
+    }
+    return f;
   }
 
   close(): void {
@@ -209,6 +219,43 @@ export class DebugFile {
   /** Global symbols win over local ones of the same name (MPICH's queue heads are local). */
   symbol(name: string): SymbolInfo | undefined {
     return this.symbolMap().get(name);
+  }
+
+  private exported: Map<string, SymbolInfo> | null | undefined;
+
+  /**
+   * A symbol this file exports (its .dynsym: defined, global or weak, object/function), read
+   * from the file without indexing its whole symbol table; undefined when it does not export
+   * it, null when the file has no readable .dynsym (ask symbol()). In a linked library the
+   * global symbols of .symtab are exactly the exported ones (the linker turns hidden ones local).
+   */
+  exportedSymbol(name: string): SymbolInfo | undefined | null {
+    if (this.exported === undefined) this.exported = this.readExported();
+    return this.exported === null ? null : this.exported.get(name);
+  }
+
+  private readExported(): Map<string, SymbolInfo> | null {
+    const elf = ElfSections.open(this.path);
+    if (!elf) return null;
+    let table: SymbolTable | null;
+    try {
+      table = elf.symbolTable(SHT_DYNSYM);
+    } finally {
+      elf.close();
+    }
+    if (!table) return null;
+    const map = new Map<string, SymbolInfo>();
+    for (let i = 1; i < table.count; i++) {
+      const info = table.info(i);
+      const bind = info >> 4;
+      const type = info & 0xf;
+      if (table.shndx(i) === 0 || (bind !== 1 && bind !== 2)) continue;
+      if (type !== 1 && type !== 2 && type !== 0 && type !== 10) continue; // as readSymbols
+      const name = table.name(i);
+      if (name && !map.has(name))
+        map.set(name, { value: table.value(i), size: Number(table.size(i)), global: true });
+    }
+    return map;
   }
 
   /**
@@ -266,6 +313,17 @@ export class DebugFile {
     visit: (name: string, type: number, bind: number, value: bigint, stValue: bigint, size: bigint) => void,
   ): void {
     const n = dw.dwfl_module_getsymtab(this.mod) as number;
+    const table = this.fileSymbolTable(n);
+    if (table) {
+      for (let i = 1; i < n; i++) {
+        const name = table.name(i);
+        if (!name || table.shndx(i) === 0) continue;
+        const info = table.info(i);
+        const value = table.value(i);
+        visit(name, info & 0xf, info >> 4, value, value, table.size(i));
+      }
+      return;
+    }
     const symView = new DataView(koffiView(this.symBuf, 24));
     const addrView = new DataView(koffiView(this.addrBuf, 8));
     for (let i = 1; i < n; i++) {
@@ -285,6 +343,66 @@ export class DebugFile {
         symView.getBigUint64(16, true),
       );
     }
+  }
+
+  /** Which table libdw chose, read from its file (undefined: not looked for yet). */
+  private fileTable: SymbolTable | null | undefined = undefined;
+  /** Set by fileSymbolTable: what libdw's table was read from (tests, stats). */
+  symbolSource: 'file' | 'libdw' | null = null;
+
+  /**
+   * The symbol table libdw chose for this module (the file's .symtab, else the separate debug
+   * file's, else .dynsym), read straight from that file: libdw hands entries out one call at a
+   * time, ~5 us each through koffi. Used only when it is the same table: as many entries as libdw
+   * has, and 16 entries spread over it equal to libdw's (name, section, value, size, and libdw's
+   * address equal to the raw value: modules are reported at bias 0). Else null: libdw's way.
+   */
+  private fileSymbolTable(n: number): SymbolTable | null {
+    if (this.fileTable !== undefined) return this.fileTable;
+    this.fileTable = null;
+    this.symbolSource = 'libdw';
+    if (n <= 1) return null;
+    const debug = [null as string | null];
+    dw.dwfl_module_info(this.mod, null, null, null, null, null, [null], debug);
+    const candidates: [string, typeof SHT_SYMTAB | typeof SHT_DYNSYM][] = [[this.path, SHT_SYMTAB]];
+    if (debug[0]) candidates.push([debug[0], SHT_SYMTAB]);
+    candidates.push([this.path, SHT_DYNSYM]);
+    for (const [file, type] of candidates) {
+      const elf = ElfSections.open(file);
+      if (!elf) continue;
+      let table: SymbolTable | null;
+      try {
+        table = elf.symbolTable(type);
+      } finally {
+        elf.close();
+      }
+      if (!table || table.count !== n) continue;
+      if (!this.sameAsLibdw(table, n)) return null;
+      this.fileTable = table;
+      this.symbolSource = 'file';
+      return table;
+    }
+    return null;
+  }
+
+  private sameAsLibdw(table: SymbolTable, n: number): boolean {
+    const symView = new DataView(koffiView(this.symBuf, 24));
+    const addrView = new DataView(koffiView(this.addrBuf, 8));
+    const step = Math.max(1, Math.floor((n - 1) / 16));
+    for (let i = 1; i < n; i += step) {
+      const name = dw.dwfl_module_getsym_info(this.mod, i, this.symBuf, this.addrBuf, null, null, null) as
+        | string
+        | null;
+      if ((name || null) !== table.name(i)) return false;
+      if (symView.getUint16(6, true) !== table.shndx(i)) return false;
+      if (
+        symView.getBigUint64(8, true) !== table.value(i) ||
+        symView.getBigUint64(16, true) !== table.size(i)
+      )
+        return false;
+      if (table.shndx(i) !== 0 && addrView.getBigUint64(0, true) !== table.value(i)) return false;
+    }
+    return true;
   }
 
   private readSymbols(): Map<string, SymbolInfo> {

@@ -76,8 +76,26 @@ export class ProcessImage {
     return new ProcessImage(pid, exe, sorted);
   }
 
-  /** Relocated address of a symbol (global definitions first, like the dynamic linker). */
+  /**
+   * Relocated address of a symbol (global definitions first, like the dynamic linker). The
+   * executable's symbol table first, then what the libraries export (.dynsym, no full index:
+   * Open MPI maps ~60 files, libc's table alone is ~10,000 symbols), then every table (locals).
+   */
   findSymbol(name: string): { address: bigint; size: number; module: MappedModule } | null {
+    const exe = this.modules[0]?.path === this.exe ? this.modules[0] : undefined;
+    const inExe = exe?.file.symbol(name);
+    if (exe && inExe?.global) return { address: inExe.value + exe.bias, size: inExe.size, module: exe };
+    let unknown = false;
+    for (const m of this.modules) {
+      if (m === exe) continue;
+      const s = m.file.exportedSymbol(name);
+      if (s === null) unknown = true;
+      else if (s && !unknown) return { address: s.value + m.bias, size: s.size, module: m };
+    }
+    return this.findSymbolInTables(name);
+  }
+
+  private findSymbolInTables(name: string): { address: bigint; size: number; module: MappedModule } | null {
     let local: { address: bigint; size: number; module: MappedModule } | null = null;
     for (const m of this.modules) {
       const s = m.file.symbol(name);
@@ -128,9 +146,12 @@ export class ProcessImage {
 
   /** True when some mapped file looks like an MPI library. */
   mpiLibrary(): MappedModule | null {
-    return this.modules.find((m) => /\/lib(mpi|mpich)[^/]*\.so/.test(m.path)) ?? null;
+    return this.modules.find((m) => isMpiLibraryPath(m.path)) ?? null;
   }
 }
+
+/** A path that looks like an MPI library's (libmpi*.so*, libmpich*.so*). */
+export const isMpiLibraryPath = (path: string): boolean => /\/lib(mpi|mpich)[^/]*\.so/.test(path);
 
 /** One file mapping of an address space: /proc/PID/maps line, or a core's NT_FILE entry. */
 export interface FileMapping {
@@ -159,19 +180,34 @@ export function fileMappings(maps: string): (FileMapping & { readonly deleted: b
   return out;
 }
 
+/** Where one ELF file sits in an address space, before its symbols are opened. */
+export interface ModuleSpan {
+  /** The path as the process saw it. */
+  readonly path: string;
+  /** The path to open here (through /proc/PID/root when the process has another root). */
+  readonly rootPath: string;
+  /** Device, inode and mtime of rootPath: the registry's key. */
+  readonly key: string;
+  readonly bias: bigint;
+  readonly start: bigint;
+  readonly end: bigint;
+}
+
 /**
- * The ELF modules of an address space: per file, the span of its mappings and the load bias
+ * The ELF files of an address space: per file, the span of its mappings and the load bias
  * anchored by its offset-0 mapping. `onDisk` turns a path as the process saw it into the path
- * to open here; files that cannot be opened or are not ELF are left out.
+ * to open here; files that cannot be opened or are not ELF are left out. `only` picks files by
+ * their path (the others are not opened at all).
  */
-export function mappedModules(
+export function moduleSpans(
   mappings: readonly FileMapping[],
   onDisk: (path: string) => string,
-  registry: DebugFileRegistry,
-): MappedModule[] {
+  only: (path: string) => boolean = () => true,
+): ModuleSpan[] {
   // First mapping of each file, and the file offset-0 mapping that anchors its bias.
   const seen = new Map<string, { start: bigint; end: bigint; zeroStart: bigint | null }>();
   for (const { path, start, end, offset } of mappings) {
+    if (!only(path)) continue;
     const cur = seen.get(path);
     if (!cur) seen.set(path, { start, end, zeroStart: offset === 0n ? start : null });
     else {
@@ -179,7 +215,7 @@ export function mappedModules(
       if (cur.zeroStart === null && offset === 0n) cur.zeroStart = start;
     }
   }
-  const modules: MappedModule[] = [];
+  const spans: ModuleSpan[] = [];
   for (const [path, r] of seen) {
     if (r.zeroStart === null) continue;
     const rootPath = onDisk(path);
@@ -195,15 +231,28 @@ export function mappedModules(
     const first = info.loads.find((l) => l.offset === 0n) ?? info.loads[0];
     if (!first) continue;
     const pageVaddr = first.vaddr & ~0xfffn;
-    const bias = r.zeroStart - pageVaddr;
+    spans.push({ path, rootPath, key, bias: r.zeroStart - pageVaddr, start: r.start, end: r.end });
+  }
+  return spans;
+}
+
+/** The ELF modules of an address space (moduleSpans) with each file's shared DebugFile. */
+export function mappedModules(
+  mappings: readonly FileMapping[],
+  onDisk: (path: string) => string,
+  registry: DebugFileRegistry,
+): MappedModule[] {
+  const modules: MappedModule[] = [];
+  for (const { path, rootPath, key, bias, start, end } of moduleSpans(mappings, onDisk)) {
     const file = registry.get(key, rootPath);
     if (typeof file === 'string') continue;
-    modules.push({ path, bias, start: r.start, end: r.end, file });
+    modules.push({ path, bias, start, end, file });
   }
   return modules;
 }
 
-function pathInProcess(pid: number, path: string): string {
+/** The path to open here for a file the process `pid` maps at `path`. */
+export function pathInProcess(pid: number, path: string): string {
   // Same mount namespace: the path as is; otherwise through the process's root.
   try {
     const a = statSync(path, { bigint: true });
