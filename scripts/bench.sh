@@ -14,6 +14,7 @@ run "mqd-core deep queues: 20,000 + 20,000 on one rank vs a 3-rank ring (real Op
 run "mqd-core warm 4-rank snapshot vs a direct resolved read (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/warm-path.bench.ts
 run "mqd-core cold CLI: mqd --help vs node -e 0, a cold 4-rank mqd snapshot (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/cli-cold.bench.ts
 run "mqd-core parallel readers: 64 ranks of one DLL (conformance targets)" node --import tsx packages/mqd-core/bench/parallel-readers.bench.ts
+run "mqd-core many ranks: 64 real ranks of a hung ring on one node, pool vs one reader (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/many-ranks.bench.ts
 run "mqd-core reader memory over 1,000 snapshots (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/reader-memory.bench.ts
 [ -f packages/model/bench/analysis.bench.ts ] && run "hang analysis (16,384 ranks)" node --import tsx packages/model/bench/analysis.bench.ts
 [ -f apps/server/bench/fanin.bench.ts ] && run "aggregator fan-in (256 agents x 64 ranks)" node --import tsx apps/server/bench/fanin.bench.ts

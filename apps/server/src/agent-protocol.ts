@@ -433,7 +433,9 @@ const OP_KEYS = [
   'extraText',
   'buffer',
   'systemBuffer',
+  'lengthUnit',
 ];
+const LENGTH_UNITS = ['bytes', 'elements'] as const;
 const QUEUES = ['sends', 'receives', 'unexpected'] as const;
 
 const nonNeg = (v: unknown, path: string) => int(v, path, 0, Number.MAX_VALUE);
@@ -465,6 +467,8 @@ function operation(v: unknown, path: string): void {
   });
   str(o['buffer'], `${path}.buffer`, 18, 3, BUFFER_RE);
   if (typeof o['systemBuffer'] !== 'boolean') fail(`${path}.systemBuffer`, 'expected a boolean');
+  // Only where the entry counts in another unit than the snapshot (MPICH ch4's unexpected bytes).
+  if (o['lengthUnit'] !== undefined) oneOf(o['lengthUnit'], `${path}.lengthUnit`, LENGTH_UNITS);
 }
 
 function communicator(v: unknown, path: string): void {
@@ -623,9 +627,15 @@ function rankSnapshot(v: unknown, path: string): RankSnapshot {
   rankStacks(o, path);
   rankOpenMpFields(o, path);
   if (o['dll'] !== undefined) {
-    const d = obj(o['dll'], `${path}.dll`, ['path', 'version']);
+    const d = obj(o['dll'], `${path}.dll`, ['path', 'version', 'missingFields', 'renamedFields']);
     str(d['path'], `${path}.dll.path`, 4096);
     str(d['version'], `${path}.dll.version`, 1024);
+    // Field lookups the library could not answer, and the renames MQD answered (mqs/dll-fields.ts).
+    for (const k of ['missingFields', 'renamedFields'] as const) {
+      if (d[k] === undefined) continue;
+      const list = arr(d[k], `${path}.dll.${k}`, 64);
+      for (let i = 0; i < list.length; i++) str(list[i], `${path}.dll.${k}[${i}]`, 1040);
+    }
   }
   if (o['dllLog'] !== undefined) {
     const lines = arr(o['dllLog'], `${path}.dllLog`, 200);

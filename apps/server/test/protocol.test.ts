@@ -1,4 +1,5 @@
-import { syntheticRingRank } from '@mqd/model';
+import { readFileSync } from 'node:fs';
+import { type RankSnapshot, syntheticRingRank } from '@mqd/model';
 import { io, type Socket } from 'socket.io-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { chunkMessages } from '../src/agent.js';
@@ -299,6 +300,45 @@ describe('codec', () => {
       1 << 20,
     );
     expect(!extra.ok && extra.error.error.message).toMatch(/params\.x: unknown field/);
+  });
+
+  it('carries a real MPICH ch4 rank: per-entry units and the DLL field gaps; refuses a made-up unit', () => {
+    // A rank of the golden ch4 snapshot (real MPICH 4.0.2 ch4:ofi job): its unexpected entries
+    // count bytes (Operation.lengthUnit) and its DLL needed renamed fields (dll.renamedFields).
+    const golden = JSON.parse(
+      readFileSync(
+        new URL('../../../fixtures/golden/mpichch4/wrong_tag.snapshot.json', import.meta.url),
+        'utf8',
+      ),
+    ) as { ranks: RankSnapshot[] };
+    const first = golden.ranks[0];
+    if (!first) throw new Error('golden has no rank 0');
+    // The golden normaliser drops the DLL's field lists; a live ch4 rank carries these.
+    const rank: RankSnapshot = {
+      ...first,
+      dll: {
+        path: first.dll?.path ?? '/x/libtvmpich.so',
+        version: first.dll?.version ?? '',
+        renamedFields: [
+          'MPIDIG_req_t.rank -> MPIDIG_req_t.u.recv.source',
+          'MPIDI_Devreq_t.am -> MPIDI_Devreq_t.ch4.am',
+        ],
+        missingFields: ['MPIDIG_req_t.nothing'],
+      },
+    };
+    const units = rank.communicators.flatMap((c) => (c.unexpected ?? []).map((o) => o.lengthUnit));
+    expect(units.length).toBeGreaterThan(0);
+    expect(units.every((u) => u === 'bytes')).toBe(true);
+    expect(rank.dll?.renamedFields?.length ?? 0).toBeGreaterThan(0);
+    const msg = { type: 'chunk', id: 1, ranks: [rank] } as const;
+    const r = decodeAgentMessage(encodeMessage(msg as never), 1 << 22);
+    expect(r.ok ? 'ok' : r.error.error.message).toBe('ok');
+    const bent = structuredClone(rank);
+    const op = bent.communicators.flatMap((c) => c.unexpected ?? [])[0];
+    if (!op) throw new Error('no unexpected entry');
+    (op as { lengthUnit: string }).lengthUnit = 'furlongs';
+    const bad = decodeAgentMessage(encodeMessage({ type: 'chunk', id: 1, ranks: [bent] } as never), 1 << 22);
+    expect(!bad.ok && bad.error.error.message).toMatch(/lengthUnit/);
   });
 
   it('locates by starter pid or by Slurm job id, never both, and only a well-formed id', () => {

@@ -1,5 +1,6 @@
 // Display formatting shared by the views.
-import type { LengthUnit, Operation } from '@mqd/model';
+import { type LengthUnit, type Operation, opLengthUnit, type QueueKind } from '@mqd/model';
+import type { KindUnit } from './matrix/edges.js';
 
 export function formatTime(iso: string | null): string {
   if (iso === null) return '—';
@@ -45,6 +46,40 @@ export function formatSize(n: number, unit: LengthUnit): string {
     u++;
   }
   return `${u === 0 ? v : v.toFixed(v < 10 ? 1 : 0)} ${SIZE_UNITS[u]}`;
+}
+
+/**
+ * An operation's length (or its actual length, `n`) in the operation's own unit: its
+ * `lengthUnit` when it has one (MPICH ch4's unexpected messages count bytes), else the
+ * snapshot's `unit`.
+ */
+export function formatOpSize(
+  op: Pick<Operation, 'length' | 'lengthUnit'>,
+  unit: LengthUnit,
+  n = op.length,
+): string {
+  return formatSize(n, opLengthUnit(op, unit));
+}
+
+/** A sum of one queue kind's lengths in its unit (EdgeTable.kindUnit; `unit` the snapshot's when it has none). */
+export function formatKindSize(n: number, kindUnit: KindUnit, unit: LengthUnit): string {
+  return kindUnit === 'mixed' ? `${n.toLocaleString()} in mixed units` : formatSize(n, kindUnit ?? unit);
+}
+
+/**
+ * What the matrix's sizes count: the snapshot's unit, then each queue kind in another one
+ * ("elements; unexpected in bytes" on MPICH ch4). `kindUnit` is indexed like `kinds`.
+ */
+export function sizeUnitsLabel(
+  kinds: readonly QueueKind[],
+  kindUnit: readonly KindUnit[],
+  unit: LengthUnit,
+): string {
+  const others = kinds.flatMap((k, i) => {
+    const u = kindUnit[i] ?? null;
+    return u === null || u === unit ? [] : [`${k} in ${u === 'mixed' ? 'mixed units' : u}`];
+  });
+  return [unit, ...others].join('; ');
 }
 
 export function formatMicros(us: number | null): string {

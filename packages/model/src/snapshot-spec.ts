@@ -57,6 +57,10 @@ export const OpStatus = Type.Union([
 ]);
 export type OpStatus = Static<typeof OpStatus>;
 
+/** What a length counts: bytes, or elements of the operation's datatype. */
+export const LengthUnit = Type.Union([Type.Literal('bytes'), Type.Literal('elements')]);
+export type LengthUnit = Static<typeof LengthUnit>;
+
 /**
  * What actually matched, once the library knows: a matched or completed operation of any queue
  * (Open MPI copies a send's desired fields into its actual ones; a completed receive's come from
@@ -67,7 +71,7 @@ export const ActualMatch = Type.Object(
     peer: Peer,
     /** Tag that matched; null when unknown. */
     tag: Type.Union([Int32, Type.Null()]),
-    /** In the snapshot's lengthUnit; null when unknown. */
+    /** In the operation's unit (Operation.lengthUnit, else the snapshot's); null when unknown. */
     length: Type.Union([NonNegInt, Type.Null()]),
   },
   { additionalProperties: false },
@@ -83,12 +87,21 @@ export const Operation = Type.Object(
     /** null = MPI_ANY_TAG. */
     tag: Type.Union([Int32, Type.Null()]),
     /**
-     * Desired length, in the snapshot's `mpi.lengthUnit` (bytes or elements). 0 when
-     * `lengthUnknown` is set (kept a number so that older readers still type-check).
+     * Desired length, in the snapshot's `mpi.lengthUnit` (bytes or elements) unless `lengthUnit`
+     * says otherwise. 0 when `lengthUnknown` is set (kept a number so that older readers still
+     * type-check).
      */
     length: NonNegInt,
     /** The library could not say the desired length (negative or a widened -1): `length` is then 0, not a length. */
     lengthUnknown: Type.Optional(Type.Literal(true)),
+    /**
+     * The unit of this operation's `length` and `actual.length` when it is not the snapshot's
+     * `mpi.lengthUnit`; absent otherwise (present only when it differs). MPICH's ch4 device:
+     * an unexpected message is an active-message request whose count is the data that arrived
+     * in bytes, while every other MPICH length counts elements. No conversion is possible (an
+     * unexpected message has no receive datatype yet), so the unit travels with the number.
+     */
+    lengthUnit: Type.Optional(LengthUnit),
     actual: Type.Union([ActualMatch, Type.Null()]),
     /** The library's five lines of extra text, decoded, empty ones dropped. */
     extraText: Type.Array(ShortText(64), { maxItems: 5 }),
@@ -100,6 +113,10 @@ export const Operation = Type.Object(
   { additionalProperties: false },
 );
 export type Operation = Static<typeof Operation>;
+
+/** The unit an operation's lengths are in: its own when it says, else the snapshot's `mpi.lengthUnit`. */
+export const opLengthUnit = (op: Pick<Operation, 'lengthUnit'>, snapshotUnit: LengthUnit): LengthUnit =>
+  op.lengthUnit ?? snapshotUnit;
 
 const Queue = Type.Union([Type.Array(Operation, { maxItems: 1_000_000 }), Type.Null()]);
 
@@ -388,15 +405,18 @@ export const RankSnapshot = Type.Object(
 );
 export type RankSnapshot = Static<typeof RankSnapshot>;
 
-export const LengthUnit = Type.Union([Type.Literal('bytes'), Type.Literal('elements')]);
-export type LengthUnit = Static<typeof LengthUnit>;
-
 export const MpiLibrary = Type.Union([
   Type.Literal('openmpi'),
   Type.Literal('mpich'),
   Type.Literal('unknown'),
 ]);
 export type MpiLibrary = Static<typeof MpiLibrary>;
+
+/**
+ * The unit each library's DLL gives its lengths in, the snapshot's `mpi.lengthUnit`: Open MPI
+ * bytes, MPICH element counts (dll_mpich.c: "Count, not bytes"); bytes when unknown.
+ */
+export const lengthUnitOfLibrary = (lib: MpiLibrary): LengthUnit => (lib === 'mpich' ? 'elements' : 'bytes');
 
 /** A process that was asked for but is not a rank of the snapshot (JobSnapshot.unidentified). */
 export const UnidentifiedProcess = Type.Object(
@@ -449,7 +469,10 @@ export const JobSnapshot = Type.Object(
         library: MpiLibrary,
         /** Path of the message-queue DLL used; null when none could be loaded. */
         dll: Type.Union([ShortText(4096), Type.Null()]),
-        /** Unit of Operation.length: Open MPI reports bytes, MPICH element counts. */
+        /**
+         * Unit of Operation.length: Open MPI reports bytes, MPICH element counts. An operation
+         * in another unit says so itself (Operation.lengthUnit: MPICH ch4's unexpected messages).
+         */
         lengthUnit: LengthUnit,
       },
       { additionalProperties: false },

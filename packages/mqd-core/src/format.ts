@@ -1,5 +1,13 @@
 // The human-readable form of a snapshot for `mqd snapshot` (JSON is --json).
-import type { Communicator, JobSnapshot, Operation, QueueKind, RankSnapshot } from '@mqd/model';
+import {
+  type Communicator,
+  type JobSnapshot,
+  type LengthUnit,
+  type Operation,
+  opLengthUnit,
+  type QueueKind,
+  type RankSnapshot,
+} from '@mqd/model';
 
 const LIB: Record<JobSnapshot['mpi']['library'], string> = {
   openmpi: 'Open MPI',
@@ -14,12 +22,13 @@ function who(op: Operation): string {
     : String(op.peer.local);
 }
 
-function opLine(kind: QueueKind, op: Operation, unit: string): string {
+/** `unit` is the snapshot's; an operation in another unit (MPICH ch4's unexpected messages) prints its own. */
+function opLine(kind: QueueKind, op: Operation, unit: LengthUnit): string {
   const arrow = kind === 'sends' ? 'to' : 'from';
   const tag = op.tag === null ? 'ANY' : String(op.tag);
   const extra = op.extraText.length ? `  [${op.extraText.join('; ')}]` : '';
   const len = op.lengthUnknown ? '?' : String(op.length);
-  return `${arrow} ${who(op).padEnd(6)} tag ${tag.padEnd(6)} ${len} ${unit}  ${op.status}${extra}`;
+  return `${arrow} ${who(op).padEnd(6)} tag ${tag.padEnd(6)} ${len} ${opLengthUnit(op, unit)}  ${op.status}${extra}`;
 }
 
 function dllText(d: NonNullable<RankSnapshot['dll']>): string {
@@ -50,7 +59,7 @@ function isEmpty(c: Communicator): boolean {
 
 export function formatSnapshot(s: JobSnapshot, opts: { all?: boolean } = {}): string {
   const out: string[] = [];
-  const unit = s.mpi.lengthUnit === 'bytes' ? 'bytes' : 'elements';
+  const unit = s.mpi.lengthUnit;
   // The DLL each rank was read by (RankSnapshot.dll): one line when they all agree, else per
   // rank (an MPMD job of two MPI builds).
   const dlls = new Set(s.ranks.flatMap((r) => (r.dll ? [dllText(r.dll)] : [])));

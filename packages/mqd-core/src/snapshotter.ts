@@ -13,7 +13,7 @@ import {
   err,
   isErrorCode,
   type JobSnapshot,
-  type LengthUnit,
+  lengthUnitOfLibrary,
   type MpiLibrary,
   type MqdError,
   mqdError,
@@ -139,8 +139,6 @@ function mergeRuns(runs: readonly HostRun[]): HostRun {
   };
 }
 
-const lengthUnitOf = (lib: MpiLibrary): LengthUnit => (lib === 'mpich' ? 'elements' : 'bytes');
-
 /** The JobSnapshot of a read that began at `t0`: ranks in rank order, `unidentified` only when any. */
 function jobSnapshot(p: {
   t0: bigint;
@@ -155,7 +153,7 @@ function jobSnapshot(p: {
     schemaVersion: SNAPSHOT_SCHEMA_VERSION,
     takenAt: p.takenAt,
     durationMicros: Number((process.hrtime.bigint() - p.t0) / 1000n),
-    mpi: { library: p.library, dll: p.dll, lengthUnit: lengthUnitOf(p.library) },
+    mpi: { library: p.library, dll: p.dll, lengthUnit: lengthUnitOfLibrary(p.library) },
     ranks: p.ranks.sort((a, b) => a.rank - b.rank),
     ...(p.unidentified.length > 0 ? { unidentified: p.unidentified } : {}),
     ...(p.source ? { source: p.source } : {}),

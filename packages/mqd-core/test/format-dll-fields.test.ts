@@ -73,3 +73,39 @@ describe('DLL field notes in the snapshot text', () => {
     expect(lines(text, /^DLL: /)).toHaveLength(1);
   });
 });
+
+describe('the unit of each length in the snapshot text', () => {
+  /** An MPICH ring (lengths in elements) whose unexpected messages are ch4's: 16 bytes each. */
+  function ch4Ring(): JobSnapshot {
+    const s = withDll(() => ({ ...CH4, renamedFields: RENAMED }));
+    for (const r of s.ranks)
+      for (const c of r.communicators)
+        c.unexpected =
+          c.unexpected?.map((op) => ({ ...op, length: 16, lengthUnit: 'bytes' as const })) ?? null;
+    return s;
+  }
+
+  it("prints an operation's own unit where it differs from the snapshot's", () => {
+    const s = ch4Ring();
+    expect(s.mpi.lengthUnit).toBe('elements');
+    const text = formatSnapshot(s);
+    const unexpected = lines(text, /^ {6}from .* tag .* bytes /);
+    const count = s.ranks.reduce(
+      (n, r) => n + r.communicators.reduce((m, c) => m + (c.unexpected?.length ?? 0), 0),
+      0,
+    );
+    expect(count).toBeGreaterThan(0);
+    expect(unexpected).toHaveLength(count);
+    for (const l of unexpected) expect(l).toMatch(/ 16 bytes {2}\w+$/);
+    // Every other length is still in the snapshot's unit.
+    expect(lines(text, /^ {6}(to|from) /).filter((l) => !/ bytes /.test(l)).length).toBeGreaterThan(0);
+    for (const l of lines(text, /^ {6}(to|from) /)) expect(l).toMatch(/ (\d+|\?) (elements|bytes) {2}/);
+  });
+
+  it("prints the snapshot's unit when an operation has none", () => {
+    const text = formatSnapshot(withDll(() => CH4));
+    const ops = lines(text, /^ {6}(to|from) /);
+    expect(ops.length).toBeGreaterThan(0);
+    for (const l of ops) expect(l).toMatch(/ \d+ elements {2}/);
+  });
+});

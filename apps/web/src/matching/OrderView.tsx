@@ -21,7 +21,7 @@ import {
 } from '@mqd/model';
 import { useMemo } from 'react';
 import { type ExplanationResult, useExplanation } from '../explanation.js';
-import { formatPeer, formatSize, formatTag, plural } from '../format.js';
+import { formatOpSize, formatPeer, formatTag, plural } from '../format.js';
 import { RankPicker } from '../RankPicker.js';
 import { commLabel, explainUnavailable } from '../snapshot-index.js';
 import { Unavailable } from '../ui.js';
@@ -154,7 +154,7 @@ function OrderBody({
             {order.unexpected.map((u) => (
               <li key={u.position} className="order-row" data-testid="order-unexpected-row">
                 <span className="pos">#{u.position}</span> from <strong>{formatPeer(u.op, u.from)}</strong>{' '}
-                tag <strong>{formatTag(u.op.tag)}</strong> · {formatSize(u.op.length, unit)}
+                tag <strong>{formatTag(u.op.tag)}</strong> · {formatOpSize(u.op, unit)}
                 {u.firstMatchingReceive !== null && (
                   <div className="warn">
                     Posted receive #{u.firstMatchingReceive} matches this message, yet both are queued: the
@@ -193,7 +193,7 @@ function OrderBody({
                       rank {to}
                     </button>
                   )}{' '}
-                  tag <strong>{formatTag(op.tag)}</strong> · {formatSize(op.length, unit)}
+                  tag <strong>{formatTag(op.tag)}</strong> · {formatOpSize(op, unit)}
                   {op.status !== 'pending' && <span className="badge">{op.status}</span>}
                 </li>
               );
@@ -258,7 +258,7 @@ function ReceiveItem({
         <span className="pos">#{row.position}</span> from{' '}
         <strong className={row.anySource ? 'wild' : ''}>{formatPeer(op, source)}</strong> tag{' '}
         <strong className={row.anyTag ? 'wild' : ''}>{formatTag(op.tag)}</strong> · up to{' '}
-        {formatSize(op.length, unit)}
+        {formatOpSize(op, unit)}
         {op.status !== 'pending' && <span className="badge">{op.status}</span>}
       </div>
       <div className="order-verdict">
@@ -408,7 +408,7 @@ function VerdictRow({
             rank {c.fromRank}
           </button>
         )}{' '}
-        tag {formatTag(c.op.tag)} · {formatSize(c.op.length, unit)} · {commLabel(c.comm)}
+        tag {formatTag(c.op.tag)} · {formatOpSize(c.op, unit)} · {commLabel(c.comm)}
       </td>
       <td>
         {model && explained && !model.wouldMatch
@@ -417,6 +417,9 @@ function VerdictRow({
             ? [
                 takenBy !== null ? `taken by receive #${takenBy}` : 'matches',
                 v.truncates ? `longer than the receive buffer: MPI_ERR_TRUNCATE` : '',
+                v.lengths === 'units-differ'
+                  ? 'its size and the receive buffer are in different units: truncation not checked'
+                  : '',
               ]
                 .filter(Boolean)
                 .join('; ')

@@ -2,7 +2,7 @@
 // edge table, capped, each row linking to the matching order of the rank that holds it.
 import { useMemo } from 'react';
 import type { LoadedSnapshot } from '../data.js';
-import { formatCount, formatPeer, formatSize, formatTag } from '../format.js';
+import { formatCount, formatOpSize, formatPeer, formatTag } from '../format.js';
 import { commLabel, QUEUE_LABEL, resolveGlobalPeer } from '../snapshot-index.js';
 import { KindSwatch } from '../ui.js';
 import type { SetUrl } from '../view-types.js';
@@ -99,7 +99,7 @@ export function CellOps({
                   <td>{rank.rank}</td>
                   <td className={op.peer.local === null ? 'wild' : ''}>{formatPeer(op, peer)}</td>
                   <td className={op.tag === null ? 'wild' : ''}>{formatTag(op.tag)}</td>
-                  <td>{formatSize(op.length, unit)}</td>
+                  <td>{formatOpSize(op, unit)}</td>
                   <td>{commLabel(comm)}</td>
                   <td>{edges.opPos[i]}</td>
                 </tr>

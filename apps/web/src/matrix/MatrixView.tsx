@@ -24,14 +24,22 @@ import {
 } from 'react';
 import { edgesOf } from '../data.js';
 import { cycleCells, useExplanation } from '../explanation.js';
-import { formatCount, formatSize, plural } from '../format.js';
+import { formatCount, formatKindSize, plural, sizeUnitsLabel } from '../format.js';
 import { useBusyWhile, useElementSize } from '../hooks.js';
 import { beginBusy } from '../idle.js';
 import { QUEUE_LABEL } from '../snapshot-index.js';
 import { KindSwatch, Progress } from '../ui.js';
 import type { ViewProps } from '../view-types.js';
 import { CellOps } from './CellOps.js';
-import { ANY_PEER, type CellRange, compileFilter, KIND_INDEX, type MatrixFilter } from './edges.js';
+import {
+  ANY_PEER,
+  type CellRange,
+  compileFilter,
+  KIND_INDEX,
+  KIND_OF_INDEX,
+  type KindUnit,
+  type MatrixFilter,
+} from './edges.js';
 import { KIND_COLOR } from './palette.js';
 import { blockValues, type Pyramid } from './pyramid.js';
 import { createPyramidClient, isAbort, type PyramidClient } from './pyramid-client.js';
@@ -103,7 +111,7 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
 
   useBusyWhile(pyramid === null && buildError === null);
   const lengthUnit = snapshot.mpi.lengthUnit;
-  const sizeLabel = lengthUnit === 'bytes' ? 'bytes' : 'elements';
+  const sizeLabel = sizeUnitsLabel(KIND_OF_INDEX, edges.kindUnit, lengthUnit);
 
   return (
     <div className="matrix-layout">
@@ -137,8 +145,8 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
           </label>
         ))}
         <p className="hint">
-          Colour is the queue with the most {url.value === 'count' ? 'operations' : sizeLabel} in a cell;
-          darker = more.
+          Colour is the queue with the most {url.value === 'count' ? 'operations' : `size (${sizeLabel})`} in
+          a cell; darker = more.
         </p>
         <h3>Communicator</h3>
         <select
@@ -208,6 +216,7 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
           rendererRef={rendererRef}
           highlights={cycle}
           lengthUnit={lengthUnit}
+          kindUnit={edges.kindUnit}
         />
         {building && !pyramid && <Progress what={`Aggregating ${formatCount(edges.length)} operations…`} />}
       </section>
@@ -284,6 +293,8 @@ interface CanvasProps {
   readonly setUrl: ViewProps['setUrl'];
   readonly rendererRef: RefObject<MatrixRenderer | null>;
   readonly lengthUnit: 'bytes' | 'elements';
+  /** Per queue kind, the unit its sizes are in (EdgeTable.kindUnit). */
+  readonly kindUnit: readonly KindUnit[];
   /** Rank-level cells outlined in red: the deadlock cycles' edges. */
   readonly highlights: readonly { row: number; col: number }[];
 }
@@ -294,7 +305,7 @@ function rangeText(start: number, size: number, n: number, anyText: string): str
   return end <= start ? String(start) : `${start}–${end}`;
 }
 
-function MatrixCanvas({ pyramid, url, setUrl, rendererRef, lengthUnit, highlights }: CanvasProps) {
+function MatrixCanvas({ pyramid, url, setUrl, rendererRef, lengthUnit, kindUnit, highlights }: CanvasProps) {
   const [stageRef, size] = useElementSize<HTMLDivElement>();
   const canvasRef = useRef<HTMLCanvasElement | null>(null);
   const xAxisRef = useRef<SVGGElement | null>(null);
@@ -474,7 +485,9 @@ function MatrixCanvas({ pyramid, url, setUrl, rendererRef, lengthUnit, highlight
         const c = v.count[i] ?? 0;
         total += c;
         if (c > 0)
-          lines.push(`${QUEUE_LABEL[k]}: ${formatCount(c)} (${formatSize(v.bytes[i] ?? 0, lengthUnit)})`);
+          lines.push(
+            `${QUEUE_LABEL[k]}: ${formatCount(c)} (${formatKindSize(v.bytes[i] ?? 0, kindUnit[i] ?? null, lengthUnit)})`,
+          );
       }
       if (total === 0) lines.push('no operations');
       else lines.push('click to list them');

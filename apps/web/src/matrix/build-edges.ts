@@ -1,7 +1,15 @@
 // Fills the matrix's edge table (see edges.ts) from a snapshot: one walk over every queue.
-import type { Communicator, JobSnapshot, Operation } from '@mqd/model';
+import { type Communicator, type JobSnapshot, type Operation, opLengthUnit } from '@mqd/model';
 import { commKey, commLabel, indexRanks, resolveGlobalPeer } from '../snapshot-index.js';
-import { ANY_PEER, type EdgeTable, KIND_RECEIVES, KIND_SENDS, KIND_UNEXPECTED } from './edges.js';
+import {
+  ANY_PEER,
+  type EdgeTable,
+  KIND_COUNT,
+  KIND_RECEIVES,
+  KIND_SENDS,
+  KIND_UNEXPECTED,
+  type KindUnit,
+} from './edges.js';
 
 export function buildEdges(snapshot: JobSnapshot): EdgeTable {
   let n = 0;
@@ -25,6 +33,7 @@ export function buildEdges(snapshot: JobSnapshot): EdgeTable {
   const peer = (op: Operation, c: Communicator, self: number) =>
     resolveGlobalPeer(op, c, self, worldSize) ?? ANY_PEER;
 
+  const kindUnit: KindUnit[] = Array.from({ length: KIND_COUNT }, () => null);
   let e = 0;
   const put = (
     op: Operation,
@@ -40,6 +49,9 @@ export function buildEdges(snapshot: JobSnapshot): EdgeTable {
     dst[e] = d;
     kind[e] = k;
     size[e] = op.length;
+    const unit = opLengthUnit(op, snapshot.mpi.lengthUnit);
+    const was = kindUnit[k] ?? null;
+    if (was !== unit) kindUnit[k] = was === null ? unit : 'mixed';
     if (op.tag === null) tagAny[e] = 1;
     else tag[e] = op.tag;
     comm[e] = ci;
@@ -78,5 +90,20 @@ export function buildEdges(snapshot: JobSnapshot): EdgeTable {
     remap[commIndex.get(c.key) ?? 0] = i;
   });
   for (let i = 0; i < n; i++) comm[i] = remap[comm[i] ?? 0] ?? 0;
-  return { worldSize, length: n, src, dst, kind, size, tag, tagAny, comm, owner, commPos, opPos, comms };
+  return {
+    worldSize,
+    length: n,
+    src,
+    dst,
+    kind,
+    size,
+    tag,
+    tagAny,
+    comm,
+    owner,
+    commPos,
+    opPos,
+    comms,
+    kindUnit,
+  };
 }

@@ -3,7 +3,7 @@
 // the aggregation worker without a structured clone of the snapshot, and scanned linearly for
 // the operations of a clicked cell. This file has no runtime dependency on @mqd/model, so the
 // worker bundle stays small; build-edges.ts fills the table from a snapshot.
-import type { QueueKind } from '@mqd/model';
+import type { LengthUnit, QueueKind } from '@mqd/model';
 
 export const KIND_SENDS = 0;
 export const KIND_RECEIVES = 1;
@@ -29,7 +29,7 @@ export interface EdgeColumns {
   readonly dst: Int32Array;
   /** KIND_SENDS / KIND_RECEIVES / KIND_UNEXPECTED. */
   readonly kind: Uint8Array;
-  /** Operation.length, in the snapshot's lengthUnit. */
+  /** Operation.length, in the operation's unit (its kind's: EdgeTable.kindUnit). */
   readonly size: Float64Array;
   readonly tag: Int32Array;
   /** 1 when the tag is MPI_ANY_TAG (tag column then holds 0). */
@@ -45,7 +45,16 @@ export interface CommSummary {
   readonly ops: number;
 }
 
+/**
+ * The unit of the lengths of one queue kind across the snapshot: one unit, 'mixed' when its
+ * operations count in different units (an MPMD job of MPICH ch3 and ch4 ranks), null when the
+ * kind has no operation. MPICH ch4's unexpected messages count bytes, all else elements.
+ */
+export type KindUnit = LengthUnit | 'mixed' | null;
+
 export interface EdgeTable extends EdgeColumns {
+  /** Per kind (KIND_SENDS...), the unit its `size` values are in. */
+  readonly kindUnit: readonly KindUnit[];
   /** Position in snapshot.ranks of the process whose queue holds the operation. */
   readonly owner: Int32Array;
   /** Position of the communicator in that process's communicators. */

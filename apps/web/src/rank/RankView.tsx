@@ -16,7 +16,7 @@ import {
   type ThreadStack,
 } from '@mqd/model';
 import { useMemo } from 'react';
-import { formatCount, formatMicros, formatPeer, formatSize, formatTag } from '../format.js';
+import { formatCount, formatMicros, formatOpSize, formatPeer, formatTag } from '../format.js';
 import { RankPicker } from '../RankPicker.js';
 import {
   commLabel,
@@ -368,10 +368,10 @@ function OpRow({
         {formatPeer(op, resolveGlobalPeer(op, comm, rank, worldSize))}
       </td>
       <td className={op.tag === null ? 'wild' : ''}>{formatTag(op.tag)}</td>
-      <td>{formatSize(op.length, unit)}</td>
+      <td>{formatOpSize(op, unit)}</td>
       <td>
         {a
-          ? `from ${a.peer.global ?? a.peer.local ?? '?'} tag ${formatTag(a.tag)}${a.length === null ? '' : ` · ${formatSize(a.length, unit)}`}`
+          ? `from ${a.peer.global ?? a.peer.local ?? '?'} tag ${formatTag(a.tag)}${a.length === null ? '' : ` · ${formatOpSize(op, unit, a.length)}`}`
           : '—'}
       </td>
       <td>

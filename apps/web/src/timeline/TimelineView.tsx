@@ -20,8 +20,8 @@ import { demoSeries } from '../demo.js';
 import {
   formatClock,
   formatCount,
+  formatOpSize,
   formatPeer,
-  formatSize,
   formatTag,
   formatTime,
   plural,
@@ -222,7 +222,7 @@ export function TimelineView(props: ViewProps) {
                       <td>{p.commName || `(unnamed ${p.commId})`}</td>
                       <td>{formatPeer(p.op, p.op.peer.global)}</td>
                       <td>{formatTag(p.op.tag)}</td>
-                      <td>{formatSize(p.op.length, unit)}</td>
+                      <td>{formatOpSize(p.op, unit)}</td>
                       <td>{formatTime(timeline.times[p.since] ?? null)}</td>
                       <td>{p.snapshots}</td>
                     </tr>

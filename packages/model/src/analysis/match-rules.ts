@@ -3,7 +3,7 @@
 // is the same (commKey, across processes), the receive's source is MPI_ANY_SOURCE or the
 // sender, and its tag is MPI_ANY_TAG or equal. Differences are a bit mask so the scans over
 // 16,384 ranks allocate nothing until a candidate is kept.
-import type { Operation } from '../snapshot-spec.js';
+import { type LengthUnit, type Operation, opLengthUnit } from '../snapshot-spec.js';
 import { isCollectiveInternal } from './comm.js';
 import { type CommEntry, PEER_ANY, type SnapshotIndex } from './snapshot-index.js';
 
@@ -55,6 +55,22 @@ export function maskFields(m: number): MatchField[] {
   if (m & F_SOURCE) out.push('source');
   if (m & F_TAG) out.push('tag');
   return out;
+}
+
+/**
+ * How a message's length compares with a receive's buffer: `longer` (it would match, then fail
+ * with MPI_ERR_TRUNCATE), `fits`, or why the snapshot cannot tell: `length-unknown` (the library
+ * could not say one of them) or `units-differ` (MPICH ch4: an unexpected message counts the bytes
+ * that arrived, a receive counts elements of a datatype the snapshot does not have, so neither
+ * can be converted).
+ */
+export type LengthCheck = 'fits' | 'longer' | 'length-unknown' | 'units-differ';
+
+/** Compares message `msg` with receive `recv`; `unit` is the snapshot's mpi.lengthUnit. */
+export function compareLengths(recv: Operation, msg: Operation, unit: LengthUnit): LengthCheck {
+  if (recv.lengthUnknown || msg.lengthUnknown) return 'length-unknown';
+  if (opLengthUnit(recv, unit) !== opLengthUnit(msg, unit)) return 'units-differ';
+  return msg.length > recv.length ? 'longer' : 'fits';
 }
 
 /** A posted receive as the matching rule sees it. */

@@ -12,6 +12,7 @@
 import type { Communicator, JobSnapshot, Operation, RankSnapshot } from '../snapshot-spec.js';
 import { isCollectiveInternal, type OpRef, peerGlobalRank } from './comm.js';
 import {
+  compareLengths,
   diffMask,
   F_COMM,
   F_SOURCE,
@@ -19,6 +20,7 @@ import {
   hidesUnexpected,
   isNear,
   isUserPending,
+  type LengthCheck,
   type MatchField,
   type MatchSide,
   maskFields,
@@ -28,6 +30,8 @@ import {
   unexpectedSide,
 } from './match-rules.js';
 import { type CommEntry, SnapshotIndex } from './snapshot-index.js';
+
+export type { LengthCheck } from './match-rules.js';
 
 /** Why a message does not satisfy a receive; `want`/`got` as the receive and the message say. */
 export type MismatchReason =
@@ -57,8 +61,16 @@ export interface MatchVerdict {
   readonly matches: boolean;
   readonly differs: readonly MatchField[];
   readonly reasons: readonly MismatchReason[];
-  /** The message is longer than the receive buffer: it would match, then fail with MPI_ERR_TRUNCATE. */
+  /**
+   * The message is longer than the receive buffer: it would match, then fail with
+   * MPI_ERR_TRUNCATE. False when the snapshot cannot tell (see `lengths`).
+   */
   readonly truncates: boolean;
+  /**
+   * The lengths compared (`longer`, `fits`), or why they could not be: `length-unknown`,
+   * `units-differ` (MPICH ch4's unexpected messages count bytes, its receives elements).
+   */
+  readonly lengths: LengthCheck;
 }
 
 /** One near miss of a receive: a candidate that differs in at most one field. */
@@ -163,6 +175,7 @@ export function matchingOrder(
   const ce = here;
   const comm = ce.comm;
   const world = (e: CommEntry, op: Operation) => peerGlobalRank(op.peer, e.comm, e.rank, ix.n);
+  const unit = ix.snap.mpi.lengthUnit;
 
   const scored = collect(ix, idx);
   const candidates = scored.map((s) => s.candidate);
@@ -201,12 +214,14 @@ export function matchingOrder(
         }
         const bucket = byFields[differs.length];
         if (bucket && bucket.length < VERDICT_LIMIT) {
+          const lengths = compareLengths(op, s.candidate.op, unit);
           bucket.push({
             candidate: i,
             matches: m === 0,
             differs,
             reasons: reasons(m, op, ce, s, world(ce, op)),
-            truncates: m === 0 && s.candidate.op.length > op.length,
+            truncates: m === 0 && lengths === 'longer',
+            lengths,
           });
         }
       });

@@ -22,6 +22,20 @@ const RENAMED_FIELDS: Readonly<Record<string, Readonly<Record<string, string>>>>
   MPIDIG_req_t: { rank: 'u.recv.source', tag: 'u.recv.tag', context_id: 'u.recv.context_id' },
 };
 
+/**
+ * The unit of the unexpected-message entries this DLL reads, from the types it found in the
+ * library (mqs_find_type answers), when it is known to differ from the library's usual one:
+ * a DLL that reads requests through `MPIDIG_req_t` (dll_mpich.c built with
+ * HAVE_CH4_DEBUGGER_SUPPORT, on MPICH's ch4 device) reads an unexpected message's `count` from
+ * the active-message request, which holds the size of the data that arrived, in bytes
+ * (datatype MPI_BYTE), while its posted receives and sends count elements. Undefined when the
+ * DLL reads them in the library's unit (ch3, Open MPI).
+ */
+export function unexpectedLengthUnit(typesFound: Iterable<string>): 'bytes' | undefined {
+  for (const t of typesFound) if (t === 'MPIDIG_req_t') return 'bytes';
+  return undefined;
+}
+
 /** Where a field the DLL asked for can be found instead, or undefined. */
 export function renamedField(typeName: string, field: string): string | undefined {
   return RENAMED_FIELDS[typeName]?.[field];

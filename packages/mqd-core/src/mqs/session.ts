@@ -7,6 +7,8 @@ import {
   type Communicator,
   err,
   isWorld,
+  type LengthUnit,
+  lengthUnitOfLibrary,
   type MpiLibrary,
   type MqdError,
   mqdError,
@@ -40,7 +42,7 @@ import {
   deriveGlobalRanks,
   isWorldHeader,
 } from './decode.js';
-import { FieldGaps } from './dll-fields.js';
+import { FieldGaps, unexpectedLengthUnit } from './dll-fields.js';
 import { fortranHandles } from './fortran-handles.js';
 import { libraryOfDll } from './library.js';
 import {
@@ -216,6 +218,20 @@ function stackFieldsOf(
   return { threads: stacks.threads, mpiCall: { function: call.function, tid: call.tid, args } };
 }
 
+/**
+ * Lists MPICH keeps only for debuggers (src/mpi/debugger/dbginit.c): every entry is put at the
+ * head (MPIR_Sendq_head in 4.0 and 4.2; MPIR_Recvq_head and MPIR_Unexpq_head, MPIR_Debugq since
+ * 4.1, where the DLL reads posted receives and unexpected messages from them instead of the
+ * device's own queues), so the DLL reports them newest first. A DLL that asks for one of these
+ * symbols gets that queue reversed into matching order (oldest first), as the interface means
+ * it (docs/mpi-facts.md, "MPICH 4.2.1").
+ */
+const NEWEST_FIRST_LISTS: ReadonlyMap<string, 'sends' | 'receives' | 'unexpected'> = new Map([
+  ['MPIR_Sendq_head', 'sends'],
+  ['MPIR_Recvq_head', 'receives'],
+  ['MPIR_Unexpq_head', 'unexpected'],
+]);
+
 export class MqsSession {
   readonly library: MpiLibrary;
   readonly version: string;
@@ -231,6 +247,8 @@ export class MqsSession {
   private readonly typeNames = new Map<number, string>();
   /** Fields the DLL asked for that the library lacks (dll-fields.ts). */
   private readonly fieldGaps = new FieldGaps();
+  /** Queues this DLL walks from a list that holds the newest entry first (NEWEST_FIRST_LISTS). */
+  private readonly newestFirst = new Set<'sends' | 'receives' | 'unexpected'>();
   private readonly errorStrings = new Map<number, unknown>();
   /** The native hot path: process callbacks, memory reads, queue walks (shim.ts). */
   private readonly hot: HotPath;
@@ -471,6 +489,8 @@ export class MqsSession {
           if (typeof name !== 'string') return this.noteFailure('find_symbol: NULL name from the DLL');
           const s = t.image.findSymbol(name);
           if (!s) return this.noteFailure(`find_symbol: no symbol ${name} in pid ${t.pid}`);
+          const newest = NEWEST_FIRST_LISTS.get(name);
+          if (newest) this.newestFirst.add(newest);
           if (addr) koffi.encode(addr, 'uint64_t', s.address);
           return mqs_ok;
         }),
@@ -1323,6 +1343,7 @@ export class MqsSession {
     walkError: MqdError | null;
   } {
     let walkError: MqdError | null = null;
+    const unexpectedUnit = this.unexpectedLengthUnit();
     const communicators = walk.comms.map(({ header, group, remoteGroup, queues }) => {
       const comm: Communicator = {
         id: header.id,
@@ -1360,11 +1381,17 @@ export class MqsSession {
           );
         }
         const size = PENDING_OPERATION.size;
-        comm[q] = decodeOperations(
+        const ops = decodeOperations(
           records.subarray(rq.first * size, (rq.first + rq.count) * size),
           rq.count,
           header.size,
         );
+        // Entries counted in another unit than the snapshot's say so (Operation.lengthUnit).
+        const unit = q === 'unexpected' ? unexpectedUnit : undefined;
+        if (unit !== undefined) for (const op of ops) op.lengthUnit = unit;
+        // MPICH's debugger lists are newest first; matching order is oldest first.
+        if (this.newestFirst.has(q)) ops.reverse();
+        comm[q] = ops;
         if (rq.rc !== mqs_end_of_list && rq.rc !== mqs_ok && rq.rc !== WALK_OUT_OF_MEMORY) {
           // The walk broke off (an unreadable pointer, a DLL error): what was read is kept,
           // and the rank says plainly that this queue is partial.
@@ -1401,6 +1428,16 @@ export class MqsSession {
       default:
         return null; // unmapped reads end list walks; the DLL decides what they mean
     }
+  }
+
+  /**
+   * The unit of this DLL's unexpected-message lengths when it differs from the snapshot's
+   * (lengthUnitOfLibrary): MPICH ch4's are bytes (dll-fields.ts unexpectedLengthUnit, known from
+   * the types the DLL found), every other MPICH length counts elements. Undefined when the same.
+   */
+  private unexpectedLengthUnit(): LengthUnit | undefined {
+    const unit = unexpectedLengthUnit(this.typeNames.values());
+    return unit === lengthUnitOfLibrary(this.library) ? undefined : unit;
   }
 
   /** The DLL that read a rank, recorded on the rank (MPMD jobs read by two DLLs). */
