@@ -9,8 +9,13 @@
 // - deepStopMs: how long the deep rank was stopped (pausedMicros) in warm snapshots;
 // - usPerOp: that stop divided by the operations read from it;
 // - per operation: native fetch_data calls, callbacks into JavaScript, process_vm_readv calls.
+// The reader sends a rank's operations as columns (src/host/wire.ts); the same figures with
+// the old object wire (DllHostOptions.wire 'objects', the RankSnapshot structured-cloned) are
+// measured in the same rounds (`objects`), so the two compare on the same machine load.
+// A quick run: MQD_BENCH_RUNS=2 node --import tsx packages/mqd-core/bench/deep-queues.bench.ts,
+// after `npm run build -w @mqd/model -w @mqd/core` (the agent and the DLL host run from dist/).
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { type SnapshotResult, Snapshotter } from '@mqd/core';
+import { type DllHostOptions, type SnapshotResult, Snapshotter } from '@mqd/core';
 import type { JobSnapshot } from '@mqd/model';
 import { type FixtureJob, launchFixture } from '@mqd/testkit';
 
@@ -60,7 +65,17 @@ interface Row {
   fetchesPerOp: number;
   jsCallbacksPerOp: number;
   syscallsPerOp: number;
+  /** The same run with the object wire (wire 'objects'): the baseline of src/host/wire.ts. */
+  objects: {
+    ringColdMs: number;
+    deepColdMs: number;
+    coldRatio: number;
+    ringWarmMs: number;
+    deepWarmMs: number;
+  };
 }
+
+const OBJECTS: DllHostOptions = { wire: 'objects' };
 
 async function measure(mpi: Mpi): Promise<Row> {
   const ring = await launchFixture({ mpi, fixture: 'ring_ssend', np: 3 });
@@ -69,20 +84,36 @@ async function measure(mpi: Mpi): Promise<Row> {
     deep = await launchFixture({ mpi, fixture: 'deep_queues', np: 2, timeoutMs: 180_000 });
     const c = { ring: [] as number[], deep: [] as number[] };
     const w = { ring: [] as number[], deep: [] as number[] };
+    const o = {
+      ringCold: [] as number[],
+      deepCold: [] as number[],
+      ringWarm: [] as number[],
+      deepWarm: [] as number[],
+    };
     const stop: number[] = [];
     const perOp = { fetches: [] as number[], js: [] as number[], sys: [] as number[] };
     let ops = 0;
     for (let i = 0; i < RUNS; i++) {
       const sr = new Snapshotter();
       const sd = new Snapshotter();
+      const or = new Snapshotter(OBJECTS);
+      const od = new Snapshotter(OBJECTS);
       try {
         c.ring.push((await timed(sr, ring)).ms);
         const first = await timed(sd, deep);
         ops = deepOps(mpi, first.res.snapshot);
         c.deep.push(first.ms);
+        o.ringCold.push((await timed(or, ring)).ms);
+        const firstObjects = await timed(od, deep);
+        deepOps(mpi, firstObjects.res.snapshot);
+        o.deepCold.push(firstObjects.ms);
         let prev = first.res.stats.host;
         for (let k = 0; k < WARM; k++) {
           w.ring.push((await timed(sr, ring)).ms);
+          o.ringWarm.push((await timed(or, ring)).ms);
+          const objects = await timed(od, deep);
+          deepOps(mpi, objects.res.snapshot);
+          o.deepWarm.push(objects.ms);
           const again = await timed(sd, deep);
           deepOps(mpi, again.res.snapshot);
           w.deep.push(again.ms);
@@ -100,6 +131,8 @@ async function measure(mpi: Mpi): Promise<Row> {
       } finally {
         await sr.dispose();
         await sd.dispose();
+        await or.dispose();
+        await od.dispose();
       }
     }
     const deepStopMs = median(stop);
@@ -118,6 +151,13 @@ async function measure(mpi: Mpi): Promise<Row> {
       fetchesPerOp: median(perOp.fetches),
       jsCallbacksPerOp: median(perOp.js),
       syscallsPerOp: median(perOp.sys),
+      objects: {
+        ringColdMs: median(o.ringCold),
+        deepColdMs: median(o.deepCold),
+        coldRatio: median(o.deepCold) / median(o.ringCold),
+        ringWarmMs: median(o.ringWarm),
+        deepWarmMs: median(o.deepWarm),
+      },
     };
   } finally {
     await deep?.dispose();
@@ -142,5 +182,9 @@ writeFileSync('bench/results/deep-queues.json', `${JSON.stringify(result, null, 
 for (const r of rows) {
   console.log(
     `deep queues ${r.mpi} (${r.deepOps} ops on one rank): cold ${r.deepColdMs.toFixed(0)} ms vs 3-rank ring ${r.ringColdMs.toFixed(0)} ms (x${r.coldRatio.toFixed(2)}); warm ${r.deepWarmMs.toFixed(0)} vs ${r.ringWarmMs.toFixed(1)} ms; deep rank stopped ${r.deepStopMs.toFixed(1)} ms (max ${r.deepStopMaxMs.toFixed(1)}), ${r.usPerOp.toFixed(2)} us/op; per op: ${r.fetchesPerOp.toFixed(1)} fetch_data, ${r.jsCallbacksPerOp.toFixed(3)} JS callbacks, ${r.syscallsPerOp.toFixed(3)} syscalls`,
+  );
+  const b = r.objects;
+  console.log(
+    `  same run, object wire: cold ${b.deepColdMs.toFixed(0)} ms vs ring ${b.ringColdMs.toFixed(0)} ms (x${b.coldRatio.toFixed(2)}); warm ${b.deepWarmMs.toFixed(0)} vs ${b.ringWarmMs.toFixed(1)} ms`,
   );
 }

@@ -22,11 +22,13 @@ import type {
   HostRequest,
   HostStats,
   HostTarget,
+  RankWire,
   Resolved,
   ResolveRequest,
   ResolveTarget,
   SnapshotRequest,
 } from './protocol.js';
+import { rankFromWire } from './wire.js';
 
 export interface DllHostOptions {
   readonly readBudgetBytes?: number;
@@ -37,6 +39,8 @@ export interface DllHostOptions {
   readonly maxRestartsPerRequest?: number;
   /** 'root-owned': the DLL and every directory above it must be root's and not group/other-writable. */
   readonly dllPolicy?: DllPolicy;
+  /** How readers send ranks back (protocol.ts RankWire); default 'columns'. */
+  readonly wire?: RankWire;
   /**
    * Most reader children reading the ranks of one DLL in parallel (Snapshotter); default: the
    * cores available. Each reads at least MIN_RANKS_PER_READER ranks, so small jobs use one.
@@ -340,6 +344,18 @@ export class DllHost {
             current = null;
             ompd = null;
             break;
+          case 'rank-columns': {
+            const rank = rankFromWire(m.rank);
+            // A malformed wire costs the rank being read, like a crash would.
+            if (rank.ok) done.set(rank.value.pid, rank.value);
+            else if (current !== null) {
+              const t = targets.find((x) => x.pid === current);
+              if (t) done.set(t.pid, rankNotRead(t, rank.error));
+            }
+            current = null;
+            ompd = null;
+            break;
+          }
           case 'done':
             finish({ kind: 'done', library: m.library, version: m.version, stats: m.stats });
             break;
@@ -365,6 +381,7 @@ export class DllHost {
         ...(extra.stacks !== undefined ? { stacks: extra.stacks } : {}),
         ...(this.opts.dllPolicy !== undefined ? { ompdPolicy: this.opts.dllPolicy } : {}),
         ompdRefused: { ...this.ompdRefused },
+        ...(this.opts.wire !== undefined ? { wire: this.opts.wire } : {}),
       };
       live.child.send(req);
     });

@@ -30,6 +30,7 @@ import type {
   ResolveRequest,
   SnapshotRequest,
 } from './protocol.js';
+import { rankToWire } from './wire.js';
 
 const SIGKILL = 9;
 setParentDeathSignal(SIGKILL);
@@ -45,8 +46,8 @@ let session: MqsSession | null = null;
 let sessionError: MqdError | null = null;
 let dllOpenMicros = 0;
 
-function send(m: HostMessage): void {
-  process.send?.(m);
+function send(m: HostMessage, written?: () => void): void {
+  process.send?.(m, undefined, undefined, written);
 }
 
 function openSession(req: SnapshotRequest): MqsSession | MqdError {
@@ -106,36 +107,46 @@ function handle(req: HostRequest): void {
       onEnter: (library) => send({ type: 'ompd', id: req.id, pid: t.pid, library }),
     };
     if (t.core) {
-      send({
-        type: 'rank',
-        id: req.id,
-        rank: readCore(s, t, t.core, { stacks: req.stacks !== false, ompd }),
-      });
+      sendRank(req, readCore(s, t, t.core, { stacks: req.stacks !== false, ompd }));
       continue;
     }
     const refused = refusal(t);
-    send({
-      type: 'rank',
-      id: req.id,
-      rank: refused ? rankNotRead(t, refused) : s.snapshotRank(t, { stacks: req.stacks !== false, ompd }),
-    });
+    sendRank(
+      req,
+      refused ? rankNotRead(t, refused) : s.snapshotRank(t, { stacks: req.stacks !== false, ompd }),
+    );
   }
   // Counters are cumulative over the life of this host.
-  send({
-    type: 'done',
-    id: req.id,
-    library: s.library,
-    version: s.version,
-    stats: {
-      dllOpenMicros,
-      fetches: s.callbackCounts['fetch_data'] ?? 0,
-      typeLookups: s.callbackCounts['find_type'] ?? 0,
-      filesIndexed: registry.size,
-      jsCallbacks: s.jsCallbackCount(),
-      readSyscalls: s.callbackCounts['syscalls'] ?? 0,
+  send(
+    {
+      type: 'done',
+      id: req.id,
+      library: s.library,
+      version: s.version,
+      stats: {
+        dllOpenMicros,
+        fetches: s.callbackCounts['fetch_data'] ?? 0,
+        typeLookups: s.callbackCounts['find_type'] ?? 0,
+        filesIndexed: registry.size,
+        jsCallbacks: s.jsCallbackCount(),
+        readSyscalls: s.callbackCounts['syscalls'] ?? 0,
+      },
     },
-  });
-  collectIfDue();
+    // Once every message is written: a deep rank's tail still queued in the channel would
+    // otherwise wait for the whole collection before the agent gets it.
+    collectIfDue,
+  );
+}
+
+/**
+ * One rank to the supervisor: its operations as columns (wire.ts; a deep rank's object graph
+ * cost more to serialise and deserialise than to read), or as objects when asked or when a value
+ * does not fit the columns.
+ */
+function sendRank(req: SnapshotRequest, rank: RankSnapshot): void {
+  const wire = req.wire === 'objects' ? null : rankToWire(rank);
+  if (wire) send({ type: 'rank-columns', id: req.id, rank: wire });
+  else send({ type: 'rank', id: req.id, rank });
 }
 
 /**

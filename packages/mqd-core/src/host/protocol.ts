@@ -4,6 +4,13 @@
 // the supervisor knows exactly which rank it was reading (that rank alone gets the error).
 import type { MpiLibrary, MqdError, RankSnapshot } from '@mqd/model';
 import type { DllPolicy, ReaderCredentials } from './identity.js';
+import type { WireRank } from './wire.js';
+
+/**
+ * How a reader sends a rank's operations: 'columns' (wire.ts, the default) or 'objects' (the
+ * RankSnapshot as it is, structured-cloned: kept to measure against, packages/mqd-core/bench/deep-queues.bench.ts).
+ */
+export type RankWire = 'columns' | 'objects';
 
 /** A core file to read instead of a live process (issue 17). */
 export interface CoreRef {
@@ -46,6 +53,8 @@ export interface SnapshotRequest {
   readonly ompdPolicy?: DllPolicy;
   /** OMPD libraries that crashed or hung a reader of this supervisor: path → what happened. */
   readonly ompdRefused?: Readonly<Record<string, string>>;
+  /** How ranks are sent back (default 'columns'). */
+  readonly wire?: RankWire;
 }
 
 export interface ResolveTarget {
@@ -136,7 +145,10 @@ export type HostMessage =
   | { readonly type: 'stopped'; readonly id: number; readonly pid: number }
   /** The reader is about to call into `library` (an OMPD library) for this rank: a crash or a hang now is its. */
   | { readonly type: 'ompd'; readonly id: number; readonly pid: number; readonly library: string }
+  /** A rank as objects: with wire 'objects', or when a value does not fit the columns (wire.ts). */
   | { readonly type: 'rank'; readonly id: number; readonly rank: RankSnapshot }
+  /** A rank read, its operations as columns (wire.ts). */
+  | { readonly type: 'rank-columns'; readonly id: number; readonly rank: WireRank }
   | {
       readonly type: 'done';
       readonly id: number;
