@@ -143,3 +143,38 @@ describe('the MPI call on a stack', () => {
     expect(findMpiCall([idle])).toBeNull();
   });
 });
+
+describe('findMpiCall', () => {
+  const frame = (fn: string, module: string) => ({
+    pc: '0x1',
+    function: fn,
+    module,
+    file: null,
+    line: null,
+    inlined: false,
+  });
+  const thread = (frames: ReturnType<typeof frame>[]) => ({
+    tid: 7,
+    main: true,
+    name: null,
+    frames,
+    truncated: false,
+    error: null,
+  });
+  it("takes MPICH's internal_X for MPI_X when PMPI_X left no frame (a tail call), only in the MPI library", () => {
+    const lib = '/opt/mpich/lib/libmpi.so.12';
+    const tail = thread([
+      frame('MPIR_Waitall', lib),
+      frame('internal_Waitall', lib),
+      frame('main', '/a.out'),
+    ]);
+    expect(findMpiCall([tail] as never)).toEqual({ function: 'MPI_Waitall', tid: 7, frameIndex: 1 });
+    // PMPI_X present: it is the outermost, as before.
+    const both = thread([frame('internal_Recv', lib), frame('PMPI_Recv', lib), frame('main', '/a.out')]);
+    expect(findMpiCall([both] as never)?.function).toBe('MPI_Recv');
+    expect(findMpiCall([both] as never)?.frameIndex).toBe(1);
+    // A user's own internal_Foo is not an MPI call.
+    const user = thread([frame('internal_Compute', '/home/u/a.out'), frame('main', '/home/u/a.out')]);
+    expect(findMpiCall([user] as never)).toBeNull();
+  });
+});

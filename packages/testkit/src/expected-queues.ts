@@ -3,7 +3,7 @@
 // in prose; test/queues.mpi.test.ts checks both against the real DLLs (through mqs-dump) at np=4.
 // Formulas are given for any np >= 2, but only np=4 is verified.
 import { assertUnreachable, type LengthUnit, type OpStatus } from '@mqd/model';
-import type { AnyMpiName, MpiName, NewMpiName } from './config.js';
+import { type AnyMpiName, MPI_FAMILIES, type MpiName, type NewMpiName } from './config.js';
 
 /** One queue entry, in MPI terms. */
 export interface ExpectedOp {
@@ -31,6 +31,11 @@ export interface ExpectedComm {
   readonly localRank: number;
   /** World rank of each local rank. */
   readonly group: readonly number[];
+  /**
+   * One of the library's own communicators (a name of MpiQueueTraits.otherComms, which several
+   * share): the one of that name holding entries is this one; the others stay empty.
+   */
+  readonly internal?: boolean;
   /** In matching order. null = this MPI's DLL cannot show the queue at all. */
   readonly sends: readonly ExpectedOp[] | null;
   readonly receives: readonly ExpectedOp[] | null;
@@ -65,6 +70,24 @@ export interface MpiQueueTraits {
    * build here: true; a build where it is not read gets null (Communicator.remoteGroup).
    */
   readonly readsRemoteGroup: boolean;
+  /**
+   * Queues the DLL walks from a list MPICH keeps only for debuggers, where each entry is put at
+   * the head (src/mpi/debugger/dbginit.c): the DLL lists them newest first and MQD reverses them
+   * into matching order (mqs/session.ts NEWEST_FIRST_LISTS). The tables here are in matching
+   * order; the raw DLL output (mqs-dump) is reversed for these queues.
+   */
+  readonly newestFirst: readonly ('sends' | 'receives' | 'unexpected')[];
+  /**
+   * The local rank the DLL writes for an MPI_ANY_SOURCE receive: -1, or 65534 where it reads the
+   * (int) source as two unsigned bytes (MPICH 4.2.1's fetch_int16 of MPIR_Debugq.rank).
+   */
+  readonly anySourceRaw: number;
+  /**
+   * Whether a rank blocked in MPI_Barrier shows the barrier's own receive (MPICH 4.2.1 lists its
+   * debug queues for every request, so the dissemination step's receive, tag 1, appears on the
+   * communicator's internal collective twin, named '--unnamed--').
+   */
+  readonly showsBarrierReceives: boolean;
 }
 
 export const MPI_QUEUE_TRAITS: Readonly<Record<MpiName, MpiQueueTraits>> = {
@@ -77,6 +100,9 @@ export const MPI_QUEUE_TRAITS: Readonly<Record<MpiName, MpiQueueTraits>> = {
     unexpectedLength: 'zero',
     unexpectedAlwaysPending: false,
     readsRemoteGroup: true,
+    newestFirst: [],
+    anySourceRaw: -1,
+    showsBarrierReceives: false,
   },
   mpich: {
     lengthUnit: 'elements',
@@ -87,6 +113,10 @@ export const MPI_QUEUE_TRAITS: Readonly<Record<MpiName, MpiQueueTraits>> = {
     unexpectedLength: 'zero',
     unexpectedAlwaysPending: false,
     readsRemoteGroup: true,
+    // MPIR_Sendq_head (only nonblocking sends here, never two on one communicator in a fixture).
+    newestFirst: ['sends'],
+    anySourceRaw: -1,
+    showsBarrierReceives: false,
   },
 };
 
@@ -101,11 +131,20 @@ export const NEW_MPI_QUEUE_TRAITS: Readonly<Record<NewMpiName, MpiQueueTraits>> 
   // (expectedCornerQueues, packages/mqd-core/test/corners.mpi.test.ts). Its communicator ids are
   // c_index, equal to 4.1's context ids in these fixtures (docs/mpi-facts.md).
   openmpi5: MPI_QUEUE_TRAITS.openmpi,
-  // MPICH 4.2.1 (ch4): NOT verified yet, no build here (docs/mpi-facts.md); 4.0.2's traits until
-  // a build says otherwise. Expect showsBlockingSends to change: ch4's MPID_Send is MPID_Isend,
-  // which records every send that leaves a request (src/mpid/ch4/src/ch4_send.h), and ch4
-  // records unexpected messages only on its active-message path (mpidig_pt2pt_callbacks.c).
-  mpich42: MPI_QUEUE_TRAITS.mpich,
+  // MPICH 4.2.1 (ch4:ofi), its own DLL (verified on every hang fixture by
+  // packages/testkit/test/queues.mpi.test.ts through mqs-dump and by MQD's tests; docs/mpi-facts.md
+  // "MPICH 4.2.1"): since 4.1 the DLL reads MPICH's debugger-only lists (MPIR_Debugq) for all
+  // three queues, so every request shows: blocking sends too (ch4's MPID_Send is an Isend), the
+  // barrier's own receives, every unexpected entry pending with count 0; all three lists are
+  // newest first, and an ANY_SOURCE receive's rank reads as 65534.
+  mpich42: {
+    ...MPI_QUEUE_TRAITS.mpich,
+    showsBlockingSends: true,
+    unexpectedAlwaysPending: true,
+    newestFirst: ['sends', 'receives', 'unexpected'],
+    anySourceRaw: 65534,
+    showsBarrierReceives: true,
+  },
   // MPICH 4.0.2 with ch4:ofi, read with the DLL's stale field names answered (dll-fields.ts; the
   // DLL alone reports garbage): posted receives and sends as ch3's, but the unexpected entries
   // are ch4 active-message requests: their count is the arrived data in bytes and they all stay
@@ -166,6 +205,34 @@ export function expectedBlockingCall(fixture: HangFixture, rank: number, np = 4)
 }
 
 const INT_BYTES = 4;
+
+/**
+ * Where each rank of a dissemination barrier waits when rank np-1 never enters it (MPICH's
+ * barrier on one node): in step k rank r sends to r+2^k and receives from r-2^k (mod np); a rank
+ * goes on to step k+1 once its step-k sender reached step k. Index = rank, value = the rank it
+ * waits for (undefined: not in the barrier, or through it).
+ */
+export function barrierBlockedOn(np: number): (number | undefined)[] {
+  const steps = Math.ceil(Math.log2(np));
+  const inside = (r: number) => r < np - 1;
+  const reached = Array.from({ length: np }, () => 0);
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (let r = 0; r < np - 1; r++) {
+      const k = reached[r] ?? 0;
+      if (k >= steps) continue;
+      const from = (r - (1 << k) + np * 2) % np;
+      if (inside(from) && (reached[from] ?? 0) >= k) {
+        reached[r] = k + 1;
+        changed = true;
+      }
+    }
+  }
+  return Array.from({ length: np }, (_, r) => {
+    const k = reached[r] ?? 0;
+    return inside(r) && k < steps ? (r - (1 << k) + np * 2) % np : undefined;
+  });
+}
 const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
 
 /**
@@ -286,12 +353,31 @@ export function expectedQueues(mpi: AnyMpiName, fixture: HangFixture, np = 4): E
           unexpected: unexpected([unexp(prev(r), 3, 262144, 'pending')]),
         }),
       ]);
-    case 'collective_mismatch':
+    case 'collective_mismatch': {
       // The barrier's own messages use internal tags (Open MPI: negative, skipped by the DLL)
-      // or a collective context id no listed communicator has (MPICH): none of them is shown.
+      // or a collective context id no listed communicator has (MPICH 4.0): none of them is shown.
+      // MPICH 4.2.1 shows each rank's blocked dissemination receive (MPIR_BARRIER_TAG 1, count 0)
+      // on the world's internal collective communicator.
+      const blockedOn = barrierBlockedOn(np);
+      const barrier = (r: number): ExpectedComm[] => {
+        const from = blockedOn[r];
+        if (!traits.showsBarrierReceives || from === undefined) return [];
+        return [
+          {
+            name: '--unnamed--',
+            internal: true,
+            size: np,
+            localRank: r,
+            group: range(np),
+            sends: [],
+            receives: [op(from, 1, 0, 'pending')],
+            unexpected: unexpected([]),
+          },
+        ];
+      };
       return range(np).map((r) =>
         r < np - 1
-          ? [emptyWorld(r)]
+          ? [emptyWorld(r), ...barrier(r)]
           : [
               world(r, {
                 sends: [],
@@ -300,6 +386,7 @@ export function expectedQueues(mpi: AnyMpiName, fixture: HangFixture, np = 4): E
               }),
             ],
       );
+    }
     default:
       return assertUnreachable(fixture);
   }
@@ -389,9 +476,13 @@ export function expectedCornerQueues(
           // Open MPI keeps the buffered rendezvous send's request, `complete` (the data is in the
           // attached buffer), system_buffer set, actual fields copied from the desired ones.
           // MPICH records no blocking send, buffered or not.
-          sends: traits.showsBlockingSends
-            ? [op(next(r), next(r), 50, ints(256 * 1024), 'complete', { systemBuffer: true, actual: true })]
-            : [],
+          // MPICH 4.2.1 lists the Isend MPI_Bsend makes from the attached buffer: the message
+          // packed (MPI_PACKED, so its count is bytes), pending, no system_buffer flag.
+          sends: !traits.showsBlockingSends
+            ? []
+            : MPI_FAMILIES[mpi] === 'openmpi'
+              ? [op(next(r), next(r), 50, ints(256 * 1024), 'complete', { systemBuffer: true, actual: true })]
+              : [op(next(r), next(r), 50, 256 * 1024 * INT_BYTES, 'pending')],
           receives: [op(prev(r), prev(r), 51, ints(1), 'pending')],
           // MPICH: the left neighbour's request-to-send, count 0 like every ch3 unexpected entry;
           // ch4 counts the message's bytes.

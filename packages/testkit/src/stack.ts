@@ -75,10 +75,16 @@ export function runEuStack(
   });
 }
 
-/** Matches a frame name against an MPI call name: MPI_Recv matches MPI_Recv and PMPI_Recv. */
+/**
+ * Matches a frame name against an MPI call name: MPI_Recv matches MPI_Recv, PMPI_Recv, and
+ * MPICH 4's internal_Recv (PMPI_X may tail-call it and leave no frame of its own: MPICH 4.2.1's
+ * PMPI_Waitall).
+ */
 export function frameMatcher(fn: string): RegExp {
   const name = fn.replace(/^P(?=MPI_)/, '').replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  return name.startsWith('MPI_') ? new RegExp(`^P?${name}(?:@.*)?$`) : new RegExp(`^${name}(?:@.*)?$`);
+  return name.startsWith('MPI_')
+    ? new RegExp(`^(?:P?${name}|internal_${name.slice(4)})(?:@.*)?$`)
+    : new RegExp(`^${name}(?:@.*)?$`);
 }
 
 export interface BlockedCheck {

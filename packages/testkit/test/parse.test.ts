@@ -72,6 +72,11 @@ describe('frameMatcher', () => {
     );
     expect(frameMatcher('PMPI_Recv').test('MPI_Recv')).toBe(true);
     expect(frameMatcher('MPIR_Wait_impl').test('PMPIR_Wait_impl')).toBe(false);
+    // MPICH 4's binding layer, left alone on the stack when PMPI_X tail-calls it.
+    expect(frameMatcher('MPI_Waitall').test('internal_Waitall')).toBe(true);
+    expect(
+      ['internal_Waitallx', 'MPIR_Waitall', 'internal_Wait'].some((f) => frameMatcher('MPI_Waitall').test(f)),
+    ).toBe(false);
   });
 });
 

@@ -953,12 +953,27 @@ export interface MpiFrame {
   readonly frameIndex: number;
 }
 
+/**
+ * MPICH 4's binding layer: PMPI_X checks its arguments and calls internal_X, often as a tail
+ * call (MPICH 4.2.1's PMPI_Waitall jumps to internal_Waitall), so no PMPI_X frame is left on the
+ * stack. An `internal_X` frame of the MPI library stands for MPI_X then.
+ */
+const MPICH_INTERNAL = /^internal_([A-Z][A-Za-z0-9_]*)$/;
+const MPI_LIBRARY = /\/lib(mpi|mpich)[^/]*\.so/;
+
+function callName(f: ThreadStack['frames'][number] | undefined): string | null {
+  const name = publicMpiName(f?.function ?? null);
+  if (name !== null || !f?.function) return name;
+  const m = MPICH_INTERNAL.exec(f.function);
+  return m && MPI_LIBRARY.test(f.module ?? '') ? `MPI_${m[1]}` : null;
+}
+
 /** The main thread first, then the others; the outermost public MPI frame of the first thread inside one. */
 export function findMpiCall(threads: readonly ThreadStack[]): MpiFrame | null {
   const ordered = [...threads].sort((a, b) => Number(b.main) - Number(a.main));
   for (const t of ordered) {
     for (let i = t.frames.length - 1; i >= 0; i--) {
-      const name = publicMpiName(t.frames[i]?.function ?? null);
+      const name = callName(t.frames[i]);
       if (name !== null) return { function: name, tid: t.tid, frameIndex: i };
     }
   }
