@@ -13,46 +13,7 @@ import {
   deriveGlobalRanks,
 } from '../src/mqs/decode.js';
 import { COMMUNICATOR, mqs_status, PENDING_OPERATION as P } from '../src/mqs/mqs-spec.js';
-
-/** A widened target int: the low 4 bytes the int, the high 4 zero (no sign extension). */
-function widened(v: DataView, off: number, x: number): void {
-  v.setInt32(off, x, true);
-  v.setInt32(off + 4, 0, true);
-}
-
-interface OpFields {
-  status?: number;
-  local?: number;
-  global?: number;
-  tagWild?: boolean;
-  tag?: number;
-  length?: bigint;
-  buffer?: bigint;
-  actualLocal?: number;
-  actualTag?: number;
-  actualLength?: bigint;
-  extra?: string[];
-}
-
-function record(f: OpFields): Buffer {
-  const b = Buffer.alloc(P.size);
-  const v = new DataView(b.buffer, b.byteOffset, P.size);
-  v.setInt32(P.status, f.status ?? mqs_status.pending, true);
-  widened(v, P.desired_local_rank, f.local ?? 1);
-  widened(v, P.desired_global_rank, f.global ?? 1);
-  v.setInt32(P.tag_wild, f.tagWild ? 1 : 0, true);
-  widened(v, P.desired_tag, f.tag ?? 7);
-  v.setBigInt64(P.desired_length, f.length ?? 4n, true);
-  v.setBigUint64(P.buffer, f.buffer ?? 0x1000n, true);
-  widened(v, P.actual_local_rank, f.actualLocal ?? 0);
-  widened(v, P.actual_global_rank, -1);
-  widened(v, P.actual_tag, f.actualTag ?? -1);
-  v.setBigInt64(P.actual_length, f.actualLength ?? 0n, true);
-  (f.extra ?? []).forEach((line, i) => {
-    b.write(line, P.extra_text + i * P.extraLineLen, 'utf8');
-  });
-  return b;
-}
+import { record, widened } from './records.js';
 
 describe('decodeRank and decodeLength', () => {
   const v = new DataView(new ArrayBuffer(8));
