@@ -5,11 +5,13 @@
 // of the Open MPI 5.0.7 build; the built CLI as a user runs it. Every job is killed after its
 // test, whatever happened (the pids come from the table mqd printed, or from /proc).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { DebugFileRegistry, nativeAllocations } from '@mqd/core';
 import { descendants, isAlive, type LaunchedJob, launchUnderTool, localHost } from '@mqd/mpir';
 import { fixtureBinary, parseReadyLines, starterCommand } from '@mqd/testkit';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { MQD, mqd } from './run-mqd.js';
 
 interface Printed {
@@ -86,10 +88,20 @@ afterEach(async () => {
   expect(leftover).toEqual([]);
 });
 
+/**
+ * Each command gets a TMPDIR of its own: prterun writes its PMIx rendezvous files under it
+ * (prterun.<host>.<pid>.0/pmix.*) and the tool looks for them there. A prterun killed -9 by an
+ * earlier test leaves its directory behind, and once the pid comes round again the tool finds
+ * two servers for one pid ("PMIx has found multiple possible servers"): seen in a fresh-clone run.
+ */
+const tmpRoot = mkdtempSync(join(tmpdir(), 'mqd-pmix-launch-'));
+afterAll(() => rmSync(tmpRoot, { recursive: true, force: true }));
+
 function command(fixture: string, np: number) {
   const binary = fixtureBinary('openmpi5', fixture);
   const cmd = starterCommand('openmpi5', np, binary);
-  return { binary, argv: [cmd.file, ...cmd.args], env: { ...process.env, ...cmd.env } };
+  const TMPDIR = mkdtempSync(join(tmpRoot, 'job-'));
+  return { binary, argv: [cmd.file, ...cmd.args], env: { ...process.env, ...cmd.env, TMPDIR } };
 }
 
 /** The JSON document `mqd run --json` prints at the hold: it ends at the first "}" line. */

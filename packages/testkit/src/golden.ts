@@ -92,7 +92,10 @@ function trimThreads(r: RankSnapshot): ThreadStack[] | undefined {
       let inlinedProgress = false;
       for (; i >= 0 && t.frames[i]?.inlined === true; i--)
         if (/progress/i.test(t.frames[i]?.function ?? '')) inlinedProgress = true;
-      if (callFrame && inlinedProgress)
+      // A probe (MPI_Probe, MPI_Mprobe) is itself a polling loop in every library: MPICH 4.2.1's
+      // PMPI_Mprobe holds it whole, stopped at its iprobe call or inside its inlined progress
+      // test, so the call frame's line is never a property of the job there either.
+      if (callFrame && (inlinedProgress || /^MPI_M?[Pp]robe$/.test(call.function)))
         return { ...t, frames: [{ ...callFrame, file: null, line: null }, ...rest] };
       return { ...t, frames: kept };
     });
