@@ -8,14 +8,15 @@
 //   (null), no groups, lengths in elements, ids are addresses that differ per process, and an
 //   unnamed internal copy of MPI_COMM_WORLD carrying collective traffic with negative tags.
 import { assertUnreachable } from './assert.js';
-import type {
-  Communicator,
-  Frame,
-  JobSnapshot,
-  MpiCall,
-  Operation,
-  RankSnapshot,
-  ThreadStack,
+import {
+  type Communicator,
+  type Frame,
+  type JobSnapshot,
+  lengthUnitOfLibrary,
+  type MpiCall,
+  type Operation,
+  type RankSnapshot,
+  type ThreadStack,
 } from './snapshot-spec.js';
 
 // Hybrid MPI+OpenMP jobs live in their own file; exported with the other generators.
@@ -186,7 +187,7 @@ class Gen {
       mpi: {
         library: this.style,
         dll: ompi ? OMPI_DLL : MPICH_DLL,
-        lengthUnit: ompi ? 'bytes' : 'elements',
+        lengthUnit: lengthUnitOfLibrary(this.style),
       },
       ranks,
     };

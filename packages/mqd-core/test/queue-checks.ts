@@ -3,7 +3,7 @@
 // matching order, with sizes, local ranks and groups as the library's DLL reports them, and
 // every other communicator one of the library's own with nothing pending.
 import type { Communicator, JobSnapshot, Operation } from '@mqd/model';
-import type { ExpectedComm, ExpectedOp, MpiQueueTraits } from '@mqd/testkit';
+import { type ExpectedComm, type ExpectedOp, holdsEntries, type MpiQueueTraits } from '@mqd/testkit';
 import { expect } from 'vitest';
 
 const opRow = (o: Operation) => [o.peer.local, o.peer.global, o.tag, o.length, o.status];
@@ -55,8 +55,6 @@ export function expectQueues(
   snapshot: JobSnapshot,
   expected: readonly (readonly ExpectedComm[])[],
 ): void {
-  const holdsEntries = (c: Communicator) =>
-    [c.sends, c.receives, c.unexpected].some((q) => q !== null && q.length > 0);
   for (const r of snapshot.ranks) {
     const mine = expected[r.rank] ?? [];
     const matched = new Set<Communicator>();

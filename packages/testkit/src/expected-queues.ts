@@ -22,6 +22,15 @@ export interface ExpectedOp {
   readonly status: OpStatus;
 }
 
+type Queued = { readonly [Q in 'sends' | 'receives' | 'unexpected']: readonly unknown[] | null };
+
+/**
+ * Whether a communicator (as mqs-dump or MQD reports it) has an entry in any queue: how the one
+ * of several same-named library communicators an ExpectedComm marked `internal` is picked.
+ */
+export const holdsEntries = (c: Queued): boolean =>
+  [c.sends, c.receives, c.unexpected].some((q) => q !== null && q.length > 0);
+
 /** A communicator the user created or MPI_COMM_WORLD, with its three queues. */
 export interface ExpectedComm {
   /** The name the DLL reports (MPI_Comm_set_name, or MPI_COMM_WORLD's default). */

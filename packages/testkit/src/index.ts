@@ -29,6 +29,7 @@ export {
   expectedQueues,
   HANG_FIXTURES,
   type HangFixture,
+  holdsEntries,
   isHangFixture,
   MPI_QUEUE_TRAITS,
   type MpiQueueTraits,

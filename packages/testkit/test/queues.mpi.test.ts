@@ -12,6 +12,7 @@ import {
   expectedQueues,
   type FixtureJob,
   HANG_FIXTURES,
+  holdsEntries,
   launchFixture,
   MPI_FAMILIES,
   MPI_LABELS,
@@ -48,9 +49,6 @@ function observedOp(op: DumpedOp): ExpectedOp {
     status: op.status,
   };
 }
-
-const holdsEntries = (c: DumpedComm): boolean =>
-  [c.sends, c.receives, c.unexpected].some((q) => q !== null && q.length > 0);
 
 function observedComm(c: DumpedComm): Observed {
   const q = (ops: DumpedOp[] | null) => (ops === null ? null : ops.map(observedOp));

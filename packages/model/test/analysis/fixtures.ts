@@ -1,6 +1,12 @@
 // Hand-built snapshots for the analysis tests: each test spells out every queue entry, so the
 // expected cycles, near misses and classes can be written down exactly.
-import type { Communicator, JobSnapshot, Operation, RankSnapshot } from '@mqd/model';
+import {
+  type Communicator,
+  type JobSnapshot,
+  lengthUnitOfLibrary,
+  type Operation,
+  type RankSnapshot,
+} from '@mqd/model';
 
 export interface OpSpec {
   /** Local rank of the peer; null = MPI_ANY_SOURCE. */
@@ -94,7 +100,7 @@ export function snapshot(
     schemaVersion: 1,
     takenAt,
     durationMicros: 1000,
-    mpi: { library, dll: null, lengthUnit: library === 'mpich' ? 'elements' : 'bytes' },
+    mpi: { library, dll: null, lengthUnit: lengthUnitOfLibrary(library) },
     ranks,
   };
 }

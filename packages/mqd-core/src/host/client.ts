@@ -5,7 +5,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { type MpiLibrary, type MqdError, mqdError, type RankSnapshot, rankNotRead } from '@mqd/model';
+import { type MpiLibrary, type MqdError, mqdError, ok, type RankSnapshot, rankNotRead } from '@mqd/model';
 import { libraryOfDll } from '../mqs/library.js';
 import { credentials } from '../native/libc.js';
 import {
@@ -340,12 +340,8 @@ export class DllHost {
             extra.onStopped?.(m.pid);
             break;
           case 'rank':
-            done.set(m.rank.pid, m.rank);
-            current = null;
-            ompd = null;
-            break;
           case 'rank-columns': {
-            const rank = rankFromWire(m.rank);
+            const rank = m.type === 'rank' ? ok(m.rank) : rankFromWire(m.rank);
             // A malformed wire costs the rank being read, like a crash would.
             if (rank.ok) done.set(rank.value.pid, rank.value);
             else if (current !== null) {

@@ -1,7 +1,7 @@
 // The DLL a process names: MPIR_dll_name, else Open MPI's mpimsgq_dll_locations, else the DLL
 // its MPI library installs beside itself. It parses the target's ELF/DWARF and reads its memory,
 // so it runs only in a reader child (as the target's owner), never in a root agent.
-import { existsSync, readlinkSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import type { OpenedCore } from '../target/core-image.js';
@@ -9,12 +9,11 @@ import type { DebugFileRegistry } from '../target/debug-file.js';
 import { ElfSections, SHT_DYNSYM } from '../target/elf-sections.js';
 import { TargetMemory } from '../target/memory.js';
 import {
-  fileMappings,
   isMpiLibraryPath,
   moduleSpans,
   ProcessImage,
   pathInProcess,
-  readMaps,
+  readAddressSpace,
 } from '../target/process-image.js';
 
 /** At most this many entries of a NULL-terminated mpimsgq_dll_locations are looked at. */
@@ -104,16 +103,11 @@ export function findDll(
  * the full search (findDll) then runs and explains what it found.
  */
 function dllNameFromDynsym(pid: number): string | null {
-  const maps = readMaps(pid);
-  if (!maps.ok) return null;
-  let exe: string;
-  try {
-    exe = readlinkSync(`/proc/${pid}/exe`);
-  } catch {
-    return null;
-  }
+  const space = readAddressSpace(pid);
+  if (!space.ok) return null;
+  const { exe, mappings } = space.value;
   const spans = moduleSpans(
-    fileMappings(maps.value),
+    mappings,
     (path) => pathInProcess(pid, path),
     (path) => path === exe || isMpiLibraryPath(path),
   ).sort((a, b) => (a.path === exe ? 1 : 0) - (b.path === exe ? 1 : 0));

@@ -70,6 +70,8 @@ const TYPE_TAGS = new Set<number>([
 ]);
 
 const STT_FUNC = 2;
+/** The symbol types looked up by name: NOTYPE, OBJECT, FUNC, GNU_IFUNC (not sections, files, TLS). */
+const INDEXED_KINDS: ReadonlySet<number> = new Set([0, 1, 2, 10]);
 const STT_TLS = 6;
 const STT_GNU_IFUNC = 10;
 
@@ -250,7 +252,7 @@ export class DebugFile {
       const bind = info >> 4;
       const type = info & 0xf;
       if (table.shndx(i) === 0 || (bind !== 1 && bind !== 2)) continue;
-      if (type !== 1 && type !== 2 && type !== 0 && type !== 10) continue; // as readSymbols
+      if (!INDEXED_KINDS.has(type)) continue;
       const name = table.name(i);
       if (name && !map.has(name))
         map.set(name, { value: table.value(i), size: Number(table.size(i)), global: true });
@@ -416,7 +418,7 @@ export class DebugFile {
           this.tls.set(name, { value: stValue, size: Number(size), global });
         return;
       }
-      if (type !== 1 && type !== 2 && type !== 0 && type !== 10) return; // NOTYPE, OBJECT, FUNC, IFUNC
+      if (!INDEXED_KINDS.has(type)) return;
       const prev = map.get(name);
       if (prev && (prev.global || !global)) return;
       map.set(name, { value, size: Number(size), global });

@@ -39,6 +39,21 @@ export function readMaps(pid: number): Result<string, MqdError> {
   }
 }
 
+/** The executable of a live process and its file mappings, or why they cannot be read. */
+export function readAddressSpace(
+  pid: number,
+): Result<{ exe: string; mappings: (FileMapping & { readonly deleted: boolean })[] }, MqdError> {
+  const maps = readMaps(pid);
+  if (!maps.ok) return maps;
+  try {
+    return ok({ exe: readlinkSync(`/proc/${pid}/exe`), mappings: fileMappings(maps.value) });
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return err(mqdError('MQD_E_PID_EXITED', `process ${pid} exited`));
+    return err(mqdError('MQD_E_PTRACE_DENIED', `cannot read /proc/${pid}/exe (${code ?? String(e)})`));
+  }
+}
+
 export class ProcessImage {
   private constructor(
     readonly pid: number,
@@ -48,17 +63,9 @@ export class ProcessImage {
   ) {}
 
   static load(pid: number, registry: DebugFileRegistry): Result<ProcessImage, MqdError> {
-    const maps = readMaps(pid);
-    if (!maps.ok) return maps;
-    let exe = '';
-    try {
-      exe = readlinkSync(`/proc/${pid}/exe`);
-    } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT') return err(mqdError('MQD_E_PID_EXITED', `process ${pid} exited`));
-      return err(mqdError('MQD_E_PTRACE_DENIED', `cannot read /proc/${pid}/exe (${code ?? String(e)})`));
-    }
-    const mappings = fileMappings(maps.value);
+    const space = readAddressSpace(pid);
+    if (!space.ok) return space;
+    const { exe, mappings } = space.value;
     return ok(
       ProcessImage.of(
         pid,

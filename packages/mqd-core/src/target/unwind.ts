@@ -41,6 +41,7 @@ import {
   ThreadCallback,
 } from '../native/libdw.js';
 import { procStartTime } from './proc.js';
+import { isMpiLibraryPath } from './process-image.js';
 
 const libc = koffi.load('libc.so.6');
 const cFree = libc.func('void free(void *ptr)');
@@ -959,13 +960,12 @@ export interface MpiFrame {
  * stack. An `internal_X` frame of the MPI library stands for MPI_X then.
  */
 const MPICH_INTERNAL = /^internal_([A-Z][A-Za-z0-9_]*)$/;
-const MPI_LIBRARY = /\/lib(mpi|mpich)[^/]*\.so/;
 
 function callName(f: ThreadStack['frames'][number] | undefined): string | null {
   const name = publicMpiName(f?.function ?? null);
   if (name !== null || !f?.function) return name;
   const m = MPICH_INTERNAL.exec(f.function);
-  return m && MPI_LIBRARY.test(f.module ?? '') ? `MPI_${m[1]}` : null;
+  return m && isMpiLibraryPath(f.module ?? '') ? `MPI_${m[1]}` : null;
 }
 
 /** The main thread first, then the others; the outermost public MPI frame of the first thread inside one. */
