@@ -119,14 +119,18 @@ fetch_orig() {
   local pkg=$1 ver=$2 debver=${3:-} dir="$MQD_MPI_CACHE/src"
   mkdir -p "$dir"
   local tarball spec=$pkg
+  # Without DEBVERSION: bookworm's own source version, by name. A bare `apt-get source PKG` takes
+  # the newest version any deb-src entry lists, and once trixie's entry is there that is trixie's
+  # (openmpi 5.0.7 instead of 4.1.4: a fresh machine then found no 4.1.4 tarball).
+  [ -z "$debver" ] && debver=$(apt-cache madison "$pkg" | awk -F'|' '$3 ~ / bookworm\/main Sources/ {gsub(/ /, "", $2); print $2; exit}')
   [ -n "$debver" ] && spec="$pkg=$debver"
   tarball=$(ls "$dir"/"${pkg}_${ver}".orig.tar.* 2>/dev/null | head -n1 || true)
   if [ -z "$tarball" ]; then
     log "apt-get source --download-only $spec"
     (cd "$dir" && apt-get source --download-only -qq "$spec" 2>&1 >/dev/null | grep -v 'unsandboxed' >&2 || true)
     tarball=$(ls "$dir"/"${pkg}_${ver}".orig.tar.* 2>/dev/null | head -n1 || true)
-    if [ -z "$tarball" ] && [ -z "$debver" ]; then
-      echo "MQD_E_PROVISION: no ${pkg}_${ver}.orig.tar.* after apt-get source; is deb-src for bookworm reachable?" >&2; exit 1
+    if [ -z "$tarball" ] && [ -z "${3:-}" ]; then
+      echo "MQD_E_PROVISION: no ${pkg}_${ver}.orig.tar.* after apt-get source $spec; is deb-src for bookworm reachable (apt-cache madison $pkg lists bookworm/main Sources)?" >&2; exit 1
     fi
   fi
   echo "$tarball"
