@@ -30,10 +30,22 @@ async function snapshotModule(): Promise<typeof import('./snapshot-cmd.js')> {
   return import('./snapshot-cmd.js');
 }
 
+/** Starts the reader `mqd snapshot argv` will need, if its first target says whose it is. */
+async function startSnapshotReader(argv: readonly string[]): Promise<void> {
+  const { firstTargetPid } = await import('./early-reader.js');
+  const pid = firstTargetPid(argv);
+  if (pid === null) return;
+  const { readerIdentityOfPid, startReaderEarly } = await import('@mqd/core/reader-spawn');
+  const id = readerIdentityOfPid(pid);
+  if (id) startReaderEarly(id);
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   switch (cmd) {
     case 'snapshot':
+      // Its reader starts now, and boots while this process loads the command (early-reader.ts).
+      await startSnapshotReader(rest);
       return (await snapshotModule()).snapshotCommand(rest, io);
     case 'ranks':
       return (await import('./ranks-cmd.js')).ranksCommand(rest, io);

@@ -126,6 +126,40 @@ describe('SymbolTable.lookup', () => {
     }
   });
 
+  it('finds every defined name, also those stored as the tail of another name', () => {
+    // Linkers merge string-table tails: `printf` is kept inside `snprintf`'s bytes and its st_name
+    // points past that name's start (hundreds of names in libc's .dynsym and in an MPI library's
+    // .symtab), so a search for "\0printf\0" misses it. Every defined name must be found, with
+    // the value libdw gives (global before local).
+    for (const [path, type, sample] of [
+      [LIBC, SHT_DYNSYM, 1],
+      [MPICH_LIB, SHT_SYMTAB, 12],
+    ] as const) {
+      const elf = ElfSections.open(path);
+      if (!elf) throw new Error(`${path}: not ELF64`);
+      const slow = DebugFile.open(path, { symbolsFromFile: false });
+      if (typeof slow === 'string') throw new Error(slow);
+      try {
+        const t = elf.symbolTable(type);
+        if (!t) throw new Error(`${path}: no table ${type}`);
+        let checked = 0;
+        for (let i = 1; i < t.count; i += sample) {
+          const n = t.name(i);
+          if (!n || t.shndx(i) === 0) continue;
+          const hit = t.lookup(n);
+          expect(hit, `${path}: ${n}`).not.toBeNull();
+          const libdw = slow.symbol(n);
+          if (type === SHT_SYMTAB && libdw) expect(hit?.value, n).toBe(libdw.value);
+          checked++;
+        }
+        expect(checked, path).toBeGreaterThan(1000);
+      } finally {
+        elf.close();
+        slow.close();
+      }
+    }
+  });
+
   it('refuses what it cannot read: not ELF, missing file', () => {
     expect(ElfSections.open(join(work, 'nothing'))).toBeNull();
     expect(ElfSections.open('/etc/hostname')).toBeNull();

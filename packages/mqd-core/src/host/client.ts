@@ -2,19 +2,11 @@
 // exit) or stops answering (no message for `rankTimeoutMs`) is killed and replaced, the rank
 // it was reading gets MQD_E_DLL_CRASHED / MQD_E_DLL_TIMEOUT, and the ranks not read yet are
 // read by the fresh host. Nothing else is lost.
-import { type ChildProcess, fork } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import type { ChildProcess } from 'node:child_process';
 import { type MpiLibrary, type MqdError, mqdError, ok, type RankSnapshot, rankNotRead } from '@mqd/model';
 import { libraryOfDll } from '../mqs/library.js';
 import { credentials } from '../native/libc.js';
-import {
-  checkDllPolicy,
-  type DllPolicy,
-  type ReaderCredentials,
-  type ReaderIdentity,
-  readerForkOptions,
-} from './identity.js';
+import { checkDllPolicy, type DllPolicy, type ReaderCredentials, type ReaderIdentity } from './identity.js';
 import type {
   Captured,
   CaptureRequest,
@@ -28,6 +20,7 @@ import type {
   ResolveTarget,
   SnapshotRequest,
 } from './protocol.js';
+import { adoptStartedReader, forkReader } from './reader-spawn.js';
 import { rankFromWire } from './wire.js';
 
 export interface DllHostOptions {
@@ -59,30 +52,6 @@ export interface HostRun {
   readonly restarts: number;
   /** Set when the DLL could not be used at all (not ELF, wrong level, ...). */
   readonly error: MqdError | null;
-}
-
-/**
- * V8 flags of the readers. Every snapshot allocates short-lived records (a deep queue: tens of
- * MB); with the default young generation V8 grows it step by step up to 16 MB per semi-space, and
- * its old generation for hundreds of snapshots before a full collection, so the reader's RSS
- * climbs ~20-60 MB and falls back. A small young generation, and a full collection when the
- * reader is idle and its heap grew (host-main.ts collectIfGrown), keep it flat
- * (packages/mqd-core/bench/reader-memory.bench.ts: no native growth, measured with a collection after each request).
- */
-const READER_V8_FLAGS = ['--max-semi-space-size=2', '--expose-gc'];
-
-function hostEntry(): { file: string; execArgv: string[] } {
-  const here = fileURLToPath(import.meta.url);
-  if (here.endsWith('.ts')) {
-    // Running from sources (tests): load the TypeScript host through tsx.
-    return {
-      file: here.replace(/client\.ts$/, 'host-main.ts'),
-      execArgv: ['--conditions=source', '--import', 'tsx'],
-    };
-  }
-  const js = here.replace(/client\.js$/, 'host-main.js');
-  if (!existsSync(js)) throw new Error(`DLL host entry ${js} is missing: run npm run build`);
-  return { file: js, execArgv: [] };
 }
 
 interface Live {
@@ -147,18 +116,17 @@ export class DllHost {
   }
 
   private spawn(): Live {
-    const { file, execArgv } = hostEntry();
-    const child = fork(file, [], {
-      execArgv: [...READER_V8_FLAGS, ...execArgv],
-      serialization: 'advanced',
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      ...readerForkOptions(this.identity),
-    });
+    // A reader the CLI started before it loaded this code (reader-spawn.ts startReaderEarly), or a new one.
+    // One that died meanwhile is not used (its request would fail for nothing).
+    const adopted = adoptStartedReader(this.identity);
+    const early = adopted?.exit === null ? adopted : null;
+    const child = early?.child ?? forkReader(this.identity);
     this.starts++;
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => {
       stderr = (stderr + d.toString()).slice(-4000);
     });
+    let settle: { resolve: () => void; reject: (e: Error) => void } | null = null;
     const live: Live = {
       child,
       privdrop: null,
@@ -166,22 +134,26 @@ export class DllHost {
       exitListener: null,
       exited: null,
       ready: new Promise<void>((resolve, reject) => {
-        const onMsg = (m: HostMessage) => {
-          if (m.type === 'ready') {
-            this.credentials = m.credentials;
-            resolve();
-          } else if (m.type === 'privdrop') live.privdrop = m.error;
-          else live.listener?.(m);
-        };
-        child.on('message', onMsg);
-        child.on('exit', (code, signal) => {
-          const desc = signal ? `killed by ${signal}` : `exited with code ${code}`;
-          live.exited = `${desc}${stderr ? `; stderr: ${stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`;
-          reject(new Error(live.exited));
-          live.exitListener?.(live.exited);
-        });
+        settle = { resolve, reject };
       }),
     };
+    const onMsg = (m: HostMessage) => {
+      if (m.type === 'ready') {
+        this.credentials = m.credentials;
+        settle?.resolve();
+      } else if (m.type === 'privdrop') live.privdrop = m.error;
+      else live.listener?.(m);
+    };
+    const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
+      const desc = signal ? `killed by ${signal}` : `exited with code ${code}`;
+      live.exited = `${desc}${stderr ? `; stderr: ${stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`;
+      settle?.reject(new Error(live.exited));
+      live.exitListener?.(live.exited);
+    };
+    child.on('message', onMsg);
+    child.on('exit', onExit);
+    // What an early reader said before it was adopted, in order.
+    for (const m of early?.messages ?? []) onMsg(m as HostMessage);
     live.ready.catch(() => undefined);
     return live;
   }

@@ -12,7 +12,7 @@ import {
   isMpiLibraryPath,
   moduleSpans,
   ProcessImage,
-  pathInProcess,
+  processPaths,
   readAddressSpace,
 } from '../target/process-image.js';
 
@@ -108,7 +108,7 @@ function dllNameFromDynsym(pid: number): string | null {
   const { exe, mappings } = space.value;
   const spans = moduleSpans(
     mappings,
-    (path) => pathInProcess(pid, path),
+    processPaths(pid),
     (path) => path === exe || isMpiLibraryPath(path),
   ).sort((a, b) => (a.path === exe ? 1 : 0) - (b.path === exe ? 1 : 0));
   for (const span of spans) {

@@ -65,40 +65,9 @@ export function checkTarget(pid: number, rule: OwnerRule): MqdError | null {
   return null;
 }
 
-/** The uid/gid a reader child runs with. `switched`: the agent is root and forks it with them. */
-export interface ReaderIdentity {
-  readonly uid: number;
-  readonly gid: number;
-  readonly switched: boolean;
-}
-
-/** As whom the reader for processes of (uid, gid) runs: that owner when we are root, else ourselves. */
-export function readerIdentity(uid: number, gid: number): ReaderIdentity {
-  const me = credentials();
-  if (me.euid === 0) return { uid, gid, switched: true };
-  return { uid: me.uid, gid: me.gid, switched: false };
-}
-
-export const identityKey = (id: ReaderIdentity): string => `${id.uid}:${id.gid}:${id.switched ? 's' : '-'}`;
-
-/** fork() options and environment that give the child `id` (libuv drops supplementary groups too). */
-export function readerForkOptions(id: ReaderIdentity): {
-  uid?: number;
-  gid?: number;
-  env: NodeJS.ProcessEnv;
-} {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    MQD_READER_UID: String(id.uid),
-    MQD_READER_GID: String(id.gid),
-    MQD_READER_SWITCHED: id.switched ? '1' : '0',
-    // One malloc arena: with glibc's default (8 per core) the blocks of IPC buffers, libdw and
-    // koffi calls spread over arenas of several threads and the reader's RSS climbs ~20 MB over
-    // 1,000 snapshots without any leak; with one it stays flat (packages/mqd-core/bench/reader-memory.bench.ts).
-    MALLOC_ARENA_MAX: '1',
-  };
-  return id.switched ? { uid: id.uid, gid: id.gid, env } : { env };
-}
+// Who a reader runs as, and how it is forked as them: reader-spawn.ts (node builtins only, so
+// the CLI can start its reader before it loads this code).
+export { identityKey, type ReaderIdentity, readerForkOptions, readerIdentity } from './reader-spawn.js';
 
 /** What a reader child reports about itself once it checked its identity. */
 export interface ReaderCredentials {

@@ -73,6 +73,8 @@ const STT_FUNC = 2;
 /** The symbol types looked up by name: NOTYPE, OBJECT, FUNC, GNU_IFUNC (not sections, files, TLS). */
 const INDEXED_KINDS: ReadonlySet<number> = new Set([0, 1, 2, 10]);
 const STT_TLS = 6;
+/** Names a DebugFile searches its symbol table for before it indexes the whole table. */
+const LOOKUPS_BEFORE_INDEX = 64;
 const STT_GNU_IFUNC = 10;
 
 let callbacks: unknown = null;
@@ -218,12 +220,48 @@ export class DebugFile {
   // DWARF: build-id, .gnu_debuglink, MQD_DEBUGINFO_PATH), else .dynsym: a stripped library with
   // its debug file installed has all its symbols here, LOCAL ones included.
 
-  /** Global symbols win over local ones of the same name (MPICH's queue heads are local). */
+  /**
+   * Global symbols win over local ones of the same name (MPICH's queue heads are local). The
+   * first lookups search the table by name (SymbolTable.find: a name no module has, such as the
+   * `MPIR_Ignore_queues` Open MPI's DLL asks every process for, costs each of ~60 files one
+   * string search instead of a map of all its symbols); the table is indexed once a file has been
+   * asked for LOOKUPS_BEFORE_INDEX names, or when its table cannot be read from the file.
+   */
   symbol(name: string): SymbolInfo | undefined {
-    return this.symbolMap().get(name);
+    if (this.symbols !== null) return this.symbols.get(name);
+    const known = this.looked.get(name);
+    if (known !== undefined) return known ?? undefined;
+    const table = this.fileTable !== undefined ? this.fileTable : this.fileSymbolTable(this.symtabSize());
+    if (table === null || this.looked.size >= LOOKUPS_BEFORE_INDEX) return this.symbolMap().get(name);
+    const e = table.find(name, (info) => INDEXED_KINDS.has(info & 0xf));
+    const hit = e ? { value: e.value, size: Number(e.size), global: e.global } : null;
+    this.looked.set(name, hit);
+    return hit ?? undefined;
   }
 
-  private exported: Map<string, SymbolInfo> | null | undefined;
+  /** Names symbol() answered by search before the table was indexed (null: not there). */
+  private readonly looked = new Map<string, SymbolInfo | null>();
+
+  /** Entries of libdw's symbol table (libdw finds it, and the debug file holding it, on the first call). */
+  private symtabSize(): number {
+    const n = dw.dwfl_module_getsymtab(this.mod) as number;
+    this.noteDebugFile();
+    return n;
+  }
+
+  private debugFileNoted = false;
+  /** Records the separate debug file libdw found for the symbols (after dwfl_module_getsymtab). */
+  private noteDebugFile(): void {
+    if (this.debugFileNoted) return;
+    this.debugFileNoted = true;
+    const debug = [null as string | null];
+    dw.dwfl_module_info(this.mod, null, null, null, null, null, [null], debug);
+    this.debugFilePath ??= debug[0] ?? null;
+  }
+
+  /** This file's .dynsym (null: none readable), read on the first exportedSymbol. */
+  private dynsym: SymbolTable | null | undefined;
+  private readonly exportedLooked = new Map<string, SymbolInfo | undefined>();
 
   /**
    * A symbol this file exports (its .dynsym: defined, global or weak, object/function), read
@@ -232,32 +270,23 @@ export class DebugFile {
    * global symbols of .symtab are exactly the exported ones (the linker turns hidden ones local).
    */
   exportedSymbol(name: string): SymbolInfo | undefined | null {
-    if (this.exported === undefined) this.exported = this.readExported();
-    return this.exported === null ? null : this.exported.get(name);
-  }
-
-  private readExported(): Map<string, SymbolInfo> | null {
-    const elf = ElfSections.open(this.path);
-    if (!elf) return null;
-    let table: SymbolTable | null;
-    try {
-      table = elf.symbolTable(SHT_DYNSYM);
-    } finally {
-      elf.close();
+    if (this.dynsym === undefined) {
+      const elf = ElfSections.open(this.path);
+      try {
+        this.dynsym = elf?.symbolTable(SHT_DYNSYM) ?? null;
+      } finally {
+        elf?.close();
+      }
     }
-    if (!table) return null;
-    const map = new Map<string, SymbolInfo>();
-    for (let i = 1; i < table.count; i++) {
-      const info = table.info(i);
+    if (this.dynsym === null) return null;
+    if (this.exportedLooked.has(name)) return this.exportedLooked.get(name);
+    const e = this.dynsym.find(name, (info) => {
       const bind = info >> 4;
-      const type = info & 0xf;
-      if (table.shndx(i) === 0 || (bind !== 1 && bind !== 2)) continue;
-      if (!INDEXED_KINDS.has(type)) continue;
-      const name = table.name(i);
-      if (name && !map.has(name))
-        map.set(name, { value: table.value(i), size: Number(table.size(i)), global: true });
-    }
-    return map;
+      return (bind === 1 || bind === 2) && INDEXED_KINDS.has(info & 0xf);
+    });
+    const hit = e ? { value: e.value, size: Number(e.size), global: true } : undefined;
+    this.exportedLooked.set(name, hit);
+    return hit;
   }
 
   /**
@@ -298,7 +327,7 @@ export class DebugFile {
    * not needed because the file has its own .symtab and the DWARF was not asked for).
    */
   separateDebugFile(): string | null {
-    this.symbolMap();
+    this.symtabSize();
     return this.debugFilePath;
   }
 
@@ -314,7 +343,7 @@ export class DebugFile {
   private forEachSymbol(
     visit: (name: string, type: number, bind: number, value: bigint, stValue: bigint, size: bigint) => void,
   ): void {
-    const n = dw.dwfl_module_getsymtab(this.mod) as number;
+    const n = this.symtabSize();
     const table = this.fileSymbolTable(n);
     if (table) {
       for (let i = 1; i < n; i++) {
@@ -424,10 +453,6 @@ export class DebugFile {
       map.set(name, { value, size: Number(size), global });
     });
     this.stats.symbolsIndexed = map.size;
-    const main = [null as string | null];
-    const debug = [null as string | null];
-    dw.dwfl_module_info(this.mod, null, null, null, null, null, main, debug);
-    this.debugFilePath ??= debug[0] ?? null;
     return map;
   }
 

@@ -125,24 +125,45 @@ export class SymbolTable {
     return this.body.readBigUInt64LE(i * SYM_SIZE + 16);
   }
 
-  /** The defined entry named `name` (global before local), or null; no table walk per name. */
-  lookup(name: string): { value: bigint; size: bigint; global: boolean } | null {
-    const key = Buffer.from(`\0${name}\0`, 'utf8');
-    let found: { value: bigint; size: bigint; global: boolean } | null = null;
-    // Every offset where the name starts (a string table may hold it more than once).
+  /**
+   * The defined entry named `name` that `accept` takes (by its st_info), global or weak before
+   * local, or null. No index is built: the name's occurrences in the string table first (a
+   * missing name costs one memmem), then one pass comparing st_name with them. A name is found
+   * wherever `name\0` starts, not only after a NUL: linkers store a name that ends another
+   * (`printf` inside `snprintf`) as that one's tail.
+   */
+  find(name: string, accept: (info: number) => boolean = () => true): SymbolEntry | null {
+    const key = Buffer.from(`${name}\0`, 'utf8');
     const offsets = new Set<number>();
-    for (let at = this.strtab.indexOf(key); at >= 0; at = this.strtab.indexOf(key, at + 1))
-      offsets.add(at + 1);
+    for (let at = this.strtab.indexOf(key); at >= 0; at = this.strtab.indexOf(key, at + 1)) offsets.add(at);
     if (offsets.size === 0) return null;
+    let found: SymbolEntry | null = null;
     for (let i = 1; i < this.count; i++) {
       if (!offsets.has(this.body.readUInt32LE(i * SYM_SIZE)) || this.shndx(i) === 0) continue;
-      const bind = this.info(i) >> 4;
+      const info = this.info(i);
+      if (!accept(info)) continue;
+      const bind = info >> 4;
       const global = bind === 1 || bind === 2;
-      if (global) return { value: this.value(i), size: this.size(i), global };
-      found ??= { value: this.value(i), size: this.size(i), global };
+      const entry = { value: this.value(i), size: this.size(i), global, info };
+      if (global) return entry;
+      found ??= entry;
     }
     return found;
   }
+
+  /** The defined entry named `name` (global before local), or null; no table walk per name. */
+  lookup(name: string): { value: bigint; size: bigint; global: boolean } | null {
+    const e = this.find(name);
+    return e ? { value: e.value, size: e.size, global: e.global } : null;
+  }
+}
+
+/** One defined entry of a SymbolTable: raw st_value and st_size, binding global/weak, st_info. */
+export interface SymbolEntry {
+  readonly value: bigint;
+  readonly size: bigint;
+  readonly global: boolean;
+  readonly info: number;
 }
 
 function readAt(fd: number, pos: number, len: number): Buffer {

@@ -66,13 +66,7 @@ export class ProcessImage {
     const space = readAddressSpace(pid);
     if (!space.ok) return space;
     const { exe, mappings } = space.value;
-    return ok(
-      ProcessImage.of(
-        pid,
-        exe,
-        mappedModules(mappings, (path) => pathInProcess(pid, path), registry),
-      ),
-    );
+    return ok(ProcessImage.of(pid, exe, mappedModules(mappings, processPaths(pid), registry)));
   }
 
   /** An address space described by other means (a core file's NT_FILE note, target/core-image.ts). */
@@ -256,6 +250,23 @@ export function mappedModules(
     modules.push({ path, bias, start, end, file });
   }
   return modules;
+}
+
+/**
+ * How to turn the paths `pid` maps into paths to open here: unchanged when it shares our mount
+ * namespace and root (one check per process instead of two stats per mapped file: Open MPI maps
+ * ~60), else pathInProcess per file.
+ */
+export function processPaths(pid: number): (path: string) => string {
+  try {
+    const sameNs = readlinkSync(`/proc/${pid}/ns/mnt`) === readlinkSync('/proc/self/ns/mnt');
+    const ours = statSync('/', { bigint: true });
+    const theirs = statSync(`/proc/${pid}/root/`, { bigint: true });
+    if (sameNs && ours.dev === theirs.dev && ours.ino === theirs.ino) return (path) => path;
+  } catch {
+    // Not allowed to look (or gone): decide per file.
+  }
+  return (path) => pathInProcess(pid, path);
 }
 
 /** The path to open here for a file the process `pid` maps at `path`. */
