@@ -44,8 +44,9 @@ export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   switch (cmd) {
     case 'snapshot':
-      // Its reader starts now, and boots while this process loads the command (early-reader.ts).
-      await startSnapshotReader(rest);
+      // Its reader starts now, and boots while this process loads the command (early-reader.ts);
+      // MQD_EARLY_READER=0 starts it only when the command asks (benchmarks compare both).
+      if (process.env['MQD_EARLY_READER'] !== '0') await startSnapshotReader(rest);
       return (await snapshotModule()).snapshotCommand(rest, io);
     case 'ranks':
       return (await import('./ranks-cmd.js')).ranksCommand(rest, io);

@@ -5,6 +5,9 @@
 // blocked, so the readers (nice 0) get the cores as they would on a node with a core per rank;
 // the figure is then what the reader costs, not how long the scheduler takes to run 64 spinners.
 // parallel-readers.bench.ts measures the same on 64 conformance targets (no polling at all).
+// A second pass holds every rank in SIGSTOP: nothing then competes with the readers and no stop
+// waits for a rank to be scheduled, which is what a node with a core per rank gives (its rank
+// enters the stop at once); the reader stops and reads a stopped process the same way.
 // Run: npm run bench. MQD_BENCH_RUNS (default 9) rounds, MQD_BENCH_RANKS (default 64),
 // MQD_BENCH_MPIS (default "openmpi,mpich").
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -30,6 +33,8 @@ interface Row {
   speedup: number;
   medianStopMs: number;
   maxStopMs: number;
+  /** The same rounds with every rank held in SIGSTOP. */
+  quiet: { poolMs: number; oneReaderMs: number; medianStopMs: number; maxStopMs: number };
   loadAvg: { start: number[]; end: number[] };
 }
 
@@ -43,6 +48,7 @@ async function measure(mpi: 'openmpi' | 'mpich'): Promise<Row> {
     const one = new Snapshotter({ maxReadersPerDll: 1 });
     const t = { one: [] as number[], pool: [] as number[] };
     const stops: number[] = [];
+    const quiet = { one: [] as number[], pool: [] as number[], stops: [] as number[] };
     let coldMs = 0;
     let readers = 0;
     try {
@@ -66,6 +72,16 @@ async function measure(mpi: 'openmpi' | 'mpich'): Promise<Row> {
         await read(one, t.one);
         for (const r of snapshot.ranks) stops.push((r.pausedMicros ?? Number.NaN) / 1000);
       }
+      for (const r of job.ranks) process.kill(r.pid, 'SIGSTOP');
+      try {
+        for (let i = 0; i < RUNS; i++) {
+          const { snapshot } = await read(pool, quiet.pool);
+          await read(one, quiet.one);
+          for (const r of snapshot.ranks) quiet.stops.push((r.pausedMicros ?? Number.NaN) / 1000);
+        }
+      } finally {
+        for (const r of job.ranks) process.kill(r.pid, 'SIGCONT');
+      }
     } finally {
       await pool.dispose();
       await one.dispose();
@@ -81,6 +97,12 @@ async function measure(mpi: 'openmpi' | 'mpich'): Promise<Row> {
       speedup: median(t.one) / median(t.pool),
       medianStopMs: median(stops),
       maxStopMs: Math.max(...stops),
+      quiet: {
+        poolMs: median(quiet.pool),
+        oneReaderMs: median(quiet.one),
+        medianStopMs: median(quiet.stops),
+        maxStopMs: Math.max(...quiet.stops),
+      },
       loadAvg: { start, end: loadAvg() },
     };
   } finally {
@@ -93,7 +115,7 @@ for (const mpi of MPIS) {
   const row = await measure(mpi);
   rows.push(row);
   console.log(
-    `many ranks: ${row.mpi} ${row.ranks} real ranks, ${row.readers} readers on ${row.cores} cores: warm ${row.poolMs.toFixed(1)} ms (one reader ${row.oneReaderMs.toFixed(1)} ms, x${row.speedup.toFixed(2)}), cold ${row.coldMs.toFixed(0)} ms, stop per rank median ${row.medianStopMs.toFixed(2)} ms (max ${row.maxStopMs.toFixed(1)}), load ${row.loadAvg.start[0]}`,
+    `many ranks: ${row.mpi} ${row.ranks} real ranks, ${row.readers} readers on ${row.cores} cores: warm ${row.poolMs.toFixed(1)} ms (one reader ${row.oneReaderMs.toFixed(1)} ms, x${row.speedup.toFixed(2)}), cold ${row.coldMs.toFixed(0)} ms, stop per rank median ${row.medianStopMs.toFixed(2)} ms (max ${row.maxStopMs.toFixed(1)}); ranks held in SIGSTOP: warm ${row.quiet.poolMs.toFixed(1)} ms (one reader ${row.quiet.oneReaderMs.toFixed(1)} ms), stop median ${row.quiet.medianStopMs.toFixed(2)} ms (max ${row.quiet.maxStopMs.toFixed(1)}); load ${row.loadAvg.start[0]}`,
   );
 }
 mkdirSync('bench/results', { recursive: true });
