@@ -136,6 +136,9 @@ fetch_orig() {
   echo "$tarball"
 }
 
+# The stamp's second line: the configure arguments a build was made with, one line.
+stamp_line() { printf 'configure %s\n' "$*"; }
+
 # build NAME VERSION TARBALL CONFIGURE_ARGS...   (runs in the background, up to four at once,
 # each with make -j$BUILD_JOBS)
 build_mpi() {
@@ -154,7 +157,7 @@ build_mpi() {
       && make -j"$BUILD_JOBS" >>build.log 2>&1 \
       && make install >>build.log 2>&1
   ) || { echo "MQD_E_PROVISION: $name build failed; see the end of $work/build.log" >&2; tail -n 30 "$work/build.log" >&2; exit 1; }
-  date -u +%FT%TZ >"$stamp"
+  { date -u +%FT%TZ; stamp_line "$@"; } >"$stamp"
   rm -rf "$work"
   log "$name $ver: built in $(( $(date +%s) - b0 )) s"
 }
@@ -226,14 +229,70 @@ else
   build_openmp "$openmp_tar" &
   pids+=($!)
 fi
+# Each build's configure arguments. The stamp records them (its second line), so a build made
+# with other arguments is built again instead of being taken as it is.
+# Open MPI 4.1.4: trimmed configure, -g, internal hwloc/libevent/pmix so no -dev packages are
+# needed; Fortran (mpif.h, use mpi, mpi_f08) and the C++ wrapper compiler.
+OMPI_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2" FCFLAGS="-g -O2"
+  --enable-mpi-fortran=all --disable-oshmem --disable-mpi-java
+  --without-ucx --without-ofi --without-verbs --without-psm --without-psm2 --without-cuda
+  --with-hwloc=internal --with-libevent=internal --with-pmix=internal
+  --disable-io-romio --disable-man-pages --enable-shared --disable-static)
+# MPICH 4.0.2 with ch3:nemesis (4.0's other device), Fortran (gfortran >= 10 needs
+# -fallow-argument-mismatch for the mpif.h bindings, and configure stops without it) and C++.
+MPICH_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2"
+  FFLAGS="-g -O2 -fallow-argument-mismatch" FCFLAGS="-g -O2 -fallow-argument-mismatch"
+  --enable-debuginfo --enable-shared --disable-static
+  --with-device=ch3:nemesis --enable-fortran=all --enable-cxx --disable-doc
+  --with-hwloc=embedded --without-ucx --without-libfabric)
+# MPICH 4.0.2 with ch4, MPICH 4.x's default device: ch4:ofi over Debian's libfabric (its tcp
+# provider brings a one-node job up; ch4's posix shared-memory module carries the messages),
+# Fortran and C++ as above. The datatype engine is dataloop (ch3's): ch4 defaults to yaksa,
+# ~600 generated pack/unpack files that double the build, and nothing the queue DLL reads
+# depends on it (docs/mpi-facts.md, "MPICH ch4").
+MPICH_CH4_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2"
+  FFLAGS="-g -O2 -fallow-argument-mismatch" FCFLAGS="-g -O2 -fallow-argument-mismatch"
+  --enable-debuginfo --enable-shared --disable-static
+  --with-device=ch4:ofi --with-libfabric=/usr --without-ucx --with-datatype-engine=dataloop
+  --enable-fortran=all --enable-cxx --disable-doc --with-hwloc=embedded)
+# Open MPI 5: its bundled PMIx and PRRTE (prterun is its mpirun), hwloc/libevent internal,
+# Fortran (mpif.h, use mpi, mpi_f08); the C++ bindings no longer exist in 5.x (mpicxx is a
+# wrapper around the C API). No ROMIO, no OpenSHMEM, no fabrics beyond shared memory/TCP.
+OMPI5_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2" FCFLAGS="-g -O2"
+  --enable-mpi-fortran=all --disable-oshmem --disable-mpi-java
+  --without-ucx --without-ofi --without-psm2 --without-cuda --without-ucc --without-hcoll
+  --with-hwloc=internal --with-libevent=internal --with-pmix=internal --with-prrte=internal
+  --disable-io-romio --enable-shared --disable-static)
+# MPICH 4.2.1: its default ch4 device, ch4:ofi with the libfabric embedded in the tarball (its
+# tcp/sockets/shm providers need nothing beyond Debian's compilers; ucx is left out), Fortran
+# and C++, --enable-debuginfo for libtvmpich.so (the queue DLL). The datatype engine stays
+# ch4's yaksa (~600 generated pack/unpack files, the bulk of the build time):
+# --with-datatype-engine=dataloop configures but libmpi.so then lacks MPIR_Typerep_test and the
+# link fails (4.2.1; docs/mpi-facts.md).
+MPICH42_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2" FFLAGS="-g -O2" FCFLAGS="-g -O2"
+  --enable-debuginfo --enable-shared --disable-static
+  --with-device=ch4:ofi --with-libfabric=embedded --without-ucx
+  --enable-fortran=all --enable-cxx --disable-doc --with-hwloc=embedded)
+
 stamp_of() { echo "$MQD_MPI_CACHE/$1-$2/.mqd-built"; }
-ompi_stamp=$(stamp_of openmpi "$OMPI_VERSION")
-mpich_stamp=$(stamp_of mpich "$MPICH_VERSION")
-ompi5_stamp=$(stamp_of openmpi "$OMPI5_VERSION")
-mpich42_stamp=$(stamp_of mpich "$MPICH42_VERSION")
-mpichch4_stamp=$(stamp_of mpich "$MPICH_CH4_VERSION")
-todo=0
-for st in "$ompi_stamp" "$mpich_stamp" "$ompi5_stamp" "$mpich42_stamp" "$mpichch4_stamp"; do [ -f "$st" ] || todo=$((todo + 1)); done
+# built NAME VERSION ARGS...: the build is there and was configured with exactly ARGS.
+# A stamp with other arguments (an older checkout's: Open MPI 4.1.4 and MPICH 4.0.2 ch3 had no
+# Fortran before stop 25) says so, and the build is made again.
+built() {
+  local st what="$1-$2"
+  st=$(stamp_of "$1" "$2"); shift 2
+  [ -f "$st" ] || return 1
+  grep -qxF -- "$(stamp_line "$@")" "$st" && return 0
+  log "$what: built with other configure arguments (an older checkout's); building it again"
+  return 1
+}
+need_ompi=0; need_mpich=0; need_ompi5=0; need_mpich42=0; need_mpichch4=0
+built openmpi "$OMPI_VERSION" "${OMPI_ARGS[@]}" || need_ompi=1
+built mpich "$MPICH_VERSION" "${MPICH_ARGS[@]}" || need_mpich=1
+built openmpi "$OMPI5_VERSION" "${OMPI5_ARGS[@]}" || need_ompi5=1
+built mpich "$MPICH42_VERSION" "${MPICH42_ARGS[@]}" || need_mpich42=1
+built mpich "$MPICH_CH4_VERSION" "${MPICH_CH4_ARGS[@]}" || need_mpichch4=1
+todo=$((need_ompi + need_mpich + need_ompi5 + need_mpich42 + need_mpichch4))
 all_builds="openmpi-$OMPI_VERSION, mpich-$MPICH_VERSION, openmpi-$OMPI5_VERSION, mpich-$MPICH42_VERSION, mpich-$MPICH_CH4_VERSION"
 if [ $todo = 0 ]; then
   log "MPI builds: present in $MQD_MPI_CACHE ($all_builds); nothing to build"
@@ -247,55 +306,28 @@ BUILD_JOBS=$(( (2 * JOBS + todo - 1) / todo ))
 ensure_deb_src
 ensure_trixie_src
 apt_update
-if [ ! -f "$ompi_stamp" ]; then
+if [ $need_ompi = 1 ]; then
   ompi_tar=$(fetch_orig openmpi "$OMPI_VERSION")
-  # Open MPI: trimmed configure, -g, internal hwloc/libevent/pmix so no -dev packages are needed.
-  build_mpi openmpi "$OMPI_VERSION" "$ompi_tar" \
-    CFLAGS="-g -O2" --disable-mpi-fortran --disable-oshmem --disable-mpi-java \
-    --without-ucx --without-ofi --without-verbs --without-psm --without-psm2 --without-cuda \
-    --with-hwloc=internal --with-libevent=internal --with-pmix=internal \
-    --disable-io-romio --disable-man-pages --enable-shared --disable-static &
+  build_mpi openmpi "$OMPI_VERSION" "$ompi_tar" "${OMPI_ARGS[@]}" &
   pids+=($!)
 fi
-if [ ! -f "$mpich_stamp" ]; then
+if [ $need_mpich = 1 ]; then
   mpich_tar=$(fetch_orig mpich "$MPICH_VERSION")
-  build_mpi mpich "$MPICH_VERSION" "$mpich_tar" \
-    CFLAGS="-g -O2" --enable-debuginfo --enable-shared --disable-static \
-    --with-device=ch3:nemesis --disable-fortran --disable-cxx --disable-doc \
-    --with-hwloc=embedded --without-ucx --without-libfabric &
+  build_mpi mpich "$MPICH_VERSION" "$mpich_tar" "${MPICH_ARGS[@]}" &
   pids+=($!)
 fi
-if [ ! -f "$mpichch4_stamp" ]; then
+if [ $need_mpichch4 = 1 ]; then
   mpich_tar=$(fetch_orig mpich "$MPICH_VERSION")
-  # MPICH 4.0.2 with ch4, MPICH 4.x's default device: ch4:ofi over Debian's libfabric (its tcp
-  # provider brings a one-node job up; ch4's posix shared-memory module carries the messages),
-  # Fortran (mpif.h, use mpi, mpi_f08; gfortran >= 10 needs -fallow-argument-mismatch for the
-  # mpif.h bindings, and configure stops without it) and the C++ bindings. The datatype engine is
-  # dataloop (ch3's): ch4 defaults to yaksa, ~600 generated pack/unpack files that double the build,
-  # and nothing the queue DLL reads depends on it (docs/mpi-facts.md, "MPICH ch4").
-  build_mpi mpich "$MPICH_CH4_VERSION" "$mpich_tar" \
-    CFLAGS="-g -O2" CXXFLAGS="-g -O2" \
-    FFLAGS="-g -O2 -fallow-argument-mismatch" FCFLAGS="-g -O2 -fallow-argument-mismatch" \
-    --enable-debuginfo --enable-shared --disable-static \
-    --with-device=ch4:ofi --with-libfabric=/usr --without-ucx --with-datatype-engine=dataloop \
-    --enable-fortran=all --enable-cxx --disable-doc --with-hwloc=embedded &
+  build_mpi mpich "$MPICH_CH4_VERSION" "$mpich_tar" "${MPICH_CH4_ARGS[@]}" &
   pids+=($!)
 fi
-if [ ! -f "$ompi5_stamp" ]; then
+if [ $need_ompi5 = 1 ]; then
   ompi5_tar=$(fetch_orig openmpi "$OMPI5_VERSION" "$OMPI5_DEBVER")
   [ -n "$ompi5_tar" ] || { echo "MQD_E_PROVISION: no openmpi_$OMPI5_VERSION.orig.tar.* after apt-get source openmpi=$OMPI5_DEBVER; is deb-src for trixie reachable?" >&2; exit 1; }
-  # Open MPI 5: its bundled PMIx and PRRTE (prterun is its mpirun), hwloc/libevent internal,
-  # Fortran (mpif.h, use mpi, mpi_f08); the C++ bindings no longer exist in 5.x (mpicxx is a
-  # wrapper around the C API). No ROMIO, no OpenSHMEM, no fabrics beyond shared memory/TCP.
-  build_mpi openmpi "$OMPI5_VERSION" "$ompi5_tar" \
-    CFLAGS="-g -O2" CXXFLAGS="-g -O2" FCFLAGS="-g -O2" \
-    --enable-mpi-fortran=all --disable-oshmem --disable-mpi-java \
-    --without-ucx --without-ofi --without-psm2 --without-cuda --without-ucc --without-hcoll \
-    --with-hwloc=internal --with-libevent=internal --with-pmix=internal --with-prrte=internal \
-    --disable-io-romio --enable-shared --disable-static &
+  build_mpi openmpi "$OMPI5_VERSION" "$ompi5_tar" "${OMPI5_ARGS[@]}" &
   pids+=($!)
 fi
-if [ ! -f "$mpich42_stamp" ]; then
+if [ $need_mpich42 = 1 ]; then
   mpich42_tar=${MQD_MPICH42_TARBALL:-}
   [ -n "$mpich42_tar" ] || mpich42_tar=$(fetch_orig mpich "${MPICH42_DEBVER%-*}" "$MPICH42_DEBVER")
   if [ -z "$mpich42_tar" ]; then
@@ -303,17 +335,7 @@ if [ ! -f "$mpich42_stamp" ]; then
     # apps/cli/test/new-mpis.mpi.test.ts checks the coded error a user gets instead of queues.
     log "MQD_W_PROVISION_MPICH42: apt-get source mpich=$MPICH42_DEBVER got no orig tarball (the archive mirror lists it in trixie's Sources but serves 404); set MQD_MPICH42_TARBALL=/path/to/mpich-$MPICH42_VERSION.tar.gz and run again to build it"
   else
-    # MPICH 4.2.1: its default ch4 device, ch4:ofi with the libfabric embedded in the tarball
-    # (its tcp/sockets/shm providers need nothing beyond Debian's compilers; ucx is left out),
-    # Fortran and C++, --enable-debuginfo for libtvmpich.so (the queue DLL). The datatype
-    # engine stays ch4's yaksa (~600 generated pack/unpack files, the bulk of the build time):
-    # --with-datatype-engine=dataloop configures but libmpi.so then lacks MPIR_Typerep_test
-    # and the link fails (4.2.1; docs/mpi-facts.md).
-    PRE_CONFIGURE=yaksa_shallow build_mpi mpich "$MPICH42_VERSION" "$mpich42_tar" \
-      CFLAGS="-g -O2" CXXFLAGS="-g -O2" FFLAGS="-g -O2" FCFLAGS="-g -O2" \
-      --enable-debuginfo --enable-shared --disable-static \
-      --with-device=ch4:ofi --with-libfabric=embedded --without-ucx \
-      --enable-fortran=all --enable-cxx --disable-doc --with-hwloc=embedded &
+    PRE_CONFIGURE=yaksa_shallow build_mpi mpich "$MPICH42_VERSION" "$mpich42_tar" "${MPICH42_ARGS[@]}" &
     pids+=($!)
   fi
 fi

@@ -100,8 +100,8 @@ export function fixtureBinary(mpi: AnyMpiName, name: string): string {
   }
   const header = join(FIXTURES_DIR, 'fixture.h');
   const binary = join(FIXTURES_DIR, 'build', mpi, name);
-  // MPICH is built without its C++ wrapper here: its mpicc drives g++ as well when told the
-  // language (-x c++) and given the C++ runtime.
+  // An MPICH built without its C++ wrapper (provisioning's builds all have it): its mpicc drives
+  // g++ as well when told the language (-x c++) and given the C++ runtime.
   const cxxWrapper = join(mpiPrefix(mpi), 'bin', 'mpicxx');
   const useCxxWrapper = cxx && existsSync(cxxWrapper);
   const mpicc = useCxxWrapper ? cxxWrapper : join(mpiPrefix(mpi), 'bin', 'mpicc');

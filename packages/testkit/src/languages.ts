@@ -23,9 +23,9 @@ export function listLanguageFixtures(language: FixtureLanguage): string[] {
 }
 
 /**
- * True when this MPI build has the language: Fortran needs the build's mpi_f08 module (only the
- * Open MPI 5.0.7 build here was configured with gfortran); C++ works everywhere (MPICH's mpicc
- * drives g++ when told the language).
+ * True when this MPI build has the language: Fortran needs the build's mpi_f08 module (every
+ * build provisioning makes is configured with gfortran; an MPI built elsewhere may not be); C++
+ * works everywhere (MPICH's mpicc drives g++ when told the language, where there is no mpicxx).
  */
 export function languageAvailable(mpi: AnyMpiName, language: FixtureLanguage): boolean {
   if (language === 'cxx') return true;
@@ -69,7 +69,7 @@ export function languageBinary(mpi: AnyMpiName, language: FixtureLanguage, name:
       return { file: join(bin, 'mpifort'), args: ['-g', '-O0', '-Wall', '-o', tmp, source] };
     if (existsSync(join(bin, 'mpicxx')))
       return { file: join(bin, 'mpicxx'), args: ['-g', '-O0', '-Wall', `-I${cHeaders}`, '-o', tmp, source] };
-    // MPICH is built without its C++ wrapper here: its mpicc drives g++ when told the language.
+    // An MPICH built without its C++ wrapper: its mpicc drives g++ when told the language.
     return {
       file: join(bin, 'mpicc'),
       args: ['-g', '-O0', '-Wall', `-I${cHeaders}`, '-o', tmp, '-x', 'c++', source, '-x', 'none', '-lstdc++'],
