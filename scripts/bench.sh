@@ -13,7 +13,9 @@ run "mqd-core OpenMP (OMPD) in the same stop (real hybrid Open MPI and MPICH job
 run "mqd-core deep queues: 20,000 + 20,000 on one rank vs a 3-rank ring (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/deep-queues.bench.ts
 run "mqd-core warm 4-rank snapshot vs a direct resolved read (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/warm-path.bench.ts
 run "mqd-core cold CLI: mqd --help vs node -e 0, a cold 4-rank mqd snapshot (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/cli-cold.bench.ts
-run "mqd-core parallel readers: 64 ranks of one DLL (conformance targets)" node --import tsx packages/mqd-core/bench/parallel-readers.bench.ts
+# --conditions=source: this bench takes its conformance kit from @mqd/core/testing (TypeScript
+# sources), so @mqd/core must come from the sources too, or koffi sees its types declared twice.
+run "mqd-core parallel readers: 64 ranks of one DLL (conformance targets)" node --conditions=source --import tsx packages/mqd-core/bench/parallel-readers.bench.ts
 run "mqd-core many ranks: 64 real ranks of a hung ring on one node, pool vs one reader (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/many-ranks.bench.ts
 run "mqd-core reader memory over 1,000 snapshots (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/reader-memory.bench.ts
 [ -f packages/model/bench/analysis.bench.ts ] && run "hang analysis (16,384 ranks)" node --import tsx packages/model/bench/analysis.bench.ts

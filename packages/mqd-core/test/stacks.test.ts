@@ -1,6 +1,9 @@
-import { validateSnapshot } from '@mqd/model';
+import { closeSync, openSync, readSync } from 'node:fs';
+import { MAX_FRAMES_PER_THREAD, validateSnapshot } from '@mqd/model';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { processState, Snapshotter, tracerPid } from '../src/index.js';
+import { DebugFileRegistry } from '../src/target/debug-file.js';
+import { ProcessImage } from '../src/target/process-image.js';
 import { stopProcess } from '../src/target/stopper.js';
 import { findMpiCall, publicMpiName, Unwinder } from '../src/target/unwind.js';
 import { buildConformance, killAllTargets, startParked, startTarget } from './conformance-kit.js';
@@ -73,6 +76,45 @@ describe('unwinding a stopped process (no MPI)', () => {
     const again = unwindStopped(t.pid);
     expect(unwinder.cachedSymbols).toBe(cached);
     expect(again).toEqual(a);
+  });
+
+  it("symbolises through the files' shared DWARF (ProcessImage.dwarfAt) exactly as through the process's own Dwfl", async () => {
+    // The session hands the unwinder each file's DebugFile module, so a file's DWARF is loaded
+    // once per reader instead of once per rank; stacks and arguments must not change with it.
+    const t = await startParked(b, { MQDTEST_THREADS: '2', MQDTEST_DEPTH: '6' });
+    const image = ProcessImage.load(t.pid, new DebugFileRegistry());
+    if (!image.ok) throw new Error(image.error.message);
+    const asked: bigint[] = [];
+    const dwarfAt = (pc: bigint) => {
+      asked.push(pc);
+      return image.value.dwarfAt(pc);
+    };
+    const own = new Unwinder();
+    const shared = new Unwinder();
+    const stop = stopProcess(t.pid);
+    if (!stop.ok) throw new Error(stop.error.message);
+    const fd = openSync(`/proc/${t.pid}/mem`, 'r');
+    const word = Buffer.alloc(8);
+    const read = (a: bigint) => (readSync(fd, word, 0, 8, a) === 8 ? word.readBigUInt64LE(0) : null);
+    try {
+      const a = own.unwind(t.pid, stop.value.tids);
+      const s = shared.unwind(t.pid, stop.value.tids, MAX_FRAMES_PER_THREAD, dwarfAt);
+      if ('code' in a) throw new Error(a.message);
+      expect(s).toEqual(a);
+      expect(a.threads[0]?.frames.filter((f) => f.function === 'mqdtest_deep')).toHaveLength(7);
+      // Every pc symbolised the slow way was looked up in the shared files, the target's own among them.
+      expect(asked.length).toBe(shared.cachedSymbols);
+      expect(asked.some((pc) => image.value.moduleAt(pc)?.path === b.target)).toBe(true);
+      // Arguments (location lists, frame base) read the same DWARF the same way.
+      const ownArgs = own.frameArgs(t.pid, t.pid, 3, 'mqdtest_deep', read);
+      expect(ownArgs.size).toBeGreaterThan(0);
+      expect(shared.frameArgs(t.pid, t.pid, 3, 'mqdtest_deep', read, dwarfAt)).toEqual(ownArgs);
+    } finally {
+      closeSync(fd);
+      stop.value.resume();
+      own.dispose();
+      shared.dispose();
+    }
   });
 
   it('threads that are not ptrace-stopped by us give MQD_E_NO_STACKS, and stay untraced', async () => {

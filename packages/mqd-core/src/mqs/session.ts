@@ -9,6 +9,7 @@ import {
   isWorld,
   type LengthUnit,
   lengthUnitOfLibrary,
+  MAX_FRAMES_PER_THREAD,
   type MpiLibrary,
   type MqdError,
   mqdError,
@@ -820,7 +821,7 @@ export class MqsSession {
       raw = this.readCommunicators(t);
       // One stop serves all three: stacks and OpenMP threads describe the same instant as the queues.
       if (wantStacks) {
-        stacks = this.readStacks(r.pid, stop.value.tids);
+        stacks = this.readStacks(t, stop.value.tids);
         if (!('code' in stacks)) rawArgs = this.readMpiArgs(t, stacks);
         rawOmp = this.readOpenMp(t, stop.value.tids, opts.ompd ?? {});
       }
@@ -925,7 +926,14 @@ export class MqsSession {
     let physical = 0;
     for (let i = 0; i < call.frameIndex; i++) if (!thread.frames[i]?.inlined) physical++;
     const fn = thread.frames[call.frameIndex]?.function ?? call.function;
-    const words = this.unwinder.frameArgs(t.pid, call.tid, physical, fn, (a) => this.readU64(t, a));
+    const words = this.unwinder.frameArgs(
+      t.pid,
+      call.tid,
+      physical,
+      fn,
+      (a) => this.readU64(t, a),
+      t.image.dwarfAt,
+    );
     const int = (names: string[]): number | null => {
       for (const n of names) {
         const v = words.get(n);
@@ -962,12 +970,12 @@ export class MqsSession {
     return { call, peer: int(['dest', 'source', 'src']), tag: int(['tag']), count: int(['count']), comm };
   }
 
-  private readStacks(pid: number, tids: readonly number[]): UnwoundRank | MqdError {
+  private readStacks(t: TargetProcess, tids: readonly number[]): UnwoundRank | MqdError {
     try {
       this.unwinder ??= new Unwinder();
-      return this.unwinder.unwind(pid, tids);
+      return this.unwinder.unwind(t.pid, tids, MAX_FRAMES_PER_THREAD, t.image.dwarfAt);
     } catch (e) {
-      return mqdError('MQD_E_NO_STACKS', `pid ${pid}: ${(e as Error).message}`);
+      return mqdError('MQD_E_NO_STACKS', `pid ${t.pid}: ${(e as Error).message}`);
     }
   }
 

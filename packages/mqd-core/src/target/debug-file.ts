@@ -205,6 +205,15 @@ export class DebugFile {
     return f;
   }
 
+  /**
+   * This file's libdw module (reported at bias 0: its addresses are file addresses), for readers
+   * of its DWARF outside this class: the unwinder symbolises pcs of every process that maps the
+   * file here, so the file's DWARF is loaded once, not once per process (target/unwind.ts).
+   */
+  get dwflModule(): unknown {
+    return this.mod;
+  }
+
   close(): void {
     dw.dwfl_end(this.dwfl);
     for (const b of this.owned.splice(0)) nativeFree(b);

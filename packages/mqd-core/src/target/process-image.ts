@@ -129,8 +129,22 @@ export class ProcessImage {
   private typeOrder: MappedModule[] | null = null;
   private preferred: MappedModule | null = null;
 
+  /** The mapped file that holds `address` (undefined: none, e.g. the stack or an anonymous map). */
+  moduleAt(address: bigint): MappedModule | undefined {
+    return this.modules.find((x) => address >= x.start && address < x.end);
+  }
+
+  /**
+   * The DWARF of a pc in this process: its file's shared libdw module and the file address
+   * (the unwinder's `DwarfAt`, unwind.ts). Bound, so it can be handed on as it is.
+   */
+  readonly dwarfAt = (pc: bigint): { readonly mod: unknown; readonly addr: bigint } | null => {
+    const m = this.moduleAt(pc);
+    return m ? { mod: m.file.dwflModule, addr: pc - m.bias } : null;
+  };
+
   preferModuleOf(address: bigint): void {
-    const m = this.modules.find((x) => address >= x.start && address < x.end);
+    const m = this.moduleAt(address);
     if (m) {
       this.preferred = m;
       this.typeOrder = null;

@@ -107,6 +107,16 @@ interface ProcDwfl {
   readonly core: { readonly elf: unknown; readonly fd: number; readonly pid: number } | null;
 }
 
+/**
+ * Where the DWARF of a pc is read: the libdw module of a file shared by every process that maps
+ * it (`DebugFile.dwflModule`, whose addresses are file addresses) and the pc's file address in
+ * it. A process's own Dwfl would load each file's DWARF again for every rank that needs it
+ * (libc's alone is ~9 MB), growing a long-lived reader with its ranks times the files their
+ * polling loops pass through. Null: the process's own Dwfl module (core files, files the
+ * session could not open).
+ */
+export type DwarfAt = (pc: bigint) => { readonly mod: unknown; readonly addr: bigint } | null;
+
 /** Registers of one physical frame libdw could recover (DWARF numbering), for argument reads. */
 export interface FrameRegs {
   readonly pc: bigint;
@@ -275,11 +285,16 @@ export class Unwinder {
    * Unwinds every thread in `tids` of stopped process `pid` (the main thread first).
    * Must run between stopProcess and resume, on the tracer thread.
    */
-  unwind(pid: number, tids: readonly number[], maxFrames = MAX_FRAMES_PER_THREAD): UnwoundRank | MqdError {
+  unwind(
+    pid: number,
+    tids: readonly number[],
+    maxFrames = MAX_FRAMES_PER_THREAD,
+    dwarfAt: DwarfAt | null = null,
+  ): UnwoundRank | MqdError {
     if (this.disposed) throw new Error('Unwinder used after dispose');
     const p = this.dwflFor(pid);
     if ('code' in p) return p;
-    return this.stacksOf(p, pid, tids, maxFrames, (tid) => threadName(pid, tid), `pid ${pid}`);
+    return this.stacksOf(p, pid, tids, maxFrames, (tid) => threadName(pid, tid), `pid ${pid}`, dwarfAt);
   }
 
   /** Unwinds and symbolises `tids` of one Dwfl, the thread `mainTid` first. */
@@ -290,6 +305,7 @@ export class Unwinder {
     maxFrames: number,
     nameOf: (tid: number) => string | null,
     what: string,
+    dwarfAt: DwarfAt | null = null,
   ): UnwoundRank | MqdError {
     const ordered = [...tids].sort((a, b) => (a === mainTid ? -1 : b === mainTid ? 1 : a - b));
     const threads: ThreadStack[] = [];
@@ -317,7 +333,7 @@ export class Unwinder {
         const raw = pcs[i] ?? 0n;
         // A return address points after the call: symbolise the call instruction itself.
         const pc = act[i] === false && raw > 0n ? raw - 1n : raw;
-        const { module, infos } = this.symbolise(p, pc);
+        const { module, infos } = this.symbolise(p, pc, dwarfAt);
         for (const info of infos) {
           if (frames.length >= maxFrames) {
             cut = true; // inlined frames pushed the stack past the cap
@@ -545,14 +561,19 @@ export class Unwinder {
   }
 
   /** The frames one pc stands for: inlined instances innermost first, then the function itself. */
-  private symbolise(p: ProcDwfl, pc: bigint): { module: string | null; infos: FrameInfo[] } {
+  private symbolise(
+    p: ProcDwfl,
+    pc: bigint,
+    dwarfAt: DwarfAt | null,
+  ): { module: string | null; infos: FrameInfo[] } {
     const mod = dw.dwfl_addrmodule(p.dwfl, pc);
     if (!mod) return { module: null, infos: [{ function: null, file: null, line: null, inlined: false }] };
     const m = this.moduleOf(p, mod);
     const key = `${m.key}:${(pc - m.start).toString(16)}`;
     let infos = this.symbols.get(key);
     if (!infos) {
-      infos = this.symboliseSlow(mod, pc);
+      const shared = dwarfAt?.(pc) ?? null;
+      infos = shared ? this.symboliseSlow(shared.mod, shared.addr) : this.symboliseSlow(mod, pc);
       if (m.missing === null) {
         if (this.symbols.size >= SYMBOL_CACHE_MAX) this.symbols.clear();
         this.symbols.set(key, infos);
@@ -678,6 +699,7 @@ export class Unwinder {
     index: number,
     fnName: string,
     read: (addr: bigint) => bigint | null,
+    dwarfAt: DwarfAt | null = null,
   ): Map<string, bigint> {
     const out = new Map<string, bigint>();
     const p = this.procs.get(pid);
@@ -693,7 +715,8 @@ export class Unwinder {
     const key = `${m.key}:${(pc - m.start).toString(16)}:${fnName}`;
     let plan = this.argPlans.get(key);
     if (plan === undefined) {
-      plan = this.argPlan(mod, pc, fnName);
+      const shared = dwarfAt?.(pc) ?? null;
+      plan = shared ? this.argPlan(shared.mod, shared.addr, fnName) : this.argPlan(mod, pc, fnName);
       if (this.argPlans.size >= SYMBOL_CACHE_MAX) this.argPlans.clear();
       this.argPlans.set(key, plan);
     }
