@@ -6,6 +6,16 @@ import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import type { DebugFile, DebugFileRegistry, TypeRef } from './debug-file.js';
 import { type ElfInfo, readElfInfo } from './elf.js';
 
+/**
+ * Where the unwinder reads the DWARF of a pc (target/unwind.ts): the libdw module of a file
+ * shared by every process that maps it (`DebugFile.dwflModule`, whose addresses are file
+ * addresses) and the pc's file address in it. A process's own Dwfl would load each file's DWARF
+ * again for every rank that needs it (libc's alone is ~9 MB), growing a long-lived reader with its
+ * ranks times the files their polling loops pass through. Null: the process's own Dwfl module
+ * (core files, files the session could not open).
+ */
+export type DwarfAt = (pc: bigint) => { readonly mod: unknown; readonly addr: bigint } | null;
+
 export interface MappedModule {
   readonly path: string;
   /** Address in the process = file address + bias. */
@@ -134,11 +144,8 @@ export class ProcessImage {
     return this.modules.find((x) => address >= x.start && address < x.end);
   }
 
-  /**
-   * The DWARF of a pc in this process: its file's shared libdw module and the file address
-   * (the unwinder's `DwarfAt`, unwind.ts). Bound, so it can be handed on as it is.
-   */
-  readonly dwarfAt = (pc: bigint): { readonly mod: unknown; readonly addr: bigint } | null => {
+  /** The DWARF of a pc in this process (`DwarfAt`). Bound, so it can be handed on as it is. */
+  readonly dwarfAt: DwarfAt = (pc) => {
     const m = this.moduleAt(pc);
     return m ? { mod: m.file.dwflModule, addr: pc - m.bias } : null;
   };

@@ -41,7 +41,7 @@ import {
   ThreadCallback,
 } from '../native/libdw.js';
 import { procStartTime } from './proc.js';
-import { isMpiLibraryPath } from './process-image.js';
+import { type DwarfAt, isMpiLibraryPath } from './process-image.js';
 
 const libc = koffi.load('libc.so.6');
 const cFree = libc.func('void free(void *ptr)');
@@ -106,16 +106,6 @@ interface ProcDwfl {
   /** A core file's libelf handle and descriptor, released after dwfl_end (null when live). */
   readonly core: { readonly elf: unknown; readonly fd: number; readonly pid: number } | null;
 }
-
-/**
- * Where the DWARF of a pc is read: the libdw module of a file shared by every process that maps
- * it (`DebugFile.dwflModule`, whose addresses are file addresses) and the pc's file address in
- * it. A process's own Dwfl would load each file's DWARF again for every rank that needs it
- * (libc's alone is ~9 MB), growing a long-lived reader with its ranks times the files their
- * polling loops pass through. Null: the process's own Dwfl module (core files, files the
- * session could not open).
- */
-export type DwarfAt = (pc: bigint) => { readonly mod: unknown; readonly addr: bigint } | null;
 
 /** Registers of one physical frame libdw could recover (DWARF numbering), for argument reads. */
 export interface FrameRegs {
@@ -572,8 +562,8 @@ export class Unwinder {
     const key = `${m.key}:${(pc - m.start).toString(16)}`;
     let infos = this.symbols.get(key);
     if (!infos) {
-      const shared = dwarfAt?.(pc) ?? null;
-      infos = shared ? this.symboliseSlow(shared.mod, shared.addr) : this.symboliseSlow(mod, pc);
+      const src = dwarfAt?.(pc) ?? { mod, addr: pc };
+      infos = this.symboliseSlow(src.mod, src.addr);
       if (m.missing === null) {
         if (this.symbols.size >= SYMBOL_CACHE_MAX) this.symbols.clear();
         this.symbols.set(key, infos);
@@ -715,8 +705,8 @@ export class Unwinder {
     const key = `${m.key}:${(pc - m.start).toString(16)}:${fnName}`;
     let plan = this.argPlans.get(key);
     if (plan === undefined) {
-      const shared = dwarfAt?.(pc) ?? null;
-      plan = shared ? this.argPlan(shared.mod, shared.addr, fnName) : this.argPlan(mod, pc, fnName);
+      const src = dwarfAt?.(pc) ?? { mod, addr: pc };
+      plan = this.argPlan(src.mod, src.addr, fnName);
       if (this.argPlans.size >= SYMBOL_CACHE_MAX) this.argPlans.clear();
       this.argPlans.set(key, plan);
     }
