@@ -610,9 +610,16 @@ export class Unwinder {
     try {
       const inl: { name: string | null; callFile: number | null; callLine: number | null }[] = [];
       const die = this.dieA;
-      for (let i = 0; i < n; i++) {
-        const bytes = new Uint8Array(koffi.view(scopesPtr, (i + 1) * DIE_SIZE)).subarray(i * DIE_SIZE);
-        new Uint8Array(koffi.view(die, DIE_SIZE)).set(bytes.subarray(0, DIE_SIZE));
+      // dwarf_getscopes stops being concrete at the innermost inlined instance: past it come
+      // that inline's abstract origin and the origin's own parents, so a pc four inline levels
+      // deep (MPICH ch4: MPIDI_progress_test < MPID_Progress_test < MPID_Mprobe <
+      // internal_Mprobe < PMPI_Mprobe) gave one inlined frame where gdb shows four. The
+      // concrete chain is the DIEs that hold the innermost scope, found by offset.
+      this.copyDie(scopesPtr, 0, die);
+      const scopes = this.concreteScopes(cudie, BigInt(dw.dwarf_dieoffset(die) as number | bigint));
+      if (scopes.length === 0) for (let i = 0; i < n; i++) scopes.push(this.dieBytes(scopesPtr, i));
+      for (const scope of scopes) {
+        this.setDie(scope, die);
         const tag = dw.dwarf_tag(die) as number;
         if (tag === DW_TAG.subprogram) break;
         if (tag !== DW_TAG.inlined_subroutine) continue;

@@ -1,0 +1,124 @@
+// MQD's stacks against gdb's, on the same frozen state (Debian's gdb as the independent oracle).
+// One gdb session attaches to a real hung rank, prints its main thread's backtrace and writes
+// a core (`gcore`) before it detaches; MQD unwinds that core. So both read the very same
+// registers and memory, and every frame from the MPI library's innermost one out to `main`
+// must be the same function in the same order: each level of inlining included (MPICH ch4
+// holds a probe's polling loop five functions deep in PMPI_Mprobe, four of them inlined).
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import type { ThreadStack } from '@mqd/model';
+import { fixtureBinary, MPI_LABELS, mpiMatrix, mpiPrefix } from '@mqd/testkit';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Unwinder } from '../src/target/unwind.js';
+import { fixtureRig } from './fixture-rig.js';
+import { describeUnbuiltMpis } from './unbuilt-mpis.js';
+
+const rig = fixtureRig();
+const unwinder = new Unwinder();
+const dir = mkdtempSync(join(tmpdir(), 'mqd-stacks-gdb-'));
+afterAll(() => {
+  unwinder.dispose();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/**
+ * A function name as both sides print it: no symbol version (`@GLIBC_2.2.5`), no GCC clone
+ * suffix (`.constprop.0`, `.isra.0`, `.part.0`, `.cold`; gdb names a clone by its DWARF name).
+ */
+const comparable = (name: string | null): string | null =>
+  name === null || name === '??'
+    ? null
+    : name.replace(/@.*$/, '').replace(/(\.(constprop|isra|part|cold|lto_priv)(\.\d+)?)+$/, '');
+
+/** Function names of gdb's `bt`, innermost first (frame numbers as gdb gives them). */
+function gdbFrames(output: string): (string | null)[] {
+  const byNumber = new Map<number, string | null>();
+  for (const line of output.split('\n')) {
+    const m = /^#(\d+)\s+(?:0x[0-9a-f]+ in )?(\S+) \(/.exec(line);
+    if (m?.[1] !== undefined && m[2] !== undefined) byNumber.set(Number(m[1]), comparable(m[2]));
+  }
+  const out: (string | null)[] = [];
+  for (let i = 0; byNumber.has(i); i++) out.push(byNumber.get(i) ?? null);
+  return out;
+}
+
+describe('gdb backtrace parsing', () => {
+  it('reads the frames of a bt, inlined and physical, once each', () => {
+    const bt = [
+      '#0  0x00007f91233244d7 in MPIDI_POSIX_eager_recv_begin (...) at posix_eager_impl.h:26',
+      '#0  0x00007f91233244d7 in MPIDI_POSIX_eager_recv_begin (...) at posix_eager_impl.h:26',
+      '#1  MPIDI_POSIX_progress_recv (...) at posix_progress.h:28',
+      '#2  0x00007f37b837d5d0 in ?? () from /lib/x86_64-linux-gnu/libfabric.so.1',
+      '#3  0x00007f37b7d23db4 in MPIDI_NM_progress.constprop.0 (...) at ofi_progress.h:95',
+      '#4  0x000055f52231f30d in main (...) at probe_wait.c:17',
+    ].join('\n');
+    expect(gdbFrames(bt)).toEqual([
+      'MPIDI_POSIX_eager_recv_begin',
+      'MPIDI_POSIX_progress_recv',
+      null,
+      'MPIDI_NM_progress',
+      'main',
+    ]);
+    expect(comparable('__pthread_mutex_lock@GLIBC_2.2.5')).toBe('__pthread_mutex_lock');
+  });
+});
+
+describe.each(mpiMatrix())('%s: stacks equal gdb on the same state', (mpi) => {
+  it('probe_wait rank 0: every frame from the MPI library out to main, each inline level included', async () => {
+    const job = await rig.launch({ mpi, fixture: 'probe_wait', np: 2 });
+    const rank = job.ranks[0];
+    if (!rank) throw new Error('no rank 0');
+    const core = join(dir, `${mpi}.core`);
+    const key = -100 - mpiMatrix().indexOf(mpi);
+    try {
+      const bt = execFileSync(
+        'gdb',
+        [
+          '-batch',
+          '-nx',
+          '-p',
+          String(rank.pid),
+          ...['set width 0', 'set print frame-arguments none', 'thread 1', 'bt', `gcore ${core}`].flatMap(
+            (c) => ['-ex', c],
+          ),
+        ],
+        { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 90_000 },
+      );
+      const theirs = gdbFrames(bt);
+      const r = unwinder.unwindCore(key, core);
+      if ('code' in r) throw new Error(r.message);
+      const main: ThreadStack | undefined = r.threads.find((t) => t.main);
+      if (!main) throw new Error('no main thread in the core');
+      // Ours from the innermost frame the MPI build or the fixture holds (a module is named by
+      // its soname or, for the executable, its path), out to main.
+      const built = new Set(
+        readdirSync(join(mpiPrefix(mpi), 'lib'), { recursive: true }).map((f) => basename(String(f))),
+      );
+      const exe = fixtureBinary(mpi, 'probe_wait');
+      const first = main.frames.findIndex((f) => f.module === exe || built.has(f.module ?? ''));
+      const last = main.frames.findIndex((f) => f.function === 'main');
+      const ours = main.frames.slice(first, last + 1).map((f) => comparable(f.function));
+      const where = `${MPI_LABELS[mpi]}: gdb ${theirs.join(' < ')}; MQD ${main.frames.map((f) => `${f.function} (${f.module})`).join(' < ')}`;
+      expect([where, first >= 0 && last > first]).toEqual([where, true]);
+      const from = theirs.indexOf(ours[0] ?? '');
+      expect([where, theirs.slice(from, theirs.indexOf('main') + 1)]).toEqual([where, ours]);
+      // The chain has the call's public frame and (every library inlines something here) at
+      // least one inlined frame of the MPI library.
+      expect(
+        ours.some((f) => f?.endsWith('MPI_Mprobe')),
+        where,
+      ).toBe(true);
+      expect(
+        main.frames.slice(first, last).some((f) => f.inlined),
+        where,
+      ).toBe(true);
+    } finally {
+      unwinder.drop(key);
+      rmSync(core, { force: true });
+    }
+  });
+});
+
+describeUnbuiltMpis();
