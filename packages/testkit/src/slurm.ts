@@ -478,24 +478,37 @@ export async function startSlurm(o: SlurmOptions = {}): Promise<SlurmCluster> {
     const jobId = Number(out.split(';')[0]);
     if (!Number.isInteger(jobId)) throw new Error(`sbatch said '${out}'`);
     jobs.push(jobId);
+    const readOutput = () => {
+      const text = existsSync(output) ? readFileSync(output, 'utf8') : '';
+      const found = [...text.matchAll(/MQD_FIXTURE_READY rank=(\d+) pid=(\d+)/g)].map((m) => ({
+        rank: Number(m[1]),
+        pid: Number(m[2]),
+      }));
+      return { text, found };
+    };
+    /** The coded reason srun's output gives why the world can never come up, or null. */
+    const srunFailed = (text: string, found: ReadonlyArray<{ rank: number }>): string | null => {
+      if (launcher !== 'srun') return null;
+      const why = srunFailure(text, found, plugin, np, singletons);
+      // Both ends of the output: the MPI says why at the start, srun's exit comes last.
+      const shown = text.length > 4000 ? `${text.slice(0, 2000)}\n...\n${text.slice(-2000)}` : text;
+      return why === null ? null : `job ${jobId}: ${why}\n${shown}`;
+    };
     const ranks = await waitFor(
       () => {
-        const text = existsSync(output) ? readFileSync(output, 'utf8') : '';
-        const found = [...text.matchAll(/MQD_FIXTURE_READY rank=(\d+) pid=(\d+)/g)].map((m) => ({
-          rank: Number(m[1]),
-          pid: Number(m[2]),
-        }));
-        if (launcher === 'srun') {
-          const why = srunFailure(text, found, plugin, np, singletons);
-          // Both ends of the output: the MPI says why at the start, srun's exit comes last.
-          const shown = text.length > 4000 ? `${text.slice(0, 2000)}\n...\n${text.slice(-2000)}` : text;
-          if (why !== null) return failed(`job ${jobId}: ${why}\n${shown}`);
-        }
+        const { text, found } = readOutput();
+        const why = srunFailed(text, found);
+        if (why !== null) return failed(why);
         if (found.length >= np && singletons) return done(bySlurmProcId(found));
         if (found.length >= np) return done(found.sort((a, b) => a.rank - b.rank));
         const state = run('squeue', ['-h', '-j', String(jobId), '-o', '%T']).trim();
         if (state !== '' && state !== 'RUNNING' && state !== 'PENDING' && state !== 'CONFIGURING') {
-          return failed(`job ${jobId} is ${state}: ${text.slice(-2000)}`);
+          // The job ended between the read above and squeue: srun's exit line is in the output
+          // now, and its coded reason says more than the job's state.
+          const last = readOutput();
+          return failed(
+            srunFailed(last.text, last.found) ?? `job ${jobId} is ${state}: ${last.text.slice(-2000)}`,
+          );
         }
         return pending(`${found.length}/${np} READY lines, job ${state || 'gone'}`);
       },
