@@ -32,15 +32,19 @@ const comparable = (name: string | null): string | null =>
     ? null
     : name.replace(/@.*$/, '').replace(/(\.(constprop|isra|part|cold|lto_priv)(\.\d+)?)+$/, '');
 
-/** Function names of gdb's `bt`, innermost first (frame numbers as gdb gives them). */
-function gdbFrames(output: string): (string | null)[] {
-  const byNumber = new Map<number, string | null>();
+/** A frame as both sides give it: the function and the source line (null where there is none). */
+type Named = readonly [string | null, number | null];
+
+/** gdb's `bt`, innermost first (frame numbers as gdb gives them; a repeated number once). */
+function gdbFrames(output: string): Named[] {
+  const byNumber = new Map<number, Named>();
   for (const line of output.split('\n')) {
-    const m = /^#(\d+)\s+(?:0x[0-9a-f]+ in )?(\S+) \(/.exec(line);
-    if (m?.[1] !== undefined && m[2] !== undefined) byNumber.set(Number(m[1]), comparable(m[2]));
+    const m = /^#(\d+)\s+(?:0x[0-9a-f]+ in )?(\S+) \(.*?\)(?: at \S+:(\d+))?/.exec(line);
+    if (m?.[1] === undefined || m[2] === undefined) continue;
+    byNumber.set(Number(m[1]), [comparable(m[2]), m[3] === undefined ? null : Number(m[3])]);
   }
-  const out: (string | null)[] = [];
-  for (let i = 0; byNumber.has(i); i++) out.push(byNumber.get(i) ?? null);
+  const out: Named[] = [];
+  for (let i = 0; byNumber.has(i); i++) out.push(byNumber.get(i) ?? [null, null]);
   return out;
 }
 
@@ -55,70 +59,78 @@ describe('gdb backtrace parsing', () => {
       '#4  0x000055f52231f30d in main (...) at probe_wait.c:17',
     ].join('\n');
     expect(gdbFrames(bt)).toEqual([
-      'MPIDI_POSIX_eager_recv_begin',
-      'MPIDI_POSIX_progress_recv',
-      null,
-      'MPIDI_NM_progress',
-      'main',
+      ['MPIDI_POSIX_eager_recv_begin', 26],
+      ['MPIDI_POSIX_progress_recv', 28],
+      [null, null],
+      ['MPIDI_NM_progress', 95],
+      ['main', 17],
     ]);
     expect(comparable('__pthread_mutex_lock@GLIBC_2.2.5')).toBe('__pthread_mutex_lock');
   });
 });
 
+/** The hung calls compared: a probe's polling loop and a blocked synchronous send. */
+const CASES = [
+  { fixture: 'probe_wait', call: 'MPI_Mprobe' },
+  { fixture: 'ring_ssend', call: 'MPI_Ssend' },
+] as const;
+
 describe.each(mpiMatrix())('%s: stacks equal gdb on the same state', (mpi) => {
-  it('probe_wait rank 0: every frame from the MPI library out to main, each inline level included', async () => {
-    const job = await rig.launch({ mpi, fixture: 'probe_wait', np: 2 });
-    const rank = job.ranks[0];
-    if (!rank) throw new Error('no rank 0');
-    const core = join(dir, `${mpi}.core`);
-    const key = -100 - mpiMatrix().indexOf(mpi);
-    try {
-      const bt = execFileSync(
-        'gdb',
-        [
-          '-batch',
-          '-nx',
-          '-p',
-          String(rank.pid),
-          ...['set width 0', 'set print frame-arguments none', 'thread 1', 'bt', `gcore ${core}`].flatMap(
-            (c) => ['-ex', c],
-          ),
-        ],
-        { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 90_000 },
-      );
-      const theirs = gdbFrames(bt);
-      const r = unwinder.unwindCore(key, core);
-      if ('code' in r) throw new Error(r.message);
-      const main: ThreadStack | undefined = r.threads.find((t) => t.main);
-      if (!main) throw new Error('no main thread in the core');
-      // Ours from the innermost frame the MPI build or the fixture holds (a module is named by
-      // its soname or, for the executable, its path), out to main.
-      const built = new Set(
-        readdirSync(join(mpiPrefix(mpi), 'lib'), { recursive: true }).map((f) => basename(String(f))),
-      );
-      const exe = fixtureBinary(mpi, 'probe_wait');
-      const first = main.frames.findIndex((f) => f.module === exe || built.has(f.module ?? ''));
-      const last = main.frames.findIndex((f) => f.function === 'main');
-      const ours = main.frames.slice(first, last + 1).map((f) => comparable(f.function));
-      const where = `${MPI_LABELS[mpi]}: gdb ${theirs.join(' < ')}; MQD ${main.frames.map((f) => `${f.function} (${f.module})`).join(' < ')}`;
-      expect([where, first >= 0 && last > first]).toEqual([where, true]);
-      const from = theirs.indexOf(ours[0] ?? '');
-      expect([where, theirs.slice(from, theirs.indexOf('main') + 1)]).toEqual([where, ours]);
-      // The chain has the call's public frame and (every library inlines something here) at
-      // least one inlined frame of the MPI library.
-      expect(
-        ours.some((f) => f?.endsWith('MPI_Mprobe')),
-        where,
-      ).toBe(true);
-      expect(
-        main.frames.slice(first, last).some((f) => f.inlined),
-        where,
-      ).toBe(true);
-    } finally {
-      unwinder.drop(key);
-      rmSync(core, { force: true });
-    }
-  });
+  it.each(CASES)(
+    '$fixture rank 0: every frame and line from the MPI library out to main, each inline level included',
+    async ({ fixture, call }) => {
+      const job = await rig.launch({ mpi, fixture, np: 2 });
+      const rank = job.ranks[0];
+      if (!rank) throw new Error('no rank 0');
+      const core = join(dir, `${mpi}-${fixture}.core`);
+      const key = -100 - mpiMatrix().indexOf(mpi);
+      try {
+        const commands = ['set width 0', 'set print frame-arguments none', 'thread 1', 'bt', `gcore ${core}`];
+        const bt = execFileSync(
+          'gdb',
+          ['-batch', '-nx', '-p', String(rank.pid), ...commands.flatMap((c) => ['-ex', c])],
+          {
+            encoding: 'utf8',
+            stdio: ['ignore', 'pipe', 'pipe'],
+            timeout: 90_000,
+          },
+        );
+        const theirs = gdbFrames(bt);
+        const r = unwinder.unwindCore(key, core);
+        if ('code' in r) throw new Error(r.message);
+        const main: ThreadStack | undefined = r.threads.find((t) => t.main);
+        if (!main) throw new Error('no main thread in the core');
+        // Ours from the innermost frame the MPI build or the fixture holds (a module is named by
+        // its soname or, for the executable, its path), out to main.
+        const built = new Set(
+          readdirSync(join(mpiPrefix(mpi), 'lib'), { recursive: true }).map((f) => basename(String(f))),
+        );
+        const exe = fixtureBinary(mpi, fixture);
+        const first = main.frames.findIndex((f) => f.module === exe || built.has(f.module ?? ''));
+        const last = main.frames.findIndex((f) => f.function === 'main');
+        const ours: Named[] = main.frames.slice(first, last + 1).map((f) => [comparable(f.function), f.line]);
+        const show = (xs: readonly Named[]) => xs.map(([f, l]) => `${f}:${l}`).join(' < ');
+        const where = `${MPI_LABELS[mpi]} ${fixture}: gdb ${show(theirs)}; MQD ${show(main.frames.map((f) => [f.function, f.line]))}`;
+        expect([where, first >= 0 && last > first]).toEqual([where, true]);
+        const from = theirs.findIndex(([f]) => f === ours[0]?.[0]);
+        const toMain = theirs.findIndex(([f]) => f === 'main');
+        expect([where, theirs.slice(from, toMain + 1)]).toEqual([where, ours]);
+        // The chain holds the call's public frame and (every library inlines something on the
+        // way to it) at least one inlined frame of the MPI library.
+        expect(
+          ours.some(([f]) => f?.endsWith(call)),
+          where,
+        ).toBe(true);
+        expect(
+          main.frames.slice(first, last).some((f) => f.inlined),
+          where,
+        ).toBe(true);
+      } finally {
+        unwinder.drop(key);
+        rmSync(core, { force: true });
+      }
+    },
+  );
 });
 
 describeUnbuiltMpis();
