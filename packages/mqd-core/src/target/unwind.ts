@@ -582,32 +582,18 @@ export class Unwinder {
       this.elfBuf,
       this.symBiasBuf,
     ) as string | null;
-    let file: string | null = null;
-    let line: number | null = null;
-    const stmt = this.statementLine(mod, pc);
-    const src = stmt === null ? dw.dwfl_module_getsrc(mod, pc) : null;
-    if (stmt !== null) {
-      file = stmt.file;
-      line = stmt.line;
-    } else if (src) {
-      this.lineView[0] = 0;
-      const f = dw.dwfl_lineinfo(src, null, this.lineBuf, null, null, null) as string | null;
-      if (f) {
-        file = f;
-        line = this.lineView[0] ?? null;
-        if (line !== null && line <= 0) line = null;
-      }
-    }
+    // The CU holding pc (its line table and its scopes), once for both.
+    const cudie = dw.dwfl_module_addrdie(mod, pc, this.biasBuf);
+    const bias = new BigUint64Array(koffi.view(this.biasBuf, 8))[0] ?? 0n;
+    const pos = (cudie ? this.statementLine(cudie, pc - bias) : null) ?? this.libdwLine(mod, pc);
     const outer: FrameInfo = {
       function: symName ? demangle(symName) : null,
-      file,
-      line,
+      file: pos.file,
+      line: pos.line,
       inlined: false,
     };
     // Inlined call sites at this pc, from the DWARF scopes (innermost first).
-    const cudie = dw.dwfl_module_addrdie(mod, pc, this.biasBuf);
     if (!cudie) return [outer];
-    const bias = new BigUint64Array(koffi.view(this.biasBuf, 8))[0] ?? 0n;
     const n = dw.dwarf_getscopes(cudie, pc - bias, this.scopesBuf) as number;
     if (n <= 0) return [outer];
     const scopesPtr = koffi.decode(this.scopesBuf, 'void *');
@@ -638,33 +624,40 @@ export class Unwinder {
       // the call site (DW_AT_call_file/line) of the instance inside it.
       const files = this.srcFiles(cudie);
       const out: FrameInfo[] = [];
-      let pos = { file, line };
+      let at = { file: pos.file, line: pos.line };
       for (const f of inl) {
-        out.push({ function: f.name, file: pos.file, line: pos.line, inlined: true });
-        pos = {
+        out.push({ function: f.name, file: at.file, line: at.line, inlined: true });
+        at = {
           file: f.callFile !== null ? (files(f.callFile) ?? null) : null,
           line: f.callLine !== null && f.callLine > 0 ? f.callLine : null,
         };
       }
-      out.push({ ...outer, file: pos.file, line: pos.line });
+      out.push({ ...outer, file: at.file, line: at.line });
       return out;
     } finally {
       cFree(scopesPtr);
     }
   }
 
+  /** The source position libdw gives for `pc` (the last line-table row at it): the fallback. */
+  private libdwLine(mod: unknown, pc: bigint): { file: string | null; line: number | null } {
+    const src = dw.dwfl_module_getsrc(mod, pc);
+    if (!src) return { file: null, line: null };
+    this.lineView[0] = 0;
+    const f = dw.dwfl_lineinfo(src, null, this.lineBuf, null, null, null) as string | null;
+    const line = this.lineView[0] ?? 0;
+    return f ? { file: f, line: line > 0 ? line : null } : { file: null, line: null };
+  }
+
   /**
-   * The source position of `pc` the way gdb gives it: the line table's last row at the highest
-   * address at or below `pc` and, when that row is not a statement (is_stmt), the last statement
+   * The source position of `addr` (a pc less its module's bias) in `cudie`'s line table, the way
+   * gdb gives it: the last row at the highest address at or below `addr` and, when that row is not a statement (is_stmt), the last statement
    * row at that same address. GCC often puts several rows on one address (the inlined callee's
    * line and the caller's); libdw's dwfl_module_getsrc takes the last of them, statement or not,
    * so MQD said mpid_nem_queue.h:140 where gdb says mpl_atomic_c11.h:104. Null when the CU has
-   * no line table row for `pc` (the caller then asks libdw).
+   * no line-table row for `addr` (the caller then asks libdw).
    */
-  private statementLine(mod: unknown, pc: bigint): { file: string | null; line: number | null } | null {
-    const cudie = dw.dwfl_module_addrdie(mod, pc, this.biasBuf);
-    if (!cudie) return null;
-    const addr = pc - (new BigUint64Array(koffi.view(this.biasBuf, 8))[0] ?? 0n);
+  private statementLine(cudie: unknown, addr: bigint): { file: string | null; line: number | null } | null {
     const linesOut: unknown[] = [null];
     const countOut = [0n];
     if ((dw.dwarf_getsrclines(cudie, linesOut, countOut) as number) !== 0) return null;
