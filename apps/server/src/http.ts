@@ -36,6 +36,9 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_TOKEN_EXPIRED':
       return 401;
     case 'MQD_E_AGENT_CONFLICT':
+    case 'MQD_E_RESERVED_NAME':
+    case 'MQD_E_SESSION_CONFLICT':
+    case 'MQD_E_IDEMPOTENCY_CONFLICT':
       return 409;
     case 'MQD_E_TOO_LARGE':
       return 413;
@@ -47,6 +50,7 @@ export function httpStatus(code: ErrorCode): number {
       return 404;
     case 'MQD_E_JOB_ENDED':
     case 'MQD_E_PID_EXITED':
+    case 'MQD_E_ZOMBIE':
       return 410;
     case 'MQD_E_NOT_STARTER':
     case 'MQD_E_NOT_MPI':
@@ -60,6 +64,7 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_CORE_MISSING_PAGES':
     case 'MQD_E_CORE_BUILD_ID':
     case 'MQD_E_CORE_NO_RANK':
+    case 'MQD_E_CORE_MANIFEST':
       return 422;
     case 'MQD_E_RATE_LIMITED':
       return 429;
@@ -73,6 +78,7 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_DLL_LOAD':
     case 'MQD_E_DLL_INCOMPATIBLE':
     case 'MQD_E_DLL_CRASHED':
+    case 'MQD_E_READER_KILLED':
     case 'MQD_E_DLL_ERROR':
     case 'MQD_E_READ_BUDGET':
     case 'MQD_E_NO_DEBUG_INFO':
@@ -86,6 +92,7 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_PMIX':
     case 'MQD_E_PMIX_LAUNCH':
     case 'MQD_E_CAPTURE':
+    case 'MQD_E_CAPTURE_DIR':
     case 'MQD_E_OMPD_DISABLED':
     case 'MQD_E_OMPD_LOAD':
     case 'MQD_E_OMPD_FAILED':

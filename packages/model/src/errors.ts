@@ -10,6 +10,8 @@ export const ERROR_HINTS = {
   MQD_E_NO_SUCH_PID: 'check the pid with `ps -p PID`; the process may have exited',
   MQD_E_PID_EXITED:
     'the process exited while it was being read; take the snapshot again if the job is still running',
+  MQD_E_ZOMBIE:
+    'the process has exited and is a zombie (its parent has not reaped it): there is nothing left to read; look at its parent (the launcher) or take the snapshot again once the job is running',
   MQD_E_PTRACE_DENIED:
     'run as the job owner (or root); with Yama ptrace_scope>=1 also grant CAP_SYS_PTRACE or set kernel.yama.ptrace_scope=0',
   MQD_E_STOP_FAILED:
@@ -37,6 +39,8 @@ export const ERROR_HINTS = {
     'the DLL implements another MQD compatibility level than 2 or lacks a required entry point; use the DLL of the MPI build the job runs',
   MQD_E_DLL_CRASHED:
     'the DLL crashed on this process; this snapshot is lost but the agent restarted the DLL host, so take another; report the MPI version if it repeats',
+  MQD_E_READER_KILLED:
+    'the reader process was killed from outside (a signal MQD did not send: SIGKILL from the OOM killer or an admin); this snapshot is lost, take it again (if it repeats, check the node\'s memory and `dmesg`)',
   MQD_E_DLL_TIMEOUT:
     'the DLL did not answer in time (likely looping on corrupt queues); this snapshot is lost, take another',
   MQD_E_DLL_POLICY:
@@ -91,6 +95,10 @@ export const ERROR_HINTS = {
     'no MPI rank number for this core: pass --rank N after --core, or name the files rank-N.core',
   MQD_E_CAPTURE:
     'the capture could not write a core for this rank; check free space and that the directory is writable by the job owner',
+  MQD_E_CORE_MANIFEST:
+    "a capture's manifest.json must be the regular file `mqd capture` wrote (JSON, at most 1 MiB, not a link or a FIFO): capture again, or delete manifest.json to read the cores by their names (rank-N.core)",
+  MQD_E_CAPTURE_DIR:
+    "`mqd capture --out DIR` writes into a directory the job owner owns: name one that does not exist yet (mqd creates it for the owner) or the owner's own plain directory (not a symlink, not another user's or root's) that holds no capture yet",
   // --- server
   MQD_E_UNAUTHENTICATED: "log in with the token printed by `mqd serve` (or your site's proxy login)",
   MQD_E_FORBIDDEN: 'this job belongs to another user; ask its owner for a share link, or an admin for access',
@@ -101,6 +109,12 @@ export const ERROR_HINTS = {
     'an agent for this host is already connected; stop the other agent, or give this one another --host',
   MQD_E_BAD_ORIGIN: 'the request came from a page of another origin; open the dashboard from its own URL',
   MQD_E_TOKEN_EXPIRED: 'this login token has expired or was revoked; ask an admin for a new one',
+  MQD_E_RESERVED_NAME:
+    "this user name is reserved for MQD itself (the built-in admin, the auto-snapshotter): choose another name (the built-in admin's token is part of the `mqd serve` configuration)",
+  MQD_E_SESSION_CONFLICT:
+    'this browser is already signed in as another user; log out first, or confirm the switch in the dashboard (it asks before replacing a session)',
+  MQD_E_IDEMPOTENCY_CONFLICT:
+    'this Idempotency-Key was already used for another request; send a fresh key for every new snapshot and reuse a key only to retry the same one',
   MQD_E_STORE_READONLY:
     'the store cannot write (disk full or read-only); free space in the data directory, then retry: reading still works',
   MQD_E_STORE_CORRUPT:
