@@ -10,6 +10,10 @@ import { DEFAULT_MAX_MESSAGE_BYTES } from './agent-protocol.js';
 
 export const SERVER_VERSION = '0.1.0';
 
+/** Levels of the server log (pino's), most severe first; `silent` logs nothing. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
 export interface ServerConfig {
   /** TCP port; 0 = any free port. */
   readonly port: number;
@@ -70,9 +74,11 @@ export interface ServerConfig {
    * path; a core directory must resolve (symlinks followed) inside one. Empty: no cores.
    */
   readonly coreDirs: readonly string[];
+  /** Least severe level the server log (stderr, one JSON line per event) writes. */
+  readonly logLevel: LogLevel;
 }
 
-type Kind = 'int' | 'string' | 'token' | 'header' | 'list' | 'bool' | 'dirs';
+type Kind = 'int' | 'string' | 'token' | 'header' | 'list' | 'bool' | 'dirs' | 'level';
 interface Setting {
   readonly key: keyof ServerConfig;
   readonly flag: string;
@@ -85,6 +91,13 @@ interface Setting {
 
 const SETTINGS: readonly Setting[] = [
   { key: 'port', flag: 'port', env: 'MQD_PORT', kind: 'int', min: 0, max: 65535, help: 'TCP port' },
+  {
+    key: 'logLevel',
+    flag: 'log-level',
+    env: 'MQD_LOG_LEVEL',
+    kind: 'level',
+    help: 'server log level on stderr (fatal, error, warn, info, debug, trace, silent)',
+  },
   { key: 'host', flag: 'host', env: 'MQD_HOST', kind: 'string', help: 'listen address' },
   {
     key: 'dataDir',
@@ -333,6 +346,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   loginTokenTtlSeconds: 30 * 86400,
   gzipLevel: 3,
   coreDirs: [],
+  logLevel: 'info',
 };
 
 /** `--flag value` help lines, for the CLI's --help. */
@@ -358,6 +372,10 @@ function parseValue(s: Setting, raw: string, from: string): Result<string | numb
       return raw.length < 16 ? bad('a token needs at least 16 characters') : ok(raw);
     case 'header':
       return /^[A-Za-z0-9-]{1,64}$/.test(raw) ? ok(raw.toLowerCase()) : bad(`'${raw}' is not a header name`);
+    case 'level':
+      return (LOG_LEVELS as readonly string[]).includes(raw)
+        ? ok(raw)
+        : bad(`expected one of ${LOG_LEVELS.join(', ')}, got '${raw}'`);
     case 'bool':
       if (/^(1|true|yes)$/i.test(raw)) return ok(true);
       return /^(0|false|no)$/i.test(raw) ? ok(false) : bad(`expected true or false, got '${raw}'`);
