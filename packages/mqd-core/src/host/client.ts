@@ -1,7 +1,9 @@
 // The supervisor of one DLL host child. Requests are serialised; a host that crashes (signal,
 // exit) or stops answering (no message for `rankTimeoutMs`) is killed and replaced, the rank
 // it was reading gets MQD_E_DLL_CRASHED / MQD_E_DLL_TIMEOUT, and the ranks not read yet are
-// read by the fresh host. Nothing else is lost.
+// read by the fresh host. Nothing else is lost. A host killed by a signal this supervisor did
+// not send and no crash raises (SIGKILL from the OOM killer or an admin) is no fault of the DLL:
+// that rank gets MQD_E_READER_KILLED instead (issue 27).
 import type { ChildProcess } from 'node:child_process';
 import { type MpiLibrary, type MqdError, mqdError, ok, type RankSnapshot, rankNotRead } from '@mqd/model';
 import { libraryOfDll } from '../mqs/library.js';
@@ -60,8 +62,29 @@ interface Live {
   /** Set when the child said it is not who it was asked to be (it exits right after). */
   privdrop: MqdError | null;
   listener: ((m: HostMessage) => void) | null;
-  exitListener: ((desc: string) => void) | null;
+  exitListener: ((desc: string, how: ExitKind) => void) | null;
   exited: string | null;
+  /** Set when this supervisor sent the SIGKILL (timeout, restart, dispose). */
+  killedByUs: boolean;
+}
+
+/** How a reader ended: on its own (crash, exit) or by a signal from outside. */
+type ExitKind = 'crashed' | 'killed';
+
+/** The signals a process raises on itself when it faults (a DLL's bad pointer, abort()). */
+const CRASH_SIGNALS: ReadonlySet<NodeJS.Signals> = new Set([
+  'SIGSEGV',
+  'SIGBUS',
+  'SIGABRT',
+  'SIGILL',
+  'SIGFPE',
+  'SIGSYS',
+  'SIGTRAP',
+]);
+
+/** `killedByUs` aside, a reader ended by any other signal was killed from outside. */
+export function exitKind(signal: NodeJS.Signals | null): ExitKind {
+  return signal !== null && !CRASH_SIGNALS.has(signal) ? 'killed' : 'crashed';
 }
 
 /** The identity of a reader that runs as this process (no uid switch). */
@@ -133,6 +156,7 @@ export class DllHost {
       listener: null,
       exitListener: null,
       exited: null,
+      killedByUs: false,
       ready: new Promise<void>((resolve, reject) => {
         settle = { resolve, reject };
       }),
@@ -148,7 +172,9 @@ export class DllHost {
       const desc = signal ? `killed by ${signal}` : `exited with code ${code}`;
       live.exited = `${desc}${stderr ? `; stderr: ${stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`;
       settle?.reject(new Error(live.exited));
-      live.exitListener?.(live.exited);
+      // Our own SIGKILL (timeout, restart) follows a settled request; of the others, a fault signal
+      // is the DLL's (or libompd's), anything else came from outside.
+      live.exitListener?.(live.exited, live.killedByUs ? 'crashed' : exitKind(signal));
     };
     child.on('message', onMsg);
     child.on('exit', onExit);
@@ -199,10 +225,19 @@ export class DllHost {
       if (outcome.kind === 'failed') {
         return { ranks: [], library: 'unknown', version: '', stats: null, restarts, error: outcome.error };
       }
-      // The host crashed or hung while reading `outcome.pid`: that rank alone pays.
+      // The host crashed, hung or was killed while reading `outcome.pid`: that rank alone pays.
       this.kill(live);
       const culprit = targets.find((t) => t.pid === outcome.pid);
-      if (culprit && !done.has(culprit.pid)) {
+      if (culprit && !done.has(culprit.pid) && outcome.kind === 'killed') {
+        // Not the DLL's fault, nor the OMPD library's: nothing is refused next time.
+        done.set(
+          culprit.pid,
+          rankNotRead(
+            culprit,
+            mqdError('MQD_E_READER_KILLED', `reading pid ${culprit.pid}: ${outcome.detail}`),
+          ),
+        );
+      } else if (culprit && !done.has(culprit.pid)) {
         const what = outcome.kind === 'timeout' ? 'hung' : 'crashed';
         if (outcome.ompd !== null) {
           // In the rank's OMPD library, not the MQD DLL: never load that library again.
@@ -258,7 +293,7 @@ export class DllHost {
   ): Promise<
     | { kind: 'done'; library: MpiLibrary; version: string; stats: HostStats }
     | { kind: 'failed'; error: MqdError }
-    | { kind: 'crashed' | 'timeout'; pid: number | null; detail: string; ompd: string | null }
+    | { kind: 'crashed' | 'timeout' | 'killed'; pid: number | null; detail: string; ompd: string | null }
   > {
     try {
       await live.ready;
@@ -334,8 +369,13 @@ export class DllHost {
             break;
         }
       };
-      live.exitListener = (desc) =>
-        finish({ kind: 'crashed', pid: current, detail: `DLL host ${desc}`, ompd });
+      live.exitListener = (desc, how) =>
+        finish({
+          kind: how,
+          pid: current,
+          detail: how === 'killed' ? `the reader was ${desc} from outside MQD` : `DLL host ${desc}`,
+          ompd,
+        });
       arm();
       const req: SnapshotRequest = {
         type: 'snapshot',
@@ -456,12 +496,20 @@ export class DllHost {
           ),
         );
       };
-      live.exitListener = (desc) => finish(failAll(mqdError('MQD_E_DLL_CRASHED', `reader ${desc}`)));
+      live.exitListener = (desc, how) =>
+        finish(
+          failAll(
+            how === 'killed'
+              ? mqdError('MQD_E_READER_KILLED', `the reader was ${desc} from outside MQD`)
+              : mqdError('MQD_E_DLL_CRASHED', `reader ${desc}`),
+          ),
+        );
       live.child.send(request(id));
     });
   }
 
   private kill(live: Live): void {
+    live.killedByUs = true;
     if (!live.exited) live.child.kill('SIGKILL');
     if (this.live === live) this.live = null;
   }
@@ -476,6 +524,7 @@ export class DllHost {
     this.live = null;
     if (live && !live.exited) {
       const gone = new Promise<void>((r) => live.child.once('exit', () => r()));
+      live.killedByUs = true;
       live.child.kill('SIGKILL');
       await gone;
     }

@@ -8,6 +8,7 @@ import type { OpenedCore } from '../target/core-image.js';
 import type { DebugFileRegistry } from '../target/debug-file.js';
 import { ElfSections, SHT_DYNSYM } from '../target/elf-sections.js';
 import { TargetMemory } from '../target/memory.js';
+import { isZombie, zombieError } from '../target/proc.js';
 import {
   isMpiLibraryPath,
   moduleSpans,
@@ -63,10 +64,15 @@ export function findDll(
   if (!sym && !locations && !lib)
     return err(mqdError('MQD_E_NOT_MPI', `pid ${pid} (${img.value.exe}) maps no MPI library`));
   const mem = new TargetMemory(pid, 1 << 20);
+  // A rank that exited since it was checked is refused like a permission problem: say which.
   const denied = () =>
-    mem.lastFailure === 'denied'
-      ? err(mqdError('MQD_E_PTRACE_DENIED', `cannot read the memory of pid ${pid}`))
-      : null;
+    mem.lastFailure !== 'denied'
+      ? null
+      : err(
+          isZombie(pid)
+            ? zombieError(pid)
+            : mqdError('MQD_E_PTRACE_DENIED', `cannot read the memory of pid ${pid}`),
+        );
   const tried: string[] = [];
   if (sym) {
     const name = mem.readCString(sym.address, Math.min(Math.max(sym.size, 1), 4096));

@@ -7,7 +7,7 @@ import { lstatSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import { credentials, setNoNewPrivs } from '../native/libc.js';
-import { procStartTime } from '../target/proc.js';
+import { readProcStat, zombieError } from '../target/proc.js';
 
 /** Real, effective, saved and filesystem ids of a process, from /proc/PID/status; null when gone. */
 export interface ProcCredentials {
@@ -44,7 +44,8 @@ export interface OwnerRule {
 /** Null when `pid` may be read under `rule`; else why not (the process must then not be touched). */
 export function checkTarget(pid: number, rule: OwnerRule): MqdError | null {
   const creds = procCredentials(pid);
-  const start = procStartTime(pid);
+  const stat = readProcStat(pid);
+  const start = stat?.startTime ?? null;
   if (!creds || start === null) return mqdError('MQD_E_NO_SUCH_PID', `no running process ${pid}`);
   if (rule.startTime !== undefined && start !== rule.startTime) {
     return mqdError(
@@ -52,6 +53,8 @@ export function checkTarget(pid: number, rule: OwnerRule): MqdError | null {
       `pid ${pid} started at tick ${start}, the located process at tick ${rule.startTime}`,
     );
   }
+  // Before the owner checks: a zombie's ids are still there, but nothing else is.
+  if (stat?.state === 'Z' || stat?.state === 'X') return zombieError(pid);
   const foreign = creds.uids.find((u) => u !== rule.ownerUid);
   if (foreign !== undefined) {
     return mqdError(

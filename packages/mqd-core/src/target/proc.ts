@@ -1,6 +1,7 @@
 // Small facts about a process from /proc that the debugger and the MPIR fallback need.
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { type MqdError, mqdError } from '@mqd/model';
 
 /** The process's environment, or null when it cannot be read (gone, or not ours). */
 export function readEnviron(pid: number): Map<string, string> | null {
@@ -116,6 +117,24 @@ export function processExists(pid: number): boolean {
 /** State letter from /proc/PID/stat (R, S, D, T, t, Z, ...), or null when gone. */
 export function processState(pid: number): string | null {
   return readProcStat(pid)?.state ?? null;
+}
+
+/**
+ * True when `pid` has exited and waits for its parent to reap it (state Z, or X while it is
+ * being reaped): it has no memory or threads left to read, and ptrace refuses it with EPERM,
+ * which must not read as a permission problem (issue 27).
+ */
+export function isZombie(pid: number): boolean {
+  const state = processState(pid);
+  return state === 'Z' || state === 'X';
+}
+
+/** What a reader answers for a zombie rank (isZombie). */
+export function zombieError(pid: number): MqdError {
+  return mqdError(
+    'MQD_E_ZOMBIE',
+    `pid ${pid} has exited and is a zombie (state Z): its parent has not reaped it yet`,
+  );
 }
 
 /** Pid of the process tracing `pid` (0 = none), or null when gone. */

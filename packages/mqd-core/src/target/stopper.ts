@@ -17,6 +17,7 @@ import {
   WNOHANG,
   waitpid,
 } from '../native/libc.js';
+import { isZombie, zombieError } from './proc.js';
 
 export interface Stop {
   readonly pid: number;
@@ -67,6 +68,8 @@ export function stopProcess(pid: number, timeoutMs = 2000): Result<Stop, MqdErro
       if (r < 0) {
         if (r === -ESRCH) continue; // the thread exited meanwhile
         detachAll();
+        // ptrace refuses a zombie with EPERM too: say what it is, not a permission problem.
+        if (r === -EPERM && isZombie(pid)) return err(zombieError(pid));
         if (r === -EPERM) {
           return err(
             mqdError('MQD_E_PTRACE_DENIED', `cannot attach to pid ${pid} thread ${t} (${strerror(-r)})`),
