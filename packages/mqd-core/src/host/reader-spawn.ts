@@ -24,14 +24,51 @@ export function readerIdentity(uid: number, gid: number): ReaderIdentity {
 
 export const identityKey = (id: ReaderIdentity): string => `${id.uid}:${id.gid}:${id.switched ? 's' : '-'}`;
 
+/**
+ * The variables a child that handles a user's job inherits from us, by name or prefix; nothing
+ * else. The agent runs as root with its credentials in its environment (MQD_ADMIN_TOKEN,
+ * MQD_AGENT_TOKEN, ...), and its children run the user's code (the MQD DLL, libompd, PMIx) as the
+ * user: what they get is theirs to read (issue 27).
+ *   PATH, LANG/LANGUAGE/LC_*, TZ: how any program runs;
+ *   TMPDIR: where PMIx tools find the launcher's rendezvous files (native/pmix.ts, in the locate child);
+ *   MQD_DEBUG, MQD_DEBUGINFO_PATH: the reader's own debug settings (mqs/session.ts, target/debug-file.ts).
+ * NODE_OPTIONS is not passed: the children's node flags are their execArgv (hostEntry).
+ */
+const CHILD_ENV_NAMES: ReadonlySet<string> = new Set([
+  'PATH',
+  'LANG',
+  'LANGUAGE',
+  'TZ',
+  'TMPDIR',
+  'MQD_DEBUG',
+  'MQD_DEBUGINFO_PATH',
+]);
+const CHILD_ENV_PREFIXES: readonly string[] = ['LC_'];
+
+/**
+ * The environment of a child spawned for a user's job: the allow-listed variables of `from`,
+ * then `extra`. Every spawn or fork of such a child takes its environment from here.
+ */
+export function childEnv(
+  extra: Readonly<Record<string, string>> = {},
+  from: NodeJS.ProcessEnv = process.env,
+): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(from)) {
+    if (value === undefined) continue;
+    if (CHILD_ENV_NAMES.has(name) || CHILD_ENV_PREFIXES.some((p) => name.startsWith(p))) env[name] = value;
+  }
+  env['PATH'] ??= '/usr/bin:/bin';
+  return { ...env, ...extra };
+}
+
 /** fork() options and environment that give the child `id` (libuv drops supplementary groups too). */
 export function readerForkOptions(id: ReaderIdentity): {
   uid?: number;
   gid?: number;
   env: NodeJS.ProcessEnv;
 } {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
+  const env = childEnv({
     MQD_READER_UID: String(id.uid),
     MQD_READER_GID: String(id.gid),
     MQD_READER_SWITCHED: id.switched ? '1' : '0',
@@ -39,7 +76,7 @@ export function readerForkOptions(id: ReaderIdentity): {
     // koffi calls spread over arenas of several threads and the reader's RSS climbs ~20 MB over
     // 1,000 snapshots without any leak; with one it stays flat (packages/mqd-core/bench/reader-memory.bench.ts).
     MALLOC_ARENA_MAX: '1',
-  };
+  });
   return id.switched ? { uid: id.uid, gid: id.gid, env } : { env };
 }
 
