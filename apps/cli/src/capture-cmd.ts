@@ -1,22 +1,17 @@
 // `mqd capture (--attach STARTER_PID | --slurm JOBID | --pid PID[:RANK] ...) --out DIR [--json]`
 // One core per rank and a manifest (issue 17): the job's state, to read after it is killed or
-// to hand to someone else (`mqd snapshot --cores DIR`).
-import {
-  chownSync,
-  copyFileSync,
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+// to hand to someone else (`mqd snapshot --cores DIR`). Run as root, nothing of the job's
+// reaches root's rights: what goes into DIR is made by processes that are the job's owner
+// (capture-owner.ts), the job owner is the starter's for --attach (attach-owner.ts).
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type Captured, fileMappings, procCredentials, type SnapshotTarget, Snapshotter } from '@mqd/core';
+import { procCredentials, type SnapshotTarget, Snapshotter } from '@mqd/core';
 import { mqdError } from '@mqd/model';
-import { attachStarter, localHost, localTargets, parseSlurmJob, slurmRanks } from '@mqd/mpir';
-import { type CaptureManifest, MANIFEST_FORMAT, MANIFEST_NAME, SYSROOT_NAME } from './core-args.js';
+import { localHost, parseSlurmJob, slurmRanks } from '@mqd/mpir';
+import { attachAsOwner } from './attach-owner.js';
+import { CaptureOwner, captureDir, createForOwner } from './capture-owner.js';
+import type { Bundled } from './capture-owner-protocol.js';
+import { type CaptureManifest, MANIFEST_FORMAT, SYSROOT_NAME } from './core-args.js';
 import { parsePidArg } from './pid-arg.js';
 import { CAPTURE_USAGE, type Io } from './usage.js';
 
@@ -60,24 +55,27 @@ export async function captureCommand(argv: string[], io: Io): Promise<number> {
   if ([values.attach !== undefined, values.slurm !== undefined, pids.length > 0].filter(Boolean).length !== 1)
     return usage(io, 'give one of --attach PID, --slurm JOBID or --pid PID...');
   if (values.out === undefined) return usage(io, '--out DIR is required');
-  const dir = values.out;
-  if (existsSync(join(dir, MANIFEST_NAME)))
-    return usage(io, `${dir} already holds a capture (${MANIFEST_NAME})`);
+  const dir = captureDir(values.out);
 
   const targets: SnapshotTarget[] = [];
+  // The job owner: the starter's (--attach), Slurm's (--slurm), else the first pid's; every
+  // rank must be theirs (the Snapshotter refuses others before stopping anything).
   let ownerUid: number | undefined;
+  let ownerGid: number | undefined;
   let starterPid: number | null = null;
   if (values.attach !== undefined) {
     const s = parsePidArg(values.attach);
     if ('code' in s) return usage(io, s.message);
     starterPid = s.pid;
-    const job = attachStarter(s.pid);
+    const job = await attachAsOwner(s.pid);
     if (!job.ok) {
       io.err(job.error.message);
       return 1;
     }
     for (const w of job.value.warnings) io.err(`warning: ${w}`);
-    for (const r of localTargets(job.value)) targets.push({ pid: r.pid, rank: r.rank, host: r.host });
+    targets.push(...job.value.targets);
+    ownerUid = job.value.ownerUid;
+    ownerGid = job.value.ownerGid;
   } else if (values.slurm !== undefined) {
     const spec = parseSlurmJob(values.slurm);
     if (!spec.ok) return usage(io, spec.error.message);
@@ -99,133 +97,112 @@ export async function captureCommand(argv: string[], io: Io): Promise<number> {
     io.err(mqdError('MQD_E_NO_RANKS', 'no rank of this job runs on this host').message);
     return 1;
   }
-  // The cores are written by a reader running as the ranks' owner: the directory is theirs.
-  const owner = ownerUid ?? procCredentials(targets[0]?.pid ?? 0)?.uids[0];
-  const ownerGid = procCredentials(targets[0]?.pid ?? 0)?.gids[0];
-  try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    if (process.geteuid?.() === 0 && owner !== undefined && ownerGid !== undefined)
-      chownSync(dir, owner, ownerGid);
-  } catch (e) {
-    io.err(mqdError('MQD_E_CAPTURE', `cannot create ${dir}: ${(e as Error).message}`).message);
+  // The owner's group: the starter's, else that of the first rank that is the owner's.
+  for (const t of targets) {
+    if (ownerGid !== undefined) break;
+    const c = procCredentials(t.pid);
+    if (c && (ownerUid === undefined || c.uids[0] === ownerUid)) {
+      ownerUid ??= c.uids[0];
+      ownerGid = c.gids[0];
+    }
+  }
+  if (ownerUid === undefined || ownerGid === undefined) {
+    io.err(
+      mqdError(
+        'MQD_E_NO_RANKS',
+        `no rank of this job runs on this host${ownerUid !== undefined ? ` as its owner (uid ${ownerUid})` : ''}`,
+      ).message,
+    );
     return 1;
   }
+
+  // Everything in the capture directory is made by the job owner: the directory (unless the
+  // owner cannot create it: then root does, below root-only directories, and gives it to them),
+  // the cores (the reader), the sysroot and the manifest (the owner child).
+  const files = new CaptureOwner(ownerUid, ownerGid);
   const snapshotter = new Snapshotter();
-  let captured: Captured[];
-  let unidentified: Awaited<ReturnType<Snapshotter['capture']>>['unidentified'];
-  let bundled: { files: number; bytes: number } | null = null;
   try {
-    ({ captured, unidentified } = await snapshotter.capture(targets, dir, {
-      ...(ownerUid !== undefined ? { ownerUid, allowRoot: ownerUid === 0 } : {}),
-    }));
-    if (values.bundle) {
-      const pids = captured.flatMap((c) => ('core' in c ? [c.pid] : []));
-      const dlls: string[] = [];
-      for (const pid of pids.slice(0, 1)) {
-        const d = await snapshotter.dllOf(pid, ownerUid !== undefined ? { allowRoot: ownerUid === 0 } : {});
-        if (!d.ok) io.err(`warning: the DLL is not bundled: ${d.error.message}`);
-        if (d.ok) dlls.push(d.value);
+    let at = await files.ask({ type: 'prepare', dir }, 30_000);
+    if (at.ok && 'needsRoot' in at.value && process.geteuid?.() === 0) {
+      const made = createForOwner(dir, ownerUid, ownerGid);
+      if (!made.ok) {
+        io.err(made.error.message);
+        return 1;
       }
-      bundled = bundleFiles(pids, dlls, join(dir, SYSROOT_NAME), owner, ownerGid, io);
+      at = await files.ask({ type: 'prepare', dir }, 30_000);
     }
-  } finally {
-    await snapshotter.dispose();
-  }
-  const manifest: CaptureManifest = {
-    format: MANIFEST_FORMAT,
-    capturedAt: new Date().toISOString(),
-    host: localHost().short,
-    starterPid,
-    ...(bundled ? { sysroot: SYSROOT_NAME } : {}),
-    ranks: captured.flatMap((c) =>
-      'core' in c
-        ? [{ rank: c.rank, pid: c.pid, core: c.core, executable: c.executable, bytes: c.bytes }]
-        : [],
-    ),
-    failed: [
-      ...captured.flatMap((c) => ('error' in c ? [{ rank: c.rank, pid: c.pid, error: c.error }] : [])),
-    ],
-  };
-  const path = join(dir, MANIFEST_NAME);
-  writeFileSync(path, `${JSON.stringify(manifest, null, 2)}\n`, { mode: 0o600 });
-  if (process.geteuid?.() === 0 && owner !== undefined && ownerGid !== undefined)
-    chownSync(path, owner, ownerGid);
-  if (values.json) io.out(readFileSync(path, 'utf8').trimEnd());
-  else {
-    io.out(`captured ${manifest.ranks.length} of ${captured.length} rank(s) into ${dir}`);
-    for (const c of captured) {
-      if ('core' in c)
+    if (!at.ok) {
+      io.err(at.error.message);
+      return 1;
+    }
+    if ('needsRoot' in at.value) {
+      io.err(mqdError('MQD_E_CAPTURE_DIR', `cannot create ${dir}: permission denied`).message);
+      return 1;
+    }
+    const held = at.value;
+    const { captured, unidentified } = await snapshotter.capture(targets, dir, {
+      ownerUid,
+      allowRoot: ownerUid === 0,
+    });
+    let bundled: Bundled | null = null;
+    const done = captured.flatMap((c) => ('core' in c ? [c.pid] : []));
+    if (values.bundle && done.length > 0) {
+      // The DLL is named in the ranks' memory: resolved by a reader that is their owner, and
+      // copied by the owner child, so the name reaches only files the owner can read anyway.
+      const dlls: string[] = [];
+      const d = await snapshotter.dllOf(done[0] ?? 0, { allowRoot: ownerUid === 0 });
+      if (d.ok) dlls.push(d.value);
+      else io.err(`warning: the DLL is not bundled: ${d.error.message}`);
+      const b = await files.ask({ type: 'bundle', dir, at: held, pids: done, extra: dlls }, 30 * 60_000);
+      if (b.ok) {
+        bundled = b.value;
+        for (const w of b.value.skipped) io.err(`warning: not bundled: ${w}`);
+      } else io.err(`warning: the job's files are not bundled: ${b.error.message}`);
+    }
+    const manifest: CaptureManifest = {
+      format: MANIFEST_FORMAT,
+      capturedAt: new Date().toISOString(),
+      host: localHost().short,
+      starterPid,
+      ...(bundled ? { sysroot: SYSROOT_NAME } : {}),
+      ranks: captured.flatMap((c) =>
+        'core' in c
+          ? [{ rank: c.rank, pid: c.pid, core: c.core, executable: c.executable, bytes: c.bytes }]
+          : [],
+      ),
+      failed: [
+        ...captured.flatMap((c) => ('error' in c ? [{ rank: c.rank, pid: c.pid, error: c.error }] : [])),
+      ],
+    };
+    const text = JSON.stringify(manifest, null, 2);
+    const written = await files.ask({ type: 'manifest', dir, at: held, text: `${text}\n` }, 30_000);
+    if (!written.ok) {
+      io.err(written.error.message);
+      return 1;
+    }
+    // What was written, from memory: reading DIR/manifest.json back would follow whatever the
+    // owner put there since.
+    if (values.json) io.out(text);
+    else {
+      io.out(`captured ${manifest.ranks.length} of ${captured.length} rank(s) into ${dir}`);
+      for (const c of captured) {
+        if ('core' in c)
+          io.out(
+            `  rank ${c.rank}  pid ${c.pid}  ${c.core}  ${(c.bytes / 1e6).toFixed(1)} MB  stopped ${(c.pausedMicros / 1000).toFixed(1)} ms`,
+          );
+        else io.out(`  rank ${c.rank}  pid ${c.pid}  not captured: ${c.error.message}`);
+      }
+      if (bundled)
         io.out(
-          `  rank ${c.rank}  pid ${c.pid}  ${c.core}  ${(c.bytes / 1e6).toFixed(1)} MB  stopped ${(c.pausedMicros / 1000).toFixed(1)} ms`,
+          `  with the job's files: ${bundled.files} files, ${(bundled.bytes / 1e6).toFixed(1)} MB in ${join(dir, SYSROOT_NAME)}`,
         );
-      else io.out(`  rank ${c.rank}  pid ${c.pid}  not captured: ${c.error.message}`);
+      io.out(`read it with: mqd snapshot --cores ${dir}`);
     }
-    if (bundled)
-      io.out(
-        `  with the job's files: ${bundled.files} files, ${(bundled.bytes / 1e6).toFixed(1)} MB in ${join(dir, SYSROOT_NAME)}`,
-      );
-    io.out(`read it with: mqd snapshot --cores ${dir}`);
-  }
-  for (const u of unidentified) io.err(`not a rank: pid ${u.pid}: ${u.error.message}`);
-  if (manifest.ranks.length === 0) return 1;
-  return manifest.failed.length === 0 && unidentified.length === 0 ? 0 : 3;
-}
-
-/**
- * `--bundle`: the files the ranks map (executable, libraries), the MPI library's DLL and an
- * OpenMP runtime's libompd.so, copied
- * under DIR/sysroot at their own paths, so the capture reads anywhere (`--cores DIR` uses them).
- */
-function bundleFiles(
-  pids: readonly number[],
-  dlls: readonly string[],
-  root: string,
-  owner: number | undefined,
-  gid: number | undefined,
-  io: Io,
-): { files: number; bytes: number } {
-  const paths = new Set<string>(dlls);
-  for (const pid of pids) {
-    let maps = '';
-    try {
-      maps = readFileSync(`/proc/${pid}/maps`, 'utf8');
-    } catch {
-      continue;
-    }
-    for (const m of fileMappings(maps)) if (!m.deleted && !m.path.startsWith('/dev/')) paths.add(m.path);
-  }
-  // No rank maps the OpenMP runtime's OMPD library; LLVM's runtime names the libompd.so beside
-  // itself in ompd_dll_locations, so that one goes in too (a core's OpenMP threads then read
-  // on another machine through the sysroot).
-  for (const p of [...paths]) {
-    if (!/^lib(i?omp)[^/]*\.so/.test(basename(p))) continue;
-    const ompd = join(dirname(p), 'libompd.so');
-    if (existsSync(ompd)) paths.add(ompd);
-  }
-  let files = 0;
-  let bytes = 0;
-  const root0 = process.geteuid?.() === 0 && owner !== undefined && gid !== undefined;
-  for (const p of paths) {
-    const to = join(root, p);
-    try {
-      mkdirSync(dirname(to), { recursive: true, mode: 0o755 });
-      copyFileSync(p, to);
-      files++;
-      bytes += statSync(to).size;
-    } catch (e) {
-      io.err(`warning: ${p} not bundled: ${(e as Error).message}`);
-    }
-  }
-  if (root0) chownRecursive(root, owner, gid);
-  return { files, bytes };
-}
-
-/** Root made the bundle: every directory and file in it becomes the job owner's. */
-function chownRecursive(dir: string, uid: number, gid: number): void {
-  chownSync(dir, uid, gid);
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) chownRecursive(p, uid, gid);
-    else chownSync(p, uid, gid);
+    for (const u of unidentified) io.err(`not a rank: pid ${u.pid}: ${u.error.message}`);
+    if (manifest.ranks.length === 0) return 1;
+    return manifest.failed.length === 0 && unidentified.length === 0 ? 0 : 3;
+  } finally {
+    files.dispose();
+    await snapshotter.dispose();
   }
 }

@@ -1,9 +1,9 @@
 // Which core files a `mqd snapshot` reads: `--core CORE [--rank N] [--exe EXE]` (repeatable;
 // --rank and --exe after a --core belong to it, an --exe before any --core to all of them) and
 // `--cores DIR` (a capture's manifest.json when there is one, else every core-looking file).
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import type { CoreSnapshotTarget } from '@mqd/core';
+import { type CoreSnapshotTarget, readRegularFile } from '@mqd/core';
 import { type MqdError, mqdError } from '@mqd/model';
 
 /** The manifest `mqd capture` writes next to the cores (capture.ts). */
@@ -95,23 +95,35 @@ export function coresFromDir(dir: string, exe?: string): CoreSnapshotTarget[] | 
   return cores.map((path) => withExe({ path }));
 }
 
-/** A capture manifest, checked field by field (it is a file a user may have edited). */
+/** The largest manifest read: one rank is ~150 bytes, so a million-rank job fits. */
+export const MANIFEST_MAX_BYTES = 1 << 20;
+
+/**
+ * A capture manifest, checked field by field (it is a file a user may have edited or planted).
+ * Root reads it (the agent opening a core directory, `mqd snapshot --cores` run as root), so
+ * it is opened without following a link and without blocking on a FIFO, must be a regular
+ * file of at most MANIFEST_MAX_BYTES, and no error quotes its bytes (JSON.parse's message
+ * would: a link to /etc/shadow came back in the error text).
+ */
 export function readManifest(path: string): CaptureManifest | MqdError {
+  const bad = (what: string) => mqdError('MQD_E_CORE_MANIFEST', `${path}: ${what}`);
+  const bytes = readRegularFile(path, MANIFEST_MAX_BYTES);
+  if (!bytes.ok) return bad(bytes.why);
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(path, 'utf8'));
-  } catch (e) {
-    return mqdError('MQD_E_BAD_INPUT', `${path}: ${(e as Error).message}`);
+    raw = JSON.parse(bytes.value.toString('utf8'));
+  } catch {
+    return bad('is not valid JSON');
   }
-  const bad = (what: string) => mqdError('MQD_E_BAD_INPUT', `${path}: ${what}`);
-  if (typeof raw !== 'object' || raw === null) return bad('not a JSON object');
+  if (typeof raw !== 'object' || raw === null) return bad('is not a JSON object');
   const m = raw as Record<string, unknown>;
   if (m['format'] !== MANIFEST_FORMAT) return bad(`format is not ${MANIFEST_FORMAT}`);
   if (!Array.isArray(m['ranks'])) return bad('ranks is not a list');
-  for (const r of m['ranks'] as unknown[]) {
+  for (const [i, r] of (m['ranks'] as unknown[]).entries()) {
     const x = r as Record<string, unknown>;
-    if (typeof x !== 'object' || x === null) return bad('a rank is not an object');
-    if (!Number.isInteger(x['rank']) || (x['rank'] as number) < 0) return bad('a rank has no rank number');
+    if (typeof x !== 'object' || x === null) return bad(`ranks[${i}] is not an object`);
+    if (!Number.isInteger(x['rank']) || (x['rank'] as number) < 0)
+      return bad(`ranks[${i}] has no rank number`);
     const core = x['core'];
     // Only a file of the capture's own directory: the manifest must not point elsewhere.
     if (
@@ -121,7 +133,7 @@ export function readManifest(path: string): CaptureManifest | MqdError {
       core.includes('/') ||
       core.startsWith('.')
     )
-      return bad(`rank ${String(x['rank'])}: core must be a file name in the capture directory`);
+      return bad(`ranks[${i}]: core must be a file name in the capture directory`);
   }
   if (typeof m['host'] !== 'string') return bad('host is not a string');
   return raw as CaptureManifest;

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type CoreSnapshotTarget, type SnapshotTarget, Snapshotter } from '@mqd/core';
 import { buildStackTree, explainSnapshot, mqdError } from '@mqd/model';
-import { parseSlurmJob, slurmRanks, snapshotAttach } from '@mqd/mpir';
+import { parseSlurmJob, slurmRanks } from '@mqd/mpir';
+import { attachAsOwner } from './attach-owner.js';
 import { coresFromDir, coresFromTokens, SYSROOT_NAME } from './core-args.js';
 import { parsePidArg } from './pid-arg.js';
 import { snapshotText } from './snapshot-text.js';
@@ -141,14 +142,23 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
       });
       snapshot = read.snapshot;
     } else if (starter) {
-      const attached = await snapshotAttach(starter.pid, { snapshotter, snapshot: snapOpts });
+      // The starter's owner is the job's (as on the server): a rank of another uid or root's
+      // that a user's starter lists is refused with its code, never stopped (attach-owner.ts).
+      const attached = await attachAsOwner(starter.pid);
       if (!attached.ok) {
         io.err(attached.error.message);
         return 1;
       }
-      for (const w of attached.value.job.warnings) io.err(`warning: ${w}`);
+      for (const w of attached.value.warnings) io.err(`warning: ${w}`);
       if (!values.json) io.out(`ranks found through ${attached.value.job.method} of starter ${starter.pid}`);
-      snapshot = attached.value.result.snapshot;
+      const { ownerUid: owner } = attached.value;
+      snapshot = (
+        await snapshotter.snapshot(attached.value.targets, {
+          ...snapOpts,
+          ownerUid: owner,
+          allowRoot: owner === 0,
+        })
+      ).snapshot;
     } else {
       snapshot = (await snapshotter.snapshot(targets, snapOpts)).snapshot;
     }

@@ -62,11 +62,11 @@ describe('--cores DIR', () => {
     expect(coresFromDir(d)).toEqual([{ path: join(d, 'rank-0.core'), rank: 0, host: 'node7' }]);
     for (const evil of ['../../etc/shadow', '/etc/shadow', 'sub/rank-0.core', '.hidden']) {
       writeFileSync(join(d, 'manifest.json'), JSON.stringify(manifest(evil)));
-      expect(readManifest(join(d, 'manifest.json'))).toMatchObject({ code: 'MQD_E_BAD_INPUT' });
-      expect(coresFromDir(d)).toMatchObject({ code: 'MQD_E_BAD_INPUT' });
+      expect(readManifest(join(d, 'manifest.json'))).toMatchObject({ code: 'MQD_E_CORE_MANIFEST' });
+      expect(coresFromDir(d)).toMatchObject({ code: 'MQD_E_CORE_MANIFEST' });
     }
     writeFileSync(join(d, 'manifest.json'), '{"format":"something else"}');
-    expect(coresFromDir(d)).toMatchObject({ code: 'MQD_E_BAD_INPUT' });
+    expect(coresFromDir(d)).toMatchObject({ code: 'MQD_E_CORE_MANIFEST' });
   });
   it('without a manifest takes every core-looking file, and says when there is none', () => {
     const d = mkdtempSync(join(dir, 'plain-'));

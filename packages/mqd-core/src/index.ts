@@ -52,6 +52,16 @@ export { type CoreOpenOptions, OpenedCore } from './target/core-image.js';
 export { type CoreWriteOptions, type CoreWritten, writeCore } from './target/core-writer.js';
 export { DebugFile, DebugFileRegistry, type TypeRef } from './target/debug-file.js';
 export { type ElfInfo, readElfInfo } from './target/elf.js';
+export {
+  atPath,
+  copyNew,
+  fileKind,
+  openDirNoFollow,
+  openFailure,
+  openSubdir,
+  readRegularFile,
+  writeNew,
+} from './target/files-at.js';
 export { TargetMemory } from './target/memory.js';
 export {
   type ProcStat,

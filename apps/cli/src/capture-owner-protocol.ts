@@ -1,0 +1,64 @@
+// The wire between `mqd capture` and its owner child (capture-owner-main.ts), which makes
+// everything of a capture directory that the job can influence, as the job's owner.
+import type { ReaderCredentials } from '@mqd/core';
+import type { MqdError, Result } from '@mqd/model';
+
+/** The capture directory as the child found or made it: its identity pins it for later requests. */
+export interface PreparedDir {
+  readonly dev: number;
+  readonly ino: number;
+  /** True when the child created it. */
+  readonly created: boolean;
+}
+
+/** Where the capture directory goes: the owner could not create it (no write access above it). */
+export interface NeedsRoot {
+  readonly needsRoot: string;
+}
+
+export interface Bundled {
+  readonly files: number;
+  readonly bytes: number;
+  /** Files the owner could not copy, each with why (shown as warnings). */
+  readonly skipped: readonly string[];
+}
+
+export type OwnerRequest =
+  /** Find or create `dir` (an absolute path): the owner's plain directory, holding no capture. */
+  | { readonly type: 'prepare'; readonly id: number; readonly dir: string }
+  /**
+   * Copy under DIR/sysroot the files the ranks `pids` map (their /proc/PID/maps, read as the
+   * owner), plus `extra` (the DLL the ranks name), each opened with the owner's rights.
+   */
+  | {
+      readonly type: 'bundle';
+      readonly id: number;
+      readonly dir: string;
+      readonly at: PreparedDir;
+      readonly pids: readonly number[];
+      readonly extra: readonly string[];
+    }
+  /** Write DIR/manifest.json (a new file, never through a link). */
+  | {
+      readonly type: 'manifest';
+      readonly id: number;
+      readonly dir: string;
+      readonly at: PreparedDir;
+      readonly text: string;
+    };
+
+/** What each request answers. */
+export interface OwnerAnswers {
+  readonly prepare: PreparedDir | NeedsRoot;
+  readonly bundle: Bundled;
+  readonly manifest: null;
+}
+
+export type OwnerMessage =
+  | { readonly type: 'ready'; readonly credentials: ReaderCredentials }
+  | { readonly type: 'privdrop'; readonly error: MqdError }
+  | {
+      readonly type: 'answer';
+      readonly id: number;
+      readonly result: Result<OwnerAnswers[keyof OwnerAnswers], MqdError>;
+    };
