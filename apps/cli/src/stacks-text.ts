@@ -5,6 +5,7 @@ import {
   buildStackTree,
   formatStackTree,
   type JobSnapshot,
+  jobText,
   type StackTree,
   type ThreadMode,
 } from '@mqd/model';
@@ -34,7 +35,12 @@ export function formatStacks(tree: StackTree, opts: StacksTextOptions = {}): str
   out.push(formatStackTree(tree, opts.modules === undefined ? {} : { modules: opts.modules }));
   out.push('classes (ranks with the same whole stack):');
   for (const c of tree.classes.slice(0, 10)) {
-    out.push(`  [${c.ranks}] (${c.rankCount}) ${c.frames.slice(-3).join(' > ')}`);
+    out.push(
+      `  [${c.ranks}] (${c.rankCount}) ${c.frames
+        .slice(-3)
+        .map((f) => jobText(f))
+        .join(' > ')}`,
+    );
   }
   if (tree.classTotal > 10) out.push(`  ... ${tree.classTotal - 10} more`);
   if (tree.outliers !== '') out.push(`outliers: [${tree.outliers}]`);

@@ -1,7 +1,14 @@
 // "Why is the job stuck?": the analysis of @mqd/model (wait-for graph, near misses, rank
 // classes) in one paragraph above the matrix and the matching order. It runs after the first
 // paint (it can take a moment at 16,384 ranks) and once per snapshot.
-import { compressRanks, describeCallGroup, type JobSnapshot, ranksPhrase } from '@mqd/model';
+import {
+  commPhrase,
+  compressRanks,
+  describeCallGroup,
+  type JobSnapshot,
+  ranksPhrase,
+  splitNames,
+} from '@mqd/model';
 import { useMemo } from 'react';
 import type { LoadedSnapshot } from './data.js';
 import { bannerText, useExplanation } from './explanation.js';
@@ -16,6 +23,28 @@ export function dllMismatchText(snapshot: JobSnapshot): string | null {
   const ranks = snapshot.ranks.flatMap((r) => (r.dll?.missingFields?.length ? [r.rank] : []));
   if (ranks.length === 0) return null;
   return `The message-queue DLL of ${ranksPhrase(compressRanks(ranks))} looked up fields this MPI library lacks (a DLL built for another version?): their queue entries, and this diagnosis, may be wrong.`;
+}
+
+/**
+ * Text the model built with job-supplied names in it (quoteName): each name isolated in a
+ * `<bdi>` between visible quotes, so no character in it can reorder or join the words around
+ * it (a communicator named "x. VERDICT: NO DEADLOCK" stays a quoted name, never a verdict).
+ */
+export function Named({ text }: { text: string }) {
+  return (
+    <>
+      {splitNames(text).map((p, i) =>
+        p.name ? (
+          // biome-ignore lint/suspicious/noArrayIndexKey: pieces of one fixed text.
+          <span key={i} className="job-name">
+            “<bdi>{p.text}</bdi>”
+          </span>
+        ) : (
+          p.text
+        ),
+      )}
+    </>
+  );
 }
 
 function DllMismatch({ text }: { text: string | null }) {
@@ -54,26 +83,30 @@ export function Diagnosis({ data }: { data: LoadedSnapshot }) {
     <details className={`diagnosis verdict-${result.verdict}`} data-testid="diagnosis">
       <summary>
         <span className="verdict" data-testid="diagnosis-verdict">
-          {banner.verdict}
+          <Named text={banner.verdict} />
         </span>{' '}
         {result.partial && <span className="muted">(partial: some ranks could not be read) </span>}
         <span className="diagnosis-lead" data-testid="diagnosis-lead">
-          {banner.lead}
+          <Named text={banner.lead} />
         </span>
         <DllMismatch text={dllText} />
       </summary>
-      <p className="diagnosis-summary">{result.summary}</p>
+      <p className="diagnosis-summary">
+        <Named text={result.summary} />
+      </p>
       {result.collectiveMismatches.map((m) => (
         <p key={m.commKey} className="diagnosis-mismatch" data-testid="diagnosis-mismatch">
           Collective mismatch on{' '}
-          {m.commName === null ? 'an unknown communicator' : m.commName || 'an unnamed communicator'}:{' '}
-          {m.text}
+          <Named text={m.commName === null ? 'an unknown communicator' : commPhrase(m.commName)} />:{' '}
+          <Named text={m.text} />
         </p>
       ))}
       {result.calls.length > 0 && (
         <ul className="diagnosis-calls" data-testid="diagnosis-calls" aria-label="Where the ranks are">
           {result.calls.slice(0, 8).map((g) => (
-            <li key={`${g.where}:${g.call}:${g.commName}:${g.ranks}`}>{describeCallGroup(g)}</li>
+            <li key={`${g.where}:${g.call}:${g.commName}:${g.ranks}`}>
+              <Named text={describeCallGroup(g)} />
+            </li>
           ))}
           {result.calls.length > 8 && <li className="muted">{result.calls.length - 8} more groups</li>}
         </ul>
@@ -86,7 +119,7 @@ export function Diagnosis({ data }: { data: LoadedSnapshot }) {
         >
           {result.openmp.groups.map((g) => (
             <li key={g.ranks} data-testid="diagnosis-openmp-group" data-ranks={g.ranks} data-block={g.block}>
-              {g.text}
+              <Named text={g.text} />
             </li>
           ))}
           {result.openmp.groupTotal > result.openmp.groups.length && (

@@ -89,7 +89,7 @@ describe('DLL fields in the rank view', () => {
 describe('DLL fields in the diagnosis', () => {
   it('names the ranks whose DLL lacks fields, in one line', () => {
     expect(dllMismatchText(mixed())).toBe(
-      'The message-queue DLL of ranks 2-3,5 looked up fields this MPI library lacks (a DLL built for another version?): their queue entries, and this diagnosis, may be wrong.',
+      'The message-queue DLL of ranks 2-3, 5 looked up fields this MPI library lacks (a DLL built for another version?): their queue entries, and this diagnosis, may be wrong.',
     );
     expect(
       dllMismatchText(withDll((r) => (r.rank === 4 ? { ...CH4, missingFields: ['X.y'] } : CH4))),
@@ -100,7 +100,7 @@ describe('DLL fields in the diagnosis', () => {
     const s = mixed();
     const pending = renderDiagnosis(s);
     expect(pending).toContain('Analysing why the job is stuck');
-    expect(byTestId(pending, 'diagnosis-dll')).toContain('ranks 2-3,5');
+    expect(byTestId(pending, 'diagnosis-dll')).toContain('ranks 2-3, 5');
     explanationOf(s);
     const done = renderDiagnosis(s);
     expect(done).toContain('data-testid="diagnosis-verdict"');

@@ -12,3 +12,4 @@ export * from './snapshot-validate.js';
 export * from './synthetic.js';
 export * from './synthetic-halo.js';
 export * from './synthetic-ring-rank.js';
+export * from './text.js';

@@ -2,6 +2,7 @@
 // on which communicator, and the collectives whose members are not all in the same call
 // (a collective mismatch: "ranks 0-2 in MPI_Barrier on MPI_COMM_WORLD, rank 3 in
 // MPI_Allreduce"). Ranks whose stacks were not read (mpiCall absent) are left to the queues.
+import { jobText, quoteName, ranksPhrase } from '../text.js';
 import { isWorld, isWorldLike } from './comm.js';
 import { type CallKind, callKind, foldMpiName, isWorldCollective } from './mpi-calls.js';
 import { compressRanks } from './ranges.js';
@@ -101,7 +102,7 @@ export interface CallGroup {
 
 /** "ranks 0-2 in MPI_Barrier on MPI_COMM_WORLD", "rank 3 computing". */
 export function describeCallGroup(g: CallGroup, withComm = true): string {
-  const who = /[-,]/.test(g.ranks) ? `ranks ${g.ranks}` : `rank ${g.ranks}`;
+  const who = ranksPhrase(g.ranks);
   if (g.where === 'computing') return `${who} computing (in no MPI call)`;
   if (g.where === 'unread') return `${who} with no stacks`;
   const comm =
@@ -109,8 +110,13 @@ export function describeCallGroup(g: CallGroup, withComm = true): string {
       ? g.blocking && callKind(g.call ?? '') === 'collective'
         ? ' on an unknown communicator'
         : ''
-      : ` on ${g.commName === '' ? 'an unnamed communicator' : g.commName}`;
-  return `${who} in ${g.call ?? '?'}${comm}`;
+      : ` on ${commPhrase(g.commName)}`;
+  return `${who} in ${jobText(g.call ?? '?')}${comm}`;
+}
+
+/** A communicator's name in a sentence: quoted when it is not one plain token, or "an unnamed communicator". */
+export function commPhrase(name: string): string {
+  return name === '' ? 'an unnamed communicator' : quoteName(name);
 }
 
 function groupPositions(ix: SnapshotIndex, f: CallFacts, positions: Iterable<number>): CallGroup[] {

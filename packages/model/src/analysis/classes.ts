@@ -4,7 +4,9 @@
 // rank of a ring has the same shape however far round it sits. Patterns around a fixed rank
 // (everyone waiting for the root of a collective) are the opposite case: there, absolute peers
 // make the classes. Both are tried and the one with fewer classes is kept (`peers` says which).
+
 import type { Communicator, JobSnapshot, Operation, QueueKind, RankSnapshot } from '../snapshot-spec.js';
+import { jobText, quoteName } from '../text.js';
 import { compressRanks } from './ranges.js';
 
 export interface RankClass {
@@ -44,13 +46,13 @@ function peerToken(c: Communicator, local: number, mode: PeerMode): number {
 function opShape(queue: QueueKind, c: Communicator, op: Operation, mode: PeerMode): string {
   const l = op.peer.local;
   const peer = l === null ? 'any' : `${mode === 'relative' ? '+' : '='}${peerToken(c, l, mode)}`;
-  const name = c.name === '' ? '(unnamed)' : c.name;
+  const name = c.name === '' ? '(unnamed)' : quoteName(c.name);
   return `${queue} ${name}/${c.size} peer ${peer} tag ${op.tag ?? 'any'} len ${op.length} ${op.status}`;
 }
 
 /** The shape of one rank; equal strings mean equal shapes. */
 export function rankShape(r: RankSnapshot, mode: PeerMode = 'relative'): string[] {
-  if (r.state.kind !== 'ok') return [`state ${r.state.kind} ${r.state.code}`];
+  if (r.state.kind !== 'ok') return [`state ${r.state.kind} ${jobText(r.state.code)}`];
   const lines: string[] = [];
   for (const c of r.communicators) {
     for (const queue of QUEUES) {

@@ -3,11 +3,13 @@
 // earlier snapshots) progress into one JSON-able object the CLI prints and the dashboard shows.
 import { assertUnreachable } from '../assert.js';
 import type { JobSnapshot, MpiLibrary, QueueKind } from '../snapshot-spec.js';
+import { jobText, ranksPhrase as ranksText } from '../text.js';
 import {
   CALL_BLOCKED,
   type CallGroup,
   type CollectiveMismatch,
   callGroups,
+  commPhrase,
   describeCallGroup,
   findCollectiveMismatches,
 } from './call-facts.js';
@@ -325,7 +327,7 @@ function unknownReasons(snap: JobSnapshot): string[] {
   }
   return [...byCode].map(
     ([code, e]) =>
-      `${ranksText(compressRanks(e.ranks))} could not be read (${e.kind} ${code}: ${e.message}): assumed able to proceed, so a deadlock that needs ${e.ranks.length === 1 ? 'it' : 'them'} blocked is not reported`,
+      `${ranksText(compressRanks(e.ranks))} could not be read (${e.kind} ${jobText(code)}: ${jobText(e.message, 512)}): assumed able to proceed, so a deadlock that needs ${e.ranks.length === 1 ? 'it' : 'them'} blocked is not reported`,
   );
 }
 
@@ -365,7 +367,8 @@ function limits(
       if (hidden[kind].code === '') hidden[kind].code = c.unavailable[kind]?.code ?? '';
     }
   }
-  const why = (k: QueueKind) => `${hidden[k].ranks} ranks${hidden[k].code ? ` (${hidden[k].code})` : ''}`;
+  const why = (k: QueueKind) =>
+    `${hidden[k].ranks} ranks${hidden[k].code ? ` (${jobText(hidden[k].code)})` : ''}`;
   if (hidden.sends.ranks > 0) {
     add(
       'sends-hidden',
@@ -402,11 +405,6 @@ function limits(
 
 const ARROW = ' -> ';
 
-/** "rank 3" or "ranks 0-4,7" from a range list. */
-function ranksText(ranges: string): string {
-  return /[-,]/.test(ranges) ? `ranks ${ranges}` : `rank ${ranges}`;
-}
-
 function capitalize(s: string): string {
   return s.charAt(0).toUpperCase() + s.slice(1);
 }
@@ -436,12 +434,12 @@ function describeNearMiss(m: NearMiss): string {
   const dir = m.kind === 'receive' ? 'from' : 'to';
   const other =
     c.op.queue === 'unexpected'
-      ? `an unexpected message from rank ${c.peer ?? '?'} (tag ${c.tag ?? 'any'}, ${c.op.commName || 'unnamed'})`
+      ? `an unexpected message from rank ${c.peer ?? '?'} (tag ${c.tag ?? 'any'}, ${commPhrase(c.op.commName)})`
       : c.op.queue === 'sends'
-        ? `rank ${c.op.rank}'s send (tag ${c.tag ?? 'any'}, ${c.op.commName || 'unnamed'})`
-        : `rank ${c.op.rank}'s receive from ${c.peer === null ? 'any source' : `rank ${c.peer}`} (tag ${c.tag ?? 'any'}, ${c.op.commName || 'unnamed'})`;
+        ? `rank ${c.op.rank}'s send (tag ${c.tag ?? 'any'}, ${commPhrase(c.op.commName)})`
+        : `rank ${c.op.rank}'s receive from ${c.peer === null ? 'any source' : `rank ${c.peer}`} (tag ${c.tag ?? 'any'}, ${commPhrase(c.op.commName)})`;
   const diff = c.wouldMatch ? 'would match but is still pending' : `differs in ${c.differs.join(', ')}`;
-  return `rank ${m.op.rank}'s ${what} ${dir} ${peer} (tag ${m.tag ?? 'any'}, ${m.op.commName || 'unnamed'}) vs ${other}: ${diff}`;
+  return `rank ${m.op.rank}'s ${what} ${dir} ${peer} (tag ${m.tag ?? 'any'}, ${commPhrase(m.op.commName)}) vs ${other}: ${diff}`;
 }
 
 type Summary = Pick<Explanation, 'summary' | 'headline' | 'lead'>;
@@ -490,7 +488,7 @@ function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis): Summar
     case 'collective-hang': {
       const mm = e.collectiveMismatches[0];
       if (mm !== undefined) {
-        const on = mm.commName === null ? '' : ` on ${mm.commName || 'an unnamed communicator'}`;
+        const on = mm.commName === null ? '' : ` on ${commPhrase(mm.commName)}`;
         const allBlocked = mm.groups.every((g) => g.where !== 'call' || g.blocking);
         const settled = mm.groups.every((g) => g.where === 'unread' || (g.where === 'call' && g.blocking));
         head(
@@ -518,7 +516,7 @@ function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis): Summar
       }
       const c = e.collectives[0];
       if (c === undefined) break;
-      const name = c.commName || 'an unnamed library communicator';
+      const name = c.commName === '' ? 'an unnamed library communicator' : commPhrase(c.commName);
       head(
         'Collective hang',
         `${plural(c.rankCount, 'rank')} of ${c.commSize} (${c.ranks}) have collective traffic pending on ${name}.`,
@@ -671,11 +669,11 @@ export function formatExplanation(e: Explanation): string {
         const ops = edge.ops
           .map((o) =>
             o.call === undefined
-              ? `${o.evidence} ${o.commName || 'unnamed'} ${o.queue}[${o.index}]@${o.rank} tag ${o.tag ?? 'any'}`
+              ? `${o.evidence} ${commPhrase(o.commName)} ${o.queue}[${o.index}]@${o.rank} tag ${o.tag ?? 'any'}`
               : // A call's tag comes from its frame: null there is MPI_ANY_TAG or unreadable
                 // (MPICH keeps a blocking call's tag only as an entry value), so say "?"; a
                 // collective has none.
-                `${o.evidence} ${o.call}@${o.rank}${o.index >= 0 ? ` (${o.commName || 'unnamed'} ${o.queue}[${o.index}])` : ''}${o.evidence === 'collective-call' ? '' : ` tag ${o.tag ?? '?'}`}`,
+                `${o.evidence} ${jobText(o.call)}@${o.rank}${o.index >= 0 ? ` (${commPhrase(o.commName)} ${o.queue}[${o.index}])` : ''}${o.evidence === 'collective-call' ? '' : ` tag ${o.tag ?? '?'}`}`,
           )
           .join('; ');
         out.push(`  ${edge.from} -> ${edge.to}: ${ops}`);
@@ -690,12 +688,12 @@ export function formatExplanation(e: Explanation): string {
   if (e.dependsOnUnknown) out.push(`deadlocked if the unread ranks are blocked: ${e.dependsOnUnknown}`);
   for (const c of e.collectives) {
     out.push(
-      `collective in progress on ${c.commName || 'unnamed'}/${c.commSize}: ranks ${c.ranks}${c.waitingFor ? `; waiting for ${c.waitingFor}` : ''}${c.lateWaitOn ? `, which wait in p2p for ${c.lateWaitOn}` : ''}`,
+      `collective in progress on ${commPhrase(c.commName)}/${c.commSize}: ranks ${c.ranks}${c.waitingFor ? `; waiting for ${c.waitingFor}` : ''}${c.lateWaitOn ? `, which wait in p2p for ${c.lateWaitOn}` : ''}`,
     );
   }
   for (const m of e.collectiveMismatches) {
     out.push(
-      `collective mismatch on ${m.commName === null ? 'an unknown communicator' : m.commName || 'unnamed'}:`,
+      `collective mismatch on ${m.commName === null ? 'an unknown communicator' : commPhrase(m.commName)}:`,
     );
     for (const g of m.groups) out.push(`  ${describeCallGroup(g)}`);
   }

@@ -10,6 +10,7 @@
 // their families matter here (work, barrier, lock, taskwait...); an unknown name is shown as is
 // and never taken for a wait.
 import type { JobSnapshot, OmpThread, RankSnapshot } from '../snapshot-spec.js';
+import { jobText, quoteName, ranksPhrase } from '../text.js';
 import { foldMpiName, isBlockingCall } from './mpi-calls.js';
 import { compressRanks } from './ranges.js';
 import { type ThreadMode, treeThreads } from './stack-tree.js';
@@ -234,7 +235,7 @@ function where(t: OmpThreadFacts): string {
         : `a level ${p.level} parallel region inside level ${p.level - 1} (team of ${p.teamSize})`;
   const task = t.task;
   if (task?.kind === 'explicit') {
-    const fn = task.function === null ? '' : ` (${task.function})`;
+    const fn = task.function === null ? '' : ` (${quoteName(task.function)})`;
     return p === null || p.level === 0 ? `an explicit task${fn}` : `an explicit task${fn} in ${region}`;
   }
   if (task?.kind === 'target') return `a target task in ${region}`;
@@ -253,10 +254,10 @@ type RankParts = Omit<RankOpenMp, 'text'>;
 function describeRank(r: RankParts, addresses: boolean): string {
   const parts: string[] = [];
   if (r.threads.length === 0) return 'the OpenMP runtime lists no threads';
-  for (const t of r.inMpi) parts.push(`${who(t)} in ${t.mpiCall} inside ${where(t)}`);
+  for (const t of r.inMpi) parts.push(`${who(t)} in ${jobText(t.mpiCall ?? '')} inside ${where(t)}`);
   if (r.mpiOutsideOpenMp !== null) {
     parts.push(
-      `a thread the OpenMP runtime does not list${addresses ? ` (tid ${r.mpiOutsideOpenMp.tid})` : ''} in ${r.mpiOutsideOpenMp.call}`,
+      `a thread the OpenMP runtime does not list${addresses ? ` (tid ${r.mpiOutsideOpenMp.tid})` : ''} in ${jobText(r.mpiOutsideOpenMp.call)}`,
     );
   }
   // Lock waiters, then the other threads counted by state.
@@ -342,11 +343,6 @@ export interface OpenMpOptions {
   readonly maxGroups?: number;
 }
 
-/** "rank 3" or "ranks 0-4,7" from a range list. */
-export function ranksPhrase(ranges: string): string {
-  return /[-,]/.test(ranges) ? `ranks ${ranges}` : `rank ${ranges}`;
-}
-
 /** The OpenMP picture of every rank, grouped across ranks. Ranks never read for OpenMP are left out. */
 export function analyzeOpenMp(snap: JobSnapshot, opts: OpenMpOptions = {}): OpenMpSummary {
   const groups = new Map<string, { block: OmpBlock; ranks: number[]; first: RankOpenMp }>();
@@ -382,7 +378,10 @@ export function analyzeOpenMp(snap: JobSnapshot, opts: OpenMpOptions = {}): Open
   const shown = all.slice(0, opts.maxGroups ?? 12);
   const unavailable = [...errors.values()].map(({ error, ranks }) => {
     const r = compressRanks(ranks);
-    const message = error.message.startsWith(error.code) ? error.message : `${error.code}: ${error.message}`;
+    const message = jobText(
+      error.message.startsWith(error.code) ? error.message : `${error.code}: ${error.message}`,
+      512,
+    );
     return {
       code: error.code,
       message: error.message,

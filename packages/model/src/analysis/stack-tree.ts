@@ -5,7 +5,9 @@
 // sequences are equal (the equivalence classes), then build the tree from the classes only.
 // Rank sets of nodes are unions of class member lists, memoised by class set (a chain of
 // nodes below a branch point shares one set), so text is made once per distinct set.
+
 import type { Frame, JobSnapshot, RankSnapshot, ThreadStack } from '../snapshot-spec.js';
+import { jobText } from '../text.js';
 import { IntVec } from './csr.js';
 import { compressRanks } from './ranges.js';
 
@@ -379,8 +381,8 @@ export function formatStackTree(tree: StackTree, opts: StackTextOptions = {}): s
         : n.rankCount > 1
           ? ` (${n.rankCount})`
           : '';
-    const mod = opts.modules && n.module !== null ? ` in ${n.module}` : '';
-    lines.push(`${'  '.repeat(n.depth)}[${n.ranks}]${count} ${n.function}${mod}`);
+    const mod = opts.modules && n.module !== null ? ` in ${jobText(n.module, 256)}` : '';
+    lines.push(`${'  '.repeat(n.depth)}[${n.ranks}]${count} ${jobText(n.function)}${mod}`);
     for (let i = n.children.length - 1; i >= 0; i--) stack.push(n.children[i] ?? 0);
   }
   if (tree.missing !== '') lines.push(`no stacks: [${tree.missing}]`);

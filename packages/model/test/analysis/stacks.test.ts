@@ -388,7 +388,7 @@ describe('diagnosis with stacks', () => {
     expect(e.verdict).not.toBe('deadlock');
     expect(e.computing).toBe('1');
     expect(e.summary).toContain('rank 1 computing (in no MPI call)');
-    expect(e.summary).toContain('ranks 0,2 in MPI_Recv on MPI_COMM_WORLD');
+    expect(e.summary).toContain('ranks 0, 2 in MPI_Recv on MPI_COMM_WORLD');
   });
 
   it('MPI_Test loops are not blocking: the rank counts as able to proceed', () => {
