@@ -4,12 +4,27 @@
 // dropped, and every local rank and the starter are pinned by their start time. Slurm jobs
 // are located by job id (locateSlurm); a directory of core files by its manifest or the
 // cores' names (locateCores).
-import { lstatSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import {
+  closeSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  realpathSync,
+  statSync,
+} from 'node:fs';
 import { dirname } from 'node:path';
 import { procCredentials, procStartTime, rankFromCoreName, readCoreInfo } from '@mqd/core';
-import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
+import { CLIP_MARK, clipText, err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import { type LocalHost, localHost, parseSlurmJob, slurmJobInfo, slurmRanks } from '@mqd/mpir';
-import type { JobLocator, LocatedJob, SeenStarter } from '@mqd/server/agent';
+import {
+  type JobLocator,
+  type LocatedJob,
+  MAX_COMMAND_CHARS,
+  MAX_SEEN_JOBS,
+  type SeenStarter,
+} from '@mqd/server/agent';
 import { coresFromDir } from './core-args.js';
 import { locateAsOwner } from './locate-as-owner.js';
 
@@ -155,16 +170,22 @@ export class MpirJobLocator implements JobLocator {
     });
   }
 
+  /**
+   * The node's MPI starters, at most MAX_SEEN_JOBS. Any local user can name a process mpirun:
+   * its command line (up to ARG_MAX, 2 MB) is read only up to what the status carries and cut
+   * there with a visible "…" (clipText).
+   */
   async list(): Promise<readonly SeenStarter[]> {
     const out: SeenStarter[] = [];
     for (const d of readdirSync('/proc')) {
       if (!/^\d+$/.test(d)) continue;
+      if (out.length >= MAX_SEEN_JOBS) break;
       try {
         const comm = readFileSync(`/proc/${d}/comm`, 'utf8').trim();
         if (!STARTERS.has(comm)) continue;
         const status = readFileSync(`/proc/${d}/status`, 'utf8');
         const uid = Number(/^Uid:\s+(\d+)/m.exec(status)?.[1] ?? -1);
-        const command = readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0').filter(Boolean).join(' ');
+        const command = commandLine(Number(d));
         const startTime = procStartTime(Number(d));
         out.push({ starterPid: Number(d), uid, command, ...(startTime !== null ? { startTime } : {}) });
       } catch {
@@ -172,6 +193,25 @@ export class MpirJobLocator implements JobLocator {
       }
     }
     return out;
+  }
+}
+
+/**
+ * A process's command line, arguments joined by spaces, at most MAX_COMMAND_CHARS: only the
+ * first bytes of /proc/PID/cmdline are read (enough for that many characters of UTF-8).
+ */
+function commandLine(pid: number): string {
+  const fd = openSync(`/proc/${pid}/cmdline`, 'r');
+  try {
+    const buf = Buffer.alloc(MAX_COMMAND_CHARS * 4 + 4);
+    let n = 0;
+    for (let got = -1; got !== 0 && n < buf.length; n += got)
+      got = readSync(fd, buf, n, buf.length - n, null);
+    const text = buf.subarray(0, n).toString('utf8').split('\0').filter(Boolean).join(' ');
+    // The buffer filled up: the command goes on, so it shows as cut even where what was read fits.
+    return clipText(n === buf.length ? `${text}${CLIP_MARK}` : text, MAX_COMMAND_CHARS);
+  } finally {
+    closeSync(fd);
   }
 }
 

@@ -22,10 +22,13 @@
 //   version  free text (<= 64 chars), the agent's software version, for the admin page.
 //
 // Messages, aggregator -> agent
-//   welcome  {type, protocol, agentId, maxMessageBytes, statusIntervalMs}
+//   welcome  {type, protocol, agentId, maxMessageBytes, statusIntervalMs, keepaliveMs}
 //            first message after the handshake; the agent must keep each message it sends
-//            within maxMessageBytes (bytes of the JSON document) and send `status` every
-//            statusIntervalMs (milliseconds).
+//            within maxMessageBytes (bytes of the JSON document), send `status` every
+//            statusIntervalMs (milliseconds) and, while it works on requests, `alive` every
+//            keepaliveMs. The aggregator fails a request it has heard nothing about for its
+//            silence deadline (well above keepaliveMs) with MQD_E_AGENT_SILENT: a frozen
+//            (SIGSTOPped) or overloaded agent costs its own ranks seconds, not the whole timeout.
 //   request  {type, id, method: 'snapshot', params: {ranks: [{rank, pid, startTime?, core?}], timeoutMs,
 //            ownerUid?, allowRoot?}}
 //            read these ranks (at most MAX_RANKS_PER_REQUEST) within timeoutMs milliseconds.
@@ -43,21 +46,32 @@
 //            roots); answered by one `reply`.
 //   refused  {type, refId, error: {code, message}}
 //            the aggregator dropped one of the agent's messages (too big, not JSON, wrong
-//            shape, unknown or finished request id); refId is the message's request id when
-//            it could be read, else null. Nothing from a refused message is kept.
+//            shape, unknown or finished request id), or entries of one (ranks of a chunk,
+//            starters of a status: the message says which); refId is the message's request id
+//            when it could be read, else null. Nothing refused is kept.
 //
 // Messages, agent -> aggregator
 //   status   {type, health, mpi, jobs}
 //            health: {rssBytes, heapUsedBytes (bytes), uptimeSeconds, loadAverage1m,
 //            activeRequests, lastError: {code, message} | null}; mpi: the reader's library
 //            and DLL or null; jobs: MPI starters seen on the node (<= MAX_SEEN_JOBS),
-//            [{starterPid, uid, command, startTime?}].
+//            [{starterPid, uid, command, startTime?}]. Everything here a local user controls
+//            (a command line: anyone can start a process named mpirun) is cut to its limit by
+//            the agent (clipText, ending in "…": command <= MAX_COMMAND_CHARS), and the agent
+//            lists only as many starters as fit maxMessageBytes; a starter entry that is still
+//            malformed is dropped by the aggregator, the rest of the status kept.
+//   alive    {type, ids}
+//            the agent is still at work on these open requests (sent every keepaliveMs while
+//            any is open); resets each one's silence deadline.
 //   chunk    {type, id, ranks: RankSnapshot[]}  (packages/model snapshot-spec.ts)
 //            part of the answer to snapshot request `id`. Each rank must be one of the
 //            request's (rank, pid) pairs and appear once over all chunks. The agent splits
 //            its answer so that each chunk fits maxMessageBytes; a single rank that cannot fit
-//            is sent as a rank in state error instead. A chunk that fails validation is
-//            refused as a whole.
+//            is sent as a rank in state error instead. Each rank is checked on its own
+//            against the snapshot spec (packages/model checkRank, the validator the dashboard
+//            and share links use): one that fails, was not asked for or comes twice is dropped
+//            (it stays unanswered: agent-missing unless a valid copy follows) and the agent is
+//            told with `refused`; the chunk's other ranks are kept.
 //   reply    {type, id, method, ok: true, result} | {type, id, method, ok: false, error}
 //            ends request `id`. method repeats the request's method so a reply can be
 //            validated on its own. Results:
@@ -75,31 +89,45 @@
 // - Request ids are positive integers chosen by the aggregator, unique per connection.
 // - Ranks and pids are integers: rank in [0, 2^31), pid in [1, 2^30].
 // - All sizes are bytes, all durations milliseconds unless the field says Micros/Seconds.
+//   Text limits are in UTF-16 units (String.length), the snapshot spec's MAX_*_CHARS for the
+//   spec's fields (paths, hosts, codes, messages).
 // - A rank the agent cannot read is still answered (state error), never silently dropped;
 //   ranks the aggregator never hears about become `agent-missing` in the merged snapshot.
 import {
   type CoreFileSource,
+  checkRank,
   type ErrorCode,
   err,
   isErrorCode,
+  MAX_CODE_CHARS,
   MAX_CORES_DIR_CHARS,
+  MAX_HOST_CHARS,
+  MAX_MESSAGE_CHARS,
+  MAX_PATH_CHARS,
   type MqdError,
   mqdError,
   ok,
-  openMpInvariant,
   type RankSnapshot,
   type Result,
   SLURM_JOB_RE,
 } from '@mqd/model';
 import type { LocatedJob, MpiInfo, RankTarget, SeenStarter } from './seams.js';
 
-export const AGENT_PROTOCOL_VERSION = 1 as const;
+export const AGENT_PROTOCOL_VERSION = 2 as const;
 export const AGENT_NAMESPACE = '/agents';
 export const UI_NAMESPACE = '/ui';
 export const WIRE_EVENT = 'mqd';
 export const DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
 export const MAX_RANKS_PER_REQUEST = 1 << 20;
 export const MAX_SEEN_JOBS = 1024;
+/** A starter's or a located job's command line, in UTF-16 units; longer ones are cut (clipText). */
+export const MAX_COMMAND_CHARS = 4096;
+/** LocatedJob.method, in UTF-16 units. */
+export const MAX_METHOD_CHARS = 64;
+/** Default for welcome.keepaliveMs: how often an agent says it is still at work on a request. */
+export const DEFAULT_KEEPALIVE_MS = 2000;
+/** Request ids one `alive` message lists (an agent has a handful open at a time). */
+export const MAX_ALIVE_IDS = 4096;
 const MAX_ID = 0x7fffffff;
 
 export type RequestMethod = 'snapshot' | 'locate';
@@ -150,6 +178,7 @@ export type ServerMessage =
       readonly agentId: string;
       readonly maxMessageBytes: number;
       readonly statusIntervalMs: number;
+      readonly keepaliveMs: number;
     }
   | {
       readonly type: 'request';
@@ -202,7 +231,17 @@ export type AgentMessage =
       readonly jobs: readonly SeenStarter[];
     }
   | { readonly type: 'chunk'; readonly id: number; readonly ranks: RankSnapshot[] }
+  | { readonly type: 'alive'; readonly ids: readonly number[] }
   | ReplyMessage;
+
+/**
+ * What decodeAgentMessage gives: the message with what was valid in it, and the entries it
+ * dropped (a chunk's ranks, a status's starters), absent when none was.
+ */
+export type DecodedAgentMessage = AgentMessage & Dropped;
+interface Dropped {
+  readonly dropped?: readonly DroppedEntry[];
+}
 
 /** The bytes of one message: what goes over the wire as the single argument of WIRE_EVENT. */
 export function encodeMessage(msg: AgentMessage | ServerMessage): Buffer {
@@ -216,7 +255,8 @@ export function fromWire(e: WireError, fallback: ErrorCode): MqdError {
 
 // --- validation at the edge -------------------------------------------------------------
 // Hand-written guards: the envelopes are small, and a guard names the path of the first bad
-// field. Ranks have their own guard (checkRanks, below).
+// field. Their text limits are the snapshot spec's constants (MAX_*_CHARS) where the field is
+// one of the spec's. Ranks are checked by the spec's own validator (checkRanks, below).
 
 class Invalid extends Error {}
 type Obj = Record<string, unknown>;
@@ -264,14 +304,17 @@ const AGENT_ID_RE = /^[A-Za-z0-9._:-]+$/;
 
 function wireError(v: unknown, path: string): WireError {
   const o = obj(v, path, ['code', 'message']);
-  return { code: str(o['code'], `${path}.code`, 64, 1), message: str(o['message'], `${path}.message`, 4096) };
+  return {
+    code: str(o['code'], `${path}.code`, MAX_CODE_CHARS, 1),
+    message: str(o['message'], `${path}.message`, MAX_MESSAGE_CHARS),
+  };
 }
 function mpiInfo(v: unknown, path: string): MpiInfo | null {
   if (v === null) return null;
   const o = obj(v, path, ['library', 'dll', 'lengthUnit']);
   return {
     library: oneOf(o['library'], `${path}.library`, ['openmpi', 'mpich', 'unknown'] as const),
-    dll: o['dll'] === null ? null : str(o['dll'], `${path}.dll`, 4096),
+    dll: o['dll'] === null ? null : str(o['dll'], `${path}.dll`, MAX_PATH_CHARS),
     lengthUnit: oneOf(o['lengthUnit'], `${path}.lengthUnit`, ['bytes', 'elements'] as const),
   };
 }
@@ -299,10 +342,10 @@ function coreSources(v: unknown, path: string): CoreFileSource[] {
     const o = obj(x, p, ['rank', 'path', 'pid', 'signal', 'executable', 'writtenAt']);
     return {
       rank: rankNo(o['rank'], `${p}.rank`),
-      path: str(o['path'], `${p}.path`, 4096),
+      path: str(o['path'], `${p}.path`, MAX_PATH_CHARS),
       pid: int(o['pid'], `${p}.pid`, 1, Number.MAX_SAFE_INTEGER),
       signal: int(o['signal'], `${p}.signal`, 0, 255),
-      executable: str(o['executable'], `${p}.executable`, 4096),
+      executable: str(o['executable'], `${p}.executable`, MAX_PATH_CHARS),
       writtenAt: str(o['writtenAt'], `${p}.writtenAt`, 40, 20, ISO_RE),
     };
   });
@@ -326,7 +369,7 @@ function locatedJob(v: unknown, path: string): LocatedJob {
     const base = {
       rank: rankNo(r['rank'], `${p}.rank`),
       pid: pidNo(r['pid'], `${p}.pid`),
-      host: str(r['host'], `${p}.host`, 255, 1),
+      host: str(r['host'], `${p}.host`, MAX_HOST_CHARS, 1),
     };
     return {
       ...base,
@@ -341,9 +384,9 @@ function locatedJob(v: unknown, path: string): LocatedJob {
   }
   return {
     ranks,
-    method: str(o['method'], `${path}.method`, 64, 1),
+    method: str(o['method'], `${path}.method`, MAX_METHOD_CHARS, 1),
     uid: int(o['uid'], `${path}.uid`, 0, 0xffffffff),
-    command: str(o['command'], `${path}.command`, 4096),
+    command: str(o['command'], `${path}.command`, MAX_COMMAND_CHARS),
     starterStartTime: startTime(o['starterStartTime'], `${path}.starterStartTime`),
     ...(o['starterPid'] === undefined ? {} : { starterPid: pidNo(o['starterPid'], `${path}.starterPid`) }),
     ...(o['coresDir'] === undefined ? {} : { coresDir: corePath(o['coresDir'], `${path}.coresDir`) }),
@@ -351,7 +394,7 @@ function locatedJob(v: unknown, path: string): LocatedJob {
       ? {}
       : {
           otherNodes: arr(o['otherNodes'], `${path}.otherNodes`, MAX_OTHER_NODES).map((h, i) =>
-            str(h, `${path}.otherNodes[${i}]`, 255, 1),
+            str(h, `${path}.otherNodes[${i}]`, MAX_HOST_CHARS, 1),
           ),
         }),
   };
@@ -361,7 +404,7 @@ function seenStarter(v: unknown, path: string): SeenStarter {
   const s = {
     starterPid: pidNo(o['starterPid'], `${path}.starterPid`),
     uid: int(o['uid'], `${path}.uid`, 0, 0xffffffff),
-    command: str(o['command'], `${path}.command`, 4096),
+    command: str(o['command'], `${path}.command`, MAX_COMMAND_CHARS),
   };
   return o['startTime'] === undefined
     ? s
@@ -369,296 +412,67 @@ function seenStarter(v: unknown, path: string): SeenStarter {
 }
 
 // --- ranks -------------------------------------------------------------------------------
-// RankSnapshot checked field by field against packages/model snapshot-spec.ts, plus the two
-// per-communicator invariants validateSnapshot adds. Written out by hand because the generic
-// schema walk (TypeBox Value.Check) costs ~18 us per rank, a third of a 16,384-rank snapshot's
-// budget; this guard is ~10x faster. test/protocol.test.ts checks it agrees with
-// validateSnapshot on every mutation of a realistic rank, so a spec change that it misses
-// fails there.
+// A rank is checked by the snapshot spec's own validator (packages/model checkRank: the compiled
+// schema and validateSnapshot's per-rank invariants), so whatever an agent gets stored opens in
+// the dashboard and through share links. It replaced a hand-written guard that had drifted from
+// the spec (1,040-character dll.missingFields where the spec allows 512) and is 2.5x faster
+// (16,384 realistic ranks: 36 ms against 90 ms). One bad rank is dropped, not its whole chunk.
 
-const INT32_MIN = -2147483648;
-const INT32_MAX = 2147483647;
-const BUFFER_RE = /^0x[0-9a-f]{1,16}$/;
-const OP_STATUS = ['pending', 'matched', 'complete'] as const;
-const NOT_OK = ['error', 'no-queues', 'agent-missing'] as const;
-const RANK_KEYS = [
-  'rank',
-  'pid',
-  'host',
-  'state',
-  'pausedMicros',
-  'communicators',
-  'threads',
-  'stacksError',
-  'mpiCall',
-  'openmp',
-  'openmpError',
-  'dll',
-  'dllLog',
-];
-const THREAD_KEYS = ['tid', 'name', 'main', 'frames', 'truncated', 'error', 'ompState'];
-const OPENMP_KEYS = ['runtime', 'ompd', 'version', 'threads'];
-const OMP_THREAD_KEYS = ['tid', 'threadNum', 'state', 'waitId', 'parallel', 'task'];
-const OMP_PARALLEL_KEYS = ['teamSize', 'level', 'activeLevel'];
-const OMP_TASK_KEYS = ['function', 'entry', 'kind'];
-const OMP_TASK_KINDS = ['initial', 'implicit', 'explicit', 'target', 'unknown'] as const;
-const FRAME_KEYS = ['pc', 'function', 'module', 'file', 'line', 'inlined'];
-const MPI_CALL_KEYS = ['function', 'tid', 'args'];
-const MPI_ARGS_KEYS = ['peer', 'tag', 'communicator', 'count'];
-const PC_RE = /^0x[0-9a-f]{1,16}$/;
-/** Same caps as snapshot-spec.ts (MAX_FRAMES_PER_THREAD, MAX_THREADS_PER_RANK). */
-const MAX_FRAMES = 256;
-const MAX_THREADS = 4096;
-const COMM_KEYS = [
-  'id',
-  'name',
-  'size',
-  'localRank',
-  'world',
-  'group',
-  'remoteGroup',
-  'fortranHandle',
-  'sends',
-  'receives',
-  'unexpected',
-  'unavailable',
-];
-const OP_KEYS = [
-  'status',
-  'peer',
-  'tag',
-  'length',
-  'lengthUnknown',
-  'actual',
-  'extraText',
-  'buffer',
-  'systemBuffer',
-  'lengthUnit',
-];
-const LENGTH_UNITS = ['bytes', 'elements'] as const;
-const QUEUES = ['sends', 'receives', 'unexpected'] as const;
-
-const nonNeg = (v: unknown, path: string) => int(v, path, 0, Number.MAX_VALUE);
-const int32 = (v: unknown, path: string) => int(v, path, INT32_MIN, INT32_MAX);
-const int32OrNull = (v: unknown, path: string) => (v === null ? null : int32(v, path));
-
-function peer(v: unknown, path: string): void {
-  const o = obj(v, path, ['local', 'global']);
-  int32OrNull(o['local'], `${path}.local`);
-  int32OrNull(o['global'], `${path}.global`);
+/** A JSON pointer of the validator (`/communicators/0/sends/1`) as a field path (`.communicators[0].sends[1]`). */
+function fieldPath(pointer: string): string {
+  return pointer
+    .split('/')
+    .slice(1)
+    .map((k) => (/^\d+$/.test(k) ? `[${k}]` : `.${k.replace(/~1/g, '/').replace(/~0/g, '~')}`))
+    .join('');
 }
 
-function operation(v: unknown, path: string): void {
-  const o = obj(v, path, OP_KEYS);
-  oneOf(o['status'], `${path}.status`, OP_STATUS);
-  peer(o['peer'], `${path}.peer`);
-  int32OrNull(o['tag'], `${path}.tag`);
-  nonNeg(o['length'], `${path}.length`);
-  if (o['lengthUnknown'] !== undefined && o['lengthUnknown'] !== true)
-    fail(`${path}.lengthUnknown`, 'expected true');
-  if (o['actual'] !== null) {
-    const a = obj(o['actual'], `${path}.actual`, ['peer', 'tag', 'length']);
-    peer(a['peer'], `${path}.actual.peer`);
-    int32OrNull(a['tag'], `${path}.actual.tag`);
-    if (a['length'] !== null) nonNeg(a['length'], `${path}.actual.length`);
-  }
-  arr(o['extraText'], `${path}.extraText`, 5).forEach((t, i) => {
-    str(t, `${path}.extraText[${i}]`, 64);
-  });
-  str(o['buffer'], `${path}.buffer`, 18, 3, BUFFER_RE);
-  if (typeof o['systemBuffer'] !== 'boolean') fail(`${path}.systemBuffer`, 'expected a boolean');
-  // Only where the entry counts in another unit than the snapshot (MPICH ch4's unexpected bytes).
-  if (o['lengthUnit'] !== undefined) oneOf(o['lengthUnit'], `${path}.lengthUnit`, LENGTH_UNITS);
+/**
+ * An entry the aggregator dropped from an otherwise well-formed message (a chunk's rank, a
+ * status's starter): what decodeAgentMessage reports beside the message; never on the wire.
+ */
+export interface DroppedEntry {
+  /** The entry's path and what is wrong there, e.g. `ranks[3].communicators[0].name: ...`. */
+  readonly why: string;
+  /** A dropped rank's number and pid, when those two fields could be read. */
+  readonly rank?: number;
+  readonly pid?: number;
 }
 
-function communicator(v: unknown, path: string): void {
-  const o = obj(v, path, COMM_KEYS);
-  str(o['id'], `${path}.id`, 64);
-  str(o['name'], `${path}.name`, 256);
-  const size = nonNeg(o['size'], `${path}.size`);
-  int32(o['localRank'], `${path}.localRank`);
-  if (o['world'] !== undefined && typeof o['world'] !== 'boolean')
-    fail(`${path}.world`, 'expected a boolean');
-  if (o['group'] !== null) {
-    const g = arr(o['group'], `${path}.group`, 1 << 24);
-    for (let i = 0; i < g.length; i++) int32(g[i], `${path}.group[${i}]`);
-    if (g.length !== size) fail(`${path}.group`, `has ${g.length} entries for size ${size}`);
-    // analysis/comm.ts isWorld: the world's group is the identity, never sent.
-    if (o['world'] === true || (o['world'] === undefined && o['name'] === 'MPI_COMM_WORLD')) {
-      fail(`${path}.group`, 'must be null for MPI_COMM_WORLD (it is the identity)');
-    }
-  }
-  // An intercommunicator's remote group (optional; null when the library cannot tell).
-  if (o['remoteGroup'] !== undefined && o['remoteGroup'] !== null) {
-    const g = arr(o['remoteGroup'], `${path}.remoteGroup`, 1 << 24);
-    for (let i = 0; i < g.length; i++) int32(g[i], `${path}.remoteGroup[${i}]`);
-  }
-  // The Fortran handle (optional; null when the library's structures could not be read).
-  if (o['fortranHandle'] !== undefined && o['fortranHandle'] !== null)
-    int32(o['fortranHandle'], `${path}.fortranHandle`);
-  const un = obj(o['unavailable'], `${path}.unavailable`, QUEUES);
-  for (const q of QUEUES) {
-    const reason = un[q];
-    if (reason !== undefined) {
-      const r = obj(reason, `${path}.unavailable.${q}`, ['code', 'message']);
-      str(r['code'], `${path}.unavailable.${q}.code`, 64);
-      str(r['message'], `${path}.unavailable.${q}.message`, 4096);
-    }
-    const ops = o[q];
-    if ((ops === null) !== (reason !== undefined)) {
-      fail(`${path}.${q}`, 'must be null exactly when unavailable gives a reason');
-    }
-    if (ops !== null) {
-      const list = arr(ops, `${path}.${q}`, 1_000_000);
-      for (let i = 0; i < list.length; i++) operation(list[i], `${path}.${q}[${i}]`);
-    }
-  }
-}
+const isInt = (v: unknown, min: number, max: number): v is number =>
+  typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
 
-const strOrNull = (v: unknown, path: string, max: number) => (v === null ? null : str(v, path, max));
-const bool = (v: unknown, path: string) => {
-  if (typeof v !== 'boolean') fail(path, 'expected a boolean');
-};
-
-function codedError(v: unknown, path: string): void {
-  const o = obj(v, path, ['code', 'message']);
-  str(o['code'], `${path}.code`, 64);
-  str(o['message'], `${path}.message`, 4096);
-}
-
-function frame(v: unknown, path: string): void {
-  const o = obj(v, path, FRAME_KEYS);
-  str(o['pc'], `${path}.pc`, 18, 3, PC_RE);
-  strOrNull(o['function'], `${path}.function`, 1024);
-  strOrNull(o['module'], `${path}.module`, 4096);
-  strOrNull(o['file'], `${path}.file`, 4096);
-  if (o['line'] !== null) nonNeg(o['line'], `${path}.line`);
-  bool(o['inlined'], `${path}.inlined`);
-}
-
-function threadStack(v: unknown, path: string): void {
-  const o = obj(v, path, THREAD_KEYS);
-  int(o['tid'], `${path}.tid`, 1, Number.MAX_VALUE);
-  strOrNull(o['name'], `${path}.name`, 64);
-  bool(o['main'], `${path}.main`);
-  const frames = arr(o['frames'], `${path}.frames`, MAX_FRAMES);
-  for (let i = 0; i < frames.length; i++) frame(frames[i], `${path}.frames[${i}]`);
-  bool(o['truncated'], `${path}.truncated`);
-  if (o['error'] !== null) codedError(o['error'], `${path}.error`);
-  if (o['ompState'] !== undefined) str(o['ompState'], `${path}.ompState`, 128);
-}
-
-const hexOrNull = (v: unknown, path: string) => (v === null ? null : str(v, path, 18, 3, PC_RE));
-
-function ompThread(v: unknown, path: string): void {
-  const o = obj(v, path, OMP_THREAD_KEYS);
-  int(o['tid'], `${path}.tid`, 1, Number.MAX_VALUE);
-  if (o['threadNum'] !== null) nonNeg(o['threadNum'], `${path}.threadNum`);
-  str(o['state'], `${path}.state`, 128);
-  hexOrNull(o['waitId'], `${path}.waitId`);
-  if (o['parallel'] !== null) {
-    const p = obj(o['parallel'], `${path}.parallel`, OMP_PARALLEL_KEYS);
-    int(p['teamSize'], `${path}.parallel.teamSize`, 1, Number.MAX_VALUE);
-    nonNeg(p['level'], `${path}.parallel.level`);
-    if (p['activeLevel'] !== null) nonNeg(p['activeLevel'], `${path}.parallel.activeLevel`);
-  }
-  if (o['task'] !== null) {
-    const t = obj(o['task'], `${path}.task`, OMP_TASK_KEYS);
-    strOrNull(t['function'], `${path}.task.function`, 1024);
-    hexOrNull(t['entry'], `${path}.task.entry`);
-    oneOf(t['kind'], `${path}.task.kind`, OMP_TASK_KINDS);
-  }
-}
-
-/** The rank's OpenMP fields (issue 15), then the invariants validateSnapshot adds (snapshot-validate.ts). */
-function rankOpenMpFields(o: Obj, path: string): void {
-  if (o['openmp'] !== undefined && o['openmp'] !== null) {
-    const m = obj(o['openmp'], `${path}.openmp`, OPENMP_KEYS);
-    str(m['runtime'], `${path}.openmp.runtime`, 4096);
-    str(m['ompd'], `${path}.openmp.ompd`, 4096);
-    str(m['version'], `${path}.openmp.version`, 1024);
-    const threads = arr(m['threads'], `${path}.openmp.threads`, MAX_THREADS);
-    for (let i = 0; i < threads.length; i++) ompThread(threads[i], `${path}.openmp.threads[${i}]`);
-  }
-  if (o['openmpError'] !== undefined) codedError(o['openmpError'], `${path}.openmpError`);
-  const broken = openMpInvariant(o as RankSnapshot);
-  if (broken !== null) fail(`${path}.openmp`, broken);
-}
-
-function mpiCall(v: unknown, path: string): void {
-  if (v === null) return;
-  const o = obj(v, path, MPI_CALL_KEYS);
-  str(o['function'], `${path}.function`, 128);
-  int(o['tid'], `${path}.tid`, 1, Number.MAX_VALUE);
-  if (o['args'] === null) return;
-  const a = obj(o['args'], `${path}.args`, MPI_ARGS_KEYS);
-  if (a['peer'] !== null) peer(a['peer'], `${path}.args.peer`);
-  int32OrNull(a['tag'], `${path}.args.tag`);
-  strOrNull(a['communicator'], `${path}.args.communicator`, 64);
-  if (a['count'] !== null) nonNeg(a['count'], `${path}.args.count`);
-}
-
-/** The optional stack fields of a rank (absent = not read; JSON never carries undefined). */
-function rankStacks(o: Obj, path: string): void {
-  if (o['threads'] !== undefined) {
-    const threads = arr(o['threads'], `${path}.threads`, MAX_THREADS);
-    for (let i = 0; i < threads.length; i++) threadStack(threads[i], `${path}.threads[${i}]`);
-  }
-  if (o['stacksError'] !== undefined) codedError(o['stacksError'], `${path}.stacksError`);
-  if (o['mpiCall'] !== undefined) mpiCall(o['mpiCall'], `${path}.mpiCall`);
-}
-
-function rankSnapshot(v: unknown, path: string): RankSnapshot {
-  const o = obj(v, path, RANK_KEYS);
-  int(o['rank'], `${path}.rank`, 0, INT32_MAX);
-  int(o['pid'], `${path}.pid`, 1, Number.MAX_VALUE);
-  str(o['host'], `${path}.host`, 255);
-  const st = o['state'];
-  if ((st as Obj | null)?.['kind'] === 'ok') obj(st, `${path}.state`, ['kind']);
-  else {
-    const so = obj(st, `${path}.state`, ['kind', 'code', 'message']);
-    oneOf(so['kind'], `${path}.state.kind`, NOT_OK);
-    str(so['code'], `${path}.state.code`, 64);
-    str(so['message'], `${path}.state.message`, 4096);
-  }
-  if (o['pausedMicros'] !== null) nonNeg(o['pausedMicros'], `${path}.pausedMicros`);
-  const comms = arr(o['communicators'], `${path}.communicators`, 65536);
-  for (let i = 0; i < comms.length; i++) communicator(comms[i], `${path}.communicators[${i}]`);
-  rankStacks(o, path);
-  rankOpenMpFields(o, path);
-  if (o['dll'] !== undefined) {
-    const d = obj(o['dll'], `${path}.dll`, ['path', 'version', 'missingFields', 'renamedFields']);
-    str(d['path'], `${path}.dll.path`, 4096);
-    str(d['version'], `${path}.dll.version`, 1024);
-    // Field lookups the library could not answer, and the renames MQD answered (mqs/dll-fields.ts).
-    for (const k of ['missingFields', 'renamedFields'] as const) {
-      if (d[k] === undefined) continue;
-      const list = arr(d[k], `${path}.dll.${k}`, 64);
-      for (let i = 0; i < list.length; i++) str(list[i], `${path}.dll.${k}[${i}]`, 1040);
-    }
-  }
-  if (o['dllLog'] !== undefined) {
-    const lines = arr(o['dllLog'], `${path}.dllLog`, 200);
-    for (let i = 0; i < lines.length; i++) str(lines[i], `${path}.dllLog[${i}]`, 4096);
-  }
-  return v as RankSnapshot;
-}
-
-function chunkRanks(v: unknown, path: string): RankSnapshot[] {
+function chunkRanks(v: unknown, path: string, dropped: DroppedEntry[]): RankSnapshot[] {
   const list = arr(v, path, MAX_RANKS_PER_REQUEST);
   const seen = new Set<number>();
-  return list.map((r, i) => {
-    const rank = rankSnapshot(r, `${path}[${i}]`);
-    if (seen.has(rank.rank)) fail(`${path}[${i}].rank`, `rank ${rank.rank} appears twice`);
-    seen.add(rank.rank);
-    return rank;
-  });
+  const out: RankSnapshot[] = [];
+  for (let i = 0; i < list.length; i++) {
+    const x = list[i];
+    const bad = checkRank(x);
+    const r = x as RankSnapshot;
+    let why = bad === null ? null : `${path}[${i}]${fieldPath(bad.path)}: ${bad.message}`;
+    if (why === null && seen.has(r.rank)) why = `${path}[${i}].rank: rank ${r.rank} appears twice`;
+    if (why === null) {
+      seen.add(r.rank);
+      out.push(r);
+      continue;
+    }
+    const o = (typeof x === 'object' && x !== null ? x : {}) as { rank?: unknown; pid?: unknown };
+    dropped.push({
+      why,
+      ...(isInt(o.rank, 0, MAX_ID) ? { rank: o.rank } : {}),
+      ...(isInt(o.pid, 1, Number.MAX_SAFE_INTEGER) ? { pid: o.pid } : {}),
+    });
+  }
+  return out;
 }
 
 /** Checks ranks as an agent must send them; the error names the first bad field. */
 export function checkRanks(ranks: unknown): Result<RankSnapshot[], string> {
   try {
-    return ok(chunkRanks(ranks, 'ranks'));
+    const dropped: DroppedEntry[] = [];
+    const out = chunkRanks(ranks, 'ranks', dropped);
+    return dropped[0] === undefined ? ok(out) : err(dropped[0].why);
   } catch (e) {
     if (!(e instanceof Invalid)) throw e;
     return err(e.message);
@@ -678,7 +492,11 @@ export interface Refusal {
   readonly refId: number | null;
 }
 
-function decode<T>(data: unknown, maxBytes: number, guard: (v: unknown) => T): Result<T, Refusal> {
+function decode<T>(
+  data: unknown,
+  maxBytes: number,
+  guard: (v: unknown, dropped: DroppedEntry[]) => T,
+): Result<T & Dropped, Refusal> {
   const buf = bytesOf(data);
   if (buf === null) {
     return err({
@@ -706,7 +524,10 @@ function decode<T>(data: unknown, maxBytes: number, guard: (v: unknown) => T): R
     });
   }
   try {
-    return ok(guard(json));
+    const dropped: DroppedEntry[] = [];
+    const value = guard(json, dropped);
+    // Only a message with dropped entries says so (a clean one decodes to exactly what was sent).
+    return ok((dropped.length === 0 ? value : { ...value, dropped }) as T & Dropped);
   } catch (e) {
     if (!(e instanceof Invalid)) throw e;
     const id = (json as { id?: unknown } | null)?.id;
@@ -715,8 +536,22 @@ function decode<T>(data: unknown, maxBytes: number, guard: (v: unknown) => T): R
   }
 }
 
-function agentMessage(v: unknown): AgentMessage {
-  const type = oneOf((v as Obj | null)?.['type'], 'type', ['status', 'chunk', 'reply'] as const);
+/** A status's starters: a malformed one is dropped (a local user names them), the rest kept. */
+function seenStarters(v: unknown, dropped: DroppedEntry[]): SeenStarter[] {
+  const out: SeenStarter[] = [];
+  arr(v, 'jobs', MAX_SEEN_JOBS).forEach((j, i) => {
+    try {
+      out.push(seenStarter(j, `jobs[${i}]`));
+    } catch (e) {
+      if (!(e instanceof Invalid)) throw e;
+      dropped.push({ why: e.message });
+    }
+  });
+  return out;
+}
+
+function agentMessage(v: unknown, dropped: DroppedEntry[]): AgentMessage {
+  const type = oneOf((v as Obj | null)?.['type'], 'type', ['status', 'chunk', 'alive', 'reply'] as const);
   switch (type) {
     case 'status': {
       const o = obj(v, '$', ['type', 'health', 'mpi', 'jobs']);
@@ -739,12 +574,16 @@ function agentMessage(v: unknown): AgentMessage {
           lastError: h['lastError'] === null ? null : wireError(h['lastError'], 'health.lastError'),
         },
         mpi: mpiInfo(o['mpi'], 'mpi'),
-        jobs: arr(o['jobs'], 'jobs', MAX_SEEN_JOBS).map((j, i) => seenStarter(j, `jobs[${i}]`)),
+        jobs: seenStarters(o['jobs'], dropped),
       };
     }
     case 'chunk': {
       const o = obj(v, '$', ['type', 'id', 'ranks']);
-      return { type, id: reqId(o['id'], 'id'), ranks: chunkRanks(o['ranks'], 'ranks') };
+      return { type, id: reqId(o['id'], 'id'), ranks: chunkRanks(o['ranks'], 'ranks', dropped) };
+    }
+    case 'alive': {
+      const o = obj(v, '$', ['type', 'ids']);
+      return { type, ids: arr(o['ids'], 'ids', MAX_ALIVE_IDS).map((x, i) => reqId(x, `ids[${i}]`)) };
     }
     case 'reply': {
       const o = obj(v, '$', ['type', 'id', 'method', 'ok', 'result', 'error']);
@@ -779,13 +618,21 @@ function serverMessage(v: unknown): ServerMessage {
   const type = oneOf((v as Obj | null)?.['type'], 'type', ['welcome', 'request', 'refused'] as const);
   switch (type) {
     case 'welcome': {
-      const o = obj(v, '$', ['type', 'protocol', 'agentId', 'maxMessageBytes', 'statusIntervalMs']);
+      const o = obj(v, '$', [
+        'type',
+        'protocol',
+        'agentId',
+        'maxMessageBytes',
+        'statusIntervalMs',
+        'keepaliveMs',
+      ]);
       return {
         type,
         protocol: int(o['protocol'], 'protocol', 0, MAX_ID),
         agentId: str(o['agentId'], 'agentId', 64, 1, AGENT_ID_RE),
         maxMessageBytes: int(o['maxMessageBytes'], 'maxMessageBytes', 1024, Number.MAX_SAFE_INTEGER),
         statusIntervalMs: int(o['statusIntervalMs'], 'statusIntervalMs', 10, MAX_ID),
+        keepaliveMs: int(o['keepaliveMs'], 'keepaliveMs', 10, MAX_ID),
       };
     }
     case 'request': {
@@ -830,7 +677,7 @@ function serverMessage(v: unknown): ServerMessage {
 }
 
 /** Aggregator side: one message from an agent, refused unless it is within size and well formed. */
-export function decodeAgentMessage(data: unknown, maxBytes: number): Result<AgentMessage, Refusal> {
+export function decodeAgentMessage(data: unknown, maxBytes: number): Result<DecodedAgentMessage, Refusal> {
   return decode(data, maxBytes, agentMessage);
 }
 
@@ -847,7 +694,7 @@ export function parseHandshake(v: unknown): Result<AgentHandshake> {
       token: str(o['token'], 'auth.token', 512),
       protocol: int(o['protocol'], 'auth.protocol', 0, MAX_ID),
       agentId: str(o['agentId'], 'auth.agentId', 64, 1, AGENT_ID_RE),
-      host: str(o['host'], 'auth.host', 255, 1),
+      host: str(o['host'], 'auth.host', MAX_HOST_CHARS, 1),
       version: str(o['version'], 'auth.version', 64),
     });
   } catch (e) {

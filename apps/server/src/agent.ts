@@ -5,10 +5,15 @@
 // answered, in state error when it could not be read.
 import { hostname, loadavg } from 'node:os';
 import {
+  type CoreFileSource,
+  clipText,
   type Disposable,
   type ErrorCode,
   err,
   isErrorCode,
+  MAX_HOST_CHARS,
+  MAX_MESSAGE_CHARS,
+  MAX_PATH_CHARS,
   type MqdError,
   MqdException,
   mqdError,
@@ -22,20 +27,33 @@ import {
   AGENT_NAMESPACE,
   AGENT_PROTOCOL_VERSION,
   type AgentHandshake,
+  type AgentHealth,
   type AgentMessage,
   checkRanks,
+  DEFAULT_KEEPALIVE_MS,
   DEFAULT_MAX_MESSAGE_BYTES,
   decodeServerMessage,
   encodeMessage,
   fromWire,
   type LocateTarget,
+  MAX_COMMAND_CHARS,
+  MAX_METHOD_CHARS,
+  MAX_SEEN_JOBS,
   type SnapshotParams,
   WIRE_EVENT,
   type WireError,
 } from './agent-protocol.js';
 import { coreFileAllowed, coreFilesOwner, resolveCoreDir } from './core-dirs.js';
 import { createFakeLocator, createFakeReader, type FakeJob } from './fakes.js';
-import type { CoreRead, JobLocator, LocatedJob, RankReader, RankTarget, SeenStarter } from './seams.js';
+import type {
+  CoreRead,
+  JobLocator,
+  LocatedJob,
+  MpiInfo,
+  RankReader,
+  RankTarget,
+  SeenStarter,
+} from './seams.js';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -112,9 +130,65 @@ export interface AgentHandle extends AsyncDisposable {
   dispose(): Promise<void>;
 }
 
+/** A failure as the wire carries it: coded, its message within the spec's limit. */
 function toMqdError(e: unknown, fallback: ErrorCode): MqdError {
-  if (e instanceof MqdException) return e.error;
-  return mqdError(fallback, e instanceof Error ? e.message : String(e));
+  const m =
+    e instanceof MqdException ? e.error : mqdError(fallback, e instanceof Error ? e.message : String(e));
+  return { code: m.code, message: clipText(m.message, MAX_MESSAGE_CHARS) };
+}
+
+// --- what a local user controls, kept within the protocol's limits ----------------------
+// Anyone on the node can start a process named mpirun with a 2 MB command line, or a job whose
+// files have 5,000-character names: cut here (clipText, ending in "…") before it leaves the
+// node, so one such process never gets a whole status or reply refused.
+
+/** A starter as the status lists it: its command cut to MAX_COMMAND_CHARS. */
+export function clipStarter(j: SeenStarter): SeenStarter {
+  return { ...j, command: clipText(j.command, MAX_COMMAND_CHARS) };
+}
+
+/** A located job as the reply carries it: command, method and host names within their limits. */
+export function clipLocated(j: LocatedJob): LocatedJob {
+  return {
+    ...j,
+    command: clipText(j.command, MAX_COMMAND_CHARS),
+    method: clipText(j.method, MAX_METHOD_CHARS),
+    ranks: j.ranks.map((r) => ({ ...r, host: clipText(r.host, MAX_HOST_CHARS) })),
+    ...(j.otherNodes === undefined
+      ? {}
+      : { otherNodes: j.otherNodes.map((h) => clipText(h, MAX_HOST_CHARS)) }),
+  };
+}
+
+/** A core's facts as the reply carries them: the paths (named by the job's owner) within their limit. */
+function clipCore(c: CoreFileSource): CoreFileSource {
+  return { ...c, path: clipText(c.path, MAX_PATH_CHARS), executable: clipText(c.executable, MAX_PATH_CHARS) };
+}
+
+/**
+ * The status message, listing as many of `jobs` (at most MAX_SEEN_JOBS, commands clipped) as
+ * fit `maxBytes`; `omitted` counts the starters left out. Every starter is at most ~25 KB of
+ * JSON (4,096 escaped characters), so only a node with hundreds of long ones loses any.
+ */
+export function statusMessage(
+  health: AgentHealth,
+  mpi: MpiInfo | null,
+  jobs: readonly SeenStarter[],
+  maxBytes: number,
+): { readonly bytes: Buffer; readonly omitted: number } {
+  const listed = jobs.slice(0, MAX_SEEN_JOBS).map(clipStarter);
+  const empty = encodeMessage({ type: 'status', health, mpi, jobs: [] });
+  let size = empty.byteLength;
+  let fit = 0;
+  for (const j of listed) {
+    const n = Buffer.byteLength(JSON.stringify(j)) + (fit > 0 ? 1 : 0);
+    if (size + n > maxBytes) break;
+    size += n;
+    fit++;
+  }
+  const bytes =
+    fit === 0 ? empty : encodeMessage({ type: 'status', health, mpi, jobs: listed.slice(0, fit) });
+  return { bytes, omitted: jobs.length - fit };
 }
 
 function errorRank(t: RankTarget, host: string, e: MqdError): RankSnapshot {
@@ -212,6 +286,8 @@ export function startAgent(opts: AgentOptions): AgentHandle {
   let attempt = 0;
   let retryTimer: NodeJS.Timeout | null = null;
   let statusTimer: NodeJS.Timeout | null = null;
+  let keepaliveTimer: NodeJS.Timeout | null = null;
+  let omittedBefore = 0;
   let waiters: (() => void)[] = [];
   const startedAt = Date.now();
 
@@ -251,19 +327,27 @@ export function startAgent(opts: AgentOptions): AgentHandle {
       log(`agent ${agentId}: listing starters failed: ${lastError.message}`);
     }
     const mem = process.memoryUsage();
-    send({
-      type: 'status',
-      health: {
-        rssBytes: mem.rss,
-        heapUsedBytes: mem.heapUsed,
-        uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
-        loadAverage1m: loadavg()[0] ?? 0,
-        activeRequests: active.size,
-        lastError,
-      },
-      mpi: opts.reader.mpi,
-      jobs: jobs.slice(0, 1024),
-    });
+    const health: AgentHealth = {
+      rssBytes: mem.rss,
+      heapUsedBytes: mem.heapUsed,
+      uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
+      loadAverage1m: loadavg()[0] ?? 0,
+      activeRequests: active.size,
+      lastError,
+    };
+    const status = statusMessage(health, opts.reader.mpi, jobs, maxBytes);
+    if (status.omitted > 0 && status.omitted !== omittedBefore) {
+      log(
+        `agent ${agentId}: ${status.omitted} of ${jobs.length} MPI starters left out of the status (over ${MAX_SEEN_JOBS} or the ${maxBytes}-byte message limit)`,
+      );
+    }
+    omittedBefore = status.omitted;
+    send(status.bytes);
+  };
+
+  /** Tells the aggregator which requests this agent is still at work on (its silence deadline). */
+  const sendAlive = () => {
+    if (active.size > 0) send({ type: 'alive', ids: [...active.keys()] });
   };
 
   const scheduleRetry = (): number => {
@@ -371,7 +455,10 @@ export function startAgent(opts: AgentOptions): AgentHandle {
     // Only the cores of ranks asked for, once each.
     const asked = new Set(p.ranks.map((t) => t.rank));
     const cores = isCore
-      ? (coreRead?.cores ?? []).filter((c) => asked.delete(c.rank)).sort((a, b) => a.rank - b.rank)
+      ? (coreRead?.cores ?? [])
+          .filter((c) => asked.delete(c.rank))
+          .sort((a, b) => a.rank - b.rank)
+          .map(clipCore)
       : undefined;
     send({
       type: 'reply',
@@ -422,12 +509,31 @@ export function startAgent(opts: AgentOptions): AgentHandle {
   };
 
   const handleLocate = async (id: number, target: LocateTarget) => {
-    const refuse = (error: WireError) => send({ type: 'reply', id, method: 'locate', ok: false, error });
+    // Listed as active for the keepalives; a locate has nothing to abort.
+    active.set(id, new AbortController());
+    try {
+      await locate(id, target);
+    } finally {
+      active.delete(id);
+    }
+  };
+
+  const locate = async (id: number, target: LocateTarget) => {
+    const refuse = (error: WireError) =>
+      send({
+        type: 'reply',
+        id,
+        method: 'locate',
+        ok: false,
+        error: { code: error.code, message: clipText(error.message, MAX_MESSAGE_CHARS) },
+      });
+    const reply = (job: LocatedJob) =>
+      send({ type: 'reply', id, method: 'locate', ok: true, result: clipLocated(job) });
     const locator = opts.locator;
     if ('coresDir' in target) {
       try {
         const r = await locateCores(locator, target.coresDir);
-        if (r.ok) send({ type: 'reply', id, method: 'locate', ok: true, result: r.value });
+        if (r.ok) reply(r.value);
         else refuse(r.error);
       } catch (e) {
         lastError = toMqdError(e, 'MQD_E_INTERNAL');
@@ -449,7 +555,7 @@ export function startAgent(opts: AgentOptions): AgentHandle {
         'slurmJob' in target && slurm !== undefined
           ? await slurm(target.slurmJob)
           : await locator.locate('starterPid' in target ? target.starterPid : 0);
-      if (r.ok) send({ type: 'reply', id, method: 'locate', ok: true, result: r.value });
+      if (r.ok) reply(r.value);
       else refuse(r.error);
     } catch (e) {
       lastError = toMqdError(e, 'MQD_E_INTERNAL');
@@ -472,6 +578,9 @@ export function startAgent(opts: AgentOptions): AgentHandle {
         if (statusTimer) clearInterval(statusTimer);
         statusTimer = setInterval(() => void sendStatus(), opts.statusIntervalMs ?? msg.statusIntervalMs);
         statusTimer.unref();
+        if (keepaliveTimer) clearInterval(keepaliveTimer);
+        keepaliveTimer = setInterval(sendAlive, msg.keepaliveMs || DEFAULT_KEEPALIVE_MS);
+        keepaliveTimer.unref();
         void sendStatus();
         log(`agent ${agentId}: connected to ${opts.serverUrl} as ${host}`);
         emit({ kind: 'welcome', agentId: msg.agentId });
@@ -513,6 +622,8 @@ export function startAgent(opts: AgentOptions): AgentHandle {
     welcomed = false;
     if (statusTimer) clearInterval(statusTimer);
     statusTimer = null;
+    if (keepaliveTimer) clearInterval(keepaliveTimer);
+    keepaliveTimer = null;
     for (const ac of active.values()) ac.abort();
     emit({ kind: 'disconnect', reason });
     if (!disposed) {
@@ -528,6 +639,7 @@ export function startAgent(opts: AgentOptions): AgentHandle {
     disposed = true;
     if (retryTimer) clearTimeout(retryTimer);
     if (statusTimer) clearInterval(statusTimer);
+    if (keepaliveTimer) clearInterval(keepaliveTimer);
     for (const ac of active.values()) ac.abort();
     socket.disconnect();
     listeners.clear();

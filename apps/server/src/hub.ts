@@ -1,15 +1,17 @@
 // The agents hub: the aggregator's end of agent-protocol.ts. It authenticates agents, keeps
 // one live connection per host, validates every message at the edge (a refused message is
 // answered with `refused` and leaves no trace), and turns requests into promises of Results
-// that settle exactly once: on the reply, on timeout, or on disconnect.
+// that settle exactly once: on the reply, on timeout, on the agent's silence, or on disconnect.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { err, type MqdError, mqdError, ok, type RankSnapshot, type Result } from '@mqd/model';
+import { clipText, err, type MqdError, mqdError, ok, type RankSnapshot, type Result } from '@mqd/model';
 import type { Namespace, Socket } from 'socket.io';
 import {
   AGENT_PROTOCOL_VERSION,
   type AgentHandshake,
   type AgentHealth,
-  type AgentMessage,
+  DEFAULT_KEEPALIVE_MS,
+  type DecodedAgentMessage,
+  type DroppedEntry,
   decodeAgentMessage,
   encodeMessage,
   fromWire,
@@ -50,11 +52,22 @@ export interface HubOptions {
   readonly allowSharedToken?: boolean;
   readonly maxMessageBytes: number;
   readonly statusIntervalMs: number;
+  /**
+   * How long a request may go without a word from its agent (a chunk, or an `alive` naming it)
+   * before it fails with MQD_E_AGENT_SILENT, ms (default DEFAULT_AGENT_SILENCE_MS). Agents say
+   * `alive` every keepaliveMs while they work, so only a frozen or swamped agent stays silent.
+   */
+  readonly silenceMs?: number;
+  /** What agents are told to use as their `alive` interval, ms (default DEFAULT_KEEPALIVE_MS). */
+  readonly keepaliveMs?: number;
   readonly clock: () => number;
   readonly onEvent?: (e: HubEvent) => void;
 }
 
-type Pending =
+/** Default HubOptions.silenceMs: four missed keepalives, far below a snapshot's overall deadline. */
+export const DEFAULT_AGENT_SILENCE_MS = 8000;
+
+type Pending = (
   | {
       readonly method: 'snapshot';
       /** rank -> pid the agent was asked for. */
@@ -68,7 +81,11 @@ type Pending =
       readonly method: 'locate';
       readonly settle: (r: Result<LocatedJob>) => void;
       readonly timer: NodeJS.Timeout;
-    };
+    }
+) & {
+  /** performance.now() when the agent last said something about this request (or it was sent). */
+  heardAt: number;
+};
 
 class AgentConn {
   nextId = 1;
@@ -80,6 +97,8 @@ class AgentConn {
   jobs: readonly SeenStarter[] = [];
   messages = 0;
   refused = 0;
+  /** Checks the open requests' silence while there are any. */
+  silenceTimer: NodeJS.Timeout | null = null;
   constructor(
     readonly socket: Socket,
     readonly hs: AgentHandshake,
@@ -132,6 +151,8 @@ export class AgentHub {
   /** Messages refused since start, all agents (and connections refused at the handshake). */
   refusedMessages = 0;
   refusedHandshakes = 0;
+  /** Entries dropped from otherwise accepted messages (ranks of chunks, starters of statuses). */
+  droppedEntries = 0;
 
   constructor(
     private readonly nsp: Namespace,
@@ -218,6 +239,7 @@ export class AgentHub {
       agentId: hs.agentId,
       maxMessageBytes: this.opts.maxMessageBytes,
       statusIntervalMs: this.opts.statusIntervalMs,
+      keepaliveMs: this.opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS,
     });
     this.opts.onEvent?.({ kind: 'connect', agent: conn.info() });
   }
@@ -233,6 +255,7 @@ export class AgentHub {
       p.settle(err(lost));
     }
     conn.pending.clear();
+    this.watchSilence(conn);
     if (this.live.get(conn.hs.host) === conn) {
       this.live.delete(conn.hs.host);
       this.gone.set(conn.hs.host, conn.info());
@@ -260,32 +283,77 @@ export class AgentHub {
     const msg = decoded.value;
     conn.messages++;
     conn.lastSeenAt = this.opts.clock();
+    const refId = 'id' in msg ? msg.id : null;
     const refusal = this.dispatch(conn, msg);
-    if (refusal !== null)
-      this.refuse(conn, { error: mqdError('MQD_E_BAD_INPUT', refusal), refId: 'id' in msg ? msg.id : null });
+    if (typeof refusal === 'string')
+      this.refuse(conn, { error: mqdError('MQD_E_BAD_INPUT', refusal), refId });
+    else if (refusal.length > 0) this.refuseEntries(conn, msg.type, refusal, refId);
   }
 
-  /** Applies a well-formed message; returns why it is refused instead, or null. */
-  private dispatch(conn: AgentConn, msg: AgentMessage): string | null {
+  /**
+   * Entries dropped from a message whose other entries were kept: counted, logged (onEvent
+   * 'refused') and told to the agent, one `refused` per message naming the first.
+   */
+  private refuseEntries(
+    conn: AgentConn,
+    type: string,
+    dropped: readonly DroppedEntry[],
+    refId: number | null,
+  ): void {
+    this.droppedEntries += dropped.length;
+    const what = type === 'status' ? 'starters' : 'ranks';
+    const first = dropped[0]?.why ?? '';
+    const error = mqdError(
+      'MQD_E_BAD_INPUT',
+      clipText(
+        `dropped ${dropped.length} ${what} of a ${type} message, the rest kept; first: ${first}`,
+        3000,
+      ),
+    );
+    this.refuse(conn, { error, refId });
+  }
+
+  /**
+   * Applies a well-formed message: returns why it is refused as a whole, or the entries dropped
+   * from it (empty: all kept).
+   */
+  private dispatch(conn: AgentConn, msg: DecodedAgentMessage): string | DroppedEntry[] {
+    const dropped = [...(msg.dropped ?? [])];
     switch (msg.type) {
       case 'status':
         conn.health = msg.health;
         conn.mpi = msg.mpi;
         conn.jobs = msg.jobs;
-        return null;
+        return dropped;
+      case 'alive': {
+        const now = performance.now();
+        for (const id of msg.ids) {
+          const p = conn.pending.get(id);
+          if (p !== undefined) p.heardAt = now;
+        }
+        return dropped;
+      }
       case 'chunk': {
         const p = conn.pending.get(msg.id);
         if (p?.method !== 'snapshot')
           return `chunk for request ${msg.id}, which is not an open snapshot request`;
-        // Check the whole chunk before keeping any of it: a refused chunk leaves no trace.
+        p.heardAt = performance.now();
+        const kept: RankSnapshot[] = [];
         for (const r of msg.ranks) {
           if (p.expected.get(r.rank) !== r.pid || p.seen.has(r.rank)) {
-            return `chunk for request ${msg.id} has rank ${r.rank} (pid ${r.pid}), which was not asked for or came twice`;
+            dropped.push({
+              why: `rank ${r.rank} (pid ${r.pid}) was not asked for by request ${msg.id} or came twice`,
+            });
+            continue;
           }
+          p.seen.add(r.rank);
+          kept.push(r);
         }
-        for (const r of msg.ranks) p.seen.add(r.rank);
-        p.onRanks(msg.ranks);
-        return null;
+        // A rank the spec refused stays unanswered (agent-missing in the snapshot, unless a
+        // valid copy follows): nothing refused is kept. The agent sends its own error rank for a
+        // rank it could not read, so only a broken or hostile agent gets here.
+        if (kept.length > 0) p.onRanks(kept);
+        return dropped;
       }
       case 'reply': {
         const p = conn.pending.get(msg.id);
@@ -294,12 +362,51 @@ export class AgentHub {
         }
         conn.pending.delete(msg.id);
         clearTimeout(p.timer);
+        this.watchSilence(conn);
         if (!msg.ok) p.settle(err(fromWire(msg.error, 'MQD_E_INTERNAL')));
         else if (p.method === 'snapshot' && msg.method === 'snapshot') p.settle(ok(msg.result));
         else if (p.method === 'locate' && msg.method === 'locate') p.settle(ok(msg.result));
-        return null;
+        return dropped;
       }
     }
+  }
+
+  /**
+   * Runs the silence check while `conn` has open requests: each one the agent has said nothing
+   * about for silenceMs fails with MQD_E_AGENT_SILENT (its late chunks are then refused as for
+   * any finished request). Checked every quarter deadline, so a request fails between 1 and
+   * 1.25 deadlines after the agent's last word.
+   */
+  private watchSilence(conn: AgentConn): void {
+    if (conn.pending.size === 0) {
+      if (conn.silenceTimer !== null) clearInterval(conn.silenceTimer);
+      conn.silenceTimer = null;
+      return;
+    }
+    if (conn.silenceTimer !== null) return;
+    const silenceMs = this.opts.silenceMs ?? DEFAULT_AGENT_SILENCE_MS;
+    conn.silenceTimer = setInterval(
+      () => {
+        const now = performance.now();
+        for (const [id, p] of conn.pending) {
+          const quiet = now - p.heardAt;
+          if (quiet < silenceMs) continue;
+          conn.pending.delete(id);
+          clearTimeout(p.timer);
+          p.settle(
+            err(
+              mqdError(
+                'MQD_E_AGENT_SILENT',
+                `the agent on ${conn.hs.host} stopped answering for ${(quiet / 1000).toFixed(1)} s during request ${id} (frozen or overloaded); its ranks were not read`,
+              ),
+            ),
+          );
+        }
+        this.watchSilence(conn);
+      },
+      Math.max(10, Math.floor(silenceMs / 4)),
+    );
+    conn.silenceTimer.unref();
   }
 
   private request<T>(
@@ -316,6 +423,7 @@ export class AgentHub {
       const id = conn.nextId++;
       const timer = setTimeout(() => {
         conn.pending.delete(id);
+        this.watchSilence(conn);
         resolve(
           err(
             mqdError(
@@ -326,6 +434,7 @@ export class AgentHub {
         );
       }, timeoutMs);
       conn.pending.set(id, make(id, resolve, timer));
+      this.watchSilence(conn);
       this.send(conn, message(id));
     });
   }
@@ -352,6 +461,7 @@ export class AgentHub {
         onRanks,
         settle,
         timer,
+        heardAt: performance.now(),
       }),
       (id) => ({ type: 'request', id, method: 'snapshot', params: { ranks, timeoutMs, ...owner } }),
     );
@@ -362,7 +472,7 @@ export class AgentHub {
     return this.request<LocatedJob>(
       host,
       timeoutMs,
-      (_id, settle, timer) => ({ method: 'locate', settle, timer }),
+      (_id, settle, timer) => ({ method: 'locate', settle, timer, heardAt: performance.now() }),
       (id) => ({ type: 'request', id, method: 'locate', params }),
     );
   }

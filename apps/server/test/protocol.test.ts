@@ -79,7 +79,7 @@ describe('agent handshake', () => {
   it('refuses another protocol version and a malformed handshake with MQD_E_BAD_INPUT', async () => {
     const s = await server();
     const v2 = rawAgent(s.url, { ...hello('n'), protocol: AGENT_PROTOCOL_VERSION + 1 });
-    expect((await connectError(v2.socket)).message).toMatch(/protocol 2/);
+    expect((await connectError(v2.socket)).message).toMatch(`protocol ${AGENT_PROTOCOL_VERSION + 1}`);
     const bad = rawAgent(s.url, { ...hello('n'), agentId: 'has spaces' });
     const e = await connectError(bad.socket);
     expect(e.data?.code).toBe('MQD_E_BAD_INPUT');
@@ -97,7 +97,7 @@ describe('agent messages', () => {
   const refusals = (a: { inbox: ServerMessage[] }) =>
     a.inbox.flatMap((m) => (m.type === 'refused' ? [m] : []));
 
-  it('refuses oversized, non-JSON and mis-shaped messages with a coded error and stores nothing', async () => {
+  it('refuses oversized, non-JSON and mis-shaped messages with a coded error and stores nothing from them', async () => {
     const s = await server({ maxMessageBytes: 8192 });
     const a = await connected(s);
     const welcome = a.inbox[0];
@@ -117,10 +117,7 @@ describe('agent messages', () => {
     };
     a.socket.emit(WIRE_EVENT, encodeMessage(status as never)); // too big
     a.socket.emit(WIRE_EVENT, Buffer.from('{"type":"status",')); // not JSON
-    a.socket.emit(
-      WIRE_EVENT,
-      encodeMessage({ ...status, jobs: [{ starterPid: -1, uid: 1, command: 'x' }] } as never),
-    );
+    a.socket.emit(WIRE_EVENT, encodeMessage({ ...status, jobs: [], type: 'stat' } as never)); // mis-shaped
     a.socket.emit(WIRE_EVENT, JSON.stringify(status)); // a string, not one binary argument
     a.socket.emit('hello', 1); // an event agents do not send
     await waitFor(() => refusals(a).length === 5, 'five refusals');
@@ -130,7 +127,7 @@ describe('agent messages', () => {
     for (const re of [
       /exceeds the 8192-byte limit/,
       /not JSON/,
-      /jobs\[0\]\.starterPid/,
+      /at type: expected one of/,
       /one binary argument/,
       /unknown event 'hello'/,
     ]) {
@@ -143,9 +140,25 @@ describe('agent messages', () => {
     const agent = s.app.mqd.hub.agents()[0];
     expect(agent).toMatchObject({ host: 'n0', health: null, jobs: [], refused: 5, messages: 0 });
 
-    // A well-formed status is accepted on the same connection.
-    a.socket.emit(WIRE_EVENT, encodeMessage({ ...status, jobs: [] } as never));
+    // A well-formed status is accepted on the same connection; a malformed starter in it is
+    // dropped (counted and told to the agent), the others kept.
+    a.socket.emit(
+      WIRE_EVENT,
+      encodeMessage({
+        ...status,
+        jobs: [
+          { starterPid: -1, uid: 1, command: 'x' },
+          { starterPid: 11, uid: 1, command: 'mpirun -np 2 ./ring' },
+        ],
+      } as never),
+    );
     await waitFor(() => s.app.mqd.hub.agents()[0]?.health !== null, 'the status');
+    expect(s.app.mqd.hub.agents()[0]?.jobs).toEqual([
+      { starterPid: 11, uid: 1, command: 'mpirun -np 2 ./ring' },
+    ]);
+    await waitFor(() => refusals(a).length === 6, 'the dropped starter told');
+    expect(refusals(a)[5]?.error.message).toMatch(/dropped 1 starters .*jobs\[0\]\.starterPid/);
+    expect(s.app.mqd.hub.droppedEntries).toBe(1);
   });
 
   it('refuses chunks and replies for requests never made, and ranks that were not asked for', async () => {
@@ -167,30 +180,39 @@ describe('agent messages', () => {
     expect(refusals(a).map((r) => r.refId)).toEqual([99, 98]);
 
     // Now a real request: the agent answers with one rank it was asked for and one it was not.
-    const answer = s.app.mqd.hub.snapshot('h', [{ rank: 0, pid: 100 }], 5000, () => {});
+    const first: number[] = [];
+    const answer = s.app.mqd.hub.snapshot('h', [{ rank: 0, pid: 100 }], 5000, (rs) =>
+      first.push(...rs.map((r) => r.rank)),
+    );
     await waitFor(() => a.inbox.some((m) => m.type === 'request'), 'the request');
     const req = a.inbox.find((m) => m.type === 'request');
     if (req?.type !== 'request') throw new Error('no request');
     const intruder = syntheticRingRank(1, 101, 'h', 2, 1, 0);
     a.socket.emit(WIRE_EVENT, encodeMessage({ type: 'chunk', id: req.id, ranks: [rank, intruder] }));
-    await waitFor(() => refusals(a).length === 3, 'the mixed chunk refused');
-    expect(refusals(a)[2]?.error.message).toMatch(/rank 1 \(pid 101\), which was not asked for/);
-    // A rank that breaks the snapshot schema (an unsigned wildcard) is refused too.
-    const broken = structuredClone(rank);
-    const op = broken.communicators[0]?.receives?.[0];
-    if (!op) throw new Error('fixture');
-    op.peer.local = 4294967295;
-    a.socket.emit(WIRE_EVENT, encodeMessage({ type: 'chunk', id: req.id, ranks: [broken] }));
-    await waitFor(() => refusals(a).length === 4, 'the invalid chunk refused');
+    await waitFor(() => refusals(a).length === 3, 'the intruder dropped');
+    expect(refusals(a)[2]?.error.message).toMatch(/rank 1 \(pid 101\) was not asked for/);
+    // Only the intruder: the rank asked for in the same chunk was kept.
+    expect(first).toEqual([0]);
 
     const got: number[] = [];
-    // The refused chunks left nothing: the open request still expects rank 0, and takes it now.
     const pending = s.app.mqd.hub.snapshot('h', [{ rank: 0, pid: 100 }], 5000, (rs) =>
       got.push(...rs.map((r) => r.rank)),
     );
     await waitFor(() => a.inbox.filter((m) => m.type === 'request').length === 2, 'the second request');
     const req2 = a.inbox.filter((m) => m.type === 'request')[1];
     if (req2?.type !== 'request') throw new Error('no request');
+    // A rank that breaks the snapshot schema (an unsigned wildcard) is dropped, and leaves
+    // nothing: the open request still expects rank 0, and takes the valid copy after it.
+    const broken = structuredClone(rank);
+    const op = broken.communicators[0]?.receives?.[0];
+    if (!op) throw new Error('fixture');
+    op.peer.local = 4294967295;
+    a.socket.emit(WIRE_EVENT, encodeMessage({ type: 'chunk', id: req2.id, ranks: [broken] }));
+    await waitFor(() => refusals(a).length === 4, 'the invalid rank dropped');
+    expect(refusals(a)[3]?.error.message).toMatch(
+      /ranks\[0\]\.communicators\[0\]\.receives\[0\]\.peer\.local/,
+    );
+    expect(got).toEqual([]);
     a.socket.emit(WIRE_EVENT, encodeMessage({ type: 'chunk', id: req2.id, ranks: [rank] }));
     a.socket.emit(
       WIRE_EVENT,
@@ -337,8 +359,16 @@ describe('codec', () => {
     const op = bent.communicators.flatMap((c) => c.unexpected ?? [])[0];
     if (!op) throw new Error('no unexpected entry');
     (op as { lengthUnit: string }).lengthUnit = 'furlongs';
-    const bad = decodeAgentMessage(encodeMessage({ type: 'chunk', id: 1, ranks: [bent] } as never), 1 << 22);
-    expect(!bad.ok && bad.error.error.message).toMatch(/lengthUnit/);
+    const bad = decodeAgentMessage(
+      encodeMessage({ type: 'chunk', id: 1, ranks: [rank, { ...bent, rank: 1 }] } as never),
+      1 << 22,
+    );
+    // The bent rank is dropped, the other one kept.
+    if (!bad.ok || bad.value.type !== 'chunk') throw new Error('the chunk was refused whole');
+    expect(bad.value.ranks).toEqual([rank]);
+    expect(bad.value.dropped).toEqual([
+      { why: expect.stringMatching(/^ranks\[1\].*lengthUnit/), rank: 1, pid: rank.pid },
+    ]);
   });
 
   it('locates by starter pid or by Slurm job id, never both, and only a well-formed id', () => {

@@ -22,6 +22,42 @@ const Int32 = Type.Integer({ minimum: -2147483648, maximum: 2147483647 });
 const NonNegInt = Type.Integer({ minimum: 0 });
 const ShortText = (maxLength: number) => Type.String({ maxLength });
 
+// Text limits, in UTF-16 code units (String.length, what the validator counts). Exported so
+// that every producer and guard (the agent protocol, the reader) keeps to the same numbers.
+/** An error code (CodedError.code, RankState.code). */
+export const MAX_CODE_CHARS = 64;
+/** An error message (CodedError.message, RankState.message). */
+export const MAX_MESSAGE_CHARS = 4096;
+/** A path on the reading host (a module, a source file, a DLL, a core, an executable). */
+export const MAX_PATH_CHARS = 4096;
+/** A node name (RankSnapshot.host). */
+export const MAX_HOST_CHARS = 255;
+/** One entry of RankSnapshot.dll.missingFields ("type.field"). */
+export const MAX_MISSING_FIELD_CHARS = 512;
+/** One entry of RankSnapshot.dll.renamedFields ("type.old -> type.new.path"). */
+export const MAX_RENAMED_FIELD_CHARS = 1040;
+/** Entries of each of RankSnapshot.dll.missingFields and renamedFields. */
+export const MAX_DLL_FIELDS = 64;
+/** A DLL's mqs_version_string (RankSnapshot.dll.version). */
+export const MAX_VERSION_CHARS = 1024;
+
+/** The mark a text cut to its limit ends in (clipText). */
+export const CLIP_MARK = '\u2026';
+
+/**
+ * `s` cut to at most `max` UTF-16 units, ending in CLIP_MARK when it was cut, so a producer
+ * keeps a user-controlled text (a command line, a name) within the format's limit visibly
+ * shortened instead of having the whole message refused. A cut never splits a surrogate pair.
+ */
+export function clipText(s: string, max: number): string {
+  if (s.length <= max) return s;
+  if (max < 1) return '';
+  let end = max - CLIP_MARK.length;
+  const last = s.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--; // a high surrogate without its pair
+  return `${s.slice(0, Math.max(0, end))}${CLIP_MARK}`;
+}
+
 export const QueueKind = Type.Union([
   Type.Literal('sends'),
   Type.Literal('receives'),
@@ -32,8 +68,8 @@ export const QUEUE_KINDS: readonly QueueKind[] = ['sends', 'receives', 'unexpect
 
 export const CodedError = Type.Object(
   {
-    code: ShortText(64),
-    message: ShortText(4096),
+    code: ShortText(MAX_CODE_CHARS),
+    message: ShortText(MAX_MESSAGE_CHARS),
   },
   { additionalProperties: false },
 );
@@ -179,8 +215,8 @@ export const RankState = Type.Union([
   Type.Object(
     {
       kind: Type.Union([Type.Literal('error'), Type.Literal('no-queues'), Type.Literal('agent-missing')]),
-      code: ShortText(64),
-      message: ShortText(4096),
+      code: ShortText(MAX_CODE_CHARS),
+      message: ShortText(MAX_MESSAGE_CHARS),
     },
     { additionalProperties: false },
   ),
@@ -349,7 +385,7 @@ export const RankSnapshot = Type.Object(
     /** Rank in MPI_COMM_WORLD. */
     rank: Type.Integer({ minimum: 0, maximum: 2147483647 }),
     pid: Type.Integer({ minimum: 1 }),
-    host: ShortText(255),
+    host: ShortText(MAX_HOST_CHARS),
     state: RankState,
     /** How long every thread of the rank was stopped for the read, in microseconds; null if never stopped. */
     pausedMicros: Type.Union([NonNegInt, Type.Null()]),
@@ -378,18 +414,22 @@ export const RankSnapshot = Type.Object(
     dll: Type.Optional(
       Type.Object(
         {
-          path: ShortText(4096),
-          version: ShortText(1024),
+          path: ShortText(MAX_PATH_CHARS),
+          version: ShortText(MAX_VERSION_CHARS),
           /**
            * Fields the DLL looked up (type.field) that the library's debug information lacks: a DLL
            * built for another version of its library; its entries may be wrong. Absent when none.
            */
-          missingFields: Type.Optional(Type.Array(ShortText(512), { maxItems: 64 })),
+          missingFields: Type.Optional(
+            Type.Array(ShortText(MAX_MISSING_FIELD_CHARS), { maxItems: MAX_DLL_FIELDS }),
+          ),
           /**
            * Lookups of fields the library has renamed, answered with their new place ("type.old ->
            * type.new.path"; MPICH 4.0.x ch4's DLL and MPIDIG_req_t). Absent when none.
            */
-          renamedFields: Type.Optional(Type.Array(ShortText(1040), { maxItems: 64 })),
+          renamedFields: Type.Optional(
+            Type.Array(ShortText(MAX_RENAMED_FIELD_CHARS), { maxItems: MAX_DLL_FIELDS }),
+          ),
         },
         { additionalProperties: false },
       ),
@@ -434,13 +474,13 @@ export const CoreFileSource = Type.Object(
   {
     rank: Type.Integer({ minimum: 0 }),
     /** The core file as it was given (a path on the reading host). */
-    path: ShortText(4096),
+    path: ShortText(MAX_PATH_CHARS),
     /** The pid the process had. */
     pid: Type.Integer({ minimum: 1 }),
     /** The signal that made the core; 0 for a capture (`mqd capture`) of a running process. */
     signal: NonNegInt,
     /** The executable as the process ran it. */
-    executable: ShortText(4096),
+    executable: ShortText(MAX_PATH_CHARS),
     /** When the core file was written (its modification time). */
     writtenAt: Type.String({ format: 'date-time', maxLength: 40 }),
   },
