@@ -101,6 +101,7 @@ export function httpStatus(code: ErrorCode): number {
       // The agent answered, with a failure on its node.
       return 502;
     case 'MQD_E_AGENT_MISSING':
+    case 'MQD_E_AGENT_SILENT':
       return 503;
     case 'MQD_E_DLL_TIMEOUT':
       return 504;

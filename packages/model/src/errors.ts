@@ -105,6 +105,8 @@ export const ERROR_HINTS = {
   MQD_E_NOT_FOUND: 'check the id; it may have been removed by retention',
   MQD_E_RATE_LIMITED: 'too many expensive requests; wait a moment and retry',
   MQD_E_AGENT_MISSING: 'no agent is connected for this host; start `mqd agent` there',
+  MQD_E_AGENT_SILENT:
+    "that node's agent stopped answering in the middle of the read (its process is stopped or starved of CPU): check `mqd agent` there (ps -o stat,pcpu -p PID; a T state means SIGSTOP: kill -CONT it), then take the snapshot again; the other nodes' ranks were read",
   MQD_E_AGENT_CONFLICT:
     'an agent for this host is already connected; stop the other agent, or give this one another --host',
   MQD_E_BAD_ORIGIN: 'the request came from a page of another origin; open the dashboard from its own URL',
