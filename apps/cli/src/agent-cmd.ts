@@ -7,7 +7,7 @@ import { isAbsolute } from 'node:path';
 import { parseArgs } from 'node:util';
 import { mqdError } from '@mqd/model';
 import { normaliseHost } from '@mqd/mpir';
-import { isLoopback, startAgent } from '@mqd/server/agent';
+import { dropSecretsFromEnv, isLoopback, startAgent } from '@mqd/server/agent';
 import { DLL_POLICIES, parseDllPolicy, untilSignal } from './cli-common.js';
 import { MpirJobLocator } from './real-locator.js';
 import { CoreRankReader } from './real-reader.js';
@@ -57,6 +57,8 @@ export async function agentCommand(
     return 0;
   }
   const r = secretFromFileOrEnv(values['token-file'], 'MQD_AGENT_TOKEN');
+  // Read once: from here on no reader, locator or later code of this root agent finds it.
+  dropSecretsFromEnv();
   if (!r.ok) {
     io.err(mqdError('MQD_E_USAGE', r.message).message);
     return 2;

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { mqdError } from '@mqd/model';
 import { normaliseHost } from '@mqd/mpir';
-import { configHelp, hostAgentToken, loadConfig } from '@mqd/server';
+import { configHelp, dropSecretsFromEnv, hostAgentToken, loadConfig } from '@mqd/server';
 import { DLL_POLICIES, parseDllPolicy, untilSignal } from './cli-common.js';
 import { serveWithLocalAgent } from './local-serve.js';
 import { secretFromFileOrEnv } from './secret-file.js';
@@ -39,6 +39,7 @@ export async function agentTokenCommand(argv: string[], io: Io): Promise<number>
     return 0;
   }
   const r = secretFromFileOrEnv(values['secret-file'], 'MQD_AGENT_SECRET');
+  dropSecretsFromEnv();
   if (!r.ok) {
     io.err(mqdError('MQD_E_USAGE', r.message).message);
     return 2;
@@ -81,6 +82,8 @@ export async function serveCommand(
   }
   const rest = at >= 0 ? [...argv.slice(0, at), ...argv.slice(at + 2)] : argv;
   const cfg = loadConfig({ env: process.env, argv: rest.filter((a) => a !== '--no-local-agent') });
+  // Read once: from here on no child, library or later code of this root process finds them.
+  dropSecretsFromEnv();
   if (!cfg.ok) {
     io.err(`${cfg.error.message}\n${serveUsage()}`);
     return 2;

@@ -86,17 +86,22 @@ export const SERVE_USAGE_HEAD = `usage: mqd serve [--no-local-agent] [--dll-poli
   Runs the aggregator and an agent for this node in one process (SQLite store in --data-dir).
   --core-dir DIR (repeatable; MQD_CORE_DIRS=DIR:DIR) lets users open the core files of a
   directory inside DIR as a job (their own cores; admins any).
+  Credentials: give each as a file (mode 600, owned by the server's user): --admin-token-file,
+  --agent-token-file, --metrics-token-file. A flag shows the secret in \`ps\`; a variable is
+  inherited by what is started later (MQD drops both from its environment once read).
   Aggregator options (flag, environment variable, meaning): mqd serve --help`;
 
 export const AGENT_USAGE = `usage: mqd agent --server URL [--token-file FILE] [--ca PEM] [--allow-insecure-http] [--host NAME] [--dll PATH] [--dll-policy any|root-owned] [--core-dir DIR]...
   Connects this node to the aggregator and reads the MPI ranks on it on request.
-  The node's token comes from --token-file (a file only its owner can read: root for a site
-  agent, the user for one run inside their job with srun --overlap) or MQD_AGENT_TOKEN, never from the command line (--token still works but shows in \`ps\`; it is deprecated).
+  The node's token comes from --token-file FILE (a file only its owner can read: root for a site
+  agent, the user for one run inside their job with srun --overlap); MQD_AGENT_TOKEN works too
+  (dropped from the agent's environment once read), never the command line (--token still
+  works but shows in \`ps\`; it is deprecated).
   An https:// server is verified against --ca (or the system CAs); http:// is allowed only
   to a loopback address unless --allow-insecure-http.
   --core-dir DIR (repeatable; MQD_CORE_DIRS=DIR:DIR): directories whose core files users may
   open as jobs on this node, as with mqd serve.
 
-usage: mqd agent-token --host NAME [--secret-file FILE]
-  Prints the token of node NAME, derived from the aggregator's --agent-token secret (read
-  from --secret-file or MQD_AGENT_SECRET).`;
+usage: mqd agent-token --host NAME --secret-file FILE
+  Prints the token of node NAME, derived from the aggregator's agent secret (mqd serve
+  --agent-token-file), read from --secret-file FILE (mode 600), else from MQD_AGENT_SECRET.`;

@@ -6,3 +6,4 @@ export * from './agent-protocol.js';
 export { isLoopback } from './config.js';
 export { coreFileAllowed, coreFilesOwner, resolveCoreDir } from './core-dirs.js';
 export * from './seams.js';
+export { dropSecretsFromEnv, readSecretFile, SECRET_ENV_NAME } from './secrets.js';

@@ -7,6 +7,7 @@ import { isAbsolute, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './agent-protocol.js';
+import { readSecretFile } from './secrets.js';
 
 export const SERVER_VERSION = '0.1.0';
 
@@ -78,7 +79,7 @@ export interface ServerConfig {
   readonly logLevel: LogLevel;
 }
 
-type Kind = 'int' | 'string' | 'token' | 'header' | 'list' | 'bool' | 'dirs' | 'level';
+type Kind = 'int' | 'string' | 'token' | 'tokenFile' | 'header' | 'list' | 'bool' | 'dirs' | 'level';
 interface Setting {
   readonly key: keyof ServerConfig;
   readonly flag: string;
@@ -106,26 +107,49 @@ const SETTINGS: readonly Setting[] = [
     kind: 'string',
     help: "store directory or ':memory:'",
   },
+  // Each credential from a file first (mode 600, ours): a flag shows in `ps`, a variable is
+  // inherited by what we start. Both are read once and then dropped from the environment.
+  {
+    key: 'agentToken',
+    flag: 'agent-token-file',
+    env: 'MQD_AGENT_TOKEN_FILE',
+    kind: 'tokenFile',
+    help: 'file holding the agent secret (mode 600)',
+  },
   {
     key: 'agentToken',
     flag: 'agent-token',
     env: 'MQD_AGENT_TOKEN',
     kind: 'token',
-    help: 'shared agent token',
+    help: 'the agent secret itself (prefer the file)',
+  },
+  {
+    key: 'adminToken',
+    flag: 'admin-token-file',
+    env: 'MQD_ADMIN_TOKEN_FILE',
+    kind: 'tokenFile',
+    help: 'file holding the admin login token (mode 600)',
   },
   {
     key: 'adminToken',
     flag: 'admin-token',
     env: 'MQD_ADMIN_TOKEN',
     kind: 'token',
-    help: 'admin login token',
+    help: 'the admin login token itself (prefer the file)',
+  },
+  {
+    key: 'metricsToken',
+    flag: 'metrics-token-file',
+    env: 'MQD_METRICS_TOKEN_FILE',
+    kind: 'tokenFile',
+    help: 'file holding the bearer token for Prometheus to read /metrics (mode 600; admins may too)',
   },
   {
     key: 'metricsToken',
     flag: 'metrics-token',
     env: 'MQD_METRICS_TOKEN',
     kind: 'token',
-    help: 'bearer token for Prometheus to read /metrics (admins may too)',
+    help: 'the metrics token itself (prefer the file)',
   },
   {
     key: 'proxyUserHeader',
@@ -349,6 +373,12 @@ export const DEFAULT_CONFIG: ServerConfig = {
   logLevel: 'info',
 };
 
+/** True when `a` and `b` name one setting (its variable and its flag: the flag wins). */
+function sameSetting(a: string, b: string): boolean {
+  const named = (x: string) => SETTINGS.find((s) => s.env === x || `--${s.flag}` === x);
+  return named(a) === named(b);
+}
+
 /** `--flag value` help lines, for the CLI's --help. */
 export function configHelp(): string {
   return SETTINGS.map((s) => `  --${s.flag.padEnd(26)} ${s.env.padEnd(30)} ${s.help}`).join('\n');
@@ -370,6 +400,14 @@ function parseValue(s: Setting, raw: string, from: string): Result<string | numb
     case 'token':
       // Tokens guard the job's memory; a short one could be guessed.
       return raw.length < 16 ? bad('a token needs at least 16 characters') : ok(raw);
+    case 'tokenFile': {
+      const file = readSecretFile(raw);
+      if (!file.ok) return bad(file.message);
+      // Never quote the file: it is a secret, right or wrong.
+      return file.value.length < 16
+        ? bad(`the token in ${raw} has fewer than 16 characters`)
+        : ok(file.value);
+    }
     case 'header':
       return /^[A-Za-z0-9-]{1,64}$/.test(raw) ? ok(raw.toLowerCase()) : bad(`'${raw}' is not a header name`);
     case 'level':
@@ -412,9 +450,21 @@ export interface ConfigSources {
 export function loadConfig(src: ConfigSources = {}): Result<ServerConfig, MqdError> {
   const out: Record<string, unknown> = { ...DEFAULT_CONFIG };
   const env = src.env ?? {};
+  // A credential given both itself and as a file: which one is meant is not guessed.
+  const credentialFrom = new Map<keyof ServerConfig, string>();
+  const conflict = (s: Setting, from: string): MqdError | null => {
+    if (s.kind !== 'token' && s.kind !== 'tokenFile') return null;
+    const before = credentialFrom.get(s.key);
+    credentialFrom.set(s.key, from);
+    return before === undefined || before === from || sameSetting(before, from)
+      ? null
+      : mqdError('MQD_E_USAGE', `${before} and ${from} both give the ${s.key}: keep one (the file)`);
+  };
   for (const s of SETTINGS) {
     const raw = env[s.env];
     if (raw === undefined || raw === '') continue;
+    const clash = conflict(s, s.env);
+    if (clash) return err(clash);
     const v = parseValue(s, raw, s.env);
     if (!v.ok) return v;
     out[s.key] = v.value;
@@ -459,6 +509,8 @@ export function loadConfig(src: ConfigSources = {}): Result<ServerConfig, MqdErr
       continue;
     }
     if (typeof raw !== 'string') continue;
+    const clash = conflict(s, `--${s.flag}`);
+    if (clash) return err(clash);
     const v = parseValue(s, raw, `--${s.flag}`);
     if (!v.ok) return v;
     out[s.key] = v.value;

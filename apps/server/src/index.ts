@@ -9,6 +9,7 @@ export * from './fakes.js';
 export { type HungJob, SnapshotService, summarize, type UiEvents } from './fanout.js';
 export { AgentHub, type AgentInfo, hostAgentToken, tokenMatches } from './hub.js';
 export * from './seams.js';
+export { dropSecretsFromEnv, readSecretFile, SECRET_ENV_NAME } from './secrets.js';
 export * from './serve.js';
 export { MIGRATIONS, type Migration, type RetentionPolicy, Store, type StoreOptions } from './store.js';
 export type * from './types.js';

@@ -70,8 +70,8 @@ export async function serve(o: ServeOptions): Promise<Served> {
   print(`    ${loginUrl}`);
   // The secret itself is never printed: each node gets its own derived token.
   print(
-    `Agents on other nodes: MQD_AGENT_TOKEN=... mqd agent --server ${url}` +
-      ` (the token of node N: MQD_AGENT_SECRET=<--agent-token> mqd agent-token --host N)`,
+    `Agents on other nodes: mqd agent --server ${url} --token-file FILE` +
+      ` (node N's token, into a mode-600 FILE: mqd agent-token --host N --secret-file <the --agent-token-file>)`,
   );
   if (o.config.tlsCert === null && o.config.allowInsecureHttp) {
     print('WARNING: plain HTTP (--allow-insecure-http): tokens and sessions cross the network in clear');

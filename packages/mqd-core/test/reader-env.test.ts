@@ -3,10 +3,7 @@
 // `mqd serve --help` used to offer); a user (uid 65534 via setpriv) runs a process that looks like
 // a rank and names their own library, whose constructor writes the environment it was given to a
 // file of theirs. Children get an allow-listed environment: none of it may be there.
-import { execFileSync } from 'node:child_process';
-import { chownSync, existsSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { childEnv, readerForkOptions } from '../src/host/reader-spawn.js';
 import { Snapshotter } from '../src/snapshotter.js';
@@ -73,25 +70,10 @@ describe('the allow-list of a child’s environment', () => {
 
 describe("root's reader with the three tokens in its environment, attacked by uid 65534", () => {
   let a: Attacker;
-  let envOut: string;
-  let evilEnv: string;
   const saved: Record<string, string | undefined> = {};
   beforeAll(() => {
     expect(process.getuid?.()).toBe(0); // a root agent
     a = buildAttacker();
-    envOut = join(a.dir, 'environ.out');
-    evilEnv = join(a.dir, 'libevilenv.so');
-    const src = fileURLToPath(new URL('../native/security/evil_dll.c', import.meta.url));
-    execFileSync('cc', [
-      '-shared',
-      '-fPIC',
-      `-DEVIL_OUT="${a.out}"`,
-      `-DEVIL_ENV_OUT="${envOut}"`,
-      '-o',
-      evilEnv,
-      src,
-    ]);
-    chownSync(evilEnv, NOBODY, NOBODY);
     for (const [k, v] of Object.entries(SECRETS)) {
       saved[k] = process.env[k];
       process.env[k] = v;
@@ -108,16 +90,16 @@ describe("root's reader with the three tokens in its environment, attacked by ui
 
   it("the user's library sees none of root's secrets, and the reader still reads", async () => {
     rmSync(a.out, { force: true });
-    rmSync(envOut, { force: true });
-    const rank = await startProcess([a.rank, evilEnv], { env: { OMPI_COMM_WORLD_RANK: '0' } });
+    rmSync(a.envOut, { force: true });
+    const rank = await startProcess([a.rank, a.evilEnv], { env: { OMPI_COMM_WORLD_RANK: '0' } });
     const s = new Snapshotter();
     try {
       const { snapshot } = await s.snapshot([{ pid: rank.pid }], { ownerUid: NOBODY });
       // The library was loaded by the user's reader (its constructor ran) and it is no DLL.
       expect(snapshot.ranks[0]?.state.kind).toBe('error');
       expect(readFileSync(a.out, 'utf8').trim()).toBe(`euid=${NOBODY} uid=${NOBODY}`);
-      expect(existsSync(envOut)).toBe(true);
-      const environ = readFileSync(envOut, 'utf8').split('\n').filter(Boolean);
+      expect(existsSync(a.envOut)).toBe(true);
+      const environ = readFileSync(a.envOut, 'utf8').split('\n').filter(Boolean);
       expect(environ.some((l) => l.startsWith('MQD_READER_UID='))).toBe(true); // the dump is real
       expect(environ.filter((l) => SECRET_NAME.test(l))).toEqual([]);
       for (const secret of Object.values(SECRETS)) expect(environ.join('\n')).not.toContain(secret);

@@ -17,6 +17,9 @@ export interface Attacker {
   readonly evil: string;
   /** Where the evil DLL's constructor appends `euid=N uid=N`. */
   readonly out: string;
+  /** The same DLL built to also write the environment it was given to `envOut` (issue 27). */
+  readonly evilEnv: string;
+  readonly envOut: string;
   dispose(): void;
 }
 
@@ -41,6 +44,16 @@ export function buildAttacker(): Attacker {
     '-Wl,-rpath,$ORIGIN',
   ]);
   cc(['-shared', '-fPIC', `-DEVIL_OUT="${out}"`, '-o', join(dir, 'libevil.so'), join(SRC, 'evil_dll.c')]);
+  const envOut = join(dir, 'environ.out');
+  cc([
+    '-shared',
+    '-fPIC',
+    `-DEVIL_OUT="${out}"`,
+    `-DEVIL_ENV_OUT="${envOut}"`,
+    '-o',
+    join(dir, 'libevilenv.so'),
+    join(SRC, 'evil_dll.c'),
+  ]);
   cc(['-o', join(dir, 'fake_starter'), join(SRC, 'fake_starter.c')]);
   chmodSync(dir, 0o755);
   chownSync(dir, NOBODY, NOBODY);
@@ -51,6 +64,8 @@ export function buildAttacker(): Attacker {
     starter: join(dir, 'fake_starter'),
     evil: join(dir, 'libevil.so'),
     out,
+    evilEnv: join(dir, 'libevilenv.so'),
+    envOut,
     dispose: () => rmSync(dir, { recursive: true, force: true }),
   };
 }
