@@ -98,7 +98,21 @@ export class CaptureOwner {
         // The child's own answer type for this request (capture-owner-main.ts answers in kind).
         resolveAnswer(m.result as Result<OwnerAnswers[R['type']], MqdError>);
       });
-      this.child.send({ ...req, id } as OwnerRequest);
+      try {
+        this.child.send({ ...req, id } as OwnerRequest);
+      } catch (e) {
+        // The channel closed under us (the child died between two requests).
+        this.waiting.get(id)?.({
+          type: 'answer',
+          id,
+          result: err(
+            mqdError(
+              'MQD_E_INTERNAL',
+              `cannot send ${req.type} to the capture's owner child: ${(e as Error).message}`,
+            ),
+          ),
+        });
+      }
     });
   }
 

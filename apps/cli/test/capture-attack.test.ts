@@ -26,6 +26,7 @@ import {
 import type { JobSnapshot } from '@mqd/model';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { captureCommand } from '../src/capture-cmd.js';
+import { CaptureOwner } from '../src/capture-owner.js';
 import { snapshotCommand } from '../src/snapshot-cmd.js';
 
 let a: Attacker;
@@ -99,6 +100,23 @@ async function fakeRank(dll: string): Promise<Started> {
 }
 
 describe('mqd capture --bundle run as root, against uid 65534 (issue 27)', () => {
+  it('the capture directory is made by a child that is the owner: uid/gid 65534, no groups, NO_NEW_PRIVS', async () => {
+    const owner = new CaptureOwner(NOBODY, NOBODY);
+    try {
+      const c = await owner.credentials();
+      expect(c.ok ? c.value : c.error).toMatchObject({
+        uid: NOBODY,
+        euid: NOBODY,
+        gid: NOBODY,
+        egid: NOBODY,
+        groups: [],
+        noNewPrivs: true,
+      });
+    } finally {
+      owner.dispose();
+    }
+  });
+
   it("a rank naming /etc/shadow as its DLL: the bundle never holds root's file; all of DIR is the owner's", async () => {
     const rank = await fakeRank('/etc/shadow');
     // A new directory under root's 0755 one: the owner cannot create it, root does and gives it.
