@@ -52,7 +52,9 @@ export const CAPTURE_USAGE = `usage: mqd capture (--attach STARTER_PID | --slurm
   --attach PID   the job's starter (mpirun, mpiexec): its ranks on this host
   --slurm JOBID  a Slurm job's ranks on this node
   --pid PID[:RANK]  ranks given directly (RANK defaults to the one in the process environment)
-  --out DIR      the capture directory (created; it must not hold a capture already)
+  --out DIR      the capture directory, the job owner's: created for them when it does not exist,
+                 else their own plain directory without a capture in it (run as root, everything
+                 in DIR is written by the job owner, never by root)
   --bundle       also copy the files the ranks map and the MPI library's DLL into DIR/sysroot,
                  so the capture reads on another machine (mqd snapshot --cores DIR uses them)
   --json         print the manifest as JSON`;
