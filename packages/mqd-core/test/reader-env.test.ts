@@ -26,6 +26,7 @@ describe('the allow-list of a child’s environment', () => {
     LC_ALL: 'C',
     TZ: 'UTC',
     TMPDIR: '/scratch/tmp',
+    PMIX_MCA_ptl_tcp_if_include: 'ib0',
     MQD_DEBUG: 'dll',
     MQD_DEBUGINFO_PATH: '/opt/debug',
     HOME: '/root',
@@ -42,6 +43,7 @@ describe('the allow-list of a child’s environment', () => {
       LC_ALL: 'C',
       TZ: 'UTC',
       TMPDIR: '/scratch/tmp',
+      PMIX_MCA_ptl_tcp_if_include: 'ib0',
       MQD_DEBUG: 'dll',
       MQD_DEBUGINFO_PATH: '/opt/debug',
     });

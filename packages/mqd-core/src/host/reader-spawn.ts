@@ -30,7 +30,8 @@ export const identityKey = (id: ReaderIdentity): string => `${id.uid}:${id.gid}:
  * MQD_AGENT_TOKEN, ...), and its children run the user's code (the MQD DLL, libompd, PMIx) as the
  * user: what they get is theirs to read (issue 27).
  *   PATH, LANG/LANGUAGE/LC_*, TZ: how any program runs;
- *   TMPDIR: where PMIx tools find the launcher's rendezvous files (native/pmix.ts, in the locate child);
+ *   TMPDIR, PMIX_SYSTEM_TMPDIR, PMIX_SERVER_TMPDIR, PMIX_MCA_*: where and how a PMIx tool finds
+ *     the launcher's rendezvous files (native/pmix.ts, in the locate child), as the site set them;
  *   MQD_DEBUG, MQD_DEBUGINFO_PATH: the reader's own debug settings (mqs/session.ts, target/debug-file.ts).
  * NODE_OPTIONS is not passed: the children's node flags are their execArgv (hostEntry).
  */
@@ -40,10 +41,12 @@ const CHILD_ENV_NAMES: ReadonlySet<string> = new Set([
   'LANGUAGE',
   'TZ',
   'TMPDIR',
+  'PMIX_SYSTEM_TMPDIR',
+  'PMIX_SERVER_TMPDIR',
   'MQD_DEBUG',
   'MQD_DEBUGINFO_PATH',
 ]);
-const CHILD_ENV_PREFIXES: readonly string[] = ['LC_'];
+const CHILD_ENV_PREFIXES: readonly string[] = ['LC_', 'PMIX_MCA_'];
 
 /**
  * The environment of a child spawned for a user's job: the allow-listed variables of `from`,
