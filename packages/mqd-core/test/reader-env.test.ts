@@ -3,9 +3,11 @@
 // `mqd serve --help` used to offer); a user (uid 65534 via setpriv) runs a process that looks like
 // a rank and names their own library, whose constructor writes the environment it was given to a
 // file of theirs. Children get an allow-listed environment: none of it may be there.
+import { once } from 'node:events';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { childEnv, readerForkOptions } from '../src/host/reader-spawn.js';
+import { DllHost } from '../src/host/client.js';
+import { childEnv, readerForkOptions, readerIdentity, startReaderEarly } from '../src/host/reader-spawn.js';
 import { Snapshotter } from '../src/snapshotter.js';
 import { buildConformance, killAllTargets, startTarget } from './conformance-kit.js';
 import { type Attacker, buildAttacker, NOBODY, startProcess } from './security-kit.js';
@@ -88,6 +90,32 @@ describe("root's reader with the three tokens in its environment, attacked by ui
       else process.env[k] = v;
     }
     a?.dispose();
+  });
+
+  it("a reader's and an early reader's real environment (/proc/PID/environ) holds none of them", async () => {
+    const me = readerIdentity(process.getuid?.() ?? 0, process.getgid?.() ?? 0);
+    const expectClean = (pid: number) => {
+      const env = readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').filter(Boolean);
+      expect(env.some((l) => l.startsWith('MQD_READER_UID='))).toBe(true);
+      expect(env.filter((l) => SECRET_NAME.test(l))).toEqual([]);
+    };
+    // Each is read once it has said something: past its exec, its environment is its own.
+    const early = startReaderEarly(me);
+    const adopter = new DllHost(null, {}, me);
+    const own = new DllHost(null, {}, me);
+    try {
+      if (!early?.pid) throw new Error('no early reader');
+      await once(early, 'message');
+      expectClean(early.pid);
+      adopter.warmUp(); // adopts it (and kills it at dispose)
+      await own.resolve([{ pid: process.pid, ownerUid: process.getuid?.() ?? 0, allowRoot: true }]);
+      const pid = own.hostPid ?? 0;
+      expect(pid).not.toBe(early.pid);
+      expectClean(pid);
+    } finally {
+      await adopter.dispose();
+      await own.dispose();
+    }
   });
 
   it("the user's library sees none of root's secrets, and the reader still reads", async () => {
