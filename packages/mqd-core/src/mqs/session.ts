@@ -5,11 +5,16 @@
 
 import {
   type Communicator,
+  clipText,
   err,
   isWorld,
   type LengthUnit,
   lengthUnitOfLibrary,
   MAX_FRAMES_PER_THREAD,
+  MAX_MISSING_FIELD_CHARS,
+  MAX_PATH_CHARS,
+  MAX_RENAMED_FIELD_CHARS,
+  MAX_VERSION_CHARS,
   type MpiLibrary,
   type MqdError,
   mqdError,
@@ -1448,9 +1453,24 @@ export class MqsSession {
     return unit === lengthUnitOfLibrary(this.library) ? undefined : unit;
   }
 
-  /** The DLL that read a rank, recorded on the rank (MPMD jobs read by two DLLs). */
+  /**
+   * The DLL that read a rank, recorded on the rank (MPMD jobs read by two DLLs). Its texts come
+   * from the DLL the job names and the field names it asks for: cut to the snapshot spec's
+   * limits here, so the rank is never refused downstream (issue 27: a 1,040-character
+   * missingFields entry was stored, then refused by the dashboard's decoder).
+   */
   private dllInfo(): { path: string; version: string; missingFields?: string[]; renamedFields?: string[] } {
-    return { path: this.dllPath, version: this.version.slice(0, 1024), ...this.fieldGaps.info() };
+    const { missingFields, renamedFields } = this.fieldGaps.info();
+    return {
+      path: clipText(this.dllPath, MAX_PATH_CHARS),
+      version: clipText(this.version, MAX_VERSION_CHARS),
+      ...(missingFields === undefined
+        ? {}
+        : { missingFields: missingFields.map((f) => clipText(f, MAX_MISSING_FIELD_CHARS)) }),
+      ...(renamedFields === undefined
+        ? {}
+        : { renamedFields: renamedFields.map((f) => clipText(f, MAX_RENAMED_FIELD_CHARS)) }),
+    };
   }
 
   /** Runs the read of one rank, collecting its dprints into `dllLog` when MQD_DEBUG=dll. */
