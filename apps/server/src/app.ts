@@ -170,6 +170,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   app.addHook('onRequest', async (req, reply) => {
     reply.headers(securityHeaders(config));
     // State-changing requests from a page of another origin are refused: the session cookie
+    silenceMs: config.agentSilenceMs,
     // would otherwise act for the user (CSRF). Clients without an Origin (curl, agents, API
     // scripts with a bearer token) are not browsers and pass.
     if (req.method !== 'GET' && req.method !== 'HEAD' && req.method !== 'OPTIONS') {

@@ -61,6 +61,8 @@ export interface ServerConfig {
   readonly autoSnapshotSeconds: number;
   /** How long an agent has to answer a snapshot request. */
   readonly snapshotTimeoutMs: number;
+  /** A request whose agent says nothing for this long fails with MQD_E_AGENT_SILENT (hub.ts). */
+  readonly agentSilenceMs: number;
   /** A job is reported hung when this many consecutive snapshots have equal queues. */
   readonly hungSnapshots: number;
   readonly shareTtlSeconds: number;
@@ -277,6 +279,15 @@ const SETTINGS: readonly Setting[] = [
     help: 'agent answer deadline',
   },
   {
+    key: 'agentSilenceMs',
+    flag: 'agent-silence-ms',
+    env: 'MQD_AGENT_SILENCE_MS',
+    kind: 'int',
+    min: 1000,
+    max: 600_000,
+    help: 'fail an agent silent this long mid-request (frozen): MQD_E_AGENT_SILENT',
+  },
+  {
     key: 'hungSnapshots',
     flag: 'hung-snapshots',
     env: 'MQD_HUNG_SNAPSHOTS',
@@ -363,6 +374,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
   autoSnapshotSeconds: 0,
   snapshotTimeoutMs: 30_000,
+  agentSilenceMs: 8000,
   hungSnapshots: 3,
   shareTtlSeconds: 7 * 86400,
   maxShareTtlSeconds: 30 * 86400,
