@@ -25,7 +25,7 @@ export async function serveWithLocalAgent(
     locator: reader ? new MpirJobLocator(here) : null,
     localHost: here,
     print: opts.print ?? (() => {}),
-    logger: false,
+    // The server log goes to stderr at config.logLevel (--log-level, MQD_LOG_LEVEL).
   });
   await served.agent?.whenConnected();
   return {

@@ -14,6 +14,7 @@
 // Services (store, auth, hub, snapshot fan-out) are built here once and handed to the plugins
 // that need them as plugin options, so each plugin states its dependencies.
 import { readFileSync } from 'node:fs';
+import { AjvCompiler, type BuildCompilerFromPool } from '@fastify/ajv-compiler';
 import rateLimit from '@fastify/rate-limit';
 import fastifyStatic from '@fastify/static';
 import swagger from '@fastify/swagger';
@@ -22,7 +23,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOpt
 import { Server as SocketServer } from 'socket.io';
 import { AGENT_NAMESPACE } from './agent-protocol.js';
 import { Auth, newToken } from './auth.js';
-import { DEFAULT_CONFIG, parseCidr, SERVER_VERSION, type ServerConfig } from './config.js';
+import { DEFAULT_CONFIG, type LogLevel, parseCidr, SERVER_VERSION, type ServerConfig } from './config.js';
 import { SnapshotService, type UiEvents } from './fanout.js';
 import { errorBody } from './http.js';
 import { AgentHub } from './hub.js';
@@ -34,6 +35,7 @@ import { addServiceGauges, metricsPlugin } from './plugins/metrics.js';
 import { storePlugin } from './plugins/store.js';
 import { SHARED_SCHEMAS } from './schemas.js';
 import { Store } from './store.js';
+import { jobRooms, UiSessions } from './ui-sessions.js';
 
 export type { PluginOpts, Services } from './plugins/common.js';
 
@@ -47,6 +49,47 @@ export interface AppOptions {
   readonly store?: Store;
 }
 
+/**
+ * The server log (`mqd serve`): Fastify's own logger (pino), one JSON object per line on stderr
+ * with `level` as a name, `time` as ISO 8601, `msg`, and the event's fields (`code`, `jobId`...).
+ */
+export function serverLogger(
+  level: LogLevel,
+  stream: { write(line: string): unknown } = process.stderr,
+): FastifyServerOptions['logger'] {
+  return {
+    level,
+    stream,
+    formatters: { level: (label) => ({ level: label }) },
+    timestamp: () => `,"time":"${new Date().toISOString()}"`,
+  };
+}
+
+/** How often every /ui socket's login is checked again (expiry; revocation acts at once). */
+const UI_RECHECK_MS = 30_000;
+
+const ajvPool = AjvCompiler();
+/**
+ * Request bodies are validated without type coercion: with Fastify's default (`coerceTypes:
+ * 'array'`) a JSON null in a nullable integer (`{"uid": null}`) became 0, root's uid, and "true"
+ * a boolean. Querystrings, params and headers arrive as text and keep the coercion.
+ */
+const buildValidator: BuildCompilerFromPool = (externalSchemas, options) => {
+  const coercing = ajvPool(externalSchemas, options);
+  // (JTD schemas, which this server does not use, have no coercion to turn off.)
+  const strict =
+    options?.mode === 'JTD'
+      ? coercing
+      : ajvPool(externalSchemas, {
+          ...options,
+          customOptions: { ...options?.customOptions, coerceTypes: false },
+        });
+  // Fastify calls the compiler with the route's part (its types say only the schema).
+  type Compile = typeof coercing;
+  return ((route: { httpPart?: string }) =>
+    (route.httpPart === 'body' ? strict : coercing)(route as Parameters<Compile>[0])) as Compile;
+};
+
 export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> {
   const config: ServerConfig = { ...DEFAULT_CONFIG, ...opts.config };
   const clock = opts.clock ?? Date.now;
@@ -55,6 +98,9 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
       ? { https: { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } }
       : {}),
     logger: opts.logger ?? false,
+    // The log holds what happened (failed snapshots, refused agents, errors), not each request.
+    disableRequestLogging: true,
+    schemaController: { compilersFactory: { buildValidator } },
     // Router-level client errors (bad URL encoding, an over-long path parameter) answered in
     // the API's own coded shape, like every other refusal.
     frameworkErrors: (e, _req, generic) => {
@@ -111,15 +157,22 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     maxHttpBufferSize: config.maxMessageBytes + 64 * 1024,
   });
   const uiNsp = io.of('/ui');
+  const uiSessions = new UiSessions(uiNsp, auth);
   const ui: UiEvents = {
-    toJob: (uid, event, payload) => uiNsp.to(['admins', `uid:${uid}`]).emit(event, payload),
+    toJob: (uid, event, payload) => uiNsp.to(jobRooms(uid)).emit(event, payload),
     toAll: (event, payload) => uiNsp.emit(event, payload),
   };
+  // Logins expire while their sockets stay open: checked again periodically (revocation, logout
+  // and user changes check at once, where they happen).
+  const recheck = setInterval(() => uiSessions.recheck(), UI_RECHECK_MS);
+  recheck.unref();
+  app.addHook('onClose', async () => clearInterval(recheck));
   const hub = new AgentHub(io.of(AGENT_NAMESPACE), {
     agentToken,
     allowSharedToken: config.allowSharedAgentToken,
     maxMessageBytes: config.maxMessageBytes,
     statusIntervalMs: 10_000,
+    silenceMs: config.agentSilenceMs,
     clock,
     onEvent: (e) => {
       // Audit rows of agent events are written outside any request: a store failure there is
@@ -162,15 +215,27 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     gzipLevel: config.gzipLevel,
     maxSnapshotBytes: config.maxSnapshotBytes,
     metrics: snapshotMetrics(registry),
+    log: app.log,
   });
-  const s: Services = { config, clock, store, auth, hub, snapshots, ui, io, agentToken, adminToken };
+  const s: Services = {
+    config,
+    clock,
+    store,
+    auth,
+    hub,
+    snapshots,
+    ui,
+    uiSessions,
+    io,
+    agentToken,
+    adminToken,
+  };
   app.decorate('mqd', s);
   app.decorateRequest('user', null);
 
   app.addHook('onRequest', async (req, reply) => {
     reply.headers(securityHeaders(config));
     // State-changing requests from a page of another origin are refused: the session cookie
-    silenceMs: config.agentSilenceMs,
     // would otherwise act for the user (CSRF). Clients without an Origin (curl, agents, API
     // scripts with a bearer token) are not browsers and pass.
     if (req.method !== 'GET' && req.method !== 'HEAD' && req.method !== 'OPTIONS') {

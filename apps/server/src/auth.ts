@@ -9,6 +9,24 @@ import type { User } from './types.js';
 
 export const SESSION_COOKIE = 'mqd_session';
 export const ADMIN_NAME = 'admin';
+/** Who auto-snapshots are by (their createdBy and audit rows). */
+export const AUTO_SNAPSHOTTER = 'auto';
+/**
+ * Names MQD itself acts under: a user created with one would replace the configured admin until
+ * a restart, or pass for the auto-snapshotter in the audit trail. Compared case-insensitively,
+ * so 'Admin' cannot pose as either.
+ */
+export const RESERVED_NAMES: readonly string[] = [ADMIN_NAME, AUTO_SNAPSHOTTER];
+export const isReservedName = (name: string): boolean => RESERVED_NAMES.includes(name.toLowerCase());
+
+/**
+ * What a request or socket logged in with, kept so a socket's login can be checked again later
+ * (revoked, logged out, expired): a token's hash (session or login token), or the name a trusted
+ * proxy gave.
+ */
+export type Credential =
+  | { readonly kind: 'token'; readonly hash: string }
+  | { readonly kind: 'proxy'; readonly name: string };
 
 export const hashToken = (t: string): string => createHash('sha256').update(t, 'utf8').digest('hex');
 /** 192 random bits, URL-safe. */
@@ -72,7 +90,13 @@ export class Auth {
     return t;
   }
 
-  createUser(name: string, uid: number | null, admin: boolean): { user: User; token: string } {
+  /** Creates a user (or gives an existing one new rights and a new token); never a reserved name. */
+  createUser(name: string, uid: number | null, admin: boolean): Result<{ user: User; token: string }> {
+    if (isReservedName(name)) {
+      return err(
+        mqdError('MQD_E_RESERVED_NAME', `'${name}' is reserved (${RESERVED_NAMES.join(', ')} are MQD's own)`),
+      );
+    }
     const token = newToken();
     const ttl = this.o.loginTokenTtlSeconds ?? 0;
     const user = this.o.store.upsertUser({
@@ -82,14 +106,36 @@ export class Auth {
       tokenHash: hashToken(token),
       tokenExpiresAt: ttl > 0 ? this.o.clock() + ttl * 1000 : null,
     });
-    return { user, token };
+    return ok({ user, token });
   }
 
-  /** Exchanges a login token for a session. */
-  login(token: string): Result<{ user: User; session: string; expiresAt: number }> {
+  /**
+   * Exchanges a login token for a session. `headers` are the request's: a live session cookie of
+   * another user is never replaced unless `switchUser` says the person asked for it (a link with
+   * another user's `?token=` would otherwise sign an admin's browser in as that user: login CSRF).
+   * On a switch the old session ends.
+   */
+  login(
+    token: string,
+    headers: Headers = {},
+    switchUser = false,
+  ): Result<{ user: User; session: string; expiresAt: number }> {
     const user = this.o.store.loginToken(hashToken(token));
     if (user === 'expired') return err(mqdError('MQD_E_TOKEN_EXPIRED', 'this login token has expired'));
     if (!user) return err(mqdError('MQD_E_UNAUTHENTICATED', 'unknown login token'));
+    const old = cookie(headers['cookie'], SESSION_COOKIE);
+    const current = old === null ? null : this.o.store.userBySession(hashToken(old));
+    if (current !== null && current.id !== user.id) {
+      if (!switchUser) {
+        return err(
+          mqdError(
+            'MQD_E_SESSION_CONFLICT',
+            `this browser is signed in as '${current.name}' and the token is '${user.name}'s; the session was kept (send switchUser: true to replace it)`,
+          ),
+        );
+      }
+      if (old !== null) this.o.store.deleteSession(hashToken(old));
+    }
     const session = newToken();
     const expiresAt = this.o.clock() + this.o.sessionTtlSeconds * 1000;
     this.o.store.createSession(hashToken(session), user.id, expiresAt);
@@ -103,8 +149,13 @@ export class Auth {
 
   /** A session token or a login token. */
   fromToken(token: string): User | null {
-    const h = hashToken(token);
-    return this.o.store.userBySession(h) ?? this.o.store.userByTokenHash(h);
+    return this.userOf({ kind: 'token', hash: hashToken(token) });
+  }
+
+  /** The user this credential logs in now; null once it was revoked, logged out or expired. */
+  userOf(c: Credential): User | null {
+    if (c.kind === 'proxy') return isReservedName(c.name) ? null : this.o.store.userByName(c.name);
+    return this.o.store.userBySession(c.hash) ?? this.o.store.userByTokenHash(c.hash);
   }
 
   private credential(headers: Headers): string | null {
@@ -118,19 +169,25 @@ export class Auth {
    * from a configured proxy, and never names the built-in admin (admins log in with a token).
    */
   fromHeaders(headers: Headers, peer?: string): Result<User> {
+    const r = this.resolve(headers, peer);
+    return r.ok ? ok(r.value.user) : r;
+  }
+
+  /** The user and the credential they logged in with (for sockets, checked again later). */
+  resolve(headers: Headers, peer?: string): Result<{ user: User; credential: Credential }> {
     if (this.o.proxyUserHeader !== null && this.fromProxy(peer)) {
       const name = headers[this.o.proxyUserHeader];
       if (typeof name === 'string' && name.length > 0) {
-        if (name === ADMIN_NAME) {
+        if (isReservedName(name)) {
           return err(
             mqdError(
               'MQD_E_FORBIDDEN',
-              `the proxy may not name the built-in '${ADMIN_NAME}'; log in with its token`,
+              `the proxy may not name '${name.slice(0, 64)}' (reserved: ${RESERVED_NAMES.join(', ')}); the built-in '${ADMIN_NAME}' logs in with its token`,
             ),
           );
         }
         const user = this.o.store.userByName(name);
-        if (user) return ok(user);
+        if (user) return ok({ user, credential: { kind: 'proxy', name } });
         return err(
           mqdError(
             'MQD_E_UNAUTHENTICATED',
@@ -141,19 +198,22 @@ export class Auth {
     }
     const token = this.credential(headers);
     if (token === null) return err(mqdError('MQD_E_UNAUTHENTICATED', 'no session cookie or bearer token'));
-    const user = this.fromToken(token);
-    if (user) return ok(user);
-    if (this.o.store.loginToken(hashToken(token)) === 'expired') {
+    const credential: Credential = { kind: 'token', hash: hashToken(token) };
+    const user = this.userOf(credential);
+    if (user) return ok({ user, credential });
+    if (this.o.store.loginToken(credential.hash) === 'expired') {
       return err(mqdError('MQD_E_TOKEN_EXPIRED', 'this login token has expired'));
     }
     return err(mqdError('MQD_E_UNAUTHENTICATED', 'the session expired or the token is unknown'));
   }
 }
 
-/** May this user see and snapshot a job owned by `uid`? */
 /**
- * A user sees and snapshots the jobs of their own uid; admins see every job. Jobs of uid 0 are
- * for admins only (even a user mapped to uid 0 is not one): that is what lets the snapshot
- * path ask agents to read root's ranks (ReadOptions.allowRoot) for those jobs alone.
+ * The one access rule for jobs, and everything of a job (its snapshots, its starter, its cores,
+ * its /ui events, its place in lists): a user sees and snapshots the jobs of their own uid;
+ * admins see every job. Jobs of uid 0 are for admins only (even a user mapped to uid 0 is not
+ * one): that is what lets the snapshot path ask agents to read root's ranks
+ * (ReadOptions.allowRoot) for those jobs alone. A user without a uid sees none.
  */
-export const mayAccess = (user: User, uid: number): boolean => user.admin || (user.uid === uid && uid !== 0);
+export const canSee = (user: User, job: { readonly uid: number }): boolean =>
+  user.admin || (user.uid !== null && user.uid === job.uid && job.uid !== 0);

@@ -10,6 +10,7 @@ import {
   type JobId,
   type JobSnapshot,
   type MqdError,
+  MqdException,
   mqdError,
   ok,
   QUEUE_KINDS,
@@ -20,17 +21,19 @@ import {
   SnapshotId,
   type UiEventPayload,
 } from '@mqd/model';
+import type { FastifyBaseLogger } from 'fastify';
+import { AUTO_SNAPSHOTTER } from './auth.js';
 import type { AgentHub } from './hub.js';
 import type { SnapshotMetrics } from './metrics.js';
 import type { MpiInfo, RankTarget } from './seams.js';
-import type { Store } from './store.js';
+import type { SnapshotRequestKey, Store } from './store.js';
 import { type JobRecord, MAX_LISTED_MISSING, type SnapshotMeta, type SnapshotSummary } from './types.js';
 
 const gzipAsync = promisify(gzip);
 const gunzipAsync = promisify(gunzip);
 
 /** What the /ui namespace is told; who hears it is the broadcaster's business. */
-export type JobUiEvent = 'job.attached' | 'snapshot.progress' | 'snapshot.done';
+export type JobUiEvent = 'job.attached' | 'snapshot.progress' | 'snapshot.done' | 'snapshot.failed';
 export type AllUiEvent = 'agent.connected' | 'agent.disconnected';
 /** Every payload is the spec's (packages/model/src/api-spec.ts UI_EVENTS), checked by the compiler. */
 export interface UiEvents {
@@ -140,32 +143,102 @@ export interface SnapshotServiceOptions {
   readonly maxSnapshotBytes?: number;
   /** Where snapshot counts, durations and rank outcomes go (the /metrics families). */
   readonly metrics?: SnapshotMetrics;
+  /** The server log: every failed snapshot is written there with its code and job. */
+  readonly log?: Pick<FastifyBaseLogger, 'warn' | 'error'>;
+}
+
+/** A snapshot being taken, and the request keys that wait for it (stored with it). */
+interface Running {
+  readonly promise: Promise<Result<SnapshotMeta>>;
+  readonly requests: SnapshotRequestKey[];
 }
 
 const JSON_CACHE_ENTRIES = 16;
 const JSON_CACHE_CHARS = 256 * 1024 * 1024;
 
 export class SnapshotService {
-  private readonly inFlight = new Map<JobId, Promise<Result<SnapshotMeta>>>();
+  private readonly inFlight = new Map<JobId, Running>();
 
   constructor(private readonly o: SnapshotServiceOptions) {}
 
-  /** Snapshots the job; a request while one is running for the job gets that one's result. */
-  take(job: JobRecord, who: string): Promise<Result<SnapshotMeta>> {
+  /**
+   * The answer already given to this request key (a retry after a lost answer), or null when the
+   * key is new. The same key for another job is a client bug: MQD_E_IDEMPOTENCY_CONFLICT.
+   */
+  replay(job: JobRecord, request: SnapshotRequestKey): Result<SnapshotMeta> | null {
+    let jobOfKey: JobId | null = null;
+    const prior = this.o.store.requestedSnapshot(request);
+    if (prior !== null) jobOfKey = prior.jobId;
+    else {
+      for (const [id, run] of this.inFlight) {
+        if (run.requests.some((r) => r.userId === request.userId && r.key === request.key)) jobOfKey = id;
+      }
+    }
+    if (jobOfKey !== null && jobOfKey !== job.id) {
+      return err(
+        mqdError(
+          'MQD_E_IDEMPOTENCY_CONFLICT',
+          `the key '${request.key}' was used for a snapshot of job ${jobOfKey}, not ${job.id}`,
+        ),
+      );
+    }
+    return prior === null ? null : ok(prior);
+  }
+
+  /**
+   * Snapshots the job; a request while one is running for the job gets that one's result. A
+   * request with a key gets the snapshot that key already got (replay), joins the one running,
+   * or starts one; its key is stored with the snapshot, so a retry never stores a second one.
+   */
+  take(job: JobRecord, who: string, request?: SnapshotRequestKey): Promise<Result<SnapshotMeta>> {
+    if (request !== undefined) {
+      const replayed = this.replay(job, request);
+      if (replayed !== null) return Promise.resolve(replayed);
+    }
     const running = this.inFlight.get(job.id);
-    if (running) return running;
-    const p = this.run(job, who).finally(() => this.inFlight.delete(job.id));
-    this.inFlight.set(job.id, p);
-    return p;
+    if (running) {
+      if (request === undefined) return running.promise;
+      running.requests.push(request);
+      // Joined after the snapshot's transaction: its key is stored now (the first stays).
+      return running.promise.then((r) => {
+        if (r.ok) this.o.store.rememberRequest(request, r.value.id);
+        return r;
+      });
+    }
+    const requests = request === undefined ? [] : [request];
+    const promise = this.run(job, who, requests).finally(() => this.inFlight.delete(job.id));
+    this.inFlight.set(job.id, { promise, requests });
+    return promise;
   }
 
   isRunning(jobId: JobId): boolean {
     return this.inFlight.has(jobId);
   }
 
-  private async run(job: JobRecord, who: string): Promise<Result<SnapshotMeta>> {
+  private async run(
+    job: JobRecord,
+    who: string,
+    requests: readonly SnapshotRequestKey[],
+  ): Promise<Result<SnapshotMeta>> {
     const t0 = performance.now();
-    const r = await this.runOnce(job, who);
+    let r: Result<SnapshotMeta>;
+    try {
+      r = await this.runOnce(job, who, requests);
+    } catch (e) {
+      // A store that turned read-only (disk full) is a coded failure like the others; anything
+      // else is a bug, still reported to the viewers and the log before it propagates.
+      if (!(e instanceof MqdException)) {
+        this.failed(
+          job,
+          who,
+          requests,
+          mqdError('MQD_E_INTERNAL', `snapshot of job ${job.id}: ${String(e)}`),
+        );
+        throw e;
+      }
+      r = err(e.error);
+    }
+    if (!r.ok) this.failed(job, who, requests, r.error);
     this.o.metrics?.snapshotTaken({
       seconds: (performance.now() - t0) / 1000,
       outcome: !r.ok ? 'failed' : r.value.missing + r.value.errors > 0 ? 'partial' : 'ok',
@@ -173,7 +246,26 @@ export class SnapshotService {
     return r;
   }
 
-  private async runOnce(job: JobRecord, who: string): Promise<Result<SnapshotMeta>> {
+  /** Every viewer's progress ends with the coded failure, and the server log has it. */
+  private failed(job: JobRecord, who: string, requests: readonly SnapshotRequestKey[], e: MqdError): void {
+    const requestKey = requests[0]?.key;
+    this.o.ui.toJob(job.uid, 'snapshot.failed', {
+      jobId: job.id,
+      code: e.code,
+      message: e.message,
+      ...(requestKey === undefined ? {} : { requestKey }),
+    });
+    const fields = { event: 'snapshot.failed', code: e.code, jobId: job.id, host: job.host, who };
+    if (e.code === 'MQD_E_INTERNAL' || e.code === 'MQD_E_STORE_READONLY')
+      this.o.log?.error(fields, e.message);
+    else this.o.log?.warn(fields, e.message);
+  }
+
+  private async runOnce(
+    job: JobRecord,
+    who: string,
+    requests: readonly SnapshotRequestKey[],
+  ): Promise<Result<SnapshotMeta>> {
     const { store, hub, ui, clock } = this.o;
     if (job.ranks.length === 0) return err(mqdError('MQD_E_NO_RANKS', `job ${job.id} has no ranks`));
     const takenAt = clock();
@@ -215,7 +307,7 @@ export class SnapshotService {
     await Promise.all(
       [...byHost].map(async ([host, targets]) => {
         // The owner's uid travels with the request: the agent reads only that uid's ranks. uid 0
-        // is read only for a job of uid 0, which only admins may attach or snapshot (mayAccess).
+        // is read only for a job of uid 0, which only admins may attach or snapshot (canSee).
         const owner = job.uid === 0 ? { ownerUid: 0, allowRoot: true } : { ownerUid: job.uid };
         const r = await hub.snapshot(host, targets, this.o.snapshotTimeoutMs, onRanks, owner);
         if (r.ok) {
@@ -281,6 +373,8 @@ export class SnapshotService {
         snapshotId: meta.id,
         detail: `${summary.ranks} ranks, ${summary.missing} agent-missing, ${summary.errors} errors`,
       },
+      // The keys of the requests waiting so far (those joining later are stored by take()).
+      [...requests],
     );
     // Cores do not go away the way processes do: a job of cores never ends by itself.
     if (job.coresDir === undefined && ranks.every((r) => r.state.kind === 'error' && GONE.has(r.state.code)))
@@ -368,7 +462,7 @@ export class SnapshotService {
       }
       return !this.isRunning(j.id) && j.ranks.some((r) => this.o.hub.isConnected(r.host));
     });
-    const results = await Promise.all(jobs.map((j) => this.take(j, 'auto')));
+    const results = await Promise.all(jobs.map((j) => this.take(j, AUTO_SNAPSHOTTER)));
     return results.filter((r) => r.ok).length;
   }
 }

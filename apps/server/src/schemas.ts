@@ -26,6 +26,7 @@ export type RouteSchema<R extends RouteSpec> = {
   readonly params: Prop<R, 'params'>;
   readonly querystring: Prop<R, 'querystring'>;
   readonly body: Prop<R, 'body'>;
+  readonly headers: Prop<R, 'headers'>;
   readonly response: { readonly [S in R['status']]: R['response'] } & {
     readonly [S in R['errors'][number]]: typeof ApiErrorRef;
   };
@@ -51,6 +52,7 @@ export function routeSchema<R extends RouteSpec>(
   if (r.hide) schema['hide'] = true;
   if (r.params) schema['params'] = r.params;
   if (r.querystring) schema['querystring'] = r.querystring;
+  if (r.headers) schema['headers'] = r.headers;
   const body = over.body ?? r.body;
   if (body) schema['body'] = body;
   return schema as RouteSchema<R>;

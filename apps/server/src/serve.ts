@@ -3,7 +3,7 @@
 import { hostname } from 'node:os';
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
 import { type AgentHandle, startAgent } from './agent.js';
-import { buildApp } from './app.js';
+import { buildApp, serverLogger } from './app.js';
 import type { ServerConfig } from './config.js';
 import { hostAgentToken } from './hub.js';
 import type { JobLocator, RankReader } from './seams.js';
@@ -16,6 +16,7 @@ export interface ServeOptions {
   /** Node name of the in-process agent; default os.hostname(). */
   readonly localHost?: string;
   readonly print?: (line: string) => void;
+  /** Default: the server log on stderr at config.logLevel (serverLogger). */
   readonly logger?: FastifyServerOptions['logger'];
   readonly clock?: () => number;
 }
@@ -36,7 +37,7 @@ export async function serve(o: ServeOptions): Promise<Served> {
   const print = o.print ?? ((l: string) => console.log(l));
   const app = await buildApp({
     config: o.config,
-    ...(o.logger === undefined ? {} : { logger: o.logger }),
+    logger: o.logger ?? serverLogger(o.config.logLevel),
     ...(o.clock ? { clock: o.clock } : {}),
   });
   await app.listen({ port: o.config.port, host: o.config.host });

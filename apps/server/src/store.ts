@@ -106,7 +106,29 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX jobs_cores ON jobs(host, cores_dir) WHERE cores_dir IS NOT NULL;
     `,
   },
+  {
+    // Idempotent snapshot requests (issue 27): a client's key (per user) -> the snapshot its
+    // request stored, written in the snapshot's own transaction, so a retry after a lost answer
+    // finds it; it goes with the snapshot (retention) and with the user.
+    version: 4,
+    sql: `
+      CREATE TABLE snapshot_requests (
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        request_key TEXT NOT NULL,
+        snapshot_id TEXT NOT NULL REFERENCES snapshots(id) ON DELETE CASCADE,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (user_id, request_key)
+      );
+      CREATE INDEX snapshot_requests_snapshot ON snapshot_requests(snapshot_id);
+    `,
+  },
 ];
+
+/** A user's key for one snapshot request (the Idempotency-Key header). */
+export interface SnapshotRequestKey {
+  readonly userId: number;
+  readonly key: string;
+}
 
 export interface RetentionPolicy {
   /** Snapshots kept per job, newest first; 0 = unlimited. */
@@ -535,8 +557,15 @@ export class Store {
 
   // --- snapshots
 
-  /** Stores a snapshot, applies retention to its job and audits it: all or nothing. */
-  insertSnapshot(s: NewSnapshot, audit: NewAudit): { removed: number } {
+  /**
+   * Stores a snapshot, the request keys it answers, applies retention to its job and audits it:
+   * all or nothing.
+   */
+  insertSnapshot(
+    s: NewSnapshot,
+    audit: NewAudit,
+    requests: readonly SnapshotRequestKey[] = [],
+  ): { removed: number } {
     return this.write(() => {
       const m = s.meta;
       return this.db.transaction(() => {
@@ -547,10 +576,37 @@ export class Store {
              @bytes, @storedBytes, @data)`,
           )
           .run({ ...m, missingRanks: JSON.stringify(m.missingRanks), data: s.gz });
+        for (const r of requests) this.insertRequest(r, m.id);
         this.insertAudit(audit);
         return { removed: this.applyRetention(m.jobId) };
       })();
     });
+  }
+
+  /** Remembers that this request key got this snapshot (a request that joined one running). */
+  rememberRequest(r: SnapshotRequestKey, snapshotId: SnapshotId): void {
+    this.write(() => this.insertRequest(r, snapshotId));
+  }
+
+  /** The first snapshot a key got stays its answer. */
+  private insertRequest(r: SnapshotRequestKey, snapshotId: string): void {
+    this.db
+      .prepare(
+        `INSERT OR IGNORE INTO snapshot_requests (user_id, request_key, snapshot_id, created_at)
+         VALUES (?, ?, ?, ?)`,
+      )
+      .run(r.userId, r.key, snapshotId, this.clock());
+  }
+
+  /** The snapshot stored for this request key, while it is kept. */
+  requestedSnapshot(r: SnapshotRequestKey): SnapshotMeta | null {
+    const row = this.db
+      .prepare(
+        `SELECT ${META_COLUMNS} FROM snapshots WHERE id =
+           (SELECT snapshot_id FROM snapshot_requests WHERE user_id = ? AND request_key = ?)`,
+      )
+      .get(r.userId, r.key) as SnapshotRow | undefined;
+    return row ? toMeta(row) : null;
   }
 
   private applyRetention(jobId: string): number {

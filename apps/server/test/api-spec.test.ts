@@ -243,6 +243,10 @@ describe('the REST API and /ui events against api-spec.ts', () => {
     // Core directories are off unless an admin allows some (--core-dir): the refusal says so.
     await call('POST', '/api/jobs/attach', { payload: { coresDir: '/var/crash/job-1' } });
     await call('GET', '/api/nowhere');
+    // A snapshot that fails (the disk filled: the store turned read-only) is heard on /ui.
+    s.app.mqd.store.readOnlyReason = 'SQLITE_FULL: injected by the test';
+    await call('POST', `/api/jobs/${jobId}/snapshots`);
+    s.app.mqd.store.readOnlyReason = null;
 
     await sim.dispose();
     await waitFor(

@@ -77,21 +77,21 @@ describe('store', () => {
     const dir = tmp();
     const clock = { now: 1000 };
     const first = open(dir, clock);
-    expect(first.migrationsApplied).toEqual([1, 2, 3]);
+    expect(first.migrationsApplied).toEqual([1, 2, 3, 4]);
     first.close();
     const second = open(dir, clock);
     expect(second.migrationsApplied).toEqual([]);
     second.close();
-    // A new release adds migration 4: only it runs, once.
-    const withV4 = [...MIGRATIONS, { version: 4, sql: 'ALTER TABLE jobs ADD COLUMN note TEXT' }];
-    const third = open(dir, clock, undefined, withV4);
-    expect(third.migrationsApplied).toEqual([4]);
-    expect(third.schemaVersion()).toBe(4);
+    // A new release adds migration 5: only it runs, once.
+    const withV5 = [...MIGRATIONS, { version: 5, sql: 'ALTER TABLE jobs ADD COLUMN note TEXT' }];
+    const third = open(dir, clock, undefined, withV5);
+    expect(third.migrationsApplied).toEqual([5]);
+    expect(third.schemaVersion()).toBe(5);
     third.close();
-    const fourth = open(dir, clock, undefined, withV4);
+    const fourth = open(dir, clock, undefined, withV5);
     expect(fourth.migrationsApplied).toEqual([]);
     const rows = fourth.db.prepare('SELECT version FROM schema_version ORDER BY version').all();
-    expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }]);
+    expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }]);
   });
 
   it('keeps committed snapshots across a reopen, with WAL on', () => {

@@ -212,6 +212,14 @@ export type ApiSnapshotWithMeta = Static<typeof ApiSnapshotWithMeta>;
 // --- requests ---------------------------------------------------------------------------------
 
 /** Path ids (jobs, snapshots, shares): short base64url-ish text. */
+/**
+ * A client's key for one snapshot request (header `Idempotency-Key`): a retry with the same key
+ * (after a lost answer) gets the snapshot the first request stored, or joins it while it runs,
+ * and stores nothing twice. A fresh key per new request; keys are per user.
+ */
+export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
+export const RequestKey = Type.String({ minLength: 8, maxLength: 128, pattern: '^[A-Za-z0-9._:-]+$' });
+
 export const IdParams = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }),
 });
@@ -249,6 +257,8 @@ export interface RouteSpec {
   readonly params?: TSchema;
   readonly querystring?: TSchema;
   readonly body?: TSchema;
+  /** Request headers the route reads (lower-case names; other headers pass). */
+  readonly headers?: TSchema;
   /** The success status and its body (`Type.Null()` for 204). */
   readonly status: 200 | 201 | 204;
   readonly response: TSchema;
@@ -304,13 +314,16 @@ export const API_ROUTES = {
     auth: 'public',
     tag: 'public',
     summary: 'Exchange a login token for a session (cookie, and bearer token in the body)',
+    description:
+      'A live session cookie of another user is kept (409 MQD_E_SESSION_CONFLICT) unless `switchUser` is true: ' +
+      'the dashboard sends it only after the person confirmed the switch.',
     body: Type.Object(
-      { token: Type.String({ minLength: 1, maxLength: 512 }) },
+      { token: Type.String({ minLength: 1, maxLength: 512 }), switchUser: Type.Optional(Bool) },
       { additionalProperties: false },
     ),
     status: 200,
     response: Type.Object({ user: ApiUser, sessionToken: Text, expiresAt: IsoTime }),
-    errors: [400, 401, 429],
+    errors: [400, 401, 409, 429],
   }),
   logout: route({
     method: 'POST',
@@ -413,11 +426,14 @@ export const API_ROUTES = {
     tag: 'jobs',
     summary: "Snapshot every rank of the job through each host's agent, merge and store",
     description:
-      'Ranks whose agent is gone or too slow are in the snapshot in state agent-missing; `partial` says so.',
+      'Ranks whose agent is gone or too slow are in the snapshot in state agent-missing; `partial` says so. ' +
+      'With an `Idempotency-Key` header, a retry with the same key returns the snapshot the first request ' +
+      'stored (or joins it while it runs) instead of taking another; the same key for another job is 409.',
     params: IdParams,
+    headers: Type.Object({ [IDEMPOTENCY_KEY_HEADER]: Type.Optional(RequestKey) }),
     status: 201,
     response: Type.Object({ snapshot: ApiSnapshotMeta }),
-    errors: [400, ...AUTHED, 404, 410, 413, 429, 503],
+    errors: [400, ...AUTHED, 404, 409, 410, 413, 429, 503],
   }),
   jobSnapshots: route({
     method: 'GET',
@@ -594,6 +610,17 @@ export const UI_EVENTS = {
   'snapshot.progress': Type.Object({ jobId: JobIdText, received: Count, expected: Count }),
   /** A snapshot was stored; `partial` when some ranks had no agent to answer for them. */
   'snapshot.done': Type.Object({ jobId: JobIdText, snapshotId: SnapshotIdText, partial: Bool }),
+  /**
+   * A snapshot failed and nothing was stored (whoever asked, auto-snapshots included): every
+   * viewer's progress ends. `code` is an MQD_E_* code, `message` its `CODE: what: what to do`;
+   * `requestKey` the Idempotency-Key of the request that started it, if it had one.
+   */
+  'snapshot.failed': Type.Object({
+    jobId: JobIdText,
+    code: Text,
+    message: Text,
+    requestKey: Type.Optional(RequestKey),
+  }),
   'job.attached': ApiJob,
   'agent.connected': Type.Object({ host: Text, agentId: Text }),
   'agent.disconnected': Type.Object({ host: Text, agentId: Text, reason: Text }),

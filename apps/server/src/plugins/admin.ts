@@ -1,5 +1,5 @@
 // Admin pages: agents, the audit trail, hung jobs, and user accounts. Admins only.
-import { API_ROUTES as R } from '@mqd/model';
+import { MqdException, API_ROUTES as R } from '@mqd/model';
 import type { FastifyPluginAsync } from 'fastify';
 import { agentJson, auditJson, fail, hungJson, userJson } from '../http.js';
 import { routeOf } from '../schemas.js';
@@ -37,7 +37,11 @@ export const adminPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }
   app.route({
     ...routeOf(R.createUser),
     handler: async (req, reply) => {
-      const { user, token } = s.auth.createUser(req.body.name, req.body.uid, req.body.admin ?? false);
+      const made = s.auth.createUser(req.body.name, req.body.uid, req.body.admin ?? false);
+      if (!made.ok) throw new MqdException(made.error);
+      const { user, token } = made.value;
+      // An existing user's open sockets joined rooms under their old uid and rights.
+      s.uiSessions.recheck();
       s.store.audit({
         who: currentUser(req).name,
         action: 'user-create',
@@ -57,6 +61,8 @@ export const adminPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }
         detail: `revoked the login token of ${req.params.name}`,
       });
       if (!done) fail('MQD_E_NOT_FOUND', `no user ${req.params.name}`);
+      // Their open /ui sockets would otherwise keep receiving events on the revoked login.
+      s.uiSessions.recheck();
       return reply.code(204).send(null);
     },
   });

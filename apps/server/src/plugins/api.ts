@@ -41,8 +41,10 @@ const publicPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
     ...routeOf(R.login),
     config: rateLimited(opts),
     handler: async (req, reply) => {
-      const r = s.auth.login(req.body.token);
+      const r = s.auth.login(req.body.token, req.headers, req.body.switchUser ?? false);
       if (!r.ok) throw new MqdException(r.error);
+      // A switch ended the browser's previous session: its sockets go with it.
+      if (req.body.switchUser) s.uiSessions.recheck();
       s.store.audit({ who: r.value.user.name, action: 'login' });
       reply.header(
         'set-cookie',
@@ -60,6 +62,7 @@ const publicPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
     ...routeOf(R.logout),
     handler: async (req, reply) => {
       s.auth.logout(req.headers);
+      s.uiSessions.recheck();
       reply.header('set-cookie', `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`);
       return { ok: true };
     },

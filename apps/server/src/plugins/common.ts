@@ -12,6 +12,7 @@ import type { SnapshotService, UiEvents } from '../fanout.js';
 import type { AgentHub } from '../hub.js';
 import type { Store } from '../store.js';
 import type { User } from '../types.js';
+import type { UiSessions } from '../ui-sessions.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -32,6 +33,8 @@ export interface Services {
   readonly hub: AgentHub;
   readonly snapshots: SnapshotService;
   readonly ui: UiEvents;
+  /** The /ui sockets' logins: recheck() after any change of users, tokens or sessions. */
+  readonly uiSessions: UiSessions;
   readonly io: SocketServer;
   /** The tokens in effect (generated when the configuration had none). */
   readonly agentToken: string;

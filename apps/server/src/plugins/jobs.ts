@@ -1,9 +1,15 @@
 // Jobs: list, attach (locate through the agent on the starter's node), snapshot, history.
 // A user sees and snapshots only jobs of their own uid; admins see every job.
-import { JobId, MqdException, API_ROUTES as R, type UiEventPayload } from '@mqd/model';
+import {
+  IDEMPOTENCY_KEY_HEADER,
+  JobId,
+  MqdException,
+  API_ROUTES as R,
+  type UiEventPayload,
+} from '@mqd/model';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { LocateTarget } from '../agent-protocol.js';
-import { mayAccess } from '../auth.js';
+import { canSee } from '../auth.js';
 import { resolveCoreDir } from '../core-dirs.js';
 import { newId } from '../fanout.js';
 import { fail, jobJson, metaJson } from '../http.js';
@@ -14,7 +20,7 @@ import { currentUser, type PluginOpts, rateLimited, type Services, typed } from 
 /** The job, if it exists and this user may see it; otherwise the request ends with a coded error. */
 export function jobFor(s: Services, user: User, id: string): JobRecord {
   const job = s.store.job(id) ?? fail('MQD_E_NOT_FOUND', `no job ${id}`);
-  if (!mayAccess(user, job.uid)) fail('MQD_E_FORBIDDEN', `job ${id} belongs to uid ${job.uid}`);
+  if (!canSee(user, job)) fail('MQD_E_FORBIDDEN', `job ${id} belongs to uid ${job.uid}`);
   return job;
 }
 
@@ -33,12 +39,16 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
     ...routeOf(R.jobs),
     handler: async (req) => {
       const user = currentUser(req);
-      const jobs = user.admin ? s.store.jobs(null) : user.uid === null ? [] : s.store.jobs(user.uid);
+      // The rule of the single-job routes (canSee), not a uid match: a user mapped to uid 0
+      // lists none of root's jobs.
+      const jobs = (user.admin ? s.store.jobs(null) : user.uid === null ? [] : s.store.jobs(user.uid)).filter(
+        (j) => canSee(user, j),
+      );
       const starters = s.hub
         .seenStarters()
         .filter(
           (x) =>
-            mayAccess(user, x.starter.uid) &&
+            canSee(user, x.starter) &&
             s.store.findJob(x.host, x.starter.starterPid, x.starter.startTime ?? null) === null,
         )
         .map((x) => ({
@@ -86,7 +96,7 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
     if (!located.ok) throw new MqdException(located.error);
     const found = located.value;
     const coresDir = found.coresDir ?? fail('MQD_E_INTERNAL', `the agent on ${host} named no core directory`);
-    if (!mayAccess(user, found.uid)) {
+    if (!canSee(user, found)) {
       fail(
         'MQD_E_FORBIDDEN',
         found.uid === 0
@@ -169,7 +179,7 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
       if (!located.ok) throw new MqdException(located.error);
       const found = located.value;
       // Check ownership before anything is stored: a refused attach leaves no job behind.
-      if (!mayAccess(user, found.uid)) {
+      if (!canSee(user, found)) {
         fail('MQD_E_FORBIDDEN', `${what} on ${host} belongs to uid ${found.uid}`);
       }
       // A Slurm job on several nodes: each other node's agent locates that node's ranks of it.
@@ -261,8 +271,16 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
     handler: async (req, reply) => {
       const user = currentUser(req);
       const job = jobFor(s, user, req.params.id);
+      const key = req.headers[IDEMPOTENCY_KEY_HEADER];
+      const request = key === undefined ? undefined : { userId: user.id, key };
+      // A retry of a stored snapshot gets it even if that snapshot found the job ended.
+      const replayed = request === undefined ? null : s.snapshots.replay(job, request);
+      if (replayed !== null) {
+        if (!replayed.ok) throw new MqdException(replayed.error);
+        return reply.code(201).send({ snapshot: metaJson(replayed.value) });
+      }
       if (job.endedAt !== null) fail('MQD_E_JOB_ENDED', `job ${job.id} ended`);
-      const r = await s.snapshots.take(job, user.name);
+      const r = await s.snapshots.take(job, user.name, request);
       if (!r.ok) throw new MqdException(r.error);
       return reply.code(201).send({ snapshot: metaJson(r.value) });
     },
