@@ -74,8 +74,19 @@ function isTyping(e: KeyboardEvent): boolean {
   );
 }
 
-export function App({ api }: { api: Api }) {
+/**
+ * A `?token=` link of another user than the one this browser is signed in as: the server kept
+ * the session (MQD_E_SESSION_CONFLICT, whose message names both users) and only a click here
+ * replaces it. A link someone else sent must not sign an admin in as them unasked.
+ */
+export interface PendingSwitch {
+  readonly token: string;
+  readonly error: ApiError;
+}
+
+export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: PendingSwitch | null }) {
   const [url, setUrl] = useUrlState();
+  const [switchAsk, setSwitchAsk] = useState(pendingSwitch);
   const [needLogin, setNeedLogin] = useState(false);
   // Live events need a session: shared and demo pages never connect, and a page sent to the
   // login form stops (logging in reloads the page, which connects again).
@@ -261,6 +272,23 @@ export function App({ api }: { api: Api }) {
         <div className="banner readonly" data-testid="read-only-banner" role="status">
           Frozen snapshot taken {formatTime(data.takenAt)} — read-only
           {data.jobId !== null && <span className="muted"> (job {data.jobId})</span>}
+        </div>
+      )}
+      {switchAsk !== null && (
+        <SwitchUserBanner
+          api={api}
+          ask={switchAsk}
+          onStay={() => setSwitchAsk(null)}
+          onSwitched={onLoggedIn}
+        />
+      )}
+      {elsewhere.kind === 'error' && !ownSnapshots.has(elsewhere.job) && (
+        <div className="banner progress-banner" data-testid="snapshot-failed-elsewhere">
+          <span>A snapshot of job {elsewhere.job} (started elsewhere) failed; nothing was stored:</span>
+          <ErrorBox error={elsewhere.error} />
+          <button type="button" onClick={() => settled(elsewhere.job)}>
+            Dismiss
+          </button>
         </div>
       )}
       {elsewhere.kind === 'busy' && !ownSnapshots.has(elsewhere.job) && (
@@ -466,6 +494,51 @@ function NoSnapshot({
         </button>{' '}
         or <a href="/?demo=1024">open a synthetic 1,024-rank demo</a>.
       </p>
+    </div>
+  );
+}
+
+function SwitchUserBanner({
+  api,
+  ask,
+  onStay,
+  onSwitched,
+}: {
+  api: Api;
+  ask: PendingSwitch;
+  onStay: () => void;
+  onSwitched: () => void;
+}) {
+  const [state, setState] = useState<
+    { kind: 'idle' } | { kind: 'busy' } | { kind: 'error'; error: ApiError }
+  >({
+    kind: 'idle',
+  });
+  const confirm = async () => {
+    setState({ kind: 'busy' });
+    const r = await trackBusy(api.login(ask.token, true));
+    if (r.ok) onSwitched();
+    else setState({ kind: 'error', error: r.error });
+  };
+  return (
+    <div className="banner switch-user" role="alertdialog" data-testid="switch-user">
+      <p>
+        The link you opened signs in as another user than the one this browser is signed in as. You stay
+        signed in unless you switch.
+      </p>
+      <ErrorBox error={ask.error} />
+      <button
+        type="button"
+        onClick={confirm}
+        disabled={state.kind === 'busy'}
+        data-testid="switch-user-confirm"
+      >
+        Switch to the link's user
+      </button>{' '}
+      <button type="button" onClick={onStay}>
+        Stay signed in
+      </button>
+      {state.kind === 'error' && <ErrorBox error={state.error} />}
     </div>
   );
 }

@@ -16,6 +16,7 @@ import {
   decodeResponse,
   ERROR_HINTS,
   err,
+  IDEMPOTENCY_KEY_HEADER,
   isErrorCode,
   type JobId,
   type JobSnapshot,
@@ -119,10 +120,19 @@ export type HungJobs = ApiResponse<'hung'>;
 
 export interface Api {
   health(signal?: AbortSignal): Promise<ApiResult<ApiResponse<'health'>>>;
-  login(token: string): Promise<ApiResult<void>>;
+  /**
+   * Exchanges a login token for a session. The server keeps a live session of another user
+   * (MQD_E_SESSION_CONFLICT) unless `switchUser`, which only a person's confirmation may send.
+   */
+  login(token: string, switchUser?: boolean): Promise<ApiResult<void>>;
   jobs(signal?: AbortSignal): Promise<ApiResult<JobSummary[]>>;
   /** Resolves with the attached job's id. */
   attach(req: AttachRequest): Promise<ApiResult<JobId>>;
+  /**
+   * One snapshot request (one click): it carries a fresh Idempotency-Key, and an answer lost on
+   * the way (no response) is asked again with the same key, so the retry returns the snapshot
+   * the server may already have stored instead of storing a second one.
+   */
   takeSnapshot(job: JobId): Promise<ApiResult<{ id: SnapshotId; snapshot: JobSnapshot }>>;
   snapshots(job: JobId, signal?: AbortSignal): Promise<ApiResult<SnapshotListEntry[]>>;
   snapshot(id: SnapshotId, signal?: AbortSignal): Promise<ApiResult<StoredSnapshot>>;
@@ -140,6 +150,18 @@ export interface ApiOptions {
   /** Prefix of every route; '' when the dashboard is served by the API server itself. */
   readonly base?: string;
   readonly fetch?: typeof fetch;
+  /** A fresh request key per snapshot request; default 128 random bits in hex. */
+  readonly newRequestKey?: () => string;
+}
+
+/** Tries of one snapshot request whose answer is lost (network error): the same key each time. */
+export const SNAPSHOT_TRIES = 3;
+
+/** 128 random bits in hex (getRandomValues: crypto.randomUUID needs a secure context). */
+function randomKey(): string {
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join(
+    '',
+  );
 }
 
 // --- decoding at the edge -------------------------------------------------------------------
@@ -212,6 +234,7 @@ function serverError(status: number, body: unknown): ApiError {
 export function createApi(opts: ApiOptions = {}): Api {
   const base = opts.base ?? '';
   const doFetch = opts.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
+  const newRequestKey = opts.newRequestKey ?? randomKey;
 
   /**
    * Calls `route` (method and URL from API_ROUTES) and decodes its answer against the spec; a
@@ -223,6 +246,7 @@ export function createApi(opts: ApiOptions = {}): Api {
     use: (body: ApiResponse<N>) => T,
     body?: unknown,
     signal?: AbortSignal,
+    extraHeaders: Readonly<Record<string, string>> = {},
   ): Promise<ApiResult<T>> {
     const method = API_ROUTES[route].method;
     const init: RequestInit = {
@@ -230,8 +254,8 @@ export function createApi(opts: ApiOptions = {}): Api {
       credentials: 'same-origin',
       headers:
         body === undefined
-          ? { accept: 'application/json' }
-          : { accept: 'application/json', 'content-type': 'application/json' },
+          ? { accept: 'application/json', ...extraHeaders }
+          : { accept: 'application/json', 'content-type': 'application/json', ...extraHeaders },
     };
     if (body !== undefined) init.body = JSON.stringify(body);
     if (signal) init.signal = signal;
@@ -271,7 +295,8 @@ export function createApi(opts: ApiOptions = {}): Api {
 
   const api: Api = {
     health: (signal) => request('health', pathOf('health'), (b) => ({ ...b }), undefined, signal),
-    login: (token) => request('login', pathOf('login'), () => undefined, { token }),
+    login: (token, switchUser = false) =>
+      request('login', pathOf('login'), () => undefined, switchUser ? { token, switchUser } : { token }),
     jobs: (signal) => request('jobs', pathOf('jobs'), (b) => b.jobs.map(jobSummary), undefined, signal),
     attach: (req) =>
       request(
@@ -290,10 +315,24 @@ export function createApi(opts: ApiOptions = {}): Api {
       ),
     // The aggregator answers with the new snapshot's summary; the snapshot itself is read back.
     takeSnapshot: async (jobId) => {
-      const taken = await request(
-        'takeSnapshot',
-        pathOf('takeSnapshot', { id: jobId }),
-        (b) => b.snapshot.id,
+      const key = newRequestKey();
+      let taken: ApiResult<SnapshotId>;
+      let tries = 0;
+      do {
+        taken = await request(
+          'takeSnapshot',
+          pathOf('takeSnapshot', { id: jobId }),
+          (b) => b.snapshot.id,
+          undefined,
+          undefined,
+          { [IDEMPOTENCY_KEY_HEADER]: key },
+        );
+        tries++;
+      } while (
+        !taken.ok &&
+        taken.error.code === 'MQD_E_NETWORK' &&
+        taken.error.status === 0 &&
+        tries < SNAPSHOT_TRIES
       );
       if (!taken.ok) return taken;
       const full = await api.snapshot(taken.value);

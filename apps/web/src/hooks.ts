@@ -144,9 +144,10 @@ export function useBusyWhile(active: boolean): void {
 /**
  * Snapshots of `job` being taken, whoever started them (another user, another tab, the CLI),
  * from the live progress events: busy from the first progress event to the job's
- * snapshot.done. Progress only moves forward (snapshotReducer). Idle without a connection.
- * `settled(job)` says a snapshot of that job ended without a done event (a failed REST call of
- * this page): the server sends no event for a failure.
+ * snapshot.done, or to its snapshot.failed, which leaves the coded error to show (kind
+ * 'error'). Progress only moves forward (snapshotReducer). Idle without a connection.
+ * `settled(job)` says this page's own snapshot of that job answered (its REST call shows the
+ * result), so no bar or error is kept for it.
  */
 export function useJobSnapshotProgress(
   live: Live | null,
@@ -154,7 +155,10 @@ export function useJobSnapshotProgress(
 ): { readonly state: SnapshotTaking; readonly settled: (job: JobId) => void } {
   const [state, setState] = useState<SnapshotTaking>(SNAPSHOT_IDLE);
   const settled = useCallback(
-    (j: JobId) => setState((s) => snapshotReducer(s, { type: 'succeeded', job: j })),
+    (j: JobId) =>
+      setState((s) =>
+        s.kind === 'error' && s.job === j ? SNAPSHOT_IDLE : snapshotReducer(s, { type: 'succeeded', job: j }),
+      ),
     [],
   );
   useEffect(() => {
@@ -170,9 +174,18 @@ export function useJobSnapshotProgress(
     const done = live.onDone((e) => {
       if (e.jobId === job) setState((s) => snapshotReducer(s, { type: 'succeeded', job }));
     });
+    // A failure ends the bar even when no progress event came first (it failed at once).
+    const failed = live.onFailed((e) => {
+      if (e.jobId !== job) return;
+      setState((s) => {
+        const busy = s.kind === 'busy' && s.job === job ? s : snapshotReducer(s, { type: 'start', job });
+        return snapshotReducer(busy, { type: 'failed', job, error: e.error });
+      });
+    });
     return () => {
       progress.dispose();
       done.dispose();
+      failed.dispose();
     };
   }, [live, job]);
   return { state, settled };

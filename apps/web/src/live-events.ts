@@ -36,6 +36,19 @@ export interface SnapshotDone {
   readonly partial: boolean;
 }
 
+/**
+ * A job snapshot failed and nothing was stored (whoever asked for it, auto-snapshots included):
+ * every viewer's progress for that job ends with the coded message.
+ */
+export interface SnapshotFailed {
+  readonly type: 'snapshot.failed';
+  readonly jobId: JobId;
+  /** The failure as the dashboard shows errors (status 0: it came as an event, not a reply). */
+  readonly error: ApiError;
+  /** The Idempotency-Key of the request that started it; null for auto-snapshots and keyless ones. */
+  readonly requestKey: string | null;
+}
+
 /** A job was attached (or re-attached): the jobs list changed. */
 export interface JobAttached {
   readonly type: 'job.attached';
@@ -51,7 +64,7 @@ export interface AgentChange {
   readonly reason: string | null;
 }
 
-export type LiveEvent = SnapshotProgress | SnapshotDone | JobAttached | AgentChange;
+export type LiveEvent = SnapshotProgress | SnapshotDone | SnapshotFailed | JobAttached | AgentChange;
 
 export function isLiveEventName(name: string): name is LiveEventName {
   return isUiEventName(name);
@@ -67,6 +80,17 @@ export function decodeLiveEvent(name: LiveEventName, payload: unknown): LiveEven
     case 'snapshot.done': {
       const r = decodeUiEvent(name, payload);
       return r.ok ? { type: name, ...r.value } : null;
+    }
+    case 'snapshot.failed': {
+      const r = decodeUiEvent(name, payload);
+      return r.ok
+        ? {
+            type: name,
+            jobId: r.value.jobId,
+            error: { status: 0, code: r.value.code, message: r.value.message },
+            requestKey: r.value.requestKey ?? null,
+          }
+        : null;
     }
     case 'job.attached': {
       // Only the job's id matters here: the list is reloaded (and decoded) through the REST client.

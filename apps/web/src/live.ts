@@ -17,6 +17,7 @@ import {
   type JobAttached,
   type LiveEvent,
   type SnapshotDone,
+  type SnapshotFailed,
   type SnapshotProgress,
 } from './live-events.js';
 
@@ -63,6 +64,8 @@ export interface Live {
   onProgress(jobId: JobId, cb: (e: SnapshotProgress) => void): Disposable;
   /** Every stored snapshot the user may see. */
   onDone(cb: (e: SnapshotDone) => void): Disposable;
+  /** Every failed snapshot of a job the user may see (nothing was stored). */
+  onFailed(cb: (e: SnapshotFailed) => void): Disposable;
   /** Whatever changes the jobs list or a job's snapshots: attached jobs, stored snapshots. */
   onJobs(cb: (e: SnapshotDone | JobAttached) => void): Disposable;
   /** Agents coming and going. */
@@ -126,6 +129,10 @@ export function connectLive(open: OpenSocket = openUiSocket, retryMs = SERVER_CL
     onDone: (cb) =>
       subscribe((e) => {
         if (e.type === 'snapshot.done') cb(e);
+      }),
+    onFailed: (cb) =>
+      subscribe((e) => {
+        if (e.type === 'snapshot.failed') cb(e);
       }),
     onJobs: (cb) =>
       subscribe((e) => {
