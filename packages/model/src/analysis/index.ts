@@ -2,6 +2,7 @@ export * from './call-facts.js';
 export * from './classes.js';
 export * from './comm.js';
 export * from './explain.js';
+export * from './history.js';
 export * from './matching-order.js';
 export * from './mpi-calls.js';
 export * from './near-miss.js';
