@@ -337,7 +337,7 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
         ) : data ? (
           <>
             {(url.view === 'matrix' || url.view === 'order' || url.view === 'stacks') && (
-              <Diagnosis data={data} />
+              <Diagnosis data={data} url={url} setUrl={setUrl} />
             )}
             <ViewSwitch view={url.view} api={api} url={url} setUrl={setUrl} data={data} />
           </>

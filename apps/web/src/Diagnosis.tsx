@@ -1,18 +1,26 @@
-// "Why is the job stuck?": the analysis of @mqd/model (wait-for graph, near misses, rank
-// classes) in one paragraph above the matrix and the matching order. It runs after the first
-// paint (it can take a moment at 16,384 ranks) and once per snapshot.
+// "Why is the job stuck?": the analysis of @mqd/model above the matrix, the matching order and
+// the stacks, open: the verdict, then one line per group of ranks with the call, the peer, the
+// tag, the communicator and the user's source line, and the deadlock cycle edge by edge; every
+// rank, cell and frame named is a link to that place. The whole paragraph, the collectives and
+// the limits follow. It runs after the first paint (it can take a moment at 16,384 ranks) and
+// once per snapshot.
 import {
   commPhrase,
   compressRanks,
+  type DiagnosisLine,
+  type DiagnosisPart,
   describeCallGroup,
   type JobSnapshot,
   ranksPhrase,
   splitNames,
 } from '@mqd/model';
+import type { MouseEvent, ReactNode } from 'react';
 import { useMemo } from 'react';
 import type { LoadedSnapshot } from './data.js';
 import { bannerText, useExplanation } from './explanation.js';
 import { useBusyWhile } from './hooks.js';
+import { DEFAULT_STATE, frameParam, type UrlState, urlOf } from './url-state.js';
+import type { SetUrl } from './view-types.js';
 
 /**
  * One sentence naming the ranks whose DLL looked up fields the library's debug info lacks
@@ -47,6 +55,92 @@ export function Named({ text }: { text: string }) {
   );
 }
 
+/** A job-supplied name: isolated, and between quotes when the model says it needs them. */
+function JobName({ text, quoted }: { text: string; quoted: boolean }) {
+  return quoted ? (
+    <span className="job-name">
+      “<bdi>{text}</bdi>”
+    </span>
+  ) : (
+    <bdi className="job-name">{text}</bdi>
+  );
+}
+
+/** Where a linked part of a diagnosis line leads, as a change of the URL state. */
+export function partTarget(p: DiagnosisPart): Partial<UrlState> | null {
+  switch (p.kind) {
+    case 'rank':
+      return {
+        view: 'rank',
+        rank: p.rank,
+        frame: p.frame === null ? null : frameParam(p.frame),
+        rcomm: null,
+      };
+    case 'frame':
+      return { view: 'rank', rank: p.rank, frame: frameParam(p.frame), rcomm: null };
+    case 'ranks':
+      return { view: 'stacks', ranks: p.ranks, snode: null };
+    case 'cell':
+      return { view: 'matrix', cell: { row: p.row, col: p.col, size: 1 } };
+    default:
+      return null;
+  }
+}
+
+const LINK_TITLE: Record<'rank' | 'frame' | 'ranks' | 'cell', string> = {
+  rank: 'Open this rank, at its source line',
+  frame: 'Open this rank with this frame selected',
+  ranks: 'Show these ranks in the stacks',
+  cell: 'Show this message in the matrix',
+};
+
+/** A link that changes the URL state in place (and still opens in a new tab as a real URL). */
+function PlaceLink({
+  patch,
+  url,
+  setUrl,
+  kind,
+  children,
+}: {
+  patch: Partial<UrlState>;
+  url: UrlState;
+  setUrl: SetUrl;
+  kind: keyof typeof LINK_TITLE;
+  children: ReactNode;
+}) {
+  const onClick = (e: MouseEvent<HTMLAnchorElement>) => {
+    if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+    e.preventDefault();
+    setUrl(patch);
+  };
+  return (
+    <a href={urlOf({ ...url, ...patch })} onClick={onClick} title={LINK_TITLE[kind]} data-link={kind}>
+      {children}
+    </a>
+  );
+}
+
+function LineParts({ line, url, setUrl }: { line: DiagnosisLine; url: UrlState; setUrl: SetUrl }) {
+  return (
+    <>
+      {line.parts.map((p, i) => {
+        if (p.kind === 'text') return p.text;
+        // biome-ignore lint/suspicious/noArrayIndexKey: parts of one fixed line.
+        if (p.kind === 'name') return <JobName key={i} text={p.text} quoted={p.quoted} />;
+        const patch = partTarget(p);
+        return patch === null ? (
+          p.text
+        ) : (
+          // biome-ignore lint/suspicious/noArrayIndexKey: parts of one fixed line.
+          <PlaceLink key={i} patch={patch} url={url} setUrl={setUrl} kind={p.kind}>
+            {p.text}
+          </PlaceLink>
+        );
+      })}
+    </>
+  );
+}
+
 function DllMismatch({ text }: { text: string | null }) {
   if (text === null) return null;
   return (
@@ -57,7 +151,15 @@ function DllMismatch({ text }: { text: string | null }) {
   );
 }
 
-export function Diagnosis({ data }: { data: LoadedSnapshot }) {
+export function Diagnosis({
+  data,
+  url = DEFAULT_STATE,
+  setUrl = () => {},
+}: {
+  data: LoadedSnapshot;
+  url?: UrlState;
+  setUrl?: SetUrl;
+}) {
   const snapshot = data.snapshot;
   const result = useExplanation(snapshot);
   const dllText = useMemo(() => dllMismatchText(snapshot), [snapshot]);
@@ -79,8 +181,9 @@ export function Diagnosis({ data }: { data: LoadedSnapshot }) {
     );
   }
   const banner = bannerText(result);
+  const d = result.diagnosis;
   return (
-    <details className={`diagnosis verdict-${result.verdict}`} data-testid="diagnosis">
+    <details className={`diagnosis verdict-${result.verdict}`} data-testid="diagnosis" open>
       <summary>
         <span className="verdict" data-testid="diagnosis-verdict">
           <Named text={banner.verdict} />
@@ -91,6 +194,23 @@ export function Diagnosis({ data }: { data: LoadedSnapshot }) {
         </span>
         <DllMismatch text={dllText} />
       </summary>
+      {(d.cycle !== null || d.groups.length > 0) && (
+        <ul className="diagnosis-lines" data-testid="diagnosis-lines" aria-label="Where the ranks wait">
+          {d.cycle !== null && (
+            <li className="diagnosis-cycle" data-testid="diagnosis-cycle" data-ranks={d.cycle.ranks}>
+              <LineParts line={d.cycle} url={url} setUrl={setUrl} />
+            </li>
+          )}
+          {d.groups.map((g) => (
+            <li key={`${g.ranks}:${g.text}`} data-testid="diagnosis-line" data-ranks={g.ranks}>
+              <LineParts line={g} url={url} setUrl={setUrl} />
+            </li>
+          ))}
+          {d.groupTotal > d.groups.length && (
+            <li className="muted">{d.groupTotal - d.groups.length} more groups of ranks</li>
+          )}
+        </ul>
+      )}
       <p className="diagnosis-summary">
         <Named text={result.summary} />
       </p>

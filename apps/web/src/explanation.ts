@@ -1,6 +1,6 @@
 // One explanation per snapshot (explainSnapshot of @mqd/model), shared by the diagnosis panel
 // and the matrix (which outlines the deadlock cycles), computed once after the first paint.
-import { type Explanation, explainSnapshot, type JobSnapshot, type Verdict } from '@mqd/model';
+import { type Explanation, edgeCell, explainSnapshot, type JobSnapshot, type Verdict } from '@mqd/model';
 import { type Computed, deferred, useDeferred } from './deferred.js';
 
 export type ExplanationResult = Computed<Explanation>;
@@ -19,11 +19,7 @@ export function useExplanation(snapshot: JobSnapshot): ExplanationResult | null 
 /** At most this many cycle cells are outlined (a 16,384-rank ring has 16,384). */
 const MAX_CYCLE_CELLS = 20_000;
 
-/**
- * The matrix cells (sender row, receiver column) of the deadlock cycles' edges: a rank waiting
- * in a send (or inferred to, from an unexpected message) is the sender; a rank waiting in a
- * receive is the receiver of the message it waits for.
- */
+/** The matrix cells (sender row, receiver column) of the deadlock cycles' edges (see edgeCell). */
 export function cycleCells(e: ExplanationResult | null): { row: number; col: number }[] {
   if (!e || 'failed' in e || !e.deadlock) return [];
   const out: { row: number; col: number }[] = [];
@@ -31,9 +27,8 @@ export function cycleCells(e: ExplanationResult | null): { row: number; col: num
     for (const edge of c.edges) {
       if (out.length >= MAX_CYCLE_CELLS) return out;
       // A wait inside a collective is no message between the two ranks: no cell to outline.
-      if (edge.ops.length > 0 && edge.ops.every((o) => o.evidence === 'collective-call')) continue;
-      const viaReceive = edge.ops.length > 0 && edge.ops.every((o) => o.queue === 'receives');
-      out.push(viaReceive ? { row: edge.to, col: edge.from } : { row: edge.from, col: edge.to });
+      const cell = edgeCell(edge);
+      if (cell !== null) out.push(cell);
     }
   }
   return out;

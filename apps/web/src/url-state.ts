@@ -39,6 +39,8 @@ export interface UrlState {
   /** Rank and matching-order views: world rank, and the communicator id within that rank. */
   readonly rank: number | null;
   readonly rcomm: string | null;
+  /** Rank view: the selected frame, "tid:depth" (depth 0 = innermost), e.g. the user's line a diagnosis names. */
+  readonly frame: string | null;
   /** Timeline: which queue kind's depth is drawn. */
   readonly tkind: QueueKind | 'all';
   /** Jobs view: poll the job list. */
@@ -76,6 +78,7 @@ export const DEFAULT_STATE: UrlState = {
   zoom: null,
   rank: null,
   rcomm: null,
+  frame: null,
   tkind: 'all',
   auto: false,
   demo: null,
@@ -85,10 +88,27 @@ export const DEFAULT_STATE: UrlState = {
 const SHARE_PATH = /^\/s\/([A-Za-z0-9_-]{1,128})\/?$/;
 const INT = /^-?\d{1,10}$/;
 const MAX_DEMO_RANKS = 1 << 20;
+const FRAME = /^\d{1,10}:\d{1,4}$/;
 const RANGES = /^\d{1,10}(?:-\d{1,10})?(?:,\d{1,10}(?:-\d{1,10})?)*$/;
 
 function ranges(s: string | null): string | null {
   return s !== null && s.length <= 8192 && RANGES.test(s) ? s : null;
+}
+
+function oneFrame(s: string | null): string | null {
+  return s !== null && FRAME.test(s) ? s : null;
+}
+
+/** The frame a rank view selects ("tid:depth"), as a URL value. */
+export function frameParam(f: { readonly tid: number; readonly index: number }): string {
+  return `${f.tid}:${f.index}`;
+}
+
+/** The selected frame of the URL state, or null. */
+export function parseFrameParam(s: string | null): { tid: number; index: number } | null {
+  if (s === null || !FRAME.test(s)) return null;
+  const [tid, index] = s.split(':').map(Number);
+  return tid === undefined || index === undefined ? null : { tid, index };
 }
 
 function int(s: string | null, min: number, max: number): number | null {
@@ -158,6 +178,7 @@ export function parseUrl(pathname: string, search: string): UrlState {
     zoom: parseZoom(q.get('z')),
     rank: int(q.get('rank'), 0, 0x7fffffff),
     rcomm: nonEmpty(q.get('rcomm')),
+    frame: oneFrame(q.get('frame')),
     tkind: oneOf(q.get('tkind'), ['all', ...QUEUE_KINDS] as const) ?? 'all',
     auto: q.get('auto') === '1',
     demo,
@@ -190,6 +211,7 @@ export function formatUrl(s: UrlState): { pathname: string; search: string } {
   if (s.zoom !== null) q.set('z', `${num(s.zoom.k)},${num(s.zoom.x)},${num(s.zoom.y)}`);
   if (s.rank !== null) q.set('rank', String(s.rank));
   if (s.rcomm !== null) q.set('rcomm', s.rcomm);
+  if (s.frame !== null) q.set('frame', s.frame);
   if (s.tkind !== 'all') q.set('tkind', s.tkind);
   if (s.auto) q.set('auto', '1');
   const search = q.toString();

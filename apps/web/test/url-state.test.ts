@@ -41,6 +41,7 @@ describe('URL state', () => {
       zoom: { k: 12.5, x: -0.25, y: -3.125 },
       rank: 8191,
       rcomm: '0x44000000',
+      frame: '20001:3',
       tkind: 'receives',
       auto: true,
       demo: 4096,
@@ -48,6 +49,13 @@ describe('URL state', () => {
     };
     expect(roundTrip(s)).toEqual(s);
     expect(formatUrl(roundTrip(s))).toEqual(formatUrl(s));
+  });
+
+  it('keeps a selected frame of the rank view and drops a malformed one', () => {
+    const s: UrlState = { ...DEFAULT_STATE, view: 'rank', rank: 0, frame: '10000:1' };
+    expect(urlOf(s)).toBe('/?view=rank&rank=0&frame=10000%3A1');
+    expect(roundTrip(s)).toEqual(s);
+    expect(parseUrl('/', '?view=rank&frame=1:x').frame).toBeNull();
   });
 
   it('round-trips the stacks view (key s) and drops malformed rank ranges', () => {

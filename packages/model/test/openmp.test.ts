@@ -71,15 +71,15 @@ describe('hybrid situations', () => {
     const e = explainSnapshot(s);
     expect(e.verdict).toBe('deadlock');
     expect(e.openmp.lines).toEqual([
-      'ranks 0-1: thread 0 in MPI_Recv inside a parallel region (team of 4), 3 threads wait_barrier',
+      'ranks 0-1: thread 0 in MPI_Recv inside a parallel region (team of 4), 3 threads wait at a barrier',
     ]);
     expect(e.openmp.waitOnMpi).toBe('0-1');
     expect(e.summary).toContain(
-      'OpenMP threads: ranks 0-1: thread 0 in MPI_Recv inside a parallel region (team of 4), 3 threads wait_barrier.',
+      'OpenMP threads: ranks 0-1: thread 0 in MPI_Recv inside a parallel region (team of 4), 3 threads wait at a barrier.',
     );
     expect(e.summary).toContain('held by that call, not by OpenMP');
     expect(formatExplanation(e)).toContain(
-      'openmp:\n  ranks 0-1: thread 0 in MPI_Recv inside a parallel region (team of 4), 3 threads wait_barrier',
+      'openmp:\n  ranks 0-1: thread 0 in MPI_Recv inside a parallel region (team of 4), 3 threads wait at a barrier',
     );
   });
 
@@ -136,7 +136,7 @@ describe('hybrid situations', () => {
     expect(r1?.inMpi.map((t) => [t.tid, t.parallel?.level, t.main])).toEqual([[20018, 2, false]]);
     expect(r1?.block).toBe('mpi');
     expect(r1?.text).toBe(
-      'thread 1 in MPI_Recv inside a level 2 parallel region inside level 1 (team of 2), 2 threads wait_barrier_implicit_parallel',
+      'thread 1 in MPI_Recv inside a level 2 parallel region inside level 1 (team of 2), 2 threads wait at the barrier that ends a parallel region',
     );
     expect(explainSnapshot(s).verdict).toBe('deadlock');
   });
@@ -150,7 +150,7 @@ describe('hybrid situations', () => {
     ]);
     expect(r0?.block).toBe('mpi');
     expect(r0?.text).toBe(
-      'thread 2 in MPI_Recv inside an explicit task (.omp_task_entry.) in a parallel region (team of 4), thread 0 waits in taskwait for its child tasks (the task in MPI among them), 2 threads wait_barrier_implicit_parallel',
+      'thread 2 in MPI_Recv inside an explicit task (.omp_task_entry.) in a parallel region (team of 4), thread 0 waits in taskwait for its child tasks (the task in MPI among them), 2 threads wait at the barrier that ends a parallel region',
     );
   });
 });
@@ -214,7 +214,7 @@ describe('mixed and missing OpenMP data', () => {
     const o = analyzeOpenMp(mixed);
     expect(o.noRuntime).toBe('2');
     expect(o.lines).toEqual([
-      'ranks 0-1: thread 0 in MPI_Recv inside a parallel region (team of 4), 3 threads wait_barrier',
+      'ranks 0-1: thread 0 in MPI_Recv inside a parallel region (team of 4), 3 threads wait at a barrier',
       'rank 2: no OpenMP runtime',
     ]);
   });
@@ -262,7 +262,7 @@ describe('mixed and missing OpenMP data', () => {
     };
     const o = rankOpenMp(working);
     expect(o?.block).toBe('none');
-    expect(o?.text).toBe('1 thread wait for OpenMP lock 0x55d0c0a04020, 1 thread work_parallel');
+    expect(o?.text).toBe('1 thread wait for OpenMP lock 0x55d0c0a04020, 1 thread work in a parallel region');
     // An unknown state is never taken for a wait either.
     const odd = {
       ...working,
@@ -281,7 +281,7 @@ describe('mixed and missing OpenMP data', () => {
     expect(o?.mpiOutsideOpenMp).toEqual({ tid: 20009, call: 'MPI_Recv' });
     expect(o?.inMpi).toEqual([]);
     expect(o?.text).toBe(
-      'a thread the OpenMP runtime does not list (tid 20009) in MPI_Recv, 3 threads wait_barrier, 1 thread work_parallel',
+      'a thread the OpenMP runtime does not list (tid 20009) in MPI_Recv, 3 threads wait at a barrier, 1 thread work in a parallel region',
     );
   });
 });

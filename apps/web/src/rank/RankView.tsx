@@ -15,7 +15,7 @@ import {
   type RankSnapshot,
   type ThreadStack,
 } from '@mqd/model';
-import { useMemo } from 'react';
+import { useEffect, useMemo, useRef } from 'react';
 import { formatCount, formatMicros, formatOpSize, formatPeer, formatTag } from '../format.js';
 import { RankPicker } from '../RankPicker.js';
 import {
@@ -27,6 +27,7 @@ import {
   resolveGlobalPeer,
 } from '../snapshot-index.js';
 import { Unavailable } from '../ui.js';
+import { parseFrameParam } from '../url-state.js';
 import type { ViewProps } from '../view-types.js';
 import { OpenMpPanel } from './OpenMpPanel.js';
 
@@ -38,11 +39,17 @@ export function RankView({ url, setUrl, data }: ViewProps) {
   const rank = useMemo(() => snapshot.ranks.find((r) => r.rank === rankNo) ?? null, [snapshot, rankNo]);
   const { worldSize } = useMemo(() => indexRanks(snapshot), [snapshot]);
   const caveats = useMemo(() => libraryCaveats(snapshot), [snapshot]);
+  // The frame a link selected (the diagnosis's user line): "tid:depth".
+  const selected = parseFrameParam(url.frame);
 
   return (
     <div className="rank-view">
       <div className="toolbar">
-        <RankPicker snapshot={snapshot} rank={rankNo} onChange={(r) => setUrl({ rank: r }, 'replace')} />
+        <RankPicker
+          snapshot={snapshot}
+          rank={rankNo}
+          onChange={(r) => setUrl({ rank: r, frame: null }, 'replace')}
+        />
       </div>
       {!rank ? (
         <p className="empty">Rank {rankNo ?? '?'} is not in this snapshot (no agent reported it).</p>
@@ -98,7 +105,12 @@ export function RankView({ url, setUrl, data }: ViewProps) {
                 <p className="muted">Stacks were not read for this rank.</p>
               ) : (
                 rank.threads.map((t) => (
-                  <ThreadSection key={t.tid} thread={t} inCall={rank.mpiCall?.tid === t.tid} />
+                  <ThreadSection
+                    key={t.tid}
+                    thread={t}
+                    inCall={rank.mpiCall?.tid === t.tid}
+                    selectedFrame={selected?.tid === t.tid ? selected.index : null}
+                  />
                 ))
               )}
             </section>
@@ -172,7 +184,21 @@ function describeCall(r: RankSnapshot): string {
   return `${parts.join(', ')} · thread ${c.tid} · ${isBlockingCall(name) ? 'blocks until its peers act' : 'returns by itself'}`;
 }
 
-function ThreadSection({ thread, inCall }: { thread: ThreadStack; inCall: boolean }) {
+function ThreadSection({
+  thread,
+  inCall,
+  selectedFrame,
+}: {
+  thread: ThreadStack;
+  inCall: boolean;
+  /** Depth of the selected frame on this thread, null when none is. */
+  selectedFrame: number | null;
+}) {
+  const selectedRow = useRef<HTMLTableRowElement>(null);
+  useEffect(() => {
+    // A link chose this frame: bring it into view (stacks can be long).
+    if (selectedFrame !== null) selectedRow.current?.scrollIntoView({ block: 'center' });
+  }, [selectedFrame]);
   return (
     <div className="thread" data-testid="rank-thread" data-tid={thread.tid}>
       <h4>
@@ -202,15 +228,30 @@ function ThreadSection({ thread, inCall }: { thread: ThreadStack; inCall: boolea
         </thead>
         <tbody>
           {thread.frames.map((f, i) => (
-            // biome-ignore lint/suspicious/noArrayIndexKey: frame depth is the identity here.
-            <tr key={i} className={f.function !== null && /^P?MPI_[A-Z]/.test(f.function) ? 'mpi' : ''}>
+            <tr
+              // biome-ignore lint/suspicious/noArrayIndexKey: frame depth is the identity here.
+              key={i}
+              ref={i === selectedFrame ? selectedRow : undefined}
+              className={`${f.function !== null && /^P?MPI_[A-Z]/.test(f.function) ? 'mpi' : ''}${i === selectedFrame ? ' selected' : ''}`}
+              aria-current={i === selectedFrame ? 'location' : undefined}
+              data-testid={i === selectedFrame ? 'rank-frame-selected' : undefined}
+            >
               <td>{i}</td>
               <td className="fn" title={f.pc}>
-                {f.function ?? <span className="muted">?? {f.pc}</span>}
+                {f.function === null ? <span className="muted">?? {f.pc}</span> : <bdi>{f.function}</bdi>}
                 {f.inlined && <span className="badge">inlined</span>}
               </td>
-              <td>{f.file === null ? '—' : `${basename(f.file)}${f.line === null ? '' : `:${f.line}`}`}</td>
-              <td className="muted">{f.module === null ? '—' : basename(f.module)}</td>
+              <td>
+                {f.file === null ? (
+                  '—'
+                ) : (
+                  <>
+                    <bdi>{basename(f.file)}</bdi>
+                    {f.line === null ? '' : `:${f.line}`}
+                  </>
+                )}
+              </td>
+              <td className="muted">{f.module === null ? '—' : <bdi>{basename(f.module)}</bdi>}</td>
             </tr>
           ))}
         </tbody>

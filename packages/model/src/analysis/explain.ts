@@ -15,6 +15,7 @@ import {
 } from './call-facts.js';
 import type { PeerMode, RankClass } from './classes.js';
 import { rankClasses } from './classes.js';
+import { type DiagnosisLines, diagnosisLines } from './diagnosis.js';
 import type { NearMiss, NearMissResult } from './near-miss.js';
 import { findNearMisses } from './near-miss.js';
 import { analyzeOpenMp, type OpenMpSummary } from './openmp.js';
@@ -25,6 +26,7 @@ import {
   analyzeWaits,
   buildWaitGraph,
   type DeadlockCycle,
+  type EdgeEvidence,
   KIND_SINGLE,
   type WaitAnalysis,
 } from './wait-graph.js';
@@ -156,6 +158,11 @@ export interface Explanation {
   readonly openmp: OpenMpSummary;
   /** Ranks waiting in MPI directly for a rank whose OpenMP threads can never proceed, as ranges. */
   readonly behindOpenMp: string;
+  /**
+   * The facts per group of ranks (call, peer, tag, communicator, the user's source line) and
+   * the first cycle edge by edge, as linkable parts (diagnosis.ts).
+   */
+  readonly diagnosis: DiagnosisLines;
 }
 
 export interface ExplainOptions {
@@ -270,6 +277,7 @@ export function explainSnapshot(
     computing: compressRanks(waits.computing),
     openmp,
     behindOpenMp: compressRanks(behindOpenMp),
+    diagnosis: diagnosisLines(ix, graph, waits.cycles),
   };
   return { ...base, ...summarize(base, waits) };
 }
@@ -415,11 +423,27 @@ function cyclePath(ranks: readonly number[]): string {
   return [...ranks.slice(0, 3), '...', ...ranks.slice(-2), first].join(ARROW);
 }
 
+/** Each kind of evidence in words, singular and plural. */
+const EVIDENCE_WORDS: Record<EdgeEvidence, [string, string]> = {
+  send: ['pending send', 'pending sends'],
+  receive: ['pending receive', 'pending receives'],
+  'wildcard-receive': ['receive from any rank', 'receives from any rank'],
+  'inferred-from-unexpected': [
+    'send inferred from an unexpected message',
+    'sends inferred from unexpected messages',
+  ],
+  call: ['blocking call', 'blocking calls'],
+  'collective-call': ['collective', 'collectives'],
+  'send-in-call': ['send still waiting for its match', 'sends still waiting for their match'],
+  'receive-in-call': ['receive still waiting in its call', 'receives still waiting in their call'],
+};
+
+/** "2 pending receives", "4 blocking calls": what the cycle's waits rest on. */
 function evidenceCounts(c: DeadlockCycle): string {
-  const counts = new Map<string, number>();
+  const counts = new Map<EdgeEvidence, number>();
   for (const e of c.edges)
     for (const op of e.ops) counts.set(op.evidence, (counts.get(op.evidence) ?? 0) + 1);
-  return [...counts].map(([k, v]) => `${v} ${k}`).join(', ');
+  return [...counts].map(([k, v]) => `${v} ${EVIDENCE_WORDS[k][v === 1 ? 0 : 1]}`).join(', ');
 }
 
 function plural(n: number, one: string, many = `${one}s`): string {
@@ -657,6 +681,13 @@ export function formatExplanation(e: Explanation): string {
     `verdict: ${e.verdict}${e.partial ? ' (partial)' : ''}  [${e.rankCount} ranks, ${e.library}, ${e.takenAt}]`,
   );
   out.push(e.summary);
+  if (e.diagnosis.cycle !== null || e.diagnosis.groups.length > 0) {
+    out.push('where the ranks are:');
+    if (e.diagnosis.cycle !== null) out.push(`  ${e.diagnosis.cycle.text}`);
+    for (const g of e.diagnosis.groups) out.push(`  ${g.text}`);
+    if (e.diagnosis.groupTotal > e.diagnosis.groups.length)
+      out.push(`  ... ${e.diagnosis.groupTotal - e.diagnosis.groups.length} more groups`);
+  }
   for (const r of e.partialReasons) out.push(`partial: ${r}`);
   for (const l of e.limits) out.push(`limit: ${l.text}`);
   if (e.deadlock) {

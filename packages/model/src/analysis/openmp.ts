@@ -41,6 +41,40 @@ export function ompStateLabel(state: string): string {
   return state.replace(STATE_PREFIX, '');
 }
 
+/** What an OpenMP state means, in words for sentences ("wait at a barrier"): never the runtime's token. */
+const STATE_WORDS: Readonly<Record<string, string>> = {
+  work_serial: 'run serial code',
+  work_parallel: 'work in a parallel region',
+  work_reduction: 'work on a reduction',
+  wait_barrier: 'wait at a barrier',
+  wait_barrier_implicit: 'wait at an implicit barrier',
+  wait_barrier_implicit_parallel: 'wait at the barrier that ends a parallel region',
+  wait_barrier_implicit_workshare: 'wait at the barrier that ends a worksharing construct',
+  wait_barrier_explicit: 'wait at an explicit barrier',
+  wait_barrier_implementation: "wait at the runtime's own barrier",
+  wait_barrier_teams: 'wait at a teams barrier',
+  wait_taskwait: 'wait in taskwait',
+  wait_taskgroup: 'wait at the end of a taskgroup',
+  wait_mutex: 'wait for a lock',
+  wait_lock: 'wait for a lock',
+  wait_nest_lock: 'wait for a nested lock',
+  wait_critical: 'wait to enter a critical section',
+  wait_atomic: 'wait for an atomic update',
+  wait_ordered: 'wait for an ordered section',
+  wait_target: 'wait for a target region',
+  wait_target_map: 'wait for target data to map',
+  wait_target_update: 'wait for a target update',
+  idle: 'are idle (between parallel regions)',
+  overhead: 'run OpenMP runtime code',
+  undefined: 'are in no known state',
+};
+
+/** "wait at a barrier" for "ompt_state_wait_barrier"; unknown states with their words spaced. */
+export function ompStateWords(state: string): string {
+  const label = ompStateLabel(state);
+  return STATE_WORDS[label] ?? `are in state ${label.replace(/_/g, ' ')}`;
+}
+
 export function ompStateKind(state: string): OmpStateKind {
   const s = ompStateLabel(state);
   if (s.startsWith('work_')) return 'work';
@@ -295,7 +329,7 @@ function describeRank(r: RankParts, addresses: boolean): string {
     );
   }
   const byCount = [...counts].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
-  for (const [label, n] of byCount) parts.push(`${plural(n, 'thread')} ${label}`);
+  for (const [label, n] of byCount) parts.push(`${plural(n, 'thread')} ${ompStateWords(label)}`);
   if (r.block === 'openmp') parts.push('no MPI call pending');
   return parts.join(', ');
 }

@@ -958,6 +958,38 @@ function edgeBetween(g: WaitGraph, from: number, to: number, sat: Uint8Array): W
   };
 }
 
+/** One wait of a rank: on one rank (a position) or on any member of a wildcard group. */
+export interface RankWait {
+  /** Position of the rank waited for; -1 for a wildcard over a group. */
+  readonly target: number;
+  /** For a wildcard: the other positions that could satisfy it (the group's members). */
+  readonly anyOf: boolean;
+  readonly op: WaitEdgeOp;
+}
+
+/** Every wait clause of the rank at this position, in the order they were found. */
+export function rankWaits(g: WaitGraph, pos: number): RankWait[] {
+  const out: RankWait[] = [];
+  const end = at(g.byRank.start, pos + 1);
+  for (let p = at(g.byRank.start, pos); p < end; p++) {
+    const k = at(g.byRank.items, p);
+    const single = g.cKind[k] === KIND_SINGLE;
+    out.push({ target: single ? at(g.cTarget, k) : -1, anyOf: !single, op: clauseOp(g, k) });
+  }
+  return out;
+}
+
+/**
+ * The matrix cell (sender row, receiver column) of a wait edge: a rank waiting in a send (or
+ * inferred to, from an unexpected message) is the sender; a rank waiting in a receive is the
+ * receiver of the message it waits for. Null for a wait inside a collective (no message).
+ */
+export function edgeCell(edge: WaitEdge): { row: number; col: number } | null {
+  if (edge.ops.length > 0 && edge.ops.every((o) => o.evidence === 'collective-call')) return null;
+  const viaReceive = edge.ops.length > 0 && edge.ops.every((o) => o.queue === 'receives');
+  return viaReceive ? { row: edge.to, col: edge.from } : { row: edge.from, col: edge.to };
+}
+
 function clauseOp(g: WaitGraph, k: number): WaitEdgeOp {
   const queue = QUEUE_OF_CODE[at(g.cQueue, k)] ?? 'sends';
   const index = at(g.cIndex, k);

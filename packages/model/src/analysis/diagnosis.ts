@@ -1,0 +1,385 @@
+// The diagnosis in concrete facts, one line per group of ranks: which call, waiting for whom,
+// with which tag, on which communicator, and the user's source line that made the call
+// ("Rank 0 waits in MPI_Recv for rank 1, tag 99, on MPI_COMM_WORLD, at wrong_tag.c:36 in
+// main"), and for a deadlock the cycle itself ("rank 0 waits for rank 1 (tag 99,
+// wrong_tag.c:36) / rank 1 waits for rank 0 (tag 1, :47)"). Each line is a list of parts, so a
+// view can make every rank, cell and frame a link and isolate every name from the job; the CLI
+// prints the same parts as text.
+import type { RankSnapshot } from '../snapshot-spec.js';
+import { jobText, quoteName, ranksPhrase } from '../text.js';
+import { CALL_BLOCKED, CALL_COMPUTING, CALL_NO_STACKS, CALL_POLLING } from './call-facts.js';
+import { type UserFrame, userFrame } from './mpi-calls.js';
+import { compressRanks } from './ranges.js';
+import type { SnapshotIndex } from './snapshot-index.js';
+import { type DeadlockCycle, edgeCell, type RankWait, rankWaits, type WaitGraph } from './wait-graph.js';
+
+/** A frame of one rank: the thread and its depth (0 = innermost), as in RankSnapshot.threads. */
+export interface FrameRef {
+  readonly tid: number;
+  readonly index: number;
+}
+
+/**
+ * One piece of a diagnosis line. `name` is text from the job (already neutralised by jobText;
+ * `quoted` when it must show between quotes in a sentence); `rank`, `ranks`, `frame` and `cell`
+ * are the places a view links to.
+ */
+export type DiagnosisPart =
+  | { readonly kind: 'text'; readonly text: string }
+  | { readonly kind: 'name'; readonly text: string; readonly quoted: boolean }
+  | { readonly kind: 'rank'; readonly text: string; readonly rank: number; readonly frame: FrameRef | null }
+  | { readonly kind: 'ranks'; readonly text: string; readonly ranks: string }
+  | { readonly kind: 'frame'; readonly text: string; readonly rank: number; readonly frame: FrameRef }
+  | { readonly kind: 'cell'; readonly text: string; readonly row: number; readonly col: number };
+
+export interface DiagnosisLine {
+  /** The ranks the line is about, as ranges. */
+  readonly ranks: string;
+  readonly rankCount: number;
+  readonly parts: DiagnosisPart[];
+  /** The parts as plain text (names quoted as quoteName does). */
+  readonly text: string;
+}
+
+export interface DiagnosisLines {
+  /** The first deadlock cycle, edge by edge; null when there is none. */
+  readonly cycle: DiagnosisLine | null;
+  /** Groups of ranks with the same facts, blocked ones first, then in rank order. */
+  readonly groups: DiagnosisLine[];
+  /** Groups before the cut to maxGroups. */
+  readonly groupTotal: number;
+}
+
+export interface DiagnosisOptions {
+  readonly maxGroups?: number;
+  readonly maxCycleEdges?: number;
+}
+
+/** The text of parts: names quoted (when not one plain token) as quoteName writes them. */
+export function partsText(parts: readonly DiagnosisPart[]): string {
+  return parts.map((p) => (p.kind === 'name' && p.quoted ? `\u201c${p.text}\u201d` : p.text)).join('');
+}
+
+function line(ranks: number[], parts: DiagnosisPart[]): DiagnosisLine {
+  return { ranks: compressRanks(ranks), rankCount: ranks.length, parts, text: partsText(parts) };
+}
+
+const text = (t: string): DiagnosisPart => ({ kind: 'text', text: t });
+
+function name(raw: string): DiagnosisPart {
+  const t = jobText(raw);
+  return { kind: 'name', text: t, quoted: quoteName(raw) !== t };
+}
+
+function basename(p: string): string {
+  const i = p.lastIndexOf('/');
+  return i < 0 ? p : p.slice(i + 1);
+}
+
+/** "wrong_tag.c:36", or the function when the frame has no line ("main"). */
+function placeText(f: UserFrame): string {
+  const fr = f.frame;
+  if (fr.file === null) return jobText(fr.function ?? '??');
+  return `${jobText(basename(fr.file))}${fr.line === null ? '' : `:${fr.line}`}`;
+}
+
+/** What one rank is doing, as far as the grouping needs. */
+interface RankFacts {
+  readonly pos: number;
+  readonly rank: number;
+  /** Everything but the peers: equal keys describe the same situation. */
+  readonly key: string;
+  /** Positions waited for (single waits), sorted. */
+  readonly targets: number[];
+  readonly user: UserFrame | null;
+  readonly describe: (peers: DiagnosisPart[], many: boolean) => DiagnosisPart[];
+}
+
+/** The tag a rank's wait names, or, for a send whose tag its call hides, the one its message shows at the receiver. */
+function waitTag(ix: SnapshotIndex, pos: number, w: RankWait): number | null {
+  if (w.op.tag !== null || w.op.queue !== 'sends' || w.target < 0) return w.op.tag;
+  const keyId = ix.keyIdOf(w.op.commKey);
+  const ce = ix.findComm(w.target, keyId);
+  const tags = new Set<number>();
+  for (const op of ce?.comm.unexpected ?? []) {
+    if (ce !== undefined && ix.peerIdx(op.peer, ce) === pos && op.tag !== null) tags.add(op.tag);
+  }
+  return tags.size === 1 ? ([...tags][0] ?? null) : null;
+}
+
+function commName(raw: string): DiagnosisPart {
+  return raw === '' ? text('an unnamed communicator') : name(raw);
+}
+
+function facts(ix: SnapshotIndex, g: WaitGraph, pos: number): RankFacts {
+  const r = ix.snap.ranks[pos] as RankSnapshot;
+  const rank = r.rank;
+  const user = userFrame(r);
+  const where = user === null ? '' : `${placeText(user)}\u0000${user.frame.function ?? ''}`;
+  const at = (): DiagnosisPart[] =>
+    user === null
+      ? []
+      : [
+          text(', at '),
+          { kind: 'frame', text: placeText(user), rank, frame: { tid: user.tid, index: user.index } },
+          ...(user.frame.file !== null && user.frame.function !== null
+            ? [text(' in '), name(user.frame.function)]
+            : []),
+        ];
+  if (ix.ok[pos] === 0 && r.state.kind !== 'ok') {
+    const code = jobText(r.state.code);
+    return {
+      pos,
+      rank,
+      key: `unread\u0000${code}`,
+      targets: [],
+      user: null,
+      describe: (_p, many) => [
+        text(` could not be read (${code}): ${many ? 'they are' : 'it is'} assumed able to go on`),
+      ],
+    };
+  }
+  const st = g.calls.state[pos] ?? CALL_NO_STACKS;
+  const fn = g.calls.fn[pos] ?? null;
+  const waits = rankWaits(g, pos);
+  const single = waits.filter((w) => !w.anyOf && w.op.evidence !== 'collective-call');
+  const any = waits.find((w) => w.anyOf);
+  const collective = waits.filter((w) => w.op.evidence === 'collective-call');
+  const first = waits[0];
+  const tags = [...new Set(single.map((w) => waitTag(ix, pos, w)).concat(any ? [any.op.tag] : []))];
+  const tagText = tags.length === 1 && tags[0] !== null && tags[0] !== undefined ? `, tag ${tags[0]}` : '';
+  const comm = first?.op.commName ?? null;
+  const targets = [...new Set((collective.length > 0 ? collective : single).map((w) => w.target))].sort(
+    (a, b) => a - b,
+  );
+  const verb = (many: boolean, one: string, more: string) => text(many ? more : one);
+  if (st === CALL_COMPUTING || (st === CALL_NO_STACKS && waits.length === 0)) {
+    const what = st === CALL_COMPUTING ? 'computing' : 'waiting in no operation the queues show';
+    return {
+      pos,
+      rank,
+      key: `free\u0000${st}\u0000${where}`,
+      targets: [],
+      user,
+      describe: (_p, many) => [
+        verb(many, ` is ${what}`, ` are ${what}`),
+        ...(st === CALL_COMPUTING ? at() : []),
+      ],
+    };
+  }
+  if (st === CALL_POLLING) {
+    return {
+      pos,
+      rank,
+      key: `poll\u0000${fn}\u0000${where}`,
+      targets: [],
+      user,
+      describe: (_p, many) => [
+        verb(many, ' is in ', ' are in '),
+        name(fn ?? '?'),
+        text(', which returns by itself'),
+        ...at(),
+      ],
+    };
+  }
+  const inCall: DiagnosisPart[] = st === CALL_BLOCKED && fn !== null ? [text(' in '), name(fn)] : [];
+  const onComm: DiagnosisPart[] = comm === null ? [] : [text(', on '), commName(comm)];
+  const key = [
+    st,
+    fn,
+    collective.length > 0 ? 'coll' : any ? 'any' : single.length > 0 ? single[0]?.op.queue : 'none',
+    tagText,
+    comm,
+    where,
+  ].join('\u0000');
+  let describe: RankFacts['describe'];
+  if (collective.length > 0) {
+    const onCollComm: DiagnosisPart[] = comm === null ? [] : [text(' on '), commName(comm)];
+    describe = (peers, many) => [
+      verb(many, ' waits', ' wait'),
+      ...inCall,
+      ...onCollComm,
+      text(' for '),
+      ...peers,
+      text(targets.length === 1 ? ', which is not in it' : ', which are not in it'),
+      ...at(),
+    ];
+  } else if (any !== undefined && single.length === 0) {
+    describe = (_p, many) => [
+      verb(many, ' waits', ' wait'),
+      ...inCall,
+      text(' for a message from any rank'),
+      text(tagText),
+      ...onComm,
+      ...at(),
+    ];
+  } else if (single.length > 0) {
+    const sends = single[0]?.op.queue !== 'receives';
+    describe = (peers, many) => [
+      verb(many, ' waits', ' wait'),
+      ...inCall,
+      text(sends ? ' to send to ' : ' for a message from '),
+      ...peers,
+      text(tagText),
+      ...onComm,
+      ...at(),
+    ];
+  } else {
+    describe = (_p, many) => [
+      verb(many, ' is blocked', ' are blocked'),
+      ...inCall,
+      text(st === CALL_BLOCKED ? ', with nothing in the queues to say on whom' : ''),
+      ...at(),
+    ];
+  }
+  return { pos, rank, key, targets, user, describe };
+}
+
+/** Peers as links: "rank 1", "ranks 1, 2 and 3" (each a link), or a range for many. */
+function peerParts(ix: SnapshotIndex, targets: readonly number[]): DiagnosisPart[] {
+  const ranks = targets.map((t) => ix.rankOf[t] ?? 0);
+  if (ranks.length > 4) {
+    const r = compressRanks(ranks);
+    return [{ kind: 'ranks', text: ranksPhrase(r), ranks: r }];
+  }
+  const out: DiagnosisPart[] = [text(ranks.length === 1 ? 'rank ' : 'ranks ')];
+  ranks.forEach((r, i) => {
+    if (i > 0) out.push(text(i === ranks.length - 1 ? ' and ' : ', '));
+    out.push(rankLink(ix, r, String(r)));
+  });
+  return out;
+}
+
+function rankLink(ix: SnapshotIndex, rank: number, label: string): DiagnosisPart {
+  const pos = ix.idxOf(rank);
+  const r = ix.snap.ranks[pos];
+  const u = r === undefined ? null : userFrame(r);
+  return { kind: 'rank', text: label, rank, frame: u === null ? null : { tid: u.tid, index: u.index } };
+}
+
+/** "the next rank", "rank r+2", "the previous rank and the next rank": peers at the same offsets from each rank r of a group. */
+function offsetParts(ix: SnapshotIndex, f: RankFacts): DiagnosisPart[] {
+  const n = ix.n;
+  const offs = f.targets.map((t) => {
+    const d = (((t - f.pos) % n) + n) % n;
+    return d > n / 2 ? d - n : d;
+  });
+  const words = offs.map((d) =>
+    d === 1 ? 'the next rank' : d === -1 ? 'the previous rank' : `rank r${d > 0 ? '+' : ''}${d}`,
+  );
+  return [text(words.join(' and '))];
+}
+
+function capitalFirst(parts: DiagnosisPart[]): DiagnosisPart[] {
+  const [head, ...rest] = parts;
+  if (head === undefined || head.kind === 'name') return parts;
+  return [{ ...head, text: head.text.charAt(0).toUpperCase() + head.text.slice(1) }, ...rest];
+}
+
+function groupLine(ix: SnapshotIndex, members: RankFacts[], peers: DiagnosisPart[]): DiagnosisLine {
+  const ranks = members.map((m) => m.rank);
+  const first = members[0] as RankFacts;
+  const many = members.length > 1;
+  const who: DiagnosisPart = many
+    ? { kind: 'ranks', text: ranksPhrase(compressRanks(ranks)), ranks: compressRanks(ranks) }
+    : rankLink(ix, first.rank, `rank ${first.rank}`);
+  return line(ranks, capitalFirst([who, ...first.describe(peers, many)]));
+}
+
+/** Blocked first (a call or a wait), then ranks that can go on, then unread ones. */
+function weight(f: RankFacts): number {
+  return f.key.startsWith('unread') ? 2 : f.key.startsWith('free') || f.key.startsWith('poll') ? 1 : 0;
+}
+
+export function diagnosisLines(
+  ix: SnapshotIndex,
+  g: WaitGraph,
+  cycles: readonly DeadlockCycle[],
+  opts: DiagnosisOptions = {},
+): DiagnosisLines {
+  const maxGroups = opts.maxGroups ?? 12;
+  const byKey = new Map<string, RankFacts[]>();
+  for (let pos = 0; pos < ix.n; pos++) {
+    const f = facts(ix, g, pos);
+    const e = byKey.get(f.key);
+    if (e) e.push(f);
+    else byKey.set(f.key, [f]);
+  }
+  const groups: { w: number; line: DiagnosisLine }[] = [];
+  for (const members of byKey.values()) {
+    const first = members[0] as RankFacts;
+    const abs = (f: RankFacts) => f.targets.join(',');
+    if (first.targets.length === 0 || members.every((m) => abs(m) === abs(first))) {
+      groups.push({ w: weight(first), line: groupLine(ix, members, peerParts(ix, first.targets)) });
+      continue;
+    }
+    const off = (f: RankFacts) => f.targets.map((t) => (((t - f.pos) % ix.n) + ix.n) % ix.n).join(',');
+    if (members.every((m) => off(m) === off(first))) {
+      groups.push({ w: weight(first), line: groupLine(ix, members, offsetParts(ix, first)) });
+      continue;
+    }
+    const sub = new Map<string, RankFacts[]>();
+    for (const m of members) {
+      const e = sub.get(abs(m));
+      if (e) e.push(m);
+      else sub.set(abs(m), [m]);
+    }
+    for (const s of sub.values()) {
+      const f = s[0] as RankFacts;
+      groups.push({ w: weight(f), line: groupLine(ix, s, peerParts(ix, f.targets)) });
+    }
+  }
+  // In rank order, as a person reads a job: rank 0's story first.
+  groups.sort((a, b) => a.w - b.w || Number.parseInt(a.line.ranks, 10) - Number.parseInt(b.line.ranks, 10));
+  const c = cycles[0];
+  return {
+    cycle: c === undefined ? null : cycleLine(ix, g, c, opts.maxCycleEdges ?? 8),
+    groups: groups.slice(0, maxGroups).map((x) => x.line),
+    groupTotal: groups.length,
+  };
+}
+
+/** "Cycle: rank 0 waits for rank 1 (tag 99, wrong_tag.c:36) / rank 1 waits for rank 0 (tag 1, :47)". */
+function cycleLine(ix: SnapshotIndex, g: WaitGraph, c: DeadlockCycle, maxEdges: number): DiagnosisLine {
+  const parts: DiagnosisPart[] = [text('Cycle: ')];
+  let lastFile: string | null = null;
+  const shown = c.edges.length <= maxEdges ? c.edges : c.edges.slice(0, maxEdges - 1);
+  shown.forEach((e, i) => {
+    if (i > 0) parts.push(text(' / '));
+    const pos = ix.idxOf(e.from);
+    const r = ix.snap.ranks[pos];
+    const u = r === undefined ? null : userFrame(r);
+    parts.push(rankLink(ix, e.from, `rank ${e.from}`));
+    const coll = e.ops.length > 0 && e.ops.every((o) => o.evidence === 'collective-call');
+    const call = coll ? (g.calls.fn[pos] ?? null) : null;
+    parts.push(text(call === null ? ' waits for ' : ' waits in '));
+    if (call !== null) parts.push(name(call), text(' for '));
+    parts.push(rankLink(ix, e.to, `rank ${e.to}`));
+    const details: DiagnosisPart[] = [];
+    const op = e.ops[0];
+    const w =
+      op === undefined
+        ? undefined
+        : rankWaits(g, pos).find((x) => x.op.index === op.index && x.op.queue === op.queue);
+    const tag = w === undefined ? (op?.tag ?? null) : waitTag(ix, pos, w);
+    const cell = edgeCell(e);
+    if (tag !== null && !coll) {
+      details.push(
+        cell === null
+          ? text(`tag ${tag}`)
+          : { kind: 'cell', text: `tag ${tag}`, row: cell.row, col: cell.col },
+      );
+    }
+    if (u !== null) {
+      if (details.length > 0) details.push(text(', '));
+      const file = u.frame.file === null ? null : basename(u.frame.file);
+      const label =
+        file !== null && file === lastFile && u.frame.line !== null ? `:${u.frame.line}` : placeText(u);
+      lastFile = file;
+      details.push({ kind: 'frame', text: label, rank: e.from, frame: { tid: u.tid, index: u.index } });
+    }
+    if (details.length > 0) parts.push(text(' ('), ...details, text(')'));
+  });
+  if (shown.length < c.edges.length) parts.push(text(` / and ${c.edges.length - shown.length} more waits`));
+  return line(c.ranks, parts);
+}
