@@ -328,12 +328,9 @@ export function createApi(opts: ApiOptions = {}): Api {
           { [IDEMPOTENCY_KEY_HEADER]: key },
         );
         tries++;
-      } while (
-        !taken.ok &&
-        taken.error.code === 'MQD_E_NETWORK' &&
-        taken.error.status === 0 &&
-        tries < SNAPSHOT_TRIES
-      );
+        // A lost answer (no response, or a proxy's 502/503/504 instead of ours): the server may
+        // have stored the snapshot, and the same key makes asking again safe.
+      } while (!taken.ok && taken.error.code === 'MQD_E_NETWORK' && tries < SNAPSHOT_TRIES);
       if (!taken.ok) return taken;
       const full = await api.snapshot(taken.value);
       return full.ok ? { ok: true, value: { id: full.value.id, snapshot: full.value.snapshot } } : full;
