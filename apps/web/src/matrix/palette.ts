@@ -73,3 +73,30 @@ export function paletteIndex(
   const step = logMax > 0 ? Math.round((Math.log1p(total) / logMax) * (STEPS - 1)) : STEPS - 1;
   return kind * STEPS + Math.max(0, Math.min(STEPS - 1, step));
 }
+
+/** "Not read" (a rank whose queues are unknown): diagonal grey hatching, in every view. */
+export const HATCH_BG = '#e5e7eb';
+export const HATCH_LINE = '#6b7280';
+
+/** The hatching as a canvas pattern (null without a 2D context). */
+export function hatchPattern(ctx: CanvasRenderingContext2D): CanvasPattern | null {
+  const tile = document.createElement('canvas');
+  tile.width = 6;
+  tile.height = 6;
+  const t = tile.getContext('2d');
+  if (!t) return null;
+  t.fillStyle = HATCH_BG;
+  t.fillRect(0, 0, 6, 6);
+  t.strokeStyle = HATCH_LINE;
+  t.lineWidth = 1.5;
+  // One diagonal across the tile and its two corner pieces, so tiles join into unbroken lines.
+  t.beginPath();
+  t.moveTo(-1, 7);
+  t.lineTo(7, -1);
+  t.moveTo(-1, 1);
+  t.lineTo(1, -1);
+  t.moveTo(5, 7);
+  t.lineTo(7, 5);
+  t.stroke();
+  return ctx.createPattern(tile, 'repeat');
+}
