@@ -156,7 +156,7 @@ describe('a /ui socket lives only as long as its login (6a)', () => {
     expect(e.data?.code).toBe('MQD_E_UNAUTHENTICATED');
   });
 
-  it('logout disconnects the sockets of that session; expiry disconnects at the next check', async () => {
+  it('logout, a change of rights and expiry disconnect the sockets of that login', async () => {
     const clock = { now: 1_000_000 };
     const s = await server({ loginTokenTtlSeconds: 3600 }, { clock: () => clock.now });
     const bob = await createUser(s.app, 'bob', 1002);
@@ -169,6 +169,12 @@ describe('a /ui socket lives only as long as its login (6a)', () => {
     });
     expect(out.statusCode).toBe(200);
     await waitFor(bobSocket.closed, "bob's socket disconnected after logout");
+
+    // An admin gives dave another uid: his socket's rooms were joined under the old one.
+    const dave = await createUser(s.app, 'dave', 1004);
+    const daveSocket = await uiSocket(s, await session(s, dave));
+    await createUser(s.app, 'dave', 1005);
+    await waitFor(daveSocket.closed, "dave's socket disconnected after his uid changed");
 
     const carol = await createUser(s.app, 'carol', 1003);
     const carolSocket = await uiSocket(s, await session(s, carol));
