@@ -42,6 +42,7 @@ export class CoreRankReader implements RankReader {
         // first rank's owner, shared by all; the locator has already dropped foreign local ranks.
         ...(opts.ownerUid !== undefined ? { ownerUid: opts.ownerUid } : {}),
         ...(opts.allowRoot !== undefined ? { allowRoot: opts.allowRoot } : {}),
+        ...(opts.maxRankBytes !== undefined ? { maxRankBytes: opts.maxRankBytes } : {}),
       },
     );
     if (snapshot.mpi.dll !== null) this.mpi = snapshot.mpi;
@@ -60,6 +61,7 @@ export class CoreRankReader implements RankReader {
       {
         ...(this.dll !== undefined ? { dll: this.dll } : {}),
         ...(opts.ownerUid !== undefined ? { ownerUid: opts.ownerUid } : {}),
+        ...(opts.maxRankBytes !== undefined ? { maxRankBytes: opts.maxRankBytes } : {}),
         dllPolicy: this.dllPolicy,
       },
     );

@@ -232,6 +232,15 @@ function completeAnswer(
   });
 }
 
+/**
+ * The bytes one rank may take so that a chunk holding it alone fits `maxBytes`: the reader's
+ * walk budget (ReadOptions.maxRankBytes), so a deeper rank is refused while it is walked rather
+ * than built, serialised and then refused here.
+ */
+export function rankBudget(maxBytes: number): number {
+  return Math.max(0, maxBytes - Buffer.byteLength(`{"type":"chunk","id":${0x7fffffff},"ranks":[]}`));
+}
+
 /** Splits serialised ranks into chunk messages of at most maxBytes each. */
 export function* chunkMessages(id: number, ranks: readonly RankSnapshot[], host: string, maxBytes: number) {
   const head = `{"type":"chunk","id":${id},"ranks":[`;
@@ -416,6 +425,7 @@ export function startAgent(opts: AgentOptions): AgentHandle {
         signal: ac.signal,
         ...(p.ownerUid === undefined ? {} : { ownerUid: p.ownerUid }),
         ...(p.allowRoot === true ? { allowRoot: true } : {}),
+        maxRankBytes: rankBudget(maxBytes),
       };
       if (isCore) {
         const refused = checkCoreRequest(p);

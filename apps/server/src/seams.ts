@@ -43,6 +43,11 @@ export interface ReadOptions {
   readonly ownerUid?: number;
   /** An admin asked to read processes of uid 0 (refused otherwise with MQD_E_ROOT_PROCESS). */
   readonly allowRoot?: boolean;
+  /**
+   * The most bytes of JSON one rank may take (what fits one agent message): a rank whose queues
+   * pass it is stopped in the reader's walk and answered MQD_E_TOO_LARGE, never built whole.
+   */
+  readonly maxRankBytes?: number;
 }
 
 /**

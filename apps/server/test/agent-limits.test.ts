@@ -20,7 +20,7 @@ import {
   validateSnapshot,
 } from '@mqd/model';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startAgent } from '../src/agent.js';
+import { rankBudget, startAgent } from '../src/agent.js';
 import { checkRanks, decodeAgentMessage, encodeMessage } from '../src/agent-protocol.js';
 import { createFakeLocator } from '../src/fakes.js';
 import type { RankReader, RankTarget } from '../src/seams.js';
@@ -228,5 +228,28 @@ describe("the issue's snapshot that could not be opened", () => {
       /invalid snapshot at .*dll\.missingFields\[0\]/,
     );
     expect(r1?.state).toEqual({ kind: 'ok' });
+  });
+});
+
+describe("the reader's walk budget", () => {
+  it("is what fits one chunk of the aggregator's message cap: the agent passes it with every read", async () => {
+    const s = await startServer({ maxMessageBytes: 65_536 });
+    cleanup.push(() => s.close());
+    const seen: (number | undefined)[] = [];
+    const reader: RankReader = {
+      mpi: null,
+      async read(ranks: readonly RankTarget[], o) {
+        seen.push(o.maxRankBytes);
+        return ranks.map((t) => syntheticRingRank(t.rank, t.pid, o.host, 1, 1, 0));
+      },
+    };
+    const agent = startAgent({ serverUrl: s.url, token: AGENT_TOKEN, host: 'n0', reader });
+    cleanup.push(() => agent.dispose());
+    await agent.whenConnected();
+    const r = await s.app.mqd.hub.snapshot('n0', [{ rank: 0, pid: 9 }], 5000, () => {});
+    expect(r.ok).toBe(true);
+    expect(seen).toEqual([rankBudget(65_536)]);
+    // A rank of exactly that many bytes fits one chunk: nothing the reader accepts is refused later.
+    expect(rankBudget(65_536)).toBe(65_536 - '{"type":"chunk","id":2147483647,"ranks":[]}'.length);
   });
 });

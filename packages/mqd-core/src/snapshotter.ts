@@ -73,6 +73,12 @@ export interface SnapshotOptions {
   readonly allowRoot?: boolean;
   /** Site policy for the DLL a process names (see DllHostOptions.dllPolicy); default the host options'. */
   readonly dllPolicy?: DllPolicy;
+  /**
+   * The most bytes of snapshot JSON one rank may take (an agent passes its per-message cap): a
+   * rank whose queues pass it is cut short in the reader's walk and answered MQD_E_TOO_LARGE,
+   * never built, serialised or sent whole. Default: no such budget.
+   */
+  readonly maxRankBytes?: number;
 }
 
 /** A core file to read as one rank (issue 17). */
@@ -92,6 +98,8 @@ export interface CoreSnapshotOptions {
   readonly sysroot?: string;
   readonly stacks?: boolean;
   readonly dllPolicy?: DllPolicy;
+  /** As SnapshotOptions.maxRankBytes. */
+  readonly maxRankBytes?: number;
   /**
    * The job owner (an agent reading for a user): every core must be this uid's file (else
    * MQD_E_FOREIGN_PROCESS, not read) and the reader runs as this uid whatever the path points
@@ -248,7 +256,7 @@ export class Snapshotter {
    */
   private vet(
     targets: readonly SnapshotTarget[],
-    opts: Pick<SnapshotOptions, 'ownerUid' | 'allowRoot'>,
+    opts: Pick<SnapshotOptions, 'ownerUid' | 'allowRoot' | 'maxRankBytes'>,
   ): {
     failed: RankSnapshot[];
     unidentified: UnidentifiedProcess[];
@@ -312,7 +320,13 @@ export class Snapshotter {
       const id = readerIdentity(rule.ownerUid, creds.gids[0]);
       const key = identityKey(id);
       const group = byReader.get(key) ?? { id, targets: [] };
-      group.targets.push({ pid: t.pid, rank, host, ...rule });
+      group.targets.push({
+        pid: t.pid,
+        rank,
+        host,
+        ...rule,
+        ...(opts.maxRankBytes !== undefined ? { maxRankBytes: opts.maxRankBytes } : {}),
+      });
       byReader.set(key, group);
     }
     return { failed, unidentified, byReader };
@@ -538,7 +552,13 @@ export class Snapshotter {
               ? ok(opts.sysroot !== undefined ? inSysroot(opts.sysroot, a.dll) : a.dll)
               : err(a?.error ?? mqdError('MQD_E_INTERNAL', `${it.c.path} was not resolved`));
         const dll = named.ok ? checkDllPolicy(named.value, policy) : named;
-        const target: HostTarget = { pid: it.key, rank, host, core: it.ref };
+        const target: HostTarget = {
+          pid: it.key,
+          rank,
+          host,
+          core: it.ref,
+          ...(opts.maxRankBytes !== undefined ? { maxRankBytes: opts.maxRankBytes } : {}),
+        };
         if (!dll.ok) {
           ranks.push({ ...rankNotRead(target, dll.error), pid });
           continue;

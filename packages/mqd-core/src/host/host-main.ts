@@ -100,6 +100,8 @@ function handle(req: HostRequest): void {
   s.retain(new Set(req.keepPids));
   for (const t of req.targets) {
     send({ type: 'begin', id: req.id, pid: t.pid });
+    // The rank's byte budget bounds its walk (nothing that large is decoded or sent back).
+    const budget = t.maxRankBytes !== undefined ? { maxRankBytes: t.maxRankBytes } : {};
     const ompd: OmpdReadOptions = {
       ...(req.ompdPolicy !== undefined ? { policy: req.ompdPolicy } : {}),
       ...(req.ompdRefused !== undefined ? { refused: req.ompdRefused } : {}),
@@ -107,13 +109,15 @@ function handle(req: HostRequest): void {
       onEnter: (library) => send({ type: 'ompd', id: req.id, pid: t.pid, library }),
     };
     if (t.core) {
-      sendRank(req, readCore(s, t, t.core, { stacks: req.stacks !== false, ompd }));
+      sendRank(req, readCore(s, t, t.core, { stacks: req.stacks !== false, ompd, ...budget }));
       continue;
     }
     const refused = refusal(t);
     sendRank(
       req,
-      refused ? rankNotRead(t, refused) : s.snapshotRank(t, { stacks: req.stacks !== false, ompd }),
+      refused
+        ? rankNotRead(t, refused)
+        : s.snapshotRank(t, { stacks: req.stacks !== false, ompd, ...budget }),
     );
   }
   // Counters are cumulative over the life of this host.

@@ -32,6 +32,12 @@ export interface HostTarget {
   readonly allowRoot?: boolean;
   readonly startTime?: string;
   readonly core?: CoreRef;
+  /**
+   * The most bytes of snapshot JSON this rank may take (the agent's message cap): the reader
+   * stops the rank's walk once its entries pass it and answers MQD_E_TOO_LARGE for the rank
+   * (RankReadOptions.maxRankBytes). Absent: no such budget.
+   */
+  readonly maxRankBytes?: number;
 }
 
 export interface SnapshotRequest {

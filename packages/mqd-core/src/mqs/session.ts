@@ -18,7 +18,9 @@ import {
   type MpiLibrary,
   type MqdError,
   mqdError,
+  type Operation,
   ok,
+  quoteName,
   type RankSnapshot,
   type Result,
   rankNotRead,
@@ -97,6 +99,36 @@ export interface RankReadOptions {
   readonly stacks?: boolean;
   /** The site's policy and the supervisor's hook for the rank's OMPD library. */
   readonly ompd?: OmpdReadOptions;
+  /**
+   * The most bytes of snapshot JSON the rank may take (an agent's per-message cap): the walk
+   * stops as soon as the queue entries walked would need more at MIN_OPERATION_JSON_BYTES
+   * each, and the rank is an error MQD_E_TOO_LARGE, so nothing that large is decoded, sent
+   * or serialised. Absent: only the read budget (readBudgetBytes) limits the walk.
+   */
+  readonly maxRankBytes?: number;
+}
+
+/**
+ * The fewest bytes one queue entry takes in a snapshot's JSON (every field at its shortest, and
+ * the comma after it): a rank whose entries alone pass its byte budget at this size is over it.
+ */
+export const MIN_OPERATION_JSON_BYTES =
+  JSON.stringify({
+    status: 'pending',
+    peer: { local: null, global: null },
+    tag: null,
+    length: 0,
+    actual: null,
+    extraText: [],
+    buffer: '0x0',
+    systemBuffer: false,
+  } satisfies Operation).length + 1;
+
+/** Queue entries a rank may have under a byte budget (the walk stops one past it). */
+function entryBudget(maxRankBytes: number | undefined): number {
+  return maxRankBytes === undefined
+    ? Number.POSITIVE_INFINITY
+    : Math.floor(maxRankBytes / MIN_OPERATION_JSON_BYTES);
 }
 
 export interface RankTarget {
@@ -761,7 +793,7 @@ export class MqsSession {
     let records: StopRecords;
     try {
       this.hot.beginStop(t.key);
-      raw = this.readCommunicators(t);
+      raw = this.readCommunicators(t, opts.maxRankBytes);
       if (opts.stacks !== false) {
         stacks = this.readCoreStacks(r);
         if (!('code' in stacks)) rawArgs = this.readMpiArgs(t, stacks);
@@ -823,7 +855,7 @@ export class MqsSession {
     try {
       this.hot.beginStop(t.key);
       this.opts.whileStopped?.(r.pid);
-      raw = this.readCommunicators(t);
+      raw = this.readCommunicators(t, opts.maxRankBytes);
       // One stop serves all three: stacks and OpenMP threads describe the same instant as the queues.
       if (wantStacks) {
         stacks = this.readStacks(t, stop.value.tids);
@@ -995,8 +1027,10 @@ export class MqsSession {
    * A DLL error cuts the walk short and is kept (with what was read before it): the rank is then
    * an error carrying the DLL's message, never "ok" with fewer communicators.
    */
-  private readCommunicators(t: TargetProcess): Result<RawWalk, MqdError> {
+  private readCommunicators(t: TargetProcess, maxRankBytes?: number): Result<RawWalk, MqdError> {
     const f = this.fns;
+    const maxEntries = entryBudget(maxRankBytes);
+    let walked = 0;
     this.callbackFailures = [];
     const worldId = this.worldId(t);
     let rc = f.mqs_update_communicator_list(t.key) as number;
@@ -1058,9 +1092,23 @@ export class MqsSession {
             continue;
           }
           const failedBefore = this.hot.readFailures(t.key)?.count ?? 0;
-          const walk = this.hot.walkOps(this.nextOperation, t.key, 10_000_000);
+          // One entry past the budget at most: reading it proves the rank is over.
+          const walk = this.hot.walkOps(
+            this.nextOperation,
+            t.key,
+            Math.min(10_000_000, maxEntries - walked + 1),
+          );
+          walked += walk.count;
           const me = this.memoryError(t);
           if (me) return err(me);
+          if (walked > maxEntries) {
+            return err(
+              mqdError(
+                'MQD_E_TOO_LARGE',
+                `rank ${t.rank} (pid ${t.pid}) has more queue entries than its ${maxRankBytes}-byte budget can hold: the walk stopped at ${walked} entries (${q} on communicator ${quoteName(header.name)}), over ${maxEntries} at ${MIN_OPERATION_JSON_BYTES} bytes or more each (the budget is the aggregator's --max-message-bytes)`,
+              ),
+            );
+          }
           const failed = this.hot.readFailures(t.key);
           const why =
             walk.rc === mqs_end_of_list || walk.rc === mqs_ok
