@@ -1,6 +1,7 @@
 export * from './call-facts.js';
 export * from './classes.js';
 export * from './comm.js';
+export * from './cycle-marks.js';
 export * from './diagnosis.js';
 export * from './explain.js';
 export * from './history.js';
