@@ -10,10 +10,13 @@ import { statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { basename } from 'node:path';
 import {
+  clipText,
   err,
   isErrorCode,
   type JobSnapshot,
   lengthUnitOfLibrary,
+  MAX_HOST_CHARS,
+  MAX_PATH_CHARS,
   type MpiLibrary,
   type MqdError,
   mqdError,
@@ -512,7 +515,8 @@ export class Snapshotter {
       for (const it of list) {
         const a = answers.find((x) => x.pid === it.key);
         const f = a?.core;
-        const host = it.c.host ?? f?.host ?? here;
+        // The node name from the core's own environment is the job owner's text: within the spec.
+        const host = it.c.host ?? (f?.host != null ? clipText(f.host, MAX_HOST_CHARS) : here);
         const rank = it.c.rank ?? f?.rank ?? rankFromCoreName(it.c.path);
         const pid = f?.pid ?? 1;
         if (rank === null || rank === undefined) {
@@ -594,10 +598,10 @@ export class Snapshotter {
       if (ranks.some((r) => r.rank === f.rank)) {
         sources.push({
           rank: f.rank,
-          path: f.path,
+          path: clipText(f.path, MAX_PATH_CHARS),
           pid: f.pid,
           signal: f.signal,
-          executable: f.executable,
+          executable: clipText(f.executable, MAX_PATH_CHARS),
           writtenAt: f.mtime.toISOString(),
         });
       }
