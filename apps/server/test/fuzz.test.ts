@@ -5,7 +5,7 @@
 import { prng } from '@mqd/model';
 import { io } from 'socket.io-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WIRE_EVENT } from '../src/agent-protocol.js';
+import { AGENT_PROTOCOL_VERSION, WIRE_EVENT } from '../src/agent-protocol.js';
 import { hostAgentToken } from '../src/hub.js';
 import { ADMIN_TOKEN, AGENT_TOKEN, createUser, startServer, type TestServer } from './helpers.js';
 
@@ -138,7 +138,7 @@ describe('bounded fuzz', () => {
       reconnection: false,
       auth: {
         token: hostAgentToken(AGENT_TOKEN, 'fuzz'),
-        protocol: 1,
+        protocol: AGENT_PROTOCOL_VERSION,
         agentId: 'fuzz',
         host: 'fuzz',
         version: 'x',
