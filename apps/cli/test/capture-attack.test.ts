@@ -135,6 +135,19 @@ describe('mqd capture --bundle run as root, against uid 65534 (issue 27)', () =>
     expect(JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8'))).toEqual(JSON.parse(r.out));
   });
 
+  it('the DLL a rank names, when its owner can read it, is bundled at the named path (a link copied as its file)', async () => {
+    const link = join(a.dir, 'libdll-link.so');
+    asNobody(`ln -sf ${a.evil} ${link}`);
+    const rank = await fakeRank(link);
+    const dir = join(sticky, 'dll');
+    const r = await run(captureCommand, ['--pid', `${rank.pid}:0`, '--out', dir, '--bundle']);
+    expect(r.code, r.err).toBe(0);
+    const copy = join(dir, 'sysroot', link);
+    expect(lstatSync(copy).isFile()).toBe(true);
+    expect(readFileSync(copy).equals(readFileSync(a.evil))).toBe(true);
+    expect(tree(dir).filter((e) => e.uid !== NOBODY || e.link)).toEqual([]);
+  });
+
   it('a link planted under DIR/sysroot is never followed: nothing is written or chowned through it', async () => {
     const rank = await fakeRank(a.evil);
     const dir = join(sticky, 'planted');
