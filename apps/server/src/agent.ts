@@ -323,7 +323,26 @@ export function startAgent(opts: AgentOptions): AgentHandle {
     // Never let socket.io buffer while disconnected: a stale answer after reconnect would only
     // be refused, and the aggregator has already marked those ranks agent-missing.
     if (!socket.connected) return false;
-    socket.emit(WIRE_EVENT, Buffer.isBuffer(msg) ? msg : encodeMessage(msg));
+    const bytes = Buffer.isBuffer(msg) ? msg : encodeMessage(msg);
+    if (bytes.byteLength > maxBytes) {
+      // Never over the cap: the aggregator's transport cuts a connection that sends more, and
+      // with it every other request on it. A reply says why instead (a located job of a
+      // starter whose table lists a million ranks with long host names).
+      const e = mqdError(
+        'MQD_E_TOO_LARGE',
+        `the agent on ${host} would have sent a message of ${bytes.byteLength} bytes, over the aggregator's ${maxBytes}-byte limit (--max-message-bytes)`,
+      );
+      lastError = e;
+      log(`agent ${agentId}: ${e.message}`);
+      if (!Buffer.isBuffer(msg) && msg.type === 'reply') {
+        socket.emit(
+          WIRE_EVENT,
+          encodeMessage({ type: 'reply', id: msg.id, method: msg.method, ok: false, error: e }),
+        );
+      }
+      return false;
+    }
+    socket.emit(WIRE_EVENT, bytes);
     return true;
   };
 

@@ -22,7 +22,7 @@ import {
 import { afterEach, describe, expect, it } from 'vitest';
 import { rankBudget, startAgent } from '../src/agent.js';
 import { checkRanks, decodeAgentMessage, encodeMessage } from '../src/agent-protocol.js';
-import { createFakeLocator } from '../src/fakes.js';
+import { createFakeLocator, createFakeReader } from '../src/fakes.js';
 import type { RankReader, RankTarget } from '../src/seams.js';
 import { AGENT_TOKEN, json, startServer } from './helpers.js';
 
@@ -251,5 +251,42 @@ describe("the reader's walk budget", () => {
     expect(seen).toEqual([rankBudget(65_536)]);
     // A rank of exactly that many bytes fits one chunk: nothing the reader accepts is refused later.
     expect(rankBudget(65_536)).toBe(65_536 - '{"type":"chunk","id":2147483647,"ranks":[]}'.length);
+  });
+});
+
+describe('an answer over the message cap', () => {
+  it('a located job too big for one message is refused with MQD_E_TOO_LARGE; the agent stays connected', async () => {
+    const s = await startServer({ maxMessageBytes: 16 * 1024 });
+    cleanup.push(() => s.close());
+    // A starter whose table lists 2,000 ranks on 200-character host names (~500 KB of reply).
+    const locator = createFakeLocator({
+      starterPid: 4242,
+      uid: 1000,
+      command: 'mpirun',
+      hosts: Array.from({ length: 2000 }, (_, i) => `${'n'.repeat(200)}${i}`),
+      ranksPerHost: 1,
+    });
+    const events: string[] = [];
+    const agent = startAgent({
+      serverUrl: s.url,
+      token: AGENT_TOKEN,
+      host: 'n0',
+      reader: createFakeReader({ worldSize: 1 }),
+      locator,
+    });
+    cleanup.push(() => agent.dispose());
+    agent.onEvent((e) => events.push(e.kind));
+    await agent.whenConnected();
+    const r = await s.app.mqd.hub.locate('n0', 4242, 5000);
+    expect(r.ok).toBe(false);
+    if (!r.ok) {
+      expect(r.error.code).toBe('MQD_E_TOO_LARGE');
+      expect(r.error.message).toMatch(/over the aggregator's 16384-byte limit/);
+    }
+    expect(agent.connected).toBe(true);
+    expect(events).not.toContain('disconnect');
+    // The same connection still answers.
+    const again = await s.app.mqd.hub.snapshot('n0', [{ rank: 0, pid: 9 }], 5000, () => {});
+    expect(again.ok).toBe(true);
   });
 });
