@@ -1,7 +1,22 @@
 // The message matrix view: filters on the left, the canvas with D3 axes in the middle, the
 // operations of the selected cell on the right. Pan and zoom run outside React: d3-zoom drives
 // the renderer and the axes directly; only the settled zoom goes to the URL.
-import { QUEUE_KINDS, type QueueKind } from '@mqd/model';
+import {
+  type CycleMarks,
+  compressRanks,
+  cycleMarks,
+  expandRanks,
+  type JobSnapshot,
+  notReadNote,
+  notReadReason,
+  QUEUE_KINDS,
+  type QueueKind,
+  type RankMarks,
+  rankMarks,
+  rankNotReadText,
+  ranksPhrase,
+  snapshotReadStatus,
+} from '@mqd/model';
 import {
   axisLeft,
   axisTop,
@@ -23,11 +38,11 @@ import {
   useState,
 } from 'react';
 import { edgesOf } from '../data.js';
-import { cycleCells, useExplanation } from '../explanation.js';
+import { useExplanation } from '../explanation.js';
 import { formatCount, formatKindSize, plural, sizeUnitsLabel } from '../format.js';
 import { useBusyWhile, useElementSize } from '../hooks.js';
 import { beginBusy } from '../idle.js';
-import { QUEUE_LABEL } from '../snapshot-index.js';
+import { indexRanks, QUEUE_LABEL } from '../snapshot-index.js';
 import { KindSwatch, Progress } from '../ui.js';
 import type { ViewProps } from '../view-types.js';
 import { CellOps } from './CellOps.js';
@@ -43,7 +58,15 @@ import {
 import { KIND_COLOR } from './palette.js';
 import { blockValues, type Pyramid } from './pyramid.js';
 import { createPyramidClient, isAbort, type PyramidClient } from './pyramid-client.js';
-import { geometryFor, type MatrixHit, MatrixRenderer, STRIP, STRIP_GAP, type ZoomState } from './renderer.js';
+import {
+  CYCLE_CSS,
+  geometryFor,
+  type MatrixHit,
+  MatrixRenderer,
+  STRIP,
+  STRIP_GAP,
+  type ZoomState,
+} from './renderer.js';
 
 /** Room for the axes around the canvas, CSS px. */
 const MARGIN_LEFT = 56;
@@ -51,14 +74,63 @@ const MARGIN_TOP = 40;
 /** Most zoomed-in: this many CSS px per rank. */
 const MAX_PX_PER_RANK = 48;
 const URL_ZOOM_DELAY_MS = 400;
+/** At most this many ranks of each kind of axis mark (outliers are at most 1% of the job by definition). */
+const MAX_AXIS_MARKS = 4096;
+const ODD_CSS = '#111827';
+const OUTLIER_CSS = '#0f766e';
+
+/** What the matrix knows about ranks beyond their queues: not read, odd out, outliers. */
+interface RankNotes {
+  /** 1 for each world rank not read (null when all were). */
+  readonly notRead: Uint8Array | null;
+  readonly oddOut: readonly number[];
+  readonly outliers: readonly number[];
+  /** Tooltip lines per marked rank. */
+  readonly why: ReadonlyMap<number, string[]>;
+}
+
+function rankNotes(snapshot: JobSnapshot, worldSize: number, marks: RankMarks | null): RankNotes {
+  let notRead: Uint8Array | null = null;
+  for (const r of snapshot.ranks) {
+    if (r.state.kind === 'ok' || r.rank >= worldSize) continue;
+    notRead ??= new Uint8Array(worldSize);
+    notRead[r.rank] = 1;
+  }
+  const why = new Map<number, string[]>();
+  const add = (r: number, text: string) => {
+    const list = why.get(r);
+    if (list) list.push(text);
+    else why.set(r, [text]);
+  };
+  const oddOut: number[] = [];
+  for (const m of marks?.oddOut ?? []) {
+    for (const r of expandRanks(m.ranks) ?? []) {
+      if (oddOut.length >= MAX_AXIS_MARKS) break;
+      oddOut.push(r);
+      add(r, `odd rank out: ${m.why}`);
+    }
+  }
+  const outliers = (expandRanks(marks?.outliers ?? '') ?? []).slice(0, MAX_AXIS_MARKS);
+  for (const r of outliers) add(r, 'outlier: a queue shape at most 1% of the ranks share');
+  return { notRead, oddOut, outliers, why };
+}
 
 export function MatrixView({ url, setUrl, data }: ViewProps) {
   const snapshot = data.snapshot;
   const edges = useMemo(() => edgesOf(snapshot), [snapshot]);
   // The deadlock cycles, outlined in red on their cells (the renderer belongs to MatrixCanvas,
-  // whose effects run before these).
+  // whose effects run before these); the model says which cells and strip segments those are.
   const explanation = useExplanation(snapshot);
-  const cycle = useMemo(() => cycleCells(explanation), [explanation]);
+  const ok = explanation && !('failed' in explanation) ? explanation : null;
+  const cycles = useMemo(
+    () => (ok?.deadlock ? cycleMarks(ok.deadlock.cycles, ok.deadlock.cycleTotal) : null),
+    [ok],
+  );
+  const readStatus = useMemo(() => snapshotReadStatus(snapshot), [snapshot]);
+  const notes = useMemo(
+    () => rankNotes(snapshot, edges.worldSize, ok ? rankMarks(ok) : null),
+    [snapshot, edges.worldSize, ok],
+  );
   const filter: MatrixFilter = useMemo(
     () => ({ comm: url.comm, tag: url.tag, kinds: url.kinds, ranks: url.ranks }),
     [url.comm, url.tag, url.kinds, url.ranks],
@@ -203,6 +275,13 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
         <LevelInfo rendererRef={rendererRef} pyramid={pyramid} />
       </aside>
       <section className="matrix-main">
+        <MatrixLegend cycles={cycles} notes={notes} />
+        {readStatus.notRead > 0 && (
+          <p className="not-read-note" role="note" data-testid="matrix-not-read">
+            <span className="swatch hatch" aria-hidden="true" /> {notReadNote(readStatus)}: their rows and
+            columns are hatched (unknown, not empty).
+          </p>
+        )}
         {buildError && (
           <div className="error" role="alert">
             MQD_E_INTERNAL: the matrix could not be aggregated ({buildError}): reload the page; report it if
@@ -214,7 +293,10 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
           url={url}
           setUrl={setUrl}
           rendererRef={rendererRef}
-          highlights={cycle}
+          highlights={cycles?.cells ?? NO_CELLS}
+          anyHighlights={cycles?.anySource ?? NO_RANKS}
+          notes={notes}
+          snapshot={snapshot}
           lengthUnit={lengthUnit}
           kindUnit={edges.kindUnit}
         />
@@ -236,6 +318,68 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
         )}
       </aside>
     </div>
+  );
+}
+
+const NO_CELLS: readonly { row: number; col: number }[] = [];
+const NO_RANKS: readonly number[] = [];
+
+/** One entry per mark the matrix draws, with the counts that say what is and is not drawn. */
+function MatrixLegend({ cycles, notes }: { cycles: CycleMarks | null; notes: RankNotes }) {
+  return (
+    <p className="legend matrix-legend" data-testid="matrix-legend">
+      {QUEUE_KINDS.map((k) => (
+        <span key={k}>
+          <KindSwatch color={KIND_COLOR[k]} /> {QUEUE_LABEL[k]}
+        </span>
+      ))}
+      <span className="muted">(darker = more; colour = the kind with most)</span>
+      <span>
+        <strong className="strip-key">ANY</strong> row: receives from MPI_ANY_SOURCE or an unknown sender
+      </span>
+      <span>
+        <strong className="strip-key">?</strong> column: sends to an unknown destination
+      </span>
+      {cycles && (
+        <span data-testid="matrix-cycles">
+          <span className="swatch outline" style={{ borderColor: CYCLE_CSS }} aria-hidden="true" />{' '}
+          {cycles.cycleTotal > cycles.cyclesMarked
+            ? `${formatCount(cycles.cyclesMarked)} of ${formatCount(cycles.cycleTotal)} deadlock cycles outlined`
+            : `deadlock ${cycles.cycleTotal === 1 ? 'cycle' : `cycles (${formatCount(cycles.cycleTotal)})`} outlined`}
+          {cycles.cellsCut && `, first ${formatCount(cycles.cells.length)} cells`}
+          {cycles.collectiveEdges > 0 &&
+            `; ${plural(cycles.collectiveEdges, 'wait')} inside a collective ha${cycles.collectiveEdges === 1 ? 's' : 've'} no cell`}
+        </span>
+      )}
+      {cycles && cycles.anySource.length > 0 && (
+        <span data-testid="matrix-any-source">
+          <span className="swatch outline dashed" style={{ borderColor: CYCLE_CSS }} aria-hidden="true" /> on
+          the ANY row: {ranksPhrase(compressRanks(cycles.anySource))} wait
+          {cycles.anySource.length === 1 ? 's' : ''} in the cycle on a receive from MPI_ANY_SOURCE
+        </span>
+      )}
+      {notes.notRead && (
+        <span>
+          <span className="swatch hatch" aria-hidden="true" /> not read (reason in the tooltip)
+        </span>
+      )}
+      {notes.oddOut.length > 0 && (
+        <span data-testid="matrix-odd-out">
+          <span style={{ color: ODD_CSS }} aria-hidden="true">
+            ▼
+          </span>{' '}
+          odd rank{notes.oddOut.length === 1 ? '' : 's'} out: {ranksPhrase(compressRanks(notes.oddOut))}
+        </span>
+      )}
+      {notes.outliers.length > 0 && (
+        <span data-testid="matrix-outliers">
+          <span style={{ color: OUTLIER_CSS }} aria-hidden="true">
+            ◆
+          </span>{' '}
+          outlier{notes.outliers.length === 1 ? '' : 's'}: {ranksPhrase(compressRanks(notes.outliers))}
+        </span>
+      )}
+    </p>
   );
 }
 
@@ -297,6 +441,10 @@ interface CanvasProps {
   readonly kindUnit: readonly KindUnit[];
   /** Rank-level cells outlined in red: the deadlock cycles' edges. */
   readonly highlights: readonly { row: number; col: number }[];
+  /** Receivers whose cycle wait is a receive from MPI_ANY_SOURCE (dashed on the ANY row). */
+  readonly anyHighlights: readonly number[];
+  readonly notes: RankNotes;
+  readonly snapshot: JobSnapshot;
 }
 
 function rangeText(start: number, size: number, n: number, anyText: string): string {
@@ -305,7 +453,18 @@ function rangeText(start: number, size: number, n: number, anyText: string): str
   return end <= start ? String(start) : `${start}–${end}`;
 }
 
-function MatrixCanvas({ pyramid, url, setUrl, rendererRef, lengthUnit, kindUnit, highlights }: CanvasProps) {
+function MatrixCanvas({
+  pyramid,
+  url,
+  setUrl,
+  rendererRef,
+  lengthUnit,
+  kindUnit,
+  highlights,
+  anyHighlights,
+  notes,
+  snapshot,
+}: CanvasProps) {
   const [stageRef, size] = useElementSize<HTMLDivElement>();
   const canvasRef = useRef<HTMLCanvasElement | null>(null);
   const xAxisRef = useRef<SVGGElement | null>(null);
@@ -313,6 +472,9 @@ function MatrixCanvas({ pyramid, url, setUrl, rendererRef, lengthUnit, kindUnit,
   const tooltipRef = useRef<HTMLDivElement | null>(null);
   const anyLabelRef = useRef<SVGTextElement | null>(null);
   const unknownLabelRef = useRef<SVGTextElement | null>(null);
+  const oddMarksRef = useRef<SVGPathElement | null>(null);
+  const outlierMarksRef = useRef<SVGPathElement | null>(null);
+  const rankIndex = useMemo(() => indexRanks(snapshot), [snapshot]);
   const zoomRef = useRef<ZoomBehavior<HTMLCanvasElement, unknown> | null>(null);
   const urlRef = useRef(url);
   urlRef.current = url;
@@ -351,6 +513,14 @@ function MatrixCanvas({ pyramid, url, setUrl, rendererRef, lengthUnit, kindUnit,
     rendererRef.current?.setHighlights(highlights);
   }, [highlights, rendererRef]);
 
+  useEffect(() => {
+    rendererRef.current?.setAnyHighlights(anyHighlights);
+  }, [anyHighlights, rendererRef]);
+
+  useEffect(() => {
+    rendererRef.current?.setNotRead(notes.notRead);
+  }, [notes, rendererRef]);
+
   const drawAxes = useMemo(
     () => (z: ZoomState) => {
       const r = rendererRef.current;
@@ -381,8 +551,42 @@ function MatrixCanvas({ pyramid, url, setUrl, rendererRef, lengthUnit, kindUnit,
           .tickSizeOuter(0);
         select(el).call(axis);
       };
-      draw(xAxisRef.current, t.rescaleX(baseX), true);
-      draw(yAxisRef.current, t.rescaleY(baseY), false);
+      const sx = t.rescaleX(baseX);
+      const sy = t.rescaleY(baseY);
+      draw(xAxisRef.current, sx, true);
+      draw(yAxisRef.current, sy, false);
+      // Marked ranks: one path per kind of mark (never one element per rank), a triangle on
+      // each axis at the rank's centre, one per pixel at most.
+      const marks = (ranks: readonly number[], shape: 'tri' | 'diamond') => {
+        let d = '';
+        const seen = new Set<number>();
+        for (const r of ranks) {
+          const x = Math.round(sx(r + 0.5));
+          if (x >= 0 && x <= g.areaWidth && !seen.has(x)) {
+            seen.add(x);
+            const yy = MARGIN_TOP - 2;
+            d +=
+              shape === 'tri'
+                ? `M${MARGIN_LEFT + x - 4},${yy - 7}h8l-4,7z`
+                : `M${MARGIN_LEFT + x},${yy - 8}l4,4l-4,4l-4,-4z`;
+          }
+        }
+        seen.clear();
+        for (const r of ranks) {
+          const y = Math.round(sy(r + 0.5));
+          if (y >= 0 && y <= g.areaHeight && !seen.has(-1 - y)) {
+            seen.add(-1 - y);
+            const xx = MARGIN_LEFT - 2;
+            d +=
+              shape === 'tri'
+                ? `M${xx - 7},${MARGIN_TOP + y - 4}v8l7,-4z`
+                : `M${xx - 8},${MARGIN_TOP + y}l4,-4l4,4l-4,4z`;
+          }
+        }
+        return d;
+      };
+      oddMarksRef.current?.setAttribute('d', marks(notes.oddOut, 'tri'));
+      outlierMarksRef.current?.setAttribute('d', marks(notes.outliers, 'diamond'));
       // The strips follow the matrix edge (see MatrixRenderer.stripOrigin), and so do their labels.
       const strip = r.stripOrigin();
       anyLabelRef.current?.setAttribute('y', String(MARGIN_TOP + strip.y + STRIP - 3));
@@ -390,7 +594,7 @@ function MatrixCanvas({ pyramid, url, setUrl, rendererRef, lengthUnit, kindUnit,
       const info = document.getElementById('matrix-level-info');
       if (info) info.textContent = levelText(r);
     },
-    [n, rendererRef],
+    [n, rendererRef, notes],
   );
 
   // Size, zoom behaviour and the zoom from the URL.
@@ -490,7 +694,10 @@ function MatrixCanvas({ pyramid, url, setUrl, rendererRef, lengthUnit, kindUnit,
           );
       }
       if (total === 0) lines.push('no operations');
-      else lines.push('click to list them');
+      lines.push(...rankLines(hit.row, hit.size, 'sender', 'its sends are unknown'));
+      if (hit.col !== hit.row || hit.size > 1)
+        lines.push(...rankLines(hit.col, hit.size, 'receiver', 'its receives are unknown'));
+      if (total > 0) lines.push('click to list them');
       tip.textContent = lines.join('\n');
       tip.hidden = false;
     }
@@ -501,6 +708,31 @@ function MatrixCanvas({ pyramid, url, setUrl, rendererRef, lengthUnit, kindUnit,
     const w = tip.offsetWidth;
     const h = tip.offsetHeight;
     tip.style.transform = `translate(${Math.min(x, box.width - w - 4)}px, ${Math.min(y, box.height - h - 4)}px)`;
+  };
+
+  /** Not read / odd out / outlier lines for the ranks of a row or column range. */
+  const rankLines = (start: number, size: number, role: string, unknown: string): string[] => {
+    if (start < 0) return [];
+    const end = Math.min(n, start + size);
+    const out: string[] = [];
+    const unread: string[] = [];
+    for (let r = start; r < end; r++) {
+      if (notes.notRead?.[r] === 1) {
+        const pos = rankIndex.positionOf(r);
+        const entry = pos === undefined ? undefined : snapshot.ranks[pos];
+        if (entry && entry.state.kind !== 'ok')
+          unread.push(size === 1 ? (rankNotReadText(entry) ?? '') : notReadReason(entry.state));
+      }
+      if (size === 1) for (const w of notes.why.get(r) ?? []) out.push(`${role} rank ${r}: ${w}`);
+    }
+    if (unread.length > 0) {
+      out.unshift(
+        size === 1
+          ? `${unread[0]} (${unknown})`
+          : `${formatCount(unread.length)} ${role} ranks not read: ${[...new Set(unread)].join('; ')}`,
+      );
+    }
+    return out;
   };
 
   const hitAt = (e: PointerEvent | MouseEvent): MatrixHit | null => {
@@ -542,6 +774,8 @@ function MatrixCanvas({ pyramid, url, setUrl, rendererRef, lengthUnit, kindUnit,
             </text>
           </>
         )}
+        <path ref={oddMarksRef} fill={ODD_CSS} data-testid="matrix-odd-marks" />
+        <path ref={outlierMarksRef} fill={OUTLIER_CSS} data-testid="matrix-outlier-marks" />
       </svg>
       <canvas
         ref={canvasRef}

@@ -5,7 +5,7 @@
 // by colour (fine levels). Frames are coalesced: one requestAnimationFrame at most.
 import { beginBusy } from '../idle.js';
 import { ANY_PEER, type CellRange, KIND_COUNT } from './edges.js';
-import { PALETTE_CSS, PALETTE_RGBA, paletteIndex, STEPS, type ValueMode } from './palette.js';
+import { hatchPattern, PALETTE_CSS, PALETTE_RGBA, paletteIndex, STEPS, type ValueMode } from './palette.js';
 import { type Level, levelForDensity, lowerBound, type Pyramid } from './pyramid.js';
 
 /** CSS px height of the "sender ANY" strip and width of the "receiver unknown" strip. */
@@ -64,6 +64,13 @@ export class MatrixRenderer {
   private selection: CellRange | null = null;
   private hover: CellRange | null = null;
   private highlights: readonly { row: number; col: number }[] = [];
+  /** Receivers whose cycle edge is a receive from MPI_ANY_SOURCE: their any-sender strip segment. */
+  private anyHighlights: readonly number[] = [];
+  /** 1 for each world rank whose queues were not read; null when every rank was. */
+  private notRead: Uint8Array | null = null;
+  /** Per block size: 1 for each block holding a rank not read. */
+  private readonly notReadBlocks = new Map<number, Uint8Array>();
+  private hatch: CanvasPattern | null | undefined;
   private frame = 0;
   private readonly bitmaps = new Map<string, Surface>();
   private readonly afterDraw: (() => void)[] = [];
@@ -100,6 +107,31 @@ export class MatrixRenderer {
   setHighlights(cells: readonly { row: number; col: number }[]): void {
     this.highlights = cells;
     this.requestDraw();
+  }
+
+  /** Strip segments outlined on top: the cycles' receives from MPI_ANY_SOURCE, by receiver. */
+  setAnyHighlights(receivers: readonly number[]): void {
+    this.anyHighlights = receivers;
+    this.requestDraw();
+  }
+
+  /** Ranks whose queues were not read: their row and column are hatched under the data. */
+  setNotRead(mask: Uint8Array | null): void {
+    this.notRead = mask;
+    this.notReadBlocks.clear();
+    this.requestDraw();
+  }
+
+  private notReadOf(bs: number): Uint8Array | null {
+    const mask = this.notRead;
+    if (!mask) return null;
+    let blocks = this.notReadBlocks.get(bs);
+    if (!blocks) {
+      blocks = new Uint8Array(Math.ceil(mask.length / bs));
+      for (let r = 0; r < mask.length; r++) if (mask[r] === 1) blocks[Math.floor(r / bs)] = 1;
+      this.notReadBlocks.set(bs, blocks);
+    }
+    return blocks;
   }
 
   setHover(h: CellRange | null): void {
@@ -267,6 +299,7 @@ export class MatrixRenderer {
       ctx.beginPath();
       ctx.rect(left, top, right - left, bottom - top);
       ctx.clip();
+      this.drawNotRead(bs, br0, br1, bc0, bc1, blockPx, left, top, right, bottom);
       if (level.dim <= BITMAP_MAX_DIM) {
         const bmp = this.bitmap(level, logMax);
         ctx.imageSmoothingEnabled = false;
@@ -289,8 +322,44 @@ export class MatrixRenderer {
     ctx.restore();
     this.drawStrips(level, g, bc0, bc1, br0, br1, blockPx, logMax);
     for (const h of this.highlights) this.outline({ row: h.row, col: h.col, size: 1 }, px, CYCLE_CSS, 2);
+    if (this.anyHighlights.length > 0) {
+      // Dashed: the receive has no sender cell; the strip segment under its receiver is the wait.
+      this.ctx.setLineDash([3, 2]);
+      for (const c of this.anyHighlights) this.outline({ row: ANY_PEER, col: c, size: 1 }, px, CYCLE_CSS, 2);
+      this.ctx.setLineDash([]);
+    }
     this.outline(this.hover, px, 'rgba(17,24,39,0.55)', 1);
     this.outline(this.selection, px, '#111827', 2);
+  }
+
+  /**
+   * The rows and columns of ranks not read, hatched: their queues are unknown, not empty. Drawn
+   * under the data, so what the other ranks' queues say about them still shows.
+   */
+  private drawNotRead(
+    bs: number,
+    br0: number,
+    br1: number,
+    bc0: number,
+    bc1: number,
+    blockPx: number,
+    left: number,
+    top: number,
+    right: number,
+    bottom: number,
+  ): void {
+    const blocks = this.notReadOf(bs);
+    if (!blocks) return;
+    if (this.hatch === undefined) this.hatch = hatchPattern(this.ctx);
+    if (!this.hatch) return;
+    const ctx = this.ctx;
+    const { x, y } = this.zoom;
+    ctx.fillStyle = this.hatch;
+    const thin = Math.max(blockPx, 1 / this.dpr);
+    for (let b = br0; b < br1; b++)
+      if (blocks[b] === 1) ctx.fillRect(left, y + b * blockPx, right - left, thin);
+    for (let b = bc0; b < bc1; b++)
+      if (blocks[b] === 1) ctx.fillRect(x + b * blockPx, top, thin, bottom - top);
   }
 
   private fillBlocks(
@@ -380,6 +449,12 @@ export class MatrixRenderer {
     ctx.fillStyle = '#f3f4f6';
     ctx.fillRect(Math.max(0, x), sy, spanW, STRIP);
     ctx.fillRect(sx, Math.max(0, y), STRIP, spanH);
+    const blocks = this.notReadOf(level.blockSize);
+    if (blocks && this.hatch) {
+      ctx.fillStyle = this.hatch;
+      for (let b = bc0; b < bc1; b++) if (blocks[b] === 1) ctx.fillRect(x + b * blockPx, sy, blockPx, STRIP);
+      for (let b = br0; b < br1; b++) if (blocks[b] === 1) ctx.fillRect(sx, y + b * blockPx, STRIP, blockPx);
+    }
     ctx.save();
     ctx.beginPath();
     ctx.rect(Math.max(0, x), sy, spanW, STRIP);
