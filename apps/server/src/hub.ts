@@ -385,27 +385,34 @@ export class AgentHub {
     }
     if (conn.silenceTimer !== null) return;
     const silenceMs = this.opts.silenceMs ?? DEFAULT_AGENT_SILENCE_MS;
-    conn.silenceTimer = setInterval(
-      () => {
-        const now = performance.now();
-        for (const [id, p] of conn.pending) {
-          const quiet = now - p.heardAt;
-          if (quiet < silenceMs) continue;
-          conn.pending.delete(id);
-          clearTimeout(p.timer);
-          p.settle(
-            err(
-              mqdError(
-                'MQD_E_AGENT_SILENT',
-                `the agent on ${conn.hs.host} stopped answering for ${(quiet / 1000).toFixed(1)} s during request ${id} (frozen or overloaded); its ranks were not read`,
-              ),
+    const period = Math.max(10, Math.floor(silenceMs / 4));
+    let lastTick = performance.now();
+    conn.silenceTimer = setInterval(() => {
+      const now = performance.now();
+      const stalled = now - lastTick > 2 * period;
+      lastTick = now;
+      if (stalled) {
+        // This process's own event loop was blocked (the agent of `mqd serve` shares it): what
+        // the agent sent meanwhile is still unread, so its silence is not measured from before.
+        for (const p of conn.pending.values()) p.heardAt = Math.max(p.heardAt, now - period);
+        return;
+      }
+      for (const [id, p] of conn.pending) {
+        const quiet = now - p.heardAt;
+        if (quiet < silenceMs) continue;
+        conn.pending.delete(id);
+        clearTimeout(p.timer);
+        p.settle(
+          err(
+            mqdError(
+              'MQD_E_AGENT_SILENT',
+              `the agent on ${conn.hs.host} stopped answering for ${(quiet / 1000).toFixed(1)} s during request ${id} (frozen or overloaded); its ranks were not read`,
             ),
-          );
-        }
-        this.watchSilence(conn);
-      },
-      Math.max(10, Math.floor(silenceMs / 4)),
-    );
+          ),
+        );
+      }
+      this.watchSilence(conn);
+    }, period);
     conn.silenceTimer.unref();
   }
 
