@@ -15,7 +15,7 @@ import {
   splitNames,
 } from '@mqd/model';
 import type { MouseEvent, ReactNode } from 'react';
-import { useMemo } from 'react';
+import { useMemo, useState } from 'react';
 import type { LoadedSnapshot } from './data.js';
 import { bannerText, useExplanation } from './explanation.js';
 import { useBusyWhile } from './hooks.js';
@@ -163,6 +163,8 @@ export function Diagnosis({
   const snapshot = data.snapshot;
   const result = useExplanation(snapshot);
   const dllText = useMemo(() => dllMismatchText(snapshot), [snapshot]);
+  // The paragraph repeats the lines in longer form: folded when the lines are there.
+  const [more, setMore] = useState(false);
   useBusyWhile(result === null);
   if (result === null) {
     return (
@@ -182,6 +184,7 @@ export function Diagnosis({
   }
   const banner = bannerText(result);
   const d = result.diagnosis;
+  const hasLines = d.cycle !== null || d.groups.length > 0;
   return (
     <details className={`diagnosis verdict-${result.verdict}`} data-testid="diagnosis" open>
       <summary>
@@ -194,7 +197,7 @@ export function Diagnosis({
         </span>
         <DllMismatch text={dllText} />
       </summary>
-      {(d.cycle !== null || d.groups.length > 0) && (
+      {hasLines && (
         <ul className="diagnosis-lines" data-testid="diagnosis-lines" aria-label="Where the ranks wait">
           {d.cycle !== null && (
             <li className="diagnosis-cycle" data-testid="diagnosis-cycle" data-ranks={d.cycle.ranks}>
@@ -211,26 +214,44 @@ export function Diagnosis({
           )}
         </ul>
       )}
-      <p className="diagnosis-summary">
-        <Named text={result.summary} />
-      </p>
-      {result.collectiveMismatches.map((m) => (
-        <p key={m.commKey} className="diagnosis-mismatch" data-testid="diagnosis-mismatch">
-          Collective mismatch on{' '}
-          <Named text={m.commName === null ? 'an unknown communicator' : commPhrase(m.commName)} />:{' '}
-          <Named text={m.text} />
-        </p>
-      ))}
-      {result.calls.length > 0 && (
-        <ul className="diagnosis-calls" data-testid="diagnosis-calls" aria-label="Where the ranks are">
-          {result.calls.slice(0, 8).map((g) => (
-            <li key={`${g.where}:${g.call}:${g.commName}:${g.ranks}`}>
-              <Named text={describeCallGroup(g)} />
-            </li>
-          ))}
-          {result.calls.length > 8 && <li className="muted">{result.calls.length - 8} more groups</li>}
-        </ul>
+      {hasLines && (
+        <button
+          type="button"
+          className="link diagnosis-more-toggle"
+          aria-expanded={more}
+          aria-controls="diagnosis-more"
+          onClick={() => setMore((m) => !m)}
+        >
+          {more ? 'Hide the whole analysis' : 'The whole analysis'}
+        </button>
       )}
+      <div
+        id="diagnosis-more"
+        className="diagnosis-more"
+        hidden={hasLines && !more}
+        data-testid="diagnosis-more"
+      >
+        <p className="diagnosis-summary">
+          <Named text={result.summary} />
+        </p>
+        {result.collectiveMismatches.map((m) => (
+          <p key={m.commKey} className="diagnosis-mismatch" data-testid="diagnosis-mismatch">
+            Collective mismatch on{' '}
+            <Named text={m.commName === null ? 'an unknown communicator' : commPhrase(m.commName)} />:{' '}
+            <Named text={m.text} />
+          </p>
+        ))}
+        {result.calls.length > 0 && (
+          <ul className="diagnosis-calls" data-testid="diagnosis-calls" aria-label="Where the ranks are">
+            {result.calls.slice(0, 8).map((g) => (
+              <li key={`${g.where}:${g.call}:${g.commName}:${g.ranks}`}>
+                <Named text={describeCallGroup(g)} />
+              </li>
+            ))}
+            {result.calls.length > 8 && <li className="muted">{result.calls.length - 8} more groups</li>}
+          </ul>
+        )}
+      </div>
       {result.openmp.groups.length > 0 && (
         <ul
           className="diagnosis-openmp"

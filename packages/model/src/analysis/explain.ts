@@ -665,7 +665,7 @@ function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis): Summar
     parts.push(
       e.classTotal === 1
         ? `All ${e.rankCount} ranks have the same queue shape.`
-        : `Ranks fall into ${e.classTotal} queue shapes; the largest has ${plural(big.size, 'rank')} (${big.ranks})${e.outliers ? `; outliers: ${e.outliers}` : ''}.`,
+        : `Ranks fall into ${e.classTotal} queue shapes; the largest has ${plural(big.size, 'rank')} (${ranksText(big.ranks)})${e.outliers ? `; outliers: ${ranksText(e.outliers)}` : ''}.`,
     );
   }
   if (e.partial) parts.push(`Partial: ${e.partialReasons.join('; ')}.`);
