@@ -342,13 +342,19 @@ function MatrixLegend({ cycles, notes }: { cycles: CycleMarks | null; notes: Ran
       </span>
       {cycles && (
         <span data-testid="matrix-cycles">
-          <span className="swatch outline" style={{ borderColor: CYCLE_CSS }} aria-hidden="true" />{' '}
-          {cycles.cycleTotal > cycles.cyclesMarked
-            ? `${formatCount(cycles.cyclesMarked)} of ${formatCount(cycles.cycleTotal)} deadlock cycles outlined`
-            : `deadlock ${cycles.cycleTotal === 1 ? 'cycle' : `cycles (${formatCount(cycles.cycleTotal)})`} outlined`}
-          {cycles.cellsCut && `, first ${formatCount(cycles.cells.length)} cells`}
-          {cycles.collectiveEdges > 0 &&
-            `; ${plural(cycles.collectiveEdges, 'wait')} inside a collective ha${cycles.collectiveEdges === 1 ? 's' : 've'} no cell`}
+          {cycles.cells.length + cycles.anySource.length === 0 ? (
+            `deadlock ${cycles.cycleTotal === 1 ? 'cycle' : 'cycles'}: no message cell to outline (${plural(cycles.collectiveEdges, 'wait')} inside a collective)`
+          ) : (
+            <>
+              <span className="swatch outline" style={{ borderColor: CYCLE_CSS }} aria-hidden="true" />{' '}
+              {cycles.cycleTotal > cycles.cyclesMarked
+                ? `${formatCount(cycles.cyclesMarked)} of ${formatCount(cycles.cycleTotal)} deadlock cycles outlined`
+                : `deadlock ${cycles.cycleTotal === 1 ? 'cycle' : `cycles (${formatCount(cycles.cycleTotal)})`} outlined`}
+              {cycles.cellsCut && `, first ${formatCount(cycles.cells.length)} cells`}
+              {cycles.collectiveEdges > 0 &&
+                `; ${plural(cycles.collectiveEdges, 'wait')} inside a collective ha${cycles.collectiveEdges === 1 ? 's' : 've'} no cell`}
+            </>
+          )}
         </span>
       )}
       {cycles && cycles.anySource.length > 0 && (

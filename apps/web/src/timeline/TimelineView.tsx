@@ -270,26 +270,37 @@ export function TimelineView(props: ViewProps) {
   );
 }
 
-/** "10:05:03: 4 ranks not read: no agent answered (MQD_E_AGENT_MISSING)", for each such snapshot. */
+/**
+ * "10:05:03: 4 ranks not read: no agent answered (MQD_E_AGENT_MISSING)", one line per run of
+ * consecutive snapshots with the same note (a rank that stays unread is named once).
+ */
 function NotReadNotes({ timeline }: { timeline: Timeline }) {
-  const notes: { i: number; text: string }[] = [];
+  const runs: { from: number; to: number; text: string; failed: boolean }[] = [];
   timeline.status.forEach((s, i) => {
     const text = notReadNote(s);
-    if (text !== null) notes.push({ i, text });
+    if (text === null) return;
+    const failed = s.kind === 'failed';
+    const prev = runs.at(-1);
+    if (prev && prev.to === i - 1 && prev.text === text && prev.failed === failed) prev.to = i;
+    else runs.push({ from: i, to: i, text, failed });
   });
-  if (notes.length === 0) return null;
-  const shown = notes.slice(-MAX_NOTES);
+  if (runs.length === 0) return null;
+  const shown = runs.slice(-MAX_NOTES);
+  const when = (r: { from: number; to: number }) =>
+    r.from === r.to
+      ? formatClock(timeline.times[r.from] ?? '')
+      : `${formatClock(timeline.times[r.from] ?? '')} to ${formatClock(timeline.times[r.to] ?? '')} (${r.to - r.from + 1} snapshots)`;
   return (
     <ul className="not-read-notes" data-testid="timeline-not-read" aria-label="Snapshots with ranks not read">
-      {shown.map(({ i, text }) => (
-        <li key={timeline.ids[i] ?? i}>
-          <Hatch /> {formatClock(timeline.times[i] ?? '')}
-          {timeline.status[i]?.kind === 'failed' ? ' (no rank read, drawn as a gap)' : ''}: {text}
+      {shown.map((r) => (
+        <li key={timeline.ids[r.from] ?? r.from}>
+          <Hatch /> {when(r)}
+          {r.failed ? ' (no rank read, drawn as a gap)' : ''}: {r.text}
         </li>
       ))}
-      {notes.length > shown.length && (
+      {runs.length > shown.length && (
         <li className="muted">
-          and {plural(notes.length - shown.length, 'earlier snapshot')} with ranks not read
+          and {plural(runs.length - shown.length, 'earlier run')} of snapshots with ranks not read
         </li>
       )}
     </ul>

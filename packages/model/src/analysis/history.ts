@@ -239,6 +239,9 @@ export interface Stillness {
   readonly comparisons: number;
   /** The last comparison found a change: the job is moving. */
   readonly moving: boolean;
+  /** Operations new and gone in the change that began the stretch (0 when none was seen). */
+  readonly appeared: number;
+  readonly disappeared: number;
 }
 
 export function stillness(h: OpHistory): Stillness | null {
@@ -247,12 +250,16 @@ export function stillness(h: OpHistory): Stillness | null {
   let since = n - 1;
   let comparisons = 0;
   let moving = false;
+  let appeared = 0;
+  let disappeared = 0;
   for (let i = n - 1; i >= 0; i--) {
     const s = h.snapshots[i];
     if (s === undefined) break;
     if (s.compared > 0 && (s.appeared > 0 || s.disappeared > 0)) {
       // The state of snapshot i is the one that has held since.
       moving = comparisons === 0;
+      appeared = s.appeared;
+      disappeared = s.disappeared;
       since = i;
       break;
     }
@@ -263,7 +270,7 @@ export function stillness(h: OpHistory): Stillness | null {
   while (since < n - 1 && h.snapshots[since]?.status.kind === 'failed') since++;
   let failed = 0;
   for (let i = since; i < n; i++) if (h.snapshots[i]?.status.kind === 'failed') failed++;
-  return { since, snapshots: n - since, failed, comparisons, moving };
+  return { since, snapshots: n - since, failed, comparisons, moving, appeared, disappeared };
 }
 
 /** "40 s", "5 min", "2 h 5 min": a span between snapshots, rounded to what a person reads. */
@@ -285,7 +292,10 @@ export function stillnessText(s: Stillness | null, times: readonly number[], wai
   if (s === null) return 'No snapshot yet.';
   const n = times.length;
   if (n === 1) return 'One snapshot: take another to see what changes.';
-  if (s.moving) return 'Moving: the queues changed since the ranks were last read.';
+  if (s.moving) {
+    const count = (k: number) => `${k.toLocaleString('en-US')} ${k === 1 ? 'operation' : 'operations'}`;
+    return `Moving: ${count(s.appeared)} new and ${count(s.disappeared)} gone since the ranks' previous reads.`;
+  }
   if (s.comparisons === 0) return 'Nothing to compare yet: no rank was read in two snapshots.';
   const from = times[s.since] ?? 0;
   const to = times[n - 1] ?? from;

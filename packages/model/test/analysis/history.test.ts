@@ -100,7 +100,15 @@ describe('runs of unchanged operations across snapshots', () => {
 describe('stillness: how long nothing moved', () => {
   it('spans failed snapshots instead of restarting at them', () => {
     const s = stillness(walkOpHistory([stuck(3), stuck(3), allDropped(3), stuck(3)]));
-    expect(s).toEqual({ since: 0, snapshots: 4, failed: 1, comparisons: 2, moving: false });
+    expect(s).toEqual({
+      since: 0,
+      snapshots: 4,
+      failed: 1,
+      comparisons: 2,
+      moving: false,
+      appeared: 0,
+      disappeared: 0,
+    });
   });
 
   it('starts at the snapshot whose state has held since, and says when the last step moved', () => {
@@ -139,7 +147,7 @@ describe('the headline', () => {
     );
     expect(
       stillnessText(stillness(walkOpHistory([stuck(4), ompiJob(4, () => ({}))])), [t0, t0 + min], ''),
-    ).toBe('Moving: the queues changed since the ranks were last read.');
+    ).toBe("Moving: 0 operations new and 4 operations gone since the ranks' previous reads.");
     expect(spanText(45_000)).toBe('45 s');
     expect(spanText(125 * min)).toBe('2 h 5 min');
   });
