@@ -122,14 +122,14 @@ export async function captureCommand(argv: string[], io: Io): Promise<number> {
   const files = new CaptureOwner(ownerUid, ownerGid);
   const snapshotter = new Snapshotter();
   try {
-    let at = await files.ask({ type: 'prepare', dir }, 30_000);
+    let at = await files.prepare(dir);
     if (at.ok && 'needsRoot' in at.value && process.geteuid?.() === 0) {
       const made = createForOwner(dir, ownerUid, ownerGid);
       if (!made.ok) {
         io.err(made.error.message);
         return 1;
       }
-      at = await files.ask({ type: 'prepare', dir }, 30_000);
+      at = await files.prepare(dir);
     }
     if (!at.ok) {
       io.err(at.error.message);
@@ -153,7 +153,7 @@ export async function captureCommand(argv: string[], io: Io): Promise<number> {
       const d = await snapshotter.dllOf(done[0] ?? 0, { allowRoot: ownerUid === 0 });
       if (d.ok) dlls.push(d.value);
       else io.err(`warning: the DLL is not bundled: ${d.error.message}`);
-      const b = await files.ask({ type: 'bundle', dir, at: held, pids: done, extra: dlls }, 30 * 60_000);
+      const b = await files.bundle(dir, held, done, dlls);
       if (b.ok) {
         bundled = b.value;
         for (const w of b.value.skipped) io.err(`warning: not bundled: ${w}`);
@@ -175,7 +175,7 @@ export async function captureCommand(argv: string[], io: Io): Promise<number> {
       ],
     };
     const text = JSON.stringify(manifest, null, 2);
-    const written = await files.ask({ type: 'manifest', dir, at: held, text: `${text}\n` }, 30_000);
+    const written = await files.manifest(dir, held, `${text}\n`);
     if (!written.ok) {
       io.err(written.error.message);
       return 1;

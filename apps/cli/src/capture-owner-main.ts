@@ -7,34 +7,11 @@
 // O_EXCL and O_NOFOLLOW (files-at.ts), and the directory is pinned by its device and inode.
 import { closeSync, existsSync, lstatSync, mkdirSync, readFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import {
-  atPath,
-  copyNew,
-  enterReader,
-  fileMappings,
-  openDirNoFollow,
-  openFailure,
-  openSubdir,
-  setParentDeathSignal,
-  writeNew,
-} from '@mqd/core';
+import { atPath, copyNew, fileMappings, openDirNoFollow, openFailure, openSubdir, writeNew } from '@mqd/core';
 import { assertUnreachable, err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
-import type {
-  Bundled,
-  NeedsRoot,
-  OwnerMessage,
-  OwnerRequest,
-  PreparedDir,
-} from './capture-owner-protocol.js';
+import type { Bundled, NeedsRoot, OwnerAnswer, OwnerRequest, PreparedDir } from './capture-owner-protocol.js';
 import { MANIFEST_NAME, SYSROOT_NAME } from './core-args.js';
-
-const SIGKILL = 9;
-setParentDeathSignal(SIGKILL);
-if (process.ppid === 1) process.exit(1);
-
-function send(m: OwnerMessage, then: () => void = () => {}): void {
-  process.send?.(m, then);
-}
+import { serveAsOwner } from './owner-child.js';
 
 const dirError = (detail: string) => mqdError('MQD_E_CAPTURE_DIR', detail);
 
@@ -188,28 +165,15 @@ function manifest(req: Extract<OwnerRequest, { type: 'manifest' }>): Result<null
   }
 }
 
-const entered = enterReader();
-if (!entered.ok) {
-  send({ type: 'privdrop', error: entered.error }, () => process.exit(1));
-} else {
-  const uid = entered.value.uid;
-  process.on('message', (req: OwnerRequest) => {
-    let result: Result<PreparedDir | NeedsRoot | Bundled | null, MqdError>;
-    switch (req.type) {
-      case 'prepare':
-        result = prepare(req.dir, uid);
-        break;
-      case 'bundle':
-        result = bundle(req);
-        break;
-      case 'manifest':
-        result = manifest(req);
-        break;
-      default:
-        return assertUnreachable(req);
-    }
-    send({ type: 'answer', id: req.id, result });
-  });
-  process.on('disconnect', () => process.exit(0));
-  send({ type: 'ready', credentials: entered.value });
-}
+serveAsOwner<OwnerRequest, OwnerAnswer>((req, me) => {
+  switch (req.type) {
+    case 'prepare':
+      return prepare(req.dir, me.uid);
+    case 'bundle':
+      return bundle(req);
+    case 'manifest':
+      return manifest(req);
+    default:
+      return assertUnreachable(req);
+  }
+});

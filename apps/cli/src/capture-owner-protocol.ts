@@ -1,8 +1,6 @@
 // The wire between `mqd capture` and its owner child (capture-owner-main.ts), which makes
-// everything of a capture directory that the job can influence, as the job's owner.
-import type { ReaderCredentials } from '@mqd/core';
-import type { MqdError, Result } from '@mqd/model';
-
+// everything of a capture directory that the job can influence, as the job's owner; the
+// messages around these requests are owner-child.ts's.
 /** The capture directory as the child found or made it: its identity pins it for later requests. */
 export interface PreparedDir {
   readonly dev: number;
@@ -25,14 +23,13 @@ export interface Bundled {
 
 export type OwnerRequest =
   /** Find or create `dir` (an absolute path): the owner's plain directory, holding no capture. */
-  | { readonly type: 'prepare'; readonly id: number; readonly dir: string }
+  | { readonly type: 'prepare'; readonly dir: string }
   /**
    * Copy under DIR/sysroot the files the ranks `pids` map (their /proc/PID/maps, read as the
    * owner), plus `extra` (the DLL the ranks name), each opened with the owner's rights.
    */
   | {
       readonly type: 'bundle';
-      readonly id: number;
       readonly dir: string;
       readonly at: PreparedDir;
       readonly pids: readonly number[];
@@ -41,24 +38,10 @@ export type OwnerRequest =
   /** Write DIR/manifest.json (a new file, never through a link). */
   | {
       readonly type: 'manifest';
-      readonly id: number;
       readonly dir: string;
       readonly at: PreparedDir;
       readonly text: string;
     };
 
-/** What each request answers. */
-export interface OwnerAnswers {
-  readonly prepare: PreparedDir | NeedsRoot;
-  readonly bundle: Bundled;
-  readonly manifest: null;
-}
-
-export type OwnerMessage =
-  | { readonly type: 'ready'; readonly credentials: ReaderCredentials }
-  | { readonly type: 'privdrop'; readonly error: MqdError }
-  | {
-      readonly type: 'answer';
-      readonly id: number;
-      readonly result: Result<OwnerAnswers[keyof OwnerAnswers], MqdError>;
-    };
+/** What the requests answer: prepare, bundle and manifest in turn. */
+export type OwnerAnswer = PreparedDir | NeedsRoot | Bundled | null;

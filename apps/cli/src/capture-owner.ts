@@ -4,120 +4,48 @@
 // cannot (no write access above it), below directories no other user can change, and gives
 // that one new directory to the owner through a descriptor opened O_NOFOLLOW: nothing is
 // chowned by path, nothing recursively, nothing it did not create (issue 27).
-import { type ChildProcess, fork } from 'node:child_process';
 import { closeSync, existsSync, fchownSync, lstatSync, mkdirSync, realpathSync } from 'node:fs';
 import { dirname, resolve, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { openDirNoFollow, type ReaderCredentials, readerForkOptions, readerIdentity } from '@mqd/core';
+import { openDirNoFollow, type ReaderCredentials } from '@mqd/core';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
-import type { OwnerAnswers, OwnerMessage, OwnerRequest } from './capture-owner-protocol.js';
+import type { Bundled, NeedsRoot, OwnerAnswer, OwnerRequest, PreparedDir } from './capture-owner-protocol.js';
+import { OwnerChild } from './owner-child.js';
 
-function entry(): { file: string; execArgv: string[] } {
-  const here = fileURLToPath(import.meta.url);
-  if (here.endsWith('.ts')) {
-    return {
-      file: here.replace(/capture-owner\.ts$/, 'capture-owner-main.ts'),
-      execArgv: ['--conditions=source', '--import', 'tsx'],
-    };
-  }
-  const js = here.replace(/capture-owner\.js$/, 'capture-owner-main.js');
-  if (!existsSync(js)) throw new Error(`capture child entry ${js} is missing: run npm run build`);
-  return { file: js, execArgv: [] };
-}
-
-type Request = OwnerRequest extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
-
-/** The owner child of one capture; every request answers a Result, never throws. */
+/** The owner child of one capture (capture-owner-main.ts); every request answers a Result. */
 export class CaptureOwner {
-  private readonly child: ChildProcess;
-  private readonly ready: Promise<Result<ReaderCredentials, MqdError>>;
-  private readonly waiting = new Map<number, (m: OwnerMessage & { type: 'answer' }) => void>();
-  private nextId = 1;
-  private exited: string | null = null;
-  private stderr = '';
+  private readonly child: OwnerChild<OwnerRequest, OwnerAnswer>;
 
   constructor(uid: number, gid: number) {
-    const { file, execArgv } = entry();
-    this.child = fork(file, [], {
-      execArgv,
-      serialization: 'advanced',
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      ...readerForkOptions(readerIdentity(uid, gid)),
-    });
-    this.child.stderr?.on('data', (d: Buffer) => {
-      this.stderr = (this.stderr + d.toString()).slice(-2000);
-    });
-    this.ready = new Promise((resolveReady) => {
-      this.child.on('message', (m: OwnerMessage) => {
-        if (m.type === 'ready') resolveReady(ok(m.credentials));
-        else if (m.type === 'privdrop') resolveReady(err(m.error));
-        else this.waiting.get(m.id)?.(m);
-      });
-      this.child.on('exit', (code, signal) => {
-        this.exited = `the capture's owner child ${signal ? `was killed by ${signal}` : `exited with code ${code}`}${this.stderr ? `: ${this.stderr.trim()}` : ''}`;
-        resolveReady(err(mqdError('MQD_E_INTERNAL', this.exited)));
-        for (const w of this.waiting.values()) w({ type: 'answer', id: 0, result: err(this.failure()) });
-      });
-      this.child.on('error', () => undefined); // a failed fork shows as its exit
-    });
-  }
-
-  private failure(): MqdError {
-    return mqdError('MQD_E_INTERNAL', this.exited ?? "the capture's owner child is gone");
+    this.child = new OwnerChild('capture-owner-main', uid, gid, "the capture's owner child");
   }
 
   /** Who the child is (uid, gid, groups, NoNewPrivs), once it checked itself. */
   credentials(): Promise<Result<ReaderCredentials, MqdError>> {
-    return this.ready;
+    return this.child.credentials();
   }
 
-  async ask<R extends Request>(
-    req: R,
-    timeoutMs: number,
-  ): Promise<Result<OwnerAnswers[R['type']], MqdError>> {
-    const ready = await this.ready;
-    if (!ready.ok) return ready;
-    if (this.exited !== null) return err(this.failure());
-    const id = this.nextId++;
-    return new Promise((resolveAnswer) => {
-      const timer = setTimeout(() => {
-        this.waiting.delete(id);
-        this.dispose();
-        resolveAnswer(
-          err(
-            mqdError(
-              'MQD_E_INTERNAL',
-              `the capture's owner child did not answer ${req.type} in ${timeoutMs} ms`,
-            ),
-          ),
-        );
-      }, timeoutMs);
-      this.waiting.set(id, (m) => {
-        clearTimeout(timer);
-        this.waiting.delete(id);
-        // The child's own answer type for this request (capture-owner-main.ts answers in kind).
-        resolveAnswer(m.result as Result<OwnerAnswers[R['type']], MqdError>);
-      });
-      try {
-        this.child.send({ ...req, id } as OwnerRequest);
-      } catch (e) {
-        // The channel closed under us (the child died between two requests).
-        this.waiting.get(id)?.({
-          type: 'answer',
-          id,
-          result: err(
-            mqdError(
-              'MQD_E_INTERNAL',
-              `cannot send ${req.type} to the capture's owner child: ${(e as Error).message}`,
-            ),
-          ),
-        });
-      }
-    });
+  /** Finds or creates `dir` (absolute) as the owner's plain directory without a capture in it. */
+  prepare(dir: string): Promise<Result<PreparedDir | NeedsRoot, MqdError>> {
+    return this.child.ask({ type: 'prepare', dir }, 30_000);
+  }
+
+  /** Copies what the ranks map, and `extra`, under DIR/sysroot (a big job's files take a while). */
+  bundle(
+    dir: string,
+    at: PreparedDir,
+    pids: readonly number[],
+    extra: readonly string[],
+  ): Promise<Result<Bundled, MqdError>> {
+    return this.child.ask({ type: 'bundle', dir, at, pids, extra }, 30 * 60_000);
+  }
+
+  /** Writes DIR/manifest.json as a new file. */
+  manifest(dir: string, at: PreparedDir, text: string): Promise<Result<null, MqdError>> {
+    return this.child.ask({ type: 'manifest', dir, at, text }, 30_000);
   }
 
   dispose(): void {
-    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
+    this.child.dispose();
   }
 }
 

@@ -4,19 +4,11 @@
 // the starter's owner and start time before and after, and each local rank's owner and start
 // time. Local ranks of another uid than the starter's are dropped with a warning: a fake
 // starter can list any pid, and those are never handed on to be stopped.
-import { type ChildProcess, fork } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import {
-  procCredentials,
-  procStartTime,
-  type ReaderCredentials,
-  readerForkOptions,
-  readerIdentity,
-} from '@mqd/core';
+import { procCredentials, procStartTime, type ReaderCredentials } from '@mqd/core';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import type { JobRanks, LocalHost, MethodChoice, RankEntry } from '@mqd/mpir';
-import type { LocateMessage, LocateRequest } from './locate-protocol.js';
+import type { LocateRequest } from './locate-protocol.js';
+import { OwnerChild } from './owner-child.js';
 
 export interface OwnedRank extends RankEntry {
   /** /proc/PID/stat start time, for ranks on this host. */
@@ -34,77 +26,23 @@ export interface OwnedJob {
   readonly credentials: ReaderCredentials;
 }
 
-function entry(): { file: string; execArgv: string[] } {
-  const here = fileURLToPath(import.meta.url);
-  if (here.endsWith('.ts')) {
-    return {
-      file: here.replace(/locate-as-owner\.ts$/, 'locate-main.ts'),
-      execArgv: ['--conditions=source', '--import', 'tsx'],
-    };
-  }
-  const js = here.replace(/locate-as-owner\.js$/, 'locate-main.js');
-  if (!existsSync(js)) throw new Error(`locate child entry ${js} is missing: run npm run build`);
-  return { file: js, execArgv: [] };
-}
-
-function runChild(
+/** attachStarter as (uid, gid), in a locate child; its answer and who the child was. */
+async function runChild(
   uid: number,
   gid: number,
   req: LocateRequest,
   timeoutMs: number,
 ): Promise<Result<{ result: Result<JobRanks, MqdError>; credentials: ReaderCredentials }, MqdError>> {
-  const { file, execArgv } = entry();
-  const child: ChildProcess = fork(file, [], {
-    execArgv,
-    serialization: 'advanced',
-    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-    ...readerForkOptions(readerIdentity(uid, gid)),
-  });
-  let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => {
-    stderr = (stderr + d.toString()).slice(-2000);
-  });
-  return new Promise((resolve) => {
-    let creds: ReaderCredentials | null = null;
-    let settled = false;
-    const finish = (
-      r: Result<{ result: Result<JobRanks, MqdError>; credentials: ReaderCredentials }, MqdError>,
-    ) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      resolve(r);
-    };
-    const timer = setTimeout(
-      () => finish(err(mqdError('MQD_E_INTERNAL', `the locate child did not answer in ${timeoutMs} ms`))),
-      timeoutMs,
-    );
-    child.on('message', (m: LocateMessage) => {
-      switch (m.type) {
-        case 'ready':
-          creds = m.credentials;
-          child.send(req);
-          break;
-        case 'privdrop':
-          finish(err(m.error));
-          break;
-        case 'located':
-          if (creds) finish(ok({ result: m.result, credentials: creds }));
-          break;
-      }
-    });
-    child.on('exit', (code, signal) =>
-      finish(
-        err(
-          mqdError(
-            'MQD_E_INTERNAL',
-            `the locate child ${signal ? `was killed by ${signal}` : `exited with code ${code}`}${stderr ? `: ${stderr.trim()}` : ''}`,
-          ),
-        ),
-      ),
-    );
-  });
+  const child = new OwnerChild<LocateRequest, JobRanks>('locate-main', uid, gid, 'the locate child');
+  try {
+    const result = await child.ask<JobRanks>(req, timeoutMs);
+    const creds = await child.credentials();
+    if (!creds.ok) return creds;
+    // A failed locate is the child's coded answer; a child that did not answer is ours to report.
+    return ok({ result, credentials: creds.value });
+  } finally {
+    child.dispose();
+  }
 }
 
 /** attachStarter(pid) run as the starter's owner, with the identity of every local rank pinned. */
@@ -119,6 +57,7 @@ export async function locateAsOwner(
     return err(mqdError('MQD_E_NO_SUCH_PID', `no running process ${pid}`));
   const uid = creds.uids[0];
   const req: LocateRequest = {
+    type: 'locate',
     pid,
     here: { short: here.short, aliases: [...here.aliases] },
     ...(opts.method ? { method: opts.method } : {}),

@@ -1,15 +1,10 @@
-// The wire between the agent and its locate child (locate-main.ts): one request, one answer.
-import type { ReaderCredentials } from '@mqd/core';
-import type { MqdError, Result } from '@mqd/model';
-import type { JobRanks, MethodChoice } from '@mqd/mpir';
+// The request the agent sends its locate child (locate-main.ts); it answers the starter's
+// JobRanks or a coded error (the messages around it are owner-child.ts's).
+import type { MethodChoice } from '@mqd/mpir';
 
 export interface LocateRequest {
+  readonly type: 'locate';
   readonly pid: number;
   readonly method?: MethodChoice;
   readonly here: { readonly short: string; readonly aliases: readonly string[] };
 }
-
-export type LocateMessage =
-  | { readonly type: 'ready'; readonly credentials: ReaderCredentials }
-  | { readonly type: 'privdrop'; readonly error: MqdError }
-  | { readonly type: 'located'; readonly result: Result<JobRanks, MqdError> };
