@@ -293,6 +293,7 @@ describe('codec', () => {
     const rank = syntheticRingRank(3, 7, 'h', 8, 1, 0);
     const msgs = [
       { type: 'chunk', id: 1, ranks: [rank] },
+      { type: 'alive', ids: [4, 9] },
       {
         type: 'reply',
         id: 2,
@@ -317,6 +318,8 @@ describe('codec', () => {
       1 << 20,
     );
     expect(!bad.ok && bad.error.error.message).toMatch(/at id: expected an integer/);
+    const alive = decodeAgentMessage(Buffer.from(JSON.stringify({ type: 'alive', ids: [3, 0] })), 1 << 20);
+    expect(!alive.ok && alive.error.error.message).toMatch(/at ids\[1\]: expected an integer/);
     const extra = decodeServerMessage(
       encodeMessage({ type: 'request', id: 1, method: 'locate', params: { starterPid: 5, x: 1 } } as never),
       1 << 20,
