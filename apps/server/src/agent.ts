@@ -160,6 +160,11 @@ export function clipLocated(j: LocatedJob): LocatedJob {
   };
 }
 
+/** The reader's library as messages carry it: the DLL path (named by a job's MPIR_dll_name) within its limit. */
+function clipMpi(m: MpiInfo | null): MpiInfo | null {
+  return m === null || m.dll === null ? m : { ...m, dll: clipText(m.dll, MAX_PATH_CHARS) };
+}
+
 /** A core's facts as the reply carries them: the paths (named by the job's owner) within their limit. */
 function clipCore(c: CoreFileSource): CoreFileSource {
   return { ...c, path: clipText(c.path, MAX_PATH_CHARS), executable: clipText(c.executable, MAX_PATH_CHARS) };
@@ -363,7 +368,7 @@ export function startAgent(opts: AgentOptions): AgentHandle {
       activeRequests: active.size,
       lastError,
     };
-    const status = statusMessage(health, opts.reader.mpi, jobs, maxBytes);
+    const status = statusMessage(health, clipMpi(opts.reader.mpi), jobs, maxBytes);
     if (status.omitted > 0 && status.omitted !== omittedBefore) {
       log(
         `agent ${agentId}: ${status.omitted} of ${jobs.length} MPI starters left out of the status (over ${MAX_SEEN_JOBS} or the ${maxBytes}-byte message limit)`,
@@ -496,7 +501,7 @@ export function startAgent(opts: AgentOptions): AgentHandle {
       ok: true,
       result: {
         count: answer.length,
-        mpi: opts.reader.mpi,
+        mpi: clipMpi(opts.reader.mpi),
         durationMicros: Math.round((performance.now() - started) * 1000),
         ...(cores === undefined ? {} : { cores }),
       },
