@@ -192,6 +192,13 @@ describe('timeline axes', () => {
     for (let i = 1; i < tx.length; i++) expect((tx[i] ?? 0) - (tx[i - 1] ?? 0)).toBeGreaterThanOrEqual(90);
   });
 
+  it('labels whole seconds only when snapshots are seconds apart', () => {
+    const t0 = Date.parse('2026-01-01T00:00:00.300Z');
+    const { ticks } = timeLayout([t0, t0 + 1500, t0 + 4200], 1200);
+    expect(ticks.length).toBeGreaterThan(1);
+    for (const t of ticks) expect(t.getTime() % 1000).toBe(0);
+  });
+
   it('draws a single snapshot in the middle, one column wide', () => {
     const t0 = Date.parse('2026-01-01T00:00:00Z');
     const { x, column } = timeLayout([t0], 600);

@@ -268,7 +268,10 @@ export function timeLayout(millis: readonly number[], width: number): TimeLayout
   }
   const ticks: Date[] = [];
   let last = Number.NEGATIVE_INFINITY;
+  // Labels print whole seconds: sub-second ticks would print the same second twice.
+  const wholeSeconds = hi - lo >= 2000;
   for (const t of x.ticks(Math.max(2, Math.floor(width / TIME_LABEL_PX)))) {
+    if (wholeSeconds && t.getTime() % 1000 !== 0) continue;
     const px = x(t);
     if (px - last < TIME_LABEL_PX || px < 0 || px > width) continue;
     ticks.push(t);
