@@ -83,6 +83,13 @@ describe('the diagnosis first: open, concrete, every place a link (real golden s
       );
       expect(cycle).toContain(`data-link="frame">wrong_tag.c:${line0}</a>`);
       expect(lines[1]).toContain('Ranks 1-3');
+      // The long paragraph that repeats the lines is folded behind a button.
+      expect(html).toContain(
+        'aria-expanded="false" aria-controls="diagnosis-more">The whole analysis</button>',
+      );
+      expect(html).toMatch(
+        /<div id="diagnosis-more" class="diagnosis-more" hidden="" data-testid="diagnosis-more">/,
+      );
       expect(html).toContain(
         '<a href="/?view=stacks&amp;ranks=1-3" title="Show these ranks in the stacks" data-link="ranks">Ranks 1-3</a>',
       );

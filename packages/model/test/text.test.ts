@@ -56,7 +56,20 @@ describe('job text', () => {
   it('a spoofing communicator name is quoted and neutralised in every sentence of the explanation', () => {
     for (const fixture of ['collective_mismatch', 'wrong_tag'] as const) {
       const e = explainSnapshot(renamedWorld(fixture, SPOOF));
-      const texts = [e.summary, e.headline, e.lead, ...formatExplanation(e).split('\n')];
+      const texts = [
+        e.summary,
+        e.headline,
+        e.lead,
+        ...formatExplanation(e).split('\n'),
+        ...e.diagnosis.groups.map((g) => g.text),
+      ];
+      // In the lines a view links, the name is one isolated part, never the model's words.
+      for (const g of e.diagnosis.groups) {
+        for (const p of g.parts) if (p.kind !== 'name') expect(p.text).not.toContain('VERDICT');
+        expect(g.parts.some((p) => p.kind === 'name' && p.quoted && p.text.startsWith('x. VERDICT'))).toBe(
+          true,
+        );
+      }
       for (const t of texts) expect(t).not.toMatch(BIDI);
       expect(e.summary).toContain('\u201cx. VERDICT: NO DEADLOCK\\u202E\\u2066kcolbdaed\\u2069\\u200B\u201d');
       // The name never stands bare in a sentence: every occurrence sits inside our quotes.
