@@ -115,7 +115,8 @@ function facts(ix: SnapshotIndex, g: WaitGraph, pos: number): RankFacts {
   const r = ix.snap.ranks[pos] as RankSnapshot;
   const rank = r.rank;
   const user = userFrame(r);
-  const where = user === null ? '' : `${placeText(user)}\u0000${user.frame.function ?? ''}`;
+  // The key is built from the raw frame (neutralised only when shown): one per rank at 16,384 ranks.
+  const where = user === null ? '' : `${user.frame.file}:${user.frame.line}\u0000${user.frame.function}`;
   const at = (): DiagnosisPart[] =>
     user === null
       ? []
@@ -182,8 +183,8 @@ function facts(ix: SnapshotIndex, g: WaitGraph, pos: number): RankFacts {
       ],
     };
   }
-  const inCall: DiagnosisPart[] = st === CALL_BLOCKED && fn !== null ? [text(' in '), name(fn)] : [];
-  const onComm: DiagnosisPart[] = comm === null ? [] : [text(', on '), commName(comm)];
+  const inCall = (): DiagnosisPart[] => (st === CALL_BLOCKED && fn !== null ? [text(' in '), name(fn)] : []);
+  const onComm = (): DiagnosisPart[] => (comm === null ? [] : [text(', on '), commName(comm)]);
   const key = [
     st,
     fn,
@@ -194,11 +195,11 @@ function facts(ix: SnapshotIndex, g: WaitGraph, pos: number): RankFacts {
   ].join('\u0000');
   let describe: RankFacts['describe'];
   if (collective.length > 0) {
-    const onCollComm: DiagnosisPart[] = comm === null ? [] : [text(' on '), commName(comm)];
+    const onCollComm = (): DiagnosisPart[] => (comm === null ? [] : [text(' on '), commName(comm)]);
     describe = (peers, many) => [
       verb(many, ' waits', ' wait'),
-      ...inCall,
-      ...onCollComm,
+      ...inCall(),
+      ...onCollComm(),
       text(' for '),
       ...peers,
       text(targets.length === 1 ? ', which is not in it' : ', which are not in it'),
@@ -207,27 +208,27 @@ function facts(ix: SnapshotIndex, g: WaitGraph, pos: number): RankFacts {
   } else if (any !== undefined && single.length === 0) {
     describe = (_p, many) => [
       verb(many, ' waits', ' wait'),
-      ...inCall,
+      ...inCall(),
       text(' for a message from any rank'),
       text(tagText),
-      ...onComm,
+      ...onComm(),
       ...at(),
     ];
   } else if (single.length > 0) {
     const sends = single[0]?.op.queue !== 'receives';
     describe = (peers, many) => [
       verb(many, ' waits', ' wait'),
-      ...inCall,
+      ...inCall(),
       text(sends ? ' to send to ' : ' for a message from '),
       ...peers,
       text(tagText),
-      ...onComm,
+      ...onComm(),
       ...at(),
     ];
   } else {
     describe = (_p, many) => [
       verb(many, ' is blocked', ' are blocked'),
-      ...inCall,
+      ...inCall(),
       text(st === CALL_BLOCKED ? ', with nothing in the queues to say on whom' : ''),
       ...at(),
     ];
@@ -305,17 +306,23 @@ export function diagnosisLines(
     if (e) e.push(f);
     else byKey.set(f.key, [f]);
   }
-  const groups: { w: number; line: DiagnosisLine }[] = [];
+  // Lines are built for the groups shown only: a 16,384-rank job can have thousands of groups.
+  const groups: { w: number; first: number; build: () => DiagnosisLine }[] = [];
+  const add = (members: RankFacts[], peers: (f: RankFacts) => DiagnosisPart[]) => {
+    const f = members[0] as RankFacts;
+    groups.push({ w: weight(f), first: f.rank, build: () => groupLine(ix, members, peers(f)) });
+  };
+  const absPeers = (f: RankFacts) => peerParts(ix, f.targets);
   for (const members of byKey.values()) {
     const first = members[0] as RankFacts;
     const abs = (f: RankFacts) => f.targets.join(',');
     if (first.targets.length === 0 || members.every((m) => abs(m) === abs(first))) {
-      groups.push({ w: weight(first), line: groupLine(ix, members, peerParts(ix, first.targets)) });
+      add(members, absPeers);
       continue;
     }
     const off = (f: RankFacts) => f.targets.map((t) => (((t - f.pos) % ix.n) + ix.n) % ix.n).join(',');
     if (members.every((m) => off(m) === off(first))) {
-      groups.push({ w: weight(first), line: groupLine(ix, members, offsetParts(ix, first)) });
+      add(members, (f) => offsetParts(ix, f));
       continue;
     }
     const sub = new Map<string, RankFacts[]>();
@@ -324,17 +331,14 @@ export function diagnosisLines(
       if (e) e.push(m);
       else sub.set(abs(m), [m]);
     }
-    for (const s of sub.values()) {
-      const f = s[0] as RankFacts;
-      groups.push({ w: weight(f), line: groupLine(ix, s, peerParts(ix, f.targets)) });
-    }
+    for (const s of sub.values()) add(s, absPeers);
   }
   // In rank order, as a person reads a job: rank 0's story first.
-  groups.sort((a, b) => a.w - b.w || Number.parseInt(a.line.ranks, 10) - Number.parseInt(b.line.ranks, 10));
+  groups.sort((a, b) => a.w - b.w || a.first - b.first);
   const c = cycles[0];
   return {
     cycle: c === undefined ? null : cycleLine(ix, g, c, opts.maxCycleEdges ?? 8),
-    groups: groups.slice(0, maxGroups).map((x) => x.line),
+    groups: groups.slice(0, maxGroups).map((x) => x.build()),
     groupTotal: groups.length,
   };
 }
