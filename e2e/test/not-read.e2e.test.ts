@@ -21,6 +21,8 @@ import { attach, e2eRig, takeSnapshot } from './rig.js';
 const ADMIN = 'admin-token-for-the-e2e-tests-0123456789';
 const rig = e2eRig({ adminToken: ADMIN });
 const STARTER = 4242;
+const STRIP = 14; // apps/web/src/matrix/renderer.ts: the ANY/unknown strips beside the matrix
+const STRIP_GAP = 6;
 const HOSTS = ['n1', 'n2'] as const;
 
 /** The agent of `host`: n1 also runs the starter (the locator); 2 ranks per node, a hung ring. */
@@ -76,6 +78,19 @@ describe('an agent dropout between snapshots', () => {
     expect((await page.getByTestId('matrix-not-read').textContent())?.trim()).toBe(
       '4 ranks not read: no agent answered (MQD_E_AGENT_MISSING): their rows and columns are hatched (unknown, not empty).',
     );
+    // The reason is in the tooltip of a hatched cell (rank 1's row, rank 2's column).
+    const canvas = page.getByTestId('matrix-canvas');
+    const box = await canvas.boundingBox();
+    if (!box) throw new Error('no matrix canvas');
+    const unit = Math.min(box.width - STRIP - STRIP_GAP, box.height - STRIP - STRIP_GAP) / 4;
+    await canvas.hover({ position: { x: 2.5 * unit, y: 1.5 * unit } });
+    const tip = page.getByTestId('matrix-tooltip');
+    await tip.waitFor();
+    expect(await tip.textContent()).toContain(
+      'rank 1 not read: no agent answered. MQD_E_AGENT_MISSING: no agent is connected for host n1',
+    );
+    expect(await tip.textContent()).toContain('(its receives are unknown)');
+    expect(await tip.textContent()).toContain('no operations known');
     await screenshot(page, 'not-read-matrix-dropout');
 
     // They come back; the job has not moved.

@@ -699,10 +699,16 @@ function MatrixCanvas({
             `${QUEUE_LABEL[k]}: ${formatCount(c)} (${formatKindSize(v.bytes[i] ?? 0, kindUnit[i] ?? null, lengthUnit)})`,
           );
       }
-      if (total === 0) lines.push('no operations');
-      lines.push(...rankLines(hit.row, hit.size, 'sender', 'its sends are unknown'));
-      if (hit.col !== hit.row || hit.size > 1)
-        lines.push(...rankLines(hit.col, hit.size, 'receiver', 'its receives are unknown'));
+      const about = [
+        ...rankLines(hit.row, hit.size, 'sender', 'its sends are unknown'),
+        ...(hit.col !== hit.row || hit.size > 1
+          ? rankLines(hit.col, hit.size, 'receiver', 'its receives are unknown')
+          : []),
+      ];
+      // Zero operations among ranks not read is what was seen, not what is there.
+      if (total === 0)
+        lines.push(about.some((l) => l.includes('not read')) ? 'no operations known' : 'no operations');
+      lines.push(...about);
       if (total > 0) lines.push('click to list them');
       tip.textContent = lines.join('\n');
       tip.hidden = false;
