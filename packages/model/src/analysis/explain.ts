@@ -2,7 +2,7 @@
 // think so. explainSnapshot combines the wait-for graph, near misses, rank classes and (with
 // earlier snapshots) progress into one JSON-able object the CLI prints and the dashboard shows.
 import { assertUnreachable } from '../assert.js';
-import type { JobSnapshot, MpiLibrary, QueueKind } from '../snapshot-spec.js';
+import type { JobSnapshot, MpiLibrary, QueueKind, RankState } from '../snapshot-spec.js';
 import { jobText, ranksPhrase as ranksText } from '../text.js';
 import {
   CALL_BLOCKED,
@@ -325,8 +325,18 @@ function hasPending(snap: JobSnapshot): boolean {
   return false;
 }
 
+/** Why a rank has no queues, in words (RankState kinds other than ok). */
+const NOT_READ_WORDS: Record<Exclude<RankState['kind'], 'ok'>, string> = {
+  error: 'reading it failed',
+  'no-queues': 'its MPI library shows no queues',
+  'agent-missing': 'no agent reported it',
+};
+
 function unknownReasons(snap: JobSnapshot): string[] {
-  const byCode = new Map<string, { ranks: number[]; kind: string; message: string }>();
+  const byCode = new Map<
+    string,
+    { ranks: number[]; kind: Exclude<RankState['kind'], 'ok'>; message: string }
+  >();
   for (const r of snap.ranks) {
     if (r.state.kind === 'ok') continue;
     const e = byCode.get(r.state.code);
@@ -335,7 +345,7 @@ function unknownReasons(snap: JobSnapshot): string[] {
   }
   return [...byCode].map(
     ([code, e]) =>
-      `${ranksText(compressRanks(e.ranks))} could not be read (${e.kind} ${jobText(code)}: ${jobText(e.message, 512)}): assumed able to proceed, so a deadlock that needs ${e.ranks.length === 1 ? 'it' : 'them'} blocked is not reported`,
+      `${ranksText(compressRanks(e.ranks))} could not be read (${NOT_READ_WORDS[e.kind]}, ${jobText(code)}: ${jobText(e.message, 512)}): assumed able to proceed, so a deadlock that needs ${e.ranks.length === 1 ? 'it' : 'them'} blocked is not reported`,
   );
 }
 

@@ -264,7 +264,7 @@ describe('deadlock: partial snapshots', () => {
     const e = explainSnapshot(snap);
     expect(e.partial).toBe(true);
     expect(e.partialReasons).toEqual([
-      'rank 2 could not be read (error MQD_E_PTRACE_DENIED: cannot read pid): assumed able to proceed, so a deadlock that needs it blocked is not reported',
+      'rank 2 could not be read (reading it failed, MQD_E_PTRACE_DENIED: cannot read pid): assumed able to proceed, so a deadlock that needs it blocked is not reported',
     ]);
     expect(e.deadlock).toBeNull();
     expect(e.verdict).toBe('unknown');
