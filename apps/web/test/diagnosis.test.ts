@@ -5,7 +5,7 @@ import { createElement } from 'react';
 import { renderToStaticMarkup } from 'react-dom/server';
 import { describe, expect, it } from 'vitest';
 import type { Api } from '../src/api.js';
-import { Diagnosis } from '../src/Diagnosis.js';
+import { Diagnosis, partTarget } from '../src/Diagnosis.js';
 import { localSnapshot } from '../src/data.js';
 import { explanationOf } from '../src/explanation.js';
 import { RankView } from '../src/rank/RankView.js';
@@ -113,5 +113,24 @@ describe('the diagnosis first: open, concrete, every place a link (real golden s
       );
     const line = s.ranks[0]?.threads?.[0]?.frames[1]?.line;
     expect(textOf(row?.[1] ?? '')).toMatch(new RegExp(`^1main.*wrong_tag\\.c:${line}wrong_tag$`));
+  });
+
+  it('each kind of place a line names leads to its view', () => {
+    expect(partTarget({ kind: 'rank', text: 'rank 0', rank: 0, frame: { tid: 7, index: 1 } })).toEqual({
+      view: 'rank',
+      rank: 0,
+      frame: '7:1',
+      rcomm: null,
+    });
+    expect(partTarget({ kind: 'ranks', text: 'ranks 1-3', ranks: '1-3' })).toEqual({
+      view: 'stacks',
+      ranks: '1-3',
+      snode: null,
+    });
+    expect(partTarget({ kind: 'cell', text: 'tag 99', row: 1, col: 0 })).toEqual({
+      view: 'matrix',
+      cell: { row: 1, col: 0, size: 1 },
+    });
+    expect(partTarget({ kind: 'text', text: ' waits for ' })).toBeNull();
   });
 });
