@@ -5,13 +5,11 @@ import {
   type CycleMarks,
   compressRanks,
   cycleMarks,
-  expandRanks,
   type JobSnapshot,
   notReadNote,
   notReadReason,
   QUEUE_KINDS,
   type QueueKind,
-  type RankMarks,
   rankMarks,
   rankNotReadText,
   ranksPhrase,
@@ -58,6 +56,7 @@ import {
 import { KIND_COLOR } from './palette.js';
 import { blockValues, type Pyramid } from './pyramid.js';
 import { createPyramidClient, isAbort, type PyramidClient } from './pyramid-client.js';
+import { type RankNotes, rankNotes } from './rank-notes.js';
 import {
   CYCLE_CSS,
   geometryFor,
@@ -74,46 +73,8 @@ const MARGIN_TOP = 40;
 /** Most zoomed-in: this many CSS px per rank. */
 const MAX_PX_PER_RANK = 48;
 const URL_ZOOM_DELAY_MS = 400;
-/** At most this many ranks of each kind of axis mark (outliers are at most 1% of the job by definition). */
-const MAX_AXIS_MARKS = 4096;
 const ODD_CSS = '#111827';
 const OUTLIER_CSS = '#0f766e';
-
-/** What the matrix knows about ranks beyond their queues: not read, odd out, outliers. */
-interface RankNotes {
-  /** 1 for each world rank not read (null when all were). */
-  readonly notRead: Uint8Array | null;
-  readonly oddOut: readonly number[];
-  readonly outliers: readonly number[];
-  /** Tooltip lines per marked rank. */
-  readonly why: ReadonlyMap<number, string[]>;
-}
-
-function rankNotes(snapshot: JobSnapshot, worldSize: number, marks: RankMarks | null): RankNotes {
-  let notRead: Uint8Array | null = null;
-  for (const r of snapshot.ranks) {
-    if (r.state.kind === 'ok' || r.rank >= worldSize) continue;
-    notRead ??= new Uint8Array(worldSize);
-    notRead[r.rank] = 1;
-  }
-  const why = new Map<number, string[]>();
-  const add = (r: number, text: string) => {
-    const list = why.get(r);
-    if (list) list.push(text);
-    else why.set(r, [text]);
-  };
-  const oddOut: number[] = [];
-  for (const m of marks?.oddOut ?? []) {
-    for (const r of expandRanks(m.ranks) ?? []) {
-      if (oddOut.length >= MAX_AXIS_MARKS) break;
-      oddOut.push(r);
-      add(r, `odd rank out: ${m.why}`);
-    }
-  }
-  const outliers = (expandRanks(marks?.outliers ?? '') ?? []).slice(0, MAX_AXIS_MARKS);
-  for (const r of outliers) add(r, 'outlier: a queue shape at most 1% of the ranks share');
-  return { notRead, oddOut, outliers, why };
-}
 
 export function MatrixView({ url, setUrl, data }: ViewProps) {
   const snapshot = data.snapshot;
