@@ -92,6 +92,12 @@ describe('an agent dropout between snapshots', () => {
     expect(await tip.textContent()).toContain('(its receives are unknown)');
     expect(await tip.textContent()).toContain('no operations known');
     await screenshot(page, 'not-read-matrix-dropout');
+    // Its operations panel says the same instead of an empty list.
+    await canvas.click({ position: { x: 2.5 * unit, y: 1.5 * unit } });
+    expect((await page.getByTestId('cell-not-read').textContent())?.trim()).toBe(
+      '2 ranks not read: no agent answered (MQD_E_AGENT_MISSING): what their queues hold is unknown, not empty.',
+    );
+    await page.keyboard.press('Escape');
 
     // They come back; the job has not moved.
     live = await agents(s);

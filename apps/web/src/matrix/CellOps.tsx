@@ -1,5 +1,6 @@
 // The operations behind one matrix cell (or block, or strip segment): a linear scan of the
 // edge table, capped, each row linking to the matching order of the rank that holds it.
+import { notReadNote, snapshotReadStatus } from '@mqd/model';
 import { useMemo } from 'react';
 import type { LoadedSnapshot } from '../data.js';
 import { formatCount, formatOpSize, formatPeer, formatTag } from '../format.js';
@@ -41,6 +42,14 @@ export function CellOps({
   const { indices, total } = useMemo(() => edgesInCell(edges, filter, cell, LIMIT), [edges, filter, cell]);
   const unit = snapshot.mpi.lengthUnit;
   const n = edges.worldSize;
+  // Ranks of the cell's rows or columns whose queues were not read: their part is unknown.
+  const unread = useMemo(() => {
+    const inside = (r: number, start: number) => start !== ANY_PEER && r >= start && r < start + cell.size;
+    const ranks = snapshot.ranks.filter(
+      (r) => r.state.kind !== 'ok' && (inside(r.rank, cell.row) || inside(r.rank, cell.col)),
+    );
+    return ranks.length === 0 ? null : notReadNote(snapshotReadStatus({ ranks }));
+  }, [snapshot, cell]);
   return (
     <div className="cell-ops" data-testid="cell-ops">
       <header className="cell-ops-head">
@@ -60,8 +69,16 @@ export function CellOps({
         {formatCount(total)} operation{total === 1 ? '' : 's'}
         {total > indices.length && `, first ${formatCount(indices.length)} shown`}
       </p>
+      {unread && (
+        <p className="not-read-note" role="note" data-testid="cell-not-read">
+          <span className="swatch hatch" aria-hidden="true" /> {unread}: what their queues hold is unknown,
+          not empty.
+        </p>
+      )}
       {indices.length === 0 ? (
-        <p className="empty">No operations here with the current filters.</p>
+        <p className="empty">
+          {unread ? 'No operations known here.' : 'No operations here with the current filters.'}
+        </p>
       ) : (
         <table className="ops compact">
           <thead>
