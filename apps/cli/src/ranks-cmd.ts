@@ -1,10 +1,12 @@
 // `mqd ranks --attach PID [--method auto|mpir|process-tree] [--json]`
 // `mqd ranks --pid PID[:RANK] ... [--json]`
 import { parseArgs } from 'node:util';
-import { type MqdError, mqdError, type Result } from '@mqd/model';
+import { procCredentials } from '@mqd/core';
+import { type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import {
   attachStarter,
   type JobRanks,
+  localHost,
   METHOD_CHOICES,
   type MethodChoice,
   type PidTarget,
@@ -12,6 +14,7 @@ import {
   ranksFromPids,
   slurmRanks,
 } from '@mqd/mpir';
+import { locateAsOwner } from './locate-as-owner.js';
 import { parsePidArg } from './pid-arg.js';
 import { type Io, RANKS_USAGE } from './usage.js';
 
@@ -42,6 +45,22 @@ export function formatJobRanks(job: JobRanks): string {
     lines.push(`  ${row.map((cell, c) => (c < 3 ? cell.padEnd(widths[c] ?? 0) : cell)).join('  ')}`);
   for (const w of job.warnings) lines.push(`warning: ${w}`);
   return lines.join('\n');
+}
+
+/**
+ * attachStarter(pid) as the starter's owner. Run as root, a user's starter (its ELF and DWARF
+ * files, its memory, and the libpmix it maps, which the PMIx method loads) is read by a locate
+ * child that is that user (locate-as-owner.ts), never by root: a fake starter mapping its own
+ * "libpmix.so" once had its constructor run as root here (issue 27 audit, docs/root-paths.md).
+ * Root's own starter, and any starter when we are not root, are read in this process.
+ */
+async function attachForRanks(pid: number, method: MethodChoice): Promise<Result<JobRanks, MqdError>> {
+  const owner = procCredentials(pid)?.uids[0];
+  if (process.geteuid?.() !== 0 || owner === undefined || owner === 0) return attachStarter(pid, { method });
+  const located = await locateAsOwner(pid, localHost(), { method });
+  if (!located.ok) return located;
+  // The owner's answer as it listed it, with the warnings for local ranks of another uid.
+  return ok({ ...located.value.job, warnings: located.value.warnings });
 }
 
 export async function ranksCommand(argv: string[], io: Io): Promise<number> {
@@ -89,7 +108,7 @@ export async function ranksCommand(argv: string[], io: Io): Promise<number> {
     result = found.ok ? { ok: true, value: found.value.job } : found;
   } else if (values.attach !== undefined) {
     if (!/^\d+$/.test(values.attach)) return usage(io, `--attach takes a pid, got '${values.attach}'`);
-    result = attachStarter(Number(values.attach), { method });
+    result = await attachForRanks(Number(values.attach), method);
   } else {
     const targets: PidTarget[] = [];
     for (const p of pids) {

@@ -6,16 +6,23 @@
 // cores' names (locateCores).
 import {
   closeSync,
-  lstatSync,
+  constants,
+  fstatSync,
   openSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   readSync,
-  realpathSync,
-  statSync,
 } from 'node:fs';
-import { dirname } from 'node:path';
-import { procCredentials, procStartTime, rankFromCoreName, readCoreInfo } from '@mqd/core';
+import {
+  fileKind,
+  openDirNoFollow,
+  openFailure,
+  procCredentials,
+  procStartTime,
+  rankFromCoreName,
+  readCoreInfoFd,
+} from '@mqd/core';
 import { CLIP_MARK, clipText, err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import { type LocalHost, localHost, parseSlurmJob, slurmJobInfo, slurmRanks } from '@mqd/mpir';
 import {
@@ -109,13 +116,48 @@ export class MpirJobLocator implements JobLocator {
 
   /**
    * The cores of `dir` (a real path the agent has checked against its allowed roots): ranks
-   * from the capture manifest or the files' names (rank-N), each core's pid from its notes
-   * (headers only: memory is read later, by a reader running as the files' owner). A core
-   * that is a symlink must stay in `dir`. A core whose notes cannot be read keeps pid 1 and
-   * gets its coded error when the snapshot reads it.
+   * from the capture manifest or the files' names (rank-N), each core's pid and command from
+   * its notes (headers only: memory is read later, by a reader running as the files' owner).
+   * Root reads these headers, so nothing here follows a path twice (issue 27): the directory is
+   * held open (O_DIRECTORY|O_NOFOLLOW) and must still be at `dir`; the listing, the manifest and
+   * every core are reached through that descriptor; each core is opened once
+   * (O_NOFOLLOW|O_NONBLOCK: a symlink or FIFO put in its place is refused, never followed or
+   * waited on), checked on that descriptor (a regular file, all cores of one uid) and parsed
+   * through it. The uid returned is those cores' owner, which the agent compares with what the
+   * paths say after this (agent.ts): a core swapped in and out meanwhile fails there. A core
+   * whose notes cannot be parsed keeps pid 1 and gets its coded error when the snapshot reads it.
    */
   async locateCores(dir: string): Promise<Result<LocatedJob, MqdError>> {
-    const found = coresFromDir(dir);
+    let held: ReturnType<typeof openDirNoFollow>;
+    try {
+      held = openDirNoFollow(dir);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      const why =
+        code === 'ELOOP' || code === 'ENOTDIR' ? 'is a symbolic link or not a directory' : openFailure(e);
+      return err(mqdError('MQD_E_CORE_DIR_FORBIDDEN', `core directory ${dir} ${why}`));
+    }
+    try {
+      return this.coresIn(dir, held.fd, held.st.mtimeMs);
+    } finally {
+      closeSync(held.fd);
+    }
+  }
+
+  private coresIn(dir: string, dirFd: number, mtimeMs: number): Result<LocatedJob, MqdError> {
+    const at = `/proc/self/fd/${dirFd}`;
+    let now = '';
+    try {
+      now = readlinkSync(at);
+    } catch {
+      now = '';
+    }
+    // The descriptor's directory is the one the agent checked, not one swapped in above it.
+    if (now !== dir) {
+      return err(mqdError('MQD_E_CORE_DIR_FORBIDDEN', `core directory ${dir} moved while it was opened`));
+    }
+    const shown = (text: string) => text.replaceAll(at, dir);
+    const found = coresFromDir(at);
     if ('code' in found) {
       return err(
         found.code === 'MQD_E_USAGE'
@@ -123,48 +165,62 @@ export class MpirJobLocator implements JobLocator {
               'MQD_E_CORE_NO_RANK',
               `${dir} holds no core file (core, core.*, *.core) and no manifest.json`,
             )
-          : found,
+          : { ...found, message: shown(found.message) },
       );
     }
     const ranks: { rank: number; pid: number; host: string; core: string }[] = [];
     let command = '';
+    let uid: number | null = null;
     for (const c of found) {
+      const path = shown(c.path);
+      let fd: number;
       try {
-        if (lstatSync(c.path).isSymbolicLink() && dirname(realpathSync(c.path)) !== dir) {
-          return err(mqdError('MQD_E_CORE_DIR_FORBIDDEN', `${c.path} is a symlink out of ${dir}`));
-        }
-        // Only regular files are opened here (a FIFO named in a manifest would block the agent).
-        if (!statSync(c.path).isFile()) {
-          return err(mqdError('MQD_E_CORE_INVALID', `${c.path} is not a regular file`));
-        }
-      } catch {
-        return err(mqdError('MQD_E_CORE_INVALID', `cannot open ${c.path}: no such file or not readable`));
+        // c.path is `${at}/NAME`: NAME resolved in the held directory, never through a link.
+        fd = openSync(c.path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+      } catch (e) {
+        return err(mqdError('MQD_E_CORE_INVALID', `${path} ${openFailure(e)}`));
       }
-      const rank = c.rank ?? rankFromCoreName(c.path);
-      if (rank === null)
-        return err(mqdError('MQD_E_CORE_NO_RANK', `${c.path}: no rank in the manifest or the name`));
-      if (ranks.some((r) => r.rank === rank)) {
-        return err(mqdError('MQD_E_BAD_INPUT', `rank ${rank} has two cores in ${dir} (${c.path})`));
+      try {
+        const st = fstatSync(fd);
+        if (!st.isFile())
+          return err(mqdError('MQD_E_CORE_INVALID', `${path} is ${fileKind(st)}, not a regular file`));
+        if (uid !== null && st.uid !== uid) {
+          return err(
+            mqdError(
+              'MQD_E_BAD_INPUT',
+              `the cores belong to uids ${uid} and ${st.uid}: one directory is one user's job`,
+            ),
+          );
+        }
+        uid = st.uid;
+        const rank = c.rank ?? rankFromCoreName(path);
+        if (rank === null)
+          return err(mqdError('MQD_E_CORE_NO_RANK', `${path}: no rank in the manifest or the name`));
+        if (ranks.some((r) => r.rank === rank)) {
+          return err(mqdError('MQD_E_BAD_INPUT', `rank ${rank} has two cores in ${dir} (${path})`));
+        }
+        const info = readCoreInfoFd(fd, path);
+        if (info.ok && command === '') command = info.value.psargs || info.value.fname;
+        ranks.push({
+          rank,
+          pid: info.ok && info.value.pid > 0 ? info.value.pid : 1,
+          host: this.here.short,
+          core: path,
+        });
+      } finally {
+        closeSync(fd);
       }
-      const info = readCoreInfo(c.path);
-      if (info.ok && command === '') command = info.value.psargs || info.value.fname;
-      ranks.push({
-        rank,
-        pid: info.ok && info.value.pid > 0 ? info.value.pid : 1,
-        host: this.here.short,
-        core: c.path,
-      });
     }
     ranks.sort((a, b) => a.rank - b.rank);
-    const st = statSync(dir);
     return ok({
       ranks,
       method: 'cores',
-      uid: st.uid,
+      // The owner of the files read above (as fstat saw them), not of whatever the paths name later.
+      uid: uid ?? -1,
       command: `${ranks.length} core files${command === '' ? '' : ` of ${command}`}`,
       // The directory's modification time stands for a starter's start time (a new capture
       // into the same directory changes it).
-      starterStartTime: String(Math.trunc(st.mtimeMs)),
+      starterStartTime: String(Math.trunc(mtimeMs)),
       starterPid: ranks[0]?.pid ?? 1,
       coresDir: dir,
     });

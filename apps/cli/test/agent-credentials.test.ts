@@ -1,6 +1,7 @@
 // The agent's credential never comes from argv unless the user insists (with a warning), and a
 // token file that other users could read is refused.
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { hostAgentToken } from '@mqd/server';
@@ -37,6 +38,22 @@ describe('agent credentials', () => {
       expect(r.ok, mode.toString(8)).toBe(false);
       if (!r.ok) expect(r.message).toMatch(/chmod 600/);
     }
+  });
+
+  it('checks the file it reads, once opened: a FIFO is refused at once, a link is judged by its target', () => {
+    const d = mkdtempSync(join(tmpdir(), 'mqd-cred-'));
+    dirs.push(d);
+    const fifo = join(d, 'fifo');
+    execFileSync('mkfifo', ['-m', '600', fifo]);
+    // No writer ever comes: reading it by path would block this process for good.
+    expect(readSecretFile(fifo)).toEqual({ ok: false, message: `${fifo} is not a regular file` });
+    // The checks apply to the file read through the link (secret mounts are links), not the link.
+    const open = tokenFile(0o644);
+    symlinkSync(open, join(d, 'link'));
+    const r = readSecretFile(join(d, 'link'));
+    expect(r.ok ? '' : r.message).toMatch(/mode 644\): chmod 600/);
+    symlinkSync(tokenFile(0o600), join(d, 'link600'));
+    expect(readSecretFile(join(d, 'link600'))).toEqual({ ok: true, value: 'secret-token-0123456789' });
   });
 
   it('mqd agent refuses a group-readable --token-file and plain HTTP to another machine', async () => {

@@ -534,6 +534,17 @@ export function startAgent(opts: AgentOptions): AgentHandle {
     }
     const owner = coreFilesOwner(paths);
     if (!owner.ok) return owner;
+    // The locator read the cores' headers (their command line, pid) from files of uid
+    // r.value.uid; the job goes to the uid the paths name now. A core swapped in and back
+    // between the two (another user's, root's) must not hand its command line to this one.
+    if (r.value.uid >= 0 && r.value.uid !== owner.value) {
+      return err(
+        mqdError(
+          'MQD_E_CORE_INVALID',
+          `the cores of ${real.value} changed owner while they were located (uid ${r.value.uid}, now uid ${owner.value}): attach the directory again`,
+        ),
+      );
+    }
     return ok({
       ...r.value,
       uid: owner.value,

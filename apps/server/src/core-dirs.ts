@@ -33,21 +33,24 @@ export function resolveCoreDir(dir: string, roots: readonly string[]): Result<st
   if (!isAbsolute(dir) || dir.includes('\0') || dir.split('/').includes('..')) {
     return err(mqdError('MQD_E_BAD_INPUT', `core directory '${dir}' must be an absolute path without '..'`));
   }
-  let real: string;
-  try {
-    real = realpathSync.native(dir);
-  } catch {
-    return err(mqdError('MQD_E_NOT_FOUND', `no core directory ${dir} here`));
-  }
   const allowed = roots.map(realDir).filter((r): r is string => r !== null);
-  if (!allowed.some((r) => inside(real, r))) {
-    return err(
+  const forbidden = () =>
+    err(
       mqdError(
         'MQD_E_CORE_DIR_FORBIDDEN',
         `core directory ${dir} is not inside a directory the admin allows (${allowed.join(', ') || 'none exists'})`,
       ),
     );
+  let real: string;
+  try {
+    real = realpathSync.native(dir);
+  } catch {
+    // Root resolves the path: "not found" only inside a root, so that the answer never tells a
+    // user whether a path elsewhere (in a directory they cannot search) exists.
+    if (![...roots, ...allowed].some((r) => inside(dir, r))) return forbidden();
+    return err(mqdError('MQD_E_NOT_FOUND', `no core directory ${dir} here`));
   }
+  if (!allowed.some((r) => inside(real, r))) return forbidden();
   let isDir = false;
   try {
     isDir = statSync(real).isDirectory();

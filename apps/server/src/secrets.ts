@@ -1,29 +1,48 @@
 // Credentials of `mqd serve` and `mqd agent`: read from files with strict rules, and gone from
 // the environment once read. Node builtins only: the agent (`@mqd/server/agent`) uses it too.
-import { readFileSync, statSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
+
+/** A credential file longer than this is not one (a token is tens of bytes). */
+const MAX_SECRET_FILE_BYTES = 64 * 1024;
 
 /**
  * A credential file: owned by us (root), not readable or writable by group or others, so no
- * other user of the node can read the token it holds.
+ * other user of the node can read the token it holds. Opened once (without blocking on a FIFO)
+ * and checked on that descriptor, so the file read is the file checked, not one swapped in at
+ * its path after the check (issue 27 audit, docs/root-paths.md).
  */
 export function readSecretFile(path: string): { ok: true; value: string } | { ok: false; message: string } {
-  let st: ReturnType<typeof statSync>;
+  let fd: number;
   try {
-    st = statSync(path);
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (e) {
     return { ok: false, message: `cannot read ${path}: ${(e as Error).message}` };
   }
-  if ((st.mode & 0o077) !== 0) {
-    return {
-      ok: false,
-      message: `${path} is readable or writable by group or others (mode ${(st.mode & 0o777).toString(8)}): chmod 600 ${path}`,
-    };
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) return { ok: false, message: `${path} is not a regular file` };
+    if ((st.mode & 0o077) !== 0) {
+      return {
+        ok: false,
+        message: `${path} is readable or writable by group or others (mode ${(st.mode & 0o777).toString(8)}): chmod 600 ${path}`,
+      };
+    }
+    if (typeof process.getuid === 'function' && st.uid !== process.getuid()) {
+      return { ok: false, message: `${path} belongs to uid ${st.uid}, not to this process: chown it` };
+    }
+    const buf = Buffer.alloc(MAX_SECRET_FILE_BYTES + 1);
+    let n = 0;
+    for (let got = -1; got !== 0 && n < buf.length; n += got)
+      got = readSync(fd, buf, n, buf.length - n, null);
+    if (n > MAX_SECRET_FILE_BYTES)
+      return { ok: false, message: `${path} is larger than ${MAX_SECRET_FILE_BYTES} bytes` };
+    const v = buf.subarray(0, n).toString('utf8').trim();
+    return v.length === 0 ? { ok: false, message: `${path} is empty` } : { ok: true, value: v };
+  } catch (e) {
+    return { ok: false, message: `cannot read ${path}: ${(e as Error).message}` };
+  } finally {
+    closeSync(fd);
   }
-  if (typeof process.getuid === 'function' && st.uid !== process.getuid()) {
-    return { ok: false, message: `${path} belongs to uid ${st.uid}, not to this process: chown it` };
-  }
-  const v = readFileSync(path, 'utf8').trim();
-  return v.length === 0 ? { ok: false, message: `${path} is empty` } : { ok: true, value: v };
 }
 
 /** The names of the variables that hold (or name the file of) a credential of MQD's. */

@@ -145,6 +145,16 @@ describe('core directory path checks', () => {
     expect(json(res)).toMatchObject({ code: 'MQD_E_NOT_FOUND' });
   });
 
+  it('does not tell whether a path outside the roots exists (root resolves it)', async () => {
+    const { s, alice } = await setup([allowed]);
+    // One directory root can see and the user cannot, one that does not exist: the same answer.
+    for (const dir of [join(outside, 'alice-job'), join(outside, 'no-such-job')]) {
+      const res = await attach(s, alice, dir);
+      expect(res.statusCode, dir).toBe(403);
+      expect(json(res)).toMatchObject({ code: 'MQD_E_CORE_DIR_FORBIDDEN' });
+    }
+  });
+
   it('the agent re-checks against its own roots, whatever the aggregator allowed', async () => {
     const { s, alice } = await setup([base], [join(allowed, 'bob-job')]);
     const res = await attach(s, alice, join(allowed, 'alice-job'));
@@ -189,6 +199,43 @@ describe('core directory ownership', () => {
     const res = await attach(s, s.admin, join(allowed, 'mixed-job'));
     expect(res.statusCode).toBe(400);
     expect(json<{ message: string }>(res).message).toMatch(/uids 1000 and 2000/);
+  });
+
+  it("refuses a job whose cores the locator read as another uid's than the paths now say (swapped in and back)", async () => {
+    // The real locator reads each core's headers (its command line) through one descriptor and
+    // returns that file's owner; a core swapped for root's while it read, and back before the
+    // agent's own check by path, shows as this disagreement (docs/root-paths.md).
+    const s = await startServer({ coreDirs: [allowed] });
+    cleanup.push(() => s.close());
+    const base = withFakeCores(null);
+    const agent = startAgent({
+      serverUrl: s.url,
+      token: AGENT_TOKEN,
+      host: 'node0',
+      agentId: 'node0',
+      reader: createFakeReader({ worldSize: 3 }),
+      locator: {
+        ...base,
+        async locateCores(dir: string) {
+          const r = await base.locateCores?.(dir);
+          if (!r?.ok) throw new Error('the fake locator found no cores');
+          return { ok: true, value: { ...r.value, uid: 0, command: "2 core files of root's secret" } };
+        },
+      },
+      coreDirs: [allowed],
+    });
+    cleanup.push(() => agent.dispose());
+    await agent.whenConnected();
+    const alice = await createUser(s.app, 'alice', 1000);
+    const res = await attach(s, alice, join(allowed, 'alice-job'));
+    expect(res.statusCode, res.body).toBe(422);
+    expect(json(res)).toMatchObject({ code: 'MQD_E_CORE_INVALID' });
+    expect(json<{ message: string }>(res).message).toMatch(
+      /changed owner while they were located \(uid 0, now uid 1000\)/,
+    );
+    expect(res.body).not.toContain('secret');
+    const jobs = await s.app.inject({ url: '/api/jobs', headers: s.admin });
+    expect(jobs.body).not.toContain('alice-job');
   });
 
   it('names a directory without cores', async () => {

@@ -47,6 +47,7 @@ export {
   coreBuildIdAt,
   readCoreBytes,
   readCoreInfo,
+  readCoreInfoFd,
 } from './target/core-file.js';
 export { type CoreOpenOptions, OpenedCore } from './target/core-image.js';
 export { type CoreWriteOptions, type CoreWritten, writeCore } from './target/core-writer.js';

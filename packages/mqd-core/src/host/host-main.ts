@@ -187,10 +187,18 @@ function readCore(
   }
 }
 
-function coreOptions(ref: CoreRef): { exe?: string; sysroot?: string } {
+/**
+ * A reader root started as someone (switched) reads only cores of that uid: root chose the
+ * identity from the path's owner, and the file there may have been replaced since (issue 27).
+ */
+const coreOwner =
+  credentials !== null && process.env['MQD_READER_SWITCHED'] === '1' ? credentials.uid : undefined;
+
+function coreOptions(ref: CoreRef): { exe?: string; sysroot?: string; owner?: number } {
   return {
     ...(ref.exe !== undefined ? { exe: ref.exe } : {}),
     ...(ref.sysroot !== undefined ? { sysroot: ref.sysroot } : {}),
+    ...(coreOwner !== undefined ? { owner: coreOwner } : {}),
   };
 }
 

@@ -112,13 +112,24 @@ export function readCoreInfo(path: string): Result<CoreInfo, MqdError> {
   }
   try {
     if (!fstatSync(fd).isFile()) return invalid(path, 'not a regular file');
+    return readCoreInfoFd(fd, path);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * readCoreInfo of a core the caller already opened and checked (fstat: a regular file, its
+ * owner): read through that descriptor, so what is parsed is the file that was checked, not
+ * whatever the path names by now. `path` only names it in messages. The caller closes `fd`.
+ */
+export function readCoreInfoFd(fd: number, path: string): Result<CoreInfo, MqdError> {
+  try {
     return parse(path, fd);
   } catch (e) {
     // A read error of an open file (EIO, EISDIR): the file is not usable as a core.
     const x = e as NodeJS.ErrnoException;
     return invalid(path, `cannot read (${x.code ?? ''} ${x.message})`);
-  } finally {
-    closeSync(fd);
   }
 }
 

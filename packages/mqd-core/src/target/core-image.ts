@@ -21,6 +21,12 @@ export interface CoreOpenOptions {
   readonly exe?: string;
   /** A directory that holds the job's files under their original paths (`--sysroot`). */
   readonly sysroot?: string;
+  /**
+   * The uid the core file must belong to (checked on the open descriptor): a reader that root
+   * started as a core's owner reads only that owner's file, never one swapped in after root
+   * chose the owner from the path (a user's core parsed, and its DLL loaded, by a root reader).
+   */
+  readonly owner?: number;
 }
 
 /** A mapped file the core cannot be read with, and why. */
@@ -87,6 +93,15 @@ export class OpenedCore {
     if (!st.isFile()) {
       closeSync(fd);
       return err(mqdError('MQD_E_CORE_INVALID', `${path} is not a regular file`));
+    }
+    if (opts.owner !== undefined && st.uid !== opts.owner) {
+      closeSync(fd);
+      return err(
+        mqdError(
+          'MQD_E_FOREIGN_PROCESS',
+          `${path} belongs to uid ${st.uid}, but this reader was started for uid ${opts.owner}'s cores: not read (was the file replaced?)`,
+        ),
+      );
     }
     const parsed = readCoreInfo(`/proc/self/fd/${fd}`);
     if (!parsed.ok) {
