@@ -20,11 +20,12 @@ beforeAll(async () => {
   lib = join(a.dir, 'libpmix.so');
   copyFileSync(a.evil, lib);
   chownSync(lib, NOBODY, NOBODY);
-  // A shell of the user's that maps it (preloaded) and stays that process.
+  // A process of the user's that maps it (preloaded) from start to end: the shell, then the
+  // sleep it execs in the same pid (killed with it, nothing left behind).
   starter = await startProcess([
     'sh',
     '-c',
-    `exec env LD_PRELOAD=${lib} sh -c 'echo FAKE_READY; while :; do sleep 600; done'`,
+    `exec env LD_PRELOAD=${lib} sh -c 'echo FAKE_READY; exec sleep 600'`,
   ]);
 }, 60_000);
 
