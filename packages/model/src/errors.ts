@@ -40,7 +40,7 @@ export const ERROR_HINTS = {
   MQD_E_DLL_CRASHED:
     'the DLL crashed on this process; this snapshot is lost but the agent restarted the DLL host, so take another; report the MPI version if it repeats',
   MQD_E_READER_KILLED:
-    'the reader process was killed from outside (a signal MQD did not send: SIGKILL from the OOM killer or an admin); this snapshot is lost, take it again (if it repeats, check the node\'s memory and `dmesg`)',
+    "the reader process was killed from outside (a signal MQD did not send: SIGKILL from the OOM killer or an admin); this snapshot is lost, take it again (if it repeats, check the node's memory and `dmesg`)",
   MQD_E_DLL_TIMEOUT:
     'the DLL did not answer in time (likely looping on corrupt queues); this snapshot is lost, take another',
   MQD_E_DLL_POLICY:
