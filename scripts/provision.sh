@@ -15,7 +15,9 @@
 #      $MQD_OPENMP_PREFIX (default $MQD_MPI_CACHE/llvm-openmp-16.0.6), beside the MPI builds
 #   4. node modules (npm ci / npm install)
 # A second run does nothing: each step checks a stamp or the installed state first.
-# Usage: scripts/provision.sh [--no-node] [--only-apt]
+# Usage: scripts/provision.sh [--no-node] [--only-apt] [--only MPI[,MPI...]] [--no-openmp]
+#   --only openmpi|mpich|mpichch4|openmpi5|mpich42: build just those MPI builds (the demo's first
+#   run builds only the one it runs: npm run demo); --no-openmp: skip the OpenMP runtime.
 # MQD_MPICH42_TARBALL=/path/mpich-4.2.1.tar.gz uses that upstream tarball when the archive's
 # mirror does not serve trixie's mpich source (docs/mpi-facts.md, "Open MPI 5.0.7 and MPICH 4.2.1").
 # MQD_OPENMP_TARBALL=/path/llvm-toolchain-16_16.0.6.orig.tar.xz skips downloading that (136 MB).
@@ -38,14 +40,26 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 log() { printf '[provision] %s\n' "$*" >&2; }
 t0=$(date +%s)
 
-want_node=1; only_apt=0
-for a in "$@"; do
-  case "$a" in
+want_node=1; only_apt=0; only=all; want_openmp=1
+while [ $# -gt 0 ]; do
+  case "$1" in
     --no-node) want_node=0 ;;
     --only-apt) only_apt=1 ;;
-    *) echo "MQD_E_USAGE: unknown option $a (use --no-node or --only-apt)" >&2; exit 2 ;;
+    --no-openmp) want_openmp=0 ;;
+    --only)
+      [ $# -ge 2 ] || { echo "MQD_E_USAGE: --only needs a list of MPI builds (openmpi,mpich,mpichch4,openmpi5,mpich42)" >&2; exit 2; }
+      for m in ${2//,/ }; do
+        case "$m" in openmpi|mpich|mpichch4|openmpi5|mpich42) ;;
+          *) echo "MQD_E_USAGE: --only $m: not an MPI build (use openmpi, mpich, mpichch4, openmpi5 or mpich42)" >&2; exit 2 ;;
+        esac
+      done
+      only=",$2,"; shift ;;
+    *) echo "MQD_E_USAGE: unknown option $1 (use --no-node, --only-apt, --only MPI[,MPI...] or --no-openmp)" >&2; exit 2 ;;
   esac
+  shift
 done
+# wanted NAME: this run provisions the MPI build NAME (all of them unless --only names others).
+wanted() { [ "$only" = all ] || [[ "$only" == *",$1,"* ]]; }
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -66,7 +80,9 @@ apt_update() { if [ $apt_updated = 0 ]; then as_root apt-get update -qq; apt_upd
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing Debian packages: ${missing[*]}"
   apt_update
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # debconf's "delaying package configuration" notice is expected on a minimal image: not shown.
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" 2>&1 >/dev/null \
+    | { grep -v '^debconf: delaying package configuration' || true; } >&2
 else
   log "Debian packages: all present"
 fi
@@ -138,6 +154,14 @@ fetch_orig() {
 
 # The stamp's second line: the configure arguments a build was made with, one line.
 stamp_line() { printf 'configure %s\n' "$*"; }
+# CPU time each build took on this kind of machine (stop 25's /proc sampling; README cost
+# table): an estimate to print, wall time is about this over the cores it gets.
+build_cpu_minutes() {
+  case "$1" in
+    openmpi-4.1.4) echo 7 ;; mpich-4.0.2) echo 5 ;; mpich-4.0.2-ch4) echo 8 ;;
+    openmpi-5.0.7) echo 10 ;; mpich-4.2.1) echo 25 ;; *) echo '?' ;;
+  esac
+}
 
 # build NAME VERSION TARBALL CONFIGURE_ARGS...   (runs in the background, up to four at once,
 # each with make -j$BUILD_JOBS)
@@ -147,8 +171,11 @@ build_mpi() {
   local work b0
   work="$MQD_MPI_CACHE/build/$name-$ver"
   rm -rf "$work" "$prefix"; mkdir -p "$work"
-  log "$name $ver: building from $(basename "$tarball") into $prefix (logs: $work/build.log)"
+  log "$name $ver: building from $(basename "$tarball") into $prefix (~$(build_cpu_minutes "$name-$ver") CPU-minutes; logs: $work/build.log)"
   b0=$(date +%s)
+  # A line a minute while it builds, so a first run never looks stuck.
+  ( while sleep 60 </dev/null >/dev/null 2>&1; do log "$name $ver: still building, $(( ($(date +%s) - b0) / 60 )) min so far"; done ) &
+  local ticker=$!
   tar -xf "$tarball" -C "$work" --strip-components=1
   (
     cd "$work"
@@ -156,7 +183,8 @@ build_mpi() {
     ./configure --prefix="$prefix" "$@" >>build.log 2>&1 \
       && make -j"$BUILD_JOBS" >>build.log 2>&1 \
       && make install >>build.log 2>&1
-  ) || { echo "MQD_E_PROVISION: $name build failed; see the end of $work/build.log" >&2; tail -n 30 "$work/build.log" >&2; exit 1; }
+  ) || { kill "$ticker" 2>/dev/null; echo "MQD_E_PROVISION: $name build failed; see the end of $work/build.log" >&2; tail -n 30 "$work/build.log" >&2; exit 1; }
+  kill "$ticker" 2>/dev/null || true
   { date -u +%FT%TZ; stamp_line "$@"; } >"$stamp"
   rm -rf "$work"
   log "$name $ver: built in $(( $(date +%s) - b0 )) s"
@@ -217,7 +245,9 @@ if ! flock -n 9; then
 fi
 # The OpenMP runtime builds in the background beside the MPI builds (its own pid in pids).
 pids=()
-if [ -f "$OPENMP_PREFIX/.mqd-built" ]; then
+if [ $want_openmp = 0 ]; then
+  :
+elif [ -f "$OPENMP_PREFIX/.mqd-built" ]; then
   log "llvm-openmp $OPENMP_VERSION: present in $OPENMP_PREFIX; nothing to build"
 else
   openmp_tar=${MQD_OPENMP_TARBALL:-}
@@ -287,13 +317,14 @@ built() {
   return 1
 }
 need_ompi=0; need_mpich=0; need_ompi5=0; need_mpich42=0; need_mpichch4=0
-built openmpi "$OMPI_VERSION" "${OMPI_ARGS[@]}" || need_ompi=1
-built mpich "$MPICH_VERSION" "${MPICH_ARGS[@]}" || need_mpich=1
-built openmpi "$OMPI5_VERSION" "${OMPI5_ARGS[@]}" || need_ompi5=1
-built mpich "$MPICH42_VERSION" "${MPICH42_ARGS[@]}" || need_mpich42=1
-built mpich "$MPICH_CH4_VERSION" "${MPICH_CH4_ARGS[@]}" || need_mpichch4=1
+wanted openmpi && { built openmpi "$OMPI_VERSION" "${OMPI_ARGS[@]}" || need_ompi=1; }
+wanted mpich && { built mpich "$MPICH_VERSION" "${MPICH_ARGS[@]}" || need_mpich=1; }
+wanted openmpi5 && { built openmpi "$OMPI5_VERSION" "${OMPI5_ARGS[@]}" || need_ompi5=1; }
+wanted mpich42 && { built mpich "$MPICH42_VERSION" "${MPICH42_ARGS[@]}" || need_mpich42=1; }
+wanted mpichch4 && { built mpich "$MPICH_CH4_VERSION" "${MPICH_CH4_ARGS[@]}" || need_mpichch4=1; }
 todo=$((need_ompi + need_mpich + need_ompi5 + need_mpich42 + need_mpichch4))
 all_builds="openmpi-$OMPI_VERSION, mpich-$MPICH_VERSION, openmpi-$OMPI5_VERSION, mpich-$MPICH42_VERSION, mpich-$MPICH_CH4_VERSION"
+[ "$only" = all ] || all_builds="the ones asked for: ${only//,/ }"
 if [ $todo = 0 ]; then
   log "MPI builds: present in $MQD_MPI_CACHE ($all_builds); nothing to build"
 else
@@ -304,7 +335,7 @@ else
 BUILD_JOBS=$(( (2 * JOBS + todo - 1) / todo ))
 [ "$BUILD_JOBS" -ge 1 ] || BUILD_JOBS=1
 ensure_deb_src
-ensure_trixie_src
+[ $((need_ompi5 + need_mpich42)) = 0 ] || ensure_trixie_src
 apt_update
 if [ $need_ompi = 1 ]; then
   ompi_tar=$(fetch_orig openmpi "$OMPI_VERSION")
