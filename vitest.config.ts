@@ -26,7 +26,11 @@ export default defineConfig({
           name: 'unit',
           include: ['packages/*/test/**/*.test.ts', 'apps/*/test/**/*.test.ts'],
           exclude: ['**/*.mpi.test.ts', '**/node_modules/**'],
-          testTimeout: 20_000,
+          // The attacker tests start `mqd serve`, agents and readers from the sources (tsx) and
+          // compile their fakes with cc: seconds on an idle machine, several times that on a
+          // loaded one. A hung test still fails, a minute later.
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
         },
       },
       {
