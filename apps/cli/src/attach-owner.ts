@@ -6,7 +6,7 @@
 // before anything stops it. Root's own starter is root's job (read in this process, as before).
 import { procCredentials, type SnapshotTarget } from '@mqd/core';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
-import { attachStarter, type JobRanks, localHost, localTargets } from '@mqd/mpir';
+import { attachStarter, type JobRanks, localHost, localRanks } from '@mqd/mpir';
 import { locateAsOwner } from './locate-as-owner.js';
 
 export interface AttachedJob {
@@ -41,16 +41,9 @@ export async function attachAsOwner(starterPid: number): Promise<Result<Attached
     if (!found.ok) return found;
     job = found.value;
   }
-  const local = localTargets(job, here.short);
-  if (local.length === 0) {
-    return err(
-      mqdError(
-        'MQD_E_NO_RANKS',
-        `none of the ${job.ranks.length} ranks of starter ${starterPid} runs on this host (${here.short}; hosts: ${Object.keys(job.byHost).join(', ')}); run the agent there`,
-      ),
-    );
-  }
-  const remote = job.ranks.length - local.length;
+  const split = localRanks(job, starterPid, here.short);
+  if (!split.ok) return split;
+  const { local, warnings } = split.value;
   return ok({
     job,
     // Every local rank the starter lists goes on, a foreign one too: the Snapshotter refuses
@@ -61,9 +54,6 @@ export async function attachAsOwner(starterPid: number): Promise<Result<Attached
     }),
     ownerUid,
     ownerGid,
-    warnings: [
-      ...job.warnings,
-      ...(remote > 0 ? [`${remote} ranks run on other hosts and are not in this snapshot`] : []),
-    ],
+    warnings,
   });
 }

@@ -30,6 +30,7 @@ import {
   type LocatedJob,
   MAX_COMMAND_CHARS,
   MAX_SEEN_JOBS,
+  otherOwner,
   type SeenStarter,
 } from '@mqd/server/agent';
 import { coresFromDir } from './core-args.js';
@@ -184,14 +185,8 @@ export class MpirJobLocator implements JobLocator {
         const st = fstatSync(fd);
         if (!st.isFile())
           return err(mqdError('MQD_E_CORE_INVALID', `${path} is ${fileKind(st)}, not a regular file`));
-        if (uid !== null && st.uid !== uid) {
-          return err(
-            mqdError(
-              'MQD_E_BAD_INPUT',
-              `the cores belong to uids ${uid} and ${st.uid}: one directory is one user's job`,
-            ),
-          );
-        }
+        const mixed = otherOwner(uid, st.uid);
+        if (mixed) return err(mixed);
         uid = st.uid;
         const rank = c.rank ?? rankFromCoreName(path);
         if (rank === null)

@@ -1,6 +1,6 @@
 // The built `mqd` as a user runs it, for the CLI tests: exit code, stdout and stderr, never a
 // rejection (a failing command is what several tests check).
-import { execFile } from 'node:child_process';
+import { type ChildProcess, execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
@@ -21,4 +21,19 @@ export async function mqd(args: readonly string[], env?: NodeJS.ProcessEnv): Pro
     const x = e as { code?: number; stdout?: string; stderr?: string };
     return { code: x.code ?? -1, out: x.stdout ?? '', err: x.stderr ?? '' };
   }
+}
+
+/** The URL a started `mqd serve` child prints once it listens; rejects if it exits first. */
+export function servedUrl(child: ChildProcess): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    let out = '';
+    const onData = (d: Buffer) => {
+      out += d.toString();
+      const m = /aggregator at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+      if (m?.[1]) resolve(m[1]);
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.on('exit', (code) => reject(new Error(`mqd serve exited (${code}) before listening: ${out}`)));
+  });
 }

@@ -14,6 +14,7 @@ import { type Attacker, buildAttacker, NOBODY, type Started, startProcess } from
 import { configHelp, dropSecretsFromEnv, loadConfig } from '@mqd/server';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { agentCommand } from '../src/agent-cmd.js';
+import { servedUrl } from './run-mqd.js';
 
 const SECRETS = {
   MQD_ADMIN_TOKEN: 'admin-secret-0123456789abcdef-serve',
@@ -141,17 +142,7 @@ describe('mqd serve as root with the three tokens in its environment, attacked b
       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...SECRETS } },
     );
     server = child;
-    return new Promise<string>((resolve, reject) => {
-      let out = '';
-      const onData = (d: Buffer) => {
-        out += d.toString();
-        const m = /aggregator at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-        if (m?.[1]) resolve(m[1]);
-      };
-      child.stdout?.on('data', onData);
-      child.stderr?.on('data', onData);
-      child.on('exit', (code) => reject(new Error(`mqd serve exited (${code}) before listening: ${out}`)));
-    });
+    return servedUrl(child);
   }
 
   it("the user's library, loaded by the snapshot's reader, finds none of them; the server still uses them", async () => {

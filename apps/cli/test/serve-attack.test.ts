@@ -8,7 +8,6 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import {
   type Attacker,
   buildAttacker,
@@ -18,8 +17,8 @@ import {
   watchPid,
 } from '@mqd/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MQD, servedUrl } from './run-mqd.js';
 
-const MQD = fileURLToPath(new URL('../bin/mqd.js', import.meta.url));
 const ADMIN = 'attack-test-admin-token-0123456789abcdef';
 
 interface Server {
@@ -35,17 +34,7 @@ async function startServe(): Promise<Server> {
     [MQD, 'serve', '--port', '0', '--host', '127.0.0.1', '--data-dir', join(dir, 'data')],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, MQD_ADMIN_TOKEN: ADMIN } },
   );
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const onData = (d: Buffer) => {
-      out += d.toString();
-      const m = /aggregator at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m?.[1]) resolve(m[1]);
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`mqd serve exited (${code}) before listening: ${out}`)));
-  });
+  const url = await servedUrl(child);
   return { url, child, dir };
 }
 

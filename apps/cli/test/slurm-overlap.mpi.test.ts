@@ -29,7 +29,7 @@ import {
   waitFor,
 } from '@mqd/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MQD } from './run-mqd.js';
+import { MQD, servedUrl } from './run-mqd.js';
 
 const ADMIN = 'admin-token-for-the-slurm-overlap-test-0123456789';
 const SECRET = 'agent-secret-for-the-slurm-overlap-test-0123456789';
@@ -57,17 +57,7 @@ async function startServe(): Promise<Serve> {
       env: { ...process.env, MQD_ADMIN_TOKEN: ADMIN, MQD_AGENT_TOKEN: SECRET },
     },
   );
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const onData = (d: Buffer) => {
-      out += d.toString();
-      const m = /aggregator at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m?.[1]) resolve(m[1]);
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`mqd serve exited (${code}) before listening: ${out}`)));
-  });
+  const url = await servedUrl(child);
   return { url, child, dir };
 }
 

@@ -4,6 +4,6 @@
 export * from './agent.js';
 export * from './agent-protocol.js';
 export { isLoopback } from './config.js';
-export { coreFileAllowed, coreFilesOwner, resolveCoreDir } from './core-dirs.js';
+export { coreFileAllowed, coreFilesOwner, otherOwner, resolveCoreDir } from './core-dirs.js';
 export * from './seams.js';
 export { dropSecretsFromEnv, readSecretFile, SECRET_ENV_NAME } from './secrets.js';

@@ -62,6 +62,18 @@ export function resolveCoreDir(dir: string, roots: readonly string[]): Result<st
 }
 
 /**
+ * MQD_E_BAD_INPUT when a core directory's file is owned by `fileUid`, not by the `uid` owning
+ * the files before it (null: it is the first); cores of several users are not one job.
+ */
+export function otherOwner(uid: number | null, fileUid: number): MqdError | null {
+  if (uid === null || fileUid === uid) return null;
+  return mqdError(
+    'MQD_E_BAD_INPUT',
+    `the cores belong to uids ${uid} and ${fileUid}: one directory is one user's job`,
+  );
+}
+
+/**
  * The one uid owning every file (the directory's cores, its manifest): cores of several users
  * are not one job. A file that vanished or is not a regular file is refused with MQD_E_CORE_INVALID.
  */
@@ -75,14 +87,8 @@ export function coreFilesOwner(paths: readonly string[]): Result<number, MqdErro
       return err(mqdError('MQD_E_CORE_INVALID', `cannot open ${p}: no such file or not readable`));
     }
     if (!st.isFile()) return err(mqdError('MQD_E_CORE_INVALID', `${p} is not a regular file`));
-    if (uid !== null && st.uid !== uid) {
-      return err(
-        mqdError(
-          'MQD_E_BAD_INPUT',
-          `the cores belong to uids ${uid} and ${st.uid}: one directory is one user's job`,
-        ),
-      );
-    }
+    const mixed = otherOwner(uid, st.uid);
+    if (mixed) return err(mixed);
     uid = st.uid;
   }
   if (uid === null) return err(mqdError('MQD_E_NO_RANKS', 'the core directory holds no core file'));

@@ -44,6 +44,8 @@ export {
 } from './slurm.js';
 export {
   type AttachedSnapshot,
+  type LocalRanks,
+  localRanks,
   localTargets,
   type SnapshotAttachOptions,
   snapshotAttach,

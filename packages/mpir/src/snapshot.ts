@@ -23,6 +23,41 @@ export function localTargets(job: JobRanks, hostShort: string = localHost().shor
   return [...(job.byHost[hostShort] ?? [])];
 }
 
+export interface LocalRanks {
+  /** The ranks of the job on this host (never empty). */
+  readonly local: RankEntry[];
+  /** How many run on other hosts. */
+  readonly remote: number;
+  /** The job's warnings, plus one naming the ranks on other hosts when there are any. */
+  readonly warnings: readonly string[];
+}
+
+/**
+ * The ranks of starter `starterPid`'s `job` on this host, the others named in the warnings (an
+ * agent on their host reads them); MQD_E_NO_RANKS when none runs here.
+ */
+export function localRanks(
+  job: JobRanks,
+  starterPid: number,
+  hostShort: string,
+): Result<LocalRanks, MqdError> {
+  const local = localTargets(job, hostShort);
+  if (local.length === 0) {
+    return err(
+      mqdError(
+        'MQD_E_NO_RANKS',
+        `none of the ${job.ranks.length} ranks of starter ${starterPid} runs on this host (${hostShort}; hosts: ${Object.keys(job.byHost).join(', ')}); run the agent there`,
+      ),
+    );
+  }
+  const remote = job.ranks.length - local.length;
+  const warnings =
+    remote > 0
+      ? [...job.warnings, `${remote} ranks run on other hosts and are not in this snapshot`]
+      : job.warnings;
+  return ok({ local, remote, warnings });
+}
+
 export async function snapshotAttach(
   starterPid: number,
   opts: SnapshotAttachOptions = {},
@@ -31,23 +66,10 @@ export async function snapshotAttach(
   const found = attachStarter(starterPid, { ...opts, here });
   if (!found.ok) return found;
   const job = found.value;
-  const local = localTargets(job, here.short);
-  if (local.length === 0) {
-    return err(
-      mqdError(
-        'MQD_E_NO_RANKS',
-        `none of the ${job.ranks.length} ranks of starter ${starterPid} runs on this host (${here.short}; hosts: ${Object.keys(job.byHost).join(', ')}); run the agent there`,
-      ),
-    );
-  }
-  const remote = job.ranks.length - local.length;
-  const withRemote: JobRanks =
-    remote > 0
-      ? {
-          ...job,
-          warnings: [...job.warnings, `${remote} ranks run on other hosts and are not in this snapshot`],
-        }
-      : job;
+  const split = localRanks(job, starterPid, here.short);
+  if (!split.ok) return split;
+  const { local, remote, warnings } = split.value;
+  const withRemote: JobRanks = remote > 0 ? { ...job, warnings } : job;
   const snapshotter = opts.snapshotter ?? new Snapshotter();
   try {
     const result = await snapshotter.snapshot(
