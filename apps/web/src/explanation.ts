@@ -1,6 +1,7 @@
 // One explanation per snapshot (explainSnapshot of @mqd/model), shared by the diagnosis panel
-// and the matrix (which outlines the deadlock cycles), computed once after the first paint.
-import { type Explanation, edgeCell, explainSnapshot, type JobSnapshot, type Verdict } from '@mqd/model';
+// and the matrix (which outlines the deadlock cycles through the model's cycleMarks), computed
+// once after the first paint.
+import { type Explanation, explainSnapshot, type JobSnapshot, type Verdict } from '@mqd/model';
 import { type Computed, deferred, useDeferred } from './deferred.js';
 
 export type ExplanationResult = Computed<Explanation>;
@@ -14,24 +15,6 @@ export function explanationOf(snapshot: JobSnapshot): ExplanationResult {
 
 export function useExplanation(snapshot: JobSnapshot): ExplanationResult | null {
   return useDeferred(explanations, snapshot);
-}
-
-/** At most this many cycle cells are outlined (a 16,384-rank ring has 16,384). */
-const MAX_CYCLE_CELLS = 20_000;
-
-/** The matrix cells (sender row, receiver column) of the deadlock cycles' edges (see edgeCell). */
-export function cycleCells(e: ExplanationResult | null): { row: number; col: number }[] {
-  if (!e || 'failed' in e || !e.deadlock) return [];
-  const out: { row: number; col: number }[] = [];
-  for (const c of e.deadlock.cycles) {
-    for (const edge of c.edges) {
-      if (out.length >= MAX_CYCLE_CELLS) return out;
-      // A wait inside a collective is no message between the two ranks: no cell to outline.
-      const cell = edgeCell(edge);
-      if (cell !== null) out.push(cell);
-    }
-  }
-  return out;
 }
 
 const VERDICT_LABEL: Record<Verdict, string> = {
