@@ -5,6 +5,7 @@ export * from './assert.js';
 export * from './brand.js';
 export * from './disposable.js';
 export * from './errors.js';
+export * from './mpi/index.js';
 export * from './rank-not-read.js';
 export * from './result.js';
 export * from './snapshot-spec.js';

@@ -16,6 +16,7 @@
 //   (__kmpc_omp_taskwait) says it waits.
 // Every rank also has an MPI progress thread the OpenMP runtime does not list.
 import { assertUnreachable } from './assert.js';
+import { publicMpiName } from './mpi/frames.js';
 import type { Frame, JobSnapshot, OmpThread, RankSnapshot, ThreadStack } from './snapshot-spec.js';
 
 export type OpenMpScenario = 'single-recv' | 'lock-deadlock' | 'nested' | 'taskwait';
@@ -37,8 +38,7 @@ const TAG = 7;
 
 function moduleOf(fn: string): string {
   if (fn.startsWith('__kmp') || fn.startsWith('omp_')) return LIBOMP;
-  if (fn.startsWith('MPI_') || fn.startsWith('PMPI_') || fn.startsWith('ompi_') || fn.startsWith('opal_'))
-    return LIBMPI;
+  if (publicMpiName(fn) !== null || fn.startsWith('ompi_') || fn.startsWith('opal_')) return LIBMPI;
   if (fn === 'main' || fn.startsWith('.omp')) return APP;
   return LIBC;
 }

@@ -2,9 +2,11 @@
 // on which communicator, and the collectives whose members are not all in the same call
 // (a collective mismatch: "ranks 0-2 in MPI_Barrier on MPI_COMM_WORLD, rank 3 in
 // MPI_Allreduce"). Ranks whose stacks were not read (mpiCall absent) are left to the queues.
+
+import { type CallKind, callKind, isWorldCollective } from '../mpi/calls.js';
+import { foldMpiName } from '../mpi/frames.js';
 import { jobText, quoteName, ranksPhrase } from '../text.js';
 import { isWorld, isWorldLike } from './comm.js';
-import { type CallKind, callKind, foldMpiName, isWorldCollective } from './mpi-calls.js';
 import { compressRanks } from './ranges.js';
 import type { SnapshotIndex } from './snapshot-index.js';
 

@@ -5,10 +5,11 @@
 // wrong_tag.c:36) / rank 1 waits for rank 0 (tag 1, :47)"). Each line is a list of parts, so a
 // view can make every rank, cell and frame a link and isolate every name from the job; the CLI
 // prints the same parts as text.
+
+import { type UserFrame, userFrame } from '../mpi/frames.js';
 import type { RankSnapshot } from '../snapshot-spec.js';
 import { jobText, quoteName, ranksPhrase } from '../text.js';
 import { CALL_BLOCKED, CALL_COMPUTING, CALL_NO_STACKS, CALL_POLLING } from './call-facts.js';
-import { type UserFrame, userFrame } from './mpi-calls.js';
 import { compressRanks } from './ranges.js';
 import type { SnapshotIndex } from './snapshot-index.js';
 import { type DeadlockCycle, edgeCell, type RankWait, rankWaits, type WaitGraph } from './wait-graph.js';

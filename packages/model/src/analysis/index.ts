@@ -6,7 +6,6 @@ export * from './diagnosis.js';
 export * from './explain.js';
 export * from './history.js';
 export * from './matching-order.js';
-export * from './mpi-calls.js';
 export * from './near-miss.js';
 export * from './openmp.js';
 export * from './progress.js';

@@ -9,9 +9,11 @@
 // State names are the OMPD library's (`ompd_enumerate_states`; LLVM: "ompt_state_*"). Only
 // their families matter here (work, barrier, lock, taskwait...); an unknown name is shown as is
 // and never taken for a wait.
-import type { JobSnapshot, OmpThread, RankSnapshot } from '../snapshot-spec.js';
+
+import { isBlockingCall } from '../mpi/calls.js';
+import { foldMpiName, outermostMpiFrame } from '../mpi/frames.js';
+import type { Frame, JobSnapshot, OmpThread, RankSnapshot } from '../snapshot-spec.js';
 import { jobText, quoteName, ranksPhrase } from '../text.js';
-import { foldMpiName, isBlockingCall } from './mpi-calls.js';
 import { compressRanks } from './ranges.js';
 import { type ThreadMode, treeThreads } from './stack-tree.js';
 
@@ -117,7 +119,7 @@ export interface OmpThreadFacts extends OmpThread {
   readonly kind: OmpStateKind;
   /** The public MPI call the thread is inside (PMPI_ folded), from its stack or the rank's mpiCall; null when none. */
   readonly mpiCall: string | null;
-  /** That call blocks until peers act (mpi-calls.ts isBlockingCall). */
+  /** That call blocks until peers act (mpi/calls.ts isBlockingCall). */
   readonly mpiBlocking: boolean;
   /** The process's main thread; null when its stack was not read. */
   readonly main: boolean | null;
@@ -160,17 +162,9 @@ export interface RankOpenMp {
   readonly text: string;
 }
 
-const PUBLIC_MPI = /^P?MPI_[A-Z][A-Za-z0-9_]*$/;
-
-/** The outermost public MPI frame of a stack, folded; null when none. */
-function stackMpiCall(frames: readonly { function: string | null }[]): string | null {
-  for (let i = frames.length - 1; i >= 0; i--) {
-    const fn = frames[i]?.function;
-    if (fn === null || fn === undefined) continue;
-    const bare = fn.replace(/\(.*$/, '');
-    if (PUBLIC_MPI.test(bare)) return foldMpiName(bare);
-  }
-  return null;
+/** The outermost MPI call frame of a stack (innermost first), folded; null when none. */
+function stackMpiCall(frames: readonly Frame[]): string | null {
+  return outermostMpiFrame(frames, 'innermost-first')?.function ?? null;
 }
 
 /** A rank's OpenMP threads joined with its stacks and classified; null when it has no OpenMP data. */

@@ -3,7 +3,8 @@
 // MPI lists an eager-synchronous MPI_Ssend as `complete` while its sender still waits for the
 // acknowledgement, MPICH lists no blocking send at all, and a probe or a collective leaves
 // nothing in any queue. A rank inside a blocking call is blocked whatever its queues show.
-import type { Frame, RankSnapshot } from '../snapshot-spec.js';
+import type { RankSnapshot } from '../snapshot-spec.js';
+import { foldMpiName } from './frames.js';
 
 /** How a call blocks its caller. */
 export type CallKind =
@@ -59,11 +60,6 @@ const KINDS = new Map<string, CallKind>([
   ...COLLECTIVES.map((f) => [f, 'collective'] as const),
 ]);
 
-/** "PMPI_Ssend" and "MPI_Ssend" are the same call. */
-export function foldMpiName(fn: string): string {
-  return fn.startsWith('PMPI_') ? fn.slice(1) : fn;
-}
-
 export function callKind(fn: string): CallKind {
   return KINDS.get(foldMpiName(fn)) ?? 'nonblocking';
 }
@@ -96,61 +92,4 @@ export function callCommunicator(r: RankSnapshot): RankSnapshot['communicators']
   const id = r.mpiCall?.args?.communicator ?? null;
   if (id === null) return null;
   return r.communicators.find((c) => c.id === id) ?? null;
-}
-
-/**
- * Functions of the MPI library, its runtime and the C library: MPI_X/PMPI_X, MPICH's binding
- * layer (`internal_X`) and internals (MPIR_, MPID, MPIDI_, MPIDU_, MPII_, MPL_, MPIC_), Open MPI's
- * (ompi_, mca_, opal_, orte_, prte_), PMIx and PMI, UCX (ucp_, uct_, ucs_), and libc/pthread
- * frames where a rank waits (poll, futex, start routines). Names only where a user's function
- * is unlikely to share them: other libraries (libfabric, hwloc, libevent) go by their module.
- */
-const RUNTIME_FUNCTION =
-  /^(?:P?MPIX?_|internal_[A-Z]|MPIR_|MPID|MPIU_|MPII_|MPL_|MPIC_|MPIO_|ADIOI?_|ompi_|mca_|opal_|orte_|prte_|prrte_|pmix|PMIx_|PMI2?_|ucp_|uct_|ucs_|__libc_|__GI_|__pthread|pthread_|start_thread$|_start$|clone3?$|__clone|poll$|__poll|ppoll$|epoll_|select$|__select|nanosleep$|__nanosleep|clock_nanosleep|__clock_nanosleep|sched_yield$|__sched_yield|syscall$|__futex|futex|__lll_|usleep$|sleep$|__sleep|read$|__read|write$|__write|recv$|__recv|recvmsg$|sendmsg$)/;
-
-/** Shared objects of the MPI library and its runtime, and the C library and dynamic loader. */
-const RUNTIME_MODULE =
-  /^(?:libmpi(?:ch|cxx|fort|_mpifh|_usempi\w*)?|libmpich\w*|libpmpi|libopen-(?:pal|rte)|libopen-orted\w*|libpmix|libprrte|libpmi2?|libucp|libuct|libucs|libucm|libfabric|libpsm\w*|libhwloc|libevent\w*|libc|libpthread|ld-linux[\w-]*|ld)(?:[.-]|$)/;
-
-function moduleBase(path: string): string {
-  const i = path.lastIndexOf('/');
-  return i < 0 ? path : path.slice(i + 1);
-}
-
-/**
- * The frame belongs to the MPI library, its runtime or the C library, not to the user's code:
- * its module is one of those libraries, or its function has one of their names (a static
- * build, or a frame without a module). The one rule the model uses to find the user's line.
- */
-export function isRuntimeFrame(f: Pick<Frame, 'function' | 'module'>): boolean {
-  if (f.module !== null && RUNTIME_MODULE.test(moduleBase(f.module))) return true;
-  return f.function !== null && RUNTIME_FUNCTION.test(f.function);
-}
-
-/** Where in the user's code a rank is: a thread, the frame's depth in it (0 innermost) and the frame. */
-export interface UserFrame {
-  readonly tid: number;
-  readonly index: number;
-  readonly frame: Frame;
-}
-
-/**
- * The innermost frame outside the MPI and runtime libraries on the thread in the rank's MPI
- * call (its main thread when it is in none): the user's line that made the call. Null when the
- * stacks were not read or every frame is the runtime's.
- */
-export function userFrame(r: RankSnapshot): UserFrame | null {
-  const ts = r.threads;
-  if (ts === undefined || ts.length === 0) return null;
-  const tid = r.mpiCall?.tid;
-  const t =
-    (tid === undefined ? undefined : ts.find((x) => x.tid === tid)) ?? ts.find((x) => x.main) ?? ts[0];
-  if (t === undefined) return null;
-  for (let i = 0; i < t.frames.length; i++) {
-    const f = t.frames[i];
-    if (f !== undefined && !isRuntimeFrame(f) && (f.function !== null || f.file !== null)) {
-      return { tid: t.tid, index: i, frame: f };
-    }
-  }
-  return null;
 }
