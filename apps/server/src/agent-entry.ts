@@ -3,6 +3,7 @@
 // package root brings in. Nothing here may import app.ts, hub.ts, store.ts or fastify.
 export * from './agent.js';
 export * from './agent-protocol.js';
+export * from './agent-protocol-decode.js';
 export { isLoopback } from './config.js';
 export { coreFileAllowed, coreFilesOwner, otherOwner, resolveCoreDir } from './core-dirs.js';
 export * from './seams.js';

@@ -29,20 +29,20 @@ import {
   type AgentHandshake,
   type AgentHealth,
   type AgentMessage,
-  checkRanks,
   DEFAULT_KEEPALIVE_MS,
   DEFAULT_MAX_MESSAGE_BYTES,
-  decodeServerMessage,
   encodeMessage,
   fromWire,
   type LocateTarget,
   MAX_COMMAND_CHARS,
   MAX_METHOD_CHARS,
+  MAX_REQUEST_ID,
   MAX_SEEN_JOBS,
   type SnapshotParams,
   WIRE_EVENT,
   type WireError,
 } from './agent-protocol.js';
+import { checkRanks, decodeServerMessage } from './agent-protocol-decode.js';
 import { coreFileAllowed, coreFilesOwner, resolveCoreDir } from './core-dirs.js';
 import { createFakeLocator, createFakeReader, type FakeJob } from './fakes.js';
 import type {
@@ -243,7 +243,7 @@ function completeAnswer(
  * than built, serialised and then refused here.
  */
 export function rankBudget(maxBytes: number): number {
-  return Math.max(0, maxBytes - Buffer.byteLength(`{"type":"chunk","id":${0x7fffffff},"ranks":[]}`));
+  return Math.max(0, maxBytes - Buffer.byteLength(`{"type":"chunk","id":${MAX_REQUEST_ID},"ranks":[]}`));
 }
 
 /** Splits serialised ranks into chunk messages of at most maxBytes each. */

@@ -12,16 +12,15 @@ import {
   DEFAULT_KEEPALIVE_MS,
   type DecodedAgentMessage,
   type DroppedEntry,
-  decodeAgentMessage,
   encodeMessage,
   fromWire,
   type LocateTarget,
-  parseHandshake,
   type Refusal,
   type ServerMessage,
   type SnapshotResult,
   WIRE_EVENT,
 } from './agent-protocol.js';
+import { decodeAgentMessage, parseHandshake } from './agent-protocol-decode.js';
 import type { LocatedJob, MpiInfo, RankTarget, SeenStarter } from './seams.js';
 
 export interface AgentInfo {

@@ -2,6 +2,7 @@
 // seams through which the real MPI reader and job locator are plugged in.
 export * from './agent.js';
 export * from './agent-protocol.js';
+export * from './agent-protocol-decode.js';
 export { type AppOptions, buildApp, type Services } from './app.js';
 export { ADMIN_NAME, hashToken } from './auth.js';
 export * from './config.js';

@@ -21,7 +21,8 @@ import {
 } from '@mqd/model';
 import { afterEach, describe, expect, it } from 'vitest';
 import { rankBudget, startAgent } from '../src/agent.js';
-import { checkRanks, decodeAgentMessage, encodeMessage } from '../src/agent-protocol.js';
+import { encodeMessage } from '../src/agent-protocol.js';
+import { checkRanks, decodeAgentMessage } from '../src/agent-protocol-decode.js';
 import { createFakeLocator, createFakeReader } from '../src/fakes.js';
 import type { RankReader, RankTarget } from '../src/seams.js';
 import { AGENT_TOKEN, json, startServer } from './helpers.js';

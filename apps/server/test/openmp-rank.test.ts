@@ -9,12 +9,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   AGENT_NAMESPACE,
   AGENT_PROTOCOL_VERSION,
-  checkRanks,
-  decodeServerMessage,
   encodeMessage,
   type ServerMessage,
   WIRE_EVENT,
 } from '../src/agent-protocol.js';
+import { checkRanks, decodeServerMessage } from '../src/agent-protocol-decode.js';
 import { AGENT_TOKEN, startServer, waitFor } from './helpers.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };

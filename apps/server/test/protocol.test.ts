@@ -6,12 +6,11 @@ import { chunkMessages } from '../src/agent.js';
 import {
   AGENT_NAMESPACE,
   AGENT_PROTOCOL_VERSION,
-  decodeAgentMessage,
-  decodeServerMessage,
   encodeMessage,
   type ServerMessage,
   WIRE_EVENT,
 } from '../src/agent-protocol.js';
+import { decodeAgentMessage, decodeServerMessage } from '../src/agent-protocol-decode.js';
 import { AGENT_TOKEN, json, startServer, type TestServer, waitFor } from './helpers.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];

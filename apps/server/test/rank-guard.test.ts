@@ -3,7 +3,7 @@
 // ways a broken or hostile agent could, and both must agree on each mutation.
 import { type RankSnapshot, syntheticRingRank, validateSnapshot } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { checkRanks } from '../src/agent-protocol.js';
+import { checkRanks } from '../src/agent-protocol-decode.js';
 
 const mpichRank: RankSnapshot = {
   rank: 3,
