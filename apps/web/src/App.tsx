@@ -1,36 +1,32 @@
-// The dashboard shell: URL state (the single source of truth for what is shown), the snapshot
-// being viewed, login, the header with view tabs and sharing, and keyboard shortcuts.
-import { assertUnreachable, type JobId, type SnapshotId } from '@mqd/model';
-import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
-import { type Api, type ApiError, isUnauthenticated, type SnapshotListEntry } from './api.js';
+// The dashboard shell: the header with view tabs and sharing, the banners, the view the URL
+// names, the footer and the keyboard shortcuts. What it shows lives in the URL (use-url-state.ts);
+// the snapshot is loaded by snapshot-loading.tsx, snapshots in flight are snapshots-in-flight.ts,
+// login is Login.tsx, sharing Share.tsx.
+import { assertUnreachable } from '@mqd/model';
+import { useEffect, useState } from 'react';
+import { type Api, isUnauthenticated } from './api.js';
 import { Diagnosis } from './Diagnosis.js';
-import { cachedSnapshot, type LoadedSnapshot, rememberSnapshot } from './data.js';
-import { demoSnapshot } from './demo.js';
+import type { LoadedSnapshot } from './data.js';
 import { FleetPage } from './fleet/FleetView.js';
 import { formatCoreSource, formatTime } from './format.js';
-import { type Resource, shownValue, useJobSnapshotProgress, useResource } from './hooks.js';
-import { trackBusy } from './idle.js';
+import { shownValue, useResource } from './hooks.js';
 import { JobsView } from './jobs/JobsView.js';
+import { LoginForm, type PendingSwitch, SwitchUserBanner } from './Login.js';
 import { OrderView } from './matching/OrderView.js';
 import { MatrixView } from './matrix/MatrixView.js';
 import { RankView } from './rank/RankView.js';
+import { ReadOnlyBanner, ShareButton } from './Share.js';
+import { NoSnapshot, useViewedSnapshot } from './snapshot-loading.js';
+import { useSnapshotsInFlight } from './snapshots-in-flight.js';
 import { StacksView } from './stacks/StacksView.js';
 import { TimelineView } from './timeline/TimelineView.js';
-import { ErrorBox, Progress, SnapshotProgressBar } from './ui.js';
-import {
-  jobNeedingLatest,
-  latestSnapshot,
-  parseUrl,
-  type UrlState,
-  urlOf,
-  VIEW_KEYS,
-  type View,
-  viewNeedsSnapshot,
-} from './url-state.js';
+import { ErrorBox, SnapshotProgressBar } from './ui.js';
+import { VIEW_KEYS, type View, viewNeedsSnapshot } from './url-state.js';
 import { useLiveConnection } from './use-live.js';
-import type { SetUrl, ViewProps } from './view-types.js';
+import { useUrlState } from './use-url-state.js';
+import type { ViewProps } from './view-types.js';
 
-// Still re-exported for the pages not yet moved to ./view-types.js (jobs, fleet, matrix/CellOps).
+export type { PendingSwitch } from './Login.js';
 
 const TABS: readonly { view: View; label: string; title: string; key: string }[] = [
   { view: 'jobs', label: 'Jobs', title: 'Jobs and snapshots', key: 'j' },
@@ -42,46 +38,11 @@ const TABS: readonly { view: View; label: string; title: string; key: string }[]
   { view: 'fleet', label: 'Fleet', title: 'Agents, hung jobs and activity (admins)', key: 'f' },
 ];
 
-function useUrlState(): [UrlState, SetUrl] {
-  const [url, setState] = useState(() => parseUrl(location.pathname, location.search));
-  // The latest state, so that setUrl stays stable and history is written outside React updaters.
-  const current = useRef(url);
-  useEffect(() => {
-    const onPop = () => {
-      current.current = parseUrl(location.pathname, location.search);
-      setState(current.current);
-    };
-    addEventListener('popstate', onPop);
-    return () => removeEventListener('popstate', onPop);
-  }, []);
-  const setUrl = useCallback<SetUrl>((patch, how = 'push') => {
-    const next = { ...current.current, ...patch };
-    current.current = next;
-    const target = urlOf(next);
-    if (target !== `${location.pathname}${location.search}`) {
-      if (how === 'push') history.pushState(null, '', target);
-      else history.replaceState(null, '', target);
-    }
-    setState(next);
-  }, []);
-  return [url, setUrl];
-}
-
 function isTyping(e: KeyboardEvent): boolean {
   const t = e.target;
   return (
     t instanceof HTMLElement && (t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName))
   );
-}
-
-/**
- * A `?token=` link of another user than the one this browser is signed in as: the server kept
- * the session (MQD_E_SESSION_CONFLICT, whose message names both users) and only a click here
- * replaces it. A link someone else sent must not sign an admin in as them unasked.
- */
-export interface PendingSwitch {
-  readonly token: string;
-  readonly error: ApiError;
 }
 
 export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: PendingSwitch | null }) {
@@ -96,114 +57,16 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
   const [me] = useResource(livePage && !needLogin ? 'me' : null, (signal) => api.me(signal));
   const isAdmin = shownValue(me)?.admin === true;
 
-  // Snapshots of the selected job in flight, whoever started them. The jobs view shows its own
-  // (with the REST call's result); this bar is for the others, so the jobs view's snapshots
-  // are counted here to keep one bar per snapshot.
-  const [ownSnapshots, setOwnSnapshots] = useState<ReadonlyMap<JobId, number>>(new Map());
-  const { state: elsewhere, settled } = useJobSnapshotProgress(liveEvents, url.job);
-  const jobsApi = useMemo<Api>(() => {
-    const bump = (job: JobId, by: number) =>
-      setOwnSnapshots((m) => {
-        const next = new Map(m);
-        const n = (next.get(job) ?? 0) + by;
-        if (n > 0) next.set(job, n);
-        else next.delete(job);
-        return next;
-      });
-    return {
-      ...api,
-      takeSnapshot: async (job) => {
-        bump(job, 1);
-        try {
-          return await api.takeSnapshot(job);
-        } finally {
-          // Its progress events were this page's snapshot: no bar for it once it answered.
-          settled(job);
-          bump(job, -1);
-        }
-      },
-    };
-  }, [api, settled]);
+  // Snapshots of the selected job in flight, whoever started them; the jobs view takes its own
+  // through `jobsApi`, so the bar below is only for the others.
+  const inFlight = useSnapshotsInFlight(api, liveEvents, url.job);
+  const elsewhere = inFlight.elsewhere;
 
-  // --- the snapshot being viewed ---------------------------------------------------------
-  const shareKey = url.share;
-  const [shared] = useResource(
-    shareKey === null || url.demo !== null ? null : `share:${shareKey}`,
-    (signal) => api.shared(shareKey ?? '', signal),
-  );
-  // A link to a job without a snapshot (`?view=matrix&job=7`) opens the job's latest snapshot.
-  const latestFor = needLogin ? null : jobNeedingLatest(url);
-  const [latest] = useResource(latestFor === null ? null : `latest:${latestFor}`, (signal) => {
-    if (latestFor === null) throw new Error('unreachable: the loader runs only with a job to look up');
-    return api.snapshots(latestFor, signal);
-  });
+  const viewed = useViewedSnapshot(api, url, setUrl, needLogin);
+  const data = viewed.data;
   useEffect(() => {
-    if (latestFor === null || latest.status !== 'ready') return;
-    const newest = latestSnapshot(latest.value);
-    if (newest !== null) setUrl({ snap: newest.id }, 'replace');
-  }, [latestFor, latest, setUrl]);
-
-  const snapId = url.snap;
-  const [live] = useResource(
-    url.demo !== null || url.share !== null || snapId === null ? null : `snap:${snapId}`,
-    async (signal) => {
-      if (snapId === null) throw new Error('unreachable: the loader runs only with a snapshot id');
-      const hit = cachedSnapshot(snapId);
-      if (hit) return { ok: true, value: { id: snapId, ...hit } } as const;
-      const r = await api.snapshot(snapId, signal);
-      if (r.ok) rememberSnapshot(r.value.id, r.value);
-      return r;
-    },
-  );
-
-  const data: LoadedSnapshot | null = useMemo(() => {
-    if (url.demo !== null) return demoSnapshot(url.demo, url.scenario);
-    if (url.share !== null) {
-      const s = shownValue(shared);
-      return s
-        ? {
-            key: `share:${url.share}`,
-            source: 'shared',
-            snapshotId: null,
-            jobId: s.jobId,
-            takenAt: s.takenAt,
-            snapshot: s.snapshot,
-            readOnly: true,
-          }
-        : null;
-    }
-    const s = shownValue(live);
-    return s && s.id === url.snap
-      ? {
-          key: `snap:${s.id}`,
-          source: 'live',
-          snapshotId: s.id,
-          jobId: s.jobId,
-          takenAt: s.takenAt,
-          snapshot: s.snapshot,
-          readOnly: false,
-        }
-      : null;
-  }, [url.demo, url.scenario, url.share, url.snap, shared, live]);
-
-  const loadError: ApiError | null =
-    url.share !== null
-      ? shared.status === 'error'
-        ? shared.error
-        : null
-      : live.status === 'error'
-        ? live.error
-        : latest.status === 'error'
-          ? latest.error
-          : null;
-  const loading =
-    url.share !== null
-      ? shared.status === 'loading'
-      : live.status === 'loading' || latest.status === 'loading';
-
-  useEffect(() => {
-    if (loadError && isUnauthenticated(loadError)) setNeedLogin(true);
-  }, [loadError]);
+    if (viewed.error && isUnauthenticated(viewed.error)) setNeedLogin(true);
+  }, [viewed.error]);
   // Only the fleet view waits on /api/me; elsewhere the view's own requests send to the login form.
   useEffect(() => {
     if (url.view === 'fleet' && me.status === 'error' && isUnauthenticated(me.error)) setNeedLogin(true);
@@ -265,15 +128,10 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
         </nav>
         <SnapshotBadge data={data} />
         {data && !data.readOnly && data.source === 'live' && data.snapshotId !== null && (
-          <ShareButton api={api} snapshotId={data.snapshotId} />
+          <ShareButton api={api} snapshotId={data.snapshotId} url={url} />
         )}
       </header>
-      {data?.readOnly && (
-        <div className="banner readonly" data-testid="read-only-banner" role="status">
-          Frozen snapshot taken {formatTime(data.takenAt)} — read-only
-          {data.jobId !== null && <span className="muted"> (job {data.jobId})</span>}
-        </div>
-      )}
+      {data?.readOnly && <ReadOnlyBanner data={data} />}
       {switchAsk !== null && (
         <SwitchUserBanner
           api={api}
@@ -282,16 +140,16 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
           onSwitched={onLoggedIn}
         />
       )}
-      {elsewhere.kind === 'error' && !ownSnapshots.has(elsewhere.job) && (
+      {elsewhere.kind === 'error' && (
         <div className="banner progress-banner" data-testid="snapshot-failed-elsewhere">
           <span>A snapshot of job {elsewhere.job} (started elsewhere) failed; nothing was stored:</span>
           <ErrorBox error={elsewhere.error} />
-          <button type="button" onClick={() => settled(elsewhere.job)}>
+          <button type="button" onClick={() => inFlight.store.dismiss(elsewhere.job)}>
             Dismiss
           </button>
         </div>
       )}
-      {elsewhere.kind === 'busy' && !ownSnapshots.has(elsewhere.job) && (
+      {elsewhere.kind === 'busy' && (
         <div className="banner progress-banner">
           <SnapshotProgressBar
             state={elsewhere}
@@ -311,7 +169,7 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
           <LoginForm api={api} onDone={onLoggedIn} />
         ) : url.view === 'jobs' && url.share === null ? (
           <JobsView
-            api={jobsApi}
+            api={inFlight.api}
             live={liveEvents}
             url={url}
             setUrl={setUrl}
@@ -333,7 +191,7 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
             </p>
           )
         ) : needsSnapshot && !data ? (
-          <NoSnapshot url={url} setUrl={setUrl} loading={loading} error={loadError} latest={latest} />
+          <NoSnapshot url={url} setUrl={setUrl} viewed={viewed} />
         ) : data ? (
           <>
             {(url.view === 'matrix' || url.view === 'order' || url.view === 'stacks') && (
@@ -407,169 +265,5 @@ function SnapshotBadge({ data }: { data: LoadedSnapshot | null }) {
         </span>
       )}
     </>
-  );
-}
-
-function ShareButton({ api, snapshotId }: { api: Api; snapshotId: SnapshotId }) {
-  const [state, setState] = useState<
-    { kind: 'idle' } | { kind: 'busy' } | { kind: 'done'; url: string } | { kind: 'error'; error: ApiError }
-  >({ kind: 'idle' });
-  // A new snapshot needs a new link.
-  // biome-ignore lint/correctness/useExhaustiveDependencies: reset when the snapshot changes.
-  useEffect(() => setState({ kind: 'idle' }), [snapshotId]);
-  const share = async () => {
-    setState({ kind: 'busy' });
-    const r = await trackBusy(api.share(snapshotId));
-    if (!r.ok) setState({ kind: 'error', error: r.error });
-    else setState({ kind: 'done', url: new URL(r.value.url, location.origin).href });
-  };
-  return (
-    <span className="share">
-      <button type="button" data-testid="share-button" onClick={share} disabled={state.kind === 'busy'}>
-        {state.kind === 'busy' ? 'Freezing…' : 'Share snapshot'}
-      </button>
-      {state.kind === 'done' && (
-        <span className="share-link" data-testid="share-link">
-          <input
-            readOnly
-            value={state.url}
-            onFocus={(e) => e.currentTarget.select()}
-            aria-label="Share link"
-          />
-          <button type="button" onClick={() => void navigator.clipboard?.writeText(state.url)}>
-            Copy
-          </button>
-        </span>
-      )}
-      {state.kind === 'error' && <ErrorBox error={state.error} compact />}
-    </span>
-  );
-}
-
-function NoSnapshot({
-  url,
-  setUrl,
-  loading,
-  error,
-  latest,
-}: {
-  url: UrlState;
-  setUrl: SetUrl;
-  loading: boolean;
-  error: ApiError | null;
-  /** The job's snapshots, looked up when the link names a job and no snapshot. */
-  latest: Resource<SnapshotListEntry[]>;
-}) {
-  if (loading)
-    return (
-      <Progress
-        what={
-          url.share !== null
-            ? 'Loading the shared snapshot…'
-            : url.snap === null && url.job !== null
-              ? `Opening the latest snapshot of job ${url.job}…`
-              : 'Loading the snapshot…'
-        }
-      />
-    );
-  if (error) return <ErrorBox error={error} />;
-  if (url.job !== null && url.snap === null && latest.status === 'ready' && latest.value.length === 0) {
-    return (
-      <div className="empty" data-testid="no-snapshot">
-        <p>Job {url.job} has no snapshots yet.</p>
-        <p>
-          <button type="button" onClick={() => setUrl({ view: 'jobs' })}>
-            Take one in the jobs view
-          </button>
-        </p>
-      </div>
-    );
-  }
-  return (
-    <div className="empty" data-testid="no-snapshot">
-      <p>Pick a job and a snapshot first.</p>
-      <p>
-        <button type="button" onClick={() => setUrl({ view: 'jobs' })}>
-          Go to jobs
-        </button>{' '}
-        or <a href="/?demo=1024">open a synthetic 1,024-rank demo</a>.
-      </p>
-    </div>
-  );
-}
-
-function SwitchUserBanner({
-  api,
-  ask,
-  onStay,
-  onSwitched,
-}: {
-  api: Api;
-  ask: PendingSwitch;
-  onStay: () => void;
-  onSwitched: () => void;
-}) {
-  const [state, setState] = useState<
-    { kind: 'idle' } | { kind: 'busy' } | { kind: 'error'; error: ApiError }
-  >({
-    kind: 'idle',
-  });
-  const confirm = async () => {
-    setState({ kind: 'busy' });
-    const r = await trackBusy(api.login(ask.token, true));
-    if (r.ok) onSwitched();
-    else setState({ kind: 'error', error: r.error });
-  };
-  return (
-    <div className="banner switch-user" role="alertdialog" data-testid="switch-user">
-      <p>
-        The link you opened signs in as another user than the one this browser is signed in as. You stay
-        signed in unless you switch.
-      </p>
-      <ErrorBox error={ask.error} />
-      <button
-        type="button"
-        onClick={confirm}
-        disabled={state.kind === 'busy'}
-        data-testid="switch-user-confirm"
-      >
-        Switch to the link's user
-      </button>{' '}
-      <button type="button" onClick={onStay}>
-        Stay signed in
-      </button>
-      {state.kind === 'error' && <ErrorBox error={state.error} />}
-    </div>
-  );
-}
-
-function LoginForm({ api, onDone }: { api: Api; onDone: () => void }) {
-  const [token, setToken] = useState('');
-  const [state, setState] = useState<
-    { kind: 'idle' } | { kind: 'busy' } | { kind: 'error'; error: ApiError }
-  >({
-    kind: 'idle',
-  });
-  return (
-    <form
-      className="login"
-      onSubmit={async (e) => {
-        e.preventDefault();
-        setState({ kind: 'busy' });
-        const r = await trackBusy(api.login(token.trim()));
-        if (r.ok) onDone();
-        else setState({ kind: 'error', error: r.error });
-      }}
-    >
-      <h2>Log in</h2>
-      <p>
-        Paste the token printed by <code>mqd serve</code>.
-      </p>
-      <input type="password" value={token} onChange={(e) => setToken(e.target.value)} aria-label="Token" />
-      <button type="submit" disabled={state.kind === 'busy' || token.trim() === ''}>
-        {state.kind === 'busy' ? 'Checking…' : 'Log in'}
-      </button>
-      {state.kind === 'error' && <ErrorBox error={state.error} />}
-    </form>
   );
 }

@@ -1,12 +1,10 @@
 // Small React hooks shared by the views: loading a Result-returning resource with progress
 // and errors shown where they happen, and observing an element's size.
 
-import { assertUnreachable, type JobId } from '@mqd/model';
-import { type RefObject, useCallback, useEffect, useLayoutEffect, useRef, useState } from 'react';
+import { assertUnreachable } from '@mqd/model';
+import { type RefObject, useEffect, useLayoutEffect, useRef, useState } from 'react';
 import { type ApiError, type ApiResult, isAborted } from './api.js';
 import { beginBusy } from './idle.js';
-import type { Live } from './live.js';
-import { SNAPSHOT_IDLE, type SnapshotTaking, snapshotReducer } from './live-events.js';
 
 export type Resource<T> =
   | { readonly status: 'idle' }
@@ -139,54 +137,4 @@ export function useBusyWhile(active: boolean): void {
     if (!active) return;
     return beginBusy();
   }, [active]);
-}
-
-/**
- * Snapshots of `job` being taken, whoever started them (another user, another tab, the CLI),
- * from the live progress events: busy from the first progress event to the job's
- * snapshot.done, or to its snapshot.failed, which leaves the coded error to show (kind
- * 'error'). Progress only moves forward (snapshotReducer). Idle without a connection.
- * `settled(job)` says this page's own snapshot of that job answered (its REST call shows the
- * result), so no bar or error is kept for it.
- */
-export function useJobSnapshotProgress(
-  live: Live | null,
-  job: JobId | null,
-): { readonly state: SnapshotTaking; readonly settled: (job: JobId) => void } {
-  const [state, setState] = useState<SnapshotTaking>(SNAPSHOT_IDLE);
-  const settled = useCallback(
-    (j: JobId) =>
-      setState((s) =>
-        s.kind === 'error' && s.job === j ? SNAPSHOT_IDLE : snapshotReducer(s, { type: 'succeeded', job: j }),
-      ),
-    [],
-  );
-  useEffect(() => {
-    setState(SNAPSHOT_IDLE);
-    if (live === null || job === null) return;
-    const progress = live.onProgress(job, (event) =>
-      setState((s) => {
-        const busy =
-          s.kind === 'busy' && s.job === event.jobId ? s : snapshotReducer(s, { type: 'start', job });
-        return snapshotReducer(busy, { type: 'progress', event });
-      }),
-    );
-    const done = live.onDone((e) => {
-      if (e.jobId === job) setState((s) => snapshotReducer(s, { type: 'succeeded', job }));
-    });
-    // A failure ends the bar even when no progress event came first (it failed at once).
-    const failed = live.onFailed((e) => {
-      if (e.jobId !== job) return;
-      setState((s) => {
-        const busy = s.kind === 'busy' && s.job === job ? s : snapshotReducer(s, { type: 'start', job });
-        return snapshotReducer(busy, { type: 'failed', job, error: e.error });
-      });
-    });
-    return () => {
-      progress.dispose();
-      done.dispose();
-      failed.dispose();
-    };
-  }, [live, job]);
-  return { state, settled };
 }

@@ -223,6 +223,39 @@ export function urlOf(s: UrlState): string {
   return `${pathname}${search}`;
 }
 
+/**
+ * The state a share link carries: the view it was made from with its filters, selection and
+ * zoom, on the frozen snapshot `shareId`. What only the live page has stays behind: the job and
+ * snapshot ids (the share is the snapshot), polling, the demo; the jobs and fleet views, which a
+ * share does not have, open the matrix.
+ */
+export function shareStateOf(s: UrlState, shareId: string): UrlState {
+  return {
+    ...s,
+    view: viewNeedsSnapshot(s.view) ? s.view : 'matrix',
+    share: shareId,
+    job: null,
+    snap: null,
+    auto: false,
+    demo: null,
+    scenario: DEFAULT_STATE.scenario,
+  };
+}
+
+/**
+ * The address to hand out for a share: the server's `/s/<id>` path (`sharePath`, resolved
+ * against `origin`) with the search params of `shareStateOf`, so the link opens the same picture.
+ */
+export function shareLinkOf(
+  s: UrlState,
+  share: { readonly id: string; readonly url: string },
+  origin: string,
+): string {
+  const link = new URL(share.url, origin);
+  link.search = formatUrl(shareStateOf(s, share.id)).search;
+  return link.href;
+}
+
 /** Keyboard shortcuts that switch views (Esc clears the selection; see App). */
 export const VIEW_KEYS: Readonly<Record<string, View>> = {
   j: 'jobs',

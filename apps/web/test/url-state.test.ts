@@ -7,6 +7,8 @@ import {
   jobNeedingLatest,
   latestSnapshot,
   parseUrl,
+  shareLinkOf,
+  shareStateOf,
   type UrlState,
   urlOf,
   VIEW_KEYS,
@@ -83,6 +85,25 @@ describe('URL state', () => {
     expect(s.rank).toBe(3);
     expect(urlOf(s)).toBe('/s/AbC_12-x?rank=3');
     expect(roundTrip({ ...s, view: 'rank' })).toEqual({ ...s, view: 'rank' });
+  });
+
+  it('a share link keeps the view, its filters, selection and zoom; the live ids stay behind', () => {
+    const live = parseUrl(
+      '/',
+      '?view=stacks&job=j7&snap=s9&sq=allreduce&threads=all&snode=12&ranks=63&comm=c%231&tag=5&kinds=sends&z=2,0.1,0.2&auto=1',
+    );
+    const link = shareLinkOf(live, { id: 'AbC', url: '/s/AbC' }, 'http://mqd.example:8080');
+    const u = new URL(link);
+    expect(u.origin).toBe('http://mqd.example:8080');
+    const opened = parseUrl(u.pathname, u.search);
+    expect(opened).toEqual({ ...live, share: 'AbC', job: null, snap: null, auto: false });
+    // Views a share does not have open the matrix.
+    const fromJobs = new URL(
+      shareLinkOf({ ...live, view: 'jobs' }, { id: 'AbC', url: '/s/AbC' }, 'http://h'),
+    );
+    expect(parseUrl(fromJobs.pathname, fromJobs.search).view).toBe('matrix');
+    expect(shareStateOf({ ...live, view: 'fleet' }, 'AbC').view).toBe('matrix');
+    expect(shareStateOf({ ...live, view: 'timeline' }, 'AbC').view).toBe('timeline');
   });
 
   it('falls back to defaults for malformed values', () => {
