@@ -4,7 +4,7 @@
 // Hand-written guards: the envelopes are small, and a guard names the path of the first bad
 // field. Each guard's field list is a record over its type's keys (`fields<T>`), so a field
 // added to a message fails to compile until its guard reads it, as the reader's wire columns
-// do (packages/mqd-core/src/host/wire.ts). Limits of the spec's fields come from the snapshot
+// do (packages/mqd-core/src/reader/wire.ts). Limits of the spec's fields come from the snapshot
 // spec (its MAX_*_CHARS constants, or its schema's own bounds and enumerations), never a second
 // copy here. Ranks are checked by the spec's own validator (checkRanks, below).
 import {

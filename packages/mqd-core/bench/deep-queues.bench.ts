@@ -1,6 +1,6 @@
 // Deep queues (issue 12): one rank holding 20,000 posted receives and 20,000 unexpected
 // messages (fixtures/mpi/deep_queues.c, np=2) against a 3-rank ring_ssend snapshot in the same
-// run, both MPIs. Run: npm run bench (builds first; the DLL host runs from dist/ as in production).
+// run, both MPIs. Run: npm run bench (builds first; the reader runs from dist/ as in production).
 // Figures, medians over MQD_BENCH_RUNS rounds (default 5), the two jobs alive side by side and
 // read alternately:
 // - cold: the first snapshot in a fresh Snapshotter (what `mqd snapshot` pays): reader and DLL
@@ -9,13 +9,13 @@
 // - deepStopMs: how long the deep rank was stopped (pausedMicros) in warm snapshots;
 // - usPerOp: that stop divided by the operations read from it;
 // - per operation: native fetch_data calls, callbacks into JavaScript, process_vm_readv calls.
-// The reader sends a rank's operations as columns (src/host/wire.ts); the same figures with
-// the old object wire (DllHostOptions.wire 'objects', the RankSnapshot structured-cloned) are
+// The reader sends a rank's operations as columns (src/reader/wire.ts); the same figures with
+// the old object wire (ReaderClientOptions.wire 'objects', the RankSnapshot structured-cloned) are
 // measured in the same rounds (`objects`), so the two compare on the same machine load.
 // A quick run: MQD_BENCH_RUNS=2 node --import tsx packages/mqd-core/bench/deep-queues.bench.ts,
-// after `npm run build -w @mqd/model -w @mqd/core` (the agent and the DLL host run from dist/).
+// after `npm run build -w @mqd/model -w @mqd/core` (the agent and the reader run from dist/).
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { type DllHostOptions, type SnapshotResult, Snapshotter } from '@mqd/core';
+import { type ReaderClientOptions, type SnapshotResult, Snapshotter } from '@mqd/core';
 import type { JobSnapshot } from '@mqd/model';
 import { type FixtureJob, launchFixture } from '@mqd/testkit';
 
@@ -65,7 +65,7 @@ interface Row {
   fetchesPerOp: number;
   jsCallbacksPerOp: number;
   syscallsPerOp: number;
-  /** The same run with the object wire (wire 'objects'): the baseline of src/host/wire.ts. */
+  /** The same run with the object wire (wire 'objects'): the baseline of src/reader/wire.ts. */
   objects: {
     ringColdMs: number;
     deepColdMs: number;
@@ -75,7 +75,7 @@ interface Row {
   };
 }
 
-const OBJECTS: DllHostOptions = { wire: 'objects' };
+const OBJECTS: ReaderClientOptions = { wire: 'objects' };
 
 async function measure(mpi: Mpi): Promise<Row> {
   const ring = await launchFixture({ mpi, fixture: 'ring_ssend', np: 3 });

@@ -1,5 +1,5 @@
 // Snapshot speed on real hung 4-rank jobs (Open MPI and MPICH ring_ssend fixtures).
-// Run: npm run bench (builds first; the DLL host runs from dist/ as in production).
+// Run: npm run bench (builds first; the reader runs from dist/ as in production).
 // Figures: cold = first snapshot in a fresh Snapshotter (host start, DLL load, symbol and type
 // indexing); warm = the next snapshot of the same job; paused = the longest time any rank was
 // stopped. Baseline in the same run: a naive debugger that resolves symbols and types per

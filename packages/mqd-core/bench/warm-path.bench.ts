@@ -1,6 +1,6 @@
 // The warm path (issue 12): a warm 4-rank snapshot through the API against its floor, a direct
 // resolved read of the same queues in this process, in the same run, both MPIs.
-// Run: npm run bench (builds first; the DLL host runs from dist/ as in production).
+// Run: npm run bench (builds first; the reader runs from dist/ as in production).
 // - api: `Snapshotter.snapshot` of the 4 ranks of ring_ssend, warm (same Snapshotter), queues
 //   only (stacks: false) and with stacks (the default);
 // - floor: an MqsSession in this process, already set up for the 4 pids, stopping and reading

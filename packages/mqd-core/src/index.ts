@@ -1,45 +1,5 @@
 export { formatSnapshot } from './format.js';
 export {
-  DEFAULT_READ_BUDGET_BYTES,
-  DllHost,
-  type DllHostOptions,
-  type HostRun,
-  readBudgetFromEnv,
-} from './host/client.js';
-export {
-  checkDllPolicy,
-  checkTarget,
-  DLL_POLICIES,
-  type DllPolicy,
-  enterReader,
-  type OwnerRule,
-  type ProcCredentials,
-  procCredentials,
-  type ReaderCredentials,
-  type ReaderIdentity,
-  readerForkOptions,
-  readerIdentity,
-} from './host/identity.js';
-export type { Captured, HostStats, HostTarget } from './host/protocol.js';
-export * as mqs from './mqs/mqs-spec.js';
-export { MqsSession, type RankReadOptions, type RankTarget, type SessionOptions } from './mqs/session.js';
-export { HotPath } from './mqs/shim.js';
-export { nativeAllocations } from './native/alloc.js';
-export { setParentDeathSignal } from './native/libc.js';
-export { type PmixJob, type PmixProc, PmixTool, pmixProcTable } from './native/pmix.js';
-export * as ptraceExt from './native/ptrace-ext.js';
-export { assembleOpenMp, OmpdHost, type OmpdReadOptions, type OmpdTarget } from './ompd/host.js';
-export { type OpenMpRead, type ReadOpenMpOptions, readOpenMp } from './ompd/read.js';
-export {
-  type CoreSnapshotOptions,
-  type CoreSnapshotTarget,
-  rankFromCoreName,
-  type SnapshotOptions,
-  type SnapshotResult,
-  type SnapshotTarget,
-  Snapshotter,
-} from './snapshotter.js';
-export {
   type CoreInfo,
   type CoreMappedFile,
   type CoreSegment,
@@ -48,11 +8,11 @@ export {
   readCoreBytes,
   readCoreInfo,
   readCoreInfoFd,
-} from './target/core-file.js';
-export { type CoreOpenOptions, OpenedCore } from './target/core-image.js';
-export { type CoreWriteOptions, type CoreWritten, writeCore } from './target/core-writer.js';
-export { DebugFile, DebugFileRegistry, type TypeRef } from './target/debug-file.js';
-export { type ElfInfo, readElfInfo } from './target/elf.js';
+} from './inferior/core-file.js';
+export { type CoreOpenOptions, OpenedCore } from './inferior/core-image.js';
+export { type CoreWriteOptions, type CoreWritten, writeCore } from './inferior/core-writer.js';
+export { DebugFile, DebugFileRegistry, type TypeRef } from './inferior/debug-file.js';
+export { type ElfInfo, readElfInfo } from './inferior/elf.js';
 export {
   atPath,
   copyNew,
@@ -62,8 +22,9 @@ export {
   openSubdir,
   readRegularFile,
   writeNew,
-} from './target/files-at.js';
-export { TargetMemory } from './target/memory.js';
+} from './inferior/files-at.js';
+/** `TargetMemory`: the former name, kept for @mqd/mpir. */
+export { InferiorMemory, InferiorMemory as TargetMemory } from './inferior/memory.js';
 export {
   type ProcStat,
   parseProcStat,
@@ -76,6 +37,44 @@ export {
   readProcStat,
   shortHostname,
   tracerPid,
-} from './target/proc.js';
-export { fileMappings, ProcessImage, readMaps } from './target/process-image.js';
-export { stopProcess } from './target/stopper.js';
+} from './inferior/proc.js';
+export { fileMappings, ProcessImage, readMaps } from './inferior/process-image.js';
+export { HotPath } from './inferior/shim.js';
+export { stopProcess } from './inferior/stopper.js';
+export * as mqs from './mqs/mqs-spec.js';
+export { MqsSession, type RankReadOptions, type RankRef, type SessionOptions } from './mqs/session.js';
+export { nativeAllocations } from './native/alloc.js';
+export { setParentDeathSignal } from './native/libc.js';
+export { type PmixJob, type PmixProc, PmixTool, pmixProcTable } from './native/pmix.js';
+export * as ptraceExt from './native/ptrace-ext.js';
+export { type OpenMpRead, type ReadOpenMpOptions, readOpenMp } from './ompd/read.js';
+export { assembleOpenMp, type OmpdProcess, type OmpdReadOptions, OmpdSession } from './ompd/session.js';
+export { checkDllPolicy, DLL_POLICIES, type DllPolicy } from './policy/dll-policy.js';
+export {
+  DEFAULT_READ_BUDGET_BYTES,
+  ReaderClient,
+  type ReaderClientOptions,
+  type ReaderRun,
+  readBudgetFromEnv,
+} from './reader/client.js';
+export {
+  checkTarget,
+  enterReader,
+  type OwnerRule,
+  type ProcCredentials,
+  procCredentials,
+  type ReaderCredentials,
+  type ReaderIdentity,
+  readerForkOptions,
+  readerIdentity,
+} from './reader/identity.js';
+export type { Captured, ReaderRank, ReaderStats } from './reader/protocol.js';
+export {
+  type CoreSnapshotOptions,
+  type CoreSnapshotTarget,
+  rankFromCoreName,
+  type SnapshotOptions,
+  type SnapshotResult,
+  type SnapshotTarget,
+  Snapshotter,
+} from './snapshotter.js';

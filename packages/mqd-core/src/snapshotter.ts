@@ -1,8 +1,8 @@
 // Snapshots of MPI processes: checks who owns each process (and that it is still the process
 // the caller located), resolves each process's message-queue DLL (MPIR_dll_name in the
 // process, unless one is given) in a reader child running as the owner, hands the ranks to one
-// supervised DLL host per (owner, DLL), and assembles a JobSnapshot. This process only reads
-// /proc metadata; everything that parses, loads or stops runs in the readers (host/identity.ts).
+// supervised reader per (owner, DLL), and assembles a JobSnapshot. This process only reads
+// /proc metadata; everything that parses, loads or stops runs in the readers (reader/identity.ts).
 // Keep one Snapshotter for repeated snapshots: the hosts keep the DLL, the per-build-id indexes
 // and the processes' setup, so the second snapshot is warm.
 
@@ -27,20 +27,24 @@ import {
   SNAPSHOT_SCHEMA_VERSION,
   type UnidentifiedProcess,
 } from '@mqd/model';
-import { DllHost, type DllHostOptions, type HostRun, MIN_RANKS_PER_READER } from './host/client.js';
+import { inSysroot } from './inferior/core-image.js';
+import { procStartTime, rankFromEnviron, shortHostname } from './inferior/proc.js';
+import { credentials } from './native/libc.js';
+import { checkDllPolicy, type DllPolicy } from './policy/dll-policy.js';
 import {
-  checkDllPolicy,
+  MIN_RANKS_PER_READER,
+  ReaderClient,
+  type ReaderClientOptions,
+  type ReaderRun,
+} from './reader/client.js';
+import {
   checkTarget,
-  type DllPolicy,
   identityKey,
   procCredentials,
   type ReaderIdentity,
   readerIdentity,
-} from './host/identity.js';
-import type { Captured, HostStats, HostTarget } from './host/protocol.js';
-import { credentials } from './native/libc.js';
-import { inSysroot } from './target/core-image.js';
-import { procStartTime, rankFromEnviron, shortHostname } from './target/proc.js';
+} from './reader/identity.js';
+import type { Captured, ReaderRank, ReaderStats } from './reader/protocol.js';
 
 export interface SnapshotTarget {
   readonly pid: number;
@@ -57,7 +61,7 @@ export interface SnapshotTarget {
 export interface SnapshotOptions {
   /** The message-queue DLL; default: MPIR_dll_name read from each process. */
   readonly dll?: string;
-  /** Test hook for the kill -9 guarantee (see HostRequest.holdStoppedMs). */
+  /** Test hook for the kill -9 guarantee (see ReaderRequest.holdStoppedMs). */
   readonly holdStoppedMs?: number;
   /** Unwind every thread of every rank in the same stop as the queue read (default true). */
   readonly stacks?: boolean;
@@ -74,7 +78,7 @@ export interface SnapshotOptions {
    * job from the command line); an agent acting for a user passes ownerUid and decides.
    */
   readonly allowRoot?: boolean;
-  /** Site policy for the DLL a process names (see DllHostOptions.dllPolicy); default the host options'. */
+  /** Site policy for the DLL a process names (see ReaderClientOptions.dllPolicy); default the host options'. */
   readonly dllPolicy?: DllPolicy;
   /**
    * The most bytes of snapshot JSON one rank may take (an agent passes its per-message cap): a
@@ -119,16 +123,21 @@ export function rankFromCoreName(path: string): number | null {
 
 export interface SnapshotResult {
   readonly snapshot: JobSnapshot;
-  readonly stats: { readonly host: HostStats | null; readonly restarts: number; readonly hostStarts: number };
+  readonly stats: {
+    readonly host: ReaderStats | null;
+    readonly restarts: number;
+    readonly hostStarts: number;
+  };
 }
 
 /** One result for the readers of one DLL: ranks together, counters summed, the first error. */
-function mergeRuns(runs: readonly HostRun[]): HostRun {
+function mergeRuns(runs: readonly ReaderRun[]): ReaderRun {
   const [first, ...rest] = runs;
   if (!first) throw new Error('mergeRuns: no run');
   if (rest.length === 0) return first;
   const withStats = runs.filter((r) => r.stats !== null);
-  const sum = (f: (s: HostStats) => number) => withStats.reduce((a, r) => a + (r.stats ? f(r.stats) : 0), 0);
+  const sum = (f: (s: ReaderStats) => number) =>
+    withStats.reduce((a, r) => a + (r.stats ? f(r.stats) : 0), 0);
   const named = runs.find((r) => r.version !== '') ?? first;
   return {
     ranks: runs.flatMap((r) => r.ranks),
@@ -172,7 +181,7 @@ function jobSnapshot(p: {
 }
 
 export class Snapshotter {
-  private readonly hosts = new Map<string, DllHost>();
+  private readonly hosts = new Map<string, ReaderClient>();
   /**
    * DLL names already resolved, by reader identity, pid and start time (a process's
    * MPIR_dll_name is fixed once MPI_Init set it): a warm snapshot skips the reader's resolve
@@ -181,7 +190,7 @@ export class Snapshotter {
    */
   private readonly resolvedDlls = new Map<string, string>();
 
-  constructor(private readonly hostOptions: DllHostOptions = {}) {}
+  constructor(private readonly hostOptions: ReaderClientOptions = {}) {}
 
   /** The DLL `pid` names in MPIR_dll_name, resolved by a reader running as the pid's owner. */
   async dllOf(pid: number, opts: { allowRoot?: boolean } = {}): Promise<Result<string, MqdError>> {
@@ -201,16 +210,16 @@ export class Snapshotter {
   }
 
   /** A reader of this identity to resolve DLL names with: any live one, else a fresh unbound one. */
-  private resolver(id: ReaderIdentity): DllHost {
+  private resolver(id: ReaderIdentity): ReaderClient {
     const prefix = `${identityKey(id)}|`;
-    let unbound: DllHost | undefined;
+    let unbound: ReaderClient | undefined;
     for (const [k, h] of this.hosts) {
       if (!k.startsWith(prefix)) continue;
       if (h.hostPid !== null) return h;
       if (!h.bound) unbound = h;
     }
     if (unbound) return unbound;
-    const h = new DllHost(null, this.hostOptions, id);
+    const h = new ReaderClient(null, this.hostOptions, id);
     this.hosts.set(this.key(id, null), h);
     return h;
   }
@@ -219,7 +228,7 @@ export class Snapshotter {
    * The readers of one (identity, DLL) for `ranks` ranks: up to maxReadersPerDll (default the
    * cores), each with at least MIN_RANKS_PER_READER ranks. The first is `host(id, dll)`.
    */
-  private pool(id: ReaderIdentity, dll: string, ranks: number): DllHost[] {
+  private pool(id: ReaderIdentity, dll: string, ranks: number): ReaderClient[] {
     const max = Math.max(1, this.hostOptions.maxReadersPerDll ?? availableParallelism());
     const n = Math.max(1, Math.min(max, Math.floor(ranks / MIN_RANKS_PER_READER)));
     const out = [this.host(id, dll)];
@@ -227,7 +236,7 @@ export class Snapshotter {
       const k = `${this.key(id, dll)}#${i}`;
       let h = this.hosts.get(k);
       if (!h) {
-        h = new DllHost(dll, this.hostOptions, id);
+        h = new ReaderClient(dll, this.hostOptions, id);
         this.hosts.set(k, h);
       }
       out.push(h);
@@ -235,7 +244,7 @@ export class Snapshotter {
     return out;
   }
 
-  private host(id: ReaderIdentity, dll: string): DllHost {
+  private host(id: ReaderIdentity, dll: string): ReaderClient {
     const k = this.key(id, dll);
     let h = this.hosts.get(k);
     if (h) return h;
@@ -246,7 +255,7 @@ export class Snapshotter {
       spare.bind(dll);
       h = spare;
     } else {
-      h = new DllHost(dll, this.hostOptions, id);
+      h = new ReaderClient(dll, this.hostOptions, id);
     }
     this.hosts.set(k, h);
     return h;
@@ -263,7 +272,7 @@ export class Snapshotter {
   ): {
     failed: RankSnapshot[];
     unidentified: UnidentifiedProcess[];
-    byReader: Map<string, { id: ReaderIdentity; targets: HostTarget[] }>;
+    byReader: Map<string, { id: ReaderIdentity; targets: ReaderRank[] }>;
   } {
     const here = shortHostname();
     const failed: RankSnapshot[] = [];
@@ -276,7 +285,7 @@ export class Snapshotter {
     const kernelDecides = opts.ownerUid === undefined && !root;
     const allowRoot = opts.allowRoot ?? (opts.ownerUid === undefined && root);
     /** Ranks that passed the owner checks, by reader identity. */
-    const byReader = new Map<string, { id: ReaderIdentity; targets: HostTarget[] }>();
+    const byReader = new Map<string, { id: ReaderIdentity; targets: ReaderRank[] }>();
     for (const t of targets) {
       const host = t.host ?? here;
       let rank = t.rank;
@@ -335,7 +344,7 @@ export class Snapshotter {
     return { failed, unidentified, byReader };
   }
 
-  private resultOf(snapshot: JobSnapshot, host: HostStats | null, restarts: number): SnapshotResult {
+  private resultOf(snapshot: JobSnapshot, host: ReaderStats | null, restarts: number): SnapshotResult {
     const hostStarts = [...this.hosts.values()].reduce((n, h) => n + h.starts, 0);
     return { snapshot, stats: { host, restarts, hostStarts } };
   }
@@ -346,13 +355,13 @@ export class Snapshotter {
     const { failed, unidentified, byReader } = this.vet(targets, opts);
     const policy = opts.dllPolicy ?? this.hostOptions.dllPolicy ?? 'any';
     // Each reader resolves the DLL names of its own ranks (it runs as their owner).
-    const byDll = new Map<string, { id: ReaderIdentity; dll: string; targets: HostTarget[] }>();
+    const byDll = new Map<string, { id: ReaderIdentity; dll: string; targets: ReaderRank[] }>();
     for (const { id, targets: list } of byReader.values()) {
       const resolved: Map<number, Result<string, MqdError>> = new Map();
       if (opts.dll !== undefined) {
         for (const t of list) resolved.set(t.pid, ok(opts.dll));
       } else {
-        const cacheKey = (t: HostTarget) => `${identityKey(id)}:${t.pid}:${t.startTime ?? ''}`;
+        const cacheKey = (t: ReaderRank) => `${identityKey(id)}:${t.pid}:${t.startTime ?? ''}`;
         const unknown = list.filter((t) => {
           const hit = t.startTime !== undefined ? this.resolvedDlls.get(cacheKey(t)) : undefined;
           if (hit !== undefined) resolved.set(t.pid, ok(hit));
@@ -396,14 +405,14 @@ export class Snapshotter {
       if (!live.has(k.split(':').at(-2) ?? '')) this.resolvedDlls.delete(k);
     let library: MpiLibrary = 'unknown';
     let dllUsed: string | null = null;
-    let stats: HostStats | null = null;
+    let stats: ReaderStats | null = null;
     let restarts = 0;
     const ranks: RankSnapshot[] = [...failed];
     for (const { id, dll, targets: list } of byDll.values()) {
       // The ranks of one DLL are split among parallel readers (rank order, round robin: the
       // same job gives each reader the same ranks, so each stays warm for its own).
       const readers = this.pool(id, dll, list.length);
-      const shares = readers.map(() => [] as HostTarget[]);
+      const shares = readers.map(() => [] as ReaderRank[]);
       [...list]
         .sort((a, b) => a.rank - b.rank)
         .forEach((t, i) => {
@@ -503,7 +512,7 @@ export class Snapshotter {
       byReader.set(k, g);
     }
     const seen = new Set<number>();
-    const byDll = new Map<string, { id: ReaderIdentity; dll: string; targets: HostTarget[] }>();
+    const byDll = new Map<string, { id: ReaderIdentity; dll: string; targets: ReaderRank[] }>();
     const facts = new Map<
       number,
       { rank: number; pid: number; path: string; signal: number; executable: string; mtime: Date }
@@ -556,7 +565,7 @@ export class Snapshotter {
               ? ok(opts.sysroot !== undefined ? inSysroot(opts.sysroot, a.dll) : a.dll)
               : err(a?.error ?? mqdError('MQD_E_INTERNAL', `${it.c.path} was not resolved`));
         const dll = named.ok ? checkDllPolicy(named.value, policy) : named;
-        const target: HostTarget = {
+        const target: ReaderRank = {
           pid: it.key,
           rank,
           host,
@@ -575,7 +584,7 @@ export class Snapshotter {
     }
     let library: MpiLibrary = 'unknown';
     let dllUsed: string | null = null;
-    let stats: HostStats | null = null;
+    let stats: ReaderStats | null = null;
     let restarts = 0;
     const realPid = (key: number) => facts.get(key)?.pid ?? 1;
     for (const { id, dll, targets } of byDll.values()) {
@@ -662,7 +671,7 @@ export class Snapshotter {
     return out;
   }
 
-  /** Pids of the running DLL hosts (tests use them to kill a host mid-snapshot). */
+  /** Pids of the running readers (tests use them to kill a reader mid-snapshot). */
   hostPids(): number[] {
     return [...this.hosts.values()].map((h) => h.hostPid).filter((p): p is number => p !== null);
   }

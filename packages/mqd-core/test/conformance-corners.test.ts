@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import { type JobSnapshot, type RankSnapshot, validateSnapshot } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { formatSnapshot } from '../src/format.js';
+import { LP64_SIZES, targetTypeSizes } from '../src/inferior/type-sizes.js';
 import { substituteName } from '../src/mqs/session.js';
-import { LP64_SIZES, targetTypeSizes } from '../src/mqs/target-arch.js';
 import { buildConformance, snapshottersPerTest, startTarget } from './conformance-kit.js';
 
 const b = buildConformance();

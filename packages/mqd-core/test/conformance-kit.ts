@@ -21,7 +21,7 @@ let built: Built | null = null;
 export function buildConformance(): Built {
   if (!built) {
     execFileSync('make', ['-s', `OUT=${BUILD}`], { cwd: NATIVE, stdio: 'pipe' });
-    // The native hot path the DLL host loads (npm run build makes it too; tests run from sources).
+    // The native hot path the reader loads (npm run build makes it too; tests run from sources).
     execFileSync('make', ['-s'], { cwd: SHIM, stdio: 'pipe' });
     built = {
       dll: join(BUILD, 'libmqdtest_dll.so'),

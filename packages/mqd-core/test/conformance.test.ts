@@ -175,7 +175,7 @@ describe('conformance DLL: a misbehaving DLL costs one rank of one snapshot', ()
     const t = await startTarget(b.target, b.dll, 0, 0);
     const { child, line } = await holdStopped(b.dll, t.pid);
     expect(line).toMatch(new RegExp(`^STOPPED ${t.pid}`));
-    // Stopped right now, traced by the DLL host.
+    // Stopped right now, traced by the reader.
     expect(processState(t.pid)).toBe('t');
     expect(tracerPid(t.pid)).toBeGreaterThan(0);
     child.kill('SIGKILL');

@@ -19,16 +19,16 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { type CoreInfo, coreBuildIdAt, readCoreBytes, readCoreInfo } from '../src/inferior/core-file.js';
+import { type CoreWriteOptions, writeCore } from '../src/inferior/core-writer.js';
+import { DebugFileRegistry } from '../src/inferior/debug-file.js';
+import { readElfInfo } from '../src/inferior/elf.js';
+import { InferiorMemory } from '../src/inferior/memory.js';
+import { tracerPid } from '../src/inferior/proc.js';
+import { ProcessImage } from '../src/inferior/process-image.js';
+import { stopProcess } from '../src/inferior/stopper.js';
 import { nativeAllocations } from '../src/native/alloc.js';
 import { NT_PRSTATUS, NT_PRSTATUS_BYTES, readRegSet } from '../src/native/ptrace-ext.js';
-import { type CoreInfo, coreBuildIdAt, readCoreBytes, readCoreInfo } from '../src/target/core-file.js';
-import { type CoreWriteOptions, writeCore } from '../src/target/core-writer.js';
-import { DebugFileRegistry } from '../src/target/debug-file.js';
-import { readElfInfo } from '../src/target/elf.js';
-import { TargetMemory } from '../src/target/memory.js';
-import { tracerPid } from '../src/target/proc.js';
-import { ProcessImage } from '../src/target/process-image.js';
-import { stopProcess } from '../src/target/stopper.js';
 import { buildConformance, killAllTargets, startParked, waitFor } from './conformance-kit.js';
 
 const b = buildConformance();
@@ -136,7 +136,7 @@ describe('writeCore + readCoreInfo on a live target', () => {
     if (!image.ok) throw new Error(image.error.message);
     const sym = image.value.findSymbol('mqdtest_comms');
     if (!sym) throw new Error('no mqdtest_comms');
-    const live = new TargetMemory(t.pid, 1 << 20);
+    const live = new InferiorMemory(t.pid, 1 << 20);
     withFd(out, (fd) => {
       const ptr = readCoreBytes(info, fd, sym.address, 8);
       expect(ptr).toEqual(live.readBytes(sym.address, 8));

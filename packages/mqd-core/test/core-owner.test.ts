@@ -7,8 +7,8 @@
 import { chmodSync, chownSync, copyFileSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DllHost } from '../src/host/client.js';
-import { readerIdentity } from '../src/host/identity.js';
+import { ReaderClient } from '../src/reader/client.js';
+import { readerIdentity } from '../src/reader/identity.js';
 import { Snapshotter } from '../src/snapshotter.js';
 import { type Attacker, buildAttacker, NOBODY, startProcess } from './security-kit.js';
 
@@ -48,7 +48,7 @@ afterAll(() => {
 });
 
 async function resolveAs(uid: number, path: string) {
-  const host = new DllHost(null, {}, readerIdentity(uid, uid));
+  const host = new ReaderClient(null, {}, readerIdentity(uid, uid));
   try {
     const [answer] = await host.resolve([{ pid: -1, ownerUid: uid, allowRoot: true, core: { path } }]);
     return answer;

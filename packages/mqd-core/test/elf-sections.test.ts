@@ -1,4 +1,4 @@
-// DebugFile's symbols read straight from the ELF file (target/elf-sections.ts) against libdw's
+// DebugFile's symbols read straight from the ELF file (inferior/elf-sections.ts) against libdw's
 // own table read one entry at a time, on real files: the system libc (stripped, its debug file by
 // build-id when libc6-dbg is installed), an unstripped MPI library of the provisioned builds, a
 // fixture executable (PIE), and copies split as distributions ship them (strip --strip-all with
@@ -11,8 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { mpiPrefix } from '@mqd/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DebugFile } from '../src/target/debug-file.js';
-import { ElfSections, SHT_DYNSYM, SHT_SYMTAB } from '../src/target/elf-sections.js';
+import { DebugFile } from '../src/inferior/debug-file.js';
+import { ElfSections, SHT_DYNSYM, SHT_SYMTAB } from '../src/inferior/elf-sections.js';
 
 const work = mkdtempSync(join(tmpdir(), 'mqd-elf-sections-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));

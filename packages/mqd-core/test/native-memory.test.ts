@@ -6,10 +6,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { DebugFileRegistry } from '../src/inferior/debug-file.js';
+import { HotPath } from '../src/inferior/shim.js';
 import { MqsSession } from '../src/mqs/session.js';
-import { HotPath } from '../src/mqs/shim.js';
 import { nativeAllocations } from '../src/native/alloc.js';
-import { DebugFileRegistry } from '../src/target/debug-file.js';
 import { buildConformance, killAllTargets, startTarget } from './conformance-kit.js';
 
 const b = buildConformance();

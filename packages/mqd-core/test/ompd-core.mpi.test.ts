@@ -25,8 +25,8 @@ import {
   waitFor,
 } from '@mqd/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
-import { dllNamedByCore } from '../src/host/dll-name.js';
 import { DebugFileRegistry, MqsSession, OpenedCore } from '../src/index.js';
+import { dllNamedByCore } from '../src/reader/dll-name.js';
 import { fixtureRig } from './fixture-rig.js';
 import {
   expectedOmpShape,

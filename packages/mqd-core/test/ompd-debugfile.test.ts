@@ -11,9 +11,9 @@ import { join } from 'node:path';
 import type { OpenMpRuntime } from '@mqd/model';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processState, tracerPid } from '../src/index.js';
+import { DebugFile, DebugFileRegistry } from '../src/inferior/debug-file.js';
+import { readElfInfo } from '../src/inferior/elf.js';
 import { readOpenMp } from '../src/ompd/read.js';
-import { DebugFile, DebugFileRegistry } from '../src/target/debug-file.js';
-import { readElfInfo } from '../src/target/elf.js';
 import { buildIdPath, snapshottersPerTest, type Target, waitFor } from './conformance-kit.js';
 import {
   buildOmpd,

@@ -34,7 +34,6 @@ import {
   waitFor,
 } from '@mqd/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
-import { dllNamedBy } from '../src/host/dll-name.js';
 import {
   DebugFileRegistry,
   MqsSession,
@@ -45,6 +44,7 @@ import {
   Snapshotter,
   tracerPid,
 } from '../src/index.js';
+import { dllNamedBy } from '../src/reader/dll-name.js';
 import { fixtureRig } from './fixture-rig.js';
 import { buildOmpd } from './ompd-kit.js';
 import {

@@ -6,8 +6,8 @@ import { type JobSnapshot, type OpenMpRuntime, type RankSnapshot, validateSnapsh
 import { ompdOracle } from '@mqd/testkit';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { nativeAllocations, processState, tracerPid } from '../src/index.js';
-import { OmpdHost } from '../src/ompd/host.js';
 import { readOpenMp } from '../src/ompd/read.js';
+import { OmpdSession } from '../src/ompd/session.js';
 import { snapshottersPerTest, startTarget, type Target, waitFor } from './conformance-kit.js';
 import {
   buildOmpd,
@@ -120,7 +120,7 @@ describe.skipIf(missing !== null)('OMPD: a real OpenMP program', () => {
 
   it('50 reads: no outstanding OMPD block, no native block growth, never left stopped', async () => {
     const t = await startOmpTarget(b, OMP_MODE.single, OMP_ENV, 4);
-    const host = new OmpdHost();
+    const host = new OmpdSession();
     try {
       const first = runtimeOf(readOpenMp(t.pid, { host }));
       expect(host.outstandingBlocks()).toBe(0);

@@ -1,7 +1,7 @@
-// The one /proc/PID/stat parser (src/target/proc.ts), on real and crafted lines.
+// The one /proc/PID/stat parser (src/inferior/proc.ts), on real and crafted lines.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { parseProcStat, procStartTime, readProcStat } from '../src/target/proc.js';
+import { parseProcStat, procStartTime, readProcStat } from '../src/inferior/proc.js';
 
 describe('parseProcStat', () => {
   it('reads a command with spaces and parentheses', () => {

@@ -6,8 +6,8 @@
 import { once } from 'node:events';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DllHost } from '../src/host/client.js';
-import { childEnv, readerForkOptions, readerIdentity, startReaderEarly } from '../src/host/reader-spawn.js';
+import { ReaderClient } from '../src/reader/client.js';
+import { childEnv, readerForkOptions, readerIdentity, startReaderEarly } from '../src/reader/reader-spawn.js';
 import { Snapshotter } from '../src/snapshotter.js';
 import { buildConformance, killAllTargets, startTarget } from './conformance-kit.js';
 import { type Attacker, buildAttacker, NOBODY, startProcess } from './security-kit.js';
@@ -101,8 +101,8 @@ describe("root's reader with the three tokens in its environment, attacked by ui
     };
     // Each is read once it has said something: past its exec, its environment is its own.
     const early = startReaderEarly(me);
-    const adopter = new DllHost(null, {}, me);
-    const own = new DllHost(null, {}, me);
+    const adopter = new ReaderClient(null, {}, me);
+    const own = new ReaderClient(null, {}, me);
     try {
       if (!early?.pid) throw new Error('no early reader');
       await once(early, 'message');

@@ -4,8 +4,8 @@
 // user as what it is, and the next read must work.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { exitKind } from '../src/host/client.js';
-import { processState, tracerPid } from '../src/target/proc.js';
+import { processState, tracerPid } from '../src/inferior/proc.js';
+import { exitKind } from '../src/reader/client.js';
 import { buildConformance, snapshottersPerTest, startTarget, waitFor } from './conformance-kit.js';
 
 const b = buildConformance();

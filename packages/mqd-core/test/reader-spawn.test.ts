@@ -1,5 +1,5 @@
-// A reader started before its DllHost exists (what `mqd snapshot` does while it loads its own
-// code, apps/cli/src/main.ts): the DllHost of that identity adopts it with everything it said
+// A reader started before its ReaderClient exists (what `mqd snapshot` does while it loads its own
+// code, apps/cli/src/main.ts): the ReaderClient of that identity adopts it with everything it said
 // meanwhile, a reader that died meanwhile is replaced, and one nobody adopts neither keeps its
 // parent alive nor outlives it. Real reader children (from sources, through tsx).
 import { execFileSync } from 'node:child_process';
@@ -7,12 +7,12 @@ import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { DllHost } from '../src/host/client.js';
-import { readerIdentity, startReaderEarly } from '../src/host/reader-spawn.js';
+import { ReaderClient } from '../src/reader/client.js';
+import { readerIdentity, startReaderEarly } from '../src/reader/reader-spawn.js';
 
 const me = () => readerIdentity(process.getuid?.() ?? 0, process.getgid?.() ?? 0);
 /** Our own process is no MPI rank: the reader answers with a coded error, which proves it answers. */
-const resolveSelf = (h: DllHost) =>
+const resolveSelf = (h: ReaderClient) =>
   h.resolve([{ pid: process.pid, ownerUid: process.getuid?.() ?? 0, allowRoot: true }]);
 
 /** Gone or a zombie waiting for its new parent to reap it. */
@@ -25,12 +25,12 @@ function ended(pid: number): boolean {
 }
 
 describe('readers started early', () => {
-  it('the DllHost of that identity adopts the started reader, with the ready it sent before', async () => {
+  it('the ReaderClient of that identity adopts the started reader, with the ready it sent before', async () => {
     const child = startReaderEarly(me());
     if (!child?.pid) throw new Error('no early reader');
     expect(startReaderEarly(me())).toBeNull(); // one waits already
-    await once(child, 'message'); // its `ready` went to the waiting list, not to a DllHost
-    const host = new DllHost(null, {}, me());
+    await once(child, 'message'); // its `ready` went to the waiting list, not to a ReaderClient
+    const host = new ReaderClient(null, {}, me());
     try {
       host.warmUp();
       expect(host.hostPid).toBe(child.pid);
@@ -50,7 +50,7 @@ describe('readers started early', () => {
     const gone = once(child, 'exit');
     child.kill('SIGKILL');
     await gone;
-    const host = new DllHost(null, {}, me());
+    const host = new ReaderClient(null, {}, me());
     try {
       const [answer] = await resolveSelf(host);
       expect(answer && 'error' in answer ? answer.error.code : answer).toMatch(/^MQD_E_/);
@@ -63,7 +63,7 @@ describe('readers started early', () => {
   });
 
   it('one nobody adopts does not keep its parent alive and is killed when the parent exits', async () => {
-    const src = fileURLToPath(new URL('../src/host/reader-spawn.ts', import.meta.url));
+    const src = fileURLToPath(new URL('../src/reader/reader-spawn.ts', import.meta.url));
     const script = `const m = await import(${JSON.stringify(src)});
       const c = m.startReaderEarly(m.readerIdentity(process.getuid(), process.getgid()));
       process.stdout.write(String(c?.pid ?? 0));`;

@@ -5,10 +5,10 @@
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DllHost } from '../src/host/client.js';
-import { checkDllPolicy } from '../src/host/identity.js';
+import { procStartTime } from '../src/inferior/proc.js';
+import { checkDllPolicy } from '../src/policy/dll-policy.js';
+import { ReaderClient } from '../src/reader/client.js';
 import { Snapshotter } from '../src/snapshotter.js';
-import { procStartTime } from '../src/target/proc.js';
 import { buildConformance, startTarget } from './conformance-kit.js';
 import { type Attacker, buildAttacker, NOBODY, startProcess, watchPid } from './security-kit.js';
 
@@ -131,7 +131,7 @@ describe("other users' processes are refused and never stopped", () => {
 
   it('the reader checks again before the stop: a target the agent did not vet is refused in the child', async () => {
     const t = await startTarget(conf.target, conf.dll, 0, 0);
-    const h = new DllHost(conf.dll);
+    const h = new ReaderClient(conf.dll);
     try {
       const run = await h.snapshot(
         [{ pid: t.pid, rank: 0, host: 'h', ownerUid: NOBODY, allowRoot: false }],
@@ -147,7 +147,7 @@ describe("other users' processes are refused and never stopped", () => {
   it('a reader running as 65534 cannot stop a root process even if asked (the kernel refuses)', async () => {
     const t = await startTarget(conf.target, conf.dll, 0, 0);
     const watch = await watchPid(t.pid);
-    const h = new DllHost(conf.dll, {}, { uid: NOBODY, gid: NOBODY, switched: true });
+    const h = new ReaderClient(conf.dll, {}, { uid: NOBODY, gid: NOBODY, switched: true });
     try {
       const run = await h.snapshot([{ pid: t.pid, rank: 0, host: 'h' }], [t.pid]);
       expect(run.ranks[0]?.state).toMatchObject({ kind: 'error', code: 'MQD_E_PTRACE_DENIED' });

@@ -20,10 +20,10 @@ import { join } from 'node:path';
 import type { ThreadStack } from '@mqd/model';
 import { parseEuStack } from '@mqd/testkit';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { readCoreBytes, readCoreInfo } from '../src/inferior/core-file.js';
+import { stopProcess } from '../src/inferior/stopper.js';
+import { type FrameRegs, Unwinder, type UnwoundRank } from '../src/inferior/unwind.js';
 import { nativeAllocations } from '../src/native/alloc.js';
-import { readCoreBytes, readCoreInfo } from '../src/target/core-file.js';
-import { stopProcess } from '../src/target/stopper.js';
-import { type FrameRegs, Unwinder, type UnwoundRank } from '../src/target/unwind.js';
 import { buildConformance, killAllTargets, startParked, type Target } from './conformance-kit.js';
 
 const b = buildConformance();

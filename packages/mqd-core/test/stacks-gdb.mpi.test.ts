@@ -11,7 +11,7 @@ import { basename, join } from 'node:path';
 import type { ThreadStack } from '@mqd/model';
 import { fixtureBinary, MPI_LABELS, mpiMatrix, mpiPrefix } from '@mqd/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Unwinder } from '../src/target/unwind.js';
+import { Unwinder } from '../src/inferior/unwind.js';
 import { fixtureRig } from './fixture-rig.js';
 import { describeUnbuiltMpis } from './unbuilt-mpis.js';
 

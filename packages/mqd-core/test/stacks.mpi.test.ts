@@ -18,7 +18,7 @@ import {
 } from '@mqd/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { processState, Snapshotter, tracerPid } from '../src/index.js';
-import { publicMpiName } from '../src/target/unwind.js';
+import { publicMpiName } from '../src/inferior/unwind.js';
 import { fixtureRig } from './fixture-rig.js';
 import { describeUnbuiltMpis } from './unbuilt-mpis.js';
 

@@ -2,10 +2,10 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import { MAX_FRAMES_PER_THREAD, validateSnapshot } from '@mqd/model';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { processState, Snapshotter, tracerPid } from '../src/index.js';
-import { DebugFileRegistry } from '../src/target/debug-file.js';
-import { ProcessImage } from '../src/target/process-image.js';
-import { stopProcess } from '../src/target/stopper.js';
-import { findMpiCall, publicMpiName, Unwinder } from '../src/target/unwind.js';
+import { DebugFileRegistry } from '../src/inferior/debug-file.js';
+import { ProcessImage } from '../src/inferior/process-image.js';
+import { stopProcess } from '../src/inferior/stopper.js';
+import { findMpiCall, publicMpiName, Unwinder } from '../src/inferior/unwind.js';
 import { buildConformance, killAllTargets, startParked, startTarget } from './conformance-kit.js';
 
 const b = buildConformance();

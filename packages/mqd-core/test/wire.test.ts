@@ -1,13 +1,13 @@
-// The compact wire of a rank's operations (src/host/wire.ts): what the agent rebuilds is the
+// The compact wire of a rank's operations (src/reader/wire.ts): what the agent rebuilds is the
 // very RankSnapshot the reader had (deep-equal, same JSON text), through V8's serializer as
 // Node's IPC channel ('advanced') carries it; what the columns cannot carry is refused (the
 // reader then sends objects); a malformed wire is a coded error, never a throw.
 import { deserialize, serialize } from 'node:v8';
 import { type Communicator, mqdError, type Operation, type RankSnapshot, rankNotRead } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { type OpColumns, rankFromWire, rankToWire, type WireRank } from '../src/host/wire.js';
 import { decodeOperations, deriveGlobalRanks } from '../src/mqs/decode.js';
 import { mqs_status, PENDING_OPERATION as P } from '../src/mqs/mqs-spec.js';
+import { type OpColumns, rankFromWire, rankToWire, type WireRank } from '../src/reader/wire.js';
 import { type Rec, record } from './records.js';
 
 /** Operations decoded by the reader's own decoder from records. */

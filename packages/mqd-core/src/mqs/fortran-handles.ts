@@ -9,7 +9,7 @@
 // Read while the rank is stopped (the same page cache as the queue walk); best effort: a
 // communicator whose handle cannot be read gets null, never a guess.
 import type { MpiLibrary } from '@mqd/model';
-import type { ProcessImage } from '../target/process-image.js';
+import type { ProcessImage } from '../inferior/process-image.js';
 
 /** Reads `len` bytes of the stopped target at `addr`; null when unreadable. */
 export type ReadBytes = (addr: bigint, len: number) => Uint8Array | null;

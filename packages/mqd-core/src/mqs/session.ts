@@ -1,7 +1,7 @@
 // The debugger side of one MQD DLL, hosted in this process: loads the DLL, gives it the
 // callback tables, keeps image and process infos through their lifecycles, and reads the
-// communicators and three queues of a stopped process. Runs inside the DLL host child
-// (dll-host-main.ts): a DLL that crashes or loops takes this process down, not the agent.
+// communicators and three queues of a stopped process. Runs inside the reader child
+// (reader-main.ts): a DLL that crashes or loops takes this process down, not the agent.
 
 import {
   type Communicator,
@@ -26,22 +26,24 @@ import {
   rankNotRead,
 } from '@mqd/model';
 import koffi from 'koffi';
+import type { OpenedCore } from '../inferior/core-image.js';
+import type { DebugFileRegistry, TypeRef } from '../inferior/debug-file.js';
+import { EM_X86_64, ET_DYN, hostMachine, readElfInfo } from '../inferior/elf.js';
+import { procStartTime } from '../inferior/proc.js';
+import { ProcessImage } from '../inferior/process-image.js';
+import { HotPath, NATIVE_CALLBACKS, type NativeCallback } from '../inferior/shim.js';
+import { stopProcess } from '../inferior/stopper.js';
+import { type TypeSizes, targetTypeSizes } from '../inferior/type-sizes.js';
+import { findMpiCall, type MpiFrame, Unwinder, type UnwoundRank } from '../inferior/unwind.js';
 import { permanentAlloc } from '../native/alloc.js';
 import { dlopen, dlsymAddress, RTLD_NOW } from '../native/libc.js';
 import {
   assembleOpenMp,
-  OmpdHost,
+  type OmpdProcess,
   type OmpdReadOptions,
-  type OmpdTarget,
+  OmpdSession,
   type RawOpenMp,
-} from '../ompd/host.js';
-import type { OpenedCore } from '../target/core-image.js';
-import type { DebugFileRegistry, TypeRef } from '../target/debug-file.js';
-import { EM_X86_64, ET_DYN, hostMachine, readElfInfo } from '../target/elf.js';
-import { procStartTime } from '../target/proc.js';
-import { ProcessImage } from '../target/process-image.js';
-import { stopProcess } from '../target/stopper.js';
-import { findMpiCall, type MpiFrame, Unwinder, type UnwoundRank } from '../target/unwind.js';
+} from '../ompd/session.js';
 import {
   type CommunicatorHeader,
   decodeCommunicator,
@@ -72,8 +74,6 @@ import {
   proto,
   WALK_OUT_OF_MEMORY,
 } from './mqs-spec.js';
-import { HotPath, NATIVE_CALLBACKS, type NativeCallback } from './shim.js';
-import { type TypeSizes, targetTypeSizes } from './target-arch.js';
 
 /**
  * `MQD_DEBUG=dll` (a comma list, read once, here; readers inherit the agent's environment): the
@@ -131,18 +131,18 @@ function entryBudget(maxRankBytes: number | undefined): number {
     : Math.floor(maxRankBytes / MIN_OPERATION_JSON_BYTES);
 }
 
-export interface RankTarget {
+export interface RankRef {
   readonly pid: number;
   readonly rank: number;
   readonly host: string;
 }
 
 /** A rank read from a core file (issue 17); `pid` is a negative key standing for the core. */
-export interface CoreRankTarget extends RankTarget {
+export interface CoreRankRef extends RankRef {
   readonly core: OpenedCore;
 }
 
-interface TargetProcess {
+interface MqsProcess {
   readonly key: number;
   readonly imageKey: number;
   readonly pid: number;
@@ -276,9 +276,9 @@ export class MqsSession {
   private readonly fns: Record<EntryName, Fn>;
   private readonly getCommGroup: Fn | null;
   private readonly keep: unknown[] = [];
-  private readonly processes = new Map<number, TargetProcess>();
-  private readonly byPid = new Map<number, TargetProcess>();
-  private readonly byImage = new Map<number, TargetProcess>();
+  private readonly processes = new Map<number, MqsProcess>();
+  private readonly byPid = new Map<number, MqsProcess>();
+  private readonly byImage = new Map<number, MqsProcess>();
   private readonly types = new Map<number, TypeRef>();
   private readonly typeKeys = new Map<string, number>();
   /** The name each type key was found by (mqs_find_type), for fieldGaps. */
@@ -295,7 +295,7 @@ export class MqsSession {
   /** libdw unwinder for the stacks read in the same stop (created on first use). */
   private unwinder: Unwinder | null = null;
   /** The OMPD host for the OpenMP threads read in the same stop (created on first use, issue 15). */
-  private ompdHost: OmpdHost | null = null;
+  private ompdHost: OmpdSession | null = null;
   private readonly basicCb: unknown;
   private readonly imageCb: unknown;
   private readonly processCb: unknown;
@@ -308,7 +308,7 @@ export class MqsSession {
   private callbackFailures: string[] = [];
   /** The dprints of the rank being read, when MQD_DEBUG=dll asks for them. */
   private rankLog: string[] | null = null;
-  /** Target type sizes per process key (from its executable's ELF, target-arch.ts). */
+  /** Target type sizes per process key (from its executable's ELF, inferior/type-sizes.ts). */
   private readonly typeSizes = new Map<number, TypeSizes>();
   /** Callbacks answered in JavaScript so far (the native ones are counted by the shim). */
   private readonly jsCounts: Record<string, number> = {};
@@ -577,7 +577,7 @@ export class MqsSession {
    * callbacks that failed under it (`why`, the session's notes, the reads that failed in this
    * stop of process `t`): the DLL saw only mqs_no_information.
    */
-  private dllError(code: number, what: string, t?: TargetProcess, why?: string | null): MqdError {
+  private dllError(code: number, what: string, t?: MqsProcess, why?: string | null): MqdError {
     let text: string;
     try {
       text = String(this.fns.mqs_dll_error_string(code) ?? '');
@@ -593,7 +593,7 @@ export class MqsSession {
   }
 
   /** Our account of the reads that failed in this stop of `t` (the shim's kind and address). */
-  private readDiagnosis(t: TargetProcess): string | null {
+  private readDiagnosis(t: MqsProcess): string | null {
     const f = this.hot.readFailures(t.key);
     if (!f) return null;
     const n = f.count === 1 ? 'a read' : `${f.count} reads`;
@@ -601,7 +601,7 @@ export class MqsSession {
   }
 
   // ---- processes ----------------------------------------------------------------------------
-  private forget(t: TargetProcess): void {
+  private forget(t: MqsProcess): void {
     const processInfo = this.hot.info(t.key);
     const imageInfo = this.hot.info(t.imageKey);
     if (processInfo !== 0n) this.fns.mqs_destroy_process_info(processInfo);
@@ -630,9 +630,9 @@ export class MqsSession {
   }
 
   /** The OMPD host of this session (tests: outstanding OMPD blocks, callback counts). */
-  get ompd(): OmpdHost {
+  get ompd(): OmpdSession {
     if (!this.ompdHost) {
-      const host = new OmpdHost();
+      const host = new OmpdSession();
       // libompd's print_string goes where the DLL's dprints go (MQD_DEBUG=dll: the rank's dllLog).
       host.onPrint = (line) => {
         if (DEBUG_DLL && this.rankLog && this.rankLog.length < 200) this.rankLog.push(`ompd: ${line}`);
@@ -643,7 +643,7 @@ export class MqsSession {
   }
 
   /** The target process for a pid, set up (image + process lifecycles) on first use. */
-  private target(r: RankTarget): Result<TargetProcess, { kind: 'error' | 'no-queues'; error: MqdError }> {
+  private target(r: RankRef): Result<MqsProcess, { kind: 'error' | 'no-queues'; error: MqdError }> {
     const start = procStartTime(r.pid);
     if (start === null)
       return err({ kind: 'error', error: mqdError('MQD_E_NO_SUCH_PID', `no process ${r.pid}`) });
@@ -670,10 +670,10 @@ export class MqsSession {
   }
 
   /** Slots in the hot path for a process and its image, before the DLL's lifecycles. */
-  private register(r: RankTarget, startTime: string, image: ProcessImage): TargetProcess {
+  private register(r: RankRef, startTime: string, image: ProcessImage): MqsProcess {
     const key = this.hot.newKey();
     const imageKey = this.hot.newKey();
-    const t: TargetProcess = { key, imageKey, pid: r.pid, startTime, rank: r.rank, image, ready: false };
+    const t: MqsProcess = { key, imageKey, pid: r.pid, startTime, rank: r.rank, image, ready: false };
     this.hot.set(key, r.pid, r.rank, imageKey, this.opts.readBudgetBytes);
     this.hot.set(imageKey, r.pid, r.rank, 0, 0);
     this.processes.set(key, t);
@@ -683,7 +683,7 @@ export class MqsSession {
   }
 
   /** The DLL's image and process lifecycles for a registered target; forgets it on failure. */
-  private setUp(t: TargetProcess): Result<true, { kind: 'error' | 'no-queues'; error: MqdError }> {
+  private setUp(t: MqsProcess): Result<true, { kind: 'error' | 'no-queues'; error: MqdError }> {
     const { key, imageKey } = t;
     const exe = t.image.exe;
     // The DLL reads the target through these sizes: a target they would be wrong for is refused.
@@ -754,11 +754,11 @@ export class MqsSession {
    * (no stop, nothing to resume), stacks and OpenMP threads from the core's threads. The core's
    * setup is forgotten afterwards: every core is read once.
    */
-  snapshotCore(r: CoreRankTarget, opts: RankReadOptions = {}): RankSnapshot {
+  snapshotCore(r: CoreRankRef, opts: RankReadOptions = {}): RankSnapshot {
     return this.withLog(() => this.readCore(r, opts));
   }
 
-  private readCore(r: CoreRankTarget, opts: RankReadOptions): RankSnapshot {
+  private readCore(r: CoreRankRef, opts: RankReadOptions): RankSnapshot {
     const base = { rank: r.rank, pid: r.pid, host: r.host };
     const img = r.core.image;
     const changed = r.core.changedFiles();
@@ -818,7 +818,7 @@ export class MqsSession {
     return this.rankOf(base, raw, records, stacks, rawArgs, 0, rawOmp);
   }
 
-  private readCoreStacks(r: CoreRankTarget): UnwoundRank | MqdError {
+  private readCoreStacks(r: CoreRankRef): UnwoundRank | MqdError {
     try {
       this.unwinder ??= new Unwinder();
       const exe = r.core.exeOnDisk;
@@ -832,11 +832,11 @@ export class MqsSession {
    * Stops the rank, reads every communicator and queue and (unless `stacks` is false) unwinds
    * every thread in the same stop, resumes it. Never throws for expected failures.
    */
-  snapshotRank(r: RankTarget, opts: RankReadOptions = {}): RankSnapshot {
+  snapshotRank(r: RankRef, opts: RankReadOptions = {}): RankSnapshot {
     return this.withLog(() => this.readRank(r, opts));
   }
 
-  private readRank(r: RankTarget, opts: RankReadOptions): RankSnapshot {
+  private readRank(r: RankRef, opts: RankReadOptions): RankSnapshot {
     const base = { rank: r.rank, pid: r.pid, host: r.host };
     const wantStacks = opts.stacks !== false;
     const tgt = this.target(r);
@@ -875,10 +875,10 @@ export class MqsSession {
 
   /** The rank's OpenMP threads through its runtime's OMPD library, in the stop or from a core (issue 15). */
   private readOpenMp(
-    t: TargetProcess,
+    t: MqsProcess,
     tids: readonly number[],
     opts: OmpdReadOptions,
-    core: Pick<OmpdTarget, 'label' | 'threadPointers' | 'fileOnDisk'> = {},
+    core: Pick<OmpdProcess, 'label' | 'threadPointers' | 'fileOnDisk'> = {},
   ): RawOpenMp {
     const sizes = this.typeSizes.get(t.key);
     try {
@@ -954,7 +954,7 @@ export class MqsSession {
    * ompi_communicator_t; MPICH: the MPIR_Comm address of a builtin or direct handle). Best
    * effort: null where unreadable.
    */
-  private readMpiArgs(t: TargetProcess, stacks: UnwoundRank): RawMpiArgs | null {
+  private readMpiArgs(t: MqsProcess, stacks: UnwoundRank): RawMpiArgs | null {
     const call = findMpiCall(stacks.threads);
     if (call === null || !this.unwinder) return null;
     const thread = stacks.threads.find((x) => x.tid === call.tid);
@@ -1007,7 +1007,7 @@ export class MqsSession {
     return { call, peer: int(['dest', 'source', 'src']), tag: int(['tag']), count: int(['count']), comm };
   }
 
-  private readStacks(t: TargetProcess, tids: readonly number[]): UnwoundRank | MqdError {
+  private readStacks(t: MqsProcess, tids: readonly number[]): UnwoundRank | MqdError {
     try {
       this.unwinder ??= new Unwinder();
       return this.unwinder.unwind(t.pid, tids, MAX_FRAMES_PER_THREAD, t.image.dwarfAt);
@@ -1016,7 +1016,7 @@ export class MqsSession {
     }
   }
 
-  private readU64(t: TargetProcess, addr: bigint): bigint | null {
+  private readU64(t: MqsProcess, addr: bigint): bigint | null {
     const b = new Uint8Array(8);
     return this.hot.read(t.key, addr, 8, b) ? new DataView(b.buffer).getBigUint64(0, true) : null;
   }
@@ -1027,7 +1027,7 @@ export class MqsSession {
    * A DLL error cuts the walk short and is kept (with what was read before it): the rank is then
    * an error carrying the DLL's message, never "ok" with fewer communicators.
    */
-  private readCommunicators(t: TargetProcess, maxRankBytes?: number): Result<RawWalk, MqdError> {
+  private readCommunicators(t: MqsProcess, maxRankBytes?: number): Result<RawWalk, MqdError> {
     const f = this.fns;
     const maxEntries = entryBudget(maxRankBytes);
     let walked = 0;
@@ -1136,7 +1136,7 @@ export class MqsSession {
   }
 
   /** The communicators' Fortran handles, read in the same stop as the walk (issue 14). */
-  private fortranOf(t: TargetProcess, comms: readonly RawCommunicator[]): ReadonlyMap<string, number | null> {
+  private fortranOf(t: MqsProcess, comms: readonly RawCommunicator[]): ReadonlyMap<string, number | null> {
     if (this.library !== 'openmpi' && this.library !== 'mpich') return new Map();
     const read = (addr: bigint, len: number): Uint8Array | null => {
       const b = new Uint8Array(len);
@@ -1150,13 +1150,13 @@ export class MqsSession {
     );
   }
 
-  private readI32(t: TargetProcess, addr: bigint): number | null {
+  private readI32(t: MqsProcess, addr: bigint): number | null {
     const b = new Uint8Array(4);
     return this.hot.read(t.key, addr, 4, b) ? new DataView(b.buffer).getInt32(0, true) : null;
   }
 
   /** Offset of `field` in the target's type `type` (-1: no such type or field). */
-  private offsetOf(t: TargetProcess, type: string, field: string): number {
+  private offsetOf(t: MqsProcess, type: string, field: string): number {
     const ty = t.image.findType(type);
     return ty ? ty.file.fieldOffset(ty, field) : -1;
   }
@@ -1168,7 +1168,7 @@ export class MqsSession {
    * cannot be read). On an intercommunicator an operation's peer is a rank of the remote group;
    * the DLLs translate it through the local group (Open MPI: c_local_group), which is wrong.
    */
-  private remoteGroupOf(t: TargetProcess, id: string): number[] | null | undefined {
+  private remoteGroupOf(t: MqsProcess, id: string): number[] | null | undefined {
     try {
       if (this.library === 'openmpi') return this.ompiRemoteGroup(t, id);
       if (this.library === 'mpich') return this.mpichRemoteGroup(t, id);
@@ -1179,7 +1179,7 @@ export class MqsSession {
   }
 
   /** Open MPI: ompi_mpi_communicators.addr[cid], its c_flags & OMPI_COMM_INTER, c_remote_group. */
-  private ompiRemoteGroup(t: TargetProcess, id: string): number[] | null | undefined {
+  private ompiRemoteGroup(t: MqsProcess, id: string): number[] | null | undefined {
     const OMPI_COMM_INTER = 0x1;
     if (!/^\d+$/.test(id)) return undefined;
     const list = t.image.findSymbol('ompi_mpi_communicators');
@@ -1221,7 +1221,7 @@ export class MqsSession {
   }
 
   /** MPICH: the MPIR_Comm at the id's address, comm_kind, remote_group's lrank_to_lpid. */
-  private mpichRemoteGroup(t: TargetProcess, id: string): number[] | null | undefined {
+  private mpichRemoteGroup(t: MqsProcess, id: string): number[] | null | undefined {
     const INTERCOMM = 1;
     if (!/^0x[0-9a-f]+$/.test(id)) return undefined;
     const comm = BigInt(id);
@@ -1256,7 +1256,7 @@ export class MqsSession {
   }
 
   /** MPICH ch3: comm->dev.vcrt->vcr_table[i]->pg_rank, the world rank of remote rank i. */
-  private mpichVcRanks(t: TargetProcess, comm: bigint): number[] | null {
+  private mpichVcRanks(t: MqsProcess, comm: bigint): number[] | null {
     const devOff = this.offsetOf(t, 'MPIR_Comm', 'dev');
     const vcrtOff = this.offsetOf(t, 'MPIDI_CH3I_comm_t', 'vcrt');
     const sizeOff = this.offsetOf(t, 'MPIDI_VCRT', 'size');
@@ -1283,7 +1283,7 @@ export class MqsSession {
    * lpid is the world rank for the processes of this job (address-vector table 0); a rank of
    * another table (a spawned or connected job) has no world rank here: null.
    */
-  private mpichCh4MapRanks(t: TargetProcess, comm: bigint): number[] | null {
+  private mpichCh4MapRanks(t: MqsProcess, comm: bigint): number[] | null {
     // MPIDI_rank_map_mode (src/mpid/ch4/include/mpidpre.h, MPICH 4.0.2; the same in 4.2): the
     // DWARF gives the enumerators but DebugFile reads no enumerator values, so they are spelled here.
     const DIRECT = 0;
@@ -1387,7 +1387,7 @@ export class MqsSession {
    * MPIR_Comm_builtin[0] (its ids are MPIR_Comm addresses), 0 for any other library (ours).
    * Null when it cannot be known (MPICH without the symbol).
    */
-  private worldId(t: TargetProcess): string | null {
+  private worldId(t: MqsProcess): string | null {
     if (this.library === 'mpich') {
       const sym = t.image.findSymbol('MPIR_Comm_builtin');
       return sym ? `0x${sym.address.toString(16)}` : null;
@@ -1470,7 +1470,7 @@ export class MqsSession {
     return { communicators, walkError: walk.error ?? walkError };
   }
 
-  private memoryError(t: TargetProcess): MqdError | null {
+  private memoryError(t: MqsProcess): MqdError | null {
     switch (this.hot.failure(t.key)) {
       case 'budget':
         return mqdError(

@@ -96,7 +96,7 @@ export function dlsymAddress(handle: unknown, name: string): bigint {
   return p ? BigInt(koffi.address(p)) : 0n;
 }
 
-// ---- the reader's identity (host/identity.ts) ----
+// ---- the reader's identity (reader/identity.ts) ----
 const _getuid = libc.func('uint32_t getuid()');
 const _geteuid = libc.func('uint32_t geteuid()');
 const _getgid = libc.func('uint32_t getgid()');

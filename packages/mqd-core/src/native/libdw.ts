@@ -52,7 +52,7 @@ export const dw = {
     'void *dwarf_diecu(void *die, void *result, void *address_size, void *offset_size)',
   ),
   dwarf_addrdie: libdw.func('void *dwarf_addrdie(void *dwarf, uint64_t addr, void *result)'),
-  // ---- live processes: unwinding and symbolisation (target/unwind.ts) ----
+  // ---- live processes: unwinding and symbolisation (inferior/unwind.ts) ----
   dwfl_linux_proc_report: libdw.func('int dwfl_linux_proc_report(void *dwfl, int pid)'),
   dwfl_linux_proc_attach: libdw.func(
     'int dwfl_linux_proc_attach(void *dwfl, int pid, bool assume_ptrace_stopped)',
@@ -91,7 +91,7 @@ export const dw = {
   ),
   dwarf_getlocation: libdw.func('int dwarf_getlocation(void *attr, void *expr, void *exprlen)'),
   dwarf_lowpc: libdw.func('int dwarf_lowpc(void *die, void *addr)'),
-  // ---- core files: modules and threads from an ET_CORE (target/unwind.ts unwindCore) ----
+  // ---- core files: modules and threads from an ET_CORE (inferior/unwind.ts unwindCore) ----
   dwfl_core_file_report: libdw.func(
     'int dwfl_core_file_report(void *dwfl, void *elf, const char *executable)',
   ),

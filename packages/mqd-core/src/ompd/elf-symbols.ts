@@ -3,12 +3,12 @@
 // initial-exec offset from the thread pointer). Relocations live in the file the process maps
 // (.rela.dyn, against .dynsym), never in a separate debug file, so they are read from it even
 // when its symbols come from one. Symbols, TLS symbols and functions are DebugFile's
-// (target/debug-file.ts), which follows the debug-file search. Also the two facts a "stripped,
+// (inferior/debug-file.ts), which follows the debug-file search. Also the two facts a "stripped,
 // debug file not found" message needs: whether the file has a .symtab, and its .gnu_debuglink.
-// Read from the section headers (target/elf-sections.ts) once per file (device, inode, mtime),
+// Read from the section headers (inferior/elf-sections.ts) once per file (device, inode, mtime),
 // x86_64 ELF64 only.
 import { statSync } from 'node:fs';
-import { cString, ElfSections, SHT_PROGBITS, SHT_RELA, SHT_SYMTAB } from '../target/elf-sections.js';
+import { cString, ElfSections, SHT_PROGBITS, SHT_RELA, SHT_SYMTAB } from '../inferior/elf-sections.js';
 
 const R_X86_64_DTPMOD64 = 16;
 const R_X86_64_TPOFF64 = 18;

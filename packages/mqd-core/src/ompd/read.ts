@@ -2,15 +2,15 @@
 // through OMPD in the stop, resume, assemble. MqsSession.readRank does the same inside its one
 // stop per rank; this entry point serves non-MPI processes and the OMPD tests.
 import { type MqdError, mqdError, type OpenMpRuntime } from '@mqd/model';
-import { HotPath } from '../mqs/shim.js';
-import { DebugFileRegistry } from '../target/debug-file.js';
-import { ProcessImage } from '../target/process-image.js';
-import { stopProcess } from '../target/stopper.js';
-import { assembleOpenMp, OmpdHost, type OmpdReadOptions, type RawOpenMp } from './host.js';
+import { DebugFileRegistry } from '../inferior/debug-file.js';
+import { ProcessImage } from '../inferior/process-image.js';
+import { HotPath } from '../inferior/shim.js';
+import { stopProcess } from '../inferior/stopper.js';
+import { assembleOpenMp, type OmpdReadOptions, OmpdSession, type RawOpenMp } from './session.js';
 
 export interface ReadOpenMpOptions extends OmpdReadOptions {
   /** The OMPD host to use (default: one shared by this process). */
-  readonly host?: OmpdHost;
+  readonly host?: OmpdSession;
   readonly registry?: DebugFileRegistry;
   readonly stopTimeoutMs?: number;
   /** Bytes one read may take from the target (the hot path's budget). */
@@ -25,11 +25,11 @@ export interface OpenMpRead {
   readonly pausedMicros: number;
 }
 
-let shared: { host: OmpdHost; registry: DebugFileRegistry } | null = null;
+let shared: { host: OmpdSession; registry: DebugFileRegistry } | null = null;
 
 /** The OpenMP threads of `pid`, read in one stop. Never throws for expected failures. */
 export function readOpenMp(pid: number, opts: ReadOpenMpOptions = {}): OpenMpRead {
-  shared ??= { host: new OmpdHost(), registry: new DebugFileRegistry() };
+  shared ??= { host: new OmpdSession(), registry: new DebugFileRegistry() };
   const host = opts.host ?? shared.host;
   const hot = HotPath.get();
   if (!hot.ok) return { openmpError: hot.error, pausedMicros: 0 };

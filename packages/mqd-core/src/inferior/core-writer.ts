@@ -282,7 +282,7 @@ class MemReader {
   }
 }
 
-/** `pid` must already be stopped with every thread in `tids` held by us (target/stopper.ts stopProcess). */
+/** `pid` must already be stopped with every thread in `tids` held by us (inferior/stopper.ts stopProcess). */
 export function writeCore(
   pid: number,
   tids: readonly number[],

@@ -1,9 +1,9 @@
 // Starting a reader child, with node's builtins only, so that `mqd snapshot` can start the
 // reader it will need before it loads its own code (apps/cli/src/main.ts): the CLI's node start
 // and bundle load then overlap the reader's node start and bundle load instead of preceding them
-// (issue 12, cold CLI). DllHost (client.ts) forks its reader here too, and adopts a started one
+// (issue 12, cold CLI). ReaderClient (client.ts) forks its reader here too, and adopts a started one
 // of the same identity and entry if there is one. Nothing here reads a target: the child checks
-// who it is and waits to be asked (host-main.ts); one nobody adopts is killed when we exit.
+// who it is and waits to be asked (reader-main.ts); one nobody adopts is killed when we exit.
 import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
@@ -32,8 +32,8 @@ export const identityKey = (id: ReaderIdentity): string => `${id.uid}:${id.gid}:
  *   PATH, LANG/LANGUAGE/LC_*, TZ: how any program runs;
  *   TMPDIR, PMIX_SYSTEM_TMPDIR, PMIX_SERVER_TMPDIR, PMIX_MCA_*: where and how a PMIx tool finds
  *     the launcher's rendezvous files (native/pmix.ts, in the locate child), as the site set them;
- *   MQD_DEBUG, MQD_DEBUGINFO_PATH: the reader's own debug settings (mqs/session.ts, target/debug-file.ts).
- * NODE_OPTIONS is not passed: the children's node flags are their execArgv (hostEntry).
+ *   MQD_DEBUG, MQD_DEBUGINFO_PATH: the reader's own debug settings (mqs/session.ts, inferior/debug-file.ts).
+ * NODE_OPTIONS is not passed: the children's node flags are their execArgv (readerEntry).
  */
 const CHILD_ENV_NAMES: ReadonlySet<string> = new Set([
   'PATH',
@@ -88,28 +88,28 @@ export function readerForkOptions(id: ReaderIdentity): {
  * MB); with the default young generation V8 grows it step by step up to 16 MB per semi-space, and
  * its old generation for hundreds of snapshots before a full collection, so the reader's RSS
  * climbs ~20-60 MB and falls back. A small young generation, and a full collection when the
- * reader is idle and its heap grew (host-main.ts collectIfGrown), keep it flat
+ * reader is idle and its heap grew (reader-main.ts collectIfGrown), keep it flat
  * (packages/mqd-core/bench/reader-memory.bench.ts: no native growth, measured with a collection after each request).
  */
 const READER_V8_FLAGS = ['--max-semi-space-size=2', '--expose-gc'];
 
 /** The reader's entry file and the node flags it runs with. */
-export function hostEntry(): { file: string; execArgv: string[] } {
+export function readerEntry(): { file: string; execArgv: string[] } {
   const here = fileURLToPath(import.meta.url);
   if (here.endsWith('.ts')) {
-    // Running from sources (tests): load the TypeScript host through tsx.
+    // Running from sources (tests): load the TypeScript reader through tsx.
     return {
-      file: here.replace(/reader-spawn\.ts$/, 'host-main.ts'),
+      file: here.replace(/reader-spawn\.ts$/, 'reader-main.ts'),
       execArgv: [...READER_V8_FLAGS, '--conditions=source', '--import', 'tsx'],
     };
   }
-  const js = here.replace(/reader-spawn\.js$/, 'host-main.js');
-  if (!existsSync(js)) throw new Error(`DLL host entry ${js} is missing: run npm run build`);
+  const js = here.replace(/reader-spawn\.js$/, 'reader-main.js');
+  if (!existsSync(js)) throw new Error(`reader entry ${js} is missing: run npm run build`);
   return { file: js, execArgv: READER_V8_FLAGS };
 }
 
 /** Forks a reader child that runs as `id` (its stderr piped, IPC with structured clone). */
-export function forkReader(id: ReaderIdentity, entry = hostEntry()): ChildProcess {
+export function forkReader(id: ReaderIdentity, entry = readerEntry()): ChildProcess {
   const { file, execArgv } = entry;
   return fork(file, [], {
     execArgv,
@@ -119,7 +119,7 @@ export function forkReader(id: ReaderIdentity, entry = hostEntry()): ChildProces
   });
 }
 
-/** A reader started ahead of its DllHost: what it said and whether it ended meanwhile. */
+/** A reader started ahead of its ReaderClient: what it said and whether it ended meanwhile. */
 export interface StartedReader {
   readonly child: ChildProcess;
   readonly entry: string;
@@ -147,12 +147,12 @@ const entryKey = (id: ReaderIdentity, entry: { file: string; execArgv: string[] 
   `${identityKey(id)}|${entry.file}|${entry.execArgv.join(' ')}`;
 
 /**
- * Starts a reader for `id` now, for a DllHost of this process to adopt. It does not keep this
+ * Starts a reader for `id` now, for a ReaderClient of this process to adopt. It does not keep this
  * process alive, and is killed at exit if nobody adopted it. Returns the child, or null when
- * it could not be started (the DllHost then forks its own) or one is already waiting.
+ * it could not be started (the ReaderClient then forks its own) or one is already waiting.
  */
 export function startReaderEarly(id: ReaderIdentity): ChildProcess | null {
-  const entry = hostEntry();
+  const entry = readerEntry();
   const key = entryKey(id, entry);
   const reg = registry();
   if (reg.has(key)) return null;
@@ -188,7 +188,7 @@ export function startReaderEarly(id: ReaderIdentity): ChildProcess | null {
 
 /** The reader started early for `id` (same entry and flags), now the caller's; else null. */
 export function adoptStartedReader(id: ReaderIdentity): StartedReader | null {
-  const key = entryKey(id, hostEntry());
+  const key = entryKey(id, readerEntry());
   const reg = registry();
   const p = reg.get(key);
   if (!p) return null;

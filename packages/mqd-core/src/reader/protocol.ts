@@ -1,9 +1,10 @@
-// The wire between the agent (or CLI) and its DLL host child, over Node's IPC channel.
+// The wire between the agent (or CLI) and its reader child, over Node's IPC channel.
 // One request at a time per host; replies carry the request id. The host streams one `rank`
 // message per rank as soon as it is read, announced by `begin`, so that when the host dies
 // the supervisor knows exactly which rank it was reading (that rank alone gets the error).
 import type { MpiLibrary, MqdError, RankSnapshot } from '@mqd/model';
-import type { DllPolicy, ReaderCredentials } from './identity.js';
+import type { DllPolicy } from '../policy/dll-policy.js';
+import type { ReaderCredentials } from './identity.js';
 import type { WireRank } from './wire.js';
 
 /**
@@ -19,13 +20,13 @@ export interface CoreRef {
   readonly sysroot?: string;
 }
 
-export interface HostTarget {
+export interface ReaderRank {
   /** A live process; for a core, a negative key standing for it (CoreRef). */
   readonly pid: number;
   readonly rank: number;
   readonly host: string;
   /**
-   * Checked again by the reader right before the stop (host/identity.ts checkTarget): the
+   * Checked again by the reader right before the stop (reader/identity.ts checkTarget): the
    * owner the agent accepted, whether uid 0 is allowed, and the start time the agent saw.
    */
   readonly ownerUid?: number;
@@ -44,7 +45,7 @@ export interface SnapshotRequest {
   readonly type: 'snapshot';
   readonly id: number;
   readonly dll: string;
-  readonly targets: readonly HostTarget[];
+  readonly targets: readonly ReaderRank[];
   /** Max bytes read from one rank in one stop before its walk is cut (corrupt or cyclic lists). */
   readonly readBudgetBytes: number;
   /** Max wait for every thread of a rank to stop. */
@@ -99,7 +100,7 @@ export interface CaptureRequest {
   readonly type: 'capture';
   readonly id: number;
   /** Checked like a snapshot's targets (owner, start time) right before each stop. */
-  readonly targets: readonly HostTarget[];
+  readonly targets: readonly ReaderRank[];
   /** The directory the cores go to (rank-N.core), writable by the reader's identity. */
   readonly dir: string;
   readonly stopTimeoutMs: number;
@@ -118,7 +119,7 @@ export type Captured =
     }
   | { readonly pid: number; readonly rank: number; readonly error: MqdError };
 
-export type HostRequest =
+export type ReaderRequest =
   | SnapshotRequest
   | ResolveRequest
   | CaptureRequest
@@ -129,7 +130,7 @@ export type Resolved =
   | { readonly pid: number; readonly dll: string; readonly core?: CoreFacts }
   | { readonly pid: number; readonly error: MqdError; readonly core?: CoreFacts };
 
-export interface HostStats {
+export interface ReaderStats {
   readonly dllOpenMicros: number;
   readonly fetches: number;
   readonly typeLookups: number;
@@ -140,7 +141,7 @@ export interface HostStats {
   readonly readSyscalls: number;
 }
 
-export type HostMessage =
+export type ReaderMessage =
   | { readonly type: 'ready'; readonly pid: number; readonly credentials: ReaderCredentials }
   /** The reader is not who the agent asked for (or could not set NO_NEW_PRIVS): it exits. */
   | { readonly type: 'privdrop'; readonly error: MqdError }
@@ -160,6 +161,6 @@ export type HostMessage =
       readonly id: number;
       readonly library: MpiLibrary;
       readonly version: string;
-      readonly stats: HostStats;
+      readonly stats: ReaderStats;
     }
   | { readonly type: 'failed'; readonly id: number; readonly error: MqdError };

@@ -6,7 +6,7 @@
 // DLL read garbage.
 import { closeSync, openSync, readSync } from 'node:fs';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
-import { hostMachine, readElfInfo } from '../target/elf.js';
+import { hostMachine, readElfInfo } from './elf.js';
 
 /** mqs_target_type_sizes' five standard fields, in order (mqs-spec.ts TYPE_SIZES_FIELDS). */
 export type TypeSizes = readonly [

@@ -3,11 +3,10 @@
 // library it names or stops it runs in a reader child that first became the target's owner
 // (libuv's setgroups(0)/setgid/setuid when the agent forks it with uid/gid) and then set
 // PR_SET_NO_NEW_PRIVS. The child verifies all of it before it answers anything.
-import { lstatSync, readFileSync, realpathSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
+import { readProcStat, zombieError } from '../inferior/proc.js';
 import { credentials, setNoNewPrivs } from '../native/libc.js';
-import { readProcStat, zombieError } from '../target/proc.js';
 
 /** Real, effective, saved and filesystem ids of a process, from /proc/PID/status; null when gone. */
 export interface ProcCredentials {
@@ -120,44 +119,4 @@ export function enterReader(env: NodeJS.ProcessEnv = process.env): Result<Reader
   if (wrong.length > 0)
     return err(mqdError('MQD_E_PRIVDROP', `reader pid ${process.pid}: ${wrong.join('; ')}`));
   return ok(got);
-}
-
-export type DllPolicy = 'any' | 'root-owned';
-export const DLL_POLICIES: readonly DllPolicy[] = ['any', 'root-owned'];
-
-/**
- * The path the reader may load under `policy` (for 'root-owned': the resolved file, which with
- * every directory above it must be owned by root and not group/other-writable), or why not.
- */
-export function checkDllPolicy(dll: string, policy: DllPolicy): Result<string, MqdError> {
-  if (policy === 'any') return ok(dll);
-  if (!dll.startsWith('/')) {
-    return err(mqdError('MQD_E_DLL_POLICY', `${dll}: not an absolute path (root-owned policy)`));
-  }
-  let real: string;
-  try {
-    real = realpathSync(dll);
-  } catch (e) {
-    return err(mqdError('MQD_E_DLL_POLICY', `${dll}: ${(e as Error).message}`));
-  }
-  for (let p = real; ; p = dirname(p)) {
-    let st: ReturnType<typeof lstatSync>;
-    try {
-      st = lstatSync(p);
-    } catch (e) {
-      return err(mqdError('MQD_E_DLL_POLICY', `${p}: ${(e as Error).message}`));
-    }
-    // A sticky world-writable directory (/tmp) still lets anyone add files: refused too.
-    if (st.uid !== 0 || (st.mode & 0o022) !== 0) {
-      const mode = (st.mode & 0o7777).toString(8).padStart(4, '0');
-      return err(
-        mqdError(
-          'MQD_E_DLL_POLICY',
-          `${p === real ? 'DLL' : 'directory'} ${p} (for ${dll}) is owned by uid ${st.uid} with mode ${mode}: it must be root-owned and not group/other-writable`,
-        ),
-      );
-    }
-    if (p === '/') break;
-  }
-  return ok(real);
 }

@@ -4,18 +4,18 @@
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
-import type { OpenedCore } from '../target/core-image.js';
-import type { DebugFileRegistry } from '../target/debug-file.js';
-import { ElfSections, SHT_DYNSYM } from '../target/elf-sections.js';
-import { TargetMemory } from '../target/memory.js';
-import { isZombie, zombieError } from '../target/proc.js';
+import type { OpenedCore } from '../inferior/core-image.js';
+import type { DebugFileRegistry } from '../inferior/debug-file.js';
+import { ElfSections, SHT_DYNSYM } from '../inferior/elf-sections.js';
+import { InferiorMemory } from '../inferior/memory.js';
+import { isZombie, zombieError } from '../inferior/proc.js';
 import {
   isMpiLibraryPath,
   moduleSpans,
   ProcessImage,
   processPaths,
   readAddressSpace,
-} from '../target/process-image.js';
+} from '../inferior/process-image.js';
 
 /** At most this many entries of a NULL-terminated mpimsgq_dll_locations are looked at. */
 const MAX_LOCATIONS = 64;
@@ -63,7 +63,7 @@ export function findDll(
   const locations = img.value.findSymbol('mpimsgq_dll_locations');
   if (!sym && !locations && !lib)
     return err(mqdError('MQD_E_NOT_MPI', `pid ${pid} (${img.value.exe}) maps no MPI library`));
-  const mem = new TargetMemory(pid, 1 << 20);
+  const mem = new InferiorMemory(pid, 1 << 20);
   // A rank that exited since it was checked is refused like a permission problem: say which.
   const denied = () =>
     mem.lastFailure !== 'denied'
@@ -127,7 +127,7 @@ function dllNameFromDynsym(pid: number): string | null {
       elf.close();
     }
     if (!sym) continue;
-    const mem = new TargetMemory(pid, 1 << 16);
+    const mem = new InferiorMemory(pid, 1 << 16);
     const name = mem.readCString(sym.value + span.bias, Math.min(Math.max(Number(sym.size), 1), 4096));
     return name ? name : null;
   }

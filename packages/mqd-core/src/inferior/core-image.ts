@@ -8,10 +8,10 @@
 import { closeSync, constants, existsSync, fstatSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
-import type { CoreRegion } from '../mqs/shim.js';
 import { type CoreInfo, coreBuildIdAt, readCoreInfo, USER_REGS_FS_BASE } from './core-file.js';
 import type { DebugFileRegistry } from './debug-file.js';
 import { type FileMapping, mappedModules, ProcessImage } from './process-image.js';
+import type { CoreRegion } from './shim.js';
 
 const AT_ENTRY = 9;
 const AT_PHDR = 3;

@@ -208,7 +208,7 @@ export class DebugFile {
   /**
    * This file's libdw module (reported at bias 0: its addresses are file addresses), for readers
    * of its DWARF outside this class: the unwinder symbolises pcs of every process that maps the
-   * file here, so the file's DWARF is loaded once, not once per process (target/unwind.ts).
+   * file here, so the file's DWARF is loaded once, not once per process (inferior/unwind.ts).
    */
   get dwflModule(): unknown {
     return this.mod;

@@ -7,7 +7,7 @@ import type { DebugFile, DebugFileRegistry, TypeRef } from './debug-file.js';
 import { type ElfInfo, readElfInfo } from './elf.js';
 
 /**
- * Where the unwinder reads the DWARF of a pc (target/unwind.ts): the libdw module of a file
+ * Where the unwinder reads the DWARF of a pc (inferior/unwind.ts): the libdw module of a file
  * shared by every process that maps it (`DebugFile.dwflModule`, whose addresses are file
  * addresses) and the pc's file address in it. A process's own Dwfl would load each file's DWARF
  * again for every rank that needs it (libc's alone is ~9 MB), growing a long-lived reader with its
@@ -79,7 +79,7 @@ export class ProcessImage {
     return ok(ProcessImage.of(pid, exe, mappedModules(mappings, processPaths(pid), registry)));
   }
 
-  /** An address space described by other means (a core file's NT_FILE note, target/core-image.ts). */
+  /** An address space described by other means (a core file's NT_FILE note, inferior/core-image.ts). */
   static of(pid: number, exe: string, modules: readonly MappedModule[]): ProcessImage {
     const sorted = [...modules].sort((a, b) =>
       a.path === exe ? -1 : b.path === exe ? 1 : a.start < b.start ? -1 : 1,

@@ -137,7 +137,7 @@ const hex = (v: bigint) => `0x${v.toString(16)}`;
 let elfReady = false;
 
 /**
- * Unwinds stopped processes. One per DLL host (session); owns every native block and the
+ * Unwinds stopped processes. One per reader (session); owns every native block and the
  * registered callback it uses, freed by dispose().
  */
 export class Unwinder {

@@ -6,8 +6,8 @@
 // the spec chapter says); nothing outlives the stop but the library itself, its state names and
 // the type layouts it caches per runtime build (see `Shared`: libompd's state is per process).
 //
-// Runs only in a reader child (host-main.ts) or a test: a library that crashes or loops takes
-// that process down; the supervisor (host/client.ts) learns which library through `onEnter`.
+// Runs only in a reader child (reader-main.ts) or a test: a library that crashes or loops takes
+// that process down; the supervisor (reader/client.ts) learns which library through `onEnter`.
 import { existsSync } from 'node:fs';
 import { basename, isAbsolute } from 'node:path';
 import {
@@ -20,15 +20,15 @@ import {
   type Result,
 } from '@mqd/model';
 import koffi from 'koffi';
-import { checkDllPolicy, type DllPolicy } from '../host/identity.js';
-import type { HotPath } from '../mqs/shim.js';
-import { type TypeSizes, targetTypeSizes } from '../mqs/target-arch.js';
+import { USER_REGS_FS_BASE } from '../inferior/core-file.js';
+import { debugFileSearch } from '../inferior/debug-file.js';
+import { EM_X86_64, ET_DYN, readElfInfo } from '../inferior/elf.js';
+import type { MappedModule, ProcessImage } from '../inferior/process-image.js';
+import type { HotPath } from '../inferior/shim.js';
+import { type TypeSizes, targetTypeSizes } from '../inferior/type-sizes.js';
 import { permanentAlloc } from '../native/alloc.js';
 import { NT_PRSTATUS, NT_PRSTATUS_BYTES, readRegSet } from '../native/ptrace-ext.js';
-import { USER_REGS_FS_BASE } from '../target/core-file.js';
-import { debugFileSearch } from '../target/debug-file.js';
-import { EM_X86_64, ET_DYN, readElfInfo } from '../target/elf.js';
-import type { MappedModule, ProcessImage } from '../target/process-image.js';
+import { checkDllPolicy, type DllPolicy } from '../policy/dll-policy.js';
 import { tlsRelocations } from './elf-symbols.js';
 import {
   CALLBACK_NAMES,
@@ -63,7 +63,7 @@ const MAX_LOCATIONS = 16;
 const MAX_PATH = 4096;
 
 /** A stopped rank (or a core file of one) as the OMPD host reads it. */
-export interface OmpdTarget {
+export interface OmpdProcess {
   readonly pid: number;
   /** Threads held stopped by this process (their registers are read for thread contexts), or a core's. */
   readonly tids: readonly number[];
@@ -81,11 +81,11 @@ export interface OmpdTarget {
   readonly typeSizes?: TypeSizes;
 }
 
-const labelOf = (t: OmpdTarget): string => t.label ?? `pid ${t.pid}`;
+const labelOf = (t: OmpdProcess): string => t.label ?? `pid ${t.pid}`;
 
 /** Per read: the site's rules and the supervisor's hook. */
 export interface OmpdReadOptions {
-  /** The site's DLL policy applies to libompd too (host/identity.ts checkDllPolicy). */
+  /** The site's DLL policy applies to libompd too (policy/dll-policy.ts checkDllPolicy). */
   readonly policy?: DllPolicy;
   /** Libraries that crashed or hung this reader before (path → what happened): not loaded again. */
   readonly refused?: Readonly<Record<string, string>>;
@@ -118,7 +118,7 @@ export type RawOpenMp =
 
 /** An address-space context: the rank being read (our key for it is what libompd holds). */
 interface SpaceContext {
-  readonly target: OmpdTarget;
+  readonly target: OmpdProcess;
   readonly runtime: MappedModule;
   readonly fsBase: Map<number, bigint | null>;
 }
@@ -165,7 +165,7 @@ interface Shared {
   readonly blocks: Map<bigint, number>;
   readonly registered: ReturnType<typeof koffi.register>[];
   table: unknown;
-  active: OmpdHost | null;
+  active: OmpdSession | null;
   nextKey: number;
 }
 
@@ -200,7 +200,7 @@ function failed(what: string, rc: number, lib: string): MqdError {
  * The OMPD side of one reader (its log, counts and reads); the libraries, their callback table
  * and the context keys are the process's (`Shared`). Thread contexts are valid for one read.
  */
-export class OmpdHost {
+export class OmpdSession {
   private closed = false;
   /** print_string output, the last 200 (MQD_DEBUG=dll also puts the read's into the rank log). */
   readonly log: string[] = [];
@@ -229,7 +229,7 @@ export class OmpdHost {
    * Reads the OpenMP threads of a stopped rank, in the stop. Never throws for expected failures:
    * no runtime is `none`, anything else a coded reason.
    */
-  read(target: OmpdTarget, opts: OmpdReadOptions = {}): RawOpenMp {
+  read(target: OmpdProcess, opts: OmpdReadOptions = {}): RawOpenMp {
     if (this.closed) return { kind: 'error', error: mqdError('MQD_E_INTERNAL', 'the OMPD host is closed') };
     const found = this.locate(target, opts);
     if (found === null) return { kind: 'none' };
@@ -262,7 +262,7 @@ export class OmpdHost {
 
   // ---- finding the runtime and its library ----------------------------------------------
   private locate(
-    target: OmpdTarget,
+    target: OmpdProcess,
     opts: OmpdReadOptions,
   ): Result<{ runtime: MappedModule; path: string }, MqdError> | null {
     // Only the executable (a static runtime) and libraries named like an OpenMP runtime are
@@ -379,14 +379,14 @@ export class OmpdHost {
     const version = rc === ompd_rc.ok && s[0] ? this.hostString(s[0], 1024) : '';
     rc = f.ompd_initialize(
       BigInt(OMPD_API_VERSION),
-      BigInt(koffi.address(OmpdHost.callbackTable())),
+      BigInt(koffi.address(OmpdSession.callbackTable())),
     ) as number;
     if (rc !== ompd_rc.ok) return err(failed('ompd_initialize', rc, path));
     return ok({ path, version, f, states: null, icvs: null });
   }
 
   // ---- the read ----------------------------------------------------------------------------
-  private readSpace(lib: OmpdLibrary, space: number, target: OmpdTarget): Result<RawOmpThread[], MqdError> {
+  private readSpace(lib: OmpdLibrary, space: number, target: OmpdProcess): Result<RawOmpThread[], MqdError> {
     const f = lib.f;
     const out = new BigUint64Array(1);
     let rc = f.ompd_process_initialize(BigInt(space), out) as number;
@@ -537,19 +537,19 @@ export class OmpdHost {
   }
 
   // ---- target access --------------------------------------------------------------------
-  private readU64(t: OmpdTarget, addr: bigint): bigint | null {
+  private readU64(t: OmpdProcess, addr: bigint): bigint | null {
     const b = new Uint8Array(8);
     return t.hot.read(t.memKey, addr, 8, b) ? new DataView(b.buffer).getBigUint64(0, true) : null;
   }
 
   /** A C string of the target, up to `max` bytes, read page by page (null: unreadable start). */
-  private readCString(t: OmpdTarget, addr: bigint, max: number): string | null {
+  private readCString(t: OmpdProcess, addr: bigint, max: number): string | null {
     const bytes = this.readStringBytes(t, addr, max);
     return bytes === null ? null : Buffer.from(bytes).toString('utf8');
   }
 
   /** Bytes of a target C string without its NUL (null: unreadable, or no NUL within `max`). */
-  private readStringBytes(t: OmpdTarget, addr: bigint, max: number): Uint8Array | null {
+  private readStringBytes(t: OmpdProcess, addr: bigint, max: number): Uint8Array | null {
     const parts: Uint8Array[] = [];
     let got = 0;
     let a = addr;
@@ -647,7 +647,7 @@ export class OmpdHost {
   /** The process's one callback table (permanent: libompd keeps it; koffi trap 1, README.md). */
   private static callbackTable(): unknown {
     if (shared.table) return shared.table;
-    const impl = OmpdHost.callbacks();
+    const impl = OmpdSession.callbacks();
     const block = permanentAlloc('uintptr_t', CALLBACK_NAMES.length);
     const view = new BigUint64Array(koffi.view(block, 8 * CALLBACK_NAMES.length));
     CALLBACK_NAMES.forEach((n, i) => {
@@ -679,7 +679,7 @@ export class OmpdHost {
 
   /** The callbacks, serving the host whose read is running (a call outside any read fails). */
   private static callbacks(): Record<CallbackName, Fn> {
-    const host = (): OmpdHost => {
+    const host = (): OmpdSession => {
       if (!shared.active) throw new Error('called outside any read');
       return shared.active;
     };
@@ -844,7 +844,7 @@ export function functionName(image: ProcessImage, addr: bigint): string | null {
  * .symtab that went into the debug file. Says which file and where to install the debug file;
  * null when `m` is not such a runtime (GNU's libgomp, which has no OMPD, is never one).
  */
-function strippedRuntime(target: OmpdTarget, m: MappedModule): MqdError | null {
+function strippedRuntime(target: OmpdProcess, m: MappedModule): MqdError | null {
   if (m.path === target.image.exe || m.file.symbol('__kmpc_fork_call') === undefined) return null;
   const rel = tlsRelocations(m.file.path);
   if (rel === null || rel.hasSymtab || m.file.separateDebugFile() !== null) return null;

@@ -1,4 +1,4 @@
-// The supervisor of one DLL host child. Requests are serialised; a host that crashes (signal,
+// The supervisor of one reader child. Requests are serialised; a host that crashes (signal,
 // exit) or stops answering (no message for `rankTimeoutMs`) is killed and replaced, the rank
 // it was reading gets MQD_E_DLL_CRASHED / MQD_E_DLL_TIMEOUT, and the ranks not read yet are
 // read by the fresh host. Nothing else is lost. A host killed by a signal this supervisor did
@@ -8,15 +8,16 @@ import type { ChildProcess } from 'node:child_process';
 import { type MpiLibrary, type MqdError, mqdError, ok, type RankSnapshot, rankNotRead } from '@mqd/model';
 import { libraryOfDll } from '../mqs/library.js';
 import { credentials } from '../native/libc.js';
-import { checkDllPolicy, type DllPolicy, type ReaderCredentials, type ReaderIdentity } from './identity.js';
+import { checkDllPolicy, type DllPolicy } from '../policy/dll-policy.js';
+import type { ReaderCredentials, ReaderIdentity } from './identity.js';
 import type {
   Captured,
   CaptureRequest,
-  HostMessage,
-  HostRequest,
-  HostStats,
-  HostTarget,
   RankWire,
+  ReaderMessage,
+  ReaderRank,
+  ReaderRequest,
+  ReaderStats,
   Resolved,
   ResolveRequest,
   ResolveTarget,
@@ -25,7 +26,7 @@ import type {
 import { adoptStartedReader, forkReader } from './reader-spawn.js';
 import { rankFromWire } from './wire.js';
 
-export interface DllHostOptions {
+export interface ReaderClientOptions {
   readonly readBudgetBytes?: number;
   readonly stopTimeoutMs?: number;
   /** No message from the host for this long while it reads = a looping DLL. */
@@ -46,11 +47,11 @@ export interface DllHostOptions {
 /** Below this many ranks per reader a second reader costs more (its own cold start) than it saves. */
 export const MIN_RANKS_PER_READER = 8;
 
-export interface HostRun {
+export interface ReaderRun {
   readonly ranks: RankSnapshot[];
   readonly library: MpiLibrary;
   readonly version: string;
-  readonly stats: HostStats | null;
+  readonly stats: ReaderStats | null;
   readonly restarts: number;
   /** Set when the DLL could not be used at all (not ELF, wrong level, ...). */
   readonly error: MqdError | null;
@@ -61,7 +62,7 @@ interface Live {
   readonly ready: Promise<void>;
   /** Set when the child said it is not who it was asked to be (it exits right after). */
   privdrop: MqdError | null;
-  listener: ((m: HostMessage) => void) | null;
+  listener: ((m: ReaderMessage) => void) | null;
   exitListener: ((desc: string, how: ExitKind) => void) | null;
   exited: string | null;
   /** Set when this supervisor sent the SIGKILL (timeout, restart, dispose). */
@@ -93,7 +94,7 @@ function ownIdentity(): ReaderIdentity {
   return { uid: me.uid, gid: me.gid, switched: false };
 }
 
-export class DllHost {
+export class ReaderClient {
   private live: Live | null = null;
   private queue: Promise<unknown> = Promise.resolve();
   private nextId = 1;
@@ -115,7 +116,7 @@ export class DllHost {
    */
   constructor(
     dll: string | null,
-    private readonly opts: DllHostOptions = {},
+    private readonly opts: ReaderClientOptions = {},
     identity: ReaderIdentity | null = null,
   ) {
     this.boundDll = dll;
@@ -123,7 +124,7 @@ export class DllHost {
   }
 
   get dll(): string {
-    if (this.boundDll === null) throw new Error('DllHost: no DLL bound yet');
+    if (this.boundDll === null) throw new Error('ReaderClient: no DLL bound yet');
     return this.boundDll;
   }
 
@@ -134,7 +135,7 @@ export class DllHost {
   /** Gives a resolving reader its DLL (once; it has not loaded any). */
   bind(dll: string): void {
     if (this.boundDll !== null && this.boundDll !== dll)
-      throw new Error('DllHost: already bound to another DLL');
+      throw new Error('ReaderClient: already bound to another DLL');
     this.boundDll = dll;
   }
 
@@ -161,7 +162,7 @@ export class DllHost {
         settle = { resolve, reject };
       }),
     };
-    const onMsg = (m: HostMessage) => {
+    const onMsg = (m: ReaderMessage) => {
       if (m.type === 'ready') {
         this.credentials = m.credentials;
         settle?.resolve();
@@ -179,7 +180,7 @@ export class DllHost {
     child.on('message', onMsg);
     child.on('exit', onExit);
     // What an early reader said before it was adopted, in order.
-    for (const m of early?.messages ?? []) onMsg(m as HostMessage);
+    for (const m of early?.messages ?? []) onMsg(m as ReaderMessage);
     live.ready.catch(() => undefined);
     return live;
   }
@@ -191,24 +192,24 @@ export class DllHost {
 
   /** Reads `targets` (ranks of one job that use this DLL). Never rejects for DLL or target failures. */
   snapshot(
-    targets: readonly HostTarget[],
+    targets: readonly ReaderRank[],
     keepPids: readonly number[],
     extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void; stacks?: boolean } = {},
-  ): Promise<HostRun> {
+  ): Promise<ReaderRun> {
     const run = this.queue.then(() => this.run(targets, keepPids, extra));
     this.queue = run.catch(() => undefined);
     return run;
   }
 
   private async run(
-    targets: readonly HostTarget[],
+    targets: readonly ReaderRank[],
     keepPids: readonly number[],
     extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void; stacks?: boolean },
-  ): Promise<HostRun> {
+  ): Promise<ReaderRun> {
     const done = new Map<number, RankSnapshot>();
     let pending = [...targets];
     let restarts = 0;
-    let last: { library: MpiLibrary; version: string; stats: HostStats } | null = null;
+    let last: { library: MpiLibrary; version: string; stats: ReaderStats } | null = null;
     const maxRestarts = this.opts.maxRestartsPerRequest ?? 3;
     const allowed = checkDllPolicy(this.dll, this.opts.dllPolicy ?? 'any');
     if (!allowed.ok) {
@@ -286,12 +287,12 @@ export class DllHost {
 
   private async request(
     live: Live,
-    targets: readonly HostTarget[],
+    targets: readonly ReaderRank[],
     keepPids: readonly number[],
     extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void; stacks?: boolean },
     done: Map<number, RankSnapshot>,
   ): Promise<
-    | { kind: 'done'; library: MpiLibrary; version: string; stats: HostStats }
+    | { kind: 'done'; library: MpiLibrary; version: string; stats: ReaderStats }
     | { kind: 'failed'; error: MqdError }
     | { kind: 'crashed' | 'timeout' | 'killed'; pid: number | null; detail: string; ompd: string | null }
   > {
@@ -422,7 +423,7 @@ export class DllHost {
    * Writes a core of each target into `dir` (`mqd capture`), as this reader's identity; each
    * rank is stopped only while its core is written. Never rejects.
    */
-  capture(targets: readonly HostTarget[], dir: string): Promise<Captured[]> {
+  capture(targets: readonly ReaderRank[], dir: string): Promise<Captured[]> {
     const run = this.queue.then(() =>
       this.ask<Captured>(
         targets,
@@ -435,7 +436,7 @@ export class DllHost {
             stopTimeoutMs: this.opts.stopTimeoutMs ?? 2000,
           }) satisfies CaptureRequest,
         (m) => (m.type === 'captured' ? m.answers : null),
-        (t, error) => ({ pid: t.pid, rank: (t as HostTarget).rank, error }),
+        (t, error) => ({ pid: t.pid, rank: (t as ReaderRank).rank, error }),
         // A core of a big rank takes a while to write: a minute per rank.
         60_000 * Math.max(1, targets.length),
         'write the cores',
@@ -453,8 +454,8 @@ export class DllHost {
    */
   private async ask<A extends { readonly pid: number }>(
     targets: readonly { readonly pid: number }[],
-    request: (id: number) => HostRequest,
-    answersOf: (m: HostMessage) => readonly A[] | null,
+    request: (id: number) => ReaderRequest,
+    answersOf: (m: ReaderMessage) => readonly A[] | null,
     failure: (t: { readonly pid: number }, e: MqdError) => A,
     timeoutMs: number,
     what: string,

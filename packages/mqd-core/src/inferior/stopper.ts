@@ -1,7 +1,7 @@
 // Quiescence: every thread of a rank is stopped for the read and resumed right after.
 // PTRACE_SEIZE + PTRACE_INTERRUPT: no SIGSTOP is injected, and if this process dies at any
 // moment the kernel detaches and the threads run on (the agent can be kill -9'd safely).
-// ptrace is per thread on both sides: all calls below run on the one JS thread of the DLL host.
+// ptrace is per thread on both sides: all calls below run on the one JS thread of the reader.
 import { readdirSync } from 'node:fs';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import {

@@ -18,7 +18,7 @@ export interface ReadStats {
   pageMisses: number;
 }
 
-/** One native page and iovec pair for every TargetMemory of the process (reads are synchronous). */
+/** One native page and iovec pair for every InferiorMemory of the process (reads are synchronous). */
 let shared: { page: unknown; addr: bigint; iovs: IovecPair } | null = null;
 function sharedBuffers(): { page: unknown; addr: bigint; iovs: IovecPair } {
   if (!shared) {
@@ -28,7 +28,7 @@ function sharedBuffers(): { page: unknown; addr: bigint; iovs: IovecPair } {
   return shared;
 }
 
-export class TargetMemory {
+export class InferiorMemory {
   private readonly pages = new Map<bigint, Uint8Array | null>();
   private readonly native: unknown;
   private readonly nativeAddr: bigint;

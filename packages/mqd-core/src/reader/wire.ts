@@ -1,4 +1,4 @@
-// The compact wire of one rank's operations, from a reader (host-main.ts) to its supervisor
+// The compact wire of one rank's operations, from a reader (reader-main.ts) to its supervisor
 // (client.ts) over Node's IPC channel (issue 12). The one spec of that format: both ends use it.
 //
 // Why: a deep rank (40,000 operations) sent as a RankSnapshot object graph is ~6 MB and
@@ -12,7 +12,7 @@
 // Invariants:
 // - rankFromWire(rankToWire(r)) deep-equals r for every r rankToWire accepts; rankToWire
 //   returns null for a rank it cannot carry exactly (a value outside its columns' ranges), and
-//   the reader then sends the rank as objects (HostMessage `rank`).
+//   the reader then sends the rank as objects (ReaderMessage `rank`).
 // - The agent treats a wire as data from the target's owner: rankFromWire checks every length
 //   and index before it reads, and a malformed wire is a coded error for that rank, never a throw.
 import {

@@ -1,4 +1,4 @@
-// The DLL host: a child process that loads one MPI library's message-queue DLL and answers
+// The reader: a child process that loads one MPI library's message-queue DLL and answers
 // snapshot requests. It is the reader: it runs as the targets' owner (the agent forks it with
 // their uid/gid when it is root), sets PR_SET_NO_NEW_PRIVS and checks its own identity before it
 // answers anything, and checks each pid's owner and start time again right before it touches
@@ -8,14 +8,14 @@
 import { readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { type MqdError, mqdError, type RankSnapshot, rankNotRead } from '@mqd/model';
+import { OpenedCore } from '../inferior/core-image.js';
+import { writeCore } from '../inferior/core-writer.js';
+import { DebugFileRegistry } from '../inferior/debug-file.js';
+import { rankInEnviron } from '../inferior/proc.js';
+import { stopProcess } from '../inferior/stopper.js';
 import { MqsSession } from '../mqs/session.js';
 import { setParentDeathSignal } from '../native/libc.js';
-import type { OmpdReadOptions } from '../ompd/host.js';
-import { OpenedCore } from '../target/core-image.js';
-import { writeCore } from '../target/core-writer.js';
-import { DebugFileRegistry } from '../target/debug-file.js';
-import { rankInEnviron } from '../target/proc.js';
-import { stopProcess } from '../target/stopper.js';
+import type { OmpdReadOptions } from '../ompd/session.js';
 import { dllNamedBy, dllNamedByCore } from './dll-name.js';
 import { checkTarget, enterReader } from './identity.js';
 import type {
@@ -23,9 +23,9 @@ import type {
   CaptureRequest,
   CoreFacts,
   CoreRef,
-  HostMessage,
-  HostRequest,
-  HostTarget,
+  ReaderMessage,
+  ReaderRank,
+  ReaderRequest,
   Resolved,
   ResolveRequest,
   SnapshotRequest,
@@ -39,14 +39,14 @@ const entered = enterReader();
 // Not who the agent asked for: say so and do nothing else (no request is ever handled).
 const credentials = entered.ok ? entered.value : null;
 if (!entered.ok) {
-  process.send?.({ type: 'privdrop', error: entered.error } satisfies HostMessage, () => process.exit(1));
+  process.send?.({ type: 'privdrop', error: entered.error } satisfies ReaderMessage, () => process.exit(1));
 }
 const registry = new DebugFileRegistry();
 let session: MqsSession | null = null;
 let sessionError: MqdError | null = null;
 let dllOpenMicros = 0;
 
-function send(m: HostMessage, written?: () => void): void {
+function send(m: ReaderMessage, written?: () => void): void {
   process.send?.(m, undefined, undefined, written);
 }
 
@@ -77,7 +77,7 @@ function openSession(req: SnapshotRequest): MqsSession | MqdError {
 let currentId = 0;
 let currentHold = 0;
 
-function handle(req: HostRequest): void {
+function handle(req: ReaderRequest): void {
   if (req.type === 'ping') {
     send({ type: 'pong', id: req.id });
     return;
@@ -174,7 +174,7 @@ function collectIfDue(): void {
 /** One rank from a core file: opened here (as the file's owner), read, closed. */
 function readCore(
   s: MqsSession,
-  t: HostTarget,
+  t: ReaderRank,
   ref: CoreRef,
   opts: { readonly stacks: boolean; readonly ompd: OmpdReadOptions },
 ): RankSnapshot {
@@ -271,7 +271,7 @@ function resolve(req: ResolveRequest): void {
 }
 
 /** The agent checked `t`; check again here, right before the stop (the pid may have changed hands). */
-function refusal(t: HostTarget): MqdError | null {
+function refusal(t: ReaderRank): MqdError | null {
   if (t.ownerUid === undefined) return null;
   return checkTarget(t.pid, {
     ownerUid: t.ownerUid,
@@ -280,7 +280,7 @@ function refusal(t: HostTarget): MqdError | null {
   });
 }
 
-process.on('message', (m: HostRequest) => {
+process.on('message', (m: ReaderRequest) => {
   if (!credentials) return;
   try {
     handle(m);

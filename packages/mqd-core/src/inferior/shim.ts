@@ -9,9 +9,9 @@ import { fileURLToPath } from 'node:url';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import koffi from 'koffi';
 import { dlopen, dlsymAddress, RTLD_NOW } from '../native/libc.js';
-import type { ReadFailure } from '../target/memory.js';
+import type { ReadFailure } from './memory.js';
 
-/** Where the build puts the shim; the same relative path from src/mqs and dist/mqs. */
+/** Where the build puts the shim; the same relative path from src/inferior and dist/inferior. */
 export const SHIM_PATH = fileURLToPath(new URL('../../dist/shim/libmqd_shim.so', import.meta.url));
 
 /** Callbacks answered natively, and the shim's function for each. */
