@@ -18,8 +18,15 @@
 # Usage: scripts/provision.sh [--no-node] [--only-apt] [--only MPI[,MPI...]] [--no-openmp]
 #   --only openmpi|mpich|mpichch4|openmpi5|mpich42: build just those MPI builds (the demo's first
 #   run builds only the one it runs: npm run demo); --no-openmp: skip the OpenMP runtime.
-# MQD_MPICH42_TARBALL=/path/mpich-4.2.1.tar.gz uses that upstream tarball when the archive's
-# mirror does not serve trixie's mpich source (docs/mpi-facts.md, "Open MPI 5.0.7 and MPICH 4.2.1").
+# MPICH 4.2.1's source is looked for in this order (README "Where MPICH 4.2.1 comes from"):
+#   1. MQD_MPICH42_TARBALL=/path/mpich-4.2.1.tar.gz, an explicit tarball;
+#   2. Debian trixie's source package mpich=4.3.0+really4.2.1-1 (apt checks it against the .dsc);
+#   3. a local sources folder, $MQD_SOURCES_DIR (default ../shared/sources beside the project;
+#      a site can pre-seed its own) holding mpich-4.2.1.tar.gz;
+#   4. upstream's release tarball from mpich.org, on a machine with internet access.
+# A tarball is used only when its sha256 is a known one (MPICH42_SHA256S below, or a site's own
+# MQD_MPICH42_SHA256): otherwise MQD_E_SOURCE_CHECKSUM names the file and both sums. No source at
+# all is MQD_E_PROVISION_MPICH42 (docs/mpi-facts.md, "Open MPI 5.0.7 and MPICH 4.2.1").
 # MQD_OPENMP_TARBALL=/path/llvm-toolchain-16_16.0.6.orig.tar.xz skips downloading that (136 MB).
 set -euo pipefail
 
@@ -33,10 +40,19 @@ MPICH_CH4_VERSION=$MPICH_VERSION-ch4
 # Debian trixie's source versions of those two (its mpich is upstream 4.2.1 renumbered).
 OMPI5_DEBVER=5.0.7-1
 MPICH42_DEBVER=4.3.0+really4.2.1-1
+# The sha256 of each known form of MPICH 4.2.1's tarball: mpich.org's release (the sum Spack's
+# mpich package records for 4.2.1), and this project's shared copy (upstream's git tag v4.2.1
+# with its submodules, autogen run, yaksa at depth 1: ../shared/sources/README.md).
+MPICH42_SHA256S=(23331b2299f287c3419727edc2df8922d7e7abbb9fd0ac74e03b9966f9ad42d7
+  3fb607101303d555773df442bf4b7c4402bdb64845a8c02a98a37b7a068316af)
+MPICH42_URL=https://www.mpich.org/static/downloads/4.2.1/mpich-4.2.1.tar.gz
 OPENMP_VERSION=16.0.6
 OPENMP_PREFIX=${MQD_OPENMP_PREFIX:-$MQD_MPI_CACHE/llvm-openmp-$OPENMP_VERSION}
 JOBS=${MQD_BUILD_JOBS:-$(nproc)}
 here=$(cd "$(dirname "$0")/.." && pwd)
+# Local sources folders, searched in order (colon-separated): the project's shared folder beside
+# the checkout, then one a site pre-seeds in the MPI cache.
+MQD_SOURCES_DIR=${MQD_SOURCES_DIR:-$here/../shared/sources:$MQD_MPI_CACHE/sources}
 log() { printf '[provision] %s\n' "$*" >&2; }
 t0=$(date +%s)
 
@@ -152,6 +168,79 @@ fetch_orig() {
   echo "$tarball"
 }
 
+# check_sha256 FILE SUM...: succeeds when FILE's sha256 is one of SUMS; otherwise says which
+# file, its sum and the known ones (MQD_E_SOURCE_CHECKSUM) and fails: nothing is built from it.
+check_sha256() {
+  local file=$1 sum k; shift
+  sum=$(sha256sum "$file" | cut -d' ' -f1)
+  for k in "$@"; do [ "$sum" = "$k" ] && return 0; done
+  echo "MQD_E_SOURCE_CHECKSUM: $file has sha256 $sum, expected $(echo "$@" | sed 's/ / or /g') (MPICH $MPICH42_VERSION's known tarballs); the file is damaged or another release, so nothing was built from it. Replace it with a good copy, or set MQD_MPICH42_SHA256 to the sum of your site's own repack." >&2
+  return 1
+}
+mpich42_sums() { echo "${MPICH42_SHA256S[@]}" "${MQD_MPICH42_SHA256:-}"; }
+
+# MPICH 4.2.1's source, 1. an explicit tarball (checked); prints nothing when none is set.
+mpich42_explicit() {
+  [ -n "${MQD_MPICH42_TARBALL:-}" ] || return 0
+  if [ ! -f "$MQD_MPICH42_TARBALL" ]; then
+    echo "MQD_E_PROVISION_MPICH42: MQD_MPICH42_TARBALL=$MQD_MPICH42_TARBALL is not a file; point it at mpich-$MPICH42_VERSION.tar.gz or unset it" >&2
+    return 1
+  fi
+  # shellcheck disable=SC2046
+  check_sha256 "$MQD_MPICH42_TARBALL" $(mpich42_sums) || return 1
+  log "mpich $MPICH42_VERSION: source from MQD_MPICH42_TARBALL ($MQD_MPICH42_TARBALL, sha256 checked)"
+  echo "$MQD_MPICH42_TARBALL"
+}
+
+# 2.-4.: Debian's source package, the local sources folder, upstream's release. Prints the
+# tarball, or fails with MQD_E_PROVISION_MPICH42 saying what was tried.
+mpich42_found() {
+  local t local_tar
+  local dl="$MQD_MPI_CACHE/src/mpich-$MPICH42_VERSION.tar.gz" debian_note upstream_note
+  mkdir -p "$MQD_MPI_CACHE/src"
+  t=$(fetch_orig mpich "${MPICH42_DEBVER%-*}" "$MPICH42_DEBVER" 2>>"$MQD_MPI_CACHE/src/apt-source.log")
+  if [ -n "$t" ]; then
+    # apt-get source has checked it against the .dsc, whose sums the signed archive vouches for.
+    log "mpich $MPICH42_VERSION: source from Debian's mpich=$MPICH42_DEBVER ($(basename "$t"), checked by apt)"
+    echo "$t"; return 0
+  fi
+  debian_note="Debian's source package mpich=$MPICH42_DEBVER: not served by this archive mirror"
+  # An expected miss on this platform: one calm line, the details in the log above.
+  log "mpich $MPICH42_VERSION: Debian's source package is not served here (apt's words in $MQD_MPI_CACHE/src/apt-source.log); trying $MQD_SOURCES_DIR"
+  local d
+  local IFS_old=$IFS; IFS=:
+  for d in $MQD_SOURCES_DIR; do
+    IFS=$IFS_old
+    local_tar="$d/mpich-$MPICH42_VERSION.tar.gz"
+    if [ -f "$local_tar" ]; then
+      # shellcheck disable=SC2046
+      check_sha256 "$local_tar" $(mpich42_sums) || return 1
+      log "mpich $MPICH42_VERSION: source from the local sources folder ($local_tar, sha256 checked)"
+      echo "$local_tar"; return 0
+    fi
+  done
+  IFS=$IFS_old
+  local_tar="mpich-$MPICH42_VERSION.tar.gz in $MQD_SOURCES_DIR"
+  if [ ! -f "$dl" ]; then
+    log "mpich $MPICH42_VERSION: not in $MQD_SOURCES_DIR; downloading $MPICH42_URL"
+    mkdir -p "$(dirname "$dl")"
+    if curl -fsSL --connect-timeout 15 --max-time 1200 -o "$dl.part" "$MPICH42_URL" 2>/dev/null; then
+      mv "$dl.part" "$dl"
+    else
+      rm -f "$dl.part"
+    fi
+  fi
+  if [ -f "$dl" ]; then
+    # shellcheck disable=SC2046
+    check_sha256 "$dl" $(mpich42_sums) || { rm -f "$dl"; return 1; }
+    log "mpich $MPICH42_VERSION: source from $MPICH42_URL (sha256 checked)"
+    echo "$dl"; return 0
+  fi
+  upstream_note="$MPICH42_URL: not reachable"
+  echo "MQD_E_PROVISION_MPICH42: no MPICH $MPICH42_VERSION source. Tried MQD_MPICH42_TARBALL (not set); $debian_note; $local_tar: absent; $upstream_note. Put upstream's mpich-$MPICH42_VERSION.tar.gz in a folder of MQD_SOURCES_DIR ($MQD_SOURCES_DIR) or set MQD_MPICH42_TARBALL to it, then run again (or leave the build out: --only with the others)." >&2
+  return 1
+}
+
 # The stamp's second line: the configure arguments a build was made with, one line.
 stamp_line() { printf 'configure %s\n' "$*"; }
 # CPU time each build took on this kind of machine (stop 25's /proc sampling; README cost
@@ -198,6 +287,13 @@ build_mpi() {
 yaksa_shallow() {
   local depth=${MQD_MPICH42_YAKSA_DEPTH:-1}
   [ "$depth" = full ] && return 0
+  # A tarball generated at depth 1 already (the shared copy) has ~80 of these files, not 436.
+  local have
+  have=$(ls modules/yaksa/src/backend/seq/pup/yaksuri_seqi_pup_*.c 2>/dev/null | wc -l)
+  if [ "$depth" = 1 ] && [ "$have" -gt 0 ] && [ "$have" -le 120 ]; then
+    log "mpich $MPICH42_VERSION: yaksa already generated at depth 1 ($have pack/unpack files)"
+    return 0
+  fi
   log "mpich $MPICH42_VERSION: regenerating yaksa with -yaksa-depth=$depth (MQD_MPICH42_YAKSA_DEPTH=full keeps the tarball's)"
   (cd modules/yaksa && rm -f src/backend/seq/pup/yaksuri_seqi_pup_*.c && ./autogen.sh --pup-max-nesting="$depth")
 }
@@ -334,6 +430,9 @@ else
 # busy; on 2 cores: 2 builds -> -j2 each, 4 builds -> -j1 each.
 BUILD_JOBS=$(( (2 * JOBS + todo - 1) / todo ))
 [ "$BUILD_JOBS" -ge 1 ] || BUILD_JOBS=1
+# An explicit MPICH 4.2.1 tarball is checked before anything else happens.
+mpich42_tar=
+if [ $need_mpich42 = 1 ]; then mpich42_tar=$(mpich42_explicit) || exit 1; fi
 ensure_deb_src
 [ $((need_ompi5 + need_mpich42)) = 0 ] || ensure_trixie_src
 apt_update
@@ -359,16 +458,9 @@ if [ $need_ompi5 = 1 ]; then
   pids+=($!)
 fi
 if [ $need_mpich42 = 1 ]; then
-  mpich42_tar=${MQD_MPICH42_TARBALL:-}
-  [ -n "$mpich42_tar" ] || mpich42_tar=$(fetch_orig mpich "${MPICH42_DEBVER%-*}" "$MPICH42_DEBVER")
-  if [ -z "$mpich42_tar" ]; then
-    # Not fatal: the other builds and every test of them still work; without the build,
-    # apps/cli/test/new-mpis.mpi.test.ts checks the coded error a user gets instead of queues.
-    log "MQD_W_PROVISION_MPICH42: apt-get source mpich=$MPICH42_DEBVER got no orig tarball (the archive mirror lists it in trixie's Sources but serves 404); set MQD_MPICH42_TARBALL=/path/to/mpich-$MPICH42_VERSION.tar.gz and run again to build it"
-  else
-    PRE_CONFIGURE=yaksa_shallow build_mpi mpich "$MPICH42_VERSION" "$mpich42_tar" "${MPICH42_ARGS[@]}" &
-    pids+=($!)
-  fi
+  [ -n "$mpich42_tar" ] || mpich42_tar=$(mpich42_found) || exit 1
+  PRE_CONFIGURE=yaksa_shallow build_mpi mpich "$MPICH42_VERSION" "$mpich42_tar" "${MPICH42_ARGS[@]}" &
+  pids+=($!)
 fi
 fi
 rc=0
