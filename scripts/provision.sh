@@ -21,7 +21,7 @@
 # MPICH 4.2.1's source is looked for in this order (README "Where MPICH 4.2.1 comes from"):
 #   1. MQD_MPICH42_TARBALL=/path/mpich-4.2.1.tar.gz, an explicit tarball;
 #   2. Debian trixie's source package mpich=4.3.0+really4.2.1-1 (apt checks it against the .dsc);
-#   3. a local sources folder, $MQD_SOURCES_DIR (default ../shared/sources beside the project;
+#   3. a local sources folder, $MQD_SOURCES_DIR (default the shared/sources folder beside the checkout's;
 #      a site can pre-seed its own) holding mpich-4.2.1.tar.gz;
 #   4. upstream's release tarball from mpich.org, on a machine with internet access.
 # A tarball is used only when its sha256 is a known one (MPICH42_SHA256S below, or a site's own
@@ -42,7 +42,7 @@ OMPI5_DEBVER=5.0.7-1
 MPICH42_DEBVER=4.3.0+really4.2.1-1
 # The sha256 of each known form of MPICH 4.2.1's tarball: mpich.org's release (the sum Spack's
 # mpich package records for 4.2.1), and this project's shared copy (upstream's git tag v4.2.1
-# with its submodules, autogen run, yaksa at depth 1: ../shared/sources/README.md).
+# with its submodules, autogen run, yaksa at depth 1, as the README beside it says).
 MPICH42_SHA256S=(23331b2299f287c3419727edc2df8922d7e7abbb9fd0ac74e03b9966f9ad42d7
   3fb607101303d555773df442bf4b7c4402bdb64845a8c02a98a37b7a068316af)
 MPICH42_URL=https://www.mpich.org/static/downloads/4.2.1/mpich-4.2.1.tar.gz
