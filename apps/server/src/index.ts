@@ -12,5 +12,6 @@ export { AgentHub, type AgentInfo, hostAgentToken, tokenMatches } from './hub.js
 export * from './seams.js';
 export { dropSecretsFromEnv, readSecretFile, SECRET_ENV_NAME } from './secrets.js';
 export * from './serve.js';
-export { MIGRATIONS, type Migration, type RetentionPolicy, Store, type StoreOptions } from './store.js';
+export { type RetentionPolicy, Store, type StoreOptions } from './store.js';
+export { MIGRATIONS, type Migration } from './store-schema.js';
 export type * from './types.js';

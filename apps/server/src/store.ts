@@ -5,124 +5,20 @@
 // queries never decompress anything.
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
-import { JobId, MqdException, mqdError, SnapshotId } from '@mqd/model';
+import { type JobId, MqdException, mqdError, SnapshotId } from '@mqd/model';
 import Database from 'better-sqlite3';
-import type { LocatedRank } from './seams.js';
+import {
+  type JobRow,
+  META_COLUMNS,
+  MIGRATIONS,
+  type Migration,
+  type SnapshotRow,
+  toJob,
+  toMeta,
+  toUser,
+  type UserRow,
+} from './store-schema.js';
 import type { AuditAction, AuditEntry, JobRecord, ShareRecord, SnapshotMeta, User } from './types.js';
-
-export interface Migration {
-  readonly version: number;
-  readonly sql: string;
-}
-
-/** Append only: a released migration is never edited, a change is a new version. */
-export const MIGRATIONS: readonly Migration[] = [
-  {
-    version: 1,
-    sql: `
-      CREATE TABLE users (
-        id INTEGER PRIMARY KEY,
-        name TEXT NOT NULL UNIQUE,
-        uid INTEGER,
-        is_admin INTEGER NOT NULL DEFAULT 0,
-        token_hash TEXT UNIQUE,
-        created_at INTEGER NOT NULL
-      );
-      CREATE TABLE sessions (
-        token_hash TEXT PRIMARY KEY,
-        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-        created_at INTEGER NOT NULL,
-        expires_at INTEGER NOT NULL
-      );
-      CREATE TABLE jobs (
-        id TEXT PRIMARY KEY,
-        host TEXT NOT NULL,
-        starter_pid INTEGER NOT NULL,
-        uid INTEGER NOT NULL,
-        command TEXT NOT NULL,
-        method TEXT NOT NULL,
-        rank_count INTEGER NOT NULL,
-        layout TEXT NOT NULL,
-        created_at INTEGER NOT NULL,
-        created_by TEXT NOT NULL,
-        ended_at INTEGER
-      );
-      CREATE INDEX jobs_starter ON jobs(host, starter_pid);
-      CREATE TABLE snapshots (
-        id TEXT PRIMARY KEY,
-        job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
-        taken_at INTEGER NOT NULL,
-        duration_micros INTEGER NOT NULL,
-        rank_count INTEGER NOT NULL,
-        ok_count INTEGER NOT NULL,
-        error_count INTEGER NOT NULL,
-        missing_count INTEGER NOT NULL,
-        pending_sends INTEGER NOT NULL,
-        pending_receives INTEGER NOT NULL,
-        unexpected_count INTEGER NOT NULL,
-        digest TEXT NOT NULL,
-        missing_ranks TEXT NOT NULL,
-        created_by TEXT NOT NULL,
-        bytes INTEGER NOT NULL,
-        stored_bytes INTEGER NOT NULL,
-        data BLOB NOT NULL
-      );
-      CREATE INDEX snapshots_job ON snapshots(job_id, taken_at);
-      CREATE INDEX snapshots_taken ON snapshots(taken_at);
-      CREATE TABLE shares (
-        id TEXT PRIMARY KEY,
-        snapshot_id TEXT NOT NULL REFERENCES snapshots(id) ON DELETE CASCADE,
-        created_by TEXT NOT NULL,
-        created_at INTEGER NOT NULL,
-        expires_at INTEGER NOT NULL
-      );
-      CREATE TABLE audit (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        at INTEGER NOT NULL,
-        who TEXT NOT NULL,
-        action TEXT NOT NULL,
-        job_id TEXT,
-        snapshot_id TEXT,
-        detail TEXT NOT NULL DEFAULT ''
-      );
-      CREATE INDEX audit_at ON audit(at);
-    `,
-  },
-  {
-    // A job's identity is (host, starter pid, starter start time): a reused pid is a new job.
-    version: 2,
-    sql: `
-      ALTER TABLE jobs ADD COLUMN starter_start_time TEXT NOT NULL DEFAULT '';
-      CREATE INDEX jobs_identity ON jobs(host, starter_pid, starter_start_time);
-      -- Login tokens expire (NULL = never, the configured admin token) and can be revoked.
-      ALTER TABLE users ADD COLUMN token_expires_at INTEGER;
-    `,
-  },
-  {
-    // Jobs read from core files (issue 17): the directory of their cores; NULL for live jobs.
-    version: 3,
-    sql: `
-      ALTER TABLE jobs ADD COLUMN cores_dir TEXT;
-      CREATE INDEX jobs_cores ON jobs(host, cores_dir) WHERE cores_dir IS NOT NULL;
-    `,
-  },
-  {
-    // Idempotent snapshot requests (issue 27): a client's key (per user) -> the snapshot its
-    // request stored, written in the snapshot's own transaction, so a retry after a lost answer
-    // finds it; it goes with the snapshot (retention) and with the user.
-    version: 4,
-    sql: `
-      CREATE TABLE snapshot_requests (
-        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-        request_key TEXT NOT NULL,
-        snapshot_id TEXT NOT NULL REFERENCES snapshots(id) ON DELETE CASCADE,
-        created_at INTEGER NOT NULL,
-        PRIMARY KEY (user_id, request_key)
-      );
-      CREATE INDEX snapshot_requests_snapshot ON snapshot_requests(snapshot_id);
-    `,
-  },
-];
 
 /** A user's key for one snapshot request (the Idempotency-Key header). */
 export interface SnapshotRequestKey {
@@ -161,88 +57,6 @@ export interface NewAudit {
   readonly detail?: string;
 }
 
-interface SnapshotRow {
-  id: string;
-  job_id: string;
-  taken_at: number;
-  duration_micros: number;
-  rank_count: number;
-  ok_count: number;
-  error_count: number;
-  missing_count: number;
-  pending_sends: number;
-  pending_receives: number;
-  unexpected_count: number;
-  digest: string;
-  missing_ranks: string;
-  created_by: string;
-  bytes: number;
-  stored_bytes: number;
-}
-
-interface JobRow {
-  id: string;
-  host: string;
-  starter_pid: number;
-  starter_start_time: string;
-  uid: number;
-  command: string;
-  method: string;
-  layout: string;
-  created_at: number;
-  created_by: string;
-  ended_at: number | null;
-  cores_dir: string | null;
-}
-
-interface UserRow {
-  id: number;
-  name: string;
-  uid: number | null;
-  is_admin: number;
-}
-
-const META_COLUMNS = `id, job_id, taken_at, duration_micros, rank_count, ok_count, error_count, missing_count,
-  pending_sends, pending_receives, unexpected_count, digest, missing_ranks, created_by, bytes, stored_bytes`;
-
-function toMeta(r: SnapshotRow): SnapshotMeta {
-  return {
-    id: SnapshotId(r.id),
-    jobId: JobId(r.job_id),
-    takenAt: r.taken_at,
-    durationMicros: r.duration_micros,
-    createdBy: r.created_by,
-    bytes: r.bytes,
-    storedBytes: r.stored_bytes,
-    ranks: r.rank_count,
-    ok: r.ok_count,
-    errors: r.error_count,
-    missing: r.missing_count,
-    pendingSends: r.pending_sends,
-    pendingReceives: r.pending_receives,
-    unexpected: r.unexpected_count,
-    digest: r.digest,
-    missingRanks: JSON.parse(r.missing_ranks) as number[],
-  };
-}
-
-function toJob(r: JobRow): JobRecord {
-  return {
-    id: JobId(r.id),
-    host: r.host,
-    starterPid: r.starter_pid,
-    starterStartTime: r.starter_start_time,
-    uid: r.uid,
-    command: r.command,
-    method: r.method,
-    ranks: JSON.parse(r.layout) as LocatedRank[],
-    createdAt: r.created_at,
-    createdBy: r.created_by,
-    endedAt: r.ended_at,
-    ...(r.cores_dir === null ? {} : { coresDir: r.cores_dir }),
-  };
-}
-
 /** SQLite errors that mean the disk, not the request, is at fault. */
 const STORAGE_FAILURES = [
   'SQLITE_FULL',
@@ -256,8 +70,6 @@ function sqliteCode(e: unknown): string | null {
   const c = (e as { code?: unknown } | null)?.code;
   return typeof c === 'string' && c.startsWith('SQLITE_') ? c : null;
 }
-
-const toUser = (r: UserRow): User => ({ id: r.id, name: r.name, uid: r.uid, admin: r.is_admin === 1 });
 
 export class Store {
   readonly db: Database.Database;

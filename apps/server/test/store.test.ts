@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { JobId, SnapshotId } from '@mqd/model';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MIGRATIONS, type NewSnapshot, Store } from '../src/store.js';
+import { type NewSnapshot, Store } from '../src/store.js';
+import { MIGRATIONS } from '../src/store-schema.js';
 import type { JobRecord, SnapshotMeta } from '../src/types.js';
 
 const dirs: string[] = [];
