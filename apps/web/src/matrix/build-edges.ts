@@ -1,15 +1,29 @@
 // Fills the matrix's edge table (see edges.ts) from a snapshot: one walk over every queue.
-import { type Communicator, type JobSnapshot, type Operation, opLengthUnit } from '@mqd/model';
+import { type Communicator, compressRanks, type JobSnapshot, type Operation, opLengthUnit } from '@mqd/model';
 import { commKey, commLabel, indexRanks, resolveGlobalPeer } from '../snapshot-index.js';
 import {
   ANY_PEER,
+  type CommSummary,
   type EdgeTable,
   KIND_COUNT,
   KIND_RECEIVES,
   KIND_SENDS,
   KIND_UNEXPECTED,
   type KindUnit,
+  matrixCommKey,
 } from './edges.js';
+
+interface CommAcc {
+  key: string;
+  label: string;
+  ops: number;
+  name: string;
+  size: number;
+  group: readonly number[] | null;
+  /** World ranks of the processes that reported it (the members when there is no group). */
+  seen: number[];
+  family: boolean;
+}
 
 export function buildEdges(snapshot: JobSnapshot): EdgeTable {
   let n = 0;
@@ -28,7 +42,7 @@ export function buildEdges(snapshot: JobSnapshot): EdgeTable {
   const commPos = new Uint32Array(n);
   const opPos = new Uint32Array(n);
   const commIndex = new Map<string, number>();
-  const comms: { key: string; label: string; ops: number }[] = [];
+  const accs: CommAcc[] = [];
   const { worldSize } = indexRanks(snapshot);
   const peer = (op: Operation, c: Communicator, self: number) =>
     resolveGlobalPeer(op, c, self, worldSize) ?? ANY_PEER;
@@ -62,14 +76,25 @@ export function buildEdges(snapshot: JobSnapshot): EdgeTable {
   };
   snapshot.ranks.forEach((r, ri) => {
     r.communicators.forEach((c, cp) => {
-      const key = commKey(c);
+      const own = commKey(c);
+      const key = matrixCommKey(own);
       let ci = commIndex.get(key);
       if (ci === undefined) {
-        ci = comms.length;
+        ci = accs.length;
         commIndex.set(key, ci);
-        comms.push({ key, label: commLabel(c), ops: 0 });
+        accs.push({
+          key,
+          label: commLabel(c),
+          ops: 0,
+          name: c.name,
+          size: c.size,
+          group: c.group,
+          seen: [],
+          family: key !== own,
+        });
       }
-      const summary = comms[ci];
+      const summary = accs[ci];
+      summary?.seen.push(r.rank);
       const before = e;
       c.sends?.forEach((op, qp) => {
         put(op, KIND_SENDS, r.rank, peer(op, c, r.rank), ci, ri, cp, qp);
@@ -83,7 +108,25 @@ export function buildEdges(snapshot: JobSnapshot): EdgeTable {
       if (summary) summary.ops += e - before;
     });
   });
-  comms.sort((a, b) => b.ops - a.ops || a.label.localeCompare(b.label));
+  accs.sort((a, b) => b.ops - a.ops || a.label.localeCompare(b.label));
+  const comms = accs.map(
+    (a): CommSummary => ({
+      memberCount: a.key.endsWith('#world')
+        ? a.size
+        : (!a.family && a.group !== null ? a.group : a.seen).length,
+      key: a.key,
+      label: a.label,
+      ops: a.ops,
+      name: a.name,
+      size: a.size,
+      // MPI_COMM_WORLD is every rank by definition, read or not.
+      members: a.key.endsWith('#world')
+        ? a.size <= 1
+          ? '0'
+          : `0-${a.size - 1}`
+        : compressRanks(!a.family && a.group !== null ? a.group : a.seen),
+    }),
+  );
   // Re-number after sorting so index 0 is the busiest communicator.
   const remap = new Uint32Array(comms.length);
   comms.forEach((c, i) => {

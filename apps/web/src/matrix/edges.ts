@@ -43,6 +43,29 @@ export interface CommSummary {
   readonly key: string;
   readonly label: string;
   readonly ops: number;
+  /** The communicator's name ("" when unnamed) and size, as its first process reports them. */
+  readonly name: string;
+  readonly size: number;
+  /**
+   * Its world ranks as ranges ("0-510" or "0,2,4"): the group when the library shows it, else
+   * the processes that reported it. For a per-rank family (SELF_FAMILY) every member's rank.
+   */
+  readonly members: string;
+  /** How many ranks `members` names. */
+  readonly memberCount: number;
+}
+
+/**
+ * Key suffix of a family of size-1 communicators: every rank's MPI_COMM_SELF (or a dup of it)
+ * has its own group, so commKey gives each rank its own key. The matrix shows them as one
+ * entry, "MPI_COMM_SELF#1#each", not 16,384.
+ */
+export const SELF_FAMILY = 'each';
+
+/** The matrix's key for a communicator key: size-1 communicators fold into their name's family. */
+export function matrixCommKey(key: string): string {
+  const m = /^(.*)#1#[^#]*$/.exec(key);
+  return m ? `${m[1]}#1#${SELF_FAMILY}` : key;
 }
 
 /**
@@ -100,7 +123,9 @@ export function compileFilter(filter: MatrixFilter, comms: readonly CommSummary[
   let kindMask = 0;
   for (const k of filter.kinds) kindMask |= 1 << KIND_INDEX[k];
   // An unknown communicator key matches nothing (-2), rather than silently showing everything.
-  const commIndex = filter.comm === null ? -1 : comms.findIndex((c) => c.key === filter.comm);
+  // A link naming one rank's MPI_COMM_SELF selects the family it belongs to.
+  const want = filter.comm === null ? null : matrixCommKey(filter.comm);
+  const commIndex = want === null ? -1 : comms.findIndex((c) => c.key === want);
   return {
     commIndex: filter.comm !== null && commIndex < 0 ? -2 : commIndex,
     tag: filter.tag,

@@ -100,3 +100,9 @@ export function hatchPattern(ctx: CanvasRenderingContext2D): CanvasPattern | nul
   t.stroke();
   return ctx.createPattern(tile, 'repeat');
 }
+
+/** Axis marks: odd ranks out (▼) and queue-shape outliers (◆), in the legend and on both axes. */
+export const ODD_CSS = '#111827';
+export const OUTLIER_CSS = '#0f766e';
+/** The keyboard-focused cell's outline (distinct from hover grey, selection black, cycle red). */
+export const FOCUS_CSS = '#2563eb';

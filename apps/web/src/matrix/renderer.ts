@@ -5,7 +5,15 @@
 // by colour (fine levels). Frames are coalesced: one requestAnimationFrame at most.
 import { beginBusy } from '../idle.js';
 import { ANY_PEER, type CellRange, KIND_COUNT } from './edges.js';
-import { hatchPattern, PALETTE_CSS, PALETTE_RGBA, paletteIndex, STEPS, type ValueMode } from './palette.js';
+import {
+  FOCUS_CSS,
+  hatchPattern,
+  PALETTE_CSS,
+  PALETTE_RGBA,
+  paletteIndex,
+  STEPS,
+  type ValueMode,
+} from './palette.js';
 import { type Level, levelForDensity, lowerBound, type Pyramid } from './pyramid.js';
 
 /** CSS px height of the "sender ANY" strip and width of the "receiver unknown" strip. */
@@ -63,6 +71,8 @@ export class MatrixRenderer {
   private dpr = 1;
   private selection: CellRange | null = null;
   private hover: CellRange | null = null;
+  /** The keyboard-focused cell (any block size: drawn as the block holding it at this zoom). */
+  private focus: CellRange | null = null;
   private highlights: readonly { row: number; col: number }[] = [];
   /** Receivers whose cycle edge is a receive from MPI_ANY_SOURCE: their any-sender strip segment. */
   private anyHighlights: readonly number[] = [];
@@ -138,6 +148,32 @@ export class MatrixRenderer {
     if (sameRange(h, this.hover)) return;
     this.hover = h;
     this.requestDraw();
+  }
+
+  setFocus(f: CellRange | null): void {
+    if (sameRange(f, this.focus)) return;
+    this.focus = f;
+    this.requestDraw();
+  }
+
+  /** The cell of the current level holding (row, col), in world ranks or ANY_PEER; the hit a pointer there gives. */
+  cellAt(row: number, col: number): MatrixHit | null {
+    const level = this.currentLevel();
+    const n = this.pyramid?.worldSize ?? 0;
+    if (!level || n === 0 || (row === ANY_PEER && col === ANY_PEER)) return null;
+    const bs = level.blockSize;
+    const block = (r: number) =>
+      r === ANY_PEER ? ANY_PEER : Math.floor(Math.min(Math.max(r, 0), n - 1) / bs);
+    const br = block(row);
+    const bc = block(col);
+    return {
+      level,
+      blockRow: br,
+      blockCol: bc,
+      row: br === ANY_PEER ? ANY_PEER : br * bs,
+      col: bc === ANY_PEER ? ANY_PEER : bc * bs,
+      size: bs,
+    };
   }
 
   resize(cssWidth: number, cssHeight: number, dpr: number): void {
@@ -330,6 +366,12 @@ export class MatrixRenderer {
     }
     this.outline(this.hover, px, 'rgba(17,24,39,0.55)', 1);
     this.outline(this.selection, px, '#111827', 2);
+    const f = this.focus && this.cellAt(this.focus.row, this.focus.col);
+    if (f) {
+      this.ctx.setLineDash([4, 2]);
+      this.outline(f, px, FOCUS_CSS, 2);
+      this.ctx.setLineDash([]);
+    }
   }
 
   /**

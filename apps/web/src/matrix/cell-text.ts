@@ -1,0 +1,86 @@
+// What one matrix cell holds, in lines of text: the pointer's tooltip and the keyboard focus's
+// announcement say the same thing (ranks, counts and sizes per queue, ranks not read, marks).
+import { type JobSnapshot, notReadReason, QUEUE_KINDS, type QueueKind, rankNotReadText } from '@mqd/model';
+import { formatCount, formatKindSize } from '../format.js';
+import { QUEUE_LABEL, type RankIndex } from '../snapshot-index.js';
+import { ANY_PEER, KIND_INDEX, type KindUnit } from './edges.js';
+import { blockValues } from './pyramid.js';
+import type { RankNotes } from './rank-notes.js';
+import type { MatrixHit } from './renderer.js';
+
+export interface CellTextContext {
+  /** Ranks per matrix side. */
+  readonly n: number;
+  readonly kindUnit: readonly KindUnit[];
+  readonly lengthUnit: 'bytes' | 'elements';
+  readonly notes: RankNotes;
+  readonly rankIndex: RankIndex;
+  readonly snapshot: JobSnapshot;
+}
+
+export function rangeText(start: number, size: number, n: number, anyText: string): string {
+  if (start === ANY_PEER) return anyText;
+  const end = Math.min(n, start + size) - 1;
+  return end <= start ? String(start) : `${start}–${end}`;
+}
+
+/** The cell's lines; `action` ends them when the cell has operations ("click to list them"). */
+export function cellLines(hit: MatrixHit, ctx: CellTextContext, action: string): string[] {
+  const v = blockValues(hit.level, hit.blockRow, hit.blockCol);
+  const senders = rangeText(hit.row, hit.size, ctx.n, 'MPI_ANY_SOURCE or unknown sender');
+  const receivers = rangeText(hit.col, hit.size, ctx.n, 'unknown destination');
+  const lines: string[] = [`sender ${senders} → receiver ${receivers}`];
+  let total = 0;
+  for (const k of QUEUE_KINDS as readonly QueueKind[]) {
+    const i = KIND_INDEX[k];
+    const c = v.count[i] ?? 0;
+    total += c;
+    if (c > 0)
+      lines.push(
+        `${QUEUE_LABEL[k]}: ${formatCount(c)} (${formatKindSize(v.bytes[i] ?? 0, ctx.kindUnit[i] ?? null, ctx.lengthUnit)})`,
+      );
+  }
+  const about = [
+    ...rankLines(ctx, hit.row, hit.size, 'sender', 'its sends are unknown'),
+    ...(hit.col !== hit.row || hit.size > 1
+      ? rankLines(ctx, hit.col, hit.size, 'receiver', 'its receives are unknown')
+      : []),
+  ];
+  // Zero operations among ranks not read is what was seen, not what is there.
+  if (total === 0)
+    lines.push(about.some((l) => l.includes('not read')) ? 'no operations known' : 'no operations');
+  lines.push(...about);
+  if (total > 0) lines.push(action);
+  return lines;
+}
+
+/** Not read / odd out / outlier lines for the ranks of a row or column range. */
+function rankLines(
+  ctx: CellTextContext,
+  start: number,
+  size: number,
+  role: string,
+  unknown: string,
+): string[] {
+  if (start < 0) return [];
+  const end = Math.min(ctx.n, start + size);
+  const out: string[] = [];
+  const unread: string[] = [];
+  for (let r = start; r < end; r++) {
+    if (ctx.notes.notRead?.[r] === 1) {
+      const pos = ctx.rankIndex.positionOf(r);
+      const entry = pos === undefined ? undefined : ctx.snapshot.ranks[pos];
+      if (entry && entry.state.kind !== 'ok')
+        unread.push(size === 1 ? (rankNotReadText(entry) ?? '') : notReadReason(entry.state));
+    }
+    if (size === 1) for (const w of ctx.notes.why.get(r) ?? []) out.push(`${role} rank ${r}: ${w}`);
+  }
+  if (unread.length > 0) {
+    out.unshift(
+      size === 1
+        ? `${unread[0]} (${unknown})`
+        : `${formatCount(unread.length)} ${role} ranks not read: ${[...new Set(unread)].join('; ')}`,
+    );
+  }
+  return out;
+}
