@@ -13,6 +13,7 @@ import {
   MqdException,
   mqdError,
   ok,
+  opStateFields,
   QUEUE_KINDS,
   type RankSnapshot,
   type Result,
@@ -51,9 +52,11 @@ const UNKNOWN_MPI: MpiInfo = { library: 'unknown', dll: null, lengthUnit: 'bytes
 const GONE = new Set(['MQD_E_NO_SUCH_PID', 'MQD_E_PID_EXITED', 'MQD_E_JOB_ENDED', 'MQD_E_PID_REUSED']);
 
 /**
- * Counts and a digest of the queues. The digest covers what a hung job keeps constant (state,
- * communicators, each operation's status, peer, tag, length and buffer) and leaves out what
- * changes between reads of a stuck job anyway (pause times, pids, timestamps).
+ * Counts and a digest of the queues. Two snapshots have the same digest when nothing moved:
+ * every rank has the same state and communicators, and the same operations in the same queues,
+ * unchanged, by the model's rule (opStateFields: packages/model/src/mpi/operation.ts, the one
+ * the progress verdict and the timeline use). It leaves out what changes between reads of a
+ * stuck job anyway (pause times, pids, timestamps).
  */
 export function summarize(ranks: readonly RankSnapshot[]): SnapshotSummary {
   const h = createHash('sha256');
@@ -87,7 +90,7 @@ export function summarize(ranks: readonly RankSnapshot[]): SnapshotSummary {
             if (q === 'sends') pendingSends++;
             else pendingReceives++;
           }
-          line += `;${o.status[0]},${o.peer.local},${o.peer.global},${o.tag},${o.length},${o.buffer}`;
+          line += `;${opStateFields(o)}`;
         }
       }
     }

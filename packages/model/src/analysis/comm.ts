@@ -112,13 +112,3 @@ function tagSigns(q: readonly Operation[] | null): number {
 export function isCollectiveInternal(op: Operation, internalComm: boolean): boolean {
   return internalComm || (op.tag !== null && op.tag < 0);
 }
-
-const REQUEST_TEXT = /^(?:Send|Receive):\s*(0x[0-9a-fA-F]+)/;
-
-/** Open MPI names the request in extra text line 0 ("Send: 0x..."); null for other libraries. */
-export function requestAddress(op: Operation): string | null {
-  const first = op.extraText[0];
-  if (first === undefined) return null;
-  const m = REQUEST_TEXT.exec(first);
-  return m?.[1]?.toLowerCase() ?? null;
-}

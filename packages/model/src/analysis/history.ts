@@ -4,11 +4,12 @@
 // last snapshot in which that rank was read, and a snapshot in which no rank was read is a gap,
 // not a job whose queues emptied.
 //
-// Identity of an operation across snapshots is progress.ts's opIdentity (everything the library
-// reports about it but its status) plus its status: a receive that became matched has moved.
+// Which operation is which across snapshots is mpi/operation.ts's rule (the same as the
+// progress verdict's and the server's hung digest): a receive that became matched is the same
+// operation, changed; its run of unchanged reads starts again.
+import { opIdentity, opStateKey, pairOperations } from '../mpi/operation.js';
 import type { JobSnapshot, Operation, QueueKind, RankSnapshot, RankState } from '../snapshot-spec.js';
 import { ranksPhrase } from '../text.js';
-import { opIdentity } from './progress.js';
 import { compressRanks } from './ranges.js';
 
 /** A rank's queues were read: anything else (error, no-queues, agent-missing) is unknown. */
@@ -126,10 +127,12 @@ export interface HistoryOp {
   readonly readsInRun: number;
 }
 
-/** Per rank: the multiset of its operations at its last read, with when each run began. */
-interface RankMemory {
-  lastRead: number;
-  ops: Map<string, { copies: number; since: number; reads: number }>;
+/** One operation at its rank's last read, with when its run of unchanged reads began. */
+interface Remembered {
+  readonly identity: string;
+  readonly state: string;
+  since: number;
+  reads: number;
 }
 
 /** How one snapshot compares with the ranks' previous reads. */
@@ -140,8 +143,10 @@ export interface SnapshotChange {
    * one whose read ranks were never read before: nothing was compared, which is not "no change".
    */
   readonly compared: number;
-  /** Operations of compared ranks new since their previous read (status changes count). */
+  /** Operations of compared ranks new since their previous read. */
   readonly appeared: number;
+  /** Operations of compared ranks still there whose status (or actual match) changed. */
+  readonly changed: number;
   /** Operations of compared ranks gone since their previous read. */
   readonly disappeared: number;
   /** Operations of compared ranks still there, unchanged. */
@@ -164,12 +169,13 @@ export function walkOpHistory(
   series: readonly Pick<JobSnapshot, 'ranks'>[],
   visit: (h: HistoryOp) => void = () => {},
 ): OpHistory {
-  const memory = new Map<number, RankMemory>();
+  const memory = new Map<number, Remembered[]>();
   const snapshots: SnapshotChange[] = [];
   const readRanks: Int32Array[] = [];
   series.forEach((snap, si) => {
     let compared = 0;
     let appeared = 0;
+    let changed = 0;
     let disappeared = 0;
     let unchanged = 0;
     const readHere: number[] = [];
@@ -177,7 +183,8 @@ export function walkOpHistory(
       if (!isRankRead(r)) continue;
       readHere.push(r.rank);
       const before = memory.get(r.rank);
-      const cur = new Map<string, { copies: number; since: number; reads: number }>();
+      const cur: Remembered[] = [];
+      const where: { commIndex: number; queue: QueueKind; op: Operation }[] = [];
       r.communicators.forEach((c, ci) => {
         for (const queue of QUEUES) {
           const q = c[queue];
@@ -185,38 +192,57 @@ export function walkOpHistory(
           for (const op of q) {
             // The communicator's id names it within one process, and the rank is in the key:
             // cheaper than commKey, which hashes a 16,384-member group per rank.
-            const key = `${opIdentity(r.rank, c.id, queue, op)}\u0001${op.status}`;
-            const prev = before?.ops.get(key);
-            let since = si;
-            let reads = 1;
-            if (prev && prev.copies > 0) {
-              prev.copies--;
-              since = prev.since;
-              reads = prev.reads + 1;
-              unchanged++;
-            } else if (before) appeared++;
-            const entry = cur.get(key);
-            if (entry) {
-              entry.copies++;
-              // Of equal copies the newest run is the one that is sure to be unbroken.
-              if (since > entry.since) {
-                entry.since = since;
-                entry.reads = reads;
-              }
-            } else cur.set(key, { copies: 1, since, reads });
-            visit({ snapshot: si, rank: r, commIndex: ci, queue, op, since, readsInRun: reads });
+            cur.push({
+              identity: opIdentity(r.rank, c.id, queue, op),
+              state: opStateKey(r.rank, c.id, queue, op),
+              since: si,
+              reads: 1,
+            });
+            where.push({ commIndex: ci, queue, op });
           }
         }
       });
       if (before) {
         compared++;
-        for (const left of before.ops.values()) disappeared += left.copies;
+        const pairs = pairOperations(before, cur);
+        cur.forEach((o, j) => {
+          const change = pairs.change[j];
+          if (change === 'unchanged') {
+            const prev = before[pairs.earlier[j] ?? -1];
+            if (prev) {
+              o.since = prev.since;
+              o.reads = prev.reads + 1;
+            }
+            unchanged++;
+          } else if (change === 'changed') changed++;
+          else appeared++;
+        });
+        disappeared += pairs.gone.length;
       }
-      memory.set(r.rank, { lastRead: si, ops: cur });
+      cur.forEach((o, j) => {
+        const w = where[j];
+        if (w) visit({ snapshot: si, rank: r, ...w, since: o.since, readsInRun: o.reads });
+      });
+      if (before) {
+        // Of equal copies the newest run is the one that is sure to be unbroken.
+        const newest = new Map<string, Remembered>();
+        for (const o of cur) {
+          const n = newest.get(o.state);
+          if (n === undefined || o.since > n.since) newest.set(o.state, o);
+        }
+        for (const o of cur) {
+          const n = newest.get(o.state);
+          if (n !== undefined && n !== o) {
+            o.since = n.since;
+            o.reads = n.reads;
+          }
+        }
+      }
+      memory.set(r.rank, cur);
     }
     readHere.sort((a, b) => a - b);
     readRanks.push(Int32Array.from(readHere));
-    snapshots.push({ status: snapshotReadStatus(snap), compared, appeared, disappeared, unchanged });
+    snapshots.push({ status: snapshotReadStatus(snap), compared, appeared, changed, disappeared, unchanged });
   });
   return { snapshots, readRanks };
 }
@@ -239,8 +265,9 @@ export interface Stillness {
   readonly comparisons: number;
   /** The last comparison found a change: the job is moving. */
   readonly moving: boolean;
-  /** Operations new and gone in the change that began the stretch (0 when none was seen). */
+  /** Operations new, changed and gone in the change that began the stretch (0 when none was seen). */
   readonly appeared: number;
+  readonly changed: number;
   readonly disappeared: number;
 }
 
@@ -251,14 +278,16 @@ export function stillness(h: OpHistory): Stillness | null {
   let comparisons = 0;
   let moving = false;
   let appeared = 0;
+  let changed = 0;
   let disappeared = 0;
   for (let i = n - 1; i >= 0; i--) {
     const s = h.snapshots[i];
     if (s === undefined) break;
-    if (s.compared > 0 && (s.appeared > 0 || s.disappeared > 0)) {
+    if (s.compared > 0 && (s.appeared > 0 || s.changed > 0 || s.disappeared > 0)) {
       // The state of snapshot i is the one that has held since.
       moving = comparisons === 0;
       appeared = s.appeared;
+      changed = s.changed;
       disappeared = s.disappeared;
       since = i;
       break;
@@ -270,7 +299,7 @@ export function stillness(h: OpHistory): Stillness | null {
   while (since < n - 1 && h.snapshots[since]?.status.kind === 'failed') since++;
   let failed = 0;
   for (let i = since; i < n; i++) if (h.snapshots[i]?.status.kind === 'failed') failed++;
-  return { since, snapshots: n - since, failed, comparisons, moving, appeared, disappeared };
+  return { since, snapshots: n - since, failed, comparisons, moving, appeared, changed, disappeared };
 }
 
 /** "40 s", "5 min", "2 h 5 min": a span between snapshots, rounded to what a person reads. */
@@ -294,7 +323,8 @@ export function stillnessText(s: Stillness | null, times: readonly number[], wai
   if (n === 1) return 'One snapshot: take another to see what changes.';
   if (s.moving) {
     const count = (k: number) => `${k.toLocaleString('en-US')} ${k === 1 ? 'operation' : 'operations'}`;
-    return `Moving: ${count(s.appeared)} new and ${count(s.disappeared)} gone since the ranks' previous reads.`;
+    const changed = s.changed > 0 ? `${count(s.changed)} changed, ` : '';
+    return `Moving: ${changed}${count(s.appeared)} new and ${count(s.disappeared)} gone since the ranks' previous reads.`;
   }
   if (s.comparisons === 0) return 'Nothing to compare yet: no rank was read in two snapshots.';
   const from = times[s.since] ?? 0;

@@ -1,11 +1,11 @@
 // Progress between snapshots of one job. One snapshot cannot tell a hang from a slow job;
-// two can: if nothing in any queue moved, the job is stuck. An operation is recognised across
-// snapshots by what does not change while it waits (rank, communicator key, queue, peer, tag,
-// length, buffer, and Open MPI's request address when the library prints it); its status may.
+// two can: if nothing in any queue moved, the job is stuck. Which operation of the later
+// snapshot is which of the earlier one is mpi/operation.ts's rule (opIdentity, pairOperations),
+// the same one the timeline's history walk and the server's hung digest use.
+import { type KeyedOp, type OpChange, opIdentity, opStateKey, pairOperations } from '../mpi/operation.js';
 import type { JobSnapshot, Operation, QueueKind, RankSnapshot } from '../snapshot-spec.js';
-import { commKey, type OpRef, requestAddress } from './comm.js';
+import { commKey, type OpRef } from './comm.js';
 
-export type OpChange = 'unchanged' | 'changed' | 'appeared' | 'disappeared';
 export type ProgressVerdict = 'progressing' | 'stuck' | 'idle';
 
 export interface ProgressExample {
@@ -43,20 +43,14 @@ export interface ProgressOptions {
 
 const QUEUES: readonly QueueKind[] = ['sends', 'receives', 'unexpected'];
 
-/** The identity of an operation across snapshots (everything but its status). */
-export function opIdentity(rank: number, key: string, queue: QueueKind, op: Operation): string {
-  const req = requestAddress(op) ?? '';
-  return `${rank}\u0001${key}\u0001${queue}\u0001${op.peer.local}\u0001${op.peer.global}\u0001${op.tag}\u0001${op.length}\u0001${op.buffer}\u0001${req}`;
-}
-
-interface Seen {
-  readonly rank: number;
+interface Seen extends KeyedOp {
   readonly ref: OpRef;
   readonly op: Operation;
-  used: boolean;
 }
 
-function eachOp(r: RankSnapshot, visit: (key: string, ref: OpRef, op: Operation) => void): void {
+/** A read rank's operations in queue order, each with its keys and where it is. */
+function rankOps(r: RankSnapshot): Seen[] {
+  const out: Seen[] = [];
   for (const c of r.communicators) {
     const key = commKey(c);
     for (const queue of QUEUES) {
@@ -65,10 +59,16 @@ function eachOp(r: RankSnapshot, visit: (key: string, ref: OpRef, op: Operation)
       for (let index = 0; index < q.length; index++) {
         const op = q[index];
         if (op === undefined) continue;
-        visit(key, { rank: r.rank, commKey: key, commName: c.name, queue, index }, op);
+        out.push({
+          identity: opIdentity(r.rank, c.id, queue, op),
+          state: opStateKey(r.rank, c.id, queue, op),
+          ref: { rank: r.rank, commKey: key, commName: c.name, queue, index },
+          op,
+        });
       }
     }
   }
+  return out;
 }
 
 export function compareSnapshots(a: JobSnapshot, b: JobSnapshot, opts: ProgressOptions = {}): ProgressStep {
@@ -101,42 +101,27 @@ export function compareSnapshots(a: JobSnapshot, b: JobSnapshot, opts: ProgressO
       continue;
     }
     compared.add(rb.rank);
-    // Multiset per identity: equal operations (the same buffer posted twice) pair up in order.
-    const old = new Map<string, Seen[]>();
-    eachOp(ra, (key, ref, op) => {
-      if (op.status === 'pending') counts.pendingBefore++;
-      const id = opIdentity(ra.rank, key, ref.queue, op);
-      const list = old.get(id);
-      const seen = { rank: ra.rank, ref, op, used: false };
-      if (list) list.push(seen);
-      else old.set(id, [seen]);
-    });
+    const old = rankOps(ra);
+    const cur = rankOps(rb);
+    for (const s of old) if (s.op.status === 'pending') counts.pendingBefore++;
     let moved = false;
     let pendingHere = false;
-    eachOp(rb, (key, ref, op) => {
-      if (op.status === 'pending') {
+    const pairs = pairOperations(old, cur);
+    cur.forEach((s, j) => {
+      if (s.op.status === 'pending') {
         counts.pendingAfter++;
         pendingHere = true;
       }
-      const match = old.get(opIdentity(rb.rank, key, ref.queue, op))?.find((s) => !s.used);
-      if (match === undefined) {
-        moved = true;
-        example('appeared', ref, op, null, op.status);
-        return;
-      }
-      match.used = true;
-      if (match.op.status === op.status) example('unchanged', ref, op, op.status, op.status);
-      else {
-        moved = true;
-        example('changed', ref, op, match.op.status, op.status);
-      }
+      const change = pairs.change[j] ?? 'appeared';
+      const was = old[pairs.earlier[j] ?? -1]?.op.status ?? null;
+      if (change !== 'unchanged') moved = true;
+      example(change, s.ref, s.op, was, s.op.status);
     });
-    for (const list of old.values()) {
-      for (const s of list) {
-        if (s.used) continue;
-        moved = true;
-        example('disappeared', s.ref, s.op, s.op.status, null);
-      }
+    for (const i of pairs.gone) {
+      const s = old[i];
+      if (s === undefined) continue;
+      moved = true;
+      example('disappeared', s.ref, s.op, s.op.status, null);
     }
     if (moved) movedRanks++;
     else if (pendingHere) stuckRanks.push(rb.rank);

@@ -159,7 +159,11 @@ export function userFrame(r: RankSnapshot): UserFrame | null {
   const tid = r.mpiCall?.tid;
   const t =
     (tid === undefined ? undefined : ts.find((x) => x.tid === tid)) ?? ts.find((x) => x.main) ?? ts[0];
-  if (t === undefined) return null;
+  return t === undefined ? null : threadUserFrame(t);
+}
+
+/** The innermost frame of one thread outside the MPI and runtime libraries; null when every frame is theirs. */
+export function threadUserFrame(t: ThreadStack): UserFrame | null {
   for (let i = 0; i < t.frames.length; i++) {
     const f = t.frames[i];
     if (f !== undefined && !isRuntimeFrame(f) && (f.function !== null || f.file !== null)) {

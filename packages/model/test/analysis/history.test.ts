@@ -89,10 +89,11 @@ describe('runs of unchanged operations across snapshots', () => {
       rank(0, [world(2, 0, { receives: [op({ peer: 1, tag: 1, status: 'matched' })] })]),
     ]);
     const h = walkOpHistory([two, one, matched]);
-    expect(h.snapshots.map((s) => [s.unchanged, s.appeared, s.disappeared])).toEqual([
-      [0, 0, 0],
-      [1, 0, 1],
-      [0, 1, 1],
+    // A status change is the same operation, changed (mpi/operation.ts), not one gone and one new.
+    expect(h.snapshots.map((s) => [s.unchanged, s.changed, s.appeared, s.disappeared])).toEqual([
+      [0, 0, 0, 0],
+      [1, 0, 0, 1],
+      [0, 1, 0, 0],
     ]);
   });
 });
@@ -107,6 +108,7 @@ describe('stillness: how long nothing moved', () => {
       comparisons: 2,
       moving: false,
       appeared: 0,
+      changed: 0,
       disappeared: 0,
     });
   });
