@@ -2,6 +2,7 @@
 // the reader/locator seams), without the web server, socket.io server or database that the
 // package root brings in. Nothing here may import app.ts, hub.ts, store.ts or fastify.
 export * from './agent.js';
+export * from './agent-messages.js';
 export * from './agent-protocol.js';
 export * from './agent-protocol-decode.js';
 export { isLoopback } from './config.js';

@@ -1,6 +1,7 @@
 // @mqd/server: the aggregator (buildApp, serve), the per-node agent (startAgent) and the
 // seams through which the real MPI reader and job locator are plugged in.
 export * from './agent.js';
+export * from './agent-messages.js';
 export * from './agent-protocol.js';
 export * from './agent-protocol-decode.js';
 export { type AppOptions, buildApp, type Services } from './app.js';

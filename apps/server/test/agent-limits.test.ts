@@ -20,7 +20,8 @@ import {
   validateSnapshot,
 } from '@mqd/model';
 import { afterEach, describe, expect, it } from 'vitest';
-import { rankBudget, startAgent } from '../src/agent.js';
+import { startAgent } from '../src/agent.js';
+import { rankBudget } from '../src/agent-messages.js';
 import { encodeMessage } from '../src/agent-protocol.js';
 import { checkRanks, decodeAgentMessage } from '../src/agent-protocol-decode.js';
 import { createFakeLocator, createFakeReader } from '../src/fakes.js';

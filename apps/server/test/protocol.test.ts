@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { type RankSnapshot, syntheticRingRank } from '@mqd/model';
 import { io, type Socket } from 'socket.io-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { chunkMessages } from '../src/agent.js';
+import { chunkMessages } from '../src/agent-messages.js';
 import {
   AGENT_NAMESPACE,
   AGENT_PROTOCOL_VERSION,
