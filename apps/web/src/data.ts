@@ -1,8 +1,9 @@
 // The snapshot a view shows, wherever it came from (the live server, a share link, the
-// synthetic demo), and the per-snapshot derived tables, computed once and shared by views.
+// synthetic demo), and the snapshots fetched from the server. What is derived from a snapshot
+// lives in snapshot-context.ts.
 import type { JobId, JobSnapshot, SnapshotId } from '@mqd/model';
-import { buildEdges } from './matrix/build-edges.js';
 import type { EdgeTable } from './matrix/edges.js';
+import { contextOf } from './snapshot-context.js';
 
 export type SnapshotSource = 'live' | 'shared' | 'demo';
 
@@ -31,16 +32,9 @@ export function localSnapshot(key: string, snapshot: JobSnapshot, readOnly: bool
   };
 }
 
-const edgeCache = new WeakMap<JobSnapshot, EdgeTable>();
-
-/** The matrix's edge table of a snapshot, built on first use. */
+/** The matrix's edge table of a snapshot (its context's, built on first use). */
 export function edgesOf(snapshot: JobSnapshot): EdgeTable {
-  let t = edgeCache.get(snapshot);
-  if (!t) {
-    t = buildEdges(snapshot);
-    edgeCache.set(snapshot, t);
-  }
-  return t;
+  return contextOf(snapshot).edges;
 }
 
 /** Snapshots fetched from the server, by id: the timeline and the snapshot picker reuse them. */

@@ -1,20 +1,16 @@
-// One explanation per snapshot (explainSnapshot of @mqd/model), shared by the diagnosis panel
-// and the matrix (which outlines the deadlock cycles through the model's cycleMarks), computed
-// once after the first paint.
-import { type Explanation, explainSnapshot, type JobSnapshot, type Verdict } from '@mqd/model';
-import { type Computed, deferred, useDeferred } from './deferred.js';
+// How the explanation (explainSnapshot of @mqd/model, one per snapshot in snapshot-context.ts)
+// reads in the banner of the diagnosis panel; the diagnosis, the matrix and the matching order
+// share that one explanation.
+import type { Explanation, JobSnapshot, Verdict } from '@mqd/model';
+import { type Computed, contextOf } from './snapshot-context.js';
+
+export { useExplanation } from './snapshot-context.js';
 
 export type ExplanationResult = Computed<Explanation>;
 
-const explanations = deferred('analysis', explainSnapshot);
-
 /** The explanation now (computed and cached if needed): for callers outside React, and tests. */
 export function explanationOf(snapshot: JobSnapshot): ExplanationResult {
-  return explanations.get(snapshot);
-}
-
-export function useExplanation(snapshot: JobSnapshot): ExplanationResult | null {
-  return useDeferred(explanations, snapshot);
+  return contextOf(snapshot).explanation.get();
 }
 
 const VERDICT_LABEL: Record<Verdict, string> = {

@@ -1,6 +1,6 @@
 // Display formatting shared by the views.
 import { type LengthUnit, type Operation, opLengthUnit, type QueueKind } from '@mqd/model';
-import type { KindUnit } from './matrix/edges.js';
+import type { KindUnit } from './matrix-types.js';
 
 export function formatTime(iso: string | null): string {
   if (iso === null) return '—';

@@ -3,9 +3,7 @@
 // Defaults are left out of the URL. Unknown or malformed values fall back to the default
 // (a hand-edited link still opens), and formatUrl(parseUrl(x)) is stable.
 import { JobId, QUEUE_KINDS, type QueueKind, SnapshotId } from '@mqd/model';
-import { ANY_PEER, type CellRange } from './matrix/edges.js';
-import type { ValueMode } from './matrix/palette.js';
-import type { ZoomState } from './matrix/renderer.js';
+import { ANY_PEER, type CellRange, type ValueMode, type ZoomState } from './matrix-types.js';
 
 // `fleet` is the admins' view of agents and activity; it needs no snapshot.
 export const VIEWS = ['jobs', 'matrix', 'timeline', 'order', 'rank', 'stacks', 'fleet'] as const;
@@ -32,6 +30,9 @@ export interface UrlState {
   readonly sq: string | null;
   readonly threads: 'main' | 'all';
   readonly snode: number | null;
+  /** Stacks view: user frames by `line` (default) or merged by `function`; show the MPI runtime's own threads. */
+  readonly sby: 'line' | 'function';
+  readonly srt: boolean;
   /** Matrix: selected cell or block (rows x cols), ANY_PEER for a strip. */
   readonly cell: CellRange | null;
   /** Matrix zoom: k, and the translation as a fraction of the matrix side (viewport-independent). */
@@ -74,6 +75,8 @@ export const DEFAULT_STATE: UrlState = {
   sq: null,
   threads: 'main',
   snode: null,
+  sby: 'line',
+  srt: false,
   cell: null,
   zoom: null,
   rank: null,
@@ -174,6 +177,8 @@ export function parseUrl(pathname: string, search: string): UrlState {
     sq: nonEmpty(q.get('sq'), 128),
     threads: q.get('threads') === 'all' ? 'all' : 'main',
     snode: int(q.get('snode'), 0, 1 << 24),
+    sby: q.get('sby') === 'function' ? 'function' : 'line',
+    srt: q.get('srt') === '1',
     cell: parseCell(q.get('cell')),
     zoom: parseZoom(q.get('z')),
     rank: int(q.get('rank'), 0, 0x7fffffff),
@@ -207,6 +212,8 @@ export function formatUrl(s: UrlState): { pathname: string; search: string } {
   if (s.sq !== null) q.set('sq', s.sq);
   if (s.threads !== 'main') q.set('threads', s.threads);
   if (s.snode !== null) q.set('snode', String(s.snode));
+  if (s.sby !== 'line') q.set('sby', s.sby);
+  if (s.srt) q.set('srt', '1');
   if (s.cell !== null) q.set('cell', `${s.cell.row},${s.cell.col},${s.cell.size}`);
   if (s.zoom !== null) q.set('z', `${num(s.zoom.k)},${num(s.zoom.x)},${num(s.zoom.y)}`);
   if (s.rank !== null) q.set('rank', String(s.rank));

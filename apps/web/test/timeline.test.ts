@@ -7,7 +7,7 @@ import {
   syntheticHaloSeries,
 } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { KIND_INDEX } from '../src/matrix/edges.js';
+import { KIND_INDEX } from '../src/matrix-types.js';
 import {
   buildTimeline,
   depthAt,

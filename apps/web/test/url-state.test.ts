@@ -1,6 +1,6 @@
 import { JobId, SnapshotId } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { ANY_PEER } from '../src/matrix/edges.js';
+import { ANY_PEER } from '../src/matrix-types.js';
 import {
   DEFAULT_STATE,
   formatUrl,
@@ -39,6 +39,8 @@ describe('URL state', () => {
       sq: 'MPI_Bar',
       threads: 'all',
       snode: 12,
+      sby: 'function',
+      srt: true,
       cell: { row: ANY_PEER, col: 256, size: 32 },
       zoom: { k: 12.5, x: -0.25, y: -3.125 },
       rank: 8191,

@@ -15,7 +15,6 @@ import {
   type NearMissLine,
   type ReceiveNearMisses,
   type ReceiveRow,
-  SnapshotIndex,
   suggestedOrderComm,
   suggestedOrderRank,
 } from '@mqd/model';
@@ -23,6 +22,7 @@ import { useMemo } from 'react';
 import { type ExplanationResult, useExplanation } from '../explanation.js';
 import { formatOpSize, formatPeer, formatTag, plural } from '../format.js';
 import { RankPicker } from '../RankPicker.js';
+import { contextOf } from '../snapshot-context.js';
 import { commLabel, explainUnavailable } from '../snapshot-index.js';
 import { Unavailable } from '../ui.js';
 import type { ViewProps } from '../view-types.js';
@@ -49,13 +49,13 @@ export function OrderView({ url, setUrl, data }: ViewProps) {
   const rankNo = url.rank ?? suggestedOrderRank(snapshot);
   const rank = useMemo(() => snapshot.ranks.find((r) => r.rank === rankNo) ?? null, [snapshot, rankNo]);
   const comm = rank ? suggestedOrderComm(rank, url.rcomm) : null;
-  // One index per snapshot: changing rank or communicator does not rebuild it.
-  const index = useMemo(() => new SnapshotIndex(snapshot), [snapshot]);
+  // The snapshot's one index (its context's): changing rank or communicator does not rebuild it.
+  const index = contextOf(snapshot).index;
   const order = useMemo(
     () => (rank && comm ? matchingOrder(index, rank.rank, comm.id) : null),
     [index, rank, comm],
   );
-  // The explanation is computed once per snapshot and cached (../explanation.ts): reused, not redone.
+  // The explanation is computed once per snapshot (../snapshot-context.ts): reused, not redone.
   const explanation = useExplanation(snapshot);
   const caveats = useMemo(() => caveatState(explanation), [explanation]);
 

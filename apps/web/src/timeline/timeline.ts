@@ -17,7 +17,7 @@ import {
   walkOpHistory,
 } from '@mqd/model';
 import { type ScaleTime, scaleLinear, scaleTime } from 'd3';
-import { KIND_COUNT, KIND_INDEX } from '../matrix/edges.js';
+import { KIND_COUNT, KIND_INDEX } from '../matrix-types.js';
 import { indexRanks } from '../snapshot-index.js';
 
 export interface TimelineInput {
