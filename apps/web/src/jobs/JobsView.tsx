@@ -6,14 +6,7 @@
 // 5 s when auto-refresh is on. The REST answer alone decides how a snapshot ended.
 import { type JobId, MAX_CORES_DIR_CHARS, Pid, SLURM_JOB_RE, type SnapshotId } from '@mqd/model';
 import { useEffect, useReducer, useState } from 'react';
-import {
-  type Api,
-  type ApiError,
-  type AttachRequest,
-  isUnauthenticated,
-  type JobState,
-  type JobSummary,
-} from '../api.js';
+import { type Api, type ApiError, type AttachRequest, isUnauthenticated, type JobSummary } from '../api.js';
 import { rememberSnapshot } from '../data.js';
 import { formatAge, formatTime } from '../format.js';
 import { shownValue, useInterval, useResource } from '../hooks.js';
@@ -23,14 +16,10 @@ import { SNAPSHOT_IDLE, snapshotReducer } from '../live-events.js';
 import { ErrorBox, Progress, SnapshotProgressBar } from '../ui.js';
 import { useLiveJobs, useLiveStatus, useOnReconnect } from '../use-live.js';
 import type { LivePageProps } from '../view-types.js';
+import { jobLabel } from './job-label.js';
+import { CHIP_TEXT, type HistoryDot, loadTriage, readKind } from './job-triage.js';
 
 const POLL_MS = 5000;
-
-const STATE_LABEL: Record<JobState, string> = {
-  running: 'running',
-  'looks-hung': 'looks hung',
-  ended: 'ended',
-};
 
 const LIVE_LABEL: Record<LiveStatus, { text: string; title: string }> = {
   connected: {
@@ -146,20 +135,20 @@ export function JobsView({ api, live, url, setUrl, onUnauthenticated }: LivePage
           <table className="ops jobs" data-testid="jobs-table">
             <thead>
               <tr>
-                <th>State</th>
-                <th>Job</th>
-                <th>Command</th>
-                <th>Host</th>
-                <th>Starter pid</th>
+                <th>Last verdict</th>
+                <th>Program</th>
                 <th>Ranks</th>
-                <th>Last snapshot</th>
-                <th />
+                <th>Last snapshots</th>
+                <th>
+                  <span className="sr-only">Actions</span>
+                </th>
               </tr>
             </thead>
             <tbody>
               {jobList.map((j) => (
                 <JobRow
                   key={j.id}
+                  api={api}
                   job={j}
                   selected={j.id === selected}
                   onSelect={() => setUrl({ job: j.id, snap: null })}
@@ -203,7 +192,16 @@ export function JobsView({ api, live, url, setUrl, onUnauthenticated }: LivePage
               {[...(shownValue(snapshots) ?? [])]
                 .sort((a, b) => b.takenAt.localeCompare(a.takenAt))
                 .map((s) => (
-                  <li key={s.id} className={s.id === url.snap ? 'current' : ''}>
+                  <li
+                    key={s.id}
+                    className={`read-${readKind(s.meta)}${s.id === url.snap ? ' current' : ''}`}
+                    data-read={readKind(s.meta)}
+                  >
+                    {readKind(s.meta) !== 'ok' && (
+                      <span className={`read-flag read-flag-${readKind(s.meta)}`}>
+                        {readKind(s.meta) === 'failed' ? 'not read' : 'partly read'}
+                      </span>
+                    )}{' '}
                     <button
                       type="button"
                       className="link"
@@ -230,36 +228,69 @@ export function JobsView({ api, live, url, setUrl, onUnauthenticated }: LivePage
 }
 
 function JobRow({
+  api,
   job,
   selected,
   onSelect,
   onSnapshot,
   busy,
 }: {
+  api: Api;
   job: JobSummary;
   selected: boolean;
   onSelect: () => void;
   onSnapshot: () => void;
   busy: boolean;
 }) {
+  // Reloaded when the job gets a new snapshot or changes state.
+  const [triage] = useResource(`triage:${job.id}:${job.lastSnapshotAt ?? ''}:${job.state}`, (signal) =>
+    loadTriage(api, job, signal),
+  );
+  const t = shownValue(triage);
+  const label = jobLabel(job.command);
+  const detail =
+    job.coresDir === null
+      ? `${job.command} · job ${job.id}, starter pid ${job.starterPid} on ${job.host}`
+      : `core files in ${job.coresDir} · job ${job.id} on ${job.host}`;
   return (
     <tr className={selected ? 'selected clickable' : 'clickable'} onClick={onSelect} data-testid="job-row">
       <td>
-        <span className={`state state-${job.state}`}>{STATE_LABEL[job.state]}</span>
+        {t ? (
+          <span
+            className={`state verdict-${t.chip}`}
+            title={t.why}
+            data-testid="job-verdict"
+            data-verdict={t.chip}
+          >
+            {CHIP_TEXT[t.chip]}
+          </span>
+        ) : (
+          <span className={`state state-${job.state}`}>
+            {job.state === 'looks-hung' ? 'looks hung' : job.state}
+          </span>
+        )}
       </td>
-      <td>{job.id}</td>
-      <td className="command" title={job.coresDir === null ? job.command : `${job.command}\n${job.coresDir}`}>
+      <td className="program" title={job.coresDir === null ? job.command : `${job.command}\n${job.coresDir}`}>
         {job.coresDir !== null && (
           <span className="badge badge-cores" data-testid="job-cores" title={`core files in ${job.coresDir}`}>
             cores
           </span>
         )}{' '}
-        {job.coresDir === null ? job.command : <span className="cores-dir">{job.coresDir}</span>}
+        <strong className="program-name" data-testid="job-program">
+          {label.program}
+        </strong>{' '}
+        {label.args !== '' && <span className="program-args">{label.args}</span>}
+        <span className="program-detail">
+          {job.coresDir === null ? detail : <span className="cores-dir">{detail}</span>}
+        </span>
       </td>
-      <td>{job.host}</td>
-      <td>{job.starterPid}</td>
       <td>{job.ranks.toLocaleString()}</td>
-      <td title={formatTime(job.lastSnapshotAt)}>{formatAge(job.lastSnapshotAt)}</td>
+      <td>
+        <SnapshotHistory dots={t?.history ?? []} />{' '}
+        <span className="muted" title={formatTime(job.lastSnapshotAt)}>
+          {formatAge(job.lastSnapshotAt)}
+        </span>
+      </td>
       <td>
         <button
           type="button"
@@ -277,6 +308,32 @@ function JobRow({
   );
 }
 
+const DOT_TEXT = { ok: 'read', partial: 'partly read', failed: 'not read' } as const;
+
+/** The last snapshots, oldest first: filled = read, half = partly read, a cross = not read. */
+function SnapshotHistory({ dots }: { dots: readonly HistoryDot[] }) {
+  if (dots.length === 0) return null;
+  const failed = dots.filter((d) => d.read === 'failed').length;
+  return (
+    <span
+      className="history"
+      role="img"
+      data-testid="job-history"
+      aria-label={`last ${dots.length} snapshots: ${dots.map((d) => DOT_TEXT[d.read]).join(', ')}`}
+      data-failed={failed}
+    >
+      {dots.map((d) => (
+        <span
+          key={d.id}
+          className={`dot dot-${d.read}${d.changed === true ? ' dot-changed' : ''}`}
+          title={d.title}
+          data-read={d.read}
+        />
+      ))}
+    </span>
+  );
+}
+
 function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | null) => void }) {
   const [host, setHost] = useState('');
   const [pid, setPid] = useState('');
@@ -287,6 +344,11 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
   >({
     kind: 'idle',
   });
+  // An error answers the form as it was sent: editing any field makes it stale.
+  const edit = (set: (v: string) => void) => (e: { target: { value: string } }) => {
+    set(e.target.value);
+    if (state.kind === 'error') setState({ kind: 'idle' });
+  };
   const pidNumber = Number(pid);
   const pidValid = /^\d+$/.test(pid.trim()) && pidNumber >= 1 && pidNumber <= 0x3fffffff;
   const slurmValid = SLURM_JOB_RE.test(slurm.trim());
@@ -324,7 +386,7 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
         Starter pid{' '}
         <input
           value={pid}
-          onChange={(e) => setPid(e.target.value)}
+          onChange={edit(setPid)}
           inputMode="numeric"
           placeholder="pid of mpirun / mpiexec"
           aria-invalid={pid !== '' && !pidValid}
@@ -335,7 +397,7 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
         or Slurm job{' '}
         <input
           value={slurm}
-          onChange={(e) => setSlurm(e.target.value)}
+          onChange={edit(setSlurm)}
           placeholder="JOBID[.STEP] as squeue shows it"
           aria-invalid={slurm !== '' && !slurmValid}
           data-testid="attach-slurm"
@@ -345,7 +407,7 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
         or core directory{' '}
         <input
           value={cores}
-          onChange={(e) => setCores(e.target.value)}
+          onChange={edit(setCores)}
           placeholder="/path/to/cores on that host"
           aria-invalid={cores !== '' && !coresValid}
           data-testid="attach-cores"
@@ -355,7 +417,7 @@ function AttachForm({ api, onAttached }: { api: Api; onAttached: (id: JobId | nu
         Host{' '}
         <input
           value={host}
-          onChange={(e) => setHost(e.target.value)}
+          onChange={edit(setHost)}
           placeholder="this host (Slurm: the batch host)"
           data-testid="attach-host"
         />
