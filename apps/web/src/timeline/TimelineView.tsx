@@ -25,9 +25,6 @@ import {
   select,
 } from 'd3';
 import { type MouseEvent, useEffect, useMemo, useRef, useState } from 'react';
-import type { ApiError } from '../api.js';
-import { cachedSnapshot, rememberSnapshot } from '../data.js';
-import { demoSeries } from '../demo.js';
 import {
   formatClock,
   formatCount,
@@ -50,13 +47,11 @@ import {
   RANK_NOT_READ,
   rankTicks,
   type Timeline,
-  type TimelineInput,
   timeLayout,
   totalsSeries,
 } from './timeline.js';
+import { useSeries } from './use-series.js';
 
-/** The timeline reads at most this many of the job's latest snapshots. */
-const MAX_SNAPSHOTS = 24;
 const MARGIN_LEFT = 64;
 /** Room above the plots for the "not read" labels of snapshots. */
 const MARGIN_TOP = 16;
@@ -76,80 +71,6 @@ const EMPTY_CELL = '#f3f4f6';
 const NOTE_LABEL_PX = 56;
 /** At most this many snapshots are named in the not-read notes. */
 const MAX_NOTES = 5;
-
-type Loading =
-  | { kind: 'loading'; done: number; total: number }
-  | { kind: 'error'; error: ApiError }
-  | { kind: 'ready'; inputs: TimelineInput[]; note: string | null };
-
-function useSeries({ api, url, data }: ViewProps): Loading {
-  const [state, setState] = useState<Loading>({ kind: 'loading', done: 0, total: 0 });
-  const jobId = data.jobId ?? url.job;
-  useEffect(() => {
-    if (data.source === 'demo' && url.demo !== null) {
-      setState({ kind: 'ready', inputs: demoSeries(url.demo, url.scenario), note: null });
-      return;
-    }
-    const single: TimelineInput = { id: data.key, takenAt: data.takenAt, snapshot: data.snapshot };
-    if (data.source === 'shared' || jobId === null) {
-      setState({
-        kind: 'ready',
-        inputs: [single],
-        note:
-          data.source === 'shared'
-            ? 'A share link freezes one snapshot: the timeline has a single column.'
-            : null,
-      });
-      return;
-    }
-    const controller = new AbortController();
-    const end = beginBusy();
-    (async () => {
-      setState({ kind: 'loading', done: 0, total: 0 });
-      const list = await api.snapshots(jobId, controller.signal);
-      if (controller.signal.aborted) return;
-      if (!list.ok) {
-        setState({ kind: 'error', error: list.error });
-        return;
-      }
-      const latest = [...list.value].sort((a, b) => a.takenAt.localeCompare(b.takenAt)).slice(-MAX_SNAPSHOTS);
-      const inputs: TimelineInput[] = [];
-      let done = 0;
-      setState({ kind: 'loading', done, total: latest.length });
-      // One at a time: snapshots of big jobs are large, and the server reads them from disk.
-      for (const entry of latest) {
-        const hit =
-          entry.id === data.snapshotId
-            ? { takenAt: data.takenAt, snapshot: data.snapshot }
-            : cachedSnapshot(entry.id);
-        if (hit) inputs.push({ id: entry.id, takenAt: hit.takenAt, snapshot: hit.snapshot });
-        else {
-          const r = await api.snapshot(entry.id, controller.signal);
-          if (controller.signal.aborted) return;
-          if (!r.ok) {
-            setState({ kind: 'error', error: r.error });
-            return;
-          }
-          rememberSnapshot(r.value.id, r.value);
-          inputs.push({ id: r.value.id, takenAt: r.value.takenAt, snapshot: r.value.snapshot });
-        }
-        done++;
-        setState({ kind: 'loading', done, total: latest.length });
-      }
-      if (inputs.length === 0) inputs.push(single);
-      const note =
-        list.value.length > latest.length
-          ? `Showing the latest ${latest.length} of ${list.value.length} snapshots.`
-          : null;
-      setState({ kind: 'ready', inputs, note });
-    })().finally(end);
-    return () => {
-      controller.abort();
-      end();
-    };
-  }, [api, data, jobId, url.demo, url.scenario]);
-  return state;
-}
 
 export function TimelineView(props: ViewProps) {
   const { url, setUrl, data } = props;
