@@ -380,6 +380,50 @@ export const OpenMpRuntime = Type.Object(
 );
 export type OpenMpRuntime = Static<typeof OpenMpRuntime>;
 
+// Source excerpts (issue 28 item 6): a few lines around the user's frame of each thread, read
+// by the reader as the job's owner from the file the frame's line table names.
+/** Lines kept on each side of an excerpt's line. */
+export const SOURCE_CONTEXT_LINES = 6;
+/** The largest source file read for an excerpt, in bytes (a larger one is not read). */
+export const MAX_SOURCE_FILE_BYTES = 4 * 1024 * 1024;
+/** Most distinct source files one read opens (one reader request: a node's ranks, or a part of them). */
+export const MAX_SOURCE_FILES_PER_READ = 16;
+/** Most excerpts on one rank (one per thread's user frame, each file:line once). */
+export const MAX_SOURCE_EXCERPTS_PER_RANK = 16;
+/** One line of an excerpt, in UTF-16 units (a longer line is cut with CLIP_MARK). */
+export const MAX_SOURCE_LINE_CHARS = 400;
+/** The reason an excerpt could not be read. */
+export const MAX_SOURCE_REASON_CHARS = 512;
+
+/**
+ * The source around a user frame (Frame.file and Frame.line, exactly as the line table named
+ * them). Either the lines, or the reason they could not be read ("is not readable by uid 1000",
+ * "is a FIFO, not a regular file"). The text is the job's: views show it as text only.
+ */
+export const SourceExcerpt = Type.Union([
+  Type.Object(
+    {
+      file: ShortText(MAX_PATH_CHARS),
+      line: Type.Integer({ minimum: 1 }),
+      /** The line number of lines[0]. */
+      first: Type.Integer({ minimum: 1 }),
+      /** Lines first..first+n-1, without their line ends; `line` is among them. */
+      lines: Type.Array(ShortText(MAX_SOURCE_LINE_CHARS), { maxItems: 2 * SOURCE_CONTEXT_LINES + 1 }),
+    },
+    { additionalProperties: false },
+  ),
+  Type.Object(
+    {
+      file: ShortText(MAX_PATH_CHARS),
+      line: Type.Integer({ minimum: 1 }),
+      /** Why there are no lines, in plain words (no code: the excerpt is a convenience). */
+      unreadable: ShortText(MAX_SOURCE_REASON_CHARS),
+    },
+    { additionalProperties: false },
+  ),
+]);
+export type SourceExcerpt = Static<typeof SourceExcerpt>;
+
 export const RankSnapshot = Type.Object(
   {
     /** Rank in MPI_COMM_WORLD. */
@@ -440,6 +484,14 @@ export const RankSnapshot = Type.Object(
      * diagnosing a DLL, not for display.
      */
     dllLog: Type.Optional(Type.Array(ShortText(4096), { maxItems: 200 })),
+    /**
+     * Source excerpts around the innermost user frame (outside the MPI and runtime libraries) of
+     * each thread, read as the job's owner after the stop. An excerpt is given once per read
+     * (host, file:line): a rank read after another at the same line of the same file on the
+     * same host has none of its own (look it up with sourceExcerptFor). Absent when stacks were
+     * not read or no thread has a user frame with a line.
+     */
+    sources: Type.Optional(Type.Array(SourceExcerpt, { maxItems: MAX_SOURCE_EXCERPTS_PER_RANK })),
   },
   { additionalProperties: false },
 );

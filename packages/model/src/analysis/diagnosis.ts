@@ -344,6 +344,18 @@ export function diagnosisLines(
   };
 }
 
+/**
+ * One rank's line, as its group's line says it for that rank alone ("Rank 0 waits in MPI_Recv
+ * for a message from rank 1, tag 99, on MPI_COMM_WORLD, at wrong_tag.c:36 in main"): the rank
+ * view's first sentence. Null when the rank is not in the snapshot.
+ */
+export function rankDiagnosisLine(ix: SnapshotIndex, g: WaitGraph, rank: number): DiagnosisLine | null {
+  const pos = ix.idxOf(rank);
+  if (pos < 0 || ix.snap.ranks[pos] === undefined) return null;
+  const f = facts(ix, g, pos);
+  return groupLine(ix, [f], peerParts(ix, f.targets));
+}
+
 /** "Cycle: rank 0 waits for rank 1 (tag 99, wrong_tag.c:36) / rank 1 waits for rank 0 (tag 1, :47)". */
 function cycleLine(ix: SnapshotIndex, g: WaitGraph, c: DeadlockCycle, maxEdges: number): DiagnosisLine {
   const parts: DiagnosisPart[] = [text('Cycle: ')];

@@ -10,6 +10,7 @@ export * from './near-miss.js';
 export * from './openmp.js';
 export * from './progress.js';
 export * from './ranges.js';
+export * from './rank-detail.js';
 export * from './snapshot-index.js';
 export * from './stack-tree.js';
 export * from './wait-graph.js';

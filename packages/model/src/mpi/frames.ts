@@ -122,9 +122,12 @@ export function findMpiCall(threads: readonly ThreadStack[]): MpiFrame | null {
 const RUNTIME_FUNCTION =
   /^(?:P?MPIX?_|internal_[A-Z]|MPIR_|MPID|MPIU_|MPII_|MPL_|MPIC_|MPIO_|ADIOI?_|ompi_|mca_|opal_|orte_|prte_|prrte_|pmix|PMIx_|PMI2?_|ucp_|uct_|ucs_|__libc_|__GI_|__pthread|pthread_|start_thread$|_start$|clone3?$|__clone|poll$|__poll|ppoll$|epoll_|select$|__select|nanosleep$|__nanosleep|clock_nanosleep|__clock_nanosleep|sched_yield$|__sched_yield|syscall$|__futex|futex|__lll_|usleep$|sleep$|__sleep|read$|__read|write$|__write|recv$|__recv|recvmsg$|sendmsg$)/;
 
-/** Shared objects of the MPI library and its runtime, and the C library and dynamic loader. */
+/**
+ * Shared objects of the MPI library and its runtime (with Open MPI's plugins, mca_FRAMEWORK_COMPONENT.so,
+ * e.g. the PMIx progress thread of mca_pmix_pmix3x.so), and the C library and dynamic loader.
+ */
 const RUNTIME_MODULE =
-  /^(?:libmpi(?:ch|cxx|fort|_mpifh|_usempi\w*)?|libmpich\w*|libpmpi|libopen-(?:pal|rte)|libopen-orted\w*|libpmix|libprrte|libpmi2?|libucp|libuct|libucs|libucm|libfabric|libpsm\w*|libhwloc|libevent\w*|libc|libpthread|ld-linux[\w-]*|ld)(?:[.-]|$)/;
+  /^(?:libmpi(?:ch|cxx|fort|_mpifh|_usempi\w*)?|libmpich\w*|libpmpi|libopen-(?:pal|rte)|libopen-orted\w*|libpmix|libprrte|libpmi2?|libucp|libuct|libucs|libucm|libfabric|libpsm\w*|libhwloc|libevent\w*|libc|libpthread|ld-linux[\w-]*|ld|mca_\w+\.so)(?:[.-]|$)/;
 
 function moduleBase(path: string): string {
   const i = path.lastIndexOf('/');
