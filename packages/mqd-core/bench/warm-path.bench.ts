@@ -3,12 +3,12 @@
 // Run: npm run bench (builds first; the reader runs from dist/ as in production).
 // - api: `Snapshotter.snapshot` of the 4 ranks of ring_ssend, warm (same Snapshotter), queues
 //   only (stacks: false) and with stacks (the default);
-// - floor: an MqsSession in this process, already set up for the 4 pids, stopping and reading
+// - floor: a OneStopReader in this process, already set up for the 4 pids, stopping and reading
 //   each rank in turn (no reader child, no IPC, no /proc checks, no assembly);
 // - stop: each rank's pausedMicros in the api snapshots (queues only).
 // MQD_BENCH_RUNS rounds (default 30), alternating api and floor; medians.
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { DebugFileRegistry, MqsSession, Snapshotter } from '@mqd/core';
+import { DebugFileRegistry, OneStopReader, Snapshotter } from '@mqd/core';
 import { launchFixture, queueDll } from '@mqd/testkit';
 
 const RUNS = Number(process.env['MQD_BENCH_RUNS'] ?? 30);
@@ -30,7 +30,7 @@ interface Row {
 async function measure(mpi: Mpi): Promise<Row> {
   const job = await launchFixture({ mpi, fixture: 'ring_ssend', np: 4 });
   const s = new Snapshotter();
-  const direct = MqsSession.open(queueDll(mpi), {
+  const direct = OneStopReader.open(queueDll(mpi), {
     registry: new DebugFileRegistry(),
     readBudgetBytes: 64 << 20,
     stopTimeoutMs: 2000,

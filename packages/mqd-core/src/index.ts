@@ -42,7 +42,15 @@ export { fileMappings, ProcessImage, readMaps } from './inferior/process-image.j
 export { HotPath } from './inferior/shim.js';
 export { stopProcess } from './inferior/stopper.js';
 export * as mqs from './mqs/mqs-spec.js';
-export { MqsSession, type RankReadOptions, type RankRef, type SessionOptions } from './mqs/session.js';
+export {
+  type CoreRankRef,
+  MqsSession,
+  type RankReadOptions,
+  type RankRef,
+  /** The former name of RankRef. */
+  type RankRef as RankTarget,
+  type SessionOptions,
+} from './mqs/session.js';
 export { nativeAllocations } from './native/alloc.js';
 export { setParentDeathSignal } from './native/libc.js';
 export { type PmixJob, type PmixProc, PmixTool, pmixProcTable } from './native/pmix.js';
@@ -50,6 +58,7 @@ export * as ptraceExt from './native/ptrace-ext.js';
 export { type OpenMpRead, type ReadOpenMpOptions, readOpenMp } from './ompd/read.js';
 export { assembleOpenMp, type OmpdProcess, type OmpdReadOptions, OmpdSession } from './ompd/session.js';
 export { checkDllPolicy, DLL_POLICIES, type DllPolicy } from './policy/dll-policy.js';
+export { OneStopReader } from './rank-read/one-stop.js';
 export {
   DEFAULT_READ_BUDGET_BYTES,
   ReaderClient,

@@ -9,7 +9,7 @@ import { type JobSnapshot, type RankSnapshot, validateSnapshot } from '@mqd/mode
 import { describe, expect, it } from 'vitest';
 import { DebugFileRegistry, processState, readElfInfo, tracerPid } from '../src/index.js';
 import { BASIC_CALLBACKS, IMAGE_CALLBACKS, PROCESS_CALLBACKS } from '../src/mqs/mqs-spec.js';
-import { MqsSession } from '../src/mqs/session.js';
+import { OneStopReader } from '../src/rank-read/one-stop.js';
 import {
   buildConformance,
   buildIdPath,
@@ -87,7 +87,7 @@ describe('conformance DLL: the data', () => {
   it('calls every callback of the interface, and error strings go both ways', async () => {
     const ok = await startTarget(b.target, b.dll, 0, 1);
     const bad = await startTarget(b.target, b.dll, 5, 3);
-    const s = MqsSession.open(b.dll, {
+    const s = OneStopReader.open(b.dll, {
       registry: new DebugFileRegistry(),
       readBudgetBytes: 1 << 20,
       stopTimeoutMs: 2000,
@@ -100,9 +100,9 @@ describe('conformance DLL: the data', () => {
     const native = new Set(['malloc', 'free']); // libc's own, never a JS round trip
     for (const cb of [...BASIC_CALLBACKS, ...IMAGE_CALLBACKS, ...PROCESS_CALLBACKS]) {
       if (native.has(cb)) continue;
-      expect([cb, s.value.callbackCounts[cb] ?? 0]).not.toEqual([cb, 0]);
+      expect([cb, s.value.session.callbackCounts[cb] ?? 0]).not.toEqual([cb, 0]);
     }
-    expect(s.value.dprints).toContain('mqdtest: image has queues');
+    expect(s.value.session.dprints).toContain('mqdtest: image has queues');
     // A walk that breaks off keeps what it read and says so, with the DLL's text for the debugger's code.
     expect(broken.state).toMatchObject({ kind: 'error', code: 'MQD_E_DLL_ERROR' });
     if (broken.state.kind !== 'ok')

@@ -8,8 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DebugFileRegistry } from '../src/inferior/debug-file.js';
 import { HotPath } from '../src/inferior/shim.js';
-import { MqsSession } from '../src/mqs/session.js';
 import { nativeAllocations } from '../src/native/alloc.js';
+import { OneStopReader } from '../src/rank-read/one-stop.js';
 import { buildConformance, killAllTargets, startTarget } from './conformance-kit.js';
 
 const b = buildConformance();
@@ -32,7 +32,7 @@ describe('native allocations', () => {
 
   it('do not grow from snapshot to snapshot (zero outstanding per snapshot)', async () => {
     const t = await startTarget(b.target, b.dll, 0, 1);
-    const s = MqsSession.open(b.dll, {
+    const s = OneStopReader.open(b.dll, {
       registry: new DebugFileRegistry(),
       readBudgetBytes: 1 << 20,
       stopTimeoutMs: 2000,

@@ -25,7 +25,7 @@ import {
   waitFor,
 } from '@mqd/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DebugFileRegistry, MqsSession, OpenedCore } from '../src/index.js';
+import { DebugFileRegistry, OneStopReader, OpenedCore } from '../src/index.js';
 import { dllNamedByCore } from '../src/reader/dll-name.js';
 import { fixtureRig } from './fixture-rig.js';
 import {
@@ -196,11 +196,11 @@ describe('the OMPD library of a core', () => {
     const core = opened.value;
     const dll = dllNamedByCore(core);
     if (!dll.ok) throw new Error(dll.error.message);
-    const s = MqsSession.open(dll.value, { registry, readBudgetBytes: 64 << 20, stopTimeoutMs: 2000 });
+    const s = OneStopReader.open(dll.value, { registry, readBudgetBytes: 64 << 20, stopTimeoutMs: 2000 });
     if (!s.ok) throw new Error(s.error.message);
     const session = s.value;
     try {
-      const read = (ompd: Parameters<MqsSession['snapshotCore']>[1]) =>
+      const read = (ompd: Parameters<OneStopReader['snapshotCore']>[1]) =>
         session.snapshotCore({ pid: -1, rank: 0, host: 'localhost', core }, ompd);
       const r = read({ ompd: { policy: 'any' } });
       expectSameOpenMp(`${mpi} ${fixture} rank 0 (core, sysroot)`, r, rankOf(live, 0), fixture);

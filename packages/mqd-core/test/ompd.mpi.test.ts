@@ -36,8 +36,8 @@ import {
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   DebugFileRegistry,
-  MqsSession,
   nativeAllocations,
+  OneStopReader,
   ProcessImage,
   processState,
   readOpenMp,
@@ -361,7 +361,7 @@ describe.each(MPI_NAMES)('%s', (mpi) => {
     expect(readOpenMp(first.pid).openmp?.threads.length).toBe(EXPECTED_OPENMP.omp_taskwait[0]?.length);
     const dll = dllNamedBy(first.pid, registry);
     if (!dll.ok) throw new Error(dll.error.message);
-    const s = MqsSession.open(dll.value, { registry, readBudgetBytes: 64 << 20, stopTimeoutMs: 2000 });
+    const s = OneStopReader.open(dll.value, { registry, readBudgetBytes: 64 << 20, stopTimeoutMs: 2000 });
     if (!s.ok) throw new Error(s.error.message);
     const session = s.value;
     try {

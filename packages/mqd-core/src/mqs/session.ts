@@ -1,16 +1,15 @@
 // The debugger side of one MQD DLL, hosted in this process: loads the DLL, gives it the
-// callback tables, keeps image and process infos through their lifecycles, and reads the
+// callback tables, keeps image and process infos through their lifecycles, and walks the
 // communicators and three queues of a stopped process. Runs inside the reader child
-// (reader-main.ts): a DLL that crashes or loops takes this process down, not the agent.
+// (reader/reader-main.ts): a DLL that crashes or loops takes this process down, not the agent.
+// The one-stop read of a rank (stop, walk, unwind, OMPD, resume) is rank-read/one-stop.ts;
+// each MPI library's quirks are in libraries/.
 
 import {
-  type Communicator,
   clipText,
   err,
-  isWorld,
   type LengthUnit,
   lengthUnitOfLibrary,
-  MAX_FRAMES_PER_THREAD,
   MAX_MISSING_FIELD_CHARS,
   MAX_PATH_CHARS,
   MAX_RENAMED_FIELD_CHARS,
@@ -18,12 +17,10 @@ import {
   type MpiLibrary,
   type MqdError,
   mqdError,
-  type Operation,
   ok,
   quoteName,
   type RankSnapshot,
   type Result,
-  rankNotRead,
 } from '@mqd/model';
 import koffi from 'koffi';
 import type { OpenedCore } from '../inferior/core-image.js';
@@ -32,29 +29,14 @@ import { EM_X86_64, ET_DYN, hostMachine, readElfInfo } from '../inferior/elf.js'
 import { procStartTime } from '../inferior/proc.js';
 import { ProcessImage } from '../inferior/process-image.js';
 import { HotPath, NATIVE_CALLBACKS, type NativeCallback } from '../inferior/shim.js';
-import { stopProcess } from '../inferior/stopper.js';
 import { type TypeSizes, targetTypeSizes } from '../inferior/type-sizes.js';
-import { findMpiCall, type MpiFrame, Unwinder, type UnwoundRank } from '../inferior/unwind.js';
 import { permanentAlloc } from '../native/alloc.js';
 import { dlopen, dlsymAddress, RTLD_NOW } from '../native/libc.js';
-import {
-  assembleOpenMp,
-  type OmpdProcess,
-  type OmpdReadOptions,
-  OmpdSession,
-  type RawOpenMp,
-} from '../ompd/session.js';
-import {
-  type CommunicatorHeader,
-  decodeCommunicator,
-  decodeGroup,
-  decodeOperations,
-  deriveGlobalRanks,
-  isWorldHeader,
-} from './decode.js';
+import type { OmpdReadOptions } from '../ompd/session.js';
+import { decodeCommunicator, decodeGroup } from './decode.js';
 import { FieldGaps, unexpectedLengthUnit } from './dll-fields.js';
-import { fortranHandles } from './fortran-handles.js';
-import { libraryOfDll } from './library.js';
+import { quirksOfDll } from './libraries/index.js';
+import { type LibraryQuirks, type RankMemory, rankMemory } from './libraries/library.js';
 import {
   BASIC_CALLBACKS,
   CALLBACK_FAILURE,
@@ -67,13 +49,24 @@ import {
   mqs_end_of_list,
   mqs_no_information,
   mqs_ok,
-  mqs_op_class,
   OPTIONAL_ENTRY_POINTS,
   PENDING_OPERATION,
   PROCESS_CALLBACKS,
   proto,
-  WALK_OUT_OF_MEMORY,
 } from './mqs-spec.js';
+import {
+  assembleWalk,
+  entryBudget,
+  MIN_OPERATION_JSON_BYTES,
+  QUEUES,
+  type QueueName,
+  type RawCommunicator,
+  type RawQueue,
+  type RawWalk,
+  type StopRecords,
+} from './walk.js';
+
+export { MIN_OPERATION_JSON_BYTES } from './walk.js';
 
 /**
  * `MQD_DEBUG=dll` (a comma list, read once, here; readers inherit the agent's environment): the
@@ -108,29 +101,7 @@ export interface RankReadOptions {
   readonly maxRankBytes?: number;
 }
 
-/**
- * The fewest bytes one queue entry takes in a snapshot's JSON (every field at its shortest, and
- * the comma after it): a rank whose entries alone pass its byte budget at this size is over it.
- */
-export const MIN_OPERATION_JSON_BYTES =
-  JSON.stringify({
-    status: 'pending',
-    peer: { local: null, global: null },
-    tag: null,
-    length: 0,
-    actual: null,
-    extraText: [],
-    buffer: '0x0',
-    systemBuffer: false,
-  } satisfies Operation).length + 1;
-
-/** Queue entries a rank may have under a byte budget (the walk stops one past it). */
-function entryBudget(maxRankBytes: number | undefined): number {
-  return maxRankBytes === undefined
-    ? Number.POSITIVE_INFINITY
-    : Math.floor(maxRankBytes / MIN_OPERATION_JSON_BYTES);
-}
-
+/** Which rank to read: its pid, its rank in MPI_COMM_WORLD, the host it runs on. */
 export interface RankRef {
   readonly pid: number;
   readonly rank: number;
@@ -142,7 +113,14 @@ export interface CoreRankRef extends RankRef {
   readonly core: OpenedCore;
 }
 
-interface MqsProcess {
+/** Why a process could not be set up: the DLL found no queues, or an error. */
+export interface NotSetUp {
+  readonly kind: 'error' | 'no-queues';
+  readonly error: MqdError;
+}
+
+/** A process the DLL has set up (its image and process infos), by the shim keys of both. */
+export interface MqsProcess {
   readonly key: number;
   readonly imageKey: number;
   readonly pid: number;
@@ -151,52 +129,6 @@ interface MqsProcess {
   readonly image: ProcessImage;
   ready: boolean;
 }
-
-/**
- * One queue as walked in the stop: which of the stop's raw records are its (they stay in the
- * shim until the rank is resumed, `StopRecords`), decoded after the resume.
- */
-type RawQueue =
-  | {
-      readonly kind: 'records';
-      /** Index of its first record among the stop's. */
-      readonly first: number;
-      readonly count: number;
-      readonly rc: number;
-      /** Our diagnosis when the walk broke off on a failed callback (never shown to the DLL). */
-      readonly why: string | null;
-    }
-  /** mqs_setup_operation_iterator said mqs_no_information: the library cannot show this queue. */
-  | { readonly kind: 'unavailable'; readonly rc: number }
-  /** mqs_setup_operation_iterator failed with any other code: a DLL error, not "unsupported". */
-  | { readonly kind: 'error'; readonly error: MqdError };
-
-interface RawCommunicator {
-  readonly header: CommunicatorHeader;
-  readonly group: number[] | null;
-  /** An intercommunicator's remote group (null: not readable); undefined for an intracommunicator. */
-  readonly remoteGroup: number[] | null | undefined;
-  readonly queues: readonly (readonly [(typeof QUEUES)[number][0], RawQueue])[];
-}
-
-/** Every record the walks of one stop read, copied out of the shim after the resume. */
-type StopRecords = Buffer;
-
-/** The walk of one stop: the communicators read, and the DLL error that cut it short, if any. */
-interface RawWalk {
-  readonly comms: RawCommunicator[];
-  readonly error: MqdError | null;
-  /** The id the library gives MPI_COMM_WORLD in this process (null: not known). */
-  readonly worldId: string | null;
-  /** Each communicator's Fortran handle by id (fortran-handles.ts); empty for libraries it does not know. */
-  readonly fortran: ReadonlyMap<string, number | null>;
-}
-
-const QUEUES = [
-  ['sends', mqs_op_class.pending_sends],
-  ['receives', mqs_op_class.pending_receives],
-  ['unexpected', mqs_op_class.unexpected_messages],
-] as const;
 
 /**
  * A DLL's has_queues message is a printf format with at most one `%s` (the image or process
@@ -219,43 +151,6 @@ function nativeString(s: string): unknown {
   return buf;
 }
 
-/** An MPI call's arguments as read in the stop, before they are matched to the communicators. */
-interface RawMpiArgs {
-  readonly call: MpiFrame;
-  readonly peer: number | null;
-  readonly tag: number | null;
-  readonly count: number | null;
-  readonly comm: { kind: 'id'; id: string } | null;
-}
-
-/** The snapshot fields for what the unwinder gave: threads and mpiCall, or stacksError. */
-function stackFieldsOf(
-  stacks: UnwoundRank | MqdError,
-  raw: RawMpiArgs | null,
-  communicators: readonly Communicator[],
-): Pick<RankSnapshot, 'threads' | 'stacksError' | 'mpiCall'> {
-  if ('code' in stacks) return { stacksError: { code: stacks.code, message: stacks.message } };
-  const call = findMpiCall(stacks.threads);
-  if (call === null) return { threads: stacks.threads, mpiCall: null };
-  let args: NonNullable<RankSnapshot['mpiCall']>['args'] = null;
-  if (raw && (raw.peer !== null || raw.tag !== null || raw.count !== null || raw.comm !== null)) {
-    const comm = raw.comm ? communicators.find((c) => c.id === raw.comm?.id) : undefined;
-    // Negative ranks are MPI_ANY_SOURCE / MPI_PROC_NULL, -1 tags MPI_ANY_TAG: null.
-    const local = raw.peer !== null && raw.peer >= 0 ? raw.peer : null;
-    let global: number | null = null;
-    if (local !== null && comm) {
-      global = isWorld(comm) ? local : (comm.group?.[local] ?? null);
-    }
-    args = {
-      peer: raw.peer === null ? null : { local, global },
-      tag: raw.tag !== null && raw.tag >= 0 ? raw.tag : null,
-      communicator: comm ? comm.id : null,
-      count: raw.count !== null && raw.count >= 0 ? raw.count : null,
-    };
-  }
-  return { threads: stacks.threads, mpiCall: { function: call.function, tid: call.tid, args } };
-}
-
 /**
  * Lists MPICH keeps only for debuggers (src/mpi/debugger/dbginit.c): every entry is put at the
  * head (MPIR_Sendq_head in 4.0 and 4.2; MPIR_Recvq_head and MPIR_Unexpq_head, MPIR_Debugq since
@@ -272,6 +167,8 @@ const NEWEST_FIRST_LISTS: ReadonlyMap<string, 'sends' | 'receives' | 'unexpected
 
 export class MqsSession {
   readonly library: MpiLibrary;
+  /** What this library needs beyond the mqs_* interface (libraries/). */
+  readonly quirks: LibraryQuirks;
   readonly version: string;
   private readonly fns: Record<EntryName, Fn>;
   private readonly getCommGroup: Fn | null;
@@ -286,16 +183,12 @@ export class MqsSession {
   /** Fields the DLL asked for that the library lacks (dll-fields.ts). */
   private readonly fieldGaps = new FieldGaps();
   /** Queues this DLL walks from a list that holds the newest entry first (NEWEST_FIRST_LISTS). */
-  private readonly newestFirst = new Set<'sends' | 'receives' | 'unexpected'>();
+  private readonly newestFirst = new Set<QueueName>();
   private readonly errorStrings = new Map<number, unknown>();
   /** The native hot path: process callbacks, memory reads, queue walks (shim.ts). */
   private readonly hot: HotPath;
   /** The DLL's mqs_next_operation, for walks run natively. */
   private readonly nextOperation: bigint;
-  /** libdw unwinder for the stacks read in the same stop (created on first use). */
-  private unwinder: Unwinder | null = null;
-  /** The OMPD host for the OpenMP threads read in the same stop (created on first use, issue 15). */
-  private ompdHost: OmpdSession | null = null;
   private readonly basicCb: unknown;
   private readonly imageCb: unknown;
   private readonly processCb: unknown;
@@ -312,6 +205,8 @@ export class MqsSession {
   private readonly typeSizes = new Map<number, TypeSizes>();
   /** Callbacks answered in JavaScript so far (the native ones are counted by the shim). */
   private readonly jsCounts: Record<string, number> = {};
+  /** Called with the pid of every process the DLL forgets (the one-stop reader drops its unwinder state). */
+  onForget: ((pid: number) => void) | null = null;
 
   private constructor(
     readonly dllPath: string,
@@ -334,7 +229,8 @@ export class MqsSession {
     }
     this.getCommGroup = group;
     this.version = String(this.fns.mqs_version_string() ?? '');
-    this.library = libraryOfDll(dllPath, this.version);
+    this.quirks = quirksOfDll(dllPath, this.version);
+    this.library = this.quirks.library;
     this.basicCb = this.table(BASIC_CALLBACKS, this.basicImpl());
     this.imageCb = this.table(IMAGE_CALLBACKS, this.imageImpl());
     this.processCb = this.table(PROCESS_CALLBACKS, this.processImpl());
@@ -601,7 +497,8 @@ export class MqsSession {
   }
 
   // ---- processes ----------------------------------------------------------------------------
-  private forget(t: MqsProcess): void {
+  /** Destroys the DLL's infos of a process and forgets it. */
+  forget(t: MqsProcess): void {
     const processInfo = this.hot.info(t.key);
     const imageInfo = this.hot.info(t.imageKey);
     if (processInfo !== 0n) this.fns.mqs_destroy_process_info(processInfo);
@@ -613,7 +510,7 @@ export class MqsSession {
     this.processes.delete(t.key);
     this.byImage.delete(t.imageKey);
     this.byPid.delete(t.pid);
-    this.unwinder?.drop(t.pid);
+    this.onForget?.(t.pid);
   }
 
   /** Drops processes that are not in `keep` (the job shrank or ended). */
@@ -623,27 +520,15 @@ export class MqsSession {
 
   close(): void {
     for (const t of [...this.processes.values()]) this.forget(t);
-    this.unwinder?.dispose();
-    this.unwinder = null;
-    this.ompdHost?.close();
-    this.ompdHost = null;
   }
 
-  /** The OMPD host of this session (tests: outstanding OMPD blocks, callback counts). */
-  get ompd(): OmpdSession {
-    if (!this.ompdHost) {
-      const host = new OmpdSession();
-      // libompd's print_string goes where the DLL's dprints go (MQD_DEBUG=dll: the rank's dllLog).
-      host.onPrint = (line) => {
-        if (DEBUG_DLL && this.rankLog && this.rankLog.length < 200) this.rankLog.push(`ompd: ${line}`);
-      };
-      this.ompdHost = host;
-    }
-    return this.ompdHost;
+  /** A line for the log of the rank being read (MQD_DEBUG=dll: its dllLog), e.g. libompd's prints. */
+  logToRank(line: string): void {
+    if (DEBUG_DLL && this.rankLog && this.rankLog.length < 200) this.rankLog.push(line);
   }
 
-  /** The target process for a pid, set up (image + process lifecycles) on first use. */
-  private target(r: RankRef): Result<MqsProcess, { kind: 'error' | 'no-queues'; error: MqdError }> {
+  /** The process of a live rank, set up (image + process lifecycles) on first use. */
+  process(r: RankRef): Result<MqsProcess, NotSetUp> {
     const start = procStartTime(r.pid);
     if (start === null)
       return err({ kind: 'error', error: mqdError('MQD_E_NO_SUCH_PID', `no process ${r.pid}`) });
@@ -683,7 +568,7 @@ export class MqsSession {
   }
 
   /** The DLL's image and process lifecycles for a registered target; forgets it on failure. */
-  private setUp(t: MqsProcess): Result<true, { kind: 'error' | 'no-queues'; error: MqdError }> {
+  private setUp(t: MqsProcess): Result<true, NotSetUp> {
     const { key, imageKey } = t;
     const exe = t.image.exe;
     // The DLL reads the target through these sizes: a target they would be wrong for is refused.
@@ -750,275 +635,46 @@ export class MqsSession {
   }
 
   /**
-   * A rank from a core file: the same walk as a live stop, with memory served from the core
-   * (no stop, nothing to resume), stacks and OpenMP threads from the core's threads. The core's
-   * setup is forgotten afterwards: every core is read once.
+   * The process of a rank read from a core file, set up afresh with its memory served from the
+   * core's regions (every core is read once: the reader forgets it after the read).
    */
-  snapshotCore(r: CoreRankRef, opts: RankReadOptions = {}): RankSnapshot {
-    return this.withLog(() => this.readCore(r, opts));
-  }
-
-  private readCore(r: CoreRankRef, opts: RankReadOptions): RankSnapshot {
-    const base = { rank: r.rank, pid: r.pid, host: r.host };
-    const img = r.core.image;
-    const changed = r.core.changedFiles();
-    const vital = changed.find(
-      (c) => c.path === img.exe || /\/lib(mpi|mpich|open-pal|open-rte|pmix)[^/]*\.so/.test(c.path),
-    );
-    if (vital) {
-      return rankNotRead(
-        base,
-        mqdError(
-          'MQD_E_CORE_BUILD_ID',
-          `${r.core.path}: ${vital.path}${vital.onDisk !== vital.path ? ` (read from ${vital.onDisk})` : ''} has build-id ${vital.fileBuildId} here, the core records ${vital.coreBuildId}`,
-        ),
-      );
-    }
-    if (!img.mpiLibrary()) {
-      return rankNotRead(
-        base,
-        mqdError('MQD_E_NOT_MPI', `the process of ${r.core.path} (${img.exe}) mapped no MPI library`),
-      );
-    }
+  coreProcess(r: CoreRankRef): Result<MqsProcess, NotSetUp> {
     const old = this.byPid.get(r.pid);
     if (old) this.forget(old);
-    const t = this.register(r, 'core', img);
+    const t = this.register(r, 'core', r.core.image);
     this.hot.setRegions(t.key, r.core.regions);
     const set = this.setUp(t);
-    if (!set.ok) return { ...rankNotRead(base, set.error.error, set.error.kind), dll: this.dllInfo() };
-    let raw: Result<RawWalk, MqdError>;
-    let stacks: UnwoundRank | MqdError | null = null;
-    let rawArgs: RawMpiArgs | null = null;
-    let rawOmp: RawOpenMp | null = null;
-    let records: StopRecords;
-    try {
-      this.hot.beginStop(t.key);
-      raw = this.readCommunicators(t, opts.maxRankBytes);
-      if (opts.stacks !== false) {
-        stacks = this.readCoreStacks(r);
-        if (!('code' in stacks)) rawArgs = this.readMpiArgs(t, stacks);
-        // As live: the threads of the core's NT_PRSTATUS notes, each with its saved fs_base.
-        rawOmp = this.readOpenMp(
-          t,
-          r.core.info.threads.map((x) => x.tid),
-          // A caller that passes no OMPD options gets the strictest policy, never less than the site's.
-          opts.ompd ?? { policy: 'root-owned' },
-          {
-            label: `the core ${r.core.path}`,
-            threadPointers: r.core.threadPointers(),
-            fileOnDisk: (p) => r.core.fileOnDisk(p),
-          },
-        );
-      }
-    } finally {
-      records = this.hot.takeRecords(PENDING_OPERATION.size);
-      this.hot.endStop();
-      this.forget(t);
-    }
-    return this.rankOf(base, raw, records, stacks, rawArgs, 0, rawOmp);
+    return set.ok ? ok(t) : set;
   }
 
-  private readCoreStacks(r: CoreRankRef): UnwoundRank | MqdError {
-    try {
-      this.unwinder ??= new Unwinder();
-      const exe = r.core.exeOnDisk;
-      return this.unwinder.unwindCore(r.pid, r.core.path, exe !== null ? { exe } : {});
-    } catch (e) {
-      return mqdError('MQD_E_NO_STACKS', `${r.core.path}: ${(e as Error).message}`);
-    }
+  /** Opens the stop of `t` in the shim: the reads from here on share one page cache and budget. */
+  beginStop(t: MqsProcess): void {
+    this.hot.beginStop(t.key);
   }
 
-  /**
-   * Stops the rank, reads every communicator and queue and (unless `stacks` is false) unwinds
-   * every thread in the same stop, resumes it. Never throws for expected failures.
-   */
-  snapshotRank(r: RankRef, opts: RankReadOptions = {}): RankSnapshot {
-    return this.withLog(() => this.readRank(r, opts));
+  /** Closes the stop: the records its walks read, copied out of the shim (after the resume). */
+  endStop(): StopRecords {
+    const records = this.hot.takeRecords(PENDING_OPERATION.size);
+    this.hot.endStop();
+    return records;
   }
 
-  private readRank(r: RankRef, opts: RankReadOptions): RankSnapshot {
-    const base = { rank: r.rank, pid: r.pid, host: r.host };
-    const wantStacks = opts.stacks !== false;
-    const tgt = this.target(r);
-    if (!tgt.ok) {
-      return { ...rankNotRead(base, tgt.error.error, tgt.error.kind), dll: this.dllInfo() };
-    }
-    const t = tgt.value;
-    const stop = stopProcess(r.pid, this.opts.stopTimeoutMs);
-    if (!stop.ok) return rankNotRead(base, stop.error);
-    let raw: Result<RawWalk, MqdError>;
-    let stacks: UnwoundRank | MqdError | null = null;
-    let rawArgs: RawMpiArgs | null = null;
-    let rawOmp: RawOpenMp | null = null;
-    let paused: number;
-    let records: StopRecords;
-    try {
-      this.hot.beginStop(t.key);
-      this.opts.whileStopped?.(r.pid);
-      raw = this.readCommunicators(t, opts.maxRankBytes);
-      // One stop serves all three: stacks and OpenMP threads describe the same instant as the queues.
-      if (wantStacks) {
-        stacks = this.readStacks(t, stop.value.tids);
-        if (!('code' in stacks)) rawArgs = this.readMpiArgs(t, stacks);
-        rawOmp = this.readOpenMp(t, stop.value.tids, opts.ompd ?? {});
-      }
-    } finally {
-      // Whatever happened, the rank runs again before anything else: even the copy of the
-      // records out of the shim (16 MB for 40,000 operations) is made after the resume.
-      paused = stop.value.resume();
-      records = this.hot.takeRecords(PENDING_OPERATION.size);
-      this.hot.endStop();
-    }
-    // Decoding happens after the resume: the rank pays only for the walk.
-    return this.rankOf(base, raw, records, stacks, rawArgs, paused, rawOmp);
+  /** The stopped process's symbols, types and memory (through the stop's page cache). */
+  memory(t: MqsProcess): RankMemory {
+    return rankMemory(t.image, (addr, len) => {
+      const b = new Uint8Array(len);
+      return this.hot.read(t.key, addr, len, b) ? b : null;
+    });
   }
 
-  /** The rank's OpenMP threads through its runtime's OMPD library, in the stop or from a core (issue 15). */
-  private readOpenMp(
-    t: MqsProcess,
-    tids: readonly number[],
-    opts: OmpdReadOptions,
-    core: Pick<OmpdProcess, 'label' | 'threadPointers' | 'fileOnDisk'> = {},
-  ): RawOpenMp {
-    const sizes = this.typeSizes.get(t.key);
-    try {
-      return this.ompd.read(
-        {
-          ...core,
-          pid: t.pid,
-          tids,
-          image: t.image,
-          memKey: t.key,
-          hot: this.hot,
-          // Read once per process when it was set up: not the executable's header again per stop.
-          ...(sizes !== undefined ? { typeSizes: sizes } : {}),
-        },
-        opts,
-      );
-    } catch (e) {
-      return {
-        kind: 'error',
-        error: mqdError(
-          'MQD_E_INTERNAL',
-          `reading OpenMP of ${core.label ?? `pid ${t.pid}`}: ${(e as Error).message}`,
-        ),
-      };
-    }
+  /** The target's type sizes, read from its executable's ELF when it was set up. */
+  typeSizesOf(t: MqsProcess): TypeSizes | undefined {
+    return this.typeSizes.get(t.key);
   }
 
-  /**
-   * The rank's snapshot from what one read gave (a stop, or a core): the walk decoded, the
-   * stacks and the MPI call beside the queues, the DLL that read it.
-   */
-  private rankOf(
-    base: { rank: number; pid: number; host: string },
-    raw: Result<RawWalk, MqdError>,
-    records: StopRecords,
-    stacks: UnwoundRank | MqdError | null,
-    rawArgs: RawMpiArgs | null,
-    paused: number,
-    rawOmp: RawOpenMp | null = null,
-  ): RankSnapshot {
-    const comms = raw.ok ? ok(this.assemble(raw.value, records)) : raw;
-    const omp = rawOmp === null ? {} : assembleOpenMp(rawOmp);
-    const stackFields = {
-      ...(stacks === null ? {} : stackFieldsOf(stacks, rawArgs, comms.ok ? comms.value.communicators : [])),
-      ...omp,
-    };
-    if (stackFields.threads && omp.openmp) {
-      // The stacks' threads carry their OpenMP state (joined by tid).
-      const byTid = new Map(omp.openmp.threads.map((x) => [x.tid, x.state]));
-      stackFields.threads = stackFields.threads.map((x) => {
-        const state = byTid.get(x.tid);
-        return state === undefined ? x : { ...x, ompState: state };
-      });
-    }
-    if (!comms.ok) {
-      return { ...rankNotRead(base, comms.error, 'error', paused), ...stackFields, dll: this.dllInfo() };
-    }
-    const { communicators, walkError } = comms.value;
-    return {
-      ...base,
-      state: walkError ? { kind: 'error', ...walkError } : { kind: 'ok' },
-      pausedMicros: paused,
-      communicators,
-      ...stackFields,
-      dll: this.dllInfo(),
-    };
-  }
-
-  /**
-   * The arguments of the rank's MPI call, read while it is stopped: dest/source, tag, count as
-   * the call's frame holds them, and the communicator handle turned into what identifies it in
-   * the DLL's list (Open MPI: c_index (5.x) or the context id (4.x) read from the
-   * ompi_communicator_t; MPICH: the MPIR_Comm address of a builtin or direct handle). Best
-   * effort: null where unreadable.
-   */
-  private readMpiArgs(t: MqsProcess, stacks: UnwoundRank): RawMpiArgs | null {
-    const call = findMpiCall(stacks.threads);
-    if (call === null || !this.unwinder) return null;
-    const thread = stacks.threads.find((x) => x.tid === call.tid);
-    if (!thread) return null;
-    // Physical frame index: inlined frames share their caller's physical frame.
-    let physical = 0;
-    for (let i = 0; i < call.frameIndex; i++) if (!thread.frames[i]?.inlined) physical++;
-    const fn = thread.frames[call.frameIndex]?.function ?? call.function;
-    const words = this.unwinder.frameArgs(
-      t.pid,
-      call.tid,
-      physical,
-      fn,
-      (a) => this.readU64(t, a),
-      t.image.dwarfAt,
-    );
-    const int = (names: string[]): number | null => {
-      for (const n of names) {
-        const v = words.get(n);
-        if (v !== undefined) return Number(BigInt.asIntN(32, v));
-      }
-      return null;
-    };
-    const handle = words.get('comm') ?? null;
-    let comm: RawMpiArgs['comm'] = null;
-    if (handle !== null) {
-      if (this.library === 'openmpi') {
-        // The id the DLL lists: 4.x's uint32 c_contextid; 5.x's DLL reads c_index (its
-        // c_contextid is a 16-byte extended id whose first word, cid_base, is 0 for every
-        // communicator of a job without PMIx groups).
-        const ty = t.image.findType('ompi_communicator_t');
-        const index = ty ? ty.file.fieldOffset(ty, 'c_index') : -1;
-        const off = index >= 0 ? index : ty ? ty.file.fieldOffset(ty, 'c_contextid') : -1;
-        const word = off >= 0 ? this.readU64(t, handle + BigInt(off)) : null;
-        if (word !== null) comm = { kind: 'id', id: String(Number(BigInt.asUintN(32, word))) };
-      } else if (this.library === 'mpich') {
-        // MPICH handles: kind in bits 30-31 (1 builtin, 2 direct), index in the low 26 bits.
-        const h = Number(BigInt.asUintN(32, handle));
-        const kind = h >>> 30;
-        const table = kind === 1 ? 'MPIR_Comm_builtin' : kind === 2 ? 'MPIR_Comm_direct' : null;
-        const sym = table ? t.image.findSymbol(table) : null;
-        const ty = t.image.findType('MPIR_Comm');
-        const size = ty ? ty.file.sizeOf(ty) : -1;
-        if (sym && size > 0) {
-          const addr = sym.address + BigInt((h & 0x3ffffff) * size);
-          comm = { kind: 'id', id: `0x${addr.toString(16)}` };
-        }
-      }
-    }
-    return { call, peer: int(['dest', 'source', 'src']), tag: int(['tag']), count: int(['count']), comm };
-  }
-
-  private readStacks(t: MqsProcess, tids: readonly number[]): UnwoundRank | MqdError {
-    try {
-      this.unwinder ??= new Unwinder();
-      return this.unwinder.unwind(t.pid, tids, MAX_FRAMES_PER_THREAD, t.image.dwarfAt);
-    } catch (e) {
-      return mqdError('MQD_E_NO_STACKS', `pid ${t.pid}: ${(e as Error).message}`);
-    }
-  }
-
-  private readU64(t: MqsProcess, addr: bigint): bigint | null {
-    const b = new Uint8Array(8);
-    return this.hot.read(t.key, addr, 8, b) ? new DataView(b.buffer).getBigUint64(0, true) : null;
+  /** The native hot path this session reads through (OMPD's callbacks read the same memory). */
+  get hotPath(): HotPath {
+    return this.hot;
   }
 
   /**
@@ -1027,12 +683,12 @@ export class MqsSession {
    * A DLL error cuts the walk short and is kept (with what was read before it): the rank is then
    * an error carrying the DLL's message, never "ok" with fewer communicators.
    */
-  private readCommunicators(t: MqsProcess, maxRankBytes?: number): Result<RawWalk, MqdError> {
+  walk(t: MqsProcess, maxRankBytes?: number): Result<RawWalk, MqdError> {
     const f = this.fns;
     const maxEntries = entryBudget(maxRankBytes);
     let walked = 0;
     this.callbackFailures = [];
-    const worldId = this.worldId(t);
+    const worldId = this.quirks.worldId(t.image);
     let rc = f.mqs_update_communicator_list(t.key) as number;
     if (rc !== mqs_ok)
       return err(this.memoryError(t) ?? this.dllError(rc, 'mqs_update_communicator_list', t));
@@ -1068,7 +724,7 @@ export class MqsSession {
         }
         // The interface has no notion of intercommunicators: read the library's own flag.
         const remoteGroup = this.remoteGroupOf(t, header.id);
-        const queues: [(typeof QUEUES)[number][0], RawQueue][] = [];
+        const queues: [QueueName, RawQueue][] = [];
         for (const [q, cls] of QUEUES) {
           this.callbackFailures = [];
           rc = f.mqs_setup_operation_iterator(t.key, cls) as number;
@@ -1137,28 +793,10 @@ export class MqsSession {
 
   /** The communicators' Fortran handles, read in the same stop as the walk (issue 14). */
   private fortranOf(t: MqsProcess, comms: readonly RawCommunicator[]): ReadonlyMap<string, number | null> {
-    if (this.library !== 'openmpi' && this.library !== 'mpich') return new Map();
-    const read = (addr: bigint, len: number): Uint8Array | null => {
-      const b = new Uint8Array(len);
-      return this.hot.read(t.key, addr, len, b) ? b : null;
-    };
-    return fortranHandles(
-      this.library,
-      t.image,
-      read,
+    return this.quirks.fortranHandles(
+      this.memory(t),
       comms.map((c) => c.header.id),
     );
-  }
-
-  private readI32(t: MqsProcess, addr: bigint): number | null {
-    const b = new Uint8Array(4);
-    return this.hot.read(t.key, addr, 4, b) ? new DataView(b.buffer).getInt32(0, true) : null;
-  }
-
-  /** Offset of `field` in the target's type `type` (-1: no such type or field). */
-  private offsetOf(t: MqsProcess, type: string, field: string): number {
-    const ty = t.image.findType(type);
-    return ty ? ty.file.fieldOffset(ty, field) : -1;
   }
 
   /**
@@ -1170,304 +808,21 @@ export class MqsSession {
    */
   private remoteGroupOf(t: MqsProcess, id: string): number[] | null | undefined {
     try {
-      if (this.library === 'openmpi') return this.ompiRemoteGroup(t, id);
-      if (this.library === 'mpich') return this.mpichRemoteGroup(t, id);
+      return this.quirks.remoteGroup(this.memory(t), id);
     } catch (e) {
       this.dprints.push(`debugger: reading the kind of communicator ${id}: ${(e as Error).message}`);
     }
     return undefined;
   }
 
-  /** Open MPI: ompi_mpi_communicators.addr[cid], its c_flags & OMPI_COMM_INTER, c_remote_group. */
-  private ompiRemoteGroup(t: MqsProcess, id: string): number[] | null | undefined {
-    const OMPI_COMM_INTER = 0x1;
-    if (!/^\d+$/.test(id)) return undefined;
-    const list = t.image.findSymbol('ompi_mpi_communicators');
-    const addrOff = this.offsetOf(t, 'opal_pointer_array_t', 'addr');
-    const flagsOff = this.offsetOf(t, 'ompi_communicator_t', 'c_flags');
-    const localOff = this.offsetOf(t, 'ompi_communicator_t', 'c_local_group');
-    const remoteOff = this.offsetOf(t, 'ompi_communicator_t', 'c_remote_group');
-    if (!list || addrOff < 0 || flagsOff < 0 || remoteOff < 0 || localOff < 0) return undefined;
-    const slots = this.readU64(t, list.address + BigInt(addrOff));
-    if (slots === null || slots === 0n) return undefined;
-    const commAt = (cid: number) => this.readU64(t, slots + BigInt(8 * cid));
-    const comm = commAt(Number(id));
-    if (comm === null || comm === 0n) return undefined;
-    const flags = this.readI32(t, comm + BigInt(flagsOff));
-    if (flags === null || (flags & OMPI_COMM_INTER) === 0) return undefined;
-    // World ranks by ompi_proc_t pointer: MPI_COMM_WORLD (cid 0)'s local group is the world.
-    const procs = (group: bigint | null): bigint[] | null => {
-      const countOff = this.offsetOf(t, 'ompi_group_t', 'grp_proc_count');
-      const ptrsOff = this.offsetOf(t, 'ompi_group_t', 'grp_proc_pointers');
-      if (group === null || group === 0n || countOff < 0 || ptrsOff < 0) return null;
-      const n = this.readI32(t, group + BigInt(countOff));
-      const ptrs = this.readU64(t, group + BigInt(ptrsOff));
-      if (n === null || n < 0 || n > 1 << 24 || ptrs === null || ptrs === 0n) return null;
-      const out: bigint[] = [];
-      for (let i = 0; i < n; i++) {
-        const p = this.readU64(t, ptrs + BigInt(8 * i));
-        if (p === null) return null;
-        out.push(p);
-      }
-      return out;
-    };
-    const world = commAt(0);
-    const worldProcs = procs(world === null ? null : this.readU64(t, world + BigInt(localOff)));
-    const remote = procs(this.readU64(t, comm + BigInt(remoteOff)));
-    if (!worldProcs || !remote) return null;
-    const index = new Map(worldProcs.map((p, i) => [p, i]));
-    const ranks = remote.map((p) => index.get(p) ?? -1);
-    return ranks.every((r) => r >= 0) ? ranks : null;
-  }
-
-  /** MPICH: the MPIR_Comm at the id's address, comm_kind, remote_group's lrank_to_lpid. */
-  private mpichRemoteGroup(t: MqsProcess, id: string): number[] | null | undefined {
-    const INTERCOMM = 1;
-    if (!/^0x[0-9a-f]+$/.test(id)) return undefined;
-    const comm = BigInt(id);
-    const kindOff = this.offsetOf(t, 'MPIR_Comm', 'comm_kind');
-    const remoteOff = this.offsetOf(t, 'MPIR_Comm', 'remote_group');
-    if (kindOff < 0 || remoteOff < 0) return undefined;
-    const kind = this.readI32(t, comm + BigInt(kindOff));
-    if (kind !== INTERCOMM) return undefined;
-    const group = this.readU64(t, comm + BigInt(remoteOff));
-    // ch3 makes the remote MPIR_Group only when asked (MPI_Comm_remote_group): then the
-    // virtual connections of the remote ranks, each with its rank in the process group. ch4 has
-    // no VC table: the remote ranks are in the communicator's rank map.
-    if (group === 0n) return this.mpichVcRanks(t, comm) ?? this.mpichCh4MapRanks(t, comm);
-    const sizeOff = this.offsetOf(t, 'MPIR_Group', 'size');
-    const mapOff = this.offsetOf(t, 'MPIR_Group', 'lrank_to_lpid');
-    const pmap = t.image.findType('MPII_Group_pmap_t');
-    const lpidOff = pmap ? pmap.file.fieldOffset(pmap, 'lpid') : -1;
-    const stride = pmap ? pmap.file.sizeOf(pmap) : -1;
-    if (group === null || group === 0n || sizeOff < 0 || mapOff < 0 || lpidOff < 0 || stride <= 0)
-      return null;
-    const n = this.readI32(t, group + BigInt(sizeOff));
-    const map = this.readU64(t, group + BigInt(mapOff));
-    if (n === null || n < 0 || n > 1 << 24 || map === null || map === 0n) return null;
-    const out: number[] = [];
-    for (let i = 0; i < n; i++) {
-      // lpid: the process's index in MPI_COMM_WORLD for processes of the same job.
-      const lpid = this.readU64(t, map + BigInt(i * stride + lpidOff));
-      if (lpid === null || lpid > 0x7fffffffn) return null;
-      out.push(Number(lpid));
-    }
-    return out;
-  }
-
-  /** MPICH ch3: comm->dev.vcrt->vcr_table[i]->pg_rank, the world rank of remote rank i. */
-  private mpichVcRanks(t: MqsProcess, comm: bigint): number[] | null {
-    const devOff = this.offsetOf(t, 'MPIR_Comm', 'dev');
-    const vcrtOff = this.offsetOf(t, 'MPIDI_CH3I_comm_t', 'vcrt');
-    const sizeOff = this.offsetOf(t, 'MPIDI_VCRT', 'size');
-    const tableOff = this.offsetOf(t, 'MPIDI_VCRT', 'vcr_table');
-    const rankOff = this.offsetOf(t, 'MPIDI_VC', 'pg_rank');
-    if (devOff < 0 || vcrtOff < 0 || sizeOff < 0 || tableOff < 0 || rankOff < 0) return null;
-    const vcrt = this.readU64(t, comm + BigInt(devOff + vcrtOff));
-    if (vcrt === null || vcrt === 0n) return null;
-    const n = this.readI32(t, vcrt + BigInt(sizeOff));
-    if (n === null || n < 0 || n > 1 << 24) return null;
-    const out: number[] = [];
-    for (let i = 0; i < n; i++) {
-      const vc = this.readU64(t, vcrt + BigInt(tableOff + 8 * i));
-      const r = vc === null || vc === 0n ? null : this.readI32(t, vc + BigInt(rankOff));
-      if (r === null || r < 0) return null;
-      out.push(r);
-    }
-    return out;
-  }
-
-  /**
-   * MPICH ch4: comm->dev.ch4.map (MPIDI_rank_map_t), which on an intercommunicator maps each
-   * remote rank to (avtid, lpid) as MPIDIU_comm_rank_to_pid does (src/mpid/ch4/src/ch4_proc.h).
-   * lpid is the world rank for the processes of this job (address-vector table 0); a rank of
-   * another table (a spawned or connected job) has no world rank here: null.
-   */
-  private mpichCh4MapRanks(t: MqsProcess, comm: bigint): number[] | null {
-    // MPIDI_rank_map_mode (src/mpid/ch4/include/mpidpre.h, MPICH 4.0.2; the same in 4.2): the
-    // DWARF gives the enumerators but DebugFile reads no enumerator values, so they are spelled here.
-    const DIRECT = 0;
-    const DIRECT_INTRA = 1;
-    const OFFSET = 2;
-    const OFFSET_INTRA = 3;
-    const STRIDE = 4;
-    const STRIDE_INTRA = 5;
-    const STRIDE_BLOCK = 6;
-    const STRIDE_BLOCK_INTRA = 7;
-    const LUT = 8;
-    const LUT_INTRA = 9;
-    const MLUT = 10;
-    const mapOff = this.offsetOf(t, 'MPIR_Comm', 'dev.ch4.map');
-    const remoteSizeOff = this.offsetOf(t, 'MPIR_Comm', 'remote_size');
-    const f = (field: string) => this.offsetOf(t, 'MPIDI_rank_map_t', field);
-    const off = {
-      mode: f('mode'),
-      avtid: f('avtid'),
-      size: f('size'),
-      offset: f('reg.offset'),
-      strideOffset: f('reg.stride.offset'),
-      stride: f('reg.stride.stride'),
-      blocksize: f('reg.stride.blocksize'),
-      lut: f('irreg.lut.lpid'),
-      mlut: f('irreg.mlut.gpid'),
-    };
-    const gpid = t.image.findType('MPIDI_gpid_t');
-    const gpidAvtid = gpid ? gpid.file.fieldOffset(gpid, 'avtid') : -1;
-    const gpidLpid = gpid ? gpid.file.fieldOffset(gpid, 'lpid') : -1;
-    const gpidSize = gpid ? gpid.file.sizeOf(gpid) : -1;
-    if (mapOff < 0 || remoteSizeOff < 0 || Object.values(off).some((o) => o < 0)) return null;
-    const map = comm + BigInt(mapOff);
-    const at = (o: number) => this.readI32(t, map + BigInt(o));
-    const mode = at(off.mode);
-    const avtid = at(off.avtid);
-    const n = at(off.size);
-    // The map of an intercommunicator covers its remote group.
-    if (mode === null || avtid === null || n === null || n !== this.readI32(t, comm + BigInt(remoteSizeOff)))
-      return null;
-    if (n < 0 || n > 1 << 24) return null;
-    const intra = [DIRECT_INTRA, OFFSET_INTRA, STRIDE_INTRA, STRIDE_BLOCK_INTRA, LUT_INTRA].includes(mode);
-    // A non-_INTRA mode names its table; only table 0 holds this job's world.
-    if (!intra && mode !== MLUT && avtid !== 0) return null;
-    const ranks = (lpidOf: (r: number) => number | null): number[] | null => {
-      const out: number[] = [];
-      for (let r = 0; r < n; r++) {
-        const lpid = lpidOf(r);
-        if (lpid === null || lpid < 0) return null;
-        out.push(lpid);
-      }
-      return out;
-    };
-    switch (mode) {
-      case DIRECT:
-      case DIRECT_INTRA:
-        return ranks((r) => r);
-      case OFFSET:
-      case OFFSET_INTRA: {
-        const o = at(off.offset);
-        return o === null ? null : ranks((r) => r + o);
-      }
-      case STRIDE:
-      case STRIDE_INTRA: {
-        const o = at(off.strideOffset);
-        const stride = at(off.stride);
-        return o === null || stride === null ? null : ranks((r) => r * stride + o);
-      }
-      case STRIDE_BLOCK:
-      case STRIDE_BLOCK_INTRA: {
-        const o = at(off.strideOffset);
-        const stride = at(off.stride);
-        const block = at(off.blocksize);
-        if (o === null || stride === null || block === null || block <= 0) return null;
-        return ranks((r) => Math.trunc(r / block) * (stride - block) + r + o);
-      }
-      case LUT:
-      case LUT_INTRA: {
-        const lpids = this.readU64(t, map + BigInt(off.lut));
-        if (lpids === null || lpids === 0n) return null;
-        return ranks((r) => this.readI32(t, lpids + BigInt(4 * r)));
-      }
-      case MLUT: {
-        const gpids = this.readU64(t, map + BigInt(off.mlut));
-        if (gpids === null || gpids === 0n || gpidAvtid < 0 || gpidLpid < 0 || gpidSize <= 0) return null;
-        return ranks((r) => {
-          const entry = gpids + BigInt(r * gpidSize);
-          return this.readI32(t, entry + BigInt(gpidAvtid)) === 0
-            ? this.readI32(t, entry + BigInt(gpidLpid))
-            : null;
-        });
-      }
-      default:
-        // MPIDI_RANK_MAP_NONE or a mode this reader does not know.
-        return null;
-    }
-  }
-
-  /**
-   * The id the library gives MPI_COMM_WORLD in this process: Open MPI's context id 0, MPICH's
-   * MPIR_Comm_builtin[0] (its ids are MPIR_Comm addresses), 0 for any other library (ours).
-   * Null when it cannot be known (MPICH without the symbol).
-   */
-  private worldId(t: MqsProcess): string | null {
-    if (this.library === 'mpich') {
-      const sym = t.image.findSymbol('MPIR_Comm_builtin');
-      return sym ? `0x${sym.address.toString(16)}` : null;
-    }
-    return '0';
-  }
-
-  /** Turns the walk's raw records into the model's communicators (after the rank resumed). */
-  private assemble(
-    walk: RawWalk,
-    records: StopRecords,
-  ): {
-    communicators: Communicator[];
-    walkError: MqdError | null;
-  } {
-    let walkError: MqdError | null = null;
-    const unexpectedUnit = this.unexpectedLengthUnit();
-    const communicators = walk.comms.map(({ header, group, remoteGroup, queues }) => {
-      const comm: Communicator = {
-        id: header.id,
-        name: header.name,
-        size: header.size,
-        localRank: header.localRank,
-        group,
-        sends: null,
-        receives: null,
-        unexpected: null,
-        unavailable: {},
-      };
-      if (walk.worldId !== null) comm.world = isWorldHeader(header, group, walk.worldId);
-      const fortran = walk.fortran.get(header.id);
-      if (fortran !== undefined) comm.fortranHandle = fortran;
-      if (remoteGroup !== undefined) comm.remoteGroup = remoteGroup;
-      for (const [q, rq] of queues) {
-        if (rq.kind === 'unavailable') {
-          comm.unavailable[q] = mqdError(
-            'MQD_E_QUEUE_UNSUPPORTED',
-            `${this.libraryName()}'s DLL cannot show ${q === 'unexpected' ? 'unexpected messages' : `pending ${q}`} (mqs_setup_operation_iterator returned ${rq.rc})`,
-          );
-          continue;
-        }
-        if (rq.kind === 'error') {
-          // Not "unsupported": the DLL failed. The queue is unknown and the rank says why.
-          comm.unavailable[q] = rq.error;
-          walkError ??= rq.error;
-          continue;
-        }
-        if (rq.rc === WALK_OUT_OF_MEMORY) {
-          walkError ??= mqdError(
-            'MQD_E_INTERNAL',
-            `the reader ran out of memory walking ${q} on communicator '${header.name}' after ${rq.count} entries`,
-          );
-        }
-        const size = PENDING_OPERATION.size;
-        const ops = decodeOperations(
-          records.subarray(rq.first * size, (rq.first + rq.count) * size),
-          rq.count,
-          header.size,
-        );
-        // Entries counted in another unit than the snapshot's say so (Operation.lengthUnit).
-        const unit = q === 'unexpected' ? unexpectedUnit : undefined;
-        if (unit !== undefined) for (const op of ops) op.lengthUnit = unit;
-        // MPICH's debugger lists are newest first; matching order is oldest first.
-        if (this.newestFirst.has(q)) ops.reverse();
-        comm[q] = ops;
-        if (rq.rc !== mqs_end_of_list && rq.rc !== mqs_ok && rq.rc !== WALK_OUT_OF_MEMORY) {
-          // The walk broke off (an unreadable pointer, a DLL error): what was read is kept,
-          // and the rank says plainly that this queue is partial.
-          walkError ??= this.dllError(
-            rq.rc,
-            `the walk of ${q} on communicator '${header.name}' broke off after ${rq.count} entries: mqs_next_operation`,
-            undefined,
-            rq.why,
-          );
-        }
-      }
-      return deriveGlobalRanks(comm);
+  /** Turns the walk's raw records into the model's communicators (after the rank resumed, walk.ts). */
+  assemble(walk: RawWalk, records: StopRecords): ReturnType<typeof assembleWalk> {
+    return assembleWalk(walk, records, {
+      libraryName: this.quirks.displayName,
+      unexpectedUnit: this.unexpectedLengthUnit(),
+      newestFirst: this.newestFirst,
+      dllError: (code, what, why) => this.dllError(code, what, undefined, why),
     });
-    // A walk cut short before all communicators were listed outranks a partial queue.
-    return { communicators, walkError: walk.error ?? walkError };
   }
 
   private memoryError(t: MqsProcess): MqdError | null {
@@ -1507,7 +862,7 @@ export class MqsSession {
    * limits here, so the rank is never refused downstream (issue 27: a 1,040-character
    * missingFields entry was stored, then refused by the dashboard's decoder).
    */
-  private dllInfo(): { path: string; version: string; missingFields?: string[]; renamedFields?: string[] } {
+  dllInfo(): { path: string; version: string; missingFields?: string[]; renamedFields?: string[] } {
     const { missingFields, renamedFields } = this.fieldGaps.info();
     return {
       path: clipText(this.dllPath, MAX_PATH_CHARS),
@@ -1522,7 +877,7 @@ export class MqsSession {
   }
 
   /** Runs the read of one rank, collecting its dprints into `dllLog` when MQD_DEBUG=dll. */
-  private withLog(read: () => RankSnapshot): RankSnapshot {
+  withLog(read: () => RankSnapshot): RankSnapshot {
     if (!DEBUG_DLL) return read();
     const log: string[] = [];
     this.rankLog = log;
@@ -1531,9 +886,5 @@ export class MqsSession {
     } finally {
       this.rankLog = null;
     }
-  }
-
-  private libraryName(): string {
-    return this.library === 'openmpi' ? 'Open MPI' : this.library === 'mpich' ? 'MPICH' : 'This MPI library';
   }
 }

@@ -6,7 +6,7 @@
 // that rank gets MQD_E_READER_KILLED instead (issue 27).
 import type { ChildProcess } from 'node:child_process';
 import { type MpiLibrary, type MqdError, mqdError, ok, type RankSnapshot, rankNotRead } from '@mqd/model';
-import { libraryOfDll } from '../mqs/library.js';
+import { libraryOfDll } from '../mqs/libraries/index.js';
 import { credentials } from '../native/libc.js';
 import { checkDllPolicy, type DllPolicy } from '../policy/dll-policy.js';
 import type { ReaderCredentials, ReaderIdentity } from './identity.js';

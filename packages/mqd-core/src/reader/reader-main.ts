@@ -13,9 +13,9 @@ import { writeCore } from '../inferior/core-writer.js';
 import { DebugFileRegistry } from '../inferior/debug-file.js';
 import { rankInEnviron } from '../inferior/proc.js';
 import { stopProcess } from '../inferior/stopper.js';
-import { MqsSession } from '../mqs/session.js';
 import { setParentDeathSignal } from '../native/libc.js';
 import type { OmpdReadOptions } from '../ompd/session.js';
+import { OneStopReader } from '../rank-read/one-stop.js';
 import { dllNamedBy, dllNamedByCore } from './dll-name.js';
 import { checkTarget, enterReader } from './identity.js';
 import type {
@@ -42,7 +42,7 @@ if (!entered.ok) {
   process.send?.({ type: 'privdrop', error: entered.error } satisfies ReaderMessage, () => process.exit(1));
 }
 const registry = new DebugFileRegistry();
-let session: MqsSession | null = null;
+let session: OneStopReader | null = null;
 let sessionError: MqdError | null = null;
 let dllOpenMicros = 0;
 
@@ -50,11 +50,11 @@ function send(m: ReaderMessage, written?: () => void): void {
   process.send?.(m, undefined, undefined, written);
 }
 
-function openSession(req: SnapshotRequest): MqsSession | MqdError {
+function openSession(req: SnapshotRequest): OneStopReader | MqdError {
   if (session) return session.dllPath === req.dll ? session : mqdError('MQD_E_INTERNAL', 'one DLL per host');
   if (sessionError) return sessionError;
   const t0 = process.hrtime.bigint();
-  const s = MqsSession.open(req.dll, {
+  const s = OneStopReader.open(req.dll, {
     registry,
     readBudgetBytes: req.readBudgetBytes,
     stopTimeoutMs: req.stopTimeoutMs,
@@ -91,7 +91,7 @@ function handle(req: ReaderRequest): void {
     return;
   }
   const s = openSession(req);
-  if (!(s instanceof MqsSession)) {
+  if (!(s instanceof OneStopReader)) {
     send({ type: 'failed', id: req.id, error: s });
     return;
   }
@@ -120,20 +120,20 @@ function handle(req: ReaderRequest): void {
         : s.snapshotRank(t, { stacks: req.stacks !== false, ompd, ...budget }),
     );
   }
-  // Counters are cumulative over the life of this host.
+  // Counters are cumulative over the life of this reader.
   send(
     {
       type: 'done',
       id: req.id,
-      library: s.library,
-      version: s.version,
+      library: s.session.library,
+      version: s.session.version,
       stats: {
         dllOpenMicros,
-        fetches: s.callbackCounts['fetch_data'] ?? 0,
-        typeLookups: s.callbackCounts['find_type'] ?? 0,
+        fetches: s.session.callbackCounts['fetch_data'] ?? 0,
+        typeLookups: s.session.callbackCounts['find_type'] ?? 0,
         filesIndexed: registry.size,
-        jsCallbacks: s.jsCallbackCount(),
-        readSyscalls: s.callbackCounts['syscalls'] ?? 0,
+        jsCallbacks: s.session.jsCallbackCount(),
+        readSyscalls: s.session.callbackCounts['syscalls'] ?? 0,
       },
     },
     // Once every message is written: a deep rank's tail still queued in the channel would
@@ -173,7 +173,7 @@ function collectIfDue(): void {
 
 /** One rank from a core file: opened here (as the file's owner), read, closed. */
 function readCore(
-  s: MqsSession,
+  s: OneStopReader,
   t: ReaderRank,
   ref: CoreRef,
   opts: { readonly stacks: boolean; readonly ompd: OmpdReadOptions },

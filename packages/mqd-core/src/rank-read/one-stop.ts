@@ -1,0 +1,246 @@
+// The one-stop rank read: stop the rank, let the DLL walk its communicators and queues, unwind
+// every thread and read the MPI call's arguments, read its OpenMP threads through OMPD, resume
+// it; assemble after the resume. A core is read the same way with memory from the core and no
+// stop. Runs inside the reader child (reader/reader-main.ts): a DLL that crashes or loops takes
+// this process down, not the agent. The DLL itself, its callbacks and the walk are MqsSession's.
+import {
+  MAX_FRAMES_PER_THREAD,
+  type MqdError,
+  mqdError,
+  ok,
+  type RankSnapshot,
+  type Result,
+  rankNotRead,
+} from '@mqd/model';
+import { stopProcess } from '../inferior/stopper.js';
+import { Unwinder, type UnwoundRank } from '../inferior/unwind.js';
+import {
+  type CoreRankRef,
+  type MqsProcess,
+  MqsSession,
+  type RankReadOptions,
+  type RankRef,
+  type SessionOptions,
+} from '../mqs/session.js';
+import type { RawWalk, StopRecords } from '../mqs/walk.js';
+import { type OmpdProcess, type OmpdReadOptions, OmpdSession, type RawOpenMp } from '../ompd/session.js';
+import { type RawMpiArgs, readMpiArgs } from './mpi-args.js';
+import { rankSnapshotOf } from './rank-snapshot.js';
+
+/** One DLL's session and the unwinder and OMPD session that read the same stops. */
+export class OneStopReader {
+  /** libdw unwinder for the stacks read in the same stop (created on first use). */
+  private unwinder: Unwinder | null = null;
+  /** The OMPD session for the OpenMP threads read in the same stop (created on first use, issue 15). */
+  private ompdSession: OmpdSession | null = null;
+
+  private constructor(
+    readonly session: MqsSession,
+    private readonly opts: SessionOptions,
+  ) {
+    // A process the DLL forgets is forgotten by the unwinder too (its Dwfl, its cached frames).
+    session.onForget = (pid) => this.unwinder?.drop(pid);
+  }
+
+  /** MqsSession.open, and a reader of ranks through it. */
+  static open(dllPath: string, opts: SessionOptions): Result<OneStopReader, MqdError> {
+    const s = MqsSession.open(dllPath, opts);
+    return s.ok ? ok(new OneStopReader(s.value, opts)) : s;
+  }
+
+  get dllPath(): string {
+    return this.session.dllPath;
+  }
+
+  /** Drops processes that are not in `keep` (the job shrank or ended). */
+  retain(keep: ReadonlySet<number>): void {
+    this.session.retain(keep);
+  }
+
+  close(): void {
+    this.session.close();
+    this.unwinder?.dispose();
+    this.unwinder = null;
+    this.ompdSession?.close();
+    this.ompdSession = null;
+  }
+
+  /** The OMPD session of this reader (tests: outstanding OMPD blocks, callback counts). */
+  get ompd(): OmpdSession {
+    if (!this.ompdSession) {
+      const ompd = new OmpdSession();
+      // libompd's print_string goes where the DLL's dprints go (MQD_DEBUG=dll: the rank's dllLog).
+      ompd.onPrint = (line) => this.session.logToRank(`ompd: ${line}`);
+      this.ompdSession = ompd;
+    }
+    return this.ompdSession;
+  }
+
+  /**
+   * Stops the rank, reads every communicator and queue and (unless `stacks` is false) unwinds
+   * every thread in the same stop, resumes it. Never throws for expected failures.
+   */
+  snapshotRank(r: RankRef, opts: RankReadOptions = {}): RankSnapshot {
+    return this.session.withLog(() => this.readRank(r, opts));
+  }
+
+  /**
+   * A rank from a core file: the same walk as a live stop, with memory served from the core
+   * (no stop, nothing to resume), stacks and OpenMP threads from the core's threads. The core's
+   * setup is forgotten afterwards: every core is read once.
+   */
+  snapshotCore(r: CoreRankRef, opts: RankReadOptions = {}): RankSnapshot {
+    return this.session.withLog(() => this.readCore(r, opts));
+  }
+
+  private readRank(r: RankRef, opts: RankReadOptions): RankSnapshot {
+    const s = this.session;
+    const base = { rank: r.rank, pid: r.pid, host: r.host };
+    const wantStacks = opts.stacks !== false;
+    const tgt = s.process(r);
+    if (!tgt.ok) {
+      return { ...rankNotRead(base, tgt.error.error, tgt.error.kind), dll: s.dllInfo() };
+    }
+    const t = tgt.value;
+    const stop = stopProcess(r.pid, this.opts.stopTimeoutMs);
+    if (!stop.ok) return rankNotRead(base, stop.error);
+    let walk: Result<RawWalk, MqdError>;
+    let stacks: UnwoundRank | MqdError | null = null;
+    let mpiArgs: RawMpiArgs | null = null;
+    let openMp: RawOpenMp | null = null;
+    let paused: number;
+    let records: StopRecords;
+    try {
+      s.beginStop(t);
+      this.opts.whileStopped?.(r.pid);
+      walk = s.walk(t, opts.maxRankBytes);
+      // One stop serves all three: stacks and OpenMP threads describe the same instant as the queues.
+      if (wantStacks) {
+        stacks = this.readStacks(t, stop.value.tids);
+        if (!('code' in stacks)) mpiArgs = this.readMpiArgs(t, stacks);
+        openMp = this.readOpenMp(t, stop.value.tids, opts.ompd ?? {});
+      }
+    } finally {
+      // Whatever happened, the rank runs again before anything else: even the copy of the
+      // records out of the shim (16 MB for 40,000 operations) is made after the resume.
+      paused = stop.value.resume();
+      records = s.endStop();
+    }
+    // Decoding happens after the resume: the rank pays only for the walk.
+    return rankSnapshotOf(s, { base, walk, records, stacks, mpiArgs, paused, openMp });
+  }
+
+  private readCore(r: CoreRankRef, opts: RankReadOptions): RankSnapshot {
+    const s = this.session;
+    const base = { rank: r.rank, pid: r.pid, host: r.host };
+    const img = r.core.image;
+    const changed = r.core.changedFiles();
+    const vital = changed.find(
+      (c) => c.path === img.exe || /\/lib(mpi|mpich|open-pal|open-rte|pmix)[^/]*\.so/.test(c.path),
+    );
+    if (vital) {
+      return rankNotRead(
+        base,
+        mqdError(
+          'MQD_E_CORE_BUILD_ID',
+          `${r.core.path}: ${vital.path}${vital.onDisk !== vital.path ? ` (read from ${vital.onDisk})` : ''} has build-id ${vital.fileBuildId} here, the core records ${vital.coreBuildId}`,
+        ),
+      );
+    }
+    if (!img.mpiLibrary()) {
+      return rankNotRead(
+        base,
+        mqdError('MQD_E_NOT_MPI', `the process of ${r.core.path} (${img.exe}) mapped no MPI library`),
+      );
+    }
+    const set = s.coreProcess(r);
+    if (!set.ok) return { ...rankNotRead(base, set.error.error, set.error.kind), dll: s.dllInfo() };
+    const t = set.value;
+    let walk: Result<RawWalk, MqdError>;
+    let stacks: UnwoundRank | MqdError | null = null;
+    let mpiArgs: RawMpiArgs | null = null;
+    let openMp: RawOpenMp | null = null;
+    let records: StopRecords;
+    try {
+      s.beginStop(t);
+      walk = s.walk(t, opts.maxRankBytes);
+      if (opts.stacks !== false) {
+        stacks = this.readCoreStacks(r);
+        if (!('code' in stacks)) mpiArgs = this.readMpiArgs(t, stacks);
+        // As live: the threads of the core's NT_PRSTATUS notes, each with its saved fs_base.
+        openMp = this.readOpenMp(
+          t,
+          r.core.info.threads.map((x) => x.tid),
+          // A caller that passes no OMPD options gets the strictest policy, never less than the site's.
+          opts.ompd ?? { policy: 'root-owned' },
+          {
+            label: `the core ${r.core.path}`,
+            threadPointers: r.core.threadPointers(),
+            fileOnDisk: (p) => r.core.fileOnDisk(p),
+          },
+        );
+      }
+    } finally {
+      records = s.endStop();
+      s.forget(t);
+    }
+    return rankSnapshotOf(s, { base, walk, records, stacks, mpiArgs, paused: 0, openMp });
+  }
+
+  private readStacks(t: MqsProcess, tids: readonly number[]): UnwoundRank | MqdError {
+    try {
+      this.unwinder ??= new Unwinder();
+      return this.unwinder.unwind(t.pid, tids, MAX_FRAMES_PER_THREAD, t.image.dwarfAt);
+    } catch (e) {
+      return mqdError('MQD_E_NO_STACKS', `pid ${t.pid}: ${(e as Error).message}`);
+    }
+  }
+
+  private readCoreStacks(r: CoreRankRef): UnwoundRank | MqdError {
+    try {
+      this.unwinder ??= new Unwinder();
+      const exe = r.core.exeOnDisk;
+      return this.unwinder.unwindCore(r.pid, r.core.path, exe !== null ? { exe } : {});
+    } catch (e) {
+      return mqdError('MQD_E_NO_STACKS', `${r.core.path}: ${(e as Error).message}`);
+    }
+  }
+
+  private readMpiArgs(t: MqsProcess, stacks: UnwoundRank): RawMpiArgs | null {
+    if (!this.unwinder) return null;
+    return readMpiArgs(this.unwinder, t.pid, t.image, this.session.memory(t), this.session.quirks, stacks);
+  }
+
+  /** The rank's OpenMP threads through its runtime's OMPD library, in the stop or from a core (issue 15). */
+  private readOpenMp(
+    t: MqsProcess,
+    tids: readonly number[],
+    opts: OmpdReadOptions,
+    core: Pick<OmpdProcess, 'label' | 'threadPointers' | 'fileOnDisk'> = {},
+  ): RawOpenMp {
+    const sizes = this.session.typeSizesOf(t);
+    try {
+      return this.ompd.read(
+        {
+          ...core,
+          pid: t.pid,
+          tids,
+          image: t.image,
+          memKey: t.key,
+          hot: this.session.hotPath,
+          // Read once per process when it was set up: not the executable's header again per stop.
+          ...(sizes !== undefined ? { typeSizes: sizes } : {}),
+        },
+        opts,
+      );
+    } catch (e) {
+      return {
+        kind: 'error',
+        error: mqdError(
+          'MQD_E_INTERNAL',
+          `reading OpenMP of ${core.label ?? `pid ${t.pid}`}: ${(e as Error).message}`,
+        ),
+      };
+    }
+  }
+}

@@ -1,0 +1,52 @@
+// One rank's snapshot from what one read gave (a stop, or a core): the walk assembled, the
+// stacks and the MPI call beside the queues, the OpenMP threads joined to the stacks by tid,
+// the DLL that read it. Runs after the resume.
+import { type MqdError, ok, type RankSnapshot, type Result, rankNotRead } from '@mqd/model';
+import type { UnwoundRank } from '../inferior/unwind.js';
+import type { MqsSession } from '../mqs/session.js';
+import type { RawWalk, StopRecords } from '../mqs/walk.js';
+import { assembleOpenMp, type RawOpenMp } from '../ompd/session.js';
+import { type RawMpiArgs, stackFieldsOf } from './mpi-args.js';
+
+/** What one read of a rank gave, before assembly. */
+export interface RankRead {
+  readonly base: { rank: number; pid: number; host: string };
+  readonly walk: Result<RawWalk, MqdError>;
+  readonly records: StopRecords;
+  /** null: stacks were not asked for. */
+  readonly stacks: UnwoundRank | MqdError | null;
+  readonly mpiArgs: RawMpiArgs | null;
+  /** Microseconds the rank was stopped (0 for a core). */
+  readonly paused: number;
+  readonly openMp: RawOpenMp | null;
+}
+
+export function rankSnapshotOf(session: MqsSession, read: RankRead): RankSnapshot {
+  const { base, walk, records, stacks, mpiArgs, paused, openMp } = read;
+  const comms = walk.ok ? ok(session.assemble(walk.value, records)) : walk;
+  const omp = openMp === null ? {} : assembleOpenMp(openMp);
+  const stackFields = {
+    ...(stacks === null ? {} : stackFieldsOf(stacks, mpiArgs, comms.ok ? comms.value.communicators : [])),
+    ...omp,
+  };
+  if (stackFields.threads && omp.openmp) {
+    // The stacks' threads carry their OpenMP state (joined by tid).
+    const byTid = new Map(omp.openmp.threads.map((x) => [x.tid, x.state]));
+    stackFields.threads = stackFields.threads.map((x) => {
+      const state = byTid.get(x.tid);
+      return state === undefined ? x : { ...x, ompState: state };
+    });
+  }
+  if (!comms.ok) {
+    return { ...rankNotRead(base, comms.error, 'error', paused), ...stackFields, dll: session.dllInfo() };
+  }
+  const { communicators, walkError } = comms.value;
+  return {
+    ...base,
+    state: walkError ? { kind: 'error', ...walkError } : { kind: 'ok' },
+    pausedMicros: paused,
+    communicators,
+    ...stackFields,
+    dll: session.dllInfo(),
+  };
+}
