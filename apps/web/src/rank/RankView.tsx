@@ -6,6 +6,7 @@ import {
   suggestedOrderRank as defaultRank,
   foldMpiName,
   isBlockingCall,
+  isMpiFrame,
   type LengthUnit,
   type MpiLibrary,
   type Operation,
@@ -232,7 +233,7 @@ function ThreadSection({
               // biome-ignore lint/suspicious/noArrayIndexKey: frame depth is the identity here.
               key={i}
               ref={i === selectedFrame ? selectedRow : undefined}
-              className={`${f.function !== null && /^P?MPI_[A-Z]/.test(f.function) ? 'mpi' : ''}${i === selectedFrame ? ' selected' : ''}`}
+              className={`${isMpiFrame(f) ? 'mpi' : ''}${i === selectedFrame ? ' selected' : ''}`}
               aria-current={i === selectedFrame ? 'location' : undefined}
               data-testid={i === selectedFrame ? 'rank-frame-selected' : undefined}
             >
