@@ -3,8 +3,8 @@
 import { FormatRegistry } from '@sinclair/typebox';
 import { type TypeCheck, TypeCompiler } from '@sinclair/typebox/compiler';
 import { Value, type ValueError, ValueErrorType } from '@sinclair/typebox/value';
-import { isWorld } from './analysis/comm.js';
 import { type MqdError, mqdError } from './errors.js';
+import { isWorld } from './mpi/world.js';
 import { err, ok, type Result } from './result.js';
 import { JobSnapshot, RankSnapshot } from './snapshot-spec.js';
 

@@ -5,8 +5,8 @@
 
 import { type CallKind, callKind, isWorldCollective } from '../mpi/calls.js';
 import { foldMpiName } from '../mpi/frames.js';
+import { isWorld, isWorldLike } from '../mpi/world.js';
 import { jobText, quoteName, ranksPhrase } from '../text.js';
-import { isWorld, isWorldLike } from './comm.js';
 import { compressRanks } from './ranges.js';
 import type { SnapshotIndex } from './snapshot-index.js';
 
@@ -74,7 +74,7 @@ export function commMembers(ix: SnapshotIndex, keyId: number): Int32Array {
   const rep = ix.comms.find((c) => c.keyId === keyId);
   if (rep === undefined) return new Int32Array(0);
   const c = rep.comm;
-  if (isWorldLike(c, ix.n)) {
+  if (isWorldLike(c, ix.worldSize)) {
     return Int32Array.from({ length: ix.n }, (_, i) => i);
   }
   const out: number[] = [];

@@ -2,7 +2,8 @@
 // within one process (Open MPI's context id happens to agree on every rank, MPICH's id is an
 // address and differs per process), so anything that pairs operations of different ranks goes
 // through commKey, built from what every member sees alike: name, size and group.
-import type { Communicator, Operation, Peer, QueueKind } from '../snapshot-spec.js';
+import { isWorld } from '../mpi/world.js';
+import type { Communicator, Operation, QueueKind } from '../snapshot-spec.js';
 
 /** One queue entry, named so it can be found again in the snapshot it came from. */
 export interface OpRef {
@@ -46,42 +47,6 @@ function groupHash(group: readonly number[]): string {
     b ^= b >>> 13;
   }
   return `${(a >>> 0).toString(36)}.${(b >>> 0).toString(36)}`;
-}
-
-/**
- * MPI_COMM_WORLD, by its identity: the reader's `world` flag (the library's world id, the
- * identity group), never the name when the flag is there (a renamed world; a user communicator
- * named "MPI_COMM_WORLD"). Snapshots written before the flag existed: by name.
- */
-export function isWorld(c: Communicator): boolean {
-  return c.world ?? c.name === 'MPI_COMM_WORLD';
-}
-
-/** MPI_COMM_WORLD, or a communicator that spans the job without a group (MPICH's internal world copies). */
-export function isWorldLike(c: Communicator, nRanks: number): boolean {
-  return isWorld(c) || (c.group === null && c.size === nRanks);
-}
-
-/** MPI_ANY_SOURCE: the library knows neither the local nor the global peer. */
-export function isWildcardPeer(peer: Peer): boolean {
-  return peer.local === null && peer.global === null;
-}
-
-/**
- * World rank of an operation's peer, or null when it cannot be known (or is a wildcard).
- * Order: the library's global rank; the local rank mapped through the group; the process's own
- * local rank (a self message); local == global on a world-like communicator.
- */
-export function peerGlobalRank(peer: Peer, c: Communicator, selfRank: number, nRanks: number): number | null {
-  if (peer.global !== null && peer.global >= 0) return peer.global;
-  const l = peer.local;
-  // An intercommunicator's peers are ranks of its remote group, never this process.
-  if (c.remoteGroup !== undefined) return l === null || l < 0 ? null : (c.remoteGroup?.[l] ?? null);
-  if (l === null || l < 0 || l >= c.size) return null;
-  if (l === c.localRank) return selfRank;
-  if (c.group !== null) return c.group[l] ?? null;
-  if (isWorldLike(c, nRanks)) return l;
-  return null;
 }
 
 /**

@@ -3,9 +3,11 @@
 // is the same (commKey, across processes), the receive's source is MPI_ANY_SOURCE or the
 // sender, and its tag is MPI_ANY_TAG or equal. Differences are a bit mask so the scans over
 // 16,384 ranks allocate nothing until a candidate is kept.
+
+import { PEER_ANY } from '../mpi/world.js';
 import { type LengthUnit, type Operation, opLengthUnit } from '../snapshot-spec.js';
 import { isCollectiveInternal } from './comm.js';
-import { type CommEntry, PEER_ANY, type SnapshotIndex } from './snapshot-index.js';
+import type { CommEntry, SnapshotIndex } from './snapshot-index.js';
 
 export type MatchField = 'tag' | 'source' | 'communicator';
 

@@ -9,8 +9,9 @@
 // from different senders have no defined order, and the greedy pairing below (earliest receive
 // takes the earliest matching message) is what the library would do for one sender
 // (non-overtaking), a plausible answer for several.
+
 import type { Communicator, JobSnapshot, Operation, RankSnapshot } from '../snapshot-spec.js';
-import { isCollectiveInternal, type OpRef, peerGlobalRank } from './comm.js';
+import { isCollectiveInternal, type OpRef } from './comm.js';
 import {
   compareLengths,
   diffMask,
@@ -155,6 +156,12 @@ interface Scored {
   readonly user: boolean;
 }
 
+/** The world rank of an operation's peer by the index's rule; null for MPI_ANY_SOURCE or unknown. */
+function worldPeer(ix: SnapshotIndex, e: CommEntry, op: Operation): number | null {
+  const g = ix.peerRank(op.peer, e);
+  return g < 0 ? null : g;
+}
+
 /**
  * The matching order of world rank `rank` on its communicator with id `commId`, or null when
  * there is no such rank or communicator. Pass the snapshot's SnapshotIndex when there is one.
@@ -174,7 +181,7 @@ export function matchingOrder(
   if (here === undefined) return null;
   const ce = here;
   const comm = ce.comm;
-  const world = (e: CommEntry, op: Operation) => peerGlobalRank(op.peer, e.comm, e.rank, ix.n);
+  const world = (e: CommEntry, op: Operation) => worldPeer(ix, e, op);
   const unit = ix.snap.mpi.lengthUnit;
 
   const scored = collect(ix, idx);
@@ -275,7 +282,7 @@ function collect(ix: SnapshotIndex, idx: number): Scored[] {
       out.push({
         candidate: {
           origin: 'unexpected',
-          fromRank: peerGlobalRank(op.peer, e.comm, e.rank, ix.n),
+          fromRank: worldPeer(ix, e, op),
           fromLocal: op.peer.local,
           heldBy: e.rank,
           comm: e.comm,

@@ -1,13 +1,19 @@
 // One pass over a snapshot that every analysis shares: rank positions, communicators
 // flattened with their cross-process keys, and peer resolution to rank positions. Positions
 // ("idx") index `snap.ranks`; ranks are sorted, so idx order is world-rank order.
+//
+// The one index of a snapshot: the analysis and the views (matrix, timeline, order, rank view)
+// all take positions, the world size and peers from it, so they cannot disagree on a peer.
+import {
+  isWildcardPeer,
+  isWorld,
+  PEER_ANY,
+  PEER_UNKNOWN,
+  peerGlobalRank,
+  worldSizeOf,
+} from '../mpi/world.js';
 import type { Communicator, JobSnapshot, Operation, Peer, QueueKind } from '../snapshot-spec.js';
-import { commKey, isInternalComm, isWildcardPeer, isWorld, type OpRef, peerGlobalRank } from './comm.js';
-
-/** peerIdx result: the peer is MPI_ANY_SOURCE. */
-export const PEER_ANY = -2;
-/** peerIdx result: the peer cannot be known, or is not a process of this snapshot. */
-export const PEER_UNKNOWN = -1;
+import { commKey, isInternalComm, type OpRef } from './comm.js';
 
 export const QUEUE_CODE: Readonly<Record<QueueKind, number>> = { sends: 0, receives: 1, unexpected: 2 };
 export const QUEUE_OF_CODE: readonly QueueKind[] = ['sends', 'receives', 'unexpected'];
@@ -23,7 +29,13 @@ export interface CommEntry {
 }
 
 export class SnapshotIndex {
+  /** Processes in the snapshot (positions). */
   readonly n: number;
+  /**
+   * The job's world size (mpi/world.ts worldSizeOf): at least n, more when the snapshot holds
+   * some of the ranks. World ranks 0 .. worldSize-1 are the matrix's rows and columns.
+   */
+  readonly worldSize: number;
   /** World rank of each position. */
   readonly rankOf: Int32Array;
   /** 1 when the rank's queues were read (state ok). */
@@ -41,6 +53,7 @@ export class SnapshotIndex {
   constructor(readonly snap: JobSnapshot) {
     const n = snap.ranks.length;
     this.n = n;
+    this.worldSize = worldSizeOf(snap);
     this.rankOf = new Int32Array(n);
     this.ok = new Uint8Array(n);
     this.commStart = new Int32Array(n + 1);
@@ -110,15 +123,40 @@ export class SnapshotIndex {
     return this.sparse?.get(rank) ?? -1;
   }
 
+  /** Position of a world rank, or undefined when that rank is not in the snapshot. */
+  positionOf(rank: number): number | undefined {
+    const i = this.idxOf(rank);
+    return i < 0 ? undefined : i;
+  }
+
   keyIdOf(key: string): number {
     return this.keyIds.get(key) ?? -1;
   }
 
-  /** Position of an operation's peer; PEER_ANY for a wildcard, PEER_UNKNOWN when unknowable. */
-  peerIdx(peer: Peer, ce: CommEntry): number {
+  /**
+   * World rank of an operation's peer (0 .. worldSize-1, in the snapshot or not); PEER_ANY for
+   * MPI_ANY_SOURCE, PEER_UNKNOWN when the library cannot say or names no rank of the world.
+   */
+  peerRank(peer: Peer, ce: CommEntry): number {
     if (isWildcardPeer(peer)) return PEER_ANY;
-    const g = peerGlobalRank(peer, ce.comm, ce.rank, this.n);
-    return g === null ? PEER_UNKNOWN : this.idxOf(g);
+    const g = peerGlobalRank(peer, ce.comm, ce.rank, this.worldSize);
+    return g === null || g >= this.worldSize ? PEER_UNKNOWN : g;
+  }
+
+  /**
+   * Position of an operation's peer; PEER_ANY for a wildcard, PEER_UNKNOWN when unknowable or
+   * not a process of this snapshot (peerRank still names it).
+   */
+  peerIdx(peer: Peer, ce: CommEntry): number {
+    const g = this.peerRank(peer, ce);
+    return g < 0 ? g : this.idxOf(g);
+  }
+
+  /** peerRank for an operation of `comm` as the process at `rankIdx` lists it (a caller without a CommEntry). */
+  peerRankIn(peer: Peer, comm: Communicator, rankIdx: number): number {
+    if (isWildcardPeer(peer)) return PEER_ANY;
+    const g = peerGlobalRank(peer, comm, this.rankOf[rankIdx] ?? -1, this.worldSize);
+    return g === null || g >= this.worldSize ? PEER_UNKNOWN : g;
   }
 
   /** The rank position's communicator with this key, if it lists one. */

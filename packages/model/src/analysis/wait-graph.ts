@@ -12,6 +12,8 @@
 // Scale: 16,384 ranks with a few clauses each. Clauses live in flat arrays with CSR indexes
 // (Int32Array); a wildcard over a communicator is one clause on a group, never one edge per
 // member, so a world of ANY_SOURCE receives stays linear.
+
+import { isWorldLike, PEER_ANY, PEER_UNKNOWN, peerGlobalRank } from '../mpi/world.js';
 import type { QueueKind } from '../snapshot-spec.js';
 import {
   CALL_BLOCKED,
@@ -22,16 +24,9 @@ import {
   callFacts,
   commMembers,
 } from './call-facts.js';
-import { isCollectiveInternal, isWorldLike, type OpRef, peerGlobalRank } from './comm.js';
+import { isCollectiveInternal, type OpRef } from './comm.js';
 import { at, type Csr, csr, IntVec } from './csr.js';
-import {
-  type CommEntry,
-  PEER_ANY,
-  PEER_UNKNOWN,
-  QUEUE_CODE,
-  QUEUE_OF_CODE,
-  type SnapshotIndex,
-} from './snapshot-index.js';
+import { type CommEntry, QUEUE_CODE, QUEUE_OF_CODE, type SnapshotIndex } from './snapshot-index.js';
 
 /**
  * Why an edge exists: the waiting rank's own operation, an unexpected message at the target,
@@ -281,7 +276,7 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
       const rank = ix.snap.ranks[i];
       const world =
         ce !== undefined
-          ? peerGlobalRank(args.peer, ce.comm, ce.rank, n)
+          ? peerGlobalRank(args.peer, ce.comm, ce.rank, ix.worldSize)
           : args.peer.global !== null && args.peer.global >= 0
             ? args.peer.global
             : null;
@@ -429,7 +424,7 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
     const rep = comms[groupRepComm.get(g)];
     if (rep === undefined) continue;
     const c = rep.comm;
-    if (isWorldLike(c, n)) {
+    if (isWorldLike(c, ix.worldSize)) {
       for (let i = 0; i < n; i++) {
         memberKeys.push(g);
         memberVals.push(i);

@@ -7,9 +7,14 @@
  * - operation.ts: the same operation across reads of a rank. opIdentity, opStateKey,
  *   opIdentityFields, opStateFields, requestAddress, pairOperations (KeyedOp, OpPairing,
  *   OpChange).
+ * - world.ts: ranks and peers. worldSizeOf, isWorld, isWorldLike, isWildcardPeer,
+ *   peerGlobalRank, PEER_ANY (MPI_ANY_SOURCE) and PEER_UNKNOWN, kept apart. The analysis's
+ *   SnapshotIndex (analysis/snapshot-index.ts: worldSize, positionOf, peerRank, peerIdx) is
+ *   the one index built on them.
  * - calls.ts: what a call does to its caller. callKind (CallKind), isBlockingCall,
  *   isWorldCollective, callState (CallState), callCommunicator.
  */
 export * from './calls.js';
 export * from './frames.js';
 export * from './operation.js';
+export * from './world.js';
