@@ -443,19 +443,21 @@ export function MatrixCanvas({
           onFocus={(e) => {
             // Only a keyboard focus draws the focus ring; a click shows its selection.
             if (!e.currentTarget.matches(':focus-visible')) return;
-            const start = focusRef.current ?? urlRef.current.cell ?? highlights[0] ?? { row: 0, col: 0 };
+            const start = focusRef.current ?? urlRef.current.cell ?? { row: 0, col: 0 };
             focusCell({ row: start.row, col: start.col, size: 1 });
           }}
           onBlur={() => rendererRef.current?.setFocus(null)}
         />
         <div className="tooltip" ref={tooltipRef} hidden role="tooltip" data-testid="matrix-tooltip" />
       </div>
-      <p className="matrix-focus" role="status" data-testid="matrix-focus">
+      <p className="matrix-focus">
         <span id="matrix-keys" className="muted">
           Keys: arrows move between cells, Page Up/Down by a screen, Home/End to the row's ends, Enter lists
           the cell's operations.
         </span>{' '}
-        {announced}
+        <span role="status" data-testid="matrix-focus">
+          {announced}
+        </span>
       </p>
     </>
   );
