@@ -30,6 +30,7 @@ import type {
   ResolveRequest,
   SnapshotRequest,
 } from './protocol.js';
+import { SourceExcerpts } from './source-excerpts.js';
 import { rankToWire } from './wire.js';
 
 const SIGKILL = 9;
@@ -75,6 +76,8 @@ function openSession(req: SnapshotRequest): OneStopReader | MqdError {
 }
 
 let currentId = 0;
+/** The source excerpts of the request being answered (each file:line once per request). */
+let sources = new SourceExcerpts();
 let currentHold = 0;
 
 function handle(req: ReaderRequest): void {
@@ -98,6 +101,7 @@ function handle(req: ReaderRequest): void {
   currentId = req.id;
   currentHold = req.holdStoppedMs ?? 0;
   s.retain(new Set(req.keepPids));
+  sources = new SourceExcerpts();
   for (const t of req.targets) {
     send({ type: 'begin', id: req.id, pid: t.pid });
     // The rank's byte budget bounds its walk (nothing that large is decoded or sent back).
@@ -147,7 +151,9 @@ function handle(req: ReaderRequest): void {
  * cost more to serialise and deserialise than to read), or as objects when asked or when a value
  * does not fit the columns.
  */
-function sendRank(req: SnapshotRequest, rank: RankSnapshot): void {
+function sendRank(req: SnapshotRequest, read: RankSnapshot): void {
+  // After the rank runs again, as the owner: the source around its user frames.
+  const rank = sources.attach(read);
   const wire = req.wire === 'objects' ? null : rankToWire(rank);
   if (wire) send({ type: 'rank-columns', id: req.id, rank: wire });
   else send({ type: 'rank', id: req.id, rank });
