@@ -1,6 +1,17 @@
 // Display formatting shared by the views.
-import { type LengthUnit, type Operation, opLengthUnit, type QueueKind } from '@mqd/model';
+import { type Communicator, type LengthUnit, type Operation, opLengthUnit, type QueueKind } from '@mqd/model';
 import type { KindUnit } from './matrix-types.js';
+
+/** A communicator as people read it: its name, or its id and size when it has none. */
+export function commLabel(comm: Communicator): string {
+  return comm.name !== '' ? comm.name : `(unnamed ${comm.id}, size ${comm.size})`;
+}
+
+export const QUEUE_LABEL: Record<QueueKind, string> = {
+  sends: 'pending sends',
+  receives: 'posted receives',
+  unexpected: 'unexpected messages',
+};
 
 export function formatTime(iso: string | null): string {
   if (iso === null) return '—';

@@ -60,19 +60,14 @@ export function resolveGlobalPeer(
  */
 export { commKey };
 
-export function commLabel(comm: Communicator): string {
-  return comm.name !== '' ? comm.name : `(unnamed ${comm.id}, size ${comm.size})`;
-}
-
 export function sameCommunicator(a: Communicator, b: Communicator): boolean {
   return commKey(a) === commKey(b);
 }
 
-export const QUEUE_LABEL: Record<QueueKind, string> = {
-  sends: 'pending sends',
-  receives: 'posted receives',
-  unexpected: 'unexpected messages',
-};
+// Display texts now in format.ts, re-exported for matrix/ until it imports them from there.
+export { commLabel, QUEUE_LABEL } from './format.js';
+
+import { QUEUE_LABEL } from './format.js';
 
 const LIBRARY_NAME: Record<MpiLibrary, string> = {
   openmpi: 'Open MPI',

@@ -20,10 +20,10 @@ import {
 } from '@mqd/model';
 import { useMemo } from 'react';
 import { type ExplanationResult, useExplanation } from '../explanation.js';
-import { formatOpSize, formatPeer, formatTag, plural } from '../format.js';
+import { commLabel, formatOpSize, formatPeer, formatTag, plural } from '../format.js';
 import { RankPicker } from '../RankPicker.js';
 import { contextOf } from '../snapshot-context.js';
-import { commLabel, explainUnavailable } from '../snapshot-index.js';
+import { explainUnavailable } from '../snapshot-index.js';
 import { Unavailable } from '../ui.js';
 import type { ViewProps } from '../view-types.js';
 import { nearMissWhere, nearMissWhy, reasonText, takenByText } from './order-text.js';

@@ -17,16 +17,17 @@ import {
   type ThreadStack,
 } from '@mqd/model';
 import { useEffect, useMemo, useRef } from 'react';
-import { formatCount, formatMicros, formatOpSize, formatPeer, formatTag } from '../format.js';
-import { RankPicker } from '../RankPicker.js';
 import {
   commLabel,
-  explainUnavailable,
-  indexRanks,
-  libraryCaveats,
+  formatCount,
+  formatMicros,
+  formatOpSize,
+  formatPeer,
+  formatTag,
   QUEUE_LABEL,
-  resolveGlobalPeer,
-} from '../snapshot-index.js';
+} from '../format.js';
+import { RankPicker } from '../RankPicker.js';
+import { explainUnavailable, indexRanks, libraryCaveats, resolveGlobalPeer } from '../snapshot-index.js';
 import { Unavailable } from '../ui.js';
 import { parseFrameParam } from '../url-state.js';
 import type { ViewProps } from '../view-types.js';

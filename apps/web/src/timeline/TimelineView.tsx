@@ -33,11 +33,11 @@ import {
   formatTag,
   formatTime,
   plural,
+  QUEUE_LABEL,
 } from '../format.js';
 import { useBusyWhile, useElementSize } from '../hooks.js';
 import { beginBusy } from '../idle.js';
 import { HATCH_BG, HATCH_LINE, hatchPattern, KIND_COLOR } from '../matrix/palette.js';
-import { QUEUE_LABEL } from '../snapshot-index.js';
 import { ErrorBox, Progress } from '../ui.js';
 import type { ViewProps } from '../view-types.js';
 import {
