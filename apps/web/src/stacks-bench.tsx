@@ -89,7 +89,7 @@ async function run(): Promise<StacksBenchResult> {
     t = performance.now();
     const tree = computeStackTree(fresh, 'main');
     const mergeMs = performance.now() - t;
-    if (!('failed' in tree)) distinct = tree.classTotal;
+    if (!('failed' in tree)) distinct = tree.stackTotal;
     t = performance.now();
     JSON.parse(JSON.stringify(base));
     const jsonMs = performance.now() - t;
