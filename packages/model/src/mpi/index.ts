@@ -11,10 +11,14 @@
  *   peerGlobalRank, PEER_ANY (MPI_ANY_SOURCE) and PEER_UNKNOWN, kept apart. The analysis's
  *   SnapshotIndex (analysis/snapshot-index.ts: worldSize, positionOf, peerRank, peerIdx) is
  *   the one index built on them.
+ * - library.ts: what each library's DLL can show. LIBRARY_NAME, QUEUE_LABEL, LIBRARY_QUEUES
+ *   (QueueVisibility), unavailableQueueText, libraryCaveats, openMpiPml, lengthUnitWords; the
+ *   unit itself is lengthUnitOfLibrary/opLengthUnit in snapshot-spec.ts (part of the format).
  * - calls.ts: what a call does to its caller. callKind (CallKind), isBlockingCall,
  *   isWorldCollective, callState (CallState), callCommunicator.
  */
 export * from './calls.js';
 export * from './frames.js';
+export * from './library.js';
 export * from './operation.js';
 export * from './world.js';

@@ -1,0 +1,123 @@
+// What each MPI library's message-queue DLL can show, and how its numbers read: the facts the
+// views print next to the queues (names, which queues a library's DLL can list, the caveats,
+// the unit of lengths). The model decides them once; views only draw the sentences.
+import { assertUnreachable } from '../assert.js';
+import {
+  type JobSnapshot,
+  type LengthUnit,
+  lengthUnitOfLibrary,
+  type MpiLibrary,
+  type QueueKind,
+} from '../snapshot-spec.js';
+
+/** The library as a sentence names it. */
+export const LIBRARY_NAME: Readonly<Record<MpiLibrary, string>> = {
+  openmpi: 'Open MPI',
+  mpich: 'MPICH',
+  unknown: 'the MPI library',
+};
+
+/** A queue kind as a sentence names it. */
+export const QUEUE_LABEL: Readonly<Record<QueueKind, string>> = {
+  sends: 'pending sends',
+  receives: 'posted receives',
+  unexpected: 'unexpected messages',
+};
+
+/**
+ * Whether a library's DLL lists a queue: `shown`; `never` (Open MPI's DLL has no unexpected
+ * queue); `debug-build` (MPICH lists sends only when built with --enable-debuginfo, which keeps
+ * MPIR_Sendq_head); `unknown` for a library we do not know.
+ */
+export type QueueVisibility = 'shown' | 'never' | 'debug-build' | 'unknown';
+
+export const LIBRARY_QUEUES: Readonly<Record<MpiLibrary, Readonly<Record<QueueKind, QueueVisibility>>>> = {
+  openmpi: { sends: 'shown', receives: 'shown', unexpected: 'never' },
+  mpich: { sends: 'debug-build', receives: 'shown', unexpected: 'shown' },
+  unknown: { sends: 'unknown', receives: 'unknown', unexpected: 'unknown' },
+};
+
+/** The words for a length unit ("bytes", "element counts"). */
+export function lengthUnitWords(unit: LengthUnit): string {
+  switch (unit) {
+    case 'bytes':
+      return 'bytes';
+    case 'elements':
+      return 'element counts';
+    default:
+      return assertUnreachable(unit);
+  }
+}
+
+/**
+ * A plain sentence for a queue the library cannot show (the snapshot's queue is null), so
+ * nobody reads "unknown" as "empty". The coded reason from the snapshot goes next to it.
+ */
+export function unavailableQueueText(library: MpiLibrary, kind: QueueKind): string {
+  const v = LIBRARY_QUEUES[library][kind];
+  if (v === 'never') {
+    return `${LIBRARY_NAME[library]}'s DLL cannot show ${QUEUE_LABEL[kind]}: this list is unknown, not empty.`;
+  }
+  if (v === 'debug-build') {
+    return `${LIBRARY_NAME[library]}'s DLL shows ${kind} only when the library was built with --enable-debuginfo (MPIR_Sendq_head): this list is unknown, not empty.`;
+  }
+  return `${LIBRARY_NAME[library]}'s message-queue DLL cannot show ${QUEUE_LABEL[kind]}: this list is unknown, not empty.`;
+}
+
+/** An Open MPI point-to-point layer (PML) component: ob1, ucx, cm, ... */
+export type OpenMpiPml = string;
+
+const PML_FUNCTION = /^mca_pml_([a-z0-9]+)_/;
+const PML_MODULE = /(?:^|\/)mca_pml_([a-z0-9]+)\.so/;
+
+/**
+ * The PML an Open MPI job runs, from its stacks (a `mca_pml_X_*` function or a `mca_pml_X.so`
+ * module on any thread of a read rank); null when the stacks do not say (not read, or no rank
+ * inside the PML). The first one found: a job runs one PML.
+ */
+export function openMpiPml(snap: Pick<JobSnapshot, 'ranks'>): OpenMpiPml | null {
+  for (const r of snap.ranks) {
+    for (const t of r.threads ?? []) {
+      for (const f of t.frames) {
+        const m =
+          (f.function === null ? null : PML_FUNCTION.exec(f.function)) ??
+          (f.module === null ? null : PML_MODULE.exec(f.module));
+        if (m?.[1] !== undefined) return m[1];
+      }
+    }
+  }
+  return null;
+}
+
+/**
+ * Library caveats that change how the numbers read; shown once per snapshot. Open MPI's ucx
+ * PML keeps no request lists, so its queues read empty: said when the stacks show ucx, as a
+ * condition when they show no PML, and not at all under another PML.
+ */
+export function libraryCaveats(snap: Pick<JobSnapshot, 'mpi' | 'ranks'>): string[] {
+  const out: string[] = [];
+  const lib = snap.mpi.library;
+  switch (lib) {
+    case 'openmpi': {
+      out.push("Open MPI's DLL cannot show unexpected messages; sends and receives are shown.");
+      const pml = openMpiPml(snap);
+      if (pml === 'ucx')
+        out.push('This job runs the ucx PML, which keeps no request lists: every queue reads empty.');
+      else if (pml === null)
+        out.push('Under the ucx PML Open MPI keeps no request lists, so every queue reads empty.');
+      break;
+    }
+    case 'mpich':
+      out.push(
+        `MPICH reports lengths as ${lengthUnitWords(lengthUnitOfLibrary(lib))}, and only non-blocking sends.`,
+      );
+      out.push('MPICH marks every entry pending, even ones that already matched.');
+      break;
+    case 'unknown':
+      break;
+    default:
+      assertUnreachable(lib);
+  }
+  if (snap.mpi.dll === null) out.push('No message-queue DLL could be loaded for this job.');
+  return out;
+}
