@@ -1,6 +1,6 @@
-// Lookups over one JobSnapshot that several views share: where a rank sits in `ranks`, which
-// world rank an operation's peer is, and how communicators are recognised across processes.
-// Pure (no DOM), so the unit tests and the Web Worker can use it.
+// Transitional: what matrix/ still imports from here, each now the model's rule (world size,
+// peers, communicator keys) or format.ts's text. The other views read the model's SnapshotIndex
+// through snapshot-context.ts. Goes away when matrix/ imports these from @mqd/model directly.
 import {
   type Communicator,
   commKey,
@@ -9,36 +9,28 @@ import {
   type Operation,
   peerGlobalRank,
   type QueueKind,
+  worldSizeOf,
 } from '@mqd/model';
 
 /** Position of each world rank in `snapshot.ranks` (ranks are sorted but may have gaps). */
 export interface RankIndex {
-  /** 1 + the largest world rank seen as a process or as a peer: the matrix side. */
+  /** The job's world size, the model's (worldSizeOf): the matrix side. */
   readonly worldSize: number;
   positionOf(rank: number): number | undefined;
 }
 
+/**
+ * The world size and rank positions, by the model's rules (mpi/world.ts worldSizeOf), so the
+ * matrix and the analysis agree on the world. Views with a snapshot's context read its
+ * SnapshotIndex (snapshot-context.ts) instead; this stays for the matrix's edge builder.
+ */
 export function indexRanks(snapshot: JobSnapshot): RankIndex {
   const pos = new Map<number, number>();
-  let maxRank = -1;
   snapshot.ranks.forEach((r, i) => {
     pos.set(r.rank, i);
-    if (r.rank > maxRank) maxRank = r.rank;
-    for (const c of r.communicators) {
-      // A peer outside the listed processes (an agent that never reported) still gets a column.
-      if (c.group) for (const g of c.group) if (g > maxRank) maxRank = g;
-      for (const q of QUEUES) {
-        for (const op of c[q] ?? []) {
-          const g = op.peer.global;
-          if (g !== null && g > maxRank) maxRank = g;
-        }
-      }
-    }
   });
-  return { worldSize: maxRank + 1, positionOf: (rank) => pos.get(rank) };
+  return { worldSize: worldSizeOf(snapshot), positionOf: (rank) => pos.get(rank) };
 }
-
-const QUEUES = ['sends', 'receives', 'unexpected'] as const satisfies readonly QueueKind[];
 
 /**
  * The world rank of an operation's peer, or null for MPI_ANY_SOURCE / unknown. The analysis

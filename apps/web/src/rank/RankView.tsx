@@ -11,6 +11,7 @@ import {
   type MpiLibrary,
   type Operation,
   ompStateLabel,
+  peerGlobalRank,
   QUEUE_KINDS,
   type QueueKind,
   type RankSnapshot,
@@ -27,11 +28,13 @@ import {
   QUEUE_LABEL,
 } from '../format.js';
 import { RankPicker } from '../RankPicker.js';
-import { explainUnavailable, indexRanks, libraryCaveats, resolveGlobalPeer } from '../snapshot-index.js';
+import { contextOf } from '../snapshot-context.js';
+import { explainUnavailable } from '../snapshot-index.js';
 import { Unavailable } from '../ui.js';
 import { parseFrameParam } from '../url-state.js';
 import type { ViewProps } from '../view-types.js';
 import { OpenMpPanel } from './OpenMpPanel.js';
+import { RankCaveats, RankComms, RankSummary } from './RankSummary.js';
 
 const ROWS_PER_QUEUE = 200;
 
@@ -39,8 +42,7 @@ export function RankView({ url, setUrl, data }: ViewProps) {
   const snapshot = data.snapshot;
   const rankNo = url.rank ?? defaultRank(snapshot);
   const rank = useMemo(() => snapshot.ranks.find((r) => r.rank === rankNo) ?? null, [snapshot, rankNo]);
-  const { worldSize } = useMemo(() => indexRanks(snapshot), [snapshot]);
-  const caveats = useMemo(() => libraryCaveats(snapshot), [snapshot]);
+  const { worldSize } = contextOf(snapshot).index;
   // The frame a link selected (the diagnosis's user line): "tid:depth".
   const selected = parseFrameParam(url.frame);
 
@@ -57,6 +59,7 @@ export function RankView({ url, setUrl, data }: ViewProps) {
         <p className="empty">Rank {rankNo ?? '?'} is not in this snapshot (no agent reported it).</p>
       ) : (
         <>
+          <RankSummary snapshot={snapshot} rank={rank} url={url} setUrl={setUrl} />
           <dl className="facts" data-testid="rank-facts">
             <dt>World rank</dt>
             <dd>{rank.rank}</dd>
@@ -87,13 +90,7 @@ export function RankView({ url, setUrl, data }: ViewProps) {
               <strong>{rank.state.code}</strong> {rank.state.message}
             </div>
           )}
-          {caveats.length > 0 && (
-            <ul className="caveats">
-              {caveats.map((c) => (
-                <li key={c}>{c}</li>
-              ))}
-            </ul>
-          )}
+          <RankCaveats snapshot={snapshot} rank={rank} />
           <OpenMpPanel rank={rank} />
           <div className="rank-columns">
             <section className="threads" data-testid="rank-threads" aria-label="Threads">
@@ -117,17 +114,20 @@ export function RankView({ url, setUrl, data }: ViewProps) {
               )}
             </section>
             <div className="queues-column">
-              {rank.communicators.map((c) => (
-                <CommSection
-                  key={c.id}
-                  comm={c}
-                  rank={rank.rank}
-                  worldSize={worldSize}
-                  library={snapshot.mpi.library}
-                  unit={snapshot.mpi.lengthUnit}
-                  onOrder={() => setUrl({ view: 'order', rank: rank.rank, rcomm: c.id })}
-                />
-              ))}
+              <RankComms
+                rank={rank}
+                render={(c) => (
+                  <CommSection
+                    key={c.id}
+                    comm={c}
+                    rank={rank.rank}
+                    worldSize={worldSize}
+                    library={snapshot.mpi.library}
+                    unit={snapshot.mpi.lengthUnit}
+                    onOrder={() => setUrl({ view: 'order', rank: rank.rank, rcomm: c.id })}
+                  />
+                )}
+              />
             </div>
           </div>
         </>
@@ -408,7 +408,7 @@ function OpRow({
         {op.systemBuffer && <span className="badge">Bsend buffer</span>}
       </td>
       <td className={op.peer.local === null ? 'wild' : ''}>
-        {formatPeer(op, resolveGlobalPeer(op, comm, rank, worldSize))}
+        {formatPeer(op, peerGlobalRank(op.peer, comm, rank, worldSize))}
       </td>
       <td className={op.tag === null ? 'wild' : ''}>{formatTag(op.tag)}</td>
       <td>{formatOpSize(op, unit)}</td>

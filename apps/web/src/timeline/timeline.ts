@@ -15,10 +15,10 @@ import {
   stillness,
   stillnessText,
   walkOpHistory,
+  worldSizeOf,
 } from '@mqd/model';
 import { type ScaleTime, scaleLinear, scaleTime } from 'd3';
 import { KIND_COUNT, KIND_INDEX } from '../matrix-types.js';
-import { indexRanks } from '../snapshot-index.js';
 
 export interface TimelineInput {
   readonly id: string;
@@ -79,7 +79,7 @@ const LONGEST_LIMIT = 200;
 export function buildTimeline(inputs: readonly TimelineInput[]): Timeline {
   const series = [...inputs].sort((a, b) => a.takenAt.localeCompare(b.takenAt));
   const snapshots = series.map((s) => s.snapshot);
-  const worldSize = series.reduce((m, s) => Math.max(m, indexRanks(s.snapshot).worldSize), 0);
+  const worldSize = series.reduce((m, s) => Math.max(m, worldSizeOf(s.snapshot)), 0);
   const stride = worldSize * KIND_COUNT;
   const depth = new Uint32Array(series.length * stride);
   const persisted = new Uint32Array(series.length * stride);
