@@ -111,10 +111,12 @@ function StacksTree({
     if (url.snode !== null) setToggled((t) => revealed(tree, url.snode ?? -1, t));
   }, [tree, url.snode]);
 
-  const rows = useMemo(
-    () => stackRows(tree, { chains, toggled, unchained, open: found.onPath }),
-    [tree, chains, toggled, unchained, found],
-  );
+  const rows = useMemo(() => {
+    // A match or the selected node ends its chain, so its own name is the row's.
+    const breakAt = new Set(found.matches);
+    if (url.snode !== null) breakAt.add(url.snode);
+    return stackRows(tree, { chains, toggled, unchained, open: found.onPath, breakAt });
+  }, [tree, chains, toggled, unchained, found, url.snode]);
 
   // Roving tabindex: one row is the tree's tab stop; arrows move it.
   const [focusNode, setFocusNode] = useState<number | null>(null);

@@ -649,14 +649,16 @@ export interface StackRowOptions {
   readonly unchained?: ReadonlySet<number>;
   /** Nodes kept open whatever else is set (the ancestors of a search's matches). */
   readonly open?: ReadonlySet<number>;
+  /** Nodes that end a chain, so each is a row's own frame (a search's matches, the selected node). */
+  readonly breakAt?: ReadonlySet<number>;
 }
 
 /** The nodes of the chain that starts at `first` (first included), outermost first. */
-export function stackChain(tree: StackTree, first: number): number[] {
+export function stackChain(tree: StackTree, first: number, breakAt?: ReadonlySet<number>): number[] {
   const chain = [first];
   for (let n = tree.nodes[first]; n !== undefined; ) {
     // An MPI call ends a chain and never joins one: it is the row a person looks for.
-    if (n.kind === 'mpi-call' || n.children.length !== 1 || n.endCount > 0) break;
+    if (n.kind === 'mpi-call' || n.children.length !== 1 || n.endCount > 0 || breakAt?.has(n.id)) break;
     const child = tree.nodes[n.children[0] ?? -1];
     if (child === undefined || child.kind === 'mpi-call' || child.threadCount !== n.threadCount) break;
     chain.push(child.id);
@@ -672,7 +674,7 @@ export function stackRows(tree: StackTree, opts: StackRowOptions = {}): StackRow
   const visit = (ids: readonly number[], level: number, parentRow: number) => {
     for (let i = 0; i < ids.length; i++) {
       const head = ids[i] ?? -1;
-      const chain = chains ? stackChain(tree, head) : [head];
+      const chain = chains ? stackChain(tree, head, opts.breakAt) : [head];
       // An opened chain is a row per frame, each the only child of the one before.
       const groups = chain.length > 1 && opts.unchained?.has(head) ? chain.map((id) => [id]) : [chain];
       let lvl = level;

@@ -186,6 +186,14 @@ describe('rows: chains and folding', () => {
     expect(stackRows(t, { chains: false }).map((r) => r.nodes.length)).toEqual([1, 1, 1, 1, 1, 1, 1]);
   });
 
+  it('ends a chain at a search match or the selected node, so the row shows that frame', () => {
+    const main = t.nodes.find((n) => n.function === 'main')?.id ?? -1;
+    expect(rowText(t, stackRows(t, { breakAt: new Set([main]) })).slice(0, 2)).toEqual([
+      '_start › __libc_start_main › __libc_start_call_main › main ▾',
+      '  solve ▾',
+    ]);
+  });
+
   it('breaks a chain where threads end or the rank set changes', () => {
     const s = job(2, (r, pid) => [thread(pid, r === 0 ? [...BASE, 'main'] : [...BASE, 'main', 'work'])]);
     const tt = buildStackTree(s);
