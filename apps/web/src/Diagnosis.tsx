@@ -120,7 +120,8 @@ function PlaceLink({
   );
 }
 
-function LineParts({ line, url, setUrl }: { line: DiagnosisLine; url: UrlState; setUrl: SetUrl }) {
+/** A diagnosis line as text, names isolated, every place a link (also the rank view's sentence). */
+export function LineParts({ line, url, setUrl }: { line: DiagnosisLine; url: UrlState; setUrl: SetUrl }) {
   return (
     <>
       {line.parts.map((p, i) => {

@@ -16,6 +16,9 @@ import {
   type QueueKind,
   type RankSnapshot,
   type ThreadStack,
+  unavailableQueueText,
+  libraryCaveats,
+  QUEUE_LABEL,
 } from '@mqd/model';
 import { useEffect, useMemo, useRef } from 'react';
 import {
@@ -25,11 +28,9 @@ import {
   formatOpSize,
   formatPeer,
   formatTag,
-  QUEUE_LABEL,
 } from '../format.js';
 import { RankPicker } from '../RankPicker.js';
 import { contextOf } from '../snapshot-context.js';
-import { explainUnavailable } from '../snapshot-index.js';
 import { Unavailable } from '../ui.js';
 import { parseFrameParam } from '../url-state.js';
 import type { ViewProps } from '../view-types.js';
@@ -338,7 +339,7 @@ function QueueTable({
     return (
       <div className="queue">
         <h4>{title}</h4>
-        <Unavailable text={explainUnavailable(library, kind)} reason={comm.unavailable[kind]?.message} />
+        <Unavailable text={unavailableQueueText(library, kind)} reason={comm.unavailable[kind]?.message} />
       </div>
     );
   }

@@ -5,8 +5,9 @@
 // look them up.
 
 import { threadUserFrame } from '../mpi/frames.js';
-import type { JobSnapshot, RankSnapshot, SourceExcerpt } from '../snapshot-spec.js';
+import type { Communicator, JobSnapshot, RankSnapshot, SourceExcerpt } from '../snapshot-spec.js';
 import { jobText } from '../text.js';
+import { isInternalComm } from './comm.js';
 import { type DiagnosisLine, rankDiagnosisLine } from './diagnosis.js';
 import { SnapshotIndex } from './snapshot-index.js';
 import { buildWaitGraph, type WaitGraph } from './wait-graph.js';
@@ -114,4 +115,83 @@ export function excerptLines(e: SourceExcerpt): ExcerptLine[] {
     text: jobText(expandTabs(t), Number.MAX_SAFE_INTEGER),
     current: e.first + i === e.line,
   }));
+}
+
+/**
+ * Names the libraries give the communicators they make for themselves or at start-up: MPICH's
+ * DLL calls its internal collective twins and node communicators "--unnamed--", MPICH keeps
+ * MPI_ICOMM_WORLD; every process has MPI_COMM_SELF.
+ */
+const QUIET_NAMES = new Set(['MPI_COMM_SELF', 'MPI_ICOMM_WORLD', '--unnamed--', '']);
+
+const hasOps = (c: Communicator) =>
+  (c.sends?.length ?? 0) + (c.receives?.length ?? 0) + (c.unexpected?.length ?? 0) > 0;
+
+/**
+ * A rank's communicators as its view lists them: the ones that matter first (the world, any with
+ * a queued operation, the call's own), and apart, to fold, the library's own (isInternalComm)
+ * and MPI_COMM_SELF, MPI_ICOMM_WORLD and unnamed ones with nothing queued.
+ */
+export function rankComms(r: RankSnapshot): { shown: Communicator[]; folded: Communicator[] } {
+  const callComm = r.mpiCall?.args?.communicator ?? null;
+  const shown: Communicator[] = [];
+  const folded: Communicator[] = [];
+  for (const c of r.communicators) {
+    const quiet =
+      c.world !== true && c.id !== callComm && (isInternalComm(c) || (QUIET_NAMES.has(c.name) && !hasOps(c)));
+    (quiet ? folded : shown).push(c);
+  }
+  return { shown, folded };
+}
+
+/** Open MPI's ucx PML: its frames or its component on a stack of the snapshot. */
+const UCX_PML = /mca_pml_ucx/;
+
+function runsUcxPml(snap: JobSnapshot): boolean {
+  for (const r of snap.ranks) {
+    for (const t of r.threads ?? []) {
+      for (const f of t.frames) {
+        if (
+          (f.function !== null && UCX_PML.test(f.function)) ||
+          (f.module !== null && UCX_PML.test(f.module))
+        )
+          return true;
+      }
+    }
+  }
+  return false;
+}
+
+const anyOps = (snap: JobSnapshot) => snap.ranks.some((r) => r.communicators.some(hasOps));
+const stacksRead = (snap: JobSnapshot) => snap.ranks.some((r) => r.threads !== undefined);
+
+/**
+ * The library caveats that change how this rank's numbers read, each once, and only those that
+ * apply: the ucx PML's empty queues only when its frames are on a stack (or, without stacks,
+ * when every queue of the job is empty); MPICH's units and statuses only when there are entries.
+ */
+export function rankCaveats(snap: JobSnapshot, r: RankSnapshot): string[] {
+  const out: string[] = [];
+  const ops = r.communicators.some(hasOps);
+  switch (snap.mpi.library) {
+    case 'openmpi':
+      if (runsUcxPml(snap)) {
+        out.push("This job runs Open MPI's ucx PML, which keeps no request lists: its queues read empty.");
+      } else if (!stacksRead(snap) && !anyOps(snap)) {
+        out.push(
+          "Every queue reads empty: if this job runs Open MPI's ucx PML, which keeps no request lists, that is why.",
+        );
+      }
+      break;
+    case 'mpich':
+      if (ops)
+        out.push(
+          'MPICH reports lengths as element counts and marks every entry pending, even one that matched.',
+        );
+      break;
+    case 'unknown':
+      break;
+  }
+  if (snap.mpi.dll === null) out.push('No message-queue DLL could be loaded for this job.');
+  return out;
 }

@@ -1,6 +1,14 @@
 // The rank view's first sentence (rank-detail.ts rankSentence: the diagnosis's own facts for one
 // rank) and the places its source excerpts are read for, over real golden snapshots.
-import { excerptLines, isRuntimeFrame, rankSentence, sourcePlaces } from '@mqd/model';
+import {
+  excerptLines,
+  isRuntimeFrame,
+  type JobSnapshot,
+  rankCaveats,
+  rankComms,
+  rankSentence,
+  sourcePlaces,
+} from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { GOLDEN_MPIS, golden } from '../golden.js';
 
@@ -39,5 +47,47 @@ describe('rank detail (real golden snapshots)', () => {
       { no: 1, text: '        int a;', current: false },
       { no: 2, text: 'x = 1; /* \\u202E evil */', current: true },
     ]);
+  });
+
+  it('caveats only when they apply: no ucx caveat on an ob1 job, one when ucx frames are on a stack', () => {
+    const s = golden('openmpi', 'wrong_tag');
+    const r0 = s.ranks[0];
+    if (r0 === undefined) throw new Error('no rank 0');
+    expect(rankCaveats(s, r0).join(' ')).not.toMatch(/ucx/);
+    const t = r0.threads?.[0];
+    if (t === undefined) throw new Error('no thread');
+    const ucx: JobSnapshot = {
+      ...s,
+      ranks: [
+        {
+          ...r0,
+          threads: [
+            {
+              ...t,
+              frames: [
+                { ...(t.frames[0] ?? ({} as never)), function: 'mca_pml_ucx_recv', module: null },
+                ...t.frames,
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    expect(rankCaveats(ucx, ucx.ranks[0] ?? r0)).toEqual([
+      "This job runs Open MPI's ucx PML, which keeps no request lists: its queues read empty.",
+    ]);
+    const m = golden('mpich', 'wrong_tag');
+    const m0 = m.ranks[0];
+    if (m0 === undefined) throw new Error('no rank 0');
+    expect(rankCaveats(m, m0)).toHaveLength(1);
+  });
+
+  it("folds the library's quiet communicators, keeps the world first", () => {
+    const m = golden('mpich', 'wrong_tag');
+    const m0 = m.ranks[0];
+    if (m0 === undefined) throw new Error('no rank 0');
+    const { shown, folded } = rankComms(m0);
+    expect(shown.map((c) => c.name)).toEqual(['MPI_COMM_WORLD']);
+    expect(folded.map((c) => c.name)).toContain('MPI_COMM_SELF');
   });
 });
