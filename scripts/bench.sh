@@ -21,6 +21,7 @@ run "mqd-core reader memory over 1,000 snapshots (real Open MPI and MPICH)" node
 [ -f packages/model/bench/analysis.bench.ts ] && run "hang analysis (16,384 ranks)" node --import tsx packages/model/bench/analysis.bench.ts
 [ -f apps/server/bench/fanin.bench.ts ] && run "aggregator fan-in (256 agents x 64 ranks)" node --import tsx apps/server/bench/fanin.bench.ts
 [ -f e2e/bench/matrix.bench.mjs ] && run "dashboard matrix (16,384 ranks, chromium)" node e2e/bench/matrix.bench.mjs
+[ -f e2e/bench/comm-menu.bench.mjs ] && run "dashboard communicator menu (16,384 ranks, chromium)" node e2e/bench/comm-menu.bench.mjs
 [ -f e2e/bench/stacks.bench.mjs ] && run "dashboard stacks view (16,384 ranks, chromium)" node e2e/bench/stacks.bench.mjs
 [ -f packages/model/bench/stacks.bench.ts ] && run "stack tree merge (16,384 ranks)" node --import tsx packages/model/bench/stacks.bench.ts
 echo "results: bench/results/*.json (see docs/benchmarks.md)"

@@ -2,13 +2,32 @@
 // in the page (16,384 ranks unless ?ranks= says otherwise), then drives a scripted pan/zoom and
 // times every frame. Results land on window.__mqdBench for the Playwright benchmark, and in
 // the page as text. Parameters: ranks, seed, frames, width, height.
+// With ?mode=menu it times the communicator menu instead (window.__mqdMenuBench): the real
+// MatrixView is mounted on each synthetic scenario's snapshot, already in memory (the moment the
+// data has arrived), until its communicator menu holds every entry and a frame has passed (the
+// page can take the click). Baseline in the same run: a JSON round trip of the same snapshot.
+// Parameters: ranks, runs.
 
-import { haloCulprit, syntheticHaloJob } from '@mqd/model';
+import {
+  haloCulprit,
+  type JobSnapshot,
+  syntheticCollectiveHang,
+  syntheticHaloJob,
+  syntheticRingDeadlock,
+  syntheticStacksJob,
+  syntheticWrongTagHang,
+} from '@mqd/model';
+import { createElement } from 'react';
+import { createRoot } from 'react-dom/client';
+import { createApi } from './api.js';
+import { localSnapshot } from './data.js';
 import { beginBusy, initIdle } from './idle.js';
 import { buildEdges } from './matrix/build-edges.js';
 import { NO_FILTER } from './matrix/edges.js';
+import { MatrixView } from './matrix/MatrixView.js';
 import { createPyramidClient } from './matrix/pyramid-client.js';
 import { MatrixRenderer, type ZoomState } from './matrix/renderer.js';
+import { DEFAULT_STATE } from './url-state.js';
 
 export interface BenchResult {
   readonly done: boolean;
@@ -38,9 +57,33 @@ export interface BenchResult {
   readonly blockSizes: number[];
 }
 
+export interface MenuBenchRow {
+  readonly scenario: string;
+  readonly ranks: number;
+  /** Communicators in the snapshot as commKey tells them apart (one per rank's MPI_COMM_SELF). */
+  readonly distinctComms: number;
+  /** Entries of the menu (without "All communicators"). */
+  readonly entries: number;
+  readonly selfEntries: number;
+  readonly texts: string[];
+  /** Per run: data in memory -> MatrixView mounted -> menu complete -> next frame. */
+  readonly usableMedianMs: number;
+  readonly usableMaxMs: number;
+  /** Baseline: JSON.parse(JSON.stringify(snapshot)), median. */
+  readonly jsonRoundTripMedianMs: number;
+}
+
+export interface MenuBenchResult {
+  readonly done: boolean;
+  readonly error: string | null;
+  readonly runs: number;
+  readonly rows: MenuBenchRow[];
+}
+
 declare global {
   interface Window {
     __mqdBench?: BenchResult;
+    __mqdMenuBench?: MenuBenchResult;
   }
 }
 
@@ -146,35 +189,132 @@ async function run(): Promise<BenchResult> {
   };
 }
 
+const SCENARIOS: readonly [string, (ranks: number) => JobSnapshot][] = [
+  ['halo', (ranks) => syntheticHaloJob({ ranks, seed: 1 })],
+  ['ring', (ranks) => syntheticRingDeadlock({ ranks, style: 'openmpi' })],
+  ['wrong-tag', (ranks) => syntheticWrongTagHang({ ranks, style: 'mpich' })],
+  ['collective', (ranks) => syntheticCollectiveHang({ ranks: Math.max(3, ranks) })],
+  ['stacks', (ranks) => syntheticStacksJob({ ranks, scenario: 'mixed' })],
+];
+
+function median(xs: readonly number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? (sorted[m] ?? 0) : ((sorted[m - 1] ?? 0) + (sorted[m] ?? 0)) / 2;
+}
+
+async function runMenu(): Promise<MenuBenchResult> {
+  const q = new URLSearchParams(location.search);
+  const ranks = Math.max(1, Math.floor(Number(q.get('ranks')) || 16384));
+  const runs = Math.max(1, Math.floor(Number(q.get('runs')) || 3));
+  const stage = document.getElementById('stage');
+  if (!stage) throw new Error('bench.html has no #stage');
+  stage.replaceChildren();
+  const api = createApi();
+  const rows: MenuBenchRow[] = [];
+  for (const [scenario, generate] of SCENARIOS) {
+    const base = generate(ranks);
+    const distinct = new Set<string>();
+    for (const r of base.ranks)
+      for (const c of r.communicators) distinct.add(`${c.name}#${c.size}#${c.group?.join(',') ?? '?'}`);
+    const usable: number[] = [];
+    const json: number[] = [];
+    let texts: string[] = [];
+    // One warm-up run (code paths compiled), then `runs` timed ones.
+    for (let i = 0; i <= runs; i++) {
+      // A fresh object each run: no cache keyed by the snapshot helps.
+      const snapshot: JobSnapshot = { ...base, ranks: base.ranks.slice() };
+      const host = document.createElement('div');
+      host.style.cssText = 'position:relative;width:1200px;height:800px;display:flex';
+      stage.append(host);
+      const root = createRoot(host);
+      const t = performance.now();
+      root.render(
+        createElement(MatrixView, {
+          api,
+          url: { ...DEFAULT_STATE, view: 'matrix' as const },
+          setUrl: () => undefined,
+          data: localSnapshot(`menu-bench:${scenario}:${i}`, snapshot, true),
+        }),
+      );
+      let select: HTMLSelectElement | null = null;
+      for (let f = 0; f < 1200; f++) {
+        select = host.querySelector('select[aria-label="Communicator"]');
+        if (select && select.options.length > 1) break;
+        await nextFrame();
+      }
+      if (!select || select.options.length <= 1)
+        throw new Error(`${scenario}: the communicator menu never filled`);
+      await nextFrame();
+      const ms = performance.now() - t;
+      texts = Array.from(select.options, (o) => o.text).slice(1);
+      root.unmount();
+      host.remove();
+      const j = performance.now();
+      JSON.parse(JSON.stringify(snapshot));
+      const jsonMs = performance.now() - j;
+      if (i > 0) {
+        usable.push(ms);
+        json.push(jsonMs);
+      }
+    }
+    rows.push({
+      scenario,
+      ranks,
+      distinctComms: distinct.size,
+      entries: texts.length,
+      selfEntries: texts.filter((x) => x.startsWith('MPI_COMM_SELF')).length,
+      texts: texts.slice(0, 10),
+      usableMedianMs: round(median(usable)),
+      usableMaxMs: round(Math.max(...usable)),
+      jsonRoundTripMedianMs: round(median(json)),
+    });
+  }
+  return { done: true, error: null, runs, rows };
+}
+
 initIdle();
 const end = beginBusy();
 const out = document.getElementById('result');
-run()
-  .then((r) => {
-    window.__mqdBench = r;
-    if (out) out.textContent = JSON.stringify(r, null, 2);
-  })
-  .catch((e: unknown) => {
-    const message = e instanceof Error ? `${e.message}\n${e.stack ?? ''}` : String(e);
-    window.__mqdBench = {
-      done: true,
-      error: message,
-      ranks: 0,
-      operations: 0,
-      canvas: { width: 0, height: 0, dpr: 0 },
-      generateMs: 0,
-      edgesMs: 0,
-      pyramidMs: 0,
-      firstRenderMs: 0,
-      filterMs: 0,
-      frames: 0,
-      drawMedianMs: 0,
-      drawP95Ms: 0,
-      drawMaxMs: 0,
-      frameIntervalMedianMs: 0,
-      frameIntervalP95Ms: 0,
-      blockSizes: [],
-    };
-    if (out) out.textContent = `benchmark failed: ${message}`;
-  })
-  .finally(end);
+if (new URLSearchParams(location.search).get('mode') === 'menu') {
+  runMenu()
+    .then((r) => {
+      window.__mqdMenuBench = r;
+      if (out) out.textContent = JSON.stringify(r, null, 2);
+    })
+    .catch((e: unknown) => {
+      const message = e instanceof Error ? `${e.message}\n${e.stack ?? ''}` : String(e);
+      window.__mqdMenuBench = { done: true, error: message, runs: 0, rows: [] };
+      if (out) out.textContent = `benchmark failed: ${message}`;
+    })
+    .finally(end);
+} else
+  run()
+    .then((r) => {
+      window.__mqdBench = r;
+      if (out) out.textContent = JSON.stringify(r, null, 2);
+    })
+    .catch((e: unknown) => {
+      const message = e instanceof Error ? `${e.message}\n${e.stack ?? ''}` : String(e);
+      window.__mqdBench = {
+        done: true,
+        error: message,
+        ranks: 0,
+        operations: 0,
+        canvas: { width: 0, height: 0, dpr: 0 },
+        generateMs: 0,
+        edgesMs: 0,
+        pyramidMs: 0,
+        firstRenderMs: 0,
+        filterMs: 0,
+        frames: 0,
+        drawMedianMs: 0,
+        drawP95Ms: 0,
+        drawMaxMs: 0,
+        frameIntervalMedianMs: 0,
+        frameIntervalP95Ms: 0,
+        blockSizes: [],
+      };
+      if (out) out.textContent = `benchmark failed: ${message}`;
+    })
+    .finally(end);

@@ -86,6 +86,7 @@ export function JobsView({ api, live, url, setUrl, onUnauthenticated }: LivePage
     setUrl({ job, snap: r.value.id, view: 'matrix', cell: null, zoom: null });
   };
 
+  const selectedJob = jobList?.find((j) => j.id === selected) ?? null;
   const openSnapshot = (id: SnapshotId) => setUrl({ snap: id, view: 'matrix', cell: null, zoom: null });
 
   return (
@@ -178,7 +179,10 @@ export function JobsView({ api, live, url, setUrl, onUnauthenticated }: LivePage
         ) : (
           <>
             <div className="toolbar">
-              <h2>Snapshots of job {selected}</h2>
+              <h2>
+                Snapshots of {selectedJob ? jobLabel(selectedJob.command).program : 'job'}{' '}
+                <span className="job-id">job {selected}</span>
+              </h2>
               <button type="button" onClick={reloadSnapshots}>
                 Refresh
               </button>
@@ -287,7 +291,7 @@ function JobRow({
       <td>{job.ranks.toLocaleString()}</td>
       <td>
         <SnapshotHistory dots={t?.history ?? []} />{' '}
-        <span className="muted" title={formatTime(job.lastSnapshotAt)}>
+        <span className="age" title={formatTime(job.lastSnapshotAt)}>
           {formatAge(job.lastSnapshotAt)}
         </span>
       </td>
