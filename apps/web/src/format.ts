@@ -7,12 +7,6 @@ export function commLabel(comm: Communicator): string {
   return comm.name !== '' ? comm.name : `(unnamed ${comm.id}, size ${comm.size})`;
 }
 
-export const QUEUE_LABEL: Record<QueueKind, string> = {
-  sends: 'pending sends',
-  receives: 'posted receives',
-  unexpected: 'unexpected messages',
-};
-
 export function formatTime(iso: string | null): string {
   if (iso === null) return '—';
   const d = new Date(iso);

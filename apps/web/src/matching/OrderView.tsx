@@ -17,13 +17,13 @@ import {
   type ReceiveRow,
   suggestedOrderComm,
   suggestedOrderRank,
+  unavailableQueueText,
 } from '@mqd/model';
 import { useMemo } from 'react';
 import { type ExplanationResult, useExplanation } from '../explanation.js';
 import { commLabel, formatOpSize, formatPeer, formatTag, plural } from '../format.js';
 import { RankPicker } from '../RankPicker.js';
 import { contextOf } from '../snapshot-context.js';
-import { explainUnavailable } from '../snapshot-index.js';
 import { Unavailable } from '../ui.js';
 import type { ViewProps } from '../view-types.js';
 import { nearMissWhere, nearMissWhy, reasonText, takenByText } from './order-text.js';
@@ -122,7 +122,7 @@ function OrderBody({
         </h3>
         {order.receives === null ? (
           <Unavailable
-            text={explainUnavailable(library, 'receives')}
+            text={unavailableQueueText(library, 'receives')}
             reason={comm.unavailable.receives?.message}
           />
         ) : order.receives.length === 0 ? (
@@ -144,7 +144,7 @@ function OrderBody({
         </h3>
         {order.unexpected === null ? (
           <Unavailable
-            text={explainUnavailable(library, 'unexpected')}
+            text={unavailableQueueText(library, 'unexpected')}
             reason={comm.unavailable.unexpected?.message}
           />
         ) : order.unexpected.length === 0 ? (
@@ -173,7 +173,10 @@ function OrderBody({
           </span>
         </h3>
         {order.sends === null ? (
-          <Unavailable text={explainUnavailable(library, 'sends')} reason={comm.unavailable.sends?.message} />
+          <Unavailable
+            text={unavailableQueueText(library, 'sends')}
+            reason={comm.unavailable.sends?.message}
+          />
         ) : order.sends.length === 0 ? (
           <p className="empty">No pending sends.</p>
         ) : (

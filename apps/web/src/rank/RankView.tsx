@@ -13,22 +13,14 @@ import {
   ompStateLabel,
   peerGlobalRank,
   QUEUE_KINDS,
+  QUEUE_LABEL,
   type QueueKind,
   type RankSnapshot,
   type ThreadStack,
   unavailableQueueText,
-  libraryCaveats,
-  QUEUE_LABEL,
 } from '@mqd/model';
 import { useEffect, useMemo, useRef } from 'react';
-import {
-  commLabel,
-  formatCount,
-  formatMicros,
-  formatOpSize,
-  formatPeer,
-  formatTag,
-} from '../format.js';
+import { commLabel, formatCount, formatMicros, formatOpSize, formatPeer, formatTag } from '../format.js';
 import { RankPicker } from '../RankPicker.js';
 import { contextOf } from '../snapshot-context.js';
 import { Unavailable } from '../ui.js';

@@ -9,6 +9,7 @@ import {
   notReadNote,
   notReadReason,
   QUEUE_KINDS,
+  QUEUE_LABEL,
   type QueueKind,
   type RankSnapshot,
   rankNotReadText,
@@ -33,7 +34,6 @@ import {
   formatTag,
   formatTime,
   plural,
-  QUEUE_LABEL,
 } from '../format.js';
 import { useBusyWhile, useElementSize } from '../hooks.js';
 import { beginBusy } from '../idle.js';
