@@ -153,6 +153,9 @@ export function normaliseSnapshot(s: JobSnapshot, mpiRoot: string = mpiCacheDir(
     if (r.state.kind !== 'ok') {
       out.state = { ...r.state, message: r.state.message.replaceAll(String(r.pid), String(pid)) };
     }
+    // Source excerpts are this checkout's fixture text at its path: checked against the fixture
+    // by packages/mqd-core/test/source-excerpts.mpi.test.ts, not recorded.
+    delete out.sources;
     if (threads !== undefined) {
       out.threads = threads.map((t) => ({
         ...t,
