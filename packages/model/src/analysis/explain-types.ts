@@ -1,5 +1,4 @@
 // The shape of an explanation (explain.ts builds it, explain-text.ts words it).
-
 import type { MpiLibrary } from '../snapshot-spec.js';
 import type { CallGroup, CollectiveMismatch } from './call-facts.js';
 import type { PeerMode, RankClass } from './classes.js';
@@ -54,6 +53,7 @@ export const LIMIT_CODES = [
   'receives-hidden',
   'unexpected-hidden',
   'peers-unmapped',
+  'peers-outside',
   'openmpi-collectives-hidden',
   'openmp-unavailable',
 ] as const;
@@ -97,6 +97,10 @@ export interface Explanation {
     readonly clauses: number;
     readonly inferredClauses: number;
     readonly unresolvedWaits: number;
+    /** Pending operations waiting for ranks the snapshot does not hold. */
+    readonly outsideWaits: number;
+    /** Those ranks, as ranges. */
+    readonly outsideRanks: string;
     /** Ranks waited for that are not blocked in a visible operation. */
     readonly waitingOnFree: string;
   };

@@ -1,3 +1,7 @@
+// The one answer a user wants from a hung job: what is wrong, who is involved, and why we
+// think so. explainSnapshot combines the wait-for graph, near misses, rank classes and (with
+// earlier snapshots) progress into one JSON-able object the CLI prints and the dashboard shows.
+// Its shape is explain-types.ts; its words (summary, formatExplanation) are explain-text.ts.
 import type { JobSnapshot, QueueKind, RankState } from '../snapshot-spec.js';
 import { jobText, ranksPhrase as ranksText } from '../text.js';
 import { CALL_BLOCKED, callGroups, findCollectiveMismatches } from './call-facts.js';
@@ -55,6 +59,7 @@ export function explainSnapshot(
   const anythingPending =
     waits.clauses > 0 ||
     waits.unresolvedWaits > 0 ||
+    waits.outsideWaits > 0 ||
     waits.collectives.length > 0 ||
     graph.calls.state.includes(CALL_BLOCKED) ||
     hasPending(snap);
@@ -97,6 +102,8 @@ export function explainSnapshot(
       clauses: waits.clauses,
       inferredClauses: waits.inferredClauses,
       unresolvedWaits: waits.unresolvedWaits,
+      outsideWaits: waits.outsideWaits,
+      outsideRanks: compressRanks(waits.outsideRanks),
       // A rank OpenMP holds is blocked, though in no operation the queues show.
       waitingOnFree: compressRanks(waits.waitingOnFree.filter((r) => !ompHeld.has(r))),
     },
@@ -257,6 +264,12 @@ function limits(
     add(
       'peers-unmapped',
       `${waits.unresolvedWaits} pending operations name a peer that cannot be mapped to a world rank (no group for their communicator); they are assumed satisfiable`,
+    );
+  }
+  if (waits.outsideWaits > 0) {
+    add(
+      'peers-outside',
+      `${waits.outsideWaits === 1 ? '1 pending operation waits' : `${waits.outsideWaits} pending operations wait`} for ${ranksText(compressRanks(waits.outsideRanks))}, not in this snapshot (assumed satisfiable, like a rank not read)`,
     );
   }
   if (snap.mpi.library === 'openmpi' && !stacks && verdict !== 'deadlock' && waits.collectives.length === 0) {

@@ -73,6 +73,8 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
   const groupRepComm = new IntVec();
   const collOps = { keyId: new IntVec(), rank: new IntVec(), target: new IntVec(), wait: new IntVec() };
   let unresolved = 0;
+  let outside = 0;
+  const outsideRanks = new Set<number>();
   const calls = callFacts(ix);
   // Ranks whose wait the stacks decide: computing or polling ranks wait for nothing, and a
   // blocking call whose peer (or collective) is known replaces what the queues suggest.
@@ -209,7 +211,12 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
         if (peer === PEER_ANY && q === 'receives') {
           add(ce.rankIdx, KIND_GROUP, groupFor(ce, ci), ci, q, i, EV_ANY);
         } else if (peer < 0) {
-          unresolved++;
+          // A rank of the world the snapshot does not hold is known, not unresolved.
+          const world = ix.peerRank(op.peer, ce);
+          if (world >= 0) {
+            outside++;
+            outsideRanks.add(world);
+          } else unresolved++;
         } else {
           add(ce.rankIdx, KIND_SINGLE, peer, ci, q, i, q === 'sends' ? EV_SEND : EV_RECV);
         }
@@ -360,6 +367,8 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
     groupUnknownMember,
     groupsOf,
     unresolvedWaits: unresolved,
+    outsideWaits: outside,
+    outsideRanks: [...outsideRanks].sort((a, b) => a - b),
     calls,
     collOps,
   };

@@ -95,6 +95,8 @@ export function analyzeWaits(g: WaitGraph, opts: WaitOptions = {}): WaitAnalysis
     clauses: clauseCount,
     inferredClauses,
     unresolvedWaits: g.unresolvedWaits,
+    outsideWaits: g.outsideWaits,
+    outsideRanks: g.outsideRanks,
     deadlocked: toRanks(deadlocked),
     cycles,
     cycleTotal,

@@ -101,6 +101,13 @@ export interface WaitAnalysis {
   readonly inferredClauses: number;
   /** Pending p2p operations whose peer cannot be resolved (counted as able to proceed). */
   readonly unresolvedWaits: number;
+  /**
+   * Pending p2p operations whose peer is a known world rank the snapshot does not hold (a
+   * subset of the job's ranks): like an unread rank, assumed able to proceed.
+   */
+  readonly outsideWaits: number;
+  /** Those peers' world ranks, sorted. */
+  readonly outsideRanks: number[];
   /** World ranks that can never proceed. */
   readonly deadlocked: number[];
   readonly cycles: DeadlockCycle[];
@@ -146,6 +153,9 @@ export interface WaitGraph {
   /** Groups each rank position belongs to (inverse of groupMembers). */
   readonly groupsOf: Csr;
   readonly unresolvedWaits: number;
+  readonly outsideWaits: number;
+  /** World ranks waited for that the snapshot does not hold, sorted. */
+  readonly outsideRanks: number[];
   /** The stacks' facts (mpiCall per rank). */
   readonly calls: CallFacts;
   /** Collective-internal operations: communicator key, rank, target, and 1 for a wait (0 for an arrival). */

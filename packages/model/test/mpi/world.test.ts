@@ -4,7 +4,10 @@
 // MPICH's internal world copy (unnamed, no group, size 8) was unknown to the analysis while the
 // web's own index (largest rank seen + 1) drew it.
 import {
+  analyzeWaits,
+  buildWaitGraph,
   type Communicator,
+  explainSnapshot,
   matchingOrder,
   PEER_ANY,
   PEER_UNKNOWN,
@@ -81,5 +84,22 @@ describe('world size and peers with a subset of the ranks', () => {
     ]);
     const copy = matchingOrder(ix, 3, '2');
     expect(copy?.receives?.map((r) => r.source)).toEqual([6]);
+  });
+});
+
+describe('the wait-for graph with a subset of the ranks', () => {
+  it('names a peer outside the snapshot instead of calling it unmapped', () => {
+    const snap = subset();
+    const w = analyzeWaits(buildWaitGraph(new SnapshotIndex(snap)));
+    // Before, the wait for rank 5 was one of 2 "unmapped" peers; only the halo one is.
+    expect([w.unresolvedWaits, w.outsideWaits, w.outsideRanks]).toEqual([1, 1, [5]]);
+    const e = explainSnapshot(snap);
+    expect(e.waits.outsideRanks).toBe('5');
+    expect(e.limits.find((l) => l.code === 'peers-outside')?.text).toBe(
+      '1 pending operation waits for rank 5, not in this snapshot (assumed satisfiable, like a rank not read)',
+    );
+    expect(e.limits.find((l) => l.code === 'peers-unmapped')?.text).toMatch(
+      /^1 pending operations name a peer/,
+    );
   });
 });
