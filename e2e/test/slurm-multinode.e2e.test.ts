@@ -3,9 +3,10 @@
 // namespace, a slurmd in node1's and in node2's, each node with its own host name), a hung MPICH
 // wrong_tag fixture sbatch'ed -N2 (ranks 0-1 on node1, 2-3 on node2, talking TCP over the veths),
 // `mqd serve --no-local-agent` in the aggregator's namespace and one `mqd agent` per node, started
-// as on that node, as apps/cli/test/slurm-multinode.mpi.test.ts does. The browser types the job id
-// (and the batch host) into the attach form, takes a snapshot, and must show every rank on its
-// own node (the rank view's host / pid) and the hang's diagnosis. Every wait is on a condition.
+// as on that node, as apps/cli/test/slurm-multinode.mpi.test.ts does (both through @mqd/testkit
+// startSlurmRig). The browser types the job id (and the batch host) into the attach form, takes a
+// snapshot, and must show every rank on its own node (the rank view's host / pid) and the hang's
+// diagnosis. Every wait is on a condition.
 //
 // Where the browser reaches the aggregator: the aggregator stays in its namespace, where the
 // nodes' agents reach it over the veths (the nodes route nowhere else, and nothing is added to
@@ -14,33 +15,18 @@
 // speaks only TCP, so a loopback bridge in this process (testkit tcpToUnix) pipes its connections,
 // socket.io's WebSocket included, to that socket unchanged. The page's Origin and Host are then
 // both 127.0.0.1:PORT, as for a browser next to any aggregator.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Pid } from '@mqd/model';
 import {
-  createCluster,
-  done,
   expectedBlockingCall,
   fixtureBinary,
-  mqdCommand,
-  type NetnsAggregator,
-  type NetnsCluster,
-  type NetnsProcess,
   netnsId,
   netnsOfPid,
-  pending,
-  rankBlockedIn,
-  type SlurmCluster,
-  type SlurmJob,
+  type SlurmRig,
   slurmAvailable,
-  spawnArgv,
-  startNetnsAggregator,
-  startSlurm,
+  startSlurmRig,
   type TcpBridge,
   tcpToUnix,
   teardownAll,
-  waitFor,
+  untilRanksBlocked,
 } from '@mqd/testkit';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { idle, screenshot } from './browser.js';
@@ -55,22 +41,13 @@ const HOST_OF_RANK = ['node1', 'node1', 'node2', 'node2'] as const;
 const START_TIMEOUT_MS = 60_000;
 
 const rig = e2eRig({ adminToken: ADMIN_TOKEN });
-let cluster: NetnsCluster | null = null;
-let workDir: string | null = null;
-let slurm: SlurmCluster | null = null;
-let served: NetnsAggregator | null = null;
+/** The two-node Slurm, the aggregator and an agent per node (@mqd/testkit startSlurmRig). */
+let slurmRig: SlurmRig | null = null;
 let bridge: TcpBridge | null = null;
-const agents: NetnsProcess[] = [];
-/** The jobs of the running test, cancelled after it. */
-const jobs: SlurmJob[] = [];
 
-function theSlurm(): SlurmCluster {
-  if (slurm === null) throw new Error('the Slurm cluster was not started');
-  return slurm;
-}
-function theCluster(): NetnsCluster {
-  if (cluster === null) throw new Error('the namespaces were not created');
-  return cluster;
+function theSlurmRig(): SlurmRig {
+  if (slurmRig === null) throw new Error('the Slurm rig was not started');
+  return slurmRig;
 }
 function theBridge(): TcpBridge {
   if (bridge === null) throw new Error('the bridge to the aggregator was not started');
@@ -81,110 +58,40 @@ beforeAll(async () => {
   if (!slurmAvailable()) throw new Error('MQD_E_PROVISION: Slurm is not installed; run scripts/provision.sh');
   // Compile (or find) the fixture before anything is started.
   fixtureBinary('mpich', 'wrong_tag');
-  workDir = mkdtempSync(join(tmpdir(), `${RUN}-`));
-  cluster = createCluster(RUN, HOSTS);
-  const c = cluster;
-  const wd = workDir;
-  // The aggregator and Slurm start side by side: both take a few seconds.
-  const [srv, cl] = await Promise.allSettled([
-    startNetnsAggregator({
-      netns: c.aggregatorNetns,
-      workDir: wd,
-      adminToken: ADMIN_TOKEN,
-      agentToken: AGENT_TOKEN,
-      timeoutMs: START_TIMEOUT_MS,
-    }),
-    startSlurm({
-      netns: {
-        // slurmctld in the aggregator's namespace, which routes between the nodes.
-        controller: { netns: c.aggregatorNetns, address: c.node('node1').aggregatorAddress },
-        nodes: c.nodes.map((n) => ({ name: n.host, netns: n.netns, address: n.address })),
-      },
-    }),
-  ]);
-  if (srv.status === 'fulfilled') served = srv.value;
-  if (cl.status === 'fulfilled') slurm = cl.value;
-  if (srv.status === 'rejected') throw srv.reason;
-  if (cl.status === 'rejected') throw cl.reason;
-  const srvNow = served as NetnsAggregator;
-  bridge = await tcpToUnix(srvNow.socketPath);
-  const s = theSlurm();
-  // One agent per Slurm node, as slurmd's children see the node (scontrol listpids there answers
-  // for that node).
-  const started = HOSTS.map((host) => {
-    const a = spawnArgv(
-      `agent on ${host}`,
-      s.onNode(
-        host,
-        mqdCommand([
-          'agent',
-          '--server',
-          `http://${c.node(host).aggregatorAddress}:${srvNow.port}`,
-          '--allow-insecure-http',
-          '--token',
-          AGENT_TOKEN,
-          '--host',
-          host,
-        ]),
-      ),
-      { SLURM_CONF: s.conf },
-    );
-    agents.push(a);
-    return [a, host] as const;
+  slurmRig = await startSlurmRig({
+    run: RUN,
+    adminToken: ADMIN_TOKEN,
+    agentToken: AGENT_TOKEN,
+    hosts: HOSTS,
+    timeoutMs: START_TIMEOUT_MS,
   });
-  await Promise.all(started.map(([a, host]) => srvNow.untilConnected(a, host, START_TIMEOUT_MS)));
+  bridge = await tcpToUnix(slurmRig.served.socketPath);
 }, 180_000);
 
-afterEach(() => {
-  for (const j of jobs.splice(0)) {
-    try {
-      slurm?.run('scancel', ['--signal=KILL', '--full', String(j.jobId)]);
-    } catch {
-      // already gone: the cluster's dispose kills whatever is left of it anyway
-    }
-  }
-});
+afterEach(() => slurmRig?.cancelJobs());
 
 afterAll(async () => {
-  // Everything, even when setup failed half-way: processes first (they live in the namespaces).
-  await teardownAll('Slurm multi-node e2e', [
-    ...agents.map((a) => () => a.kill()),
-    () => bridge?.close(),
-    () => served?.kill(),
-    () => slurm?.dispose(),
-    () => cluster?.dispose(),
-    () => workDir !== null && rmSync(workDir, { recursive: true, force: true }),
-  ]);
+  // The bridge first: it pipes into the aggregator the rig kills.
+  await teardownAll('Slurm multi-node e2e', [() => bridge?.close(), () => slurmRig?.dispose()]);
 }, 60_000);
 
 describe('a Slurm job on two nodes in the dashboard', () => {
   it('is attached by its job id in the form; the snapshot shows the ranks of both nodes and the hang', async () => {
-    const s = theSlurm();
-    const c = theCluster();
-    const job = await s.submitFixture({
+    const c = theSlurmRig().cluster;
+    const job = await theSlurmRig().submit({
       mpi: 'mpich',
       fixture: 'wrong_tag',
       nodes: 2,
       timeoutMs: START_TIMEOUT_MS,
     });
-    jobs.push(job);
     expect(job.ranks.map((r) => r.rank)).toEqual([0, 1, 2, 3]);
     // The ranks really run on two nodes: each in its node's network namespace.
     expect(job.ranks.map((r) => netnsOfPid(r.pid))).toEqual(
       HOST_OF_RANK.map((h) => netnsId(c.node(h).netns)),
     );
-    // READY comes just before the call: wait until every rank is inside it (and so has taken in
-    // the messages that crossed the veths), as a hung job is when someone looks at it.
-    for (const r of job.ranks) {
-      const call = expectedBlockingCall('wrong_tag', r.rank);
-      await waitFor(
-        async () => {
-          const check = await rankBlockedIn(Pid(r.pid), call);
-          return check.blocked ? done(true) : pending(check.error ?? check.frames.slice(0, 6).join(' < '));
-        },
-        { timeoutMs: START_TIMEOUT_MS, what: `rank ${r.rank} (pid ${r.pid}) to block in ${call}` },
-      );
-    }
+    // Every rank inside its call, so it has taken in the messages that crossed the veths, as a
+    // hung job has when someone looks at it.
+    await untilRanksBlocked(job.ranks, (r) => expectedBlockingCall('wrong_tag', r), START_TIMEOUT_MS);
 
     // Logged in as the aggregator's printed login URL does, through the bridge.
     const w = await rig.openPage(`${theBridge().url}/?token=${encodeURIComponent(ADMIN_TOKEN)}`);

@@ -17,7 +17,6 @@ import {
   expectedQueues,
   fixtureBinary,
   launchNetnsJob,
-  mqdCommand,
   type NetnsAggregator,
   type NetnsCluster,
   type NetnsJob,
@@ -104,20 +103,7 @@ function theJob(): NetnsJob {
 
 function startAgent(host: string): NetnsProcess {
   const node = theCluster().node(host);
-  const p = spawnInNetns(
-    `agent on ${host}`,
-    node.netns,
-    mqdCommand([
-      'agent',
-      '--server',
-      `http://${node.aggregatorAddress}:${theServed().port}`,
-      '--allow-insecure-http',
-      '--token',
-      AGENT_TOKEN,
-      '--host',
-      host,
-    ]),
-  );
+  const p = spawnInNetns(`agent on ${host}`, node.netns, theServed().agentCommand(node));
   allAgents.push(p);
   return p;
 }

@@ -10,36 +10,24 @@
 // (@mqd/testkit expectedQueues, as on one machine). `mqd snapshot --slurm JOBID` run on each
 // node reads that node's ranks, with the same queues, and names the other node.
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { expectQueues } from '@mqd/core/testing';
-import { type JobSnapshot, Pid } from '@mqd/model';
+import type { JobSnapshot } from '@mqd/model';
 import {
-  createCluster,
   done,
   expectedBlockingCall,
   expectedQueues,
   fixtureBinary,
   MPI_NAMES,
   MPI_QUEUE_TRAITS,
-  mqdCommand,
-  type NetnsAggregator,
-  type NetnsCluster,
-  type NetnsProcess,
   netnsId,
   netnsOfPid,
   pending,
-  rankBlockedIn,
-  type SlurmCluster,
-  type SlurmJob,
+  type SlurmRig,
   slurmAvailable,
-  spawnArgv,
-  startNetnsAggregator,
-  startSlurm,
-  teardownAll,
+  startSlurmRig,
   traceState,
+  untilRanksBlocked,
   waitFor,
 } from '@mqd/testkit';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -55,27 +43,15 @@ const HOSTS = ['node1', 'node2'] as const;
 const HOST_OF_RANK = ['node1', 'node1', 'node2', 'node2'] as const;
 const START_TIMEOUT_MS = 40_000;
 
-let cluster: NetnsCluster | null = null;
-let workDir: string | null = null;
-let slurm: SlurmCluster | null = null;
-let served: NetnsAggregator | null = null;
-const agents: NetnsProcess[] = [];
-/** The jobs of the running test, cancelled after it. */
-const jobs: SlurmJob[] = [];
+/** The two-node Slurm, the aggregator and an agent per node (@mqd/testkit startSlurmRig). */
+let rig: SlurmRig | null = null;
 
-function theSlurm(): SlurmCluster {
-  if (slurm === null) throw new Error('the Slurm cluster was not started');
-  return slurm;
+function theRig(): SlurmRig {
+  if (rig === null) throw new Error('the Slurm rig was not started');
+  return rig;
 }
-function theServer(): NetnsAggregator {
-  if (served === null) throw new Error('the aggregator was not started');
-  return served;
-}
-
-/** A process on `host` as its Slurm node sees the world (namespace, host name), with SLURM_CONF. */
-function onNode(label: string, host: string, argv: readonly string[]): NetnsProcess {
-  return spawnArgv(label, theSlurm().onNode(host, argv), { SLURM_CONF: theSlurm().conf });
-}
+const theSlurm = () => theRig().slurm;
+const theServer = () => theRig().served;
 
 /**
  * The built `mqd ARGS` on `host` (run-mqd.ts's, inside the node): exit code, stdout, stderr. The
@@ -101,77 +77,18 @@ beforeAll(async () => {
   if (!slurmAvailable()) throw new Error('MQD_E_PROVISION: Slurm is not installed; run scripts/provision.sh');
   // Compile (or find) the fixtures before anything is started.
   for (const mpi of MPI_NAMES) fixtureBinary(mpi, 'wrong_tag');
-  workDir = mkdtempSync(join(tmpdir(), `${RUN}-`));
-  cluster = createCluster(RUN, HOSTS);
-  const c = cluster;
-  const wd = workDir;
-  // The aggregator and Slurm start side by side: both take a few seconds.
-  const [srv, cl] = await Promise.allSettled([
-    startNetnsAggregator({
-      netns: c.aggregatorNetns,
-      workDir: wd,
-      adminToken: ADMIN_TOKEN,
-      agentToken: AGENT_TOKEN,
-      timeoutMs: START_TIMEOUT_MS,
-    }),
-    startSlurm({
-      netns: {
-        // slurmctld in the aggregator's namespace, which routes between the nodes.
-        controller: { netns: c.aggregatorNetns, address: c.node('node1').aggregatorAddress },
-        nodes: c.nodes.map((n) => ({ name: n.host, netns: n.netns, address: n.address })),
-      },
-    }),
-  ]);
-  if (srv.status === 'fulfilled') served = srv.value;
-  if (cl.status === 'fulfilled') slurm = cl.value;
-  if (srv.status === 'rejected') throw srv.reason;
-  if (cl.status === 'rejected') throw cl.reason;
-  const srvNow = theServer();
-  // One agent per Slurm node, on the node as slurmd's children see it (scontrol listpids there
-  // answers for that node).
-  const started = HOSTS.map((host) => {
-    const node = c.node(host);
-    const a = onNode(
-      `agent on ${host}`,
-      host,
-      mqdCommand([
-        'agent',
-        '--server',
-        `http://${node.aggregatorAddress}:${srvNow.port}`,
-        '--allow-insecure-http',
-        '--token',
-        AGENT_TOKEN,
-        '--host',
-        host,
-      ]),
-    );
-    agents.push(a);
-    return [a, host] as const;
+  rig = await startSlurmRig({
+    run: RUN,
+    adminToken: ADMIN_TOKEN,
+    agentToken: AGENT_TOKEN,
+    hosts: HOSTS,
+    timeoutMs: START_TIMEOUT_MS,
   });
-  await Promise.all(started.map(([a, host]) => srvNow.untilConnected(a, host, START_TIMEOUT_MS)));
 }, 90_000);
 
-afterEach(async () => {
-  const s = slurm;
-  for (const j of jobs.splice(0)) {
-    try {
-      s?.run('scancel', ['--signal=KILL', '--full', String(j.jobId)]);
-    } catch {
-      // already gone: the cluster's dispose kills whatever is left of it anyway
-    }
-  }
-});
+afterEach(() => rig?.cancelJobs());
 
-afterAll(async () => {
-  // Everything, even when setup failed half-way: processes first (they live in the namespaces).
-  await teardownAll('Slurm multi-node', [
-    ...agents.map((a) => () => a.kill()),
-    () => served?.kill(),
-    () => slurm?.dispose(),
-    () => cluster?.dispose(),
-    () => workDir !== null && rmSync(workDir, { recursive: true, force: true }),
-  ]);
-}, 60_000);
+afterAll(() => rig?.dispose(), 60_000);
 
 describe('a two-node Slurm cluster of network namespaces', () => {
   it('has both nodes idle, each slurmd in its own namespace under its own host name', () => {
@@ -187,7 +104,7 @@ describe('a two-node Slurm cluster of network namespaces', () => {
       const lines = execFileSync(file, args, { encoding: 'utf8' }).trim().split('\n');
       expect(lines.map((l) => l.trim().split(/\s+/))).toEqual([
         [host],
-        ...HOSTS.map((h) => [(cluster as NetnsCluster).node(h).address, h]),
+        ...HOSTS.map((h) => [theRig().cluster.node(h).address, h]),
       ]);
     }
   });
@@ -196,27 +113,16 @@ describe('a two-node Slurm cluster of network namespaces', () => {
 describe.each(MPI_NAMES)('%s job on two Slurm nodes (sbatch -N2 + the MPI starter)', (mpi) => {
   it('attached by Slurm job id, every rank is read on its own node with the queues of the fixture', async () => {
     const s = theSlurm();
-    const c = cluster as NetnsCluster;
-    const job = await s.submitFixture({ mpi, fixture: 'wrong_tag', nodes: 2, timeoutMs: START_TIMEOUT_MS });
-    jobs.push(job);
+    const c = theRig().cluster;
+    const job = await theRig().submit({ mpi, fixture: 'wrong_tag', nodes: 2, timeoutMs: START_TIMEOUT_MS });
     expect(job.ranks.map((r) => r.rank)).toEqual([0, 1, 2, 3]);
     // The ranks really run on two nodes: each in its node's network namespace.
     expect(job.ranks.map((r) => netnsOfPid(r.pid))).toEqual(
       HOST_OF_RANK.map((h) => netnsId(c.node(h).netns)),
     );
     expect(s.run('squeue', ['-h', '-j', String(job.jobId), '-o', '%N %T']).trim()).toBe('node[1-2] RUNNING');
-    // READY comes just before the call: wait until every rank is inside it (and so has taken
-    // in the messages that crossed the veths), as a hung job would be when someone looks.
-    for (const r of job.ranks) {
-      const call = expectedBlockingCall('wrong_tag', r.rank);
-      await waitFor(
-        async () => {
-          const check = await rankBlockedIn(Pid(r.pid), call);
-          return check.blocked ? done(true) : pending(check.error ?? check.frames.slice(0, 6).join(' < '));
-        },
-        { timeoutMs: START_TIMEOUT_MS, what: `rank ${r.rank} (pid ${r.pid}) to block in ${call}` },
-      );
-    }
+    // Every rank inside its call, so it has taken in the messages that crossed the veths.
+    await untilRanksBlocked(job.ranks, (r) => expectedBlockingCall('wrong_tag', r), START_TIMEOUT_MS);
     // The fixture's queues, as on one machine. (Not the golden snapshot whole: MPICH's internal
     // node-local communicators are per node, of size 2 here, not 4.)
     const expected = expectedQueues(mpi, 'wrong_tag');
@@ -282,15 +188,13 @@ describe.each(MPI_NAMES)('%s job on two Slurm nodes (sbatch -N2 + the MPI starte
 
 describe('a Slurm job with a node whose agent is missing', () => {
   it('is not attached half: the error names the node without an agent', async () => {
-    const s = theSlurm();
-    const job = await s.submitFixture({
+    const job = await theRig().submit({
       mpi: 'mpich',
       fixture: 'wrong_tag',
       nodes: 2,
       timeoutMs: START_TIMEOUT_MS,
     });
-    jobs.push(job);
-    const node2 = agents[1];
+    const node2 = theRig().agents[1];
     if (node2 === undefined) throw new Error('no agent on node2');
     await node2.kill();
     // The aggregator has seen it go (not a request racing the disconnect).

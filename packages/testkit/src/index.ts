@@ -126,13 +126,10 @@ export {
 } from './mqs-dump.js';
 export {
   createCluster,
-  type ExitStatus,
   FAKE_SSH,
-  type HttpReply,
   launchNetnsJob,
   MQD_CLI_ENTRY,
   mqdCommand,
-  type NetnsAggregator,
   type NetnsCluster,
   type NetnsJob,
   type NetnsJobOptions,
@@ -143,14 +140,18 @@ export {
   netnsOfPid,
   spawnArgv,
   spawnInNetns,
-  startNetnsAggregator,
-  type TcpBridge,
   type TraceState,
-  tcpToUnix,
   traceState,
   UNIX_FORWARD,
-  unixHttp,
 } from './netns.js';
+export {
+  type HttpReply,
+  type NetnsAggregator,
+  startNetnsAggregator,
+  type TcpBridge,
+  tcpToUnix,
+  unixHttp,
+} from './netns-aggregator.js';
 export {
   descendants,
   identify,
@@ -173,6 +174,8 @@ export {
   slurmAvailable,
   startSlurm,
 } from './slurm.js';
+export { type SlurmRig, type SlurmRigOptions, startSlurmRig } from './slurm-rig.js';
+export { type ExitStatus, SpawnedProcess, trySignal } from './spawned.js';
 export {
   type BlockedCheck,
   frameMatcher,
@@ -181,6 +184,7 @@ export {
   rankBlockedIn,
   type StackResult,
   type StackSample,
+  untilRanksBlocked,
 } from './stack.js';
 export { teardownAll } from './teardown.js';
 export {

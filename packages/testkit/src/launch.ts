@@ -16,7 +16,6 @@ import { HYBRID_DEFAULT_ENV, HYBRID_NP, hybridBinary } from './hybrid.js';
 import { type FixtureLanguage, languageBinary } from './languages.js';
 import {
   descendants,
-  identify,
   isGone,
   isRunning,
   isZombie,
@@ -24,6 +23,7 @@ import {
   type ProcIdentity,
   statOf,
 } from './procfs.js';
+import { type ExitStatus, SpawnedProcess, trySignal } from './spawned.js';
 import { rankBlockedIn } from './stack.js';
 import { done, failed, pending, WaitTimeoutError, waitFor } from './wait.js';
 
@@ -76,10 +76,8 @@ export interface RankProcess {
   readonly call: string;
 }
 
-export interface JobExit {
-  readonly code: number | null;
-  readonly signal: NodeJS.Signals | null;
-}
+/** How the starter ended. */
+export type JobExit = ExitStatus;
 
 export interface FixtureJob {
   readonly mpi: AnyMpiName;
@@ -123,6 +121,20 @@ interface StarterCommand {
   readonly env: Readonly<Record<string, string>>;
 }
 
+/** Open MPI's mpirun on np local ranks, more ranks than cores allowed (each version spells it its way). */
+const mpirunArgs = (oversubscribe: readonly string[], np: number, binary: string): string[] => [
+  '--allow-run-as-root',
+  ...oversubscribe,
+  '--bind-to',
+  'none',
+  '-np',
+  String(np),
+  '--mca',
+  'mpi_yield_when_idle',
+  '1',
+  binary,
+];
+
 /** The command line and environment that start `binary` on np local ranks. */
 export function starterCommand(mpi: AnyMpiName, np: number, binary: string): StarterCommand {
   const bin = join(mpiPrefix(mpi), 'bin');
@@ -130,18 +142,7 @@ export function starterCommand(mpi: AnyMpiName, np: number, binary: string): Sta
     case 'openmpi':
       return {
         file: join(bin, 'mpirun'),
-        args: [
-          '--allow-run-as-root',
-          '--oversubscribe',
-          '--bind-to',
-          'none',
-          '-np',
-          String(np),
-          '--mca',
-          'mpi_yield_when_idle',
-          '1',
-          binary,
-        ],
+        args: mpirunArgs(['--oversubscribe'], np, binary),
         env: {
           // Shared memory and self only: no network is needed (or wanted) in a container.
           OMPI_MCA_btl: 'self,vader',
@@ -168,19 +169,7 @@ export function starterCommand(mpi: AnyMpiName, np: number, binary: string): Sta
       // 5.x ones: btl/vader became btl/sm, and single-copy moved to its own framework, smsc.
       return {
         file: join(bin, 'mpirun'),
-        args: [
-          '--allow-run-as-root',
-          '--map-by',
-          ':OVERSUBSCRIBE',
-          '--bind-to',
-          'none',
-          '-np',
-          String(np),
-          '--mca',
-          'mpi_yield_when_idle',
-          '1',
-          binary,
-        ],
+        args: mpirunArgs(['--map-by', ':OVERSUBSCRIBE'], np, binary),
         env: {
           OMPI_MCA_btl: 'self,sm',
           // The message-queue DLL reads ob1's request lists; other PMLs leave them empty.
@@ -247,23 +236,10 @@ export const liveJobCount = (): number => liveJobs.size;
 
 // ---- one job ----------------------------------------------------------------------------------
 
-function trySignal(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(pid, signal);
-  } catch (e) {
-    // ESRCH: already gone, which is what we want.
-    if (!(e instanceof Error && 'code' in e && e.code === 'ESRCH')) throw e;
-  }
-}
-
-class Job implements FixtureJob {
+class Job extends SpawnedProcess implements FixtureJob {
   readonly prefix: string;
   ranks: readonly RankProcess[] = [];
   readonly starterPid: Pid;
-  private readonly chunks: string[] = [];
-  private exit: JobExit | undefined;
-  /** Every process ever seen as part of this job, so orphans (reparented to init) are not lost. */
-  private readonly known = new Map<number, ProcIdentity>();
   private disposing: Promise<void> | undefined;
 
   constructor(
@@ -271,25 +247,12 @@ class Job implements FixtureJob {
     readonly fixture: string,
     readonly np: number,
     readonly binary: string,
-    private readonly child: ChildProcess,
+    child: ChildProcess,
   ) {
+    super(child);
     this.prefix = mpiPrefix(mpi);
     this.starterPid = Pid(child.pid ?? 0);
     this.remember(this.starterPid);
-    child.stdout?.setEncoding('utf8').on('data', (d: string) => this.chunks.push(d));
-    child.stderr?.setEncoding('utf8').on('data', (d: string) => this.chunks.push(d));
-    // 'close' comes after 'exit' and after the output pipes are drained: output() is complete.
-    child.on('close', (code, signal) => {
-      this.exit = { code, signal };
-    });
-  }
-
-  output(): string {
-    return this.chunks.join('');
-  }
-
-  exitStatus(): JobExit | undefined {
-    return this.exit;
   }
 
   async waitForExit(timeoutMs = DEFAULT_LAUNCH_TIMEOUT_MS): Promise<JobExit> {
@@ -301,12 +264,6 @@ class Job implements FixtureJob {
 
   describe(): string {
     return `${MPI_LABELS[this.mpi]} job ${this.fixture} (np=${this.np}, starter pid ${this.starterPid})`;
-  }
-
-  private remember(pid: number): void {
-    if (this.known.has(pid)) return;
-    const id = identify(pid);
-    if (id !== undefined) this.known.set(pid, id);
   }
 
   /**
@@ -405,14 +362,10 @@ class Job implements FixtureJob {
       if (left.some(isRunning)) throw e;
     });
     // The starter is gone, so its pipes close unless a stray process still holds them.
-    await waitFor(() => (this.exit ? done(true) : pending()), {
-      timeoutMs: Math.max(1_000, deadline - Date.now()),
-      what: `the output pipes of ${this.describe()} to close`,
-    }).catch(() => {
-      // Someone outside the job inherited the pipes; stop reading rather than hang.
-      this.child.stdout?.destroy();
-      this.child.stderr?.destroy();
-    });
+    await this.pipesClosed(
+      Math.max(1_000, deadline - Date.now()),
+      `the output pipes of ${this.describe()} to close`,
+    );
   }
 
   private describeLeft(left: readonly ProcIdentity[]): string {

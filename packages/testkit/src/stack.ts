@@ -2,7 +2,8 @@
 // eu-stack attaches with ptrace for a few milliseconds, so calls on one pid must not overlap;
 // the launcher checks ranks one after the other.
 import { spawn } from 'node:child_process';
-import { err, ok, type Pid, type Result } from '@mqd/model';
+import { err, ok, Pid, type Result } from '@mqd/model';
+import { done, pending, waitFor } from './wait.js';
 
 export interface StackSample {
   /** Function names of the main thread's frames, innermost first ("??" when unknown). */
@@ -104,4 +105,26 @@ export async function rankBlockedIn(pid: Pid, fn: string, anyThread = false): Pr
   if (!sample.ok) return { blocked: false, frames: [], error: sample.error };
   const re = frameMatcher(fn);
   return { blocked: sample.value.frames.some((f) => re.test(f)), frames: sample.value.frames };
+}
+
+/**
+ * Waits until every rank is inside its call (`callOf(rank)`, on the main thread). A fixture's
+ * READY line comes just before the call: a rank that has printed it may not have taken in
+ * its messages yet, while a hung job someone looks at has.
+ */
+export async function untilRanksBlocked(
+  ranks: ReadonlyArray<{ readonly rank: number; readonly pid: number }>,
+  callOf: (rank: number) => string,
+  timeoutMs: number,
+): Promise<void> {
+  for (const r of ranks) {
+    const call = callOf(r.rank);
+    await waitFor(
+      async () => {
+        const check = await rankBlockedIn(Pid(r.pid), call);
+        return check.blocked ? done(true) : pending(check.error ?? check.frames.slice(0, 6).join(' < '));
+      },
+      { timeoutMs, what: `rank ${r.rank} (pid ${r.pid}) to block in ${call}` },
+    );
+  }
 }
