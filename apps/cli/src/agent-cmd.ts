@@ -4,14 +4,14 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { isAbsolute } from 'node:path';
-import { parseArgs } from 'node:util';
 import { mqdError } from '@mqd/model';
 import { normaliseHost } from '@mqd/mpir';
-import { dropSecretsFromEnv, isLoopback, startAgent } from '@mqd/server/agent';
+import { isLoopback, startAgent } from '@mqd/server/agent';
 import { DLL_POLICIES, parseDllPolicy, untilSignal } from './cli-common.js';
+import { commandArgs } from './command-args.js';
 import { MpirJobLocator } from './real-locator.js';
 import { CoreRankReader } from './real-reader.js';
-import { secretFromFileOrEnv } from './secret-file.js';
+import { takeSecret } from './secret-file.js';
 import { AGENT_USAGE, type Io } from './usage.js';
 
 export async function agentCommand(
@@ -19,51 +19,22 @@ export async function agentCommand(
   io: Io,
   opts: { untilStopped?: Promise<unknown> } = {},
 ): Promise<number> {
-  let values: {
-    server?: string;
-    token?: string;
-    'token-file'?: string;
-    ca?: string;
-    'allow-insecure-http'?: boolean;
-    host?: string;
-    dll?: string;
-    'dll-policy'?: string;
-    'core-dir'?: string[];
-    help?: boolean;
-  };
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        server: { type: 'string' },
-        token: { type: 'string' },
-        'token-file': { type: 'string' },
-        ca: { type: 'string' },
-        'allow-insecure-http': { type: 'boolean' },
-        host: { type: 'string' },
-        dll: { type: 'string' },
-        'dll-policy': { type: 'string' },
-        'core-dir': { type: 'string', multiple: true },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }));
-  } catch (e) {
-    io.err(`${mqdError('MQD_E_USAGE', (e as Error).message).message}\n${AGENT_USAGE}`);
-    return 2;
-  }
-  if (values.help) {
-    io.out(AGENT_USAGE);
-    return 0;
-  }
-  const r = secretFromFileOrEnv(values['token-file'], 'MQD_AGENT_TOKEN');
+  const values = commandArgs(io, AGENT_USAGE, argv, {
+    server: { type: 'string' },
+    token: { type: 'string' },
+    'token-file': { type: 'string' },
+    ca: { type: 'string' },
+    'allow-insecure-http': { type: 'boolean' },
+    host: { type: 'string' },
+    dll: { type: 'string' },
+    'dll-policy': { type: 'string' },
+    'core-dir': { type: 'string', multiple: true },
+  });
+  if (typeof values === 'number') return values;
   // Read once: from here on no reader, locator or later code of this root agent finds it.
-  dropSecretsFromEnv();
-  if (!r.ok) {
-    io.err(mqdError('MQD_E_USAGE', r.message).message);
-    return 2;
-  }
-  let token = r.value;
+  const r = takeSecret(io, values['token-file'], 'MQD_AGENT_TOKEN');
+  if (typeof r === 'number') return r;
+  let token = r.secret;
   if (values['token-file'] === undefined && values.token !== undefined) {
     io.err(
       'WARNING: --token puts the agent token on the command line, where every user of this node sees it in `ps`; ' +

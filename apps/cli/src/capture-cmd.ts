@@ -4,53 +4,29 @@
 // reaches root's rights: what goes into DIR is made by processes that are the job's owner
 // (capture-owner.ts), the job owner is the starter's for --attach (attach-owner.ts).
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { procCredentials, type SnapshotTarget, Snapshotter } from '@mqd/core';
 import { mqdError } from '@mqd/model';
 import { localHost, parseSlurmJob, slurmRanks } from '@mqd/mpir';
 import { attachAsOwner } from './attach-owner.js';
 import { CaptureOwner, captureDir, createForOwner } from './capture-owner.js';
 import type { Bundled } from './capture-owner-protocol.js';
+import { commandArgs, usageError } from './command-args.js';
 import { type CaptureManifest, MANIFEST_FORMAT, SYSROOT_NAME } from './core-args.js';
 import { parsePidArg } from './pid-arg.js';
 import { CAPTURE_USAGE, type Io } from './usage.js';
 
-function usage(io: Io, detail: string): number {
-  io.err(`${mqdError('MQD_E_USAGE', detail).message}\n${CAPTURE_USAGE}`);
-  return 2;
-}
+const usage = (io: Io, detail: string): number => usageError(io, CAPTURE_USAGE, detail);
 
 export async function captureCommand(argv: string[], io: Io): Promise<number> {
-  let values: {
-    attach?: string;
-    slurm?: string;
-    pid?: string[];
-    out?: string;
-    json?: boolean;
-    bundle?: boolean;
-    help?: boolean;
-  };
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        attach: { type: 'string' },
-        slurm: { type: 'string' },
-        pid: { type: 'string', multiple: true },
-        out: { type: 'string' },
-        json: { type: 'boolean' },
-        bundle: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }));
-  } catch (e) {
-    return usage(io, (e as Error).message);
-  }
-  if (values.help) {
-    io.out(CAPTURE_USAGE);
-    return 0;
-  }
+  const values = commandArgs(io, CAPTURE_USAGE, argv, {
+    attach: { type: 'string' },
+    slurm: { type: 'string' },
+    pid: { type: 'string', multiple: true },
+    out: { type: 'string' },
+    json: { type: 'boolean' },
+    bundle: { type: 'boolean' },
+  });
+  if (typeof values === 'number') return values;
   const pids = values.pid ?? [];
   if ([values.attach !== undefined, values.slurm !== undefined, pids.length > 0].filter(Boolean).length !== 1)
     return usage(io, 'give one of --attach PID, --slurm JOBID or --pid PID...');

@@ -1,8 +1,7 @@
 // `mqd ranks --attach PID [--method auto|mpir|process-tree] [--json]`
 // `mqd ranks --pid PID[:RANK] ... [--json]`
-import { parseArgs } from 'node:util';
 import { procCredentials } from '@mqd/core';
-import { type MqdError, mqdError, ok, type Result } from '@mqd/model';
+import { type MqdError, ok, type Result } from '@mqd/model';
 import {
   attachStarter,
   type JobRanks,
@@ -14,16 +13,14 @@ import {
   ranksFromPids,
   slurmRanks,
 } from '@mqd/mpir';
+import { commandArgs, usageError } from './command-args.js';
 import { locateAsOwner } from './locate-as-owner.js';
 import { parsePidArg } from './pid-arg.js';
 import { type Io, RANKS_USAGE } from './usage.js';
 
 const isMethod = (s: string): s is MethodChoice => (METHOD_CHOICES as readonly string[]).includes(s);
 
-function usage(io: Io, detail: string): number {
-  io.err(`${mqdError('MQD_E_USAGE', detail).message}\n${RANKS_USAGE}`);
-  return 2;
-}
+const usage = (io: Io, detail: string): number => usageError(io, RANKS_USAGE, detail);
 
 /** The human form: one line for the job, one per rank, warnings last. */
 export function formatJobRanks(job: JobRanks): string {
@@ -64,34 +61,14 @@ async function attachForRanks(pid: number, method: MethodChoice): Promise<Result
 }
 
 export async function ranksCommand(argv: string[], io: Io): Promise<number> {
-  let values: {
-    attach?: string;
-    slurm?: string;
-    method?: string;
-    pid?: string[];
-    json?: boolean;
-    help?: boolean;
-  };
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        attach: { type: 'string' },
-        slurm: { type: 'string' },
-        method: { type: 'string' },
-        pid: { type: 'string', multiple: true },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }));
-  } catch (e) {
-    return usage(io, (e as Error).message);
-  }
-  if (values.help) {
-    io.out(RANKS_USAGE);
-    return 0;
-  }
+  const values = commandArgs(io, RANKS_USAGE, argv, {
+    attach: { type: 'string' },
+    slurm: { type: 'string' },
+    method: { type: 'string' },
+    pid: { type: 'string', multiple: true },
+    json: { type: 'boolean' },
+  });
+  if (typeof values === 'number') return values;
   const pids = values.pid ?? [];
   if ([values.attach !== undefined, values.slurm !== undefined, pids.length > 0].filter(Boolean).length !== 1)
     return usage(io, 'give one of --attach PID, --slurm JOBID or --pid PID...');

@@ -1,41 +1,24 @@
 // `mqd run [--snapshot] [--json] [--timeout SECONDS] -- STARTER [ARGS...]`
 
 import { constants } from 'node:os';
-import { parseArgs } from 'node:util';
 import { formatSnapshot, type SnapshotResult, Snapshotter } from '@mqd/core';
-import { mqdError } from '@mqd/model';
 import { type JobRanks, launchUnderTool, localHost, localTargets } from '@mqd/mpir';
+import { commandArgs, usageError } from './command-args.js';
 import { formatJobRanks } from './ranks-cmd.js';
 import { type Io, RUN_USAGE } from './usage.js';
 
-function usage(io: Io, detail: string): number {
-  io.err(`${mqdError('MQD_E_USAGE', detail).message}\n${RUN_USAGE}`);
-  return 2;
-}
+const usage = (io: Io, detail: string): number => usageError(io, RUN_USAGE, detail);
 
 export async function runCommand(argv: string[], io: Io): Promise<number> {
   const dash = argv.indexOf('--');
   const own = dash >= 0 ? argv.slice(0, dash) : argv;
   const command = dash >= 0 ? argv.slice(dash + 1) : [];
-  let values: { snapshot?: boolean; json?: boolean; timeout?: string; help?: boolean };
-  try {
-    ({ values } = parseArgs({
-      args: own,
-      options: {
-        snapshot: { type: 'boolean' },
-        json: { type: 'boolean' },
-        timeout: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }));
-  } catch (e) {
-    return usage(io, (e as Error).message);
-  }
-  if (values.help) {
-    io.out(RUN_USAGE);
-    return 0;
-  }
+  const values = commandArgs(io, RUN_USAGE, own, {
+    snapshot: { type: 'boolean' },
+    json: { type: 'boolean' },
+    timeout: { type: 'string' },
+  });
+  if (typeof values === 'number') return values;
   if (command.length === 0) return usage(io, 'give the starter command after --');
   let timeoutMs = 60_000;
   if (values.timeout !== undefined) {

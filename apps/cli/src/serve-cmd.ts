@@ -5,13 +5,13 @@
 
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { mqdError } from '@mqd/model';
 import { normaliseHost } from '@mqd/mpir';
 import { configHelp, dropSecretsFromEnv, hostAgentToken, loadConfig } from '@mqd/server';
 import { DLL_POLICIES, parseDllPolicy, untilSignal } from './cli-common.js';
+import { commandArgs } from './command-args.js';
 import { serveWithLocalAgent } from './local-serve.js';
-import { secretFromFileOrEnv } from './secret-file.js';
+import { takeSecret } from './secret-file.js';
 import { AGENT_USAGE, type Io, SERVE_USAGE_HEAD } from './usage.js';
 
 /** `mqd serve --help`: the command, then every aggregator setting with its variable. */
@@ -19,32 +19,14 @@ export const serveUsage = (): string =>
   `${SERVE_USAGE_HEAD.replace(/ mqd serve --help$/, '')}\n${configHelp()}`;
 
 export async function agentTokenCommand(argv: string[], io: Io): Promise<number> {
-  let values: { host?: string; 'secret-file'?: string; help?: boolean };
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        host: { type: 'string' },
-        'secret-file': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }));
-  } catch (e) {
-    io.err(`${mqdError('MQD_E_USAGE', (e as Error).message).message}\n${AGENT_USAGE}`);
-    return 2;
-  }
-  if (values.help) {
-    io.out(AGENT_USAGE);
-    return 0;
-  }
-  const r = secretFromFileOrEnv(values['secret-file'], 'MQD_AGENT_SECRET');
-  dropSecretsFromEnv();
-  if (!r.ok) {
-    io.err(mqdError('MQD_E_USAGE', r.message).message);
-    return 2;
-  }
-  const secret = r.value;
+  const values = commandArgs(io, AGENT_USAGE, argv, {
+    host: { type: 'string' },
+    'secret-file': { type: 'string' },
+  });
+  if (typeof values === 'number') return values;
+  const r = takeSecret(io, values['secret-file'], 'MQD_AGENT_SECRET');
+  if (typeof r === 'number') return r;
+  const secret = r.secret;
   if (!values.host || !secret) {
     io.err(
       `${mqdError('MQD_E_USAGE', 'give --host NAME and the secret (--secret-file or MQD_AGENT_SECRET)').message}`,
