@@ -1,9 +1,11 @@
 // The Stacks view in Debian's chromium against the real aggregator. First on a job with stacks
 // generated in the page (the demo source, served by the real server): the tree, search,
 // selection, the jump to the matrix filtered to the selected ranks and to the rank detail with
-// its threads, and the collective-mismatch diagnosis. Then on real hung jobs (both MPIs): the
-// collective_mismatch fixture's stacks must show ranks 0-2 in MPI_Barrier and rank 3 in
-// MPI_Recv. Screenshots go to e2e/artifacts/. Every wait is on a condition.
+// its threads, and the collective-mismatch diagnosis; the tree from the keyboard (WAI-ARIA tree
+// pattern); the MPI runtime's threads hidden with their count. Then on real hung jobs (both
+// MPIs): the collective_mismatch fixture's stacks must show ranks 0-2 in MPI_Barrier and rank 3
+// in MPI_Recv; wrong_tag's two stacks with main's two lines (by function: one). Screenshots go
+// to e2e/artifacts/. Every wait is on a condition.
 import type { Served } from '@mqd/server';
 import { MPI_NAMES } from '@mqd/testkit';
 import type { Page } from 'playwright-core';
@@ -17,14 +19,19 @@ async function serve(): Promise<Served> {
   return (await rig.serveLocal()).served;
 }
 
-/** The node of an MPI function: the tree shows frames as they are, and the libraries' public
- * entry is often the profiling name (PMPI_Barrier in Open MPI 4.1 and MPICH 4.0). */
+/** The row of an MPI function: the tree shows frames as they are, and the libraries' public
+ * entry is often the profiling name (PMPI_Barrier in Open MPI 4.1 and MPICH 4.0), or MPICH 4.2's
+ * binding frame (internal_Barrier). */
 function node(page: Page, fn: string) {
-  const names = fn.startsWith('MPI_') ? [fn, `P${fn}`] : [fn];
+  const names = fn.startsWith('MPI_') ? [fn, `P${fn}`, fn.replace(/^MPI_/, 'internal_')] : [fn];
   return page
     .locator(names.map((n) => `[data-testid="stack-node"][data-function="${n}"]`).join(', '))
     .first();
 }
+
+/** The data-function of the focused element (a tree row). */
+const focused = (page: Page) =>
+  page.evaluate(() => (document.activeElement as HTMLElement | null)?.dataset['function'] ?? null);
 
 describe('Stacks view', () => {
   it('a job with stacks: tree, search, selection, matrix of the selection, rank threads, diagnosis', async () => {
@@ -37,7 +44,18 @@ describe('Stacks view', () => {
     await idle(page);
     await expect.poll(() => node(page, 'MPI_Barrier').getAttribute('data-ranks')).toBe('0-62');
     expect(await node(page, 'MPI_Allreduce').getAttribute('data-ranks')).toBe('63');
-    expect(await node(page, 'main').getAttribute('data-count')).toBe('64');
+    // The straight chain _start › … › main › run_simulation › timestep_loop is one row of 64 ranks.
+    const root = page.getByTestId('stack-node').first();
+    expect(await root.getAttribute('data-count')).toBe('64');
+    expect(await root.getAttribute('data-chain')).toBe('6');
+    expect(await root.getAttribute('data-function')).toBe('timestep_loop');
+    expect(await root.getAttribute('data-place')).toBe('step.c:105');
+    // The MPI calls are folded: their library frames are not rows until opened.
+    expect(await node(page, 'MPI_Barrier').getAttribute('aria-expanded')).toBe('false');
+    expect(await page.locator('[data-testid="stack-node"][data-kind="mpi-inside"]').count()).toBe(0);
+    expect(await page.getByTestId('stacks-summary').textContent()).toContain(
+      '64 ranks, 2 distinct stacks (by line)',
+    );
     const diagnosis = page.getByTestId('diagnosis');
     await expect.poll(async () => (await diagnosis.textContent()) ?? '').toMatch(/collective/i);
     await diagnosis.locator('summary').click();
@@ -58,7 +76,7 @@ describe('Stacks view', () => {
     await screenshot(page, 'stacks-demo-search');
 
     // Selecting a node selects its ranks; the matrix opens filtered to them.
-    await node(page, 'MPI_Allreduce').locator('button.frame').click();
+    await node(page, 'MPI_Allreduce').click();
     await idle(page);
     const selected = page.getByTestId('stack-selected');
     expect(await selected.getAttribute('data-ranks')).toBe('63');
@@ -79,6 +97,76 @@ describe('Stacks view', () => {
     expect(await page.getByTestId('rank-mpi-call').textContent()).toContain('MPI_Allreduce');
     expect(await page.getByTestId('rank-thread').first().textContent()).toContain('MPI_Allreduce');
     await screenshot(page, 'stacks-demo-rank');
+    expect(errors).toEqual([]);
+  });
+
+  it('the tree from the keyboard: one tab stop, arrows move, Right/Left open and fold, Enter selects', async () => {
+    const s = await serve();
+    const base = new URL(s.loginUrl);
+    const { page, errors } = await rig.openPage(
+      `${base.origin}/?demo=64&scenario=stacks-mismatch&view=stacks`,
+    );
+    await page.getByTestId('stacks-tree').waitFor();
+    await idle(page);
+    // Exactly one row is in the tab order; Tab from the search box lands on the tree.
+    expect(await page.locator('[role="treeitem"][tabindex="0"]').count()).toBe(1);
+    await page.getByRole('treeitem').first().focus();
+    expect(await focused(page)).toBe('timestep_loop');
+    expect(await page.getByRole('treeitem').first().getAttribute('aria-level')).toBe('1');
+    await page.keyboard.press('ArrowDown');
+    expect(await focused(page)).toBe('sync_all');
+    await page.keyboard.press('ArrowDown');
+    expect(await focused(page)).toBe('MPI_Barrier');
+    const barrier = node(page, 'MPI_Barrier');
+    expect(await barrier.getAttribute('aria-level')).toBe('3');
+    expect(await barrier.getAttribute('tabindex')).toBe('0');
+    // Right opens the folded MPI call, Right again enters it, Left goes back up, Left folds.
+    await page.keyboard.press('ArrowRight');
+    await idle(page);
+    expect(await barrier.getAttribute('aria-expanded')).toBe('true');
+    await page.keyboard.press('ArrowRight');
+    expect(await page.evaluate(() => document.activeElement?.getAttribute('data-kind'))).toBe('mpi-inside');
+    await page.keyboard.press('ArrowLeft');
+    expect(await focused(page)).toBe('MPI_Barrier');
+    await page.keyboard.press('ArrowLeft');
+    await idle(page);
+    expect(await barrier.getAttribute('aria-expanded')).toBe('false');
+    // End and Home; Enter selects the focused row's ranks.
+    await page.keyboard.press('End');
+    expect(await focused(page)).toBe('MPI_Allreduce');
+    await page.keyboard.press('Enter');
+    await idle(page);
+    expect(await page.getByTestId('stack-selected').getAttribute('data-ranks')).toBe('63');
+    expect(new URL(page.url()).searchParams.get('ranks')).toBe('63');
+    await page.keyboard.press('Home');
+    expect(await focused(page)).toBe('timestep_loop');
+    // The arrows never switched the view (the App's own keys are letters).
+    expect(new URL(page.url()).searchParams.get('view')).toBe('stacks');
+    await screenshot(page, 'stacks-demo-keyboard');
+    expect(errors).toEqual([]);
+  });
+
+  it("all threads: the MPI runtime's progress threads hidden, counted, shown on request", async () => {
+    const s = await serve();
+    const base = new URL(s.loginUrl);
+    const { page, errors } = await rig.openPage(`${base.origin}/?demo=64&scenario=stacks&view=stacks`);
+    await page.getByTestId('stacks-tree').waitFor();
+    await idle(page);
+    await page.getByRole('button', { name: 'All threads' }).click();
+    await idle(page);
+    const note = page.getByTestId('stacks-runtime-threads');
+    expect(await note.getAttribute('data-count')).toBe('8');
+    expect(await note.getAttribute('data-hidden')).toBe('true');
+    expect(await note.textContent()).toContain('8 MPI runtime threads hidden');
+    expect(await page.locator('[data-testid="stack-node"][data-function="poll"]').count()).toBe(0);
+    // Rank and thread counts per row.
+    expect(await page.getByTestId('stack-node').first().getAttribute('data-threads')).toBe('64');
+    await screenshot(page, 'stacks-demo-runtime-hidden');
+    await note.getByRole('button', { name: 'Show them' }).click();
+    await idle(page);
+    expect(new URL(page.url()).searchParams.get('srt')).toBe('1');
+    expect(await note.getAttribute('data-hidden')).toBe('false');
+    expect(await page.locator('[data-testid="stack-node"][data-function="poll"]').count()).toBe(1);
     expect(errors).toEqual([]);
   });
 
@@ -114,6 +202,56 @@ describe.each(MPI_NAMES)('%s collective_mismatch job in the Stacks view', (mpi) 
     await page.getByTestId('rank-threads').waitFor();
     await idle(page);
     await screenshot(page, `${mpi}-collective-mismatch-rank`);
+    expect(errors).toEqual([]);
+  });
+});
+
+describe.each(MPI_NAMES)('%s wrong_tag job in the Stacks view', (mpi) => {
+  it("shows two stacks with main's two lines; by function one", async () => {
+    const job = await rig.launch({ mpi, fixture: 'wrong_tag', np: 4 });
+    const s = await serve();
+    const { page, errors } = await rig.openPage(s.loginUrl);
+    await attach(page, { starterPid: job.starterPid }, `${mpi}-wrong-tag`);
+    await takeSnapshot(page);
+    await page.keyboard.press('s');
+    await page.getByTestId('stacks-tree').waitFor();
+    await idle(page);
+    await screenshot(page, `${mpi}-wrong-tag-stacks`);
+    const summary = page.getByTestId('stacks-summary');
+    expect(await summary.textContent()).toContain('4 ranks, 2 distinct stacks (by line)');
+    const mains = page.locator('[data-testid="stack-node"][data-function="main"]');
+    expect(
+      await mains.evaluateAll((els) =>
+        els.map((e) => [e.getAttribute('data-place'), e.getAttribute('data-ranks')]),
+      ),
+    ).toEqual([
+      ['wrong_tag.c:47', '1-3'],
+      ['wrong_tag.c:36', '0'],
+    ]);
+    // What a person reads: the line beside the function, and each receive under its line.
+    expect(await mains.first().textContent()).toContain('wrong_tag.c:47');
+    expect(await node(page, 'MPI_Recv').getAttribute('aria-level')).toBe(
+      String(Number(await mains.first().getAttribute('aria-level')) + 1),
+    );
+    const stacks = page.getByTestId('stack-classes');
+    expect(await stacks.textContent()).toContain('main at wrong_tag.c:36');
+    expect(await page.getByTestId('stack-outliers').textContent()).toContain('0');
+    // Merged by function: one stack, main for all four ranks.
+    await page.getByTestId('stacks-by').getByRole('button', { name: 'By function' }).click();
+    await idle(page);
+    expect(new URL(page.url()).searchParams.get('sby')).toBe('function');
+    expect(await summary.textContent()).toContain('4 ranks, 1 distinct stack (by function)');
+    expect(await mains.evaluateAll((els) => els.map((e) => e.getAttribute('data-ranks')))).toEqual(['0-3']);
+    // All threads: whatever threads the runtime runs for itself are hidden and counted, not shown.
+    await page.getByRole('button', { name: 'All threads' }).click();
+    await idle(page);
+    const note = page.getByTestId('stacks-runtime-threads');
+    if ((await note.count()) > 0) {
+      expect(await note.getAttribute('data-hidden')).toBe('true');
+      expect(Number(await note.getAttribute('data-count'))).toBeGreaterThan(0);
+    }
+    expect(await summary.textContent()).toMatch(/^4 ranks, 4 threads, /);
+    await screenshot(page, `${mpi}-wrong-tag-stacks-all-threads`);
     expect(errors).toEqual([]);
   });
 });
