@@ -14,6 +14,9 @@ import { attach, e2eRig } from './rig.js';
 
 const rig = e2eRig({ adminToken: 'admin-token-for-the-e2e-tests-0123456789' });
 
+/** Waits on a machine whose cores other test runs share (load 20+ on 2 cores happens). */
+const SLOW = 120_000;
+
 const VIEWS = ['jobs', 'matrix', 'timeline', 'order', 'rank', 'stacks', 'fleet'] as const;
 /** The element each view shows once it is drawn. */
 const READY: Record<(typeof VIEWS)[number], string> = {
@@ -35,7 +38,7 @@ async function takeSnapshot(page: Page): Promise<void> {
   await page.getByTestId('matrix-canvas').or(page.getByTestId('error')).first().waitFor({ timeout: 180_000 });
   const error = page.getByTestId('error');
   if (await error.isVisible()) throw new Error(`snapshot failed: ${await error.first().innerText()}`);
-  await idle(page, 120_000);
+  await idle(page, SLOW);
 }
 
 interface Found {
@@ -66,7 +69,7 @@ describe('accessibility', () => {
     await takeSnapshot(page);
     // A second snapshot, so the jobs view has a history and the timeline two points.
     await page.keyboard.press('j');
-    await idle(page);
+    await idle(page, SLOW);
     await takeSnapshot(page);
 
     const base = new URL(page.url());
@@ -76,9 +79,9 @@ describe('accessibility', () => {
       u.searchParams.set('view', view);
       if (view === 'order' || view === 'rank') u.searchParams.set('rank', '0');
       await page.goto(u.toString());
-      await idle(page);
-      await page.getByTestId(READY[view]).first().waitFor();
-      await idle(page);
+      await idle(page, SLOW);
+      await page.getByTestId(READY[view]).first().waitFor({ timeout: SLOW });
+      await idle(page, SLOW);
       await screenshot(page, `after-${view}`);
       found.push(...(await audit(page, view)));
     }
@@ -87,7 +90,7 @@ describe('accessibility', () => {
     const u = new URL(base);
     u.searchParams.set('view', 'jobs');
     await page.goto(u.toString());
-    await idle(page);
+    await idle(page, SLOW);
     const row = page.getByTestId('job-row').first();
     expect(await row.getByTestId('job-program').innerText()).toBe('wrong_tag');
     expect(await row.getByTestId('job-verdict').getAttribute('data-verdict')).toBe('deadlock');
@@ -96,7 +99,7 @@ describe('accessibility', () => {
     // The matrix from the keyboard: focus, move right, Enter selects that cell.
     u.searchParams.set('view', 'matrix');
     await page.goto(u.toString());
-    await idle(page);
+    await idle(page, SLOW);
     // One MPI_COMM_SELF entry at most, however many ranks have one.
     const self = await page
       .getByLabel('Communicator')
@@ -106,15 +109,15 @@ describe('accessibility', () => {
     const canvas = page.getByTestId('matrix-canvas');
     await canvas.focus();
     await page.keyboard.press('ArrowRight');
-    await idle(page);
+    await idle(page, SLOW);
     const status = page.getByTestId('matrix-focus');
     expect(await status.innerText()).toContain('sender 0 → receiver 1');
     await page.keyboard.press('ArrowDown');
     await page.keyboard.press('ArrowLeft');
-    await idle(page);
+    await idle(page, SLOW);
     expect(await status.innerText()).toContain('sender 1 → receiver 0');
     await page.keyboard.press('Enter');
-    await idle(page);
+    await idle(page, SLOW);
     expect(new URL(page.url()).searchParams.get('cell')).toBe('1,0,1');
     // Rank 1 posted a receive from rank 0 (tag 1): the cell lists it.
     await expect.poll(() => page.getByTestId('cell-op-row').count()).toBeGreaterThan(0);
@@ -125,5 +128,5 @@ describe('accessibility', () => {
     expect(
       serious.map((f) => `${f.view}: ${f.id} (${f.impact}) ${f.help} at ${f.targets.join(', ')}`),
     ).toEqual([]);
-  });
+  }, 900_000); // seven views, two snapshots and axe on each, on a machine that may be shared
 });
