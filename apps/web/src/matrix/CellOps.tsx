@@ -1,10 +1,10 @@
 // The operations behind one matrix cell (or block, or strip segment): a linear scan of the
 // edge table, capped, each row linking to the matching order of the rank that holds it.
-import { notReadNote, snapshotReadStatus } from '@mqd/model';
+import { notReadNote, peerGlobalRank, QUEUE_LABEL, snapshotReadStatus } from '@mqd/model';
 import { useMemo } from 'react';
 import type { LoadedSnapshot } from '../data.js';
-import { formatCount, formatOpSize, formatPeer, formatTag } from '../format.js';
-import { commLabel, QUEUE_LABEL, resolveGlobalPeer } from '../snapshot-index.js';
+import { commLabel, formatCount, formatOpSize, formatPeer, formatTag } from '../format.js';
+
 import { KindSwatch } from '../ui.js';
 import type { SetUrl } from '../view-types.js';
 import {
@@ -99,7 +99,7 @@ export function CellOps({
               const kind = KIND_OF_INDEX[edges.kind[i] ?? 0] ?? 'sends';
               const op = comm?.[kind]?.[edges.opPos[i] ?? 0];
               if (!rank || !comm || !op) return null;
-              const peer = resolveGlobalPeer(op, comm, rank.rank, n);
+              const peer = peerGlobalRank(op.peer, comm, rank.rank, n);
               return (
                 <tr
                   key={i}

@@ -26,7 +26,7 @@ import {
 } from 'react';
 import { useElementSize } from '../hooks.js';
 import { beginBusy } from '../idle.js';
-import { indexRanks } from '../snapshot-index.js';
+import { contextOf } from '../snapshot-context.js';
 import type { ViewProps } from '../view-types.js';
 import { moveCell } from './cell-nav.js';
 import { type CellTextContext, cellLines } from './cell-text.js';
@@ -103,7 +103,7 @@ export function MatrixCanvas({
   const unknownLabelRef = useRef<SVGTextElement | null>(null);
   const oddMarksRef = useRef<SVGPathElement | null>(null);
   const outlierMarksRef = useRef<SVGPathElement | null>(null);
-  const rankIndex = useMemo(() => indexRanks(snapshot), [snapshot]);
+  const rankIndex = contextOf(snapshot).index;
   const zoomRef = useRef<ZoomBehavior<HTMLCanvasElement, unknown> | null>(null);
   const urlRef = useRef(url);
   urlRef.current = url;

@@ -1,8 +1,7 @@
 // The matrix's legend: one entry per mark the canvas and its axes draw, with the counts that
 // say what is and is not drawn ("3 of 8 deadlock cycles outlined").
-import { type CycleMarks, compressRanks, QUEUE_KINDS, ranksPhrase } from '@mqd/model';
+import { type CycleMarks, compressRanks, QUEUE_KINDS, QUEUE_LABEL, ranksPhrase } from '@mqd/model';
 import { formatCount, plural } from '../format.js';
-import { QUEUE_LABEL } from '../snapshot-index.js';
 import { KindSwatch } from '../ui.js';
 import { KIND_COLOR, ODD_CSS, OUTLIER_CSS } from './palette.js';
 import type { RankNotes } from './rank-notes.js';

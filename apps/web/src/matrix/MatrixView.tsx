@@ -1,14 +1,21 @@
 // The message matrix view: filters on the left, the canvas (MatrixCanvas.tsx) with its legend in
 // the middle, the operations of the selected cell on the right. The aggregation runs in a worker
 // (pyramid-client.ts); this file wires the filters, the model's marks and the panels.
-import { cycleMarks, notReadNote, QUEUE_KINDS, rankMarks, ranksPhrase, snapshotReadStatus } from '@mqd/model';
+import {
+  cycleMarks,
+  notReadNote,
+  QUEUE_KINDS,
+  QUEUE_LABEL,
+  rankMarks,
+  ranksPhrase,
+  snapshotReadStatus,
+} from '@mqd/model';
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { edgesOf } from '../data.js';
 import { useExplanation } from '../explanation.js';
 import { formatCount, plural, sizeUnitsLabel } from '../format.js';
 import { useBusyWhile } from '../hooks.js';
 import { beginBusy } from '../idle.js';
-import { QUEUE_LABEL } from '../snapshot-index.js';
 import { KindSwatch, Progress } from '../ui.js';
 import type { ViewProps } from '../view-types.js';
 import { CellOps } from './CellOps.js';

@@ -1,6 +1,15 @@
 // Fills the matrix's edge table (see edges.ts) from a snapshot: one walk over every queue.
-import { type Communicator, compressRanks, type JobSnapshot, type Operation, opLengthUnit } from '@mqd/model';
-import { commKey, commLabel, indexRanks, resolveGlobalPeer } from '../snapshot-index.js';
+import {
+  type Communicator,
+  commKey,
+  compressRanks,
+  type JobSnapshot,
+  type Operation,
+  opLengthUnit,
+  peerGlobalRank,
+  worldSizeOf,
+} from '@mqd/model';
+import { commLabel } from '../format.js';
 import {
   ANY_PEER,
   type CommSummary,
@@ -43,9 +52,9 @@ export function buildEdges(snapshot: JobSnapshot): EdgeTable {
   const opPos = new Uint32Array(n);
   const commIndex = new Map<string, number>();
   const accs: CommAcc[] = [];
-  const { worldSize } = indexRanks(snapshot);
+  const worldSize = worldSizeOf(snapshot);
   const peer = (op: Operation, c: Communicator, self: number) =>
-    resolveGlobalPeer(op, c, self, worldSize) ?? ANY_PEER;
+    peerGlobalRank(op.peer, c, self, worldSize) ?? ANY_PEER;
 
   const kindUnit: KindUnit[] = Array.from({ length: KIND_COUNT }, () => null);
   let e = 0;

@@ -1,8 +1,19 @@
 // What one matrix cell holds, in lines of text: the pointer's tooltip and the keyboard focus's
 // announcement say the same thing (ranks, counts and sizes per queue, ranks not read, marks).
-import { type JobSnapshot, notReadReason, QUEUE_KINDS, type QueueKind, rankNotReadText } from '@mqd/model';
+import {
+  type JobSnapshot,
+  notReadReason,
+  QUEUE_KINDS,
+  QUEUE_LABEL,
+  type QueueKind,
+  rankNotReadText,
+  type SnapshotIndex,
+} from '@mqd/model';
 import { formatCount, formatKindSize } from '../format.js';
-import { QUEUE_LABEL, type RankIndex } from '../snapshot-index.js';
+
+/** Where a world rank sits in the snapshot, and the world's size (the model's SnapshotIndex). */
+type RankIndex = Pick<SnapshotIndex, 'worldSize' | 'positionOf'>;
+
 import { ANY_PEER, KIND_INDEX, type KindUnit } from './edges.js';
 import { blockValues } from './pyramid.js';
 import type { RankNotes } from './rank-notes.js';

@@ -3,21 +3,20 @@
 // the aggregation worker without a structured clone of the snapshot, and scanned linearly for
 // the operations of a clicked cell. This file has no runtime dependency on @mqd/model, so the
 // worker bundle stays small; build-edges.ts fills the table from a snapshot.
-import type { LengthUnit, QueueKind } from '@mqd/model';
+import type { QueueKind } from '@mqd/model';
 
-export const KIND_SENDS = 0;
-export const KIND_RECEIVES = 1;
-export const KIND_UNEXPECTED = 2;
-export const KIND_COUNT = 3;
-export const KIND_INDEX: Record<QueueKind, number> = {
-  sends: KIND_SENDS,
-  receives: KIND_RECEIVES,
-  unexpected: KIND_UNEXPECTED,
-};
-export const KIND_OF_INDEX: readonly QueueKind[] = ['sends', 'receives', 'unexpected'];
+// The kind codes and ANY_PEER are the leaf ../matrix-types.ts's (shared code imports them there).
+export {
+  ANY_PEER,
+  KIND_COUNT,
+  KIND_INDEX,
+  KIND_OF_INDEX,
+  KIND_RECEIVES,
+  KIND_SENDS,
+  KIND_UNEXPECTED,
+} from '../matrix-types.js';
 
-/** Sender or receiver index of an operation whose peer is MPI_ANY_SOURCE or unknown. */
-export const ANY_PEER = -1;
+import { ANY_PEER, KIND_INDEX } from '../matrix-types.js';
 
 /** The columns the aggregation needs (what goes to the worker). */
 export interface EdgeColumns {
@@ -73,7 +72,9 @@ export function matrixCommKey(key: string): string {
  * operations count in different units (an MPMD job of MPICH ch3 and ch4 ranks), null when the
  * kind has no operation. MPICH ch4's unexpected messages count bytes, all else elements.
  */
-export type KindUnit = LengthUnit | 'mixed' | null;
+export type { KindUnit } from '../matrix-types.js';
+
+import type { KindUnit } from '../matrix-types.js';
 
 export interface EdgeTable extends EdgeColumns {
   /** Per kind (KIND_SENDS...), the unit its `size` values are in. */
@@ -143,12 +144,9 @@ export function edgePasses(t: EdgeColumns, f: CompiledFilter, i: number): boolea
   return true;
 }
 
-/** A rectangle of the matrix: rows [row, row+size) x cols [col, col+size); ANY_PEER = the wildcard strip. */
-export interface CellRange {
-  readonly row: number;
-  readonly col: number;
-  readonly size: number;
-}
+export type { CellRange } from '../matrix-types.js';
+
+import type { CellRange } from '../matrix-types.js';
 
 function inRange(v: number, start: number, size: number): boolean {
   return start === ANY_PEER ? v === ANY_PEER : v >= start && v < start + size;

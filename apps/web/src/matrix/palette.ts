@@ -3,7 +3,9 @@
 import type { QueueKind } from '@mqd/model';
 import { KIND_COUNT } from './edges.js';
 
-export type ValueMode = 'count' | 'bytes';
+export type { ValueMode } from '../matrix-types.js';
+
+import type { ValueMode } from '../matrix-types.js';
 
 export const KIND_HEX = ['#d98c00', '#0072b2', '#c4458f'] as const;
 /** Colour of a queue kind, for legends and charts. */

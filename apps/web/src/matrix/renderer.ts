@@ -22,11 +22,9 @@ export const STRIP_GAP = 6;
 /** Levels at most this many blocks wide are drawn from a cached bitmap. */
 const BITMAP_MAX_DIM = 2048;
 
-export interface ZoomState {
-  readonly k: number;
-  readonly x: number;
-  readonly y: number;
-}
+export type { ZoomState } from '../matrix-types.js';
+
+import type { ZoomState } from '../matrix-types.js';
 
 /** Outline of a deadlock cycle's cells. */
 export const CYCLE_CSS = '#dc2626';
