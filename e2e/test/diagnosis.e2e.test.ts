@@ -13,10 +13,11 @@ import { attach, e2eRig, takeSnapshot } from './rig.js';
 
 const rig = e2eRig({ adminToken: 'admin-token-for-the-e2e-diagnosis-tests-0123456789' });
 
+const SOURCE = readFileSync(join(FIXTURES_DIR, 'wrong_tag.c'), 'utf8').split('\n');
+
 /** 1-based line of the first source line of wrong_tag.c that matches. */
 function sourceLine(re: RegExp): number {
-  const lines = readFileSync(join(FIXTURES_DIR, 'wrong_tag.c'), 'utf8').split('\n');
-  const i = lines.findIndex((l) => re.test(l));
+  const i = SOURCE.findIndex((l) => re.test(l));
   if (i < 0) throw new Error(`wrong_tag.c has no line matching ${re}`);
   return i + 1;
 }
@@ -65,6 +66,14 @@ describe.each(MPI_NAMES)('%s wrong_tag: the diagnosis first', (mpi) => {
     const row0 = await openRankFromCycle(page, 0);
     expect(row0).toMatch(/\bmain\b/);
     expect(row0).toContain(`wrong_tag.c:${LINE_99}`);
+    // The detail leads with rank 0's sentence and the source around its line, read by the
+    // reader as the job's owner (issue 28 item 6): the line's own text, highlighted.
+    expect((await page.getByTestId('rank-sentence').innerText()).trim()).toBe(
+      `Rank 0 waits in MPI_Recv for a message from rank 1, tag 99, on MPI_COMM_WORLD, at wrong_tag.c:${LINE_99} in main`,
+    );
+    const current = page.getByTestId('rank-source').getByTestId('rank-source-line');
+    expect(await current.getAttribute('data-line')).toBe(String(LINE_99));
+    expect(await current.innerText()).toContain(SOURCE[LINE_99 - 1]?.trim() ?? '?');
     await screenshot(page, `${mpi}-wrong-tag-rank0-frame`);
 
     // Back to the diagnosis, then rank 1: the receive of tag 1.
@@ -72,6 +81,9 @@ describe.each(MPI_NAMES)('%s wrong_tag: the diagnosis first', (mpi) => {
     await cycle.waitFor();
     const row1 = await openRankFromCycle(page, 1);
     expect(row1).toContain(`wrong_tag.c:${LINE_1}`);
+    expect(await page.getByTestId('rank-source-line').innerText()).toContain(
+      SOURCE[LINE_1 - 1]?.trim() ?? '?',
+    );
 
     // The group's source line is a link too: rank 1's frame (ranks 2 and 3 wait at the same line).
     await page.goBack();
