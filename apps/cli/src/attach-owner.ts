@@ -7,16 +7,14 @@
 import { procCredentials, type SnapshotTarget } from '@mqd/core';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import { attachStarter, type JobRanks, localHost, localRanks } from '@mqd/mpir';
-import { locateAsOwner } from './locate-as-owner.js';
+import { locateAsOwner, type OwnersJob } from './locate-as-owner.js';
 
-export interface AttachedJob {
-  readonly job: JobRanks;
+export interface AttachedJob extends OwnersJob {
   /** The ranks on this host; those the owner child saw carry their start time. */
   readonly targets: readonly SnapshotTarget[];
   /** The starter's real uid and gid: the job owner. */
   readonly ownerUid: number;
   readonly ownerGid: number;
-  readonly warnings: readonly string[];
 }
 
 export async function attachAsOwner(starterPid: number): Promise<Result<AttachedJob, MqdError>> {

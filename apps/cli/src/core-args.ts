@@ -6,7 +6,7 @@ import { isAbsolute, join } from 'node:path';
 import { type CoreSnapshotTarget, readRegularFile } from '@mqd/core';
 import { type MqdError, mqdError } from '@mqd/model';
 
-/** The manifest `mqd capture` writes next to the cores (capture.ts). */
+/** The manifest `mqd capture` writes next to the cores (capture-cmd.ts builds it, capture-owner.ts writes it as the owner). */
 export const MANIFEST_NAME = 'manifest.json';
 export const MANIFEST_FORMAT = 'mqd-capture/1';
 /** Where `mqd capture --bundle` copies the job's files, inside the capture directory. */

@@ -15,13 +15,18 @@ export interface OwnedRank extends RankEntry {
   readonly startTime?: string;
 }
 
-export interface OwnedJob {
+/** A job found on behalf of its starter's owner, and what the caller should be warned about. */
+export interface OwnersJob {
   readonly job: JobRanks;
+  /** Local ranks of another uid that were dropped, ranks on other hosts, ... */
+  readonly warnings: readonly string[];
+}
+
+export interface OwnedJob extends OwnersJob {
   /** The ranks that may be read as the starter's owner (local ones carry their start time). */
   readonly ranks: readonly OwnedRank[];
   readonly uid: number;
   readonly starterStartTime: string;
-  readonly warnings: readonly string[];
   /** Who the locate child was (tests check the uid switch). */
   readonly credentials: ReaderCredentials;
 }
