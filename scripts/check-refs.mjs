@@ -2,6 +2,9 @@
 // Comments and docs cite files that exist. Finds repository paths named in source comments and
 // in Markdown (`packages/x/src/y.ts`, `docs/z.md`, `fixtures/mpi/README.md`, ...) and fails
 // on any that is not in the checkout, so a renamed or deleted file cannot leave a false pointer.
+// In source files (ts, tsx, mjs, js, c, h, sh) a comment that names a file by a shorter path
+// (`mqs/shim.ts`) or by its name alone (`core-args.ts`, `agent.js` for agent.ts) must name a
+// file that exists somewhere in the checkout too, unless it is another project's (EXTERNAL).
 // Paths outside the repository (../shared/...) may not be cited: copy the fact instead.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
@@ -25,6 +28,54 @@ function* walk(dir) {
 }
 
 const files = [...TOP.flatMap((t) => (existsSync(join(root, t)) ? [...walk(join(root, t))] : []))];
+
+// Every file of the checkout (any extension), for names cited without their folder.
+function* walkAll(dir) {
+  for (const e of readdirSync(dir)) {
+    if (SKIP.has(e) || e === '.git') continue;
+    const p = join(dir, e);
+    if (statSync(p).isDirectory()) yield* walkAll(p);
+    else yield relative(root, p);
+  }
+}
+const allPaths = [...walkAll(root)];
+const allNames = new Set(allPaths.map((p) => p.slice(p.lastIndexOf('/') + 1)));
+// A file a comment names without a top-level folder (`foo/bar.ts`, `bar-baz.ts`, `bar.js` for
+// bar.ts as ESM imports spell it), in a source file. URLs, absolute paths (/proc/...), <headers>,
+// npm package paths (@scope/x, node_modules) and build output are not the repository's files.
+const NAME_RE =
+  /(?<![\w./@<:-])((?:[\w.-]+\/)*[A-Za-z_][\w-]*(?:\.[\w-]+)*\.(?:ts|tsx|mjs|js|sh|c|h))(?![\w/-]|\.\w)/g;
+const SOURCE = /\.(ts|tsx|mjs|js|c|cpp|h|sh)$/;
+// Files of other projects that comments here name on purpose (where a fact comes from): never
+// one of this checkout, so not checked. Anything else a comment names must exist here.
+const EXTERNAL = [
+  // MPICH's source tree (src/mpi/..., src/mpid/...) and files of it cited by name.
+  /^src\/mpid?\//,
+  /^(dll_mpich\.c|dbginit\.c|debugger\.c|mpidpre\.h|mpid_nem_queue\.h|mpl_atomic_c11\.h)$/,
+  // Open MPI and ORTE (ompi/..., orte/...) and files of them cited by name.
+  /^(ompi|orte)\//,
+  /^(communicator\/communicator\.h|ompi_common_dll\.c|ompi_debuggers\.c|orted_mpir_breakpoint\.c)$/,
+  // The standards' and runtimes' headers: Fortran MPI, PMIx, OpenMP and OMPD.
+  /^(mpif\.h|pmix_common\.h|omp\.h|omp-tools\.h|ompd-types\.h)$/,
+  // The house style's models (Perfetto's ui/src/..., fastify's lib/...).
+  /^ui\/src\//,
+  /^lib\/errors\.js$/,
+];
+const TS_OF = { js: ['ts', 'tsx', 'js'], mjs: ['mts', 'mjs'] };
+function namedFileExists(name, file) {
+  if (EXTERNAL.some((re) => re.test(name))) return true;
+  const dot = name.lastIndexOf('.');
+  const stem = name.slice(0, dot);
+  const ext = name.slice(dot + 1);
+  const spellings = (TS_OF[ext] ?? [ext]).map((e) => `${stem}.${e}`);
+  for (const n of spellings) {
+    if (existsSync(join(file, '..', n)) || existsSync(join(root, n))) return true;
+    if (!n.includes('/')) {
+      if (allNames.has(n)) return true;
+    } else if (allPaths.some((p) => p.endsWith(`/${n}`))) return true;
+  }
+  return false;
+}
 for (const f of ['README.md', 'SECURITY.md']) if (existsSync(join(root, f))) files.push(join(root, f));
 
 const bad = [];
@@ -42,6 +93,18 @@ for (const file of files) {
       if (/(^|\/)(dist|build)\//.test(p)) continue; // build output: exists after a build only
       if (existsSync(join(root, p)) || existsSync(join(file, '..', p))) continue;
       bad.push(`${rel}:${i + 1}: cites ${p}, which does not exist`);
+    }
+    if (!isDoc && SOURCE.test(rel)) {
+      // Without the URLs in it: a URL's path is another site's.
+      const bare = text.replace(/[a-z][\w+.-]*:\/\/\S*/gi, ' ');
+      for (const m of bare.matchAll(NAME_RE)) {
+        const n = m[1];
+        if (PATH_RE.test(n)) continue; // a repository path: checked above
+        PATH_RE.lastIndex = 0;
+        if (/(^|\/)(dist|build|node_modules)\//.test(n)) continue;
+        if (namedFileExists(n, file)) continue;
+        bad.push(`${rel}:${i + 1}: names ${n}, which is no file of the repository`);
+      }
     }
     for (const _ of text.matchAll(OUTSIDE_RE)) {
       bad.push(

@@ -1,6 +1,6 @@
 // Just enough of /proc to find, identify and reap the processes of a job. A pid alone does not
 // identify a process (pids are reused), so every process is remembered with its start time.
-// The product's one /proc/PID/stat parser is @mqd/core's parseProcStat (target/proc.ts); the
+// The product's one /proc/PID/stat parser is @mqd/core's parseProcStat (inferior/proc.ts); the
 // testkit keeps this twin because it depends on @mqd/model only (it launches the jobs the
 // debugger is tested on, and must not share the debugger's code under test).
 import { readdirSync, readFileSync } from 'node:fs';
