@@ -45,7 +45,6 @@ export * as mqs from './mqs/mqs-spec.js';
 export {
   type CoreRankRef,
   MqsSession,
-  type RankReadOptions,
   type RankRef,
   /** The former name of RankRef. */
   type RankRef as RankTarget,
@@ -58,7 +57,7 @@ export * as ptraceExt from './native/ptrace-ext.js';
 export { type OpenMpRead, type ReadOpenMpOptions, readOpenMp } from './ompd/read.js';
 export { assembleOpenMp, type OmpdProcess, type OmpdReadOptions, OmpdSession } from './ompd/session.js';
 export { checkDllPolicy, DLL_POLICIES, type DllPolicy } from './policy/dll-policy.js';
-export { OneStopReader } from './rank-read/one-stop.js';
+export { OneStopReader, type RankReadOptions } from './rank-read/one-stop.js';
 export {
   DEFAULT_READ_BUDGET_BYTES,
   ReaderClient,

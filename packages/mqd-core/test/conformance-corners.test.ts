@@ -9,7 +9,7 @@ import { type JobSnapshot, type RankSnapshot, validateSnapshot } from '@mqd/mode
 import { describe, expect, it } from 'vitest';
 import { formatSnapshot } from '../src/format.js';
 import { LP64_SIZES, targetTypeSizes } from '../src/inferior/type-sizes.js';
-import { substituteName } from '../src/mqs/session.js';
+import { substituteName } from '../src/mqs/walk.js';
 import { buildConformance, snapshottersPerTest, startTarget } from './conformance-kit.js';
 
 const b = buildConformance();

@@ -7,11 +7,12 @@ import { closeSync, mkdtempSync, openSync, readSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ThreadStack } from '@mqd/model';
+import { findMpiCall, type MpiFrame, publicMpiName } from '@mqd/model';
 import { MPI_NAMES } from '@mqd/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readCoreBytes, readCoreInfo } from '../src/inferior/core-file.js';
 import { stopProcess } from '../src/inferior/stopper.js';
-import { findMpiCall, type MpiFrame, publicMpiName, Unwinder } from '../src/inferior/unwind.js';
+import { Unwinder } from '../src/inferior/unwind.js';
 import { fixtureRig } from './fixture-rig.js';
 
 const rig = fixtureRig();

@@ -3,7 +3,7 @@
 // demangled, separate debug info (debuglink) gives file:line, and the main thread's stack
 // agrees with an independent unwinder (eu-stack) sampled on the same blocked rank.
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { type JobSnapshot, type RankSnapshot, validateSnapshot } from '@mqd/model';
+import { type JobSnapshot, publicMpiName, type RankSnapshot, validateSnapshot } from '@mqd/model';
 import {
   type AnyMpiName,
   CPP_RING_FRAMES,
@@ -18,7 +18,6 @@ import {
 } from '@mqd/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { processState, Snapshotter, tracerPid } from '../src/index.js';
-import { publicMpiName } from '../src/inferior/unwind.js';
 import { fixtureRig } from './fixture-rig.js';
 import { describeUnbuiltMpis } from './unbuilt-mpis.js';
 

@@ -1,11 +1,11 @@
 import { closeSync, openSync, readSync } from 'node:fs';
-import { MAX_FRAMES_PER_THREAD, validateSnapshot } from '@mqd/model';
+import { findMpiCall, MAX_FRAMES_PER_THREAD, publicMpiName, validateSnapshot } from '@mqd/model';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { processState, Snapshotter, tracerPid } from '../src/index.js';
 import { DebugFileRegistry } from '../src/inferior/debug-file.js';
 import { ProcessImage } from '../src/inferior/process-image.js';
 import { stopProcess } from '../src/inferior/stopper.js';
-import { findMpiCall, publicMpiName, Unwinder } from '../src/inferior/unwind.js';
+import { Unwinder } from '../src/inferior/unwind.js';
 import { buildConformance, killAllTargets, startParked, startTarget } from './conformance-kit.js';
 
 const b = buildConformance();

@@ -7,7 +7,7 @@
 // receive queue is the deepest rank there is.
 import { type JobSnapshot, type RankSnapshot, validateSnapshot } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { MIN_OPERATION_JSON_BYTES } from '../src/mqs/session.js';
+import { MIN_OPERATION_JSON_BYTES } from '../src/mqs/walk.js';
 import { buildConformance, snapshottersPerTest, startTarget } from './conformance-kit.js';
 
 const b = buildConformance();

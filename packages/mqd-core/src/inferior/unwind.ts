@@ -9,24 +9,15 @@
 // per (build-id, file address) shared by every process mapping the same file, so a warm
 // snapshot symbolises with map lookups only.
 import { accessSync, closeSync, constants as fsConstants, fstatSync, openSync, readFileSync } from 'node:fs';
-import {
-  type Frame,
-  MAX_FRAMES_PER_THREAD,
-  type MpiCall,
-  type MqdError,
-  mqdError,
-  type ThreadStack,
-} from '@mqd/model';
+import { type Frame, MAX_FRAMES_PER_THREAD, type MqdError, mqdError, type ThreadStack } from '@mqd/model';
 import koffi from 'koffi';
 import { nativeFree } from '../native/alloc.js';
 import {
   alloc,
   allocDie,
   coreCallbacks,
-  DIE_SIZE,
   DW_AT,
   DW_TAG,
-  DWARF_OP_SIZE,
   dw,
   dwflError,
   ELF_C_READ_MMAP,
@@ -40,8 +31,12 @@ import {
   procCallbacks,
   ThreadCallback,
 } from '../native/libdw.js';
+import { concreteScopes, copyDie, dieBytes, setDie } from './dwarf-dies.js';
+import { ArgPlanner, evalOps, type FrameRegs } from './frame-args.js';
 import { procStartTime } from './proc.js';
-import { type DwarfAt, isMpiLibraryPath } from './process-image.js';
+import type { DwarfAt } from './process-image.js';
+
+export type { FrameRegs };
 
 const libc = koffi.load('libc.so.6');
 const cFree = libc.func('void free(void *ptr)');
@@ -107,14 +102,6 @@ interface ProcDwfl {
   readonly core: { readonly elf: unknown; readonly fd: number; readonly pid: number } | null;
 }
 
-/** Registers of one physical frame libdw could recover (DWARF numbering), for argument reads. */
-export interface FrameRegs {
-  readonly pc: bigint;
-  readonly regs: ReadonlyMap<number, bigint>;
-  /** The canonical frame address of this frame (the caller's stack pointer after return). */
-  readonly cfa: bigint | null;
-}
-
 export interface UnwoundRank {
   readonly threads: ThreadStack[];
 }
@@ -163,11 +150,10 @@ export class Unwinder {
   private readonly elfBuf = this.own(alloc(8));
   private readonly symBiasBuf = this.own(alloc(8));
   private readonly nBuf = this.own(alloc(8));
-  private readonly exprsBuf = this.own(alloc(8));
-  private readonly lensBuf = this.own(alloc(8));
   private readonly dieA = this.own(allocDie());
   private readonly dieB = this.own(allocDie());
-  private readonly argPlans = new Map<string, ArgPlan | null>();
+  /** The DWARF half of argument reads, cached per (build-id, offset, function). */
+  private readonly planner = new ArgPlanner();
   private readonly pcView: BigUint64Array;
   private readonly actView: Uint8Array;
   private readonly regView: BigUint64Array;
@@ -605,11 +591,16 @@ export class Unwinder {
       // deep (MPICH ch4: MPIDI_progress_test < MPID_Progress_test < MPID_Mprobe <
       // internal_Mprobe < PMPI_Mprobe) gave one inlined frame where gdb shows four. The
       // concrete chain is the DIEs that hold the innermost scope, found by offset.
-      this.copyDie(scopesPtr, 0, die);
-      const scopes = this.concreteScopes(cudie, BigInt(dw.dwarf_dieoffset(die) as number | bigint));
-      if (scopes.length === 0) for (let i = 0; i < n; i++) scopes.push(this.dieBytes(scopesPtr, i));
+      copyDie(scopesPtr, 0, die);
+      const scopes = concreteScopes(
+        cudie,
+        BigInt(dw.dwarf_dieoffset(die) as number | bigint),
+        die,
+        this.dieB,
+      );
+      if (scopes.length === 0) for (let i = 0; i < n; i++) scopes.push(dieBytes(scopesPtr, i));
       for (const scope of scopes) {
-        this.setDie(scope, die);
+        setDie(scope, die);
         const tag = dw.dwarf_tag(die) as number;
         if (tag === DW_TAG.subprogram) break;
         if (tag !== DW_TAG.inlined_subroutine) continue;
@@ -764,13 +755,7 @@ export class Unwinder {
     // (build-id, offset, function): a warm snapshot evaluates copied ops in JS only.
     const m = this.moduleOf(p, mod);
     const key = `${m.key}:${(pc - m.start).toString(16)}:${fnName}`;
-    let plan = this.argPlans.get(key);
-    if (plan === undefined) {
-      const src = dwarfAt?.(pc) ?? { mod, addr: pc };
-      plan = this.argPlan(src.mod, src.addr, fnName);
-      if (this.argPlans.size >= SYMBOL_CACHE_MAX) this.argPlans.clear();
-      this.argPlans.set(key, plan);
-    }
+    const plan = this.planner.plan(key, () => dwarfAt?.(pc) ?? { mod, addr: pc }, fnName);
     if (plan === null) return out;
     let frameBase: bigint | null = regs.cfa;
     if (plan.frameBase !== 'cfa') {
@@ -784,135 +769,6 @@ export class Unwinder {
       if (v !== null) out.set(param.name, v);
     }
     return out;
-  }
-
-  /** Which parameters `fnName` has at `pc` and their location ops there (null = none found). */
-  private argPlan(mod: unknown, pc: bigint, fnName: string): ArgPlan | null {
-    const cudie = dw.dwfl_module_addrdie(mod, pc, this.biasBuf);
-    if (!cudie) return null;
-    const bias = new BigUint64Array(koffi.view(this.biasBuf, 8))[0] ?? 0n;
-    const n = dw.dwarf_getscopes(cudie, pc - bias, this.scopesBuf) as number;
-    if (n <= 0) return null;
-    const scopesPtr = koffi.decode(this.scopesBuf, 'void *');
-    try {
-      const die = this.dieA;
-      const child = this.dieB;
-      const want = fnName.replace(/^P/, '');
-      // Past an inlined instance dwarf_getscopes follows the inline's abstract origin, whose
-      // parameters have no locations: an MPI_X whose internal_X is inlined deeper than one level
-      // (MPICH ch4: PMPI_Mprobe > internal_Mprobe > MPID_Mprobe > ... > MPIDI_progress_test)
-      // would not be found. The concrete scopes are the DIEs that hold the innermost one.
-      this.copyDie(scopesPtr, 0, die);
-      const scopes = this.concreteScopes(cudie, BigInt(dw.dwarf_dieoffset(die) as number | bigint));
-      if (scopes.length === 0) for (let i = 0; i < n; i++) scopes.push(this.dieBytes(scopesPtr, i));
-      let chosen = -1;
-      let subprogram = -1;
-      for (let i = 0; i < scopes.length; i++) {
-        this.setDie(scopes[i], die);
-        const tag = dw.dwarf_tag(die) as number;
-        if (tag !== DW_TAG.subprogram && tag !== DW_TAG.inlined_subroutine) continue;
-        const name = this.attrString(die, DW_AT.name);
-        // MPICH 4 inlines its `internal_X` (same parameters) into MPI_X/PMPI_X; dwarf_getscopes
-        // then continues with the inline's abstract origin, without the containing subprogram.
-        const matches =
-          name !== null && (name.replace(/^P/, '') === want || name === want.replace(/^MPI_/, 'internal_'));
-        if (chosen < 0 && matches) chosen = i;
-        if (tag === DW_TAG.subprogram && subprogram < 0) subprogram = i;
-      }
-      if (chosen < 0) chosen = subprogram;
-      if (chosen < 0) return null;
-      // The frame base of the physical function (the subprogram scope); GCC on x86_64 always
-      // makes it DW_OP_call_frame_cfa, which stands in when the subprogram is not in the scopes.
-      let frameBase: ArgPlan['frameBase'] = 'cfa';
-      if (subprogram >= 0) {
-        this.setDie(scopes[subprogram], die);
-        if (dw.dwarf_attr_integrate(die, DW_AT.frame_base, this.attrBuf)) {
-          frameBase = this.locationOps(this.attrBuf, pc - bias);
-        }
-      }
-      const params: { name: string; ops: Op[] }[] = [];
-      this.setDie(scopes[chosen], die);
-      if ((dw.dwarf_child(die, child) as number) === 0) {
-        do {
-          if ((dw.dwarf_tag(child) as number) !== DW_TAG.formal_parameter) continue;
-          const name = this.attrString(child, DW_AT.name);
-          if (name === null) continue;
-          if (!dw.dwarf_attr_integrate(child, DW_AT.location, this.attrBuf)) continue;
-          const ops = this.locationOps(this.attrBuf, pc - bias);
-          if (ops !== null) params.push({ name, ops });
-        } while ((dw.dwarf_siblingof(child, child) as number) === 0);
-      }
-      return { frameBase, params };
-    } catch {
-      return null; // arguments are best effort: a DWARF surprise leaves them unread
-    } finally {
-      cFree(scopesPtr);
-    }
-  }
-
-  /**
-   * The DIEs from the one at `target` out to the compilation unit, innermost first, found by
-   * descending from the unit: a DIE's children lie between its offset and its next sibling's,
-   * so the holder at each level is the last child not past the target. Empty if not found.
-   */
-  private concreteScopes(cudie: unknown, target: bigint): Uint8Array[] {
-    const chain: Uint8Array[] = [this.dieBytes(cudie, 0)];
-    const cur = this.dieA;
-    const child = this.dieB;
-    this.setDie(chain[0], cur);
-    for (let depth = 0; depth < 64; depth++) {
-      if ((dw.dwarf_child(cur, child) as number) !== 0) return [];
-      let best: Uint8Array | null = null;
-      let bestOff = -1n;
-      do {
-        const off = BigInt(dw.dwarf_dieoffset(child) as number | bigint);
-        if (off > target) break;
-        best = this.dieBytes(child, 0);
-        bestOff = off;
-      } while ((dw.dwarf_siblingof(child, child) as number) === 0);
-      if (best === null) return [];
-      chain.push(best);
-      if (bestOff === target) return chain.reverse();
-      this.setDie(best, cur);
-    }
-    return [];
-  }
-
-  /** A copy of the i-th DIE of an array of them (a DIE is plain data valid while its Dwarf is). */
-  private dieBytes(ptr: unknown, i: number): Uint8Array {
-    return new Uint8Array(koffi.view(ptr, (i + 1) * DIE_SIZE)).slice(i * DIE_SIZE, (i + 1) * DIE_SIZE);
-  }
-
-  private setDie(bytes: Uint8Array | undefined, into: unknown): void {
-    if (bytes) new Uint8Array(koffi.view(into, DIE_SIZE)).set(bytes);
-  }
-
-  private copyDie(scopesPtr: unknown, i: number, into: unknown): void {
-    const bytes = new Uint8Array(koffi.view(scopesPtr, (i + 1) * DIE_SIZE)).subarray(i * DIE_SIZE);
-    new Uint8Array(koffi.view(into, DIE_SIZE)).set(bytes.subarray(0, DIE_SIZE));
-  }
-
-  private attrString(die: unknown, at: number): string | null {
-    if (!dw.dwarf_attr_integrate(die, at, this.attrBuf)) return null;
-    return (dw.dwarf_formstring(this.attrBuf) as string | null) ?? null;
-  }
-
-  /** The location expression of an attribute valid at `addr`, copied out of libdw (null if none). */
-  private locationOps(attr: unknown, addr: bigint): Op[] | null {
-    const found = dw.dwarf_getlocation_addr(attr, addr, this.exprsBuf, this.lensBuf, 1) as number;
-    if (found !== 1) return null;
-    const opsPtr = koffi.decode(this.exprsBuf, 'void *');
-    const nops = Number(new BigUint64Array(koffi.view(this.lensBuf, 8))[0] ?? 0n);
-    if (!opsPtr || nops <= 0 || nops > 16) return null;
-    const raw = new DataView(koffi.view(opsPtr, nops * DWARF_OP_SIZE));
-    const ops: Op[] = [];
-    for (let i = 0; i < nops; i++) {
-      ops.push({
-        atom: raw.getUint8(i * DWARF_OP_SIZE),
-        number: raw.getBigUint64(i * DWARF_OP_SIZE + 8, true),
-      });
-    }
-    return ops;
   }
 
   /** Forget a process (exited, or no longer part of the job): its Dwfl is ended. */
@@ -939,6 +795,7 @@ export class Unwinder {
     koffi.unregister(this.frameCb as Parameters<typeof koffi.unregister>[0]);
     if (this.threadCb !== null) koffi.unregister(this.threadCb as Parameters<typeof koffi.unregister>[0]);
     for (const b of this.owned.splice(0)) nativeFree(b);
+    this.planner.dispose();
     this.disposed = true;
   }
 
@@ -951,107 +808,3 @@ export class Unwinder {
     return this.symbols.size;
   }
 }
-
-/** One DWARF expression operation, copied out of libdw. */
-interface Op {
-  readonly atom: number;
-  readonly number: bigint;
-}
-
-/** Where the parameters of one function are at one pc ('cfa' = frame base is the CFA). */
-interface ArgPlan {
-  readonly frameBase: Op[] | null | 'cfa';
-  readonly params: readonly { readonly name: string; readonly ops: Op[] }[];
-}
-
-/** Evaluates the simple forms of a DWARF location (else null). */
-function evalOps(
-  ops: readonly Op[],
-  regs: FrameRegs,
-  frameBase: bigint | null,
-): { kind: 'value'; v: bigint } | { kind: 'mem'; addr: bigint } | { kind: 'cfa' } | null {
-  const stack: bigint[] = [];
-  let isValue = false;
-  const reg = (r: number) => regs.regs.get(r) ?? null;
-  for (const { atom, number: num } of ops) {
-    const snum = BigInt.asIntN(64, num);
-    if (atom >= 0x30 && atom <= 0x4f)
-      stack.push(BigInt(atom - 0x30)); // DW_OP_lit*
-    else if (atom >= 0x08 && atom <= 0x11)
-      stack.push(atom % 2 === 1 ? snum : num); // const*
-    else if (atom >= 0x50 && atom <= 0x6f) {
-      // DW_OP_reg*: the value is in the register itself.
-      if (ops.length !== 1) return null;
-      const v = reg(atom - 0x50);
-      return v === null ? null : { kind: 'value', v };
-    } else if (atom >= 0x70 && atom <= 0x8f) {
-      const v = reg(atom - 0x70);
-      if (v === null) return null;
-      stack.push(v + snum);
-    } else if (atom === 0x91) {
-      if (frameBase === null) return null;
-      stack.push(frameBase + snum); // DW_OP_fbreg
-    } else if (atom === 0x9c) {
-      if (ops.length === 1) return { kind: 'cfa' }; // DW_OP_call_frame_cfa
-      if (regs.cfa === null) return null;
-      stack.push(regs.cfa);
-    } else if (atom === 0x23) {
-      const top = stack.pop();
-      if (top === undefined) return null;
-      stack.push(top + num); // DW_OP_plus_uconst
-    } else if (atom === 0x9f)
-      isValue = true; // DW_OP_stack_value
-    else return null; // entry values, pieces, implicit values...: not read
-  }
-  const top = stack.pop();
-  if (top === undefined) return null;
-  return isValue ? { kind: 'value', v: top } : { kind: 'mem', addr: top };
-}
-
-// ---- the MPI call a rank is in --------------------------------------------------------------
-
-const PUBLIC_MPI = /^P?MPI_[A-Z][A-Za-z0-9_]*$/;
-
-/** `PMPI_Ssend` -> `MPI_Ssend`; null for anything that is not a public MPI entry point. */
-export function publicMpiName(fn: string | null): string | null {
-  if (fn === null) return null;
-  const bare = fn.replace(/\(.*$/, '');
-  if (!PUBLIC_MPI.test(bare)) return null;
-  return bare.startsWith('P') ? bare.slice(1) : bare;
-}
-
-/** Where the public MPI call is on a thread: the outermost MPI_X/PMPI_X frame. */
-export interface MpiFrame {
-  readonly function: string;
-  readonly tid: number;
-  /** Index in ThreadStack.frames. */
-  readonly frameIndex: number;
-}
-
-/**
- * MPICH 4's binding layer: PMPI_X checks its arguments and calls internal_X, often as a tail
- * call (MPICH 4.2.1's PMPI_Waitall jumps to internal_Waitall), so no PMPI_X frame is left on the
- * stack. An `internal_X` frame of the MPI library stands for MPI_X then.
- */
-const MPICH_INTERNAL = /^internal_([A-Z][A-Za-z0-9_]*)$/;
-
-function callName(f: ThreadStack['frames'][number] | undefined): string | null {
-  const name = publicMpiName(f?.function ?? null);
-  if (name !== null || !f?.function) return name;
-  const m = MPICH_INTERNAL.exec(f.function);
-  return m && isMpiLibraryPath(f.module ?? '') ? `MPI_${m[1]}` : null;
-}
-
-/** The main thread first, then the others; the outermost public MPI frame of the first thread inside one. */
-export function findMpiCall(threads: readonly ThreadStack[]): MpiFrame | null {
-  const ordered = [...threads].sort((a, b) => Number(b.main) - Number(a.main));
-  for (const t of ordered) {
-    for (let i = t.frames.length - 1; i >= 0; i--) {
-      const name = callName(t.frames[i]);
-      if (name !== null) return { function: name, tid: t.tid, frameIndex: i };
-    }
-  }
-  return null;
-}
-
-export type { MpiCall };

@@ -8,8 +8,6 @@
 import {
   clipText,
   err,
-  type LengthUnit,
-  lengthUnitOfLibrary,
   MAX_MISSING_FIELD_CHARS,
   MAX_PATH_CHARS,
   MAX_RENAMED_FIELD_CHARS,
@@ -24,18 +22,16 @@ import {
 } from '@mqd/model';
 import koffi from 'koffi';
 import type { OpenedCore } from '../inferior/core-image.js';
-import type { DebugFileRegistry, TypeRef } from '../inferior/debug-file.js';
-import { EM_X86_64, ET_DYN, hostMachine, readElfInfo } from '../inferior/elf.js';
+import type { DebugFileRegistry } from '../inferior/debug-file.js';
 import { procStartTime } from '../inferior/proc.js';
 import { ProcessImage } from '../inferior/process-image.js';
-import { HotPath, NATIVE_CALLBACKS, type NativeCallback } from '../inferior/shim.js';
+import type { HotPath } from '../inferior/shim.js';
 import { type TypeSizes, targetTypeSizes } from '../inferior/type-sizes.js';
-import { permanentAlloc } from '../native/alloc.js';
-import { dlopen, dlsymAddress, RTLD_NOW } from '../native/libc.js';
-import type { OmpdReadOptions } from '../ompd/session.js';
+import { dlsymAddress } from '../native/libc.js';
 import { decodeCommunicator, decodeGroup } from './decode.js';
-import { FieldGaps, unexpectedLengthUnit } from './dll-fields.js';
-import { quirksOfDll } from './libraries/index.js';
+import { callbackTable, type Fn, type KoffiLib, loadDll, nativeString } from './dll-load.js';
+import { DllTypes } from './dll-types.js';
+import { newestFirstQueue, quirksOfDll } from './libraries/index.js';
 import { type LibraryQuirks, type RankMemory, rankMemory } from './libraries/library.js';
 import {
   BASIC_CALLBACKS,
@@ -45,14 +41,12 @@ import {
   ENTRY_POINTS,
   type EntryName,
   IMAGE_CALLBACKS,
-  MQS_INTERFACE_COMPATIBILITY,
   mqs_end_of_list,
   mqs_no_information,
   mqs_ok,
   OPTIONAL_ENTRY_POINTS,
   PENDING_OPERATION,
   PROCESS_CALLBACKS,
-  proto,
 } from './mqs-spec.js';
 import {
   assembleWalk,
@@ -64,6 +58,8 @@ import {
   type RawQueue,
   type RawWalk,
   type StopRecords,
+  stopMemoryError,
+  substituteName,
 } from './walk.js';
 
 export { MIN_OPERATION_JSON_BYTES } from './walk.js';
@@ -75,30 +71,12 @@ export { MIN_OPERATION_JSON_BYTES } from './walk.js';
  */
 const DEBUG_DLL = (process.env['MQD_DEBUG'] ?? '').split(',').includes('dll');
 
-type Fn = (...args: unknown[]) => unknown;
-type KoffiLib = ReturnType<typeof koffi.load>;
-
 export interface SessionOptions {
   readonly registry: DebugFileRegistry;
   readonly readBudgetBytes: number;
   readonly stopTimeoutMs: number;
   /** Hook for tests of the kill -9 guarantee: called while a rank is stopped. */
   readonly whileStopped?: (pid: number) => void;
-}
-
-/** What one live read of a rank includes. */
-export interface RankReadOptions {
-  /** Unwind every thread (default true); the OpenMP threads are read with the stacks. */
-  readonly stacks?: boolean;
-  /** The site's policy and the supervisor's hook for the rank's OMPD library. */
-  readonly ompd?: OmpdReadOptions;
-  /**
-   * The most bytes of snapshot JSON the rank may take (an agent's per-message cap): the walk
-   * stops as soon as the queue entries walked would need more at MIN_OPERATION_JSON_BYTES
-   * each, and the rank is an error MQD_E_TOO_LARGE, so nothing that large is decoded, sent
-   * or serialised. Absent: only the read budget (readBudgetBytes) limits the walk.
-   */
-  readonly maxRankBytes?: number;
 }
 
 /** Which rank to read: its pid, its rank in MPI_COMM_WORLD, the host it runs on. */
@@ -130,41 +108,6 @@ export interface MqsProcess {
   ready: boolean;
 }
 
-/**
- * A DLL's has_queues message is a printf format with at most one `%s` (the image or process
- * name) and no other token; `%%` is a literal percent sign. Anything else is left as written.
- */
-export function substituteName(format: string, name: string): string {
-  let used = false;
-  return format.replace(/%(%|s)/g, (m, c: string) => {
-    if (c === '%') return '%';
-    if (used) return m;
-    used = true;
-    return name;
-  });
-}
-
-function nativeString(s: string): unknown {
-  // Cached per code for the session's life: the DLL may keep the pointer.
-  const buf = permanentAlloc('char', Buffer.byteLength(s) + 1);
-  koffi.encode(buf, 'char', s, Buffer.byteLength(s) + 1);
-  return buf;
-}
-
-/**
- * Lists MPICH keeps only for debuggers (src/mpi/debugger/dbginit.c): every entry is put at the
- * head (MPIR_Sendq_head in 4.0 and 4.2; MPIR_Recvq_head and MPIR_Unexpq_head, MPIR_Debugq since
- * 4.1, where the DLL reads posted receives and unexpected messages from them instead of the
- * device's own queues), so the DLL reports them newest first. A DLL that asks for one of these
- * symbols gets that queue reversed into matching order (oldest first), as the interface means
- * it (docs/mpi-facts.md, "MPICH 4.2.1").
- */
-const NEWEST_FIRST_LISTS: ReadonlyMap<string, 'sends' | 'receives' | 'unexpected'> = new Map([
-  ['MPIR_Sendq_head', 'sends'],
-  ['MPIR_Recvq_head', 'receives'],
-  ['MPIR_Unexpq_head', 'unexpected'],
-]);
-
 export class MqsSession {
   readonly library: MpiLibrary;
   /** What this library needs beyond the mqs_* interface (libraries/). */
@@ -176,13 +119,9 @@ export class MqsSession {
   private readonly processes = new Map<number, MqsProcess>();
   private readonly byPid = new Map<number, MqsProcess>();
   private readonly byImage = new Map<number, MqsProcess>();
-  private readonly types = new Map<number, TypeRef>();
-  private readonly typeKeys = new Map<string, number>();
-  /** The name each type key was found by (mqs_find_type), for fieldGaps. */
-  private readonly typeNames = new Map<number, string>();
-  /** Fields the DLL asked for that the library lacks (dll-fields.ts). */
-  private readonly fieldGaps = new FieldGaps();
-  /** Queues this DLL walks from a list that holds the newest entry first (NEWEST_FIRST_LISTS). */
+  /** The target types the DLL found, and the fields it missed (dll-types.ts). */
+  private readonly types = new DllTypes();
+  /** Queues this DLL walks from a list that holds the newest entry first (LibraryQuirks.newestFirstLists). */
   private readonly newestFirst = new Set<QueueName>();
   private readonly errorStrings = new Map<number, unknown>();
   /** The native hot path: process callbacks, memory reads, queue walks (shim.ts). */
@@ -237,59 +176,13 @@ export class MqsSession {
     this.fns.mqs_setup_basic_callbacks(this.basicCb);
   }
 
-  /** Vets and loads a DLL: ELF, this machine's architecture, compatibility level 2, width 8. */
+  /** Vets and loads a DLL (dll-load.ts: ELF, this machine's architecture, compatibility level 2, width 8). */
   static open(dllPath: string, opts: SessionOptions): Result<MqsSession, MqdError> {
-    const elf = readElfInfo(dllPath);
-    if (!elf.ok) return elf;
-    if (elf.value.machine !== hostMachine() || elf.value.class !== 64) {
-      return err(
-        mqdError(
-          'MQD_E_DLL_WRONG_ARCH',
-          `${dllPath} is ELF${elf.value.class} machine ${elf.value.machine}; this debugger is ELF64 machine ${EM_X86_64}`,
-        ),
-      );
-    }
-    if (elf.value.type !== ET_DYN)
-      return err(mqdError('MQD_E_DLL_NOT_ELF', `${dllPath} is not a shared object`));
-    const hot = HotPath.get();
-    if (!hot.ok) return hot;
-    let lib: KoffiLib;
-    let handle: unknown;
+    const dll = loadDll(dllPath);
+    if (!dll.ok) return dll;
+    const { lib, handle, hot } = dll.value;
     try {
-      lib = koffi.load(dllPath);
-      // The same file opened again gives koffi's handle back: for entry points' addresses.
-      const h = dlopen(dllPath, RTLD_NOW);
-      if (!('handle' in h)) throw new Error(h.error);
-      handle = h.handle;
-    } catch (e) {
-      return err(mqdError('MQD_E_DLL_LOAD', `dlopen ${dllPath}: ${(e as Error).message}`));
-    }
-    let compat: number;
-    let width: number;
-    try {
-      compat = lib.func(ENTRY_POINTS.mqs_version_compatibility)() as number;
-      width = lib.func(ENTRY_POINTS.mqs_dll_taddr_width)() as number;
-    } catch (e) {
-      return err(mqdError('MQD_E_DLL_INCOMPATIBLE', `${dllPath} is not an MQD DLL: ${(e as Error).message}`));
-    }
-    if (compat !== MQS_INTERFACE_COMPATIBILITY) {
-      return err(
-        mqdError(
-          'MQD_E_DLL_INCOMPATIBLE',
-          `${dllPath} has compatibility level ${compat}, expected ${MQS_INTERFACE_COMPATIBILITY}`,
-        ),
-      );
-    }
-    if (width !== 8) {
-      return err(
-        mqdError(
-          'MQD_E_DLL_WRONG_ARCH',
-          `${dllPath} uses ${width}-byte target addresses; this debugger reads 8-byte ones`,
-        ),
-      );
-    }
-    try {
-      return ok(new MqsSession(dllPath, lib, handle, hot.value, opts));
+      return ok(new MqsSession(dllPath, lib, handle, hot, opts));
     } catch (e) {
       return err(
         mqdError('MQD_E_DLL_INCOMPATIBLE', `${dllPath} lacks an entry point: ${(e as Error).message}`),
@@ -315,32 +208,7 @@ export class MqsSession {
 
   // ---- callback tables ------------------------------------------------------------------
   private table<K extends string>(names: readonly K[], impl: Partial<Record<K, Fn>>): unknown {
-    const block = permanentAlloc('uintptr_t', names.length);
-    const view = new BigUint64Array(koffi.view(block, 8 * names.length));
-    names.forEach((n, i) => {
-      const p = proto[n as keyof typeof proto];
-      const f = impl[n];
-      if (n in NATIVE_CALLBACKS) {
-        view[i] = this.hot.addresses[n as NativeCallback];
-        return;
-      }
-      if (n === 'malloc' || n === 'free') {
-        // libc's own malloc/free: no JS round trip per allocation (koffi trap 3, README.md).
-        const libc = dlopen('libc.so.6', RTLD_NOW);
-        view[i] = 'handle' in libc ? dlsymAddress(libc.handle, n) : 0n;
-        return;
-      }
-      if (!f) throw new Error(`no implementation of callback ${n}`);
-      const counted = (...args: unknown[]) => {
-        this.jsCounts[n] = (this.jsCounts[n] ?? 0) + 1;
-        return f(...args);
-      };
-      const ptr = koffi.register(counted, koffi.pointer(p));
-      this.keep.push(ptr, counted);
-      view[i] = BigInt(koffi.address(ptr));
-    });
-    this.keep.push(block);
-    return block;
+    return callbackTable(names, impl, this.hot, this.keep, this.jsCounts);
   }
 
   private guard<T>(fallback: T, f: () => T): T {
@@ -423,7 +291,7 @@ export class MqsSession {
           if (typeof name !== 'string') return this.noteFailure('find_symbol: NULL name from the DLL');
           const s = t.image.findSymbol(name);
           if (!s) return this.noteFailure(`find_symbol: no symbol ${name} in pid ${t.pid}`);
-          const newest = NEWEST_FIRST_LISTS.get(name);
+          const newest = newestFirstQueue(name);
           if (newest) this.newestFirst.add(newest);
           if (addr) koffi.encode(addr, 'uint64_t', s.address);
           return mqs_ok;
@@ -432,32 +300,15 @@ export class MqsSession {
         this.guard(0, () => {
           const t = this.byImage.get(Number(image));
           if (!t || typeof name !== 'string') return 0;
-          const ty = t.image.findType(name);
-          if (!ty) return 0;
-          const k = `${ty.file.buildId ?? ty.file.path}:${String(ty.dwarf === null ? 0 : koffi.address(ty.dwarf))}:${ty.offset}`;
-          let key = this.typeKeys.get(k);
-          if (key === undefined) {
-            key = this.types.size + 1;
-            this.typeKeys.set(k, key);
-            this.types.set(key, ty);
-            this.typeNames.set(key, name);
-          }
-          return key;
+          return this.types.find(t.image, name);
         }),
       field_offset: (type, field) =>
         this.guard(-1, () => {
-          const ty = this.types.get(Number(type));
-          if (!ty || typeof field !== 'string') return -1;
-          const off = ty.file.fieldOffset(ty, field);
-          if (off >= 0) return off;
-          return this.fieldGaps.answer(this.typeNames.get(Number(type)) ?? '?', field, (path) =>
-            ty.file.fieldOffset(ty, path),
-          );
+          return typeof field === 'string' ? this.types.fieldOffset(Number(type), field) : -1;
         }),
       sizeof: (type) =>
         this.guard(-1, () => {
-          const ty = this.types.get(Number(type));
-          return ty ? ty.file.sizeOf(ty) : -1;
+          return this.types.sizeOf(Number(type));
         }),
     };
   }
@@ -819,41 +670,15 @@ export class MqsSession {
   assemble(walk: RawWalk, records: StopRecords): ReturnType<typeof assembleWalk> {
     return assembleWalk(walk, records, {
       libraryName: this.quirks.displayName,
-      unexpectedUnit: this.unexpectedLengthUnit(),
+      unexpectedUnit: this.types.unexpectedLengthUnit(this.library),
       newestFirst: this.newestFirst,
       dllError: (code, what, why) => this.dllError(code, what, undefined, why),
     });
   }
 
+  /** The stop's memory failure that makes the whole read fail (walk.ts stopMemoryError). */
   private memoryError(t: MqsProcess): MqdError | null {
-    switch (this.hot.failure(t.key)) {
-      case 'budget':
-        return mqdError(
-          'MQD_E_READ_BUDGET',
-          `more than ${this.opts.readBudgetBytes} bytes read from pid ${t.pid} in one stop`,
-        );
-      case 'gone':
-        return mqdError('MQD_E_PID_EXITED', `pid ${t.pid} exited during the read`);
-      case 'denied':
-        return mqdError('MQD_E_PTRACE_DENIED', `cannot read the memory of pid ${t.pid}`);
-      case 'missing':
-        return mqdError(
-          'MQD_E_CORE_MISSING_PAGES',
-          `the core of rank ${t.rank} lacks memory the queues are in (a page the kernel did not dump, in no file found here)`,
-        );
-      default:
-        return null; // unmapped reads end list walks; the DLL decides what they mean
-    }
-  }
-
-  /**
-   * The unit of this DLL's unexpected-message lengths when it differs from the snapshot's
-   * (lengthUnitOfLibrary): MPICH ch4's are bytes (dll-fields.ts unexpectedLengthUnit, known from
-   * the types the DLL found), every other MPICH length counts elements. Undefined when the same.
-   */
-  private unexpectedLengthUnit(): LengthUnit | undefined {
-    const unit = unexpectedLengthUnit(this.typeNames.values());
-    return unit === lengthUnitOfLibrary(this.library) ? undefined : unit;
+    return stopMemoryError(this.hot.failure(t.key), t, this.opts.readBudgetBytes);
   }
 
   /**
@@ -863,7 +688,7 @@ export class MqsSession {
    * missingFields entry was stored, then refused by the dashboard's decoder).
    */
   dllInfo(): { path: string; version: string; missingFields?: string[]; renamedFields?: string[] } {
-    const { missingFields, renamedFields } = this.fieldGaps.info();
+    const { missingFields, renamedFields } = this.types.gaps();
     return {
       path: clipText(this.dllPath, MAX_PATH_CHARS),
       version: clipText(this.version, MAX_VERSION_CHARS),

@@ -2,6 +2,7 @@
 // resumed) and how it becomes the model's communicators afterwards. The walk itself is
 // MqsSession's (it drives the DLL); this file is its data and the pure assembly after the resume.
 import { type Communicator, type LengthUnit, type MqdError, mqdError, type Operation } from '@mqd/model';
+import type { ReadFailure } from '../inferior/memory.js';
 import { type CommunicatorHeader, decodeOperations, deriveGlobalRanks, isWorldHeader } from './decode.js';
 import { mqs_end_of_list, mqs_ok, mqs_op_class, PENDING_OPERATION, WALK_OUT_OF_MEMORY } from './mqs-spec.js';
 
@@ -160,4 +161,44 @@ export function assembleWalk(
   });
   // A walk cut short before all communicators were listed outranks a partial queue.
   return { communicators, walkError: walk.error ?? walkError };
+}
+
+/** The failure of a stop's memory reads that fails the whole read (null: none, or only unmapped reads). */
+export function stopMemoryError(
+  failure: ReadFailure | null,
+  t: { readonly pid: number; readonly rank: number },
+  readBudgetBytes: number,
+): MqdError | null {
+  switch (failure) {
+    case 'budget':
+      return mqdError(
+        'MQD_E_READ_BUDGET',
+        `more than ${readBudgetBytes} bytes read from pid ${t.pid} in one stop`,
+      );
+    case 'gone':
+      return mqdError('MQD_E_PID_EXITED', `pid ${t.pid} exited during the read`);
+    case 'denied':
+      return mqdError('MQD_E_PTRACE_DENIED', `cannot read the memory of pid ${t.pid}`);
+    case 'missing':
+      return mqdError(
+        'MQD_E_CORE_MISSING_PAGES',
+        `the core of rank ${t.rank} lacks memory the queues are in (a page the kernel did not dump, in no file found here)`,
+      );
+    default:
+      return null; // unmapped reads end list walks; the DLL decides what they mean
+  }
+}
+
+/**
+ * A DLL's has_queues message is a printf format with at most one `%s` (the image or process
+ * name) and no other token; `%%` is a literal percent sign. Anything else is left as written.
+ */
+export function substituteName(format: string, name: string): string {
+  let used = false;
+  return format.replace(/%(%|s)/g, (m, c: string) => {
+    if (c === '%') return '%';
+    if (used) return m;
+    used = true;
+    return name;
+  });
 }

@@ -1,5 +1,5 @@
 // The OpenMP threads of one process without an MQD DLL: stop it (SEIZE + INTERRUPT), read
-// through OMPD in the stop, resume, assemble. MqsSession.readRank does the same inside its one
+// through OMPD in the stop, resume, assemble. OneStopReader.snapshotRank (rank-read/one-stop.ts) does the same inside its one
 // stop per rank; this entry point serves non-MPI processes and the OMPD tests.
 import { type MqdError, mqdError, type OpenMpRuntime } from '@mqd/model';
 import { DebugFileRegistry } from '../inferior/debug-file.js';

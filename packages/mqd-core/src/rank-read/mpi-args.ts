@@ -1,9 +1,16 @@
 // The arguments of the MPI call a rank is inside: read from its frame while the rank is stopped
 // (dest/source, tag, count, the communicator handle), then matched to the walk's communicators
 // after the resume (the peer's world rank, the communicator's id).
-import { type Communicator, isWorld, type MqdError, type RankSnapshot } from '@mqd/model';
+import {
+  type Communicator,
+  findMpiCall,
+  isWorld,
+  type MpiFrame,
+  type MqdError,
+  type RankSnapshot,
+} from '@mqd/model';
 import type { ProcessImage } from '../inferior/process-image.js';
-import { findMpiCall, type MpiFrame, type Unwinder, type UnwoundRank } from '../inferior/unwind.js';
+import type { Unwinder, UnwoundRank } from '../inferior/unwind.js';
 import type { LibraryQuirks, RankMemory } from '../mqs/libraries/library.js';
 
 /** An MPI call's arguments as read in the stop, before they are matched to the communicators. */

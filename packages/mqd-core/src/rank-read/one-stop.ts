@@ -18,7 +18,6 @@ import {
   type CoreRankRef,
   type MqsProcess,
   MqsSession,
-  type RankReadOptions,
   type RankRef,
   type SessionOptions,
 } from '../mqs/session.js';
@@ -26,6 +25,21 @@ import type { RawWalk, StopRecords } from '../mqs/walk.js';
 import { type OmpdProcess, type OmpdReadOptions, OmpdSession, type RawOpenMp } from '../ompd/session.js';
 import { type RawMpiArgs, readMpiArgs } from './mpi-args.js';
 import { rankSnapshotOf } from './rank-snapshot.js';
+
+/** What one live read of a rank includes. */
+export interface RankReadOptions {
+  /** Unwind every thread (default true); the OpenMP threads are read with the stacks. */
+  readonly stacks?: boolean;
+  /** The site's policy and the supervisor's hook for the rank's OMPD library. */
+  readonly ompd?: OmpdReadOptions;
+  /**
+   * The most bytes of snapshot JSON the rank may take (an agent's per-message cap): the walk
+   * stops as soon as the queue entries walked would need more at MIN_OPERATION_JSON_BYTES
+   * each, and the rank is an error MQD_E_TOO_LARGE, so nothing that large is decoded, sent
+   * or serialised. Absent: only the read budget (readBudgetBytes) limits the walk.
+   */
+  readonly maxRankBytes?: number;
+}
 
 /** One DLL's session and the unwinder and OMPD session that read the same stops. */
 export class OneStopReader {

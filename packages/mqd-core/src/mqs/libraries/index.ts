@@ -23,3 +23,15 @@ export function quirksOfDll(dllPath: string, version = ''): LibraryQuirks {
 export function libraryOfDll(dllPath: string, version = ''): MpiLibrary {
   return quirksOfDll(dllPath, version).library;
 }
+
+/**
+ * The queue a DLL walks newest first when it asks for this symbol (any library's list: a DLL
+ * is not trusted to be the library its name says), or undefined.
+ */
+export function newestFirstQueue(symbol: string): 'sends' | 'receives' | 'unexpected' | undefined {
+  for (const l of LIBRARIES) {
+    const q = l.newestFirstLists?.get(symbol);
+    if (q !== undefined) return q;
+  }
+  return undefined;
+}

@@ -52,6 +52,11 @@ export interface LibraryQuirks {
   /** Whether a DLL with this file name and version string (`basename version`) is this library's. */
   claims(dllText: string): boolean;
   /**
+   * Symbols of lists the library keeps newest first: a DLL that asks for one (mqs_find_symbol)
+   * walks that queue newest first, and the session reverses it into matching order.
+   */
+  readonly newestFirstLists?: ReadonlyMap<string, 'sends' | 'receives' | 'unexpected'>;
+  /**
    * The id the library gives MPI_COMM_WORLD in this process, as the DLL lists communicators;
    * null when it cannot be known.
    */

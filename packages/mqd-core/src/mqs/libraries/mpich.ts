@@ -143,10 +143,25 @@ function ch4MapRanks(mem: RankMemory, comm: bigint): number[] | null {
   }
 }
 
+/**
+ * Lists MPICH keeps only for debuggers (src/mpi/debugger/dbginit.c): every entry is put at the
+ * head (MPIR_Sendq_head in 4.0 and 4.2; MPIR_Recvq_head and MPIR_Unexpq_head, MPIR_Debugq since
+ * 4.1, where the DLL reads posted receives and unexpected messages from them instead of the
+ * device's own queues), so the DLL reports them newest first. A DLL that asks for one of these
+ * symbols gets that queue reversed into matching order (oldest first), as the interface means
+ * it (docs/mpi-facts.md, "MPICH 4.2.1").
+ */
+const NEWEST_FIRST_LISTS: ReadonlyMap<string, 'sends' | 'receives' | 'unexpected'> = new Map([
+  ['MPIR_Sendq_head', 'sends'],
+  ['MPIR_Recvq_head', 'receives'],
+  ['MPIR_Unexpq_head', 'unexpected'],
+]);
+
 export const mpich: LibraryQuirks = {
   library: 'mpich',
   displayName: 'MPICH',
   claims: (text) => /tvmpich|\bMPICH\b/i.test(text),
+  newestFirstLists: NEWEST_FIRST_LISTS,
 
   /** The DLL's ids are MPIR_Comm addresses: MPI_COMM_WORLD is MPIR_Comm_builtin[0]. */
   worldId(image) {
