@@ -30,7 +30,10 @@ describe.each(MPI_NAMES.slice(0, 1))('a share link of a %s job', (mpi) => {
     const { served } = await rig.serveLocal();
     const { page, errors } = await rig.openPage(served.loginUrl);
     await attach(page, { starterPid: job.starterPid }, `${mpi}-share`);
-    await takeSnapshot(page);
+    await takeSnapshot(page).catch(async (e: unknown) => {
+      await screenshot(page, `${mpi}-share-snapshot-failed`);
+      throw e;
+    });
 
     // The picture: the Stacks view, every thread, functions matching "barrier", the barrier frame selected.
     await page.keyboard.press('s');
@@ -38,12 +41,10 @@ describe.each(MPI_NAMES.slice(0, 1))('a share link of a %s job', (mpi) => {
     await page.getByRole('button', { name: 'All threads' }).click();
     await page.getByTestId('stacks-search').fill('barrier');
     await idle(page);
-    const barrier = page
-      .locator('[data-testid="stack-node"].match')
-      .filter({ has: page.locator('button.frame') })
-      .last();
+    // The barrier's row (MPI_Barrier, or its profiling name PMPI_Barrier); a click selects it.
+    const barrier = page.locator('[data-testid="stack-node"][data-function*="Barrier"]').first();
     await barrier.waitFor();
-    await barrier.locator('button.frame').first().click();
+    await barrier.locator('.fn').first().click();
     await idle(page);
     const made = await stacksPicture(page);
     expect(made.search).toBe('barrier');
