@@ -6,6 +6,7 @@
 // MPIs): the collective_mismatch fixture's stacks must show ranks 0-2 in MPI_Barrier and rank 3
 // in MPI_Recv; wrong_tag's two stacks with main's two lines (by function: one). Screenshots go
 // to e2e/artifacts/. Every wait is on a condition.
+import { AxeBuilder } from '@axe-core/playwright';
 import type { Served } from '@mqd/server';
 import { MPI_NAMES } from '@mqd/testkit';
 import type { Page } from 'playwright-core';
@@ -27,6 +28,17 @@ function node(page: Page, fn: string) {
   return page
     .locator(names.map((n) => `[data-testid="stack-node"][data-function="${n}"]`).join(', '))
     .first();
+}
+
+/** axe-core's serious and critical violations inside the Stacks view (its toolbar, tree and panel). */
+async function axeSerious(page: Page): Promise<string[]> {
+  const r = await new AxeBuilder({ page })
+    .include('.stacks-layout')
+    .withTags(['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'])
+    .analyze();
+  return r.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${v.id}: ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
 }
 
 /** The data-function of the focused element (a tree row). */
@@ -126,6 +138,7 @@ describe('Stacks view', () => {
     expect(await barrier.getAttribute('aria-expanded')).toBe('true');
     await page.keyboard.press('ArrowRight');
     expect(await page.evaluate(() => document.activeElement?.getAttribute('data-kind'))).toBe('mpi-inside');
+    expect(await axeSerious(page)).toEqual([]);
     await page.keyboard.press('ArrowLeft');
     expect(await focused(page)).toBe('MPI_Barrier');
     await page.keyboard.press('ArrowLeft');
@@ -167,6 +180,7 @@ describe('Stacks view', () => {
     expect(new URL(page.url()).searchParams.get('srt')).toBe('1');
     expect(await note.getAttribute('data-hidden')).toBe('false');
     expect(await page.locator('[data-testid="stack-node"][data-function="poll"]').count()).toBe(1);
+    expect(await axeSerious(page)).toEqual([]);
     expect(errors).toEqual([]);
   });
 
