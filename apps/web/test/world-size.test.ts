@@ -3,11 +3,17 @@
 // (mpi/world.ts). Before, the matrix took "largest rank seen + 1" and the analysis the number of
 // ranks listed, so a world copy's peer was a rank for one and unknown for the other.
 import { PEER_ANY, PEER_UNKNOWN } from '@mqd/model';
+import { createElement } from 'react';
+import { renderToStaticMarkup } from 'react-dom/server';
 import { describe, expect, it } from 'vitest';
+import type { Api } from '../src/api.js';
+import { localSnapshot } from '../src/data.js';
 import { buildEdges } from '../src/matrix/build-edges.js';
 import { ANY_PEER, KIND_OF_INDEX, KIND_SENDS } from '../src/matrix-types.js';
+import { RankView } from '../src/rank/RankView.js';
 import { contextOf } from '../src/snapshot-context.js';
 import { buildTimeline } from '../src/timeline/timeline.js';
+import { DEFAULT_STATE } from '../src/url-state.js';
 import { comm, op, rank, snapshot } from './fixtures.js';
 
 /** Ranks 0 and 1 of an 8-rank job: the others' agents did not report. */
@@ -54,5 +60,44 @@ describe('world size and peers with a subset of ranks', () => {
   it('the timeline has a row for every rank of the world, read or not', () => {
     const s = subset();
     expect(buildTimeline([{ id: 'a', takenAt: s.takenAt, snapshot: s }]).worldSize).toBe(8);
+  });
+
+  it('a receive from MPI_ANY_SOURCE and one from an unknown source read differently', () => {
+    const s = subset();
+    // Rank 1's receive on a communicator of 2 whose group the library did not report: local 1
+    // names no world rank the rules can find.
+    const unknownSource = {
+      ...s,
+      ranks: s.ranks.map((r) =>
+        r.rank !== 1
+          ? r
+          : {
+              ...r,
+              communicators: [
+                ...r.communicators,
+                comm({ id: '9', name: 'pair', size: 2, localRank: 0, receives: [op(1, null, 5, 8)] }),
+              ],
+            },
+      ),
+    };
+    const ix = contextOf(unknownSource).index;
+    const ce = ix.comms.find((c) => c.rank === 1 && c.comm.id === '9');
+    const any = ix.comms.find((c) => c.rank === 1 && c.comm.id === '0');
+    expect(ce && ix.peerRank(ce.comm.receives?.[0]?.peer ?? op(0, 0, 0, 0).peer, ce)).toBe(PEER_UNKNOWN);
+    expect(any && ix.peerRank(any.comm.receives?.[0]?.peer ?? op(0, 0, 0, 0).peer, any)).toBe(PEER_ANY);
+    const html = renderToStaticMarkup(
+      createElement(RankView, {
+        api: {} as Api,
+        url: { ...DEFAULT_STATE, view: 'rank', rank: 1 },
+        setUrl: () => {},
+        data: localSnapshot('peers', unknownSource, true),
+      }),
+    );
+    const from = [
+      ...html.matchAll(
+        /<tr><td>\d+<\/td><td>pending<\/td><td class="[^"]*">([^<]*)<\/td><td class="[^"]*">(\d+)</g,
+      ),
+    ].map((m) => `${m[2]}:${m[1]}`);
+    expect(from.sort()).toEqual(['3:ANY', '4:5', '5:local 1 (world ?)']);
   });
 });
