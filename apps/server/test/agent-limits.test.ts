@@ -19,19 +19,16 @@ import {
   syntheticRingRank,
   validateSnapshot,
 } from '@mqd/model';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startAgent } from '../src/agent.js';
 import { rankBudget } from '../src/agent-messages.js';
 import { encodeMessage } from '../src/agent-protocol.js';
 import { checkRanks, decodeAgentMessage } from '../src/agent-protocol-decode.js';
 import { createFakeLocator, createFakeReader } from '../src/fakes.js';
 import type { RankReader, RankTarget } from '../src/seams.js';
-import { AGENT_TOKEN, json, startServer } from './helpers.js';
+import { AGENT_TOKEN, cleanupAfterEach, json, startServer } from './helpers.js';
 
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()?.();
-});
+const cleanup = cleanupAfterEach();
 
 const base = (): RankSnapshot => ({
   ...syntheticRingRank(0, 100, 'n0', 2, 1, 0),

@@ -4,20 +4,17 @@
 // ranks still arrive. The agent here is a real process (agent-child.ts), really stopped.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startAgent } from '../src/agent.js';
 import { createFakeLocator, createFakeReader } from '../src/fakes.js';
 import { hostAgentToken } from '../src/hub.js';
-import { AGENT_TOKEN, json, startServer, waitFor } from './helpers.js';
+import { AGENT_TOKEN, cleanupAfterEach, json, startServer, waitFor } from './helpers.js';
 
 const CHILD = fileURLToPath(new URL('./agent-child.ts', import.meta.url));
 const SILENCE_MS = 5000;
 const TIMEOUT_MS = 30_000;
 
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()?.();
-});
+const cleanup = cleanupAfterEach();
 
 /** The agent of host `frozen` in its own process; its reads take readMs. */
 function childAgent(url: string, readMs: number) {

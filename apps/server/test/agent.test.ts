@@ -1,14 +1,11 @@
 import { io } from 'socket.io-client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type AgentEvent, backoffDelay, startAgent, startSyntheticAgents } from '../src/agent.js';
 import { buildApp } from '../src/app.js';
 import { createFakeReader } from '../src/fakes.js';
-import { ADMIN_TOKEN, AGENT_TOKEN, json, startServer, waitFor } from './helpers.js';
+import { ADMIN_TOKEN, AGENT_TOKEN, cleanupAfterEach, json, startServer, waitFor } from './helpers.js';
 
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()?.();
-});
+const cleanup = cleanupAfterEach();
 
 describe('backoff', () => {
   it('grows exponentially up to the cap, with jitter below the nominal delay', () => {

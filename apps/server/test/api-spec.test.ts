@@ -19,12 +19,13 @@ import {
 } from '@mqd/model';
 import type { LightMyRequestResponse } from 'fastify';
 import { io, type Socket } from 'socket.io-client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startSyntheticAgents } from '../src/agent.js';
 import {
   ADMIN_TOKEN,
   AGENT_TOKEN,
   bodyJson,
+  cleanupAfterEach,
   routeOf,
   specViolation,
   startServer,
@@ -35,10 +36,7 @@ import {
 const GOLDEN_DIR = join(import.meta.dirname, 'golden');
 const UPDATE = process.env['UPDATE_GOLDEN'] === '1';
 
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()?.();
-});
+const cleanup = cleanupAfterEach();
 
 /** Volatile values seen in replies -> stable placeholders, in order of first appearance. */
 class Normaliser {

@@ -1,31 +1,26 @@
 import { gunzipSync } from 'node:zlib';
 import { type JobSnapshot, validateSnapshot } from '@mqd/model';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startSyntheticAgents } from '../src/agent.js';
 import {
   ADMIN_TOKEN,
   AGENT_TOKEN,
+  cleanupAfterEach,
   createUser,
   json,
-  startServer,
+  serverFor,
   type TestServer,
   waitFor,
 } from './helpers.js';
 
-const cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()?.();
-});
+const cleanup = cleanupAfterEach();
 
 interface Clock {
   now: number;
 }
 
-async function setup(config = {}, clock?: Clock) {
-  const s = await startServer(config, clock ? { clock: () => clock.now } : {});
-  cleanup.push(() => s.close());
-  return s;
-}
+const setup = (config = {}, clock?: Clock) =>
+  serverFor(cleanup, config, clock ? { clock: () => clock.now } : {});
 
 /** Synthetic job of `uid` on `agents` nodes, attached by `who`. */
 async function job(

@@ -6,16 +6,13 @@
 import { spawn } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAgent } from '../src/agent.js';
 import { createFakeReader, FAKE_CORE_MAGIC, withFakeCores } from '../src/fakes.js';
-import { AGENT_TOKEN, createUser, startServer } from './helpers.js';
+import { AGENT_TOKEN, cleanupAfterEach, createUser, startServer } from './helpers.js';
 
 const NOBODY = 65534;
-const cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()?.();
-});
+const cleanup = cleanupAfterEach();
 
 let base = '';
 let allowed = '';

@@ -7,16 +7,13 @@ import { chownSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type JobSnapshot, validateSnapshot } from '@mqd/model';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAgent } from '../src/agent.js';
 import { loadConfig } from '../src/config.js';
 import { createFakeReader, FAKE_CORE_MAGIC, withFakeCores } from '../src/fakes.js';
-import { AGENT_TOKEN, createUser, json, startServer, type TestServer } from './helpers.js';
+import { AGENT_TOKEN, cleanupAfterEach, createUser, json, startServer, type TestServer } from './helpers.js';
 
-const cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()?.();
-});
+const cleanup = cleanupAfterEach();
 
 let base = '';
 let allowed = '';

@@ -4,15 +4,19 @@
 // is a coded error.
 import { prng } from '@mqd/model';
 import { io } from 'socket.io-client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AGENT_PROTOCOL_VERSION, WIRE_EVENT } from '../src/agent-protocol.js';
 import { hostAgentToken } from '../src/hub.js';
-import { ADMIN_TOKEN, AGENT_TOKEN, createUser, startServer, type TestServer } from './helpers.js';
+import {
+  ADMIN_TOKEN,
+  AGENT_TOKEN,
+  cleanupAfterEach,
+  createUser,
+  startServer,
+  type TestServer,
+} from './helpers.js';
 
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()?.();
-});
+const cleanup = cleanupAfterEach();
 
 const ROUTES: readonly [string, string][] = [
   ['GET', '/api/health'],

@@ -2,8 +2,17 @@
 // and a condition waiter (tests wait on state, never on time). Every inject() response of a
 // server started here is checked against the API spec (packages/model api-spec.ts).
 import { gunzipSync } from 'node:zlib';
-import { API_ROUTES, decodeErrorBody, decodeResponse, type RouteName } from '@mqd/model';
+import { API_ROUTES, decodeErrorBody, decodeResponse, type RouteName, validateSnapshot } from '@mqd/model';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import { io, type Socket } from 'socket.io-client';
+import { afterEach } from 'vitest';
+import {
+  AGENT_NAMESPACE,
+  AGENT_PROTOCOL_VERSION,
+  type ServerMessage,
+  WIRE_EVENT,
+} from '../src/agent-protocol.js';
+import { decodeServerMessage } from '../src/agent-protocol-decode.js';
 import { type AppOptions, buildApp } from '../src/app.js';
 import type { ServerConfig } from '../src/config.js';
 
@@ -44,6 +53,31 @@ export async function startServer(
     admin: { authorization: `Bearer ${ADMIN_TOKEN}` },
     close: () => app.close(),
   };
+}
+
+/** A teardown step: what a test started, stopped after it. */
+export type Cleanup = () => Promise<void> | void;
+
+/**
+ * The test file's teardown list: after each test its steps run, the last pushed first. Call once,
+ * at the file's top level (it registers the afterEach).
+ */
+export function cleanupAfterEach(): Cleanup[] {
+  const steps: Cleanup[] = [];
+  afterEach(async () => {
+    while (steps.length) await steps.pop()?.();
+  });
+  return steps;
+}
+
+/** startServer, closed after the test through `cleanup`. */
+export async function serverFor(
+  cleanup: Cleanup[],
+  ...args: Parameters<typeof startServer>
+): Promise<TestServer> {
+  const s = await startServer(...args);
+  cleanup.push(() => s.close());
+  return s;
 }
 
 export async function waitFor(cond: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
@@ -131,4 +165,46 @@ function checkEveryInject(app: FastifyInstance): void {
   // Only the promise form is used by the tests; the chain form (inject() without options) stays as is.
   app.inject = ((opts?: InjectOptions | string) =>
     opts === undefined ? inject() : checked(opts)) as typeof app.inject;
+}
+
+/** A rank as validateSnapshot judges it, alone in a snapshot: the spec's verdict to compare guards with. */
+export const specAccepts = (r: unknown): boolean =>
+  validateSnapshot({
+    schemaVersion: 1,
+    takenAt: '2026-01-01T00:00:00Z',
+    durationMicros: 0,
+    mpi: { library: 'unknown', dll: null, lengthUnit: 'bytes' },
+    ranks: [r],
+  }).ok;
+
+/** An agent's handshake for `host` (agentId = host). */
+export const hello = (host: string, token = AGENT_TOKEN) => ({
+  token,
+  protocol: AGENT_PROTOCOL_VERSION,
+  agentId: host,
+  host,
+  version: 'test',
+});
+
+/** A hand-driven agent: the test decides every byte it sends; disconnected through `cleanup`. */
+export function rawAgent(
+  cleanup: Cleanup[],
+  url: string,
+  auth: Record<string, unknown>,
+): { socket: Socket; inbox: ServerMessage[] } {
+  const socket: Socket = io(new URL(AGENT_NAMESPACE, url).toString(), {
+    auth,
+    reconnection: false,
+    transports: ['websocket'],
+  });
+  cleanup.push(() => {
+    socket.disconnect();
+  });
+  const inbox: ServerMessage[] = [];
+  socket.on(WIRE_EVENT, (data: unknown) => {
+    const m = decodeServerMessage(data, Number.MAX_SAFE_INTEGER);
+    if (!m.ok) throw new Error(m.error.error.message);
+    inbox.push(m.value);
+  });
+  return { socket, inbox };
 }

@@ -3,18 +3,11 @@
 // ranks (openmp, openmpError, ThreadStack.ompState and their invariants), and a hybrid rank
 // travels from an agent through the hub intact while a malformed one is refused with a coded
 // error naming the field.
-import { type RankSnapshot, syntheticOpenMpJob, validateSnapshot } from '@mqd/model';
-import { io, type Socket } from 'socket.io-client';
-import { afterEach, describe, expect, it } from 'vitest';
-import {
-  AGENT_NAMESPACE,
-  AGENT_PROTOCOL_VERSION,
-  encodeMessage,
-  type ServerMessage,
-  WIRE_EVENT,
-} from '../src/agent-protocol.js';
-import { checkRanks, decodeServerMessage } from '../src/agent-protocol-decode.js';
-import { AGENT_TOKEN, startServer, waitFor } from './helpers.js';
+import { type RankSnapshot, syntheticOpenMpJob } from '@mqd/model';
+import { describe, expect, it } from 'vitest';
+import { encodeMessage, WIRE_EVENT } from '../src/agent-protocol.js';
+import { checkRanks } from '../src/agent-protocol-decode.js';
+import { cleanupAfterEach, hello, rawAgent, serverFor, specAccepts, waitFor } from './helpers.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
@@ -31,15 +24,6 @@ function hybridRanks(): RankSnapshot[] {
   }
   return out;
 }
-
-const byValidator = (r: unknown) =>
-  validateSnapshot({
-    schemaVersion: 1,
-    takenAt: '2026-01-01T00:00:00Z',
-    durationMicros: 0,
-    mpi: { library: 'unknown', dll: null, lengthUnit: 'bytes' },
-    ranks: [r],
-  }).ok;
 
 function slotsOf(v: Json): { parent: Json[] | { [k: string]: Json }; key: string | number }[] {
   const out: { parent: Json[] | { [k: string]: Json }; key: string | number }[] = [];
@@ -109,7 +93,7 @@ describe('checkRanks on hybrid ranks', () => {
           const m = structuredClone(base);
           mutate(m);
           const mine = checkRanks([m]);
-          const spec = byValidator(m);
+          const spec = specAccepts(m);
           cases++;
           if (!spec) refused++;
           if (mine.ok !== spec)
@@ -123,7 +107,7 @@ describe('checkRanks on hybrid ranks', () => {
         openmpError: { code: 'C', message: 'm' },
       };
       expect(checkRanks([both]).ok).toBe(false);
-      expect(byValidator(both)).toBe(false);
+      expect(specAccepts(both)).toBe(false);
     }
     expect(cases).toBeGreaterThan(2000);
     expect(refused).toBeGreaterThan(cases / 3);
@@ -147,35 +131,12 @@ describe('checkRanks on hybrid ranks', () => {
   });
 });
 
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()?.();
-});
+const cleanup = cleanupAfterEach();
 
 describe('a hybrid rank through the hub', () => {
   it('arrives intact; a malformed one is refused with MQD_E_BAD_INPUT and the rank stays unanswered', async () => {
-    const s = await startServer({});
-    cleanup.push(() => s.close());
-    const socket: Socket = io(new URL(AGENT_NAMESPACE, s.url).toString(), {
-      auth: {
-        token: AGENT_TOKEN,
-        protocol: AGENT_PROTOCOL_VERSION,
-        agentId: 'h',
-        host: 'h',
-        version: 'test',
-      },
-      reconnection: false,
-      transports: ['websocket'],
-    });
-    cleanup.push(() => {
-      socket.disconnect();
-    });
-    const inbox: ServerMessage[] = [];
-    socket.on(WIRE_EVENT, (data: unknown) => {
-      const m = decodeServerMessage(data, Number.MAX_SAFE_INTEGER);
-      if (!m.ok) throw new Error(m.error.error.message);
-      inbox.push(m.value);
-    });
+    const s = await serverFor(cleanup);
+    const { socket, inbox } = rawAgent(cleanup, s.url, hello('h'));
     await waitFor(() => inbox.some((m) => m.type === 'welcome'), 'welcome');
     const requests = () => inbox.flatMap((m) => (m.type === 'request' ? [m] : []));
     const refusals = () => inbox.flatMap((m) => (m.type === 'refused' ? [m] : []));

@@ -1,49 +1,18 @@
 import { readFileSync } from 'node:fs';
 import { type RankSnapshot, syntheticRingRank } from '@mqd/model';
-import { io, type Socket } from 'socket.io-client';
-import { afterEach, describe, expect, it } from 'vitest';
+import type { Socket } from 'socket.io-client';
+import { describe, expect, it } from 'vitest';
 import { chunkMessages } from '../src/agent-messages.js';
 import {
-  AGENT_NAMESPACE,
   AGENT_PROTOCOL_VERSION,
   encodeMessage,
   type ServerMessage,
   WIRE_EVENT,
 } from '../src/agent-protocol.js';
 import { decodeAgentMessage, decodeServerMessage } from '../src/agent-protocol-decode.js';
-import { AGENT_TOKEN, json, startServer, type TestServer, waitFor } from './helpers.js';
+import { cleanupAfterEach, hello, json, rawAgent, startServer, type TestServer, waitFor } from './helpers.js';
 
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()?.();
-});
-
-const hello = (host: string, token = AGENT_TOKEN) => ({
-  token,
-  protocol: AGENT_PROTOCOL_VERSION,
-  agentId: host,
-  host,
-  version: 'test',
-});
-
-/** A hand-driven agent: the test decides every byte it sends. */
-function rawAgent(url: string, auth: Record<string, unknown>) {
-  const socket: Socket = io(new URL(AGENT_NAMESPACE, url).toString(), {
-    auth,
-    reconnection: false,
-    transports: ['websocket'],
-  });
-  cleanup.push(() => {
-    socket.disconnect();
-  });
-  const inbox: ServerMessage[] = [];
-  socket.on(WIRE_EVENT, (data: unknown) => {
-    const m = decodeServerMessage(data, Number.MAX_SAFE_INTEGER);
-    if (!m.ok) throw new Error(m.error.error.message);
-    inbox.push(m.value);
-  });
-  return { socket, inbox };
-}
+const cleanup = cleanupAfterEach();
 
 function connectError(s: Socket): Promise<Error & { data?: { code?: string } }> {
   return new Promise((resolve) => s.once('connect_error', resolve));
@@ -65,7 +34,7 @@ describe('agent handshake', () => {
   it('refuses a forged or missing token with MQD_E_UNAUTHENTICATED and keeps nothing', async () => {
     const s = await server();
     for (const auth of [hello('forger', 'not-the-agent-token-at-all'), { host: 'x' }]) {
-      const a = rawAgent(s.url, auth);
+      const a = rawAgent(cleanup, s.url, auth);
       const e = await connectError(a.socket);
       expect(e.data?.code).toBe('MQD_E_UNAUTHENTICATED');
       expect(e.message).toMatch(/^MQD_E_UNAUTHENTICATED: /);
@@ -77,9 +46,9 @@ describe('agent handshake', () => {
 
   it('refuses another protocol version and a malformed handshake with MQD_E_BAD_INPUT', async () => {
     const s = await server();
-    const v2 = rawAgent(s.url, { ...hello('n'), protocol: AGENT_PROTOCOL_VERSION + 1 });
+    const v2 = rawAgent(cleanup, s.url, { ...hello('n'), protocol: AGENT_PROTOCOL_VERSION + 1 });
     expect((await connectError(v2.socket)).message).toMatch(`protocol ${AGENT_PROTOCOL_VERSION + 1}`);
-    const bad = rawAgent(s.url, { ...hello('n'), agentId: 'has spaces' });
+    const bad = rawAgent(cleanup, s.url, { ...hello('n'), agentId: 'has spaces' });
     const e = await connectError(bad.socket);
     expect(e.data?.code).toBe('MQD_E_BAD_INPUT');
     expect(e.message).toMatch(/auth\.agentId/);
@@ -89,7 +58,7 @@ describe('agent handshake', () => {
 
 describe('agent messages', () => {
   async function connected(s: TestServer, host = 'n0') {
-    const a = rawAgent(s.url, hello(host));
+    const a = rawAgent(cleanup, s.url, hello(host));
     await waitFor(() => a.inbox.some((m) => m.type === 'welcome'), 'welcome');
     return a;
   }

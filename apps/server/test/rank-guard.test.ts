@@ -1,9 +1,10 @@
 // The agent protocol's hand-written rank guard must accept and refuse exactly what the
 // snapshot spec's validator does: every leaf and object of realistic ranks is mutated in the
 // ways a broken or hostile agent could, and both must agree on each mutation.
-import { type RankSnapshot, syntheticRingRank, validateSnapshot } from '@mqd/model';
+import { type RankSnapshot, syntheticRingRank } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { checkRanks } from '../src/agent-protocol-decode.js';
+import { specAccepts } from './helpers.js';
 
 const mpichRank: RankSnapshot = {
   rank: 3,
@@ -101,15 +102,6 @@ const dllRank: RankSnapshot = {
   dllLog: ['setup', 'walk'],
 };
 
-const byValidator = (r: unknown) =>
-  validateSnapshot({
-    schemaVersion: 1,
-    takenAt: '2026-01-01T00:00:00Z',
-    durationMicros: 0,
-    mpi: { library: 'unknown', dll: null, lengthUnit: 'bytes' },
-    ranks: [r],
-  }).ok;
-
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
 /** Every container in the value, with a way to change one of its slots. */
@@ -177,7 +169,7 @@ describe('checkRanks', () => {
           const m = structuredClone(base);
           mutate(m);
           const mine = checkRanks([m]);
-          const spec = byValidator(m);
+          const spec = specAccepts(m);
           cases++;
           if (!spec) refused++;
           if (mine.ok !== spec) {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { err, JobId, mqdError, ok, type Result } from '@mqd/model';
 import { io, type Socket } from 'socket.io-client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startAgent } from '../src/agent.js';
 import { buildApp, serverLogger } from '../src/app.js';
 import { createFakeReader } from '../src/fakes.js';
@@ -17,23 +17,18 @@ import type { LocatedJob } from '../src/seams.js';
 import {
   ADMIN_TOKEN,
   AGENT_TOKEN,
+  cleanupAfterEach,
   createUser,
   json,
-  startServer,
+  serverFor,
+  type startServer,
   type TestServer,
   waitFor,
 } from './helpers.js';
 
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()?.();
-});
+const cleanup = cleanupAfterEach();
 
-async function server(...args: Parameters<typeof startServer>): Promise<TestServer> {
-  const s = await startServer(...args);
-  cleanup.push(() => s.close());
-  return s;
-}
+const server = (...args: Parameters<typeof startServer>): Promise<TestServer> => serverFor(cleanup, ...args);
 
 type Auth = { authorization: string };
 

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { err, MqdException, mqdError, ok, type Result } from '@mqd/model';
 import { io } from 'socket.io-client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startAgent } from '../src/agent.js';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
@@ -15,18 +15,20 @@ import { createFakeReader } from '../src/fakes.js';
 import { hostAgentToken } from '../src/hub.js';
 import type { JobLocator, LocatedJob, RankTarget, ReadOptions } from '../src/seams.js';
 import { Store } from '../src/store.js';
-import { AGENT_TOKEN, createUser, json, startServer, type TestServer, waitFor } from './helpers.js';
+import {
+  AGENT_TOKEN,
+  cleanupAfterEach,
+  createUser,
+  json,
+  serverFor,
+  startServer,
+  type TestServer,
+  waitFor,
+} from './helpers.js';
 
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanup.length) await cleanup.pop()?.();
-});
+const cleanup = cleanupAfterEach();
 
-async function server(config = {}): Promise<TestServer> {
-  const s = await startServer(config);
-  cleanup.push(() => s.close());
-  return s;
-}
+const server = (config = {}): Promise<TestServer> => serverFor(cleanup, config);
 
 describe('malformed cookies', () => {
   it('answers 401 on REST and refuses the socket.io handshake; the server keeps answering', async () => {
