@@ -54,8 +54,9 @@ export { nativeAllocations } from './native/alloc.js';
 export { setParentDeathSignal } from './native/libc.js';
 export { type PmixJob, type PmixProc, PmixTool, pmixProcTable } from './native/pmix.js';
 export * as ptraceExt from './native/ptrace-ext.js';
+export { assembleOpenMp, type OmpdProcess, type OmpdReadOptions } from './ompd/raw.js';
 export { type OpenMpRead, type ReadOpenMpOptions, readOpenMp } from './ompd/read.js';
-export { assembleOpenMp, type OmpdProcess, type OmpdReadOptions, OmpdSession } from './ompd/session.js';
+export { OmpdSession } from './ompd/session.js';
 export { checkDllPolicy, DLL_POLICIES, type DllPolicy } from './policy/dll-policy.js';
 export { OneStopReader, type RankReadOptions } from './rank-read/one-stop.js';
 export {

@@ -2,6 +2,7 @@
 // concrete scopes of a pc: the DIEs that hold the innermost scope dwarf_getscopes gives, found by
 // offset (past an inlined instance dwarf_getscopes follows the inline's abstract origin).
 // Shared by the unwinder's inlined frames (unwind.ts) and the argument plans (frame-args.ts).
+// Also the gdb-like source line of a pc from a compilation unit's line table.
 import koffi from 'koffi';
 import { DIE_SIZE, dw } from '../native/libdw.js';
 
@@ -44,4 +45,61 @@ export function concreteScopes(cudie: unknown, target: bigint, cur: unknown, chi
     setDie(best, cur);
   }
   return [];
+}
+
+/**
+ * The source position of `addr` (a pc less its module's bias) in `cudie`'s line table, the way
+ * gdb gives it: the last row at the highest address at or below `addr` and, when that row is not a statement (is_stmt), the last statement
+ * row at that same address. GCC often puts several rows on one address (the inlined callee's
+ * line and the caller's); libdw's dwfl_module_getsrc takes the last of them, statement or not,
+ * so MQD said mpid_nem_queue.h:140 where gdb says mpl_atomic_c11.h:104. Null when the CU has
+ * no line-table row for `addr` (the caller then asks libdw).
+ */
+export function statementLine(
+  cudie: unknown,
+  addr: bigint,
+): { file: string | null; line: number | null } | null {
+  const linesOut: unknown[] = [null];
+  const countOut = [0n];
+  if ((dw.dwarf_getsrclines(cudie, linesOut, countOut) as number) !== 0) return null;
+  const lines = linesOut[0];
+  const n = Number(countOut[0]);
+  const u64 = [0n];
+  const flag = [false];
+  const rowAddr = (i: number): bigint | null => {
+    const row = dw.dwarf_onesrcline(lines, i);
+    return row && (dw.dwarf_lineaddr(row, u64) as number) === 0 ? (u64[0] ?? null) : null;
+  };
+  const isStmt = (i: number): boolean => {
+    const row = dw.dwarf_onesrcline(lines, i);
+    return !!row && (dw.dwarf_linebeginstatement(row, flag) as number) === 0 && flag[0] === true;
+  };
+  // libdw keeps the rows sorted by address, those at one address in table order.
+  let lo = 0;
+  let hi = n - 1;
+  let best = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const a = rowAddr(mid);
+    if (a === null) return null;
+    if (a <= addr) {
+      best = mid;
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  if (best < 0) return null;
+  const at = rowAddr(best);
+  const endRow = dw.dwarf_onesrcline(lines, best);
+  if (!endRow || (dw.dwarf_lineendsequence(endRow, flag) as number) !== 0 || flag[0] === true) return null;
+  if (!isStmt(best)) {
+    let k = best;
+    while (k > 0 && rowAddr(k - 1) === at && !isStmt(k)) k--;
+    if (isStmt(k)) best = k;
+  }
+  const row = dw.dwarf_onesrcline(lines, best);
+  if (!row) return null;
+  const lineOut = [0];
+  const line = (dw.dwarf_lineno(row, lineOut) as number) === 0 ? (lineOut[0] ?? 0) : 0;
+  const file = (dw.dwarf_linesrc(row, null, null) as string | null) ?? null;
+  return { file, line: line > 0 ? line : null };
 }

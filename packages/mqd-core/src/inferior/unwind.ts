@@ -31,42 +31,16 @@ import {
   procCallbacks,
   ThreadCallback,
 } from '../native/libdw.js';
-import { concreteScopes, copyDie, dieBytes, setDie } from './dwarf-dies.js';
+import { demangle } from './demangle.js';
+import { concreteScopes, copyDie, dieBytes, setDie, statementLine } from './dwarf-dies.js';
+
 import { ArgPlanner, evalOps, type FrameRegs } from './frame-args.js';
 import { procStartTime } from './proc.js';
 import type { DwarfAt } from './process-image.js';
 
 export type { FrameRegs };
 
-const libc = koffi.load('libc.so.6');
-const cFree = libc.func('void free(void *ptr)');
-let demangler: ((name: string) => string | null) | null | undefined;
-
-/** C++ names through libstdc++'s own __cxa_demangle; the result is malloc'd and freed here. */
-export function demangle(name: string): string {
-  if (!name.startsWith('_Z')) return name;
-  if (demangler === undefined) {
-    try {
-      const cxx = koffi.load('libstdc++.so.6');
-      const fn = cxx.func(
-        'void *__cxa_demangle(const char *mangled, void *buf, void *len, _Out_ int *status)',
-      );
-      demangler = (n: string) => {
-        const status = [0];
-        const p = fn(n, null, null, status);
-        if (!p) return null;
-        try {
-          return status[0] === 0 ? (koffi.decode(p, 'char', -1) as string) : null;
-        } finally {
-          cFree(p);
-        }
-      };
-    } catch {
-      demangler = null; // no libstdc++ here: mangled names stay mangled
-    }
-  }
-  return demangler?.(name) ?? name;
-}
+const cFree = koffi.load('libc.so.6').func('void free(void *ptr)');
 
 /**
  * What one symbolised pc gives, without the pc and the module path (cached per build-id and
@@ -571,7 +545,7 @@ export class Unwinder {
     // The CU holding pc (its line table and its scopes), once for both.
     const cudie = dw.dwfl_module_addrdie(mod, pc, this.biasBuf);
     const bias = new BigUint64Array(koffi.view(this.biasBuf, 8))[0] ?? 0n;
-    const pos = (cudie ? this.statementLine(cudie, pc - bias) : null) ?? this.libdwLine(mod, pc);
+    const pos = (cudie ? statementLine(cudie, pc - bias) : null) ?? this.libdwLine(mod, pc);
     const outer: FrameInfo = {
       function: symName ? demangle(symName) : null,
       file: pos.file,
@@ -638,60 +612,6 @@ export class Unwinder {
     const f = dw.dwfl_lineinfo(src, null, this.lineBuf, null, null, null) as string | null;
     const line = this.lineView[0] ?? 0;
     return f ? { file: f, line: line > 0 ? line : null } : { file: null, line: null };
-  }
-
-  /**
-   * The source position of `addr` (a pc less its module's bias) in `cudie`'s line table, the way
-   * gdb gives it: the last row at the highest address at or below `addr` and, when that row is not a statement (is_stmt), the last statement
-   * row at that same address. GCC often puts several rows on one address (the inlined callee's
-   * line and the caller's); libdw's dwfl_module_getsrc takes the last of them, statement or not,
-   * so MQD said mpid_nem_queue.h:140 where gdb says mpl_atomic_c11.h:104. Null when the CU has
-   * no line-table row for `addr` (the caller then asks libdw).
-   */
-  private statementLine(cudie: unknown, addr: bigint): { file: string | null; line: number | null } | null {
-    const linesOut: unknown[] = [null];
-    const countOut = [0n];
-    if ((dw.dwarf_getsrclines(cudie, linesOut, countOut) as number) !== 0) return null;
-    const lines = linesOut[0];
-    const n = Number(countOut[0]);
-    const u64 = [0n];
-    const flag = [false];
-    const rowAddr = (i: number): bigint | null => {
-      const row = dw.dwarf_onesrcline(lines, i);
-      return row && (dw.dwarf_lineaddr(row, u64) as number) === 0 ? (u64[0] ?? null) : null;
-    };
-    const isStmt = (i: number): boolean => {
-      const row = dw.dwarf_onesrcline(lines, i);
-      return !!row && (dw.dwarf_linebeginstatement(row, flag) as number) === 0 && flag[0] === true;
-    };
-    // libdw keeps the rows sorted by address, those at one address in table order.
-    let lo = 0;
-    let hi = n - 1;
-    let best = -1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      const a = rowAddr(mid);
-      if (a === null) return null;
-      if (a <= addr) {
-        best = mid;
-        lo = mid + 1;
-      } else hi = mid - 1;
-    }
-    if (best < 0) return null;
-    const at = rowAddr(best);
-    const endRow = dw.dwarf_onesrcline(lines, best);
-    if (!endRow || (dw.dwarf_lineendsequence(endRow, flag) as number) !== 0 || flag[0] === true) return null;
-    if (!isStmt(best)) {
-      let k = best;
-      while (k > 0 && rowAddr(k - 1) === at && !isStmt(k)) k--;
-      if (isStmt(k)) best = k;
-    }
-    const row = dw.dwarf_onesrcline(lines, best);
-    if (!row) return null;
-    const lineOut = [0];
-    const line = (dw.dwarf_lineno(row, lineOut) as number) === 0 ? (lineOut[0] ?? 0) : 0;
-    const file = (dw.dwarf_linesrc(row, null, null) as string | null) ?? null;
-    return { file, line: line > 0 ? line : null };
   }
 
   private udata(die: unknown, at: number): number | null {

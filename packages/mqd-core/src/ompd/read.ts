@@ -6,7 +6,8 @@ import { DebugFileRegistry } from '../inferior/debug-file.js';
 import { ProcessImage } from '../inferior/process-image.js';
 import { HotPath } from '../inferior/shim.js';
 import { stopProcess } from '../inferior/stopper.js';
-import { assembleOpenMp, type OmpdReadOptions, OmpdSession, type RawOpenMp } from './session.js';
+import { assembleOpenMp, type OmpdReadOptions, type RawOpenMp } from './raw.js';
+import { OmpdSession } from './session.js';
 
 export interface ReadOpenMpOptions extends OmpdReadOptions {
   /** The OMPD host to use (default: one shared by this process). */

@@ -22,7 +22,8 @@ import {
   type SessionOptions,
 } from '../mqs/session.js';
 import type { RawWalk, StopRecords } from '../mqs/walk.js';
-import { type OmpdProcess, type OmpdReadOptions, OmpdSession, type RawOpenMp } from '../ompd/session.js';
+import type { OmpdProcess, OmpdReadOptions, RawOpenMp } from '../ompd/raw.js';
+import { OmpdSession } from '../ompd/session.js';
 import { type RawMpiArgs, readMpiArgs } from './mpi-args.js';
 import { rankSnapshotOf } from './rank-snapshot.js';
 

@@ -5,7 +5,7 @@ import { type MqdError, ok, type RankSnapshot, type Result, rankNotRead } from '
 import type { UnwoundRank } from '../inferior/unwind.js';
 import type { MqsSession } from '../mqs/session.js';
 import type { RawWalk, StopRecords } from '../mqs/walk.js';
-import { assembleOpenMp, type RawOpenMp } from '../ompd/session.js';
+import { assembleOpenMp, type RawOpenMp } from '../ompd/raw.js';
 import { type RawMpiArgs, stackFieldsOf } from './mpi-args.js';
 
 /** What one read of a rank gave, before assembly. */

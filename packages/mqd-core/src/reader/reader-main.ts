@@ -14,7 +14,7 @@ import { DebugFileRegistry } from '../inferior/debug-file.js';
 import { rankInEnviron } from '../inferior/proc.js';
 import { stopProcess } from '../inferior/stopper.js';
 import { setParentDeathSignal } from '../native/libc.js';
-import type { OmpdReadOptions } from '../ompd/session.js';
+import type { OmpdReadOptions } from '../ompd/raw.js';
 import { OneStopReader } from '../rank-read/one-stop.js';
 import { dllNamedBy, dllNamedByCore } from './dll-name.js';
 import { checkTarget, enterReader } from './identity.js';
