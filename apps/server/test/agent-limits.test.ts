@@ -26,7 +26,7 @@ import { encodeMessage } from '../src/agent-protocol.js';
 import { checkRanks, decodeAgentMessage } from '../src/agent-protocol-decode.js';
 import { createFakeLocator, createFakeReader } from '../src/fakes.js';
 import type { RankReader, RankTarget } from '../src/seams.js';
-import { AGENT_TOKEN, cleanupAfterEach, json, startServer } from './helpers.js';
+import { AGENT_TOKEN, attachAsAdmin, cleanupAfterEach, json, startServer } from './helpers.js';
 
 const cleanup = cleanupAfterEach();
 
@@ -201,14 +201,7 @@ describe("the issue's snapshot that could not be opened", () => {
     });
     cleanup.push(() => agent.dispose());
     await agent.whenConnected();
-    const att = await s.app.inject({
-      method: 'POST',
-      url: '/api/jobs/attach',
-      headers: s.admin,
-      payload: { starterPid: 4242 },
-    });
-    expect(att.statusCode, att.body).toBe(201);
-    const jobId = json<{ job: { id: string } }>(att).job.id;
+    const jobId = await attachAsAdmin(s);
     const snap = await s.app.inject({
       method: 'POST',
       url: `/api/jobs/${jobId}/snapshots`,

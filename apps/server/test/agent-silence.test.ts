@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { startAgent } from '../src/agent.js';
 import { createFakeLocator, createFakeReader } from '../src/fakes.js';
 import { hostAgentToken } from '../src/hub.js';
-import { AGENT_TOKEN, cleanupAfterEach, json, startServer, waitFor } from './helpers.js';
+import { AGENT_TOKEN, attachAsAdmin, cleanupAfterEach, json, startServer, waitFor } from './helpers.js';
 
 const CHILD = fileURLToPath(new URL('./agent-child.ts', import.meta.url));
 const SILENCE_MS = 5000;
@@ -71,17 +71,6 @@ async function twoNodeJob() {
   return s;
 }
 
-async function attach(s: Awaited<ReturnType<typeof twoNodeJob>>): Promise<string> {
-  const att = await s.app.inject({
-    method: 'POST',
-    url: '/api/jobs/attach',
-    headers: s.admin,
-    payload: { starterPid: 4242 },
-  });
-  expect(att.statusCode, att.body).toBe(201);
-  return json<{ job: { id: string } }>(att).job.id;
-}
-
 interface Snap {
   snapshot: { id: string };
 }
@@ -92,7 +81,7 @@ describe('a frozen agent', () => {
     const a = childAgent(s.url, 600_000);
     await waitFor(() => a.output().includes('CONNECTED'), 'the child agent', 30_000);
     await waitFor(() => s.app.mqd.hub.isConnected('frozen'), 'the hub to see it');
-    const jobId = await attach(s);
+    const jobId = await attachAsAdmin(s);
     const started = performance.now();
     const answer = s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
     await waitFor(() => a.output().includes('READING'), 'the read to start', 10_000);
@@ -129,7 +118,7 @@ describe('a frozen agent', () => {
     const a = childAgent(s.url, SILENCE_MS * 1.6);
     await waitFor(() => a.output().includes('CONNECTED'), 'the child agent', 30_000);
     await waitFor(() => s.app.mqd.hub.isConnected('frozen'), 'the hub to see it');
-    const jobId = await attach(s);
+    const jobId = await attachAsAdmin(s);
     const res = await s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
     expect(res.statusCode, res.body).toBe(201);
     expect(json<{ snapshot: { ok: number; missing: number } }>(res).snapshot).toMatchObject({
