@@ -11,7 +11,8 @@ export {
 } from './inferior/core-file.js';
 export { type CoreOpenOptions, OpenedCore } from './inferior/core-image.js';
 export { type CoreWriteOptions, type CoreWritten, writeCore } from './inferior/core-writer.js';
-export { DebugFile, DebugFileRegistry, type TypeRef } from './inferior/debug-file.js';
+export { DebugFile, type TypeRef } from './inferior/debug-file.js';
+export { DebugFileRegistry } from './inferior/debug-file-registry.js';
 export { type ElfInfo, readElfInfo } from './inferior/elf.js';
 export {
   atPath,

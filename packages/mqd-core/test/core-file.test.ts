@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { type CoreInfo, coreBuildIdAt, readCoreBytes, readCoreInfo } from '../src/inferior/core-file.js';
 import { type CoreWriteOptions, writeCore } from '../src/inferior/core-writer.js';
-import { DebugFileRegistry } from '../src/inferior/debug-file.js';
+import { DebugFileRegistry } from '../src/inferior/debug-file-registry.js';
 import { readElfInfo } from '../src/inferior/elf.js';
 import { InferiorMemory } from '../src/inferior/memory.js';
 import { tracerPid } from '../src/inferior/proc.js';

@@ -6,7 +6,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DebugFileRegistry } from '../src/inferior/debug-file.js';
+import { DebugFileRegistry } from '../src/inferior/debug-file-registry.js';
 import { HotPath } from '../src/inferior/shim.js';
 import { nativeAllocations } from '../src/native/alloc.js';
 import { OneStopReader } from '../src/rank-read/one-stop.js';

@@ -2,7 +2,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import { findMpiCall, MAX_FRAMES_PER_THREAD, publicMpiName, validateSnapshot } from '@mqd/model';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { processState, Snapshotter, tracerPid } from '../src/index.js';
-import { DebugFileRegistry } from '../src/inferior/debug-file.js';
+import { DebugFileRegistry } from '../src/inferior/debug-file-registry.js';
 import { ProcessImage } from '../src/inferior/process-image.js';
 import { stopProcess } from '../src/inferior/stopper.js';
 import { Unwinder } from '../src/inferior/unwind.js';

@@ -9,7 +9,7 @@ import { closeSync, constants, existsSync, fstatSync, openSync, readSync } from 
 import { join } from 'node:path';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import { type CoreInfo, coreBuildIdAt, readCoreInfo, USER_REGS_FS_BASE } from './core-file.js';
-import type { DebugFileRegistry } from './debug-file.js';
+import type { DebugFileRegistry } from './debug-file-registry.js';
 import { type FileMapping, mappedModules, ProcessImage } from './process-image.js';
 import type { CoreRegion } from './shim.js';
 

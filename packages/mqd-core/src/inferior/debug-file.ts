@@ -80,42 +80,6 @@ const STT_GNU_IFUNC = 10;
 let callbacks: unknown = null;
 let callbacksPath: string | null | undefined;
 
-/** libdw's search path when MQD_DEBUGINFO_PATH is unset (its DEFAULT_DEBUGINFO_PATH). */
-export const DEFAULT_DEBUGINFO_PATH = ':.debug:/usr/lib/debug';
-
-/** Where separate debug files are searched (MQD_DEBUGINFO_PATH, else libdw's default). */
-export function debuginfoPath(): string {
-  return process.env['MQD_DEBUGINFO_PATH'] ?? DEFAULT_DEBUGINFO_PATH;
-}
-
-/**
- * The files libdw's standard search (dwfl_standard_find_debuginfo) tries for the debug file of
- * `path`, in its order: by build-id under each absolute directory of the search path, then the
- * `.gnu_debuglink` name (`<file name>.debug` without one) in the file's directory (empty entry),
- * under it (relative entry) or under the entry followed by the file's directory (absolute entry).
- * For messages that say where to install a missing debug file.
- */
-export function debugFileSearch(path: string, buildId: string | null, debuglink: string | null): string[] {
-  const dir = path.slice(0, Math.max(path.lastIndexOf('/'), 0)); // '' for a file in /
-  const link = debuglink ?? `${path.slice(path.lastIndexOf('/') + 1)}.debug`;
-  // A leading '+' or '-' only says whether to check the CRC.
-  const entries = debuginfoPath()
-    .split(':')
-    .map((e) => e.replace(/^[+-]/, ''));
-  const out: string[] = [];
-  if (buildId && buildId.length > 2) {
-    for (const e of entries) {
-      if (e.startsWith('/')) out.push(`${e}/.build-id/${buildId.slice(0, 2)}/${buildId.slice(2)}.debug`);
-    }
-  }
-  for (const e of entries) {
-    if (e === '') out.push(`${dir}/${link}`);
-    else if (e.startsWith('/')) out.push(`${e}${dir}/${link}`);
-    else out.push(`${dir}/${e}/${link}`);
-  }
-  return [...new Set(out)];
-}
-
 function dwflCallbacks(): unknown {
   const path = process.env['MQD_DEBUGINFO_PATH'] ?? null;
   if (callbacks === null || callbacksPath !== path) {
@@ -728,33 +692,4 @@ function koffiView(p: unknown, len: number): ArrayBuffer {
 }
 function koffiBytes(p: unknown, len: number): Uint8Array {
   return new Uint8Array(koffi.decode(p, koffi.array('uint8_t', len)) as number[]);
-}
-
-/** Files by build-id (or path when a file has none), shared by every process that maps them. */
-export class DebugFileRegistry {
-  private readonly byKey = new Map<string, DebugFile>();
-  private readonly byBuildId = new Map<string, DebugFile>();
-
-  /** `key` identifies the file on disk (dev:inode:mtime); `path` opens it. */
-  get(key: string, path: string): DebugFile | string {
-    const hit = this.byKey.get(key);
-    if (hit) return hit;
-    const f = DebugFile.open(path);
-    if (typeof f === 'string') return f;
-    if (f.buildId) {
-      const same = this.byBuildId.get(f.buildId);
-      if (same) {
-        f.close();
-        this.byKey.set(key, same);
-        return same;
-      }
-      this.byBuildId.set(f.buildId, f);
-    }
-    this.byKey.set(key, f);
-    return f;
-  }
-
-  get size(): number {
-    return this.byBuildId.size;
-  }
 }

@@ -3,7 +3,8 @@
 // bias of that file in this process (PIE/ASLR make it differ per process).
 import { readFileSync, readlinkSync, statSync } from 'node:fs';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
-import type { DebugFile, DebugFileRegistry, TypeRef } from './debug-file.js';
+import type { DebugFile, TypeRef } from './debug-file.js';
+import type { DebugFileRegistry } from './debug-file-registry.js';
 import { type ElfInfo, readElfInfo } from './elf.js';
 
 /**

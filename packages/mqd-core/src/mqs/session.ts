@@ -22,7 +22,7 @@ import {
 } from '@mqd/model';
 import koffi from 'koffi';
 import type { OpenedCore } from '../inferior/core-image.js';
-import type { DebugFileRegistry } from '../inferior/debug-file.js';
+import type { DebugFileRegistry } from '../inferior/debug-file-registry.js';
 import { procStartTime } from '../inferior/proc.js';
 import { ProcessImage } from '../inferior/process-image.js';
 import type { HotPath } from '../inferior/shim.js';

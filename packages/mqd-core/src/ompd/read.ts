@@ -2,7 +2,7 @@
 // through OMPD in the stop, resume, assemble. OneStopReader.snapshotRank (rank-read/one-stop.ts) does the same inside its one
 // stop per rank; this entry point serves non-MPI processes and the OMPD tests.
 import { type MqdError, mqdError, type OpenMpRuntime } from '@mqd/model';
-import { DebugFileRegistry } from '../inferior/debug-file.js';
+import { DebugFileRegistry } from '../inferior/debug-file-registry.js';
 import { ProcessImage } from '../inferior/process-image.js';
 import { HotPath } from '../inferior/shim.js';
 import { stopProcess } from '../inferior/stopper.js';

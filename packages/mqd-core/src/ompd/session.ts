@@ -13,7 +13,7 @@ import { basename, isAbsolute } from 'node:path';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import koffi from 'koffi';
 import { USER_REGS_FS_BASE } from '../inferior/core-file.js';
-import { debugFileSearch } from '../inferior/debug-file.js';
+import { debugFileSearch } from '../inferior/debug-search.js';
 import { EM_X86_64, ET_DYN, readElfInfo } from '../inferior/elf.js';
 import type { MappedModule } from '../inferior/process-image.js';
 import { targetTypeSizes } from '../inferior/type-sizes.js';

@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import type { OpenedCore } from '../inferior/core-image.js';
-import type { DebugFileRegistry } from '../inferior/debug-file.js';
+import type { DebugFileRegistry } from '../inferior/debug-file-registry.js';
 import { ElfSections, SHT_DYNSYM } from '../inferior/elf-sections.js';
 import { InferiorMemory } from '../inferior/memory.js';
 import { isZombie, zombieError } from '../inferior/proc.js';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { type MqdError, mqdError, type RankSnapshot, rankNotRead } from '@mqd/model';
 import { OpenedCore } from '../inferior/core-image.js';
 import { writeCore } from '../inferior/core-writer.js';
-import { DebugFileRegistry } from '../inferior/debug-file.js';
+import { DebugFileRegistry } from '../inferior/debug-file-registry.js';
 import { rankInEnviron } from '../inferior/proc.js';
 import { stopProcess } from '../inferior/stopper.js';
 import { setParentDeathSignal } from '../native/libc.js';
