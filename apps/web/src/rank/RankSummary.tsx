@@ -9,8 +9,8 @@ import {
   type Frame,
   type JobSnapshot,
   jobText,
+  libraryCaveats,
   type RankSnapshot,
-  rankCaveats,
   rankComms,
   rankSentence,
   sourceExcerptFor,
@@ -126,9 +126,12 @@ function SourceExcerptView({
   );
 }
 
-/** The library caveats that apply to this rank, each once (the model's rankCaveats). */
-export function RankCaveats({ snapshot, rank }: { snapshot: JobSnapshot; rank: RankSnapshot }) {
-  const caveats = useMemo(() => rankCaveats(snapshot, rank), [snapshot, rank]);
+/**
+ * The library caveats, each once, and only those that apply (the model's libraryCaveats: the ucx
+ * caveat only when the stacks show the ucx PML or no PML at all).
+ */
+export function RankCaveats({ snapshot }: { snapshot: JobSnapshot }) {
+  const caveats = useMemo(() => libraryCaveats(snapshot), [snapshot]);
   if (caveats.length === 0) return null;
   return (
     <ul className="caveats" data-testid="rank-caveats">

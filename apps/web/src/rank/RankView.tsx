@@ -83,7 +83,7 @@ export function RankView({ url, setUrl, data }: ViewProps) {
               <strong>{rank.state.code}</strong> {rank.state.message}
             </div>
           )}
-          <RankCaveats snapshot={snapshot} rank={rank} />
+          <RankCaveats snapshot={snapshot} />
           <OpenMpPanel rank={rank} />
           <div className="rank-columns">
             <section className="threads" data-testid="rank-threads" aria-label="Threads">

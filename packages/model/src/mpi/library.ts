@@ -89,10 +89,20 @@ export function openMpiPml(snap: Pick<JobSnapshot, 'ranks'>): OpenMpiPml | null 
   return null;
 }
 
+/** Some rank lists an operation in some queue. */
+function anyQueued(snap: Pick<JobSnapshot, 'ranks'>): boolean {
+  return snap.ranks.some((r) =>
+    r.communicators.some(
+      (c) => (c.sends?.length ?? 0) + (c.receives?.length ?? 0) + (c.unexpected?.length ?? 0) > 0,
+    ),
+  );
+}
+
 /**
  * Library caveats that change how the numbers read; shown once per snapshot. Open MPI's ucx
  * PML keeps no request lists, so its queues read empty: said when the stacks show ucx, as a
- * condition when they show no PML, and not at all under another PML.
+ * condition when they show no PML and every queue reads empty (an entry in any queue shows the
+ * PML keeps lists), and not at all under another PML.
  */
 export function libraryCaveats(snap: Pick<JobSnapshot, 'mpi' | 'ranks'>): string[] {
   const out: string[] = [];
@@ -103,7 +113,7 @@ export function libraryCaveats(snap: Pick<JobSnapshot, 'mpi' | 'ranks'>): string
       const pml = openMpiPml(snap);
       if (pml === 'ucx')
         out.push('This job runs the ucx PML, which keeps no request lists: every queue reads empty.');
-      else if (pml === null)
+      else if (pml === null && !anyQueued(snap))
         out.push('Under the ucx PML Open MPI keeps no request lists, so every queue reads empty.');
       break;
     }
