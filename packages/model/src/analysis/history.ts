@@ -7,7 +7,7 @@
 // Which operation is which across snapshots is mpi/operation.ts's rule (the same as the
 // progress verdict's and the server's hung digest): a receive that became matched is the same
 // operation, changed; its run of unchanged reads starts again.
-import { opIdentity, opStateKey, pairOperations } from '../mpi/operation.js';
+import { opKeys, pairOperations } from '../mpi/operation.js';
 import type { JobSnapshot, Operation, QueueKind, RankSnapshot, RankState } from '../snapshot-spec.js';
 import { ranksPhrase } from '../text.js';
 import { compressRanks } from './ranges.js';
@@ -130,7 +130,7 @@ export interface HistoryOp {
 /** One operation at its rank's last read, with when its run of unchanged reads began. */
 interface Remembered {
   readonly identity: string;
-  readonly state: string;
+  readonly progress: string;
   since: number;
   reads: number;
 }
@@ -159,6 +159,8 @@ export interface OpHistory {
   readonly readRanks: readonly Int32Array[];
 }
 
+const NO_VISIT = (_h: HistoryOp): void => {};
+
 /**
  * Walks snapshots in the given (time) order, calling `visit` for every operation of every read
  * rank with its run (HistoryOp), and says per snapshot what changed against each rank's last read.
@@ -167,7 +169,7 @@ export interface OpHistory {
  */
 export function walkOpHistory(
   series: readonly Pick<JobSnapshot, 'ranks'>[],
-  visit: (h: HistoryOp) => void = () => {},
+  visit: (h: HistoryOp) => void = NO_VISIT,
 ): OpHistory {
   const memory = new Map<number, Remembered[]>();
   const snapshots: SnapshotChange[] = [];
@@ -184,24 +186,18 @@ export function walkOpHistory(
       readHere.push(r.rank);
       const before = memory.get(r.rank);
       const cur: Remembered[] = [];
-      const where: { commIndex: number; queue: QueueKind; op: Operation }[] = [];
-      r.communicators.forEach((c, ci) => {
+      for (const c of r.communicators) {
         for (const queue of QUEUES) {
           const q = c[queue];
           if (!q) continue;
           for (const op of q) {
             // The communicator's id names it within one process, and the rank is in the key:
             // cheaper than commKey, which hashes a 16,384-member group per rank.
-            cur.push({
-              identity: opIdentity(r.rank, c.id, queue, op),
-              state: opStateKey(r.rank, c.id, queue, op),
-              since: si,
-              reads: 1,
-            });
-            where.push({ commIndex: ci, queue, op });
+            const k = opKeys(r.rank, c.id, queue, op);
+            cur.push({ identity: k.identity, progress: k.progress, since: si, reads: 1 });
           }
         }
-      });
+      }
       if (before) {
         compared++;
         const pairs = pairOperations(before, cur);
@@ -219,19 +215,31 @@ export function walkOpHistory(
         });
         disappeared += pairs.gone.length;
       }
-      cur.forEach((o, j) => {
-        const w = where[j];
-        if (w) visit({ snapshot: si, rank: r, ...w, since: o.since, readsInRun: o.reads });
-      });
-      if (before) {
+      if (visit !== NO_VISIT) {
+        // The same order as above: the j-th operation of the rank is cur[j].
+        let j = 0;
+        r.communicators.forEach((c, commIndex) => {
+          for (const queue of QUEUES) {
+            const q = c[queue];
+            if (!q) continue;
+            for (const op of q) {
+              const o = cur[j++];
+              if (o)
+                visit({ snapshot: si, rank: r, commIndex, queue, op, since: o.since, readsInRun: o.reads });
+            }
+          }
+        });
+      }
+      if (before && cur.length > 1 && cur.some((o) => o.since !== cur[0]?.since)) {
         // Of equal copies the newest run is the one that is sure to be unbroken.
         const newest = new Map<string, Remembered>();
+        const state = (o: Remembered) => `${o.identity}\u0001${o.progress}`;
         for (const o of cur) {
-          const n = newest.get(o.state);
-          if (n === undefined || o.since > n.since) newest.set(o.state, o);
+          const n = newest.get(state(o));
+          if (n === undefined || o.since > n.since) newest.set(state(o), o);
         }
         for (const o of cur) {
-          const n = newest.get(o.state);
+          const n = newest.get(state(o));
           if (n !== undefined && n !== o) {
             o.since = n.since;
             o.reads = n.reads;

@@ -2,7 +2,7 @@
 // two can: if nothing in any queue moved, the job is stuck. Which operation of the later
 // snapshot is which of the earlier one is mpi/operation.ts's rule (opIdentity, pairOperations),
 // the same one the timeline's history walk and the server's hung digest use.
-import { type KeyedOp, type OpChange, opIdentity, opStateKey, pairOperations } from '../mpi/operation.js';
+import { type KeyedOp, type OpChange, opKeys, pairOperations } from '../mpi/operation.js';
 import type { JobSnapshot, Operation, QueueKind, RankSnapshot } from '../snapshot-spec.js';
 import { commKey, type OpRef } from './comm.js';
 
@@ -59,9 +59,10 @@ function rankOps(r: RankSnapshot): Seen[] {
       for (let index = 0; index < q.length; index++) {
         const op = q[index];
         if (op === undefined) continue;
+        const k = opKeys(r.rank, c.id, queue, op);
         out.push({
-          identity: opIdentity(r.rank, c.id, queue, op),
-          state: opStateKey(r.rank, c.id, queue, op),
+          identity: k.identity,
+          progress: k.progress,
           ref: { rank: r.rank, commKey: key, commName: c.name, queue, index },
           op,
         });

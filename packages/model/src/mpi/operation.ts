@@ -38,9 +38,7 @@ export function opIdentityFields(op: Operation): string {
 
 /** Identity and progress: equal for two reads of an operation that did not move. */
 export function opStateFields(op: Operation): string {
-  const a = op.actual;
-  const actual = a === null ? '' : `${a.peer.local},${a.peer.global},${a.tag},${a.length}`;
-  return `${opIdentityFields(op)}${SEP}${op.status}${SEP}${actual}`;
+  return `${opIdentityFields(op)}${SEP}${progressFields(op)}`;
 }
 
 /** The identity of an operation across reads of its rank: equal keys are the same operation. */
@@ -53,14 +51,27 @@ export function opStateKey(rank: number, commId: string, queue: QueueKind, op: O
   return `${rank}${SEP}${commId}${SEP}${queue}${SEP}${opStateFields(op)}`;
 }
 
+/** The keys pairOperations compares: the identity and the progress, apart (no long concatenation per operation). */
+export function opKeys(rank: number, commId: string, queue: QueueKind, op: Operation): KeyedOp {
+  return { identity: opIdentity(rank, commId, queue, op), progress: progressFields(op) };
+}
+
+function progressFields(op: Operation): string {
+  const a = op.actual;
+  const actual = a === null ? '' : `${a.peer.local},${a.peer.global},${a.tag},${a.length}`;
+  return `${op.status}${SEP}${actual}`;
+}
+
 /** What became of an operation between two reads of its rank. */
 export type OpChange = 'unchanged' | 'changed' | 'appeared' | 'disappeared';
 
-/** An operation's two keys (opIdentity, opStateKey). */
+/** An operation's keys (opKeys): its identity, and its progress (status, actual match). */
 export interface KeyedOp {
   readonly identity: string;
-  readonly state: string;
+  readonly progress: string;
 }
+
+const stateOf = (o: KeyedOp): string => `${o.identity}${SEP}${o.progress}`;
 
 export interface OpPairing {
   /** Per later operation: the index of the earlier one it is, -1 when it appeared. */
@@ -77,9 +88,28 @@ export interface OpPairing {
  * changed copy never takes the partner of an unchanged one.
  */
 export function pairOperations(before: readonly KeyedOp[], after: readonly KeyedOp[]): OpPairing {
-  const used = new Uint8Array(before.length);
   const earlier = new Int32Array(after.length).fill(-1);
+  // The usual case of a hung rank: the same operations in the same order, paired without maps.
+  if (before.length === after.length) {
+    let same = true;
+    for (let i = 0; same && i < after.length; i++) {
+      const x = before[i];
+      const y = after[i];
+      same = x !== undefined && y !== undefined && x.progress === y.progress && x.identity === y.identity;
+    }
+    if (same) {
+      for (let i = 0; i < after.length; i++) earlier[i] = i;
+      return { earlier, change: new Array(after.length).fill('unchanged'), gone: [] };
+    }
+  }
+  const used = new Uint8Array(before.length);
   const change: Exclude<OpChange, 'disappeared'>[] = new Array(after.length).fill('appeared');
+  if (before.length * after.length <= SMALL) {
+    // A few operations (most ranks): scanning costs less than building maps.
+    pairScan(before, after, used, earlier, change, true);
+    pairScan(before, after, used, earlier, change, false);
+    return { earlier, change, gone: unused(used) };
+  }
   // Per key: earlier operations in order, and a cursor past those already taken.
   type Bucket = { readonly items: number[]; next: number };
   const byState = new Map<string, Bucket>();
@@ -90,7 +120,7 @@ export function pairOperations(before: readonly KeyedOp[], after: readonly Keyed
     else m.set(k, { items: [i], next: 0 });
   };
   before.forEach((o, i) => {
-    put(byState, o.state, i);
+    put(byState, stateOf(o), i);
     put(byIdentity, o.identity, i);
   });
   const take = (b: Bucket | undefined): number => {
@@ -105,7 +135,7 @@ export function pairOperations(before: readonly KeyedOp[], after: readonly Keyed
     return -1;
   };
   after.forEach((o, j) => {
-    const i = take(byState.get(o.state));
+    const i = take(byState.get(stateOf(o)));
     if (i < 0) return;
     earlier[j] = i;
     change[j] = 'unchanged';
@@ -117,7 +147,38 @@ export function pairOperations(before: readonly KeyedOp[], after: readonly Keyed
     earlier[j] = i;
     change[j] = 'changed';
   });
+  return { earlier, change, gone: unused(used) };
+}
+
+/** Below this many before × after pairs, pairOperations scans instead of building maps. */
+const SMALL = 256;
+
+/** One pass of pairOperations without maps: each unpaired later operation takes the first free earlier one with an equal key. */
+function pairScan(
+  before: readonly KeyedOp[],
+  after: readonly KeyedOp[],
+  used: Uint8Array,
+  earlier: Int32Array,
+  change: Exclude<OpChange, 'disappeared'>[],
+  unchangedOnly: boolean,
+): void {
+  for (let j = 0; j < after.length; j++) {
+    const y = after[j];
+    if (earlier[j] !== -1 || y === undefined) continue;
+    for (let i = 0; i < before.length; i++) {
+      const x = before[i];
+      if (used[i] !== 0 || x === undefined || x.identity !== y.identity) continue;
+      if (unchangedOnly && x.progress !== y.progress) continue;
+      used[i] = 1;
+      earlier[j] = i;
+      change[j] = unchangedOnly ? 'unchanged' : 'changed';
+      break;
+    }
+  }
+}
+
+function unused(used: Uint8Array): number[] {
   const gone: number[] = [];
-  for (let i = 0; i < before.length; i++) if (used[i] === 0) gone.push(i);
-  return { earlier, change, gone };
+  for (let i = 0; i < used.length; i++) if (used[i] === 0) gone.push(i);
+  return gone;
 }

@@ -64,8 +64,8 @@ describe('the same operation across reads', () => {
   });
 
   it('pairs unchanged copies before changed ones', () => {
-    const a = { identity: 'x', state: 'x-pending' };
-    const b = { identity: 'x', state: 'x-matched' };
+    const a = { identity: 'x', progress: 'pending' };
+    const b = { identity: 'x', progress: 'matched' };
     // Later: the matched one first; a greedy pairing by identity would pair it with the pending
     // one it is not, and call both changed.
     const p = pairOperations([a, b], [b, a]);
@@ -73,6 +73,12 @@ describe('the same operation across reads', () => {
     expect(Array.from(p.earlier)).toEqual([1, 0]);
     const q = pairOperations([a, a], [b]);
     expect([q.change, q.gone]).toEqual([['changed'], [1]]);
+    // The same answers on the map path (more than a few operations on each side).
+    const many = Array.from({ length: 20 }, (_, i) => ({ identity: `op${i}`, progress: 'pending' }));
+    const big = pairOperations([...many, a, b], [b, a, ...many.slice(1)]);
+    expect(big.change.slice(0, 2)).toEqual(['unchanged', 'unchanged']);
+    expect(Array.from(big.earlier.slice(0, 2))).toEqual([21, 20]);
+    expect(big.gone).toEqual([0]);
   });
 
   it("restarts a changed operation's run and says the job moved", () => {
