@@ -5,8 +5,8 @@
  *   isMpiLibraryModule, mpiCallOfFrame, isMpiFrame, isMpiFunction, outermostMpiFrame,
  *   findMpiCall (MpiFrame), isRuntimeFrame, userFrame (UserFrame), FrameName.
  * - operation.ts: the same operation across reads of a rank. opIdentity, opStateKey,
- *   opIdentityFields, opStateFields, requestAddress, pairOperations (KeyedOp, OpPairing,
- *   OpChange).
+ *   opIdentityFields, opStateFields (the server's hung digest), opKeys and pairOperations
+ *   (KeyedOp, OpPairing, OpChange: the progress verdict, the history walk), requestAddress.
  * - world.ts: ranks and peers. worldSizeOf, isWorld, isWorldLike, isWildcardPeer,
  *   peerGlobalRank, PEER_ANY (MPI_ANY_SOURCE) and PEER_UNKNOWN, kept apart. The analysis's
  *   SnapshotIndex (analysis/snapshot-index.ts: worldSize, positionOf, peerRank, peerIdx) is
