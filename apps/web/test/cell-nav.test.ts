@@ -55,7 +55,12 @@ describe('matrix keyboard moves', () => {
       size: 1,
     });
     expect(moveCell({ row: 5, col: 3, size: 1 }, 'PageUp', false, one)).toEqual({ row: 0, col: 3, size: 1 });
-    // The last page stops on the last rank row; the next one reaches the ANY strip.
+    // The last page stops on the last rank row (also when a page is the whole side); the next one reaches the ANY strip.
+    expect(moveCell({ row: 0, col: 3, size: 1 }, 'PageDown', false, { ...one, page: 100 })).toEqual({
+      row: 99,
+      col: 3,
+      size: 1,
+    });
     expect(moveCell({ row: 95, col: 3, size: 1 }, 'PageDown', false, one)).toEqual({
       row: 99,
       col: 3,

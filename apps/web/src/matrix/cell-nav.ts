@@ -57,7 +57,7 @@ export function moveCell(from: CellRange, key: string, corner: boolean, ctx: Nav
       return null;
   }
   // PageUp/PageDown stop at the matrix's edge rows before stepping into the strip.
-  const last = key === 'PageDown' && r > dim && at(from.row) < dim - 1 ? dim - 1 : dim;
+  const last = key === 'PageDown' && r >= dim && at(from.row) < dim - 1 ? dim - 1 : dim;
   r = Math.min(last, Math.max(0, r));
   c = Math.min(dim, Math.max(0, c));
   if (r === dim && c === dim) {
