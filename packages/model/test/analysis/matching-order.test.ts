@@ -1,6 +1,6 @@
 // The matching order of one rank (matching-order.ts): candidates, verdicts, who takes what, and
 // the near misses, which must be the very ones explainSnapshot reports (one matching engine).
-// Moved here from apps/web (match-reasons.test.ts, near-misses.test.ts) with the engine.
+// Moved here from the web's former match-reasons and near-misses tests with the engine.
 import {
   type Communicator,
   commKey,
