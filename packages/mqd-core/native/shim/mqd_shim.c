@@ -4,7 +4,7 @@
  * a trip into JavaScript (~13 us with its page-cache lookup). Here the process callbacks
  * (fetch_data, get_global_rank, get_image, target_to_host) and the info keepers
  * (put/get_process_info, put/get_image_info) are plain C over tables that JavaScript fills
- * (src/mqs/shim.ts), and reads go through process_vm_readv with a page cache valid for one stop.
+ * (src/inferior/shim.ts), and reads go through process_vm_readv with a page cache valid for one stop.
  * mqd_shim_walk_ops runs a whole queue walk (mqs_next_operation until it fails) without
  * returning to JavaScript; the records of every walk of a stop stay here, one after another,
  * and JavaScript copies them out only after the rank is resumed.
@@ -51,7 +51,7 @@ enum { FAIL_NONE = 0, FAIL_UNMAPPED = 1, FAIL_DENIED = 2, FAIL_GONE = 3, FAIL_BU
 
 /* A core file's memory (issue 17): address ranges served by pread from a file (the core's own
  * segments, or a file the process had mapped), or known to have existed but be absent from the
- * core (fd -1). Sorted by start, disjoint; set by JavaScript (core-memory.ts). */
+ * core (fd -1). Sorted by start, disjoint; set by JavaScript (src/inferior/core-image.ts). */
 typedef struct {
   uint64_t start, end;
   int64_t fd;
