@@ -1,6 +1,7 @@
 // MPICH (4.0 and 4.2, ch3 and ch4): its DLL is libtvmpich.so ("MPICH message queue support...");
 // communicators are listed by their MPIR_Comm's address, MPI_COMM_WORLD is
 // &MPIR_Comm_builtin[0], and the Fortran handle of a communicator is its C handle.
+import { LIBRARY_NAME } from '@mqd/model';
 import type { LibraryQuirks, RankMemory } from './library.js';
 
 /** MPIR_Comm's comm_kind for an intercommunicator (MPIR_COMM_KIND__INTERCOMM). */
@@ -159,7 +160,7 @@ const NEWEST_FIRST_LISTS: ReadonlyMap<string, 'sends' | 'receives' | 'unexpected
 
 export const mpich: LibraryQuirks = {
   library: 'mpich',
-  displayName: 'MPICH',
+  displayName: LIBRARY_NAME.mpich,
   claims: (text) => /tvmpich|\bMPICH\b/i.test(text),
   newestFirstLists: NEWEST_FIRST_LISTS,
 

@@ -1,6 +1,7 @@
 // Open MPI (4.1 and 5.0): its DLL is libompi_dbg_msgq.so ("Open MPI message queue support...");
 // communicators are listed by their context id (4.x, the 32-bit c_contextid) or c_index (5.x),
 // MPI_COMM_WORLD is id 0, and ompi_mpi_communicators holds every communicator at that id.
+import { LIBRARY_NAME } from '@mqd/model';
 import type { LibraryQuirks, RankMemory } from './library.js';
 
 /** ompi_communicator_t's c_flags bit for an intercommunicator (communicator/communicator.h). */
@@ -39,7 +40,7 @@ function groupProcs(mem: RankMemory, group: bigint | null): bigint[] | null {
 
 export const openMpi: LibraryQuirks = {
   library: 'openmpi',
-  displayName: 'Open MPI',
+  displayName: LIBRARY_NAME.openmpi,
   claims: (text) => /ompi|Open MPI/i.test(text),
   worldId: () => '0',
 

@@ -5,6 +5,7 @@ import type { LibraryQuirks } from './library.js';
 
 export const otherLibrary: LibraryQuirks = {
   library: 'unknown',
+  // Sentence-initial ("This MPI library's DLL cannot show ..."), unlike LIBRARY_NAME.unknown.
   displayName: 'This MPI library',
   claims: () => true,
   worldId: () => '0',
