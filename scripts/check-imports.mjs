@@ -28,8 +28,18 @@ const RULES = {
     'better-sqlite3',
   ],
   'apps/cli': [NODE, '@mqd/model', '@mqd/core', '@mqd/mpir', '@mqd/server'],
-  // e2e drives the whole product: it may start the server and the CLI's real seams.
-  e2e: [NODE, '@mqd/model', '@mqd/testkit', '@mqd/server', '@mqd/cli', '@mqd/mpir', 'playwright-core'],
+  // e2e drives the whole product: it may start the server and the CLI's real seams; axe-core
+  // checks each page for accessibility violations (issue 28 item 9).
+  e2e: [
+    NODE,
+    '@mqd/model',
+    '@mqd/testkit',
+    '@mqd/server',
+    '@mqd/cli',
+    '@mqd/mpir',
+    'playwright-core',
+    '@axe-core/playwright',
+  ],
 };
 // Test files may also use the test runner and the testkit.
 const TEST_EXTRA = ['vitest', '@mqd/testkit', NODE, 'parse-prometheus-text-format'];
