@@ -14,7 +14,7 @@ export interface ZoomState {
   readonly y: number;
 }
 
-/** Sender or receiver index of an operation whose peer is MPI_ANY_SOURCE or unknown. */
+/** Sender or receiver index of an operation whose peer is MPI_ANY_SOURCE or unknown (EdgeColumns.peerUnknown tells which). */
 export const ANY_PEER = -1;
 
 /** A rectangle of the matrix: rows [row, row+size) x cols [col, col+size); ANY_PEER = the wildcard strip. */

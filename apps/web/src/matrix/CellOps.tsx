@@ -1,14 +1,16 @@
 // The operations behind one matrix cell (or block, or strip segment): a linear scan of the
 // edge table, capped, each row linking to the matching order of the rank that holds it.
-import { notReadNote, peerGlobalRank, QUEUE_LABEL, snapshotReadStatus } from '@mqd/model';
+import { isWildcardPeer, notReadNote, peerGlobalRank, QUEUE_LABEL, snapshotReadStatus } from '@mqd/model';
 import { useMemo } from 'react';
 import type { LoadedSnapshot } from '../data.js';
 import { commLabel, formatCount, formatOpSize, formatPeer, formatTag } from '../format.js';
 
 import { KindSwatch } from '../ui.js';
 import type { SetUrl } from '../view-types.js';
+import { anySenderLabel, anySenderText } from './cell-text.js';
 import {
   ANY_PEER,
+  anySenderSplit,
   type CellRange,
   type CompiledFilter,
   type EdgeTable,
@@ -40,6 +42,12 @@ export function CellOps({
 }) {
   const snapshot = data.snapshot;
   const { indices, total } = useMemo(() => edgesInCell(edges, filter, cell, LIMIT), [edges, filter, cell]);
+  // The any-sender strip holds two things: receives from MPI_ANY_SOURCE and senders unknown.
+  const split = useMemo(
+    () => (cell.row === ANY_PEER ? anySenderSplit(edges, filter, cell) : null),
+    [edges, filter, cell],
+  );
+  const sum = (a: readonly number[]) => a.reduce((x, y) => x + y, 0);
   const unit = snapshot.mpi.lengthUnit;
   const n = edges.worldSize;
   // Ranks of the cell's rows or columns whose queues were not read: their part is unknown.
@@ -54,8 +62,13 @@ export function CellOps({
     <div className="cell-ops" data-testid="cell-ops">
       <header className="cell-ops-head">
         <h3>
-          {rangeLabel(cell.row, cell.size, n, 'ANY / unknown sender')} →{' '}
-          {rangeLabel(cell.col, cell.size, n, 'unknown receiver')}
+          {rangeLabel(
+            cell.row,
+            cell.size,
+            n,
+            split ? anySenderLabel(sum(split.wildcard), sum(split.unknown)) : 'unknown sender',
+          )}{' '}
+          → {rangeLabel(cell.col, cell.size, n, 'unknown receiver')}
         </h3>
         <button
           type="button"
@@ -69,6 +82,9 @@ export function CellOps({
         {formatCount(total)} operation{total === 1 ? '' : 's'}
         {total > indices.length && `, first ${formatCount(indices.length)} shown`}
       </p>
+      {split && total > 0 && (
+        <p data-testid="cell-any-split">{anySenderText(split.wildcard, split.unknown)}</p>
+      )}
       {unread && (
         <p className="not-read-note" role="note" data-testid="cell-not-read">
           <span className="swatch hatch" aria-hidden="true" /> {unread}: what their queues hold is unknown,
@@ -114,7 +130,12 @@ export function CellOps({
                     {op.status !== 'pending' && <span className="badge">{op.status}</span>}
                   </td>
                   <td>{rank.rank}</td>
-                  <td className={op.peer.local === null ? 'wild' : ''}>{formatPeer(op, peer)}</td>
+                  <td
+                    className={op.peer.local === null ? 'wild' : ''}
+                    data-peer={isWildcardPeer(op.peer) ? 'any' : peer === null ? 'unknown' : 'rank'}
+                  >
+                    {formatPeer(op, peer)}
+                  </td>
                   <td className={op.tag === null ? 'wild' : ''}>{formatTag(op.tag)}</td>
                   <td>{formatOpSize(op, unit)}</td>
                   <td>{commLabel(comm)}</td>

@@ -3,11 +3,21 @@
 import { type CycleMarks, compressRanks, QUEUE_KINDS, QUEUE_LABEL, ranksPhrase } from '@mqd/model';
 import { formatCount, plural } from '../format.js';
 import { KindSwatch } from '../ui.js';
+import { anySenderText } from './cell-text.js';
 import { KIND_COLOR, ODD_CSS, OUTLIER_CSS } from './palette.js';
 import type { RankNotes } from './rank-notes.js';
-import { CYCLE_CSS } from './renderer.js';
+import { CYCLE_CSS, UNKNOWN_SENDER_CSS } from './renderer.js';
 
-export function MatrixLegend({ cycles, notes }: { cycles: CycleMarks | null; notes: RankNotes }) {
+export function MatrixLegend({
+  cycles,
+  notes,
+  strip,
+}: {
+  cycles: CycleMarks | null;
+  notes: RankNotes;
+  /** The any-sender strip's operations per kind (shown ones): MPI_ANY_SOURCE apart from sender unknown. */
+  strip: { wildcard: readonly number[]; unknown: readonly number[] } | null;
+}) {
   return (
     <p className="legend matrix-legend" data-testid="matrix-legend">
       {QUEUE_KINDS.map((k) => (
@@ -16,8 +26,11 @@ export function MatrixLegend({ cycles, notes }: { cycles: CycleMarks | null; not
         </span>
       ))}
       <span className="muted">(darker = more; colour = the kind with most)</span>
-      <span>
-        <strong className="strip-key">ANY</strong> row: receives from MPI_ANY_SOURCE or an unknown sender
+      <span data-testid="matrix-any-row">
+        <strong className="strip-key">ANY</strong> row: receives from MPI_ANY_SOURCE;{' '}
+        <span className="swatch" style={{ background: UNKNOWN_SENDER_CSS, height: 4 }} aria-hidden="true" />{' '}
+        dark base: operations whose sender is unknown
+        {strip && ` (${anySenderText(strip.wildcard, strip.unknown)})`}
       </span>
       <span>
         <strong className="strip-key">?</strong> column: sends to an unknown destination

@@ -24,7 +24,7 @@ import { compileFilter, KIND_OF_INDEX, type MatrixFilter, matrixCommKey } from '
 import { LevelInfo, MatrixCanvas } from './MatrixCanvas.js';
 import { MatrixLegend } from './MatrixLegend.js';
 import { KIND_COLOR } from './palette.js';
-import type { Pyramid } from './pyramid.js';
+import { type Pyramid, stripTotals } from './pyramid.js';
 import { createPyramidClient, isAbort, type PyramidClient } from './pyramid-client.js';
 import { rankNotes } from './rank-notes.js';
 import type { MatrixRenderer } from './renderer.js';
@@ -99,6 +99,7 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
   }, [client, filter]);
 
   useBusyWhile(pyramid === null && buildError === null);
+  const strip = useMemo(() => (pyramid ? stripTotals(pyramid) : null), [pyramid]);
   const lengthUnit = snapshot.mpi.lengthUnit;
   const sizeLabel = sizeUnitsLabel(KIND_OF_INDEX, edges.kindUnit, lengthUnit);
 
@@ -192,7 +193,7 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
         <LevelInfo rendererRef={rendererRef} pyramid={pyramid} />
       </aside>
       <section className="matrix-main">
-        <MatrixLegend cycles={cycles} notes={notes} />
+        <MatrixLegend cycles={cycles} notes={notes} strip={strip} />
         {readStatus.notRead > 0 && (
           <p className="not-read-note" role="note" data-testid="matrix-not-read">
             <span className="swatch hatch" aria-hidden="true" /> {notReadNote(readStatus)}: their rows and
@@ -227,9 +228,9 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
             <p>Click a cell to list its operations.</p>
             <p className="hint">
               Rows are senders, columns receivers (world ranks). The strip under the matrix holds receives
-              from MPI_ANY_SOURCE (or an unknown sender); the strip on the right, sends whose destination the
-              library cannot map to a world rank. Scroll to zoom, drag to pan; big jobs are drawn in blocks of
-              ranks until you zoom in.
+              from MPI_ANY_SOURCE and, with a dark base, operations whose sender is unknown; the strip on the
+              right, sends whose destination the library cannot map to a world rank. Scroll to zoom, drag to
+              pan; big jobs are drawn in blocks of ranks until you zoom in.
             </p>
           </div>
         )}

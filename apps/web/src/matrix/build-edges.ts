@@ -3,6 +3,7 @@ import {
   type Communicator,
   commKey,
   compressRanks,
+  isWildcardPeer,
   type JobSnapshot,
   type Operation,
   opLengthUnit,
@@ -47,14 +48,16 @@ export function buildEdges(snapshot: JobSnapshot): EdgeTable {
   const tag = new Int32Array(n);
   const tagAny = new Uint8Array(n);
   const comm = new Uint32Array(n);
+  const peerUnknown = new Uint8Array(n);
   const owner = new Int32Array(n);
   const commPos = new Uint32Array(n);
   const opPos = new Uint32Array(n);
   const commIndex = new Map<string, number>();
   const accs: CommAcc[] = [];
   const worldSize = worldSizeOf(snapshot);
+  // MPI_ANY_SOURCE and an unresolvable peer share the strip (ANY_PEER); peerUnknown keeps them apart.
   const peer = (op: Operation, c: Communicator, self: number) =>
-    peerGlobalRank(op.peer, c, self, worldSize) ?? ANY_PEER;
+    isWildcardPeer(op.peer) ? ANY_PEER : (peerGlobalRank(op.peer, c, self, worldSize) ?? ANY_PEER);
 
   const kindUnit: KindUnit[] = Array.from({ length: KIND_COUNT }, () => null);
   let e = 0;
@@ -78,6 +81,7 @@ export function buildEdges(snapshot: JobSnapshot): EdgeTable {
     if (op.tag === null) tagAny[e] = 1;
     else tag[e] = op.tag;
     comm[e] = ci;
+    if ((s === ANY_PEER || d === ANY_PEER) && !isWildcardPeer(op.peer)) peerUnknown[e] = 1;
     owner[e] = ri;
     commPos[e] = cp;
     opPos[e] = qp;
@@ -152,6 +156,7 @@ export function buildEdges(snapshot: JobSnapshot): EdgeTable {
     tag,
     tagAny,
     comm,
+    peerUnknown,
     owner,
     commPos,
     opPos,

@@ -15,7 +15,7 @@ import { formatCount, formatKindSize } from '../format.js';
 type RankIndex = Pick<SnapshotIndex, 'worldSize' | 'positionOf'>;
 
 import { ANY_PEER, KIND_INDEX, type KindUnit } from './edges.js';
-import { blockValues } from './pyramid.js';
+import { blockValues, stripUnknown } from './pyramid.js';
 import type { RankNotes } from './rank-notes.js';
 import type { MatrixHit } from './renderer.js';
 
@@ -35,12 +35,40 @@ export function rangeText(start: number, size: number, n: number, anyText: strin
   return end <= start ? String(start) : `${start}–${end}`;
 }
 
+/** Per-kind counts as words: "3 posted receives, 1 unexpected message"; "none" when all are 0. */
+function kindCounts(counts: readonly number[]): string {
+  const parts: string[] = [];
+  for (const k of QUEUE_KINDS as readonly QueueKind[]) {
+    const c = counts[KIND_INDEX[k]] ?? 0;
+    if (c > 0) parts.push(`${formatCount(c)} ${c === 1 ? QUEUE_LABEL[k].replace(/s$/, '') : QUEUE_LABEL[k]}`);
+  }
+  return parts.length === 0 ? 'none' : parts.join(', ');
+}
+
+/**
+ * The any-sender strip's two meanings counted apart (issue 29): "MPI_ANY_SOURCE: 3 posted
+ * receives; sender unknown: 1 posted receive". Per kind, indexed by KIND_INDEX.
+ */
+export function anySenderText(wildcard: readonly number[], unknown: readonly number[]): string {
+  return `MPI_ANY_SOURCE: ${kindCounts(wildcard)}; sender unknown: ${kindCounts(unknown)}`;
+}
+
+/** Who the senders of an any-sender strip segment are, from its two counts. */
+export function anySenderLabel(wildcard: number, unknown: number): string {
+  if (unknown === 0) return 'MPI_ANY_SOURCE';
+  if (wildcard === 0) return 'unknown sender';
+  return 'MPI_ANY_SOURCE or unknown sender';
+}
+
 /** The cell's lines; `action` ends them when the cell has operations ("click to list them"). */
 export function cellLines(hit: MatrixHit, ctx: CellTextContext, action: string): string[] {
   const v = blockValues(hit.level, hit.blockRow, hit.blockCol);
-  const senders = rangeText(hit.row, hit.size, ctx.n, 'MPI_ANY_SOURCE or unknown sender');
+  const unknown = hit.row === ANY_PEER ? stripUnknown(hit.level, hit.blockCol) : ([0, 0, 0] as const);
+  const wildcard = v.count.map((c, i) => c - (unknown[i] ?? 0));
+  const sum = (a: readonly number[]) => a.reduce((x, y) => x + y, 0);
+  const senders = rangeText(hit.row, hit.size, ctx.n, anySenderLabel(sum(wildcard), sum(unknown)));
   const receivers = rangeText(hit.col, hit.size, ctx.n, 'unknown destination');
-  const lines: string[] = [`sender ${senders} → receiver ${receivers}`];
+  const lines: string[] = [`${hit.row === ANY_PEER ? senders : `sender ${senders}`} → receiver ${receivers}`];
   let total = 0;
   for (const k of QUEUE_KINDS as readonly QueueKind[]) {
     const i = KIND_INDEX[k];
@@ -51,6 +79,7 @@ export function cellLines(hit: MatrixHit, ctx: CellTextContext, action: string):
         `${QUEUE_LABEL[k]}: ${formatCount(c)} (${formatKindSize(v.bytes[i] ?? 0, ctx.kindUnit[i] ?? null, ctx.lengthUnit)})`,
       );
   }
+  if (hit.row === ANY_PEER && sum(v.count) > 0) lines.push(anySenderText(wildcard, unknown));
   const about = [
     ...rankLines(ctx, hit.row, hit.size, 'sender', 'its sends are unknown'),
     ...(hit.col !== hit.row || hit.size > 1

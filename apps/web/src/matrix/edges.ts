@@ -22,7 +22,7 @@ import { ANY_PEER, KIND_INDEX } from '../matrix-types.js';
 export interface EdgeColumns {
   readonly worldSize: number;
   readonly length: number;
-  /** World rank of the sender: the matrix row. ANY_PEER for ANY_SOURCE receives or unknown senders. */
+  /** World rank of the sender: the matrix row. ANY_PEER for ANY_SOURCE receives or unknown senders (peerUnknown tells them apart). */
   readonly src: Int32Array;
   /** World rank of the receiver: the matrix column. ANY_PEER when a send's destination is unknown. */
   readonly dst: Int32Array;
@@ -35,6 +35,11 @@ export interface EdgeColumns {
   readonly tagAny: Uint8Array;
   /** Index into EdgeTable.comms. */
   readonly comm: Uint32Array;
+  /**
+   * 1 when the operation's ANY_PEER is a peer that cannot be resolved (the model's PEER_UNKNOWN),
+   * 0 for MPI_ANY_SOURCE (PEER_ANY) and for resolved peers: the strip holds both, told apart.
+   */
+  readonly peerUnknown: Uint8Array;
 }
 
 /** A communicator as the filters see it: one key across all processes that share it. */
@@ -171,6 +176,28 @@ export function edgesInCell(
   return { indices, total };
 }
 
+/**
+ * Operations of an any-sender strip segment (row ANY_PEER) that pass the filter, per kind:
+ * receives from MPI_ANY_SOURCE apart from operations whose sender is unknown.
+ */
+export function anySenderSplit(
+  t: EdgeColumns,
+  f: CompiledFilter,
+  cell: CellRange,
+): { wildcard: number[]; unknown: number[] } {
+  const wildcard = [0, 0, 0];
+  const unknown = [0, 0, 0];
+  if (cell.row !== ANY_PEER) return { wildcard, unknown };
+  for (let i = 0; i < t.length; i++) {
+    if (t.src[i] !== ANY_PEER || !inRange(t.dst[i] ?? 0, cell.col, cell.size) || !edgePasses(t, f, i))
+      continue;
+    const into = t.peerUnknown[i] === 1 ? unknown : wildcard;
+    const k = t.kind[i] ?? 0;
+    into[k] = (into[k] ?? 0) + 1;
+  }
+  return { wildcard, unknown };
+}
+
 /** The columns only, as fresh copies whose buffers can be transferred to a worker. */
 export function copyColumns(t: EdgeColumns): EdgeColumns {
   return {
@@ -183,9 +210,12 @@ export function copyColumns(t: EdgeColumns): EdgeColumns {
     tag: t.tag.slice(),
     tagAny: t.tagAny.slice(),
     comm: t.comm.slice(),
+    peerUnknown: t.peerUnknown.slice(),
   };
 }
 
 export function columnBuffers(t: EdgeColumns): ArrayBuffer[] {
-  return [t.src, t.dst, t.kind, t.size, t.tag, t.tagAny, t.comm].map((a) => a.buffer as ArrayBuffer);
+  return [t.src, t.dst, t.kind, t.size, t.tag, t.tagAny, t.comm, t.peerUnknown].map(
+    (a) => a.buffer as ArrayBuffer,
+  );
 }

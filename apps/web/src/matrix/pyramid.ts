@@ -22,9 +22,11 @@ export interface Level {
   readonly count: Uint32Array;
   /** Summed Operation.length per stored block and kind: [block * 3 + kind]. */
   readonly bytes: Float64Array;
-  /** Sender ANY / unknown, per receiver block and kind: [blockCol * 3 + kind]. */
+  /** Sender ANY / unknown (both; anyRowUnknown counts the unknown part), per receiver block and kind: [blockCol * 3 + kind]. */
   readonly anyRowCount: Uint32Array;
   readonly anyRowBytes: Float64Array;
+  /** The part of anyRowCount whose sender is unknown (not MPI_ANY_SOURCE), per receiver block and kind. */
+  readonly anyRowUnknown: Uint32Array;
   /** Receiver unknown, per sender block and kind: [blockRow * 3 + kind]. */
   readonly unknownColCount: Uint32Array;
   readonly unknownColBytes: Float64Array;
@@ -64,6 +66,7 @@ function buildLevel0(t: EdgeColumns, f: CompiledFilter): Level {
   const n = Math.max(1, t.worldSize);
   const anyRowCount = new Uint32Array(n * KIND_COUNT);
   const anyRowBytes = new Float64Array(n * KIND_COUNT);
+  const anyRowUnknown = new Uint32Array(n * KIND_COUNT);
   const unknownColCount = new Uint32Array(n * KIND_COUNT);
   const unknownColBytes = new Float64Array(n * KIND_COUNT);
   // Counting sort of the passing edges by row, then each row's keys (dst * 2^32 + edge) sorted
@@ -80,6 +83,8 @@ function buildLevel0(t: EdgeColumns, f: CompiledFilter): Level {
       if (d !== ANY_PEER) {
         anyRowCount[d * KIND_COUNT + k] = (anyRowCount[d * KIND_COUNT + k] ?? 0) + 1;
         anyRowBytes[d * KIND_COUNT + k] = (anyRowBytes[d * KIND_COUNT + k] ?? 0) + sz;
+        if (t.peerUnknown[i] === 1)
+          anyRowUnknown[d * KIND_COUNT + k] = (anyRowUnknown[d * KIND_COUNT + k] ?? 0) + 1;
       }
       continue;
     }
@@ -138,6 +143,7 @@ function buildLevel0(t: EdgeColumns, f: CompiledFilter): Level {
     {
       anyRowCount,
       anyRowBytes,
+      anyRowUnknown,
       unknownColCount,
       unknownColBytes,
     },
@@ -147,6 +153,7 @@ function buildLevel0(t: EdgeColumns, f: CompiledFilter): Level {
 interface Strips {
   anyRowCount: Uint32Array;
   anyRowBytes: Float64Array;
+  anyRowUnknown: Uint32Array;
   unknownColCount: Uint32Array;
   unknownColBytes: Float64Array;
 }
@@ -234,6 +241,7 @@ function coarsen(p: Level): Level {
     {
       anyRowCount: halve(p.anyRowCount, u32),
       anyRowBytes: halve(p.anyRowBytes, f64),
+      anyRowUnknown: halve(p.anyRowUnknown, u32),
       unknownColCount: halve(p.unknownColCount, u32),
       unknownColBytes: halve(p.unknownColBytes, f64),
     },
@@ -276,6 +284,30 @@ const ZERO: BlockValues = { count: [0, 0, 0], bytes: [0, 0, 0] };
 
 function triple(a: Uint32Array | Float64Array, o: number): [number, number, number] {
   return [a[o] ?? 0, a[o + 1] ?? 0, a[o + 2] ?? 0];
+}
+
+/** The whole any-sender strip at level 0, per kind: MPI_ANY_SOURCE apart from sender unknown. */
+export function stripTotals(p: Pyramid): { wildcard: number[]; unknown: number[] } {
+  const wildcard = [0, 0, 0];
+  const unknown = [0, 0, 0];
+  const l = p.levels[0];
+  if (l)
+    for (let i = 0; i < l.anyRowCount.length; i++) {
+      const k = i % KIND_COUNT;
+      const u = l.anyRowUnknown[i] ?? 0;
+      unknown[k] = (unknown[k] ?? 0) + u;
+      wildcard[k] = (wildcard[k] ?? 0) + (l.anyRowCount[i] ?? 0) - u;
+    }
+  return { wildcard, unknown };
+}
+
+/**
+ * Per-kind counts of an any-sender strip segment (block column `col`) whose sender is unknown;
+ * the rest of blockValues(l, ANY_PEER, col) are receives from MPI_ANY_SOURCE.
+ */
+export function stripUnknown(l: Level, col: number): readonly [number, number, number] {
+  if (col < 0 || col >= l.dim) return [0, 0, 0];
+  return triple(l.anyRowUnknown, col * KIND_COUNT);
 }
 
 /**
@@ -325,6 +357,7 @@ export function pyramidBuffers(p: Pyramid): ArrayBuffer[] {
       l.bytes,
       l.anyRowCount,
       l.anyRowBytes,
+      l.anyRowUnknown,
       l.unknownColCount,
       l.unknownColBytes,
     ]) {

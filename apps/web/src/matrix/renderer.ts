@@ -16,6 +16,11 @@ import {
 } from './palette.js';
 import { type Level, levelForDensity, lowerBound, type Pyramid } from './pyramid.js';
 
+/** The mark under an any-sender strip segment that holds operations whose sender is unknown. */
+export const UNKNOWN_SENDER_CSS = '#111827';
+/** CSS px height of that mark. */
+const UNKNOWN_BASE = 4;
+
 /** CSS px height of the "sender ANY" strip and width of the "receiver unknown" strip. */
 export const STRIP = 14;
 export const STRIP_GAP = 6;
@@ -506,6 +511,20 @@ export class MatrixRenderer {
     // Strip segments are at least 3 px wide: one wildcard receive must be findable by eye.
     const segment = Math.max(blockPx, 3);
     this.flushBuckets((c) => [x + c * blockPx + (blockPx - segment) / 2, sy, segment, STRIP]);
+    // Segments holding operations whose sender is unknown (not MPI_ANY_SOURCE): a dark base under
+    // the colour, so the two stay apart on the one strip (issue 29).
+    ctx.fillStyle = UNKNOWN_SENDER_CSS;
+    const u = level.anyRowUnknown;
+    for (let c = bc0; c < bc1; c++) {
+      const o = c * KIND_COUNT;
+      if ((u[o] ?? 0) + (u[o + 1] ?? 0) + (u[o + 2] ?? 0) > 0)
+        ctx.fillRect(
+          x + c * blockPx + (blockPx - segment) / 2,
+          sy + STRIP - UNKNOWN_BASE,
+          segment,
+          UNKNOWN_BASE,
+        );
+    }
     ctx.restore();
     ctx.save();
     ctx.beginPath();
