@@ -12,13 +12,11 @@ import { existsSync } from 'node:fs';
 import { basename, isAbsolute } from 'node:path';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import koffi from 'koffi';
-import { USER_REGS_FS_BASE } from '../inferior/core-file.js';
 import { debugFileSearch } from '../inferior/debug-search.js';
 import { EM_X86_64, ET_DYN, readElfInfo } from '../inferior/elf.js';
 import type { MappedModule } from '../inferior/process-image.js';
 import { targetTypeSizes } from '../inferior/type-sizes.js';
 import { permanentAlloc } from '../native/alloc.js';
-import { NT_PRSTATUS, NT_PRSTATUS_BYTES, readRegSet } from '../native/ptrace-ext.js';
 import { checkDllPolicy } from '../policy/dll-policy.js';
 import { tlsRelocations } from './elf-symbols.js';
 import {
@@ -37,6 +35,16 @@ import {
   type WantedIcv,
 } from './ompd-spec.js';
 import { labelOf, type OmpdProcess, type OmpdReadOptions, type RawOmpThread, type RawOpenMp } from './raw.js';
+import {
+  fsBaseOf,
+  readCString,
+  readStringBytes,
+  readU64,
+  type SpaceContext,
+  symbolAddress,
+  type ThreadContext,
+  tlsAddress,
+} from './target-access.js';
 
 type Fn = (...args: unknown[]) => unknown;
 
@@ -53,20 +61,6 @@ const OPENMP_RUNTIME_NAME = /^lib(omp|iomp5|gomp)(-[0-9.]+)?\.so(\.[0-9.]+)?$/;
 /** Entries of ompd_dll_locations looked at (the runtime writes two). */
 const MAX_LOCATIONS = 16;
 const MAX_PATH = 4096;
-
-/** An address-space context: the rank being read (our key for it is what libompd holds). */
-interface SpaceContext {
-  readonly target: OmpdProcess;
-  readonly runtime: MappedModule;
-  readonly fsBase: Map<number, bigint | null>;
-}
-
-/** Our thread context record: a stopped thread and its thread pointer. */
-interface ThreadContext {
-  readonly space: number;
-  readonly tid: number;
-  readonly fsBase: bigint;
-}
 
 /** A loaded, initialised OMPD library. */
 interface OmpdLibrary {
@@ -221,8 +215,8 @@ export class OmpdSession {
     };
     const stateAt = sym('ompd_state');
     const listAt = sym('ompd_dll_locations');
-    const state = stateAt === null ? null : this.readU64(target, stateAt);
-    const list = listAt === null ? null : this.readU64(target, listAt);
+    const state = stateAt === null ? null : readU64(target, stateAt);
+    const list = listAt === null ? null : readU64(target, listAt);
     if (stateAt === null) {
       return err(mqdError('MQD_E_OMPD_LOAD', `${where} defines ompd_dll_locations but no ompd_state`));
     }
@@ -239,9 +233,9 @@ export class OmpdSession {
     }
     const tried: string[] = [];
     for (let i = 0; i < MAX_LOCATIONS; i++) {
-      const p = this.readU64(target, list + BigInt(8 * i));
+      const p = readU64(target, list + BigInt(8 * i));
       if (p === null || p === 0n) break;
-      const name = this.readCString(target, p, MAX_PATH);
+      const name = readCString(target, p, MAX_PATH);
       if (name === null) break;
       tried.push(name);
       // Relative names are for a debugger's own search path; only a file the runtime names exactly
@@ -474,113 +468,6 @@ export class OmpdSession {
     if (shared.blocks.delete(addr)) cFree(addr);
   }
 
-  // ---- target access --------------------------------------------------------------------
-  private readU64(t: OmpdProcess, addr: bigint): bigint | null {
-    const b = new Uint8Array(8);
-    return t.hot.read(t.memKey, addr, 8, b) ? new DataView(b.buffer).getBigUint64(0, true) : null;
-  }
-
-  /** A C string of the target, up to `max` bytes, read page by page (null: unreadable start). */
-  private readCString(t: OmpdProcess, addr: bigint, max: number): string | null {
-    const bytes = this.readStringBytes(t, addr, max);
-    return bytes === null ? null : Buffer.from(bytes).toString('utf8');
-  }
-
-  /** Bytes of a target C string without its NUL (null: unreadable, or no NUL within `max`). */
-  private readStringBytes(t: OmpdProcess, addr: bigint, max: number): Uint8Array | null {
-    const parts: Uint8Array[] = [];
-    let got = 0;
-    let a = addr;
-    while (got < max) {
-      const len = Math.min(max - got, 4096 - Number(a & 0xfffn));
-      const b = new Uint8Array(len);
-      if (!t.hot.read(t.memKey, a, len, b)) return null;
-      const z = b.indexOf(0);
-      if (z >= 0) {
-        parts.push(b.subarray(0, z));
-        return Buffer.concat(parts);
-      }
-      parts.push(b);
-      got += len;
-      a += BigInt(len);
-    }
-    return null;
-  }
-
-  private fsBaseOf(space: SpaceContext, tid: number): bigint | null {
-    const saved = space.target.threadPointers;
-    if (saved) return saved.get(tid) ?? null;
-    let v = space.fsBase.get(tid);
-    if (v === undefined) {
-      const regs = readRegSet(tid, NT_PRSTATUS, NT_PRSTATUS_BYTES);
-      v =
-        typeof regs === 'number' || regs.length < (USER_REGS_FS_BASE + 1) * 8
-          ? null
-          : new DataView(regs.buffer, regs.byteOffset).getBigUint64(USER_REGS_FS_BASE * 8, true);
-      space.fsBase.set(tid, v);
-    }
-    return v;
-  }
-
-  /**
-   * The address of thread-local `name` for a thread (glibc x86_64): the module's id from its
-   * DTPMOD64 GOT slot, the thread's DTV at fs_base + 8, 16-byte entries, the block + st_value;
-   * an initial-exec TPOFF64 slot (fs_base + offset) when the module has no DTPMOD64 slot.
-   */
-  private tlsAddress(
-    space: SpaceContext,
-    th: ThreadContext,
-    name: string,
-    file: string | null,
-  ): bigint | null {
-    const t = space.target;
-    for (const m of this.modulesFor(space, file)) {
-      // The offset from the module's symbols (its debug file's when it is stripped), the GOT
-      // slots from the file the process maps.
-      const off = m.file.tlsSymbol(name)?.value;
-      if (off === undefined) continue;
-      const rel = tlsRelocations(m.file.path);
-      const slot = rel?.dtpmodSlots[0];
-      let modid: bigint | null = null;
-      if (slot !== undefined) modid = this.readU64(t, m.bias + slot);
-      else if (m.path === t.image.exe) modid = 1n; // the executable's block is module 1
-      if (modid !== null && modid > 0n) {
-        const dtv = this.readU64(t, th.fsBase + 8n);
-        const block = dtv === null ? null : this.readU64(t, dtv + 16n * modid);
-        // 0 or -1 (TLS_DTV_UNALLOCATED): this thread has not allocated the module's block.
-        if (block === null || block === 0n || block === 0xffffffffffffffffn) return null;
-        return block + off;
-      }
-      const tp = rel?.tpoffSlots.get(name);
-      if (tp === undefined) return null;
-      const r = this.readU64(t, m.bias + tp);
-      return r === null ? null : BigInt.asUintN(64, th.fsBase + BigInt.asIntN(64, r));
-    }
-    return null;
-  }
-
-  /** The modules a lookup may answer from: the named file (by path or base name), else all. */
-  private modulesFor(space: SpaceContext, file: string | null): readonly MappedModule[] {
-    const all = space.target.image.modules;
-    if (!file) return [space.runtime, ...all.filter((m) => m !== space.runtime)];
-    const base = file.slice(file.lastIndexOf('/') + 1);
-    return all.filter((m) => m.path === file || m.path.slice(m.path.lastIndexOf('/') + 1) === base);
-  }
-
-  private symbolAddress(space: SpaceContext, name: string, file: string | null): bigint | null {
-    if (file === null) {
-      // The runtime's own definition first (its LOCAL ompd_* symbols), then the usual order.
-      const own = space.runtime.file.symbol(name);
-      if (own) return own.value + space.runtime.bias;
-      return space.target.image.findSymbol(name)?.address ?? null;
-    }
-    for (const m of this.modulesFor(space, file)) {
-      const s = m.file.symbol(name);
-      if (s) return s.value + m.bias;
-    }
-    return null;
-  }
-
   // ---- the callbacks ---------------------------------------------------------------------
   /** The process's one callback table (permanent: libompd keeps it; koffi trap 1, README.md). */
   private static callbackTable(): unknown {
@@ -675,8 +562,8 @@ export class OmpdSession {
         if (!s || th === undefined || typeof name !== 'string' || !addr) return ompd_rc.bad_input;
         const f = typeof file === 'string' ? file : null;
         let a: bigint | null = null;
-        if (th) a = host().tlsAddress(s, th, name, f);
-        a ??= host().symbolAddress(s, name, f);
+        if (th) a = tlsAddress(s, th, name, f);
+        a ??= symbolAddress(s, name, f);
         if (a === null) return ompd_rc.error;
         const out = new BigUint64Array(koffi.view(addr, OMPD_ADDRESS_SIZE));
         out[0] = 0n;
@@ -697,7 +584,7 @@ export class OmpdSession {
         if (!s || !addr || !buffer) return ompd_rc.bad_input;
         const n = Number(nbytes);
         if (n === 0) return ompd_rc.bad_input;
-        const bytes = host().readStringBytes(s.target, address(addr), n - 1);
+        const bytes = readStringBytes(s.target, address(addr), n - 1);
         if (bytes === null) return ompd_rc.error;
         const into = new Uint8Array(koffi.view(buffer, bytes.length + 1));
         into.set(bytes);
@@ -719,12 +606,12 @@ export class OmpdSession {
           // glibc x86_64: a pthread_t is the thread's TCB, which fs_base points at.
           if (n !== 8) return ompd_rc.bad_input;
           const want = raw.getBigUint64(0, true);
-          tid = s.target.tids.find((t) => host().fsBaseOf(s, t) === want) ?? null;
+          tid = s.target.tids.find((t) => fsBaseOf(s, t) === want) ?? null;
         } else {
           return ompd_rc.unsupported;
         }
         if (tid === null || !s.target.tids.includes(tid)) return ompd_rc.bad_input;
-        const fsBase = host().fsBaseOf(s, tid);
+        const fsBase = fsBaseOf(s, tid);
         if (fsBase === null) return ompd_rc.error;
         const key = shared.nextKey++;
         shared.threads.set(key, { space: Number(ctx), tid, fsBase });
