@@ -6,7 +6,7 @@
 // (then `UPDATE_GOLDEN=1 npx vitest run --project unit apps/cli/test/golden.test.ts` for the texts).
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { describeUnbuiltMpis, fixtureRig } from '@mqd/core/testing';
+import { fixtureRig } from '@mqd/core/testing';
 import { type JobSnapshot, validateSnapshot } from '@mqd/model';
 import { GOLDEN_FIXTURES, goldenFile, mpiMatrix, normaliseSnapshot } from '@mqd/testkit';
 import { describe, expect, it } from 'vitest';
@@ -19,8 +19,6 @@ const { snapshotter } = rig;
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();
-
-describeUnbuiltMpis();
 
 describe.each(MATRIX)('%s', (mpi) => {
   it.each(GOLDEN_FIXTURES)('%s: the real job still gives the recorded golden snapshot', async (fixture) => {

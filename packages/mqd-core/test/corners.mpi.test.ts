@@ -11,7 +11,6 @@ import {
 } from '@mqd/testkit';
 import { describe, expect, it } from 'vitest';
 import { fixtureRig } from './fixture-rig.js';
-import { describeUnbuiltMpis } from './unbuilt-mpis.js';
 
 const rig = fixtureRig();
 const { snapshotter } = rig;
@@ -68,8 +67,6 @@ function checkComm(mpi: AnyMpiName, got: Communicator | undefined, w: ExpectedCo
     else expect([where, q, got[q]?.map(row)]).toEqual([where, q, e.map(want)]);
   }
 }
-
-describeUnbuiltMpis();
 
 describe.each(MATRIX)('%s: interface corners on real jobs', (mpi) => {
   it.each(CORNER_FIXTURES)('%s: queues, world, remote group and DLL as expected', async (fixture) => {

@@ -2,7 +2,6 @@ import type { Communicator, Operation } from '@mqd/model';
 import { type DumpedOp, MPI_FAMILIES, mpiMatrix, mpiQueueTraits, mqsDump } from '@mqd/testkit';
 import { describe, expect, it } from 'vitest';
 import { fixtureRig } from './fixture-rig.js';
-import { describeUnbuiltMpis } from './unbuilt-mpis.js';
 
 const DEPTH = 20_000;
 const rig = fixtureRig();
@@ -28,8 +27,6 @@ const oracle = (o: DumpedOp) => [
   o.buffer === '0' ? '0x0' : o.buffer,
   o.extraText.join('|'),
 ];
-
-describeUnbuiltMpis();
 
 describe.each(MATRIX)('%s deep queues', (mpi) => {
   const family = MPI_FAMILIES[mpi];

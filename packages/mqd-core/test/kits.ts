@@ -4,4 +4,3 @@ export * from './conformance-kit.js';
 export * from './fixture-rig.js';
 export * from './queue-checks.js';
 export * from './security-kit.js';
-export * from './unbuilt-mpis.js';

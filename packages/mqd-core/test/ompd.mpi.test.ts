@@ -56,7 +56,6 @@ import {
   requireHybridBuilt,
   tableOrder,
 } from './openmp-checks.js';
-import { describeUnbuiltMpis } from './unbuilt-mpis.js';
 
 const rig = fixtureRig();
 const { snapshotter } = rig;
@@ -172,8 +171,6 @@ function expectQueues(where: string, r: RankSnapshot, fixture: HybridFixture): v
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();
-
-describeUnbuiltMpis();
 
 // What the runtime shows beside each MPI library: every build.
 describe.each(MATRIX)('%s', (mpi) => {

@@ -13,7 +13,6 @@ import { fixtureBinary, MPI_LABELS, mpiMatrix, mpiPrefix } from '@mqd/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Unwinder } from '../src/inferior/unwind.js';
 import { fixtureRig } from './fixture-rig.js';
-import { describeUnbuiltMpis } from './unbuilt-mpis.js';
 
 const rig = fixtureRig();
 const unwinder = new Unwinder();
@@ -132,5 +131,3 @@ describe.each(mpiMatrix())('%s: stacks equal gdb on the same state', (mpi) => {
     },
   );
 });
-
-describeUnbuiltMpis();

@@ -19,7 +19,6 @@ import {
 import { afterAll, describe, expect, it } from 'vitest';
 import { processState, Snapshotter, tracerPid } from '../src/index.js';
 import { fixtureRig } from './fixture-rig.js';
-import { describeUnbuiltMpis } from './unbuilt-mpis.js';
 
 const rig = fixtureRig();
 const { snapshotter } = rig;
@@ -86,8 +85,6 @@ function expectedPeerTag(
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();
-
-describeUnbuiltMpis();
 
 describe.each(MATRIX)('%s: stacks of real hung jobs', (mpi) => {
   const family = MPI_FAMILIES[mpi];

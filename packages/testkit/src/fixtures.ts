@@ -49,12 +49,6 @@ export function mpiMatrix(): readonly AnyMpiName[] {
   return ALL_MPI_NAMES;
 }
 
-/** The builds mpiMatrix leaves out (a test checks each says why: mpiMissingMessage). */
-export function unbuiltMpis(): readonly AnyMpiName[] {
-  const matrix = mpiMatrix();
-  return ALL_MPI_NAMES.filter((m) => !matrix.includes(m));
-}
-
 /** Throws mpiMissingMessage unless the MPI is provisioned. */
 export function requireMpi(mpi: AnyMpiName): void {
   if (!mpiAvailable(mpi)) throw new Error(mpiMissingMessage(mpi));

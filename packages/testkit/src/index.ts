@@ -55,7 +55,6 @@ export {
   mpiMissingMessage,
   mpiPrefix,
   requireMpi,
-  unbuiltMpis,
 } from './fixtures.js';
 export {
   GOLDEN_DIR,

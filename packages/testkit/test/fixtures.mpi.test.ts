@@ -36,7 +36,6 @@ import {
   waitFor,
 } from '@mqd/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { describeUnbuiltMpis } from './helpers/unbuilt-mpis.js';
 
 const NP = 4;
 
@@ -84,8 +83,6 @@ async function disposeAndCheckClean(job: FixtureJob, processes: readonly ProcIde
   expect(job.exitStatus(), 'the starter was reaped').toBeDefined();
   expect(liveJobCount()).toBe(0);
 }
-
-describeUnbuiltMpis();
 
 describe.each(MATRIX)('%s', (mpi) => {
   const label = `${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}`;

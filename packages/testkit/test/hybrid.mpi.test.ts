@@ -30,7 +30,6 @@ import {
   waitFor,
 } from '@mqd/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { describeUnbuiltMpis } from './helpers/unbuilt-mpis.js';
 
 const jobs: FixtureJob[] = [];
 afterEach(async () => {
@@ -100,8 +99,6 @@ async function settledReport(rank: RankProcess, expected: readonly Seen[]): Prom
   if (last === undefined) throw new Error(`MQD_TESTKIT_E_ORACLE: no report for rank ${rank.rank}`);
   return last;
 }
-
-describeUnbuiltMpis();
 
 describe.each(MATRIX)('%s', (mpi) => {
   const label = `${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}`;

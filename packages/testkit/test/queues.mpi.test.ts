@@ -24,7 +24,6 @@ import {
   mqsDump,
 } from '@mqd/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
-import { describeUnbuiltMpis } from './helpers/unbuilt-mpis.js';
 
 // The four builds (issue 14). MPICH 4.2.1 runs only where it was built (the archive mirror here
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
@@ -153,8 +152,6 @@ const emptyQueues = (mpi: AnyMpiName): Queues => ({
   receives: [],
   unexpected: mpiQueueTraits(mpi).showsUnexpected ? [] : null,
 });
-
-describeUnbuiltMpis();
 
 describe.each(MATRIX)('%s', (mpi) => {
   const label = `${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}`;
