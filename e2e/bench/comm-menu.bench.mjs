@@ -5,44 +5,11 @@
 // entry and a frame has passed (window.__mqdMenuBench). Baselines in the same run: a JSON round
 // trip of the same snapshot, and the same page at 1,024 ranks. Target: usable < 3 s after the
 // data arrived, one MPI_COMM_SELF entry. Results: bench/results/comm-menu.json.
-import { createReadStream, existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import { extname, join, normalize } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { benchPage } from './dist-page.mjs';
 
 const TARGET_MS = 3000;
-const root = fileURLToPath(new URL('../../apps/web/dist', import.meta.url));
-if (!existsSync(join(root, 'bench.html'))) {
-  console.error('MQD_E_USAGE: apps/web/dist/bench.html is missing: run npm run build first');
-  process.exit(2);
-}
-const types = {
-  '.html': 'text/html',
-  '.js': 'text/javascript',
-  '.css': 'text/css',
-  '.map': 'application/json',
-};
-const server = createServer((req, res) => {
-  const path = normalize(decodeURIComponent((req.url ?? '/').split('?')[0] ?? '/')).replace(
-    /^(\.\.[/\\])+/,
-    '',
-  );
-  const file = join(root, path);
-  if (!file.startsWith(root) || !existsSync(file) || !statSync(file).isFile()) {
-    res.writeHead(404).end();
-    return;
-  }
-  res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream' });
-  createReadStream(file).pipe(res);
-});
-await new Promise((r) => server.listen(0, '127.0.0.1', r));
-const { port } = server.address();
-
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic'],
-});
+const { browser, port, close } = await benchPage('bench.html');
 async function run(ranks, runs) {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, deviceScaleFactor: 1 });
   await page.goto(`http://127.0.0.1:${port}/bench.html?mode=menu&ranks=${ranks}&runs=${runs}`);
@@ -77,7 +44,6 @@ try {
     `${JSON.stringify({ bench: 'comm-menu', date: new Date().toISOString(), targets: { usableMs: TARGET_MS, selfEntries: 1 }, baseline: baseline.rows, rows: big.rows }, null, 2)}\n`,
   );
 } finally {
-  await browser.close();
-  server.close();
+  await close();
 }
 if (failed) process.exit(1);

@@ -3,43 +3,10 @@
 // of a synthetic 16,384-rank job and runs a scripted pan/zoom, measured in the page
 // (window.__mqdBench). The baseline, in the same run, is the same page at 1,024 ranks, so the
 // figures are also ratios. Results: bench/results/matrix.json.
-import { createReadStream, existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import { extname, join, normalize } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { benchPage } from './dist-page.mjs';
 
-const root = fileURLToPath(new URL('../../apps/web/dist', import.meta.url));
-if (!existsSync(join(root, 'bench.html'))) {
-  console.error('MQD_E_USAGE: apps/web/dist/bench.html is missing: run npm run build first');
-  process.exit(2);
-}
-const types = {
-  '.html': 'text/html',
-  '.js': 'text/javascript',
-  '.css': 'text/css',
-  '.map': 'application/json',
-};
-const server = createServer((req, res) => {
-  const path = normalize(decodeURIComponent((req.url ?? '/').split('?')[0] ?? '/')).replace(
-    /^(\.\.[/\\])+/,
-    '',
-  );
-  const file = join(root, path);
-  if (!file.startsWith(root) || !existsSync(file) || !statSync(file).isFile()) {
-    res.writeHead(404).end();
-    return;
-  }
-  res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream' });
-  createReadStream(file).pipe(res);
-});
-await new Promise((r) => server.listen(0, '127.0.0.1', r));
-const { port } = server.address();
-
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic'],
-});
+const { browser, port, close } = await benchPage('bench.html');
 async function run(ranks, width, height, scale) {
   const page = await browser.newPage({
     viewport: { width: width + 40, height: height + 40 },
@@ -73,6 +40,5 @@ try {
     `${JSON.stringify({ bench: 'matrix', date: new Date().toISOString(), targets: { firstRenderMs: 1000, medianFrameMs: 16 }, rows }, null, 2)}\n`,
   );
 } finally {
-  await browser.close();
-  server.close();
+  await close();
 }

@@ -4,43 +4,10 @@
 // the tree is on screen, measured in the page (window.__mqdStacksBench). Baselines in the same
 // run: a JSON round trip of the same snapshot in the page, and the same page at 1,024 ranks.
 // Target: under 1 s at 16,384 ranks. Results: bench/results/stacks-view.json.
-import { createReadStream, existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import { extname, join, normalize } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { benchPage } from './dist-page.mjs';
 
-const root = fileURLToPath(new URL('../../apps/web/dist', import.meta.url));
-if (!existsSync(join(root, 'stacks-bench.html'))) {
-  console.error('MQD_E_USAGE: apps/web/dist/stacks-bench.html is missing: run npm run build first');
-  process.exit(2);
-}
-const types = {
-  '.html': 'text/html',
-  '.js': 'text/javascript',
-  '.css': 'text/css',
-  '.map': 'application/json',
-};
-const server = createServer((req, res) => {
-  const path = normalize(decodeURIComponent((req.url ?? '/').split('?')[0] ?? '/')).replace(
-    /^(\.\.[/\\])+/,
-    '',
-  );
-  const file = join(root, path);
-  if (!file.startsWith(root) || !existsSync(file) || !statSync(file).isFile()) {
-    res.writeHead(404).end();
-    return;
-  }
-  res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream' });
-  createReadStream(file).pipe(res);
-});
-await new Promise((r) => server.listen(0, '127.0.0.1', r));
-const { port } = server.address();
-
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic'],
-});
+const { browser, port, close } = await benchPage('stacks-bench.html');
 async function run(ranks) {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 }, deviceScaleFactor: 1 });
   await page.goto(`http://127.0.0.1:${port}/stacks-bench.html?ranks=${ranks}&runs=7`);
@@ -73,6 +40,5 @@ try {
   );
   if (!pass) process.exitCode = 1;
 } finally {
-  await browser.close();
-  server.close();
+  await close();
 }
