@@ -3,7 +3,7 @@
 // matching-order, rank, stacks and fleet views, and the matrix must work from the keyboard
 // (arrow keys move a focused cell the status line announces; Enter lists its operations).
 // Every view's screenshot goes to e2e/artifacts/after-<view>.png, the violations of every impact
-// to e2e/artifacts/a11y-violations.json.
+// to a11y-violations.json beside them.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AxeBuilder } from '@axe-core/playwright';
