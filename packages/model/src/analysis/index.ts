@@ -12,5 +12,6 @@ export * from './progress.js';
 export * from './ranges.js';
 export * from './rank-detail.js';
 export * from './snapshot-index.js';
+export * from './stack-text.js';
 export * from './stack-tree.js';
 export * from './wait-graph.js';
