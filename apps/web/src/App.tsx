@@ -8,7 +8,7 @@ import { type Api, isUnauthenticated } from './api.js';
 import { Diagnosis } from './Diagnosis.js';
 import type { LoadedSnapshot } from './data.js';
 import { FleetPage } from './fleet/FleetView.js';
-import { formatCoreSource, formatTime } from './format.js';
+import { formatCoreSource, formatTime, programOf } from './format.js';
 import { shownValue, useResource } from './hooks.js';
 import { JobsView } from './jobs/JobsView.js';
 import { LoginForm, type PendingSwitch, SwitchUserBanner } from './Login.js';
@@ -242,10 +242,19 @@ function ViewSwitch(props: ViewProps & { view: View }) {
 function SnapshotBadge({ data }: { data: LoadedSnapshot | null }) {
   if (!data) return <span className="snapshot-badge muted">No snapshot selected</span>;
   const s = data.snapshot;
+  const program = programOf(s);
   return (
     <>
       <span className="snapshot-badge" title={data.snapshot.mpi.dll ?? ''}>
-        {data.jobId !== null && <span>Job {data.jobId} · </span>}
+        {program !== null && (
+          <>
+            <bdi className="snapshot-program" data-testid="snapshot-program">
+              {program}
+            </bdi>{' '}
+            ·{' '}
+          </>
+        )}
+        {data.jobId !== null && <span className="muted">job {data.jobId} · </span>}
         <span>taken {formatTime(data.takenAt)}</span>
         <span className="muted">
           {' '}
