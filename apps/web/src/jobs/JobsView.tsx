@@ -281,11 +281,21 @@ function JobRow({
           </span>
         )}{' '}
         <strong className="program-name" data-testid="job-program">
-          {label.program}
+          <bdi>{label.program}</bdi>
         </strong>{' '}
-        {label.args !== '' && <span className="program-args">{label.args}</span>}
+        {label.args !== '' && (
+          <span className="program-args">
+            <bdi>{label.args}</bdi>
+          </span>
+        )}
         <span className="program-detail">
-          {job.coresDir === null ? detail : <span className="cores-dir">{detail}</span>}
+          {job.coresDir === null ? (
+            <bdi>{detail}</bdi>
+          ) : (
+            <span className="cores-dir">
+              <bdi>{detail}</bdi>
+            </span>
+          )}
         </span>
       </td>
       <td>{job.ranks.toLocaleString()}</td>

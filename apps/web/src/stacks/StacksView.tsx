@@ -481,7 +481,7 @@ function Row({
           </span>
         )}
         <span className="fn" title={n.module ?? ''}>
-          {n.function}
+          <bdi>{n.function}</bdi>
         </span>
         {place !== null && <span className="place">{place}</span>}
         {n.kind === 'mpi-call' && row.foldedByDefault && !row.expanded && (
@@ -524,7 +524,7 @@ function NodeDetail({
   return (
     <div data-testid="stack-selected" data-function={node.function} data-ranks={node.ranks}>
       <h3>
-        {node.function}
+        <bdi>{node.function}</bdi>
         {place !== null && <span className="place"> {place}</span>}
       </h3>
       <p className="muted">
