@@ -233,13 +233,19 @@ describe.each(MATRIX)('%s', (mpi) => {
           expect(ours[i]?.task?.entry, where).toMatch(/^0x[0-9a-f]+$/);
         });
 
-        // The stacks' threads carry the same state (by tid); no other thread has one.
+        // The stacks' threads carry the same state (by tid); no other thread has one. Compared
+        // by tid on both sides: the stacks list the main thread first, the runtime sorts by tid,
+        // and once tids wrap past pid_max a worker's tid can be below the main thread's.
         const stacks = r.threads ?? [];
         const ompByTid = new Map(rt.threads.map((t) => [t.tid, t.state]));
+        const byTid = (a: readonly [number, unknown], b: readonly [number, unknown]) => a[0] - b[0];
         expect(
-          stacks.filter((s) => s.ompState !== undefined).map((s) => [s.tid, s.ompState]),
+          stacks
+            .filter((s) => s.ompState !== undefined)
+            .map((s): [number, unknown] => [s.tid, s.ompState])
+            .sort(byTid),
           `${where}: ompState on the stacks`,
-        ).toEqual([...ompByTid].filter(([tid]) => stacks.some((s) => s.tid === tid)));
+        ).toEqual([...ompByTid].filter(([tid]) => stacks.some((s) => s.tid === tid)).sort(byTid));
         expect(
           rt.threads.every((t) => stacks.some((s) => s.tid === t.tid)),
           `${where}: every OpenMP thread is a stopped thread`,
