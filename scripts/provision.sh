@@ -195,7 +195,7 @@ mpich42_explicit() {
 # 2.-4.: Debian's source package, the local sources folder, upstream's release. Prints the
 # tarball, or fails with MQD_E_PROVISION_MPICH42 saying what was tried.
 mpich42_found() {
-  local t local_tar
+  local t
   local dl="$MQD_MPI_CACHE/src/mpich-$MPICH42_VERSION.tar.gz" debian_note upstream_note
   mkdir -p "$MQD_MPI_CACHE/src"
   t=$(fetch_orig mpich "${MPICH42_DEBVER%-*}" "$MPICH42_DEBVER" 2>>"$MQD_MPI_CACHE/src/apt-source.log")
@@ -207,20 +207,16 @@ mpich42_found() {
   debian_note="Debian's source package mpich=$MPICH42_DEBVER: not served by this archive mirror"
   # An expected miss on this platform: one calm line, the details in the log above.
   log "mpich $MPICH42_VERSION: Debian's source package is not served here (apt's words in $MQD_MPI_CACHE/src/apt-source.log); trying $MQD_SOURCES_DIR"
-  local d
-  local IFS_old=$IFS; IFS=:
-  for d in $MQD_SOURCES_DIR; do
-    IFS=$IFS_old
-    local_tar="$d/mpich-$MPICH42_VERSION.tar.gz"
-    if [ -f "$local_tar" ]; then
-      # shellcheck disable=SC2046
-      check_sha256 "$local_tar" $(mpich42_sums) || return 1
-      log "mpich $MPICH42_VERSION: source from the local sources folder ($local_tar, sha256 checked)"
-      echo "$local_tar"; return 0
-    fi
+  local d dirs
+  IFS=: read -ra dirs <<<"$MQD_SOURCES_DIR"
+  for d in "${dirs[@]}"; do
+    t="$d/mpich-$MPICH42_VERSION.tar.gz"
+    [ -f "$t" ] || continue
+    # shellcheck disable=SC2046
+    check_sha256 "$t" $(mpich42_sums) || return 1
+    log "mpich $MPICH42_VERSION: source from the local sources folder ($t, sha256 checked)"
+    echo "$t"; return 0
   done
-  IFS=$IFS_old
-  local_tar="mpich-$MPICH42_VERSION.tar.gz in $MQD_SOURCES_DIR"
   if [ ! -f "$dl" ]; then
     log "mpich $MPICH42_VERSION: not in $MQD_SOURCES_DIR; downloading $MPICH42_URL"
     mkdir -p "$(dirname "$dl")"
@@ -237,7 +233,7 @@ mpich42_found() {
     echo "$dl"; return 0
   fi
   upstream_note="$MPICH42_URL: not reachable"
-  echo "MQD_E_PROVISION_MPICH42: no MPICH $MPICH42_VERSION source. Tried MQD_MPICH42_TARBALL (not set); $debian_note; $local_tar: absent; $upstream_note. Put upstream's mpich-$MPICH42_VERSION.tar.gz in a folder of MQD_SOURCES_DIR ($MQD_SOURCES_DIR) or set MQD_MPICH42_TARBALL to it, then run again (or leave the build out: --only with the others)." >&2
+  echo "MQD_E_PROVISION_MPICH42: no MPICH $MPICH42_VERSION source. Tried MQD_MPICH42_TARBALL (not set); $debian_note; mpich-$MPICH42_VERSION.tar.gz in $MQD_SOURCES_DIR: absent; $upstream_note. Put upstream's mpich-$MPICH42_VERSION.tar.gz in a folder of MQD_SOURCES_DIR ($MQD_SOURCES_DIR) or set MQD_MPICH42_TARBALL to it, then run again (or leave the build out: --only with the others)." >&2
   return 1
 }
 
