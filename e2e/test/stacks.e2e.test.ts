@@ -8,7 +8,7 @@
 // to e2e/artifacts/. Every wait is on a condition.
 import { AxeBuilder } from '@axe-core/playwright';
 import type { Served } from '@mqd/server';
-import { MPI_NAMES } from '@mqd/testkit';
+import { MPI_NAMES, type MpiName } from '@mqd/testkit';
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { idle, screenshot } from './browser.js';
@@ -18,6 +18,18 @@ const rig = e2eRig({ adminToken: 'admin-token-for-the-e2e-stacks-tests-012345678
 
 async function serve(): Promise<Served> {
   return (await rig.serveLocal()).served;
+}
+
+/** A real hung job of `fixture` attached through the attach form and snapshotted, in the Stacks view. */
+async function realJobStacks(mpi: MpiName, fixture: string, name: string) {
+  const job = await rig.launch({ mpi, fixture, np: 4 });
+  const s = await serve();
+  const opened = await rig.openPage(s.loginUrl);
+  await attach(opened.page, { starterPid: job.starterPid }, name);
+  await takeSnapshot(opened.page);
+  await opened.page.keyboard.press('s');
+  await opened.page.getByTestId('stacks-tree').waitFor();
+  return opened;
 }
 
 /** The row of an MPI function: the tree shows frames as they are, and the libraries' public
@@ -196,13 +208,7 @@ describe('Stacks view', () => {
 
 describe.each(MPI_NAMES)('%s collective_mismatch job in the Stacks view', (mpi) => {
   it('shows ranks 0-2 in MPI_Barrier and rank 3 in MPI_Recv, and the diagnosis names both', async () => {
-    const job = await rig.launch({ mpi, fixture: 'collective_mismatch', np: 4 });
-    const s = await serve();
-    const { page, errors } = await rig.openPage(s.loginUrl);
-    await attach(page, { starterPid: job.starterPid }, `${mpi}-collective-mismatch`);
-    await takeSnapshot(page);
-    await page.keyboard.press('s');
-    await page.getByTestId('stacks-tree').waitFor();
+    const { page, errors } = await realJobStacks(mpi, 'collective_mismatch', `${mpi}-collective-mismatch`);
     await idle(page);
     await screenshot(page, `${mpi}-collective-mismatch-stacks`);
     await expect.poll(() => node(page, 'MPI_Barrier').getAttribute('data-ranks')).toBe('0-2');
@@ -222,13 +228,7 @@ describe.each(MPI_NAMES)('%s collective_mismatch job in the Stacks view', (mpi) 
 
 describe.each(MPI_NAMES)('%s wrong_tag job in the Stacks view', (mpi) => {
   it("shows two stacks with main's two lines; by function one", async () => {
-    const job = await rig.launch({ mpi, fixture: 'wrong_tag', np: 4 });
-    const s = await serve();
-    const { page, errors } = await rig.openPage(s.loginUrl);
-    await attach(page, { starterPid: job.starterPid }, `${mpi}-wrong-tag`);
-    await takeSnapshot(page);
-    await page.keyboard.press('s');
-    await page.getByTestId('stacks-tree').waitFor();
+    const { page, errors } = await realJobStacks(mpi, 'wrong_tag', `${mpi}-wrong-tag`);
     await idle(page);
     await screenshot(page, `${mpi}-wrong-tag-stacks`);
     const summary = page.getByTestId('stacks-summary');
