@@ -18,6 +18,7 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import type { JobId as JobIdT, SnapshotId as SnapshotIdT } from './brand.js';
 import { CodedError, type JobSnapshot, LengthUnit, MpiLibrary } from './snapshot-spec.js';
+import { ApiFleetJob, ApiWatchPolicy } from './watch-spec.js';
 
 const Int = Type.Integer();
 const Count = Type.Integer({ minimum: 0 });
@@ -562,6 +563,37 @@ export const API_ROUTES = {
     }),
     errors: [400, ...AUTHED],
   }),
+  fleet: route({
+    method: 'GET',
+    url: '/fleet',
+    auth: 'user',
+    tag: 'watch',
+    summary: 'Every MPI job the agents discovered, with its hang-watch state (admins: all; users: their own)',
+    status: 200,
+    response: Type.Object({ policy: ApiWatchPolicy, jobs: Type.Array(ApiFleetJob) }),
+    errors: [...AUTHED],
+  }),
+  watchPolicy: route({
+    method: 'GET',
+    url: '/admin/watch',
+    auth: 'admin',
+    tag: 'admin',
+    summary: "The hang watch's policy",
+    status: 200,
+    response: ApiWatchPolicy,
+    errors: [...AUTHED],
+  }),
+  setWatchPolicy: route({
+    method: 'POST',
+    url: '/admin/watch',
+    auth: 'admin',
+    tag: 'admin',
+    summary: "Replace the hang watch's policy (kept in the store; audited)",
+    body: ApiWatchPolicy,
+    status: 200,
+    response: ApiWatchPolicy,
+    errors: [400, ...AUTHED],
+  }),
   createUser: route({
     method: 'POST',
     url: '/admin/users',
@@ -622,6 +654,8 @@ export const UI_EVENTS = {
     requestKey: Type.Optional(RequestKey),
   }),
   'job.attached': ApiJob,
+  /** The fleet changed (a job discovered, ended, or its watch state moved): reload GET /fleet. */
+  'fleet.changed': Type.Object({ at: IsoTime }),
   'agent.connected': Type.Object({ host: Text, agentId: Text }),
   'agent.disconnected': Type.Object({ host: Text, agentId: Text, reason: Text }),
 } as const;

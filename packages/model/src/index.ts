@@ -1,5 +1,6 @@
 export * from './analysis/index.js';
 export * from './api-spec.js';
+export * from './watch-spec.js';
 export * from './api-validate.js';
 export * from './assert.js';
 export * from './brand.js';
