@@ -1,6 +1,5 @@
 export * from './analysis/index.js';
 export * from './api-spec.js';
-export * from './watch-spec.js';
 export * from './api-validate.js';
 export * from './assert.js';
 export * from './brand.js';
@@ -15,3 +14,4 @@ export * from './synthetic.js';
 export * from './synthetic-halo.js';
 export * from './synthetic-ring-rank.js';
 export * from './text.js';
+export * from './watch-spec.js';
