@@ -15,3 +15,4 @@ export * from './snapshot-index.js';
 export * from './stack-text.js';
 export * from './stack-tree.js';
 export * from './wait-graph.js';
+export * from './watch.js';
