@@ -9,6 +9,19 @@ export {
   ranksFromPids,
   readMpirTable,
 } from './attach.js';
+export {
+  type CounterTarget,
+  clockTicksPerSecond,
+  DISCOVERY_LIMITS,
+  type DiscoverOptions,
+  DiscoveryCache,
+  discoverJobs,
+  type RankCountersRead,
+  rankCounters,
+  STARTER_NAMES,
+  startTimeToEpochMs,
+  watchOptedOut,
+} from './discover.js';
 export { type LocalHost, localHost, normaliseHost } from './host.js';
 export {
   type AcquisitionMethod,

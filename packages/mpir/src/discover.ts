@@ -1,0 +1,532 @@
+// Finding the MPI jobs of this node by themselves (the hang watch, docs/hang-watch.md): a scan of
+// /proc that reads only files (stat, environ, status, cmdline, maps) and stops nothing. A rank
+// is a process whose environment names its MPI rank (the rules of rankInEnviron, as slurm.ts
+// uses them) and that maps an MPI library; its job is its Slurm job (every step merged, key
+// `slurm:JOBID`) or else the outermost MPI starter above it (key `starter:HOST:PID:STARTTIME`).
+// One entry has one uid: a rank of another uid than its job's is listed in an entry of its own
+// (same key, its uid), never mixed in. Everything a user controls (command lines, names,
+// environment values) is clipped or validated here. Processes that vanish mid-scan are skipped.
+//
+// Cost: environ is read once per process (cached by pid, start time and comm: an exec changes
+// comm, a fork that has not exec'd yet keeps its parent's), maps only for processes that name a
+// rank, and `scontrol listpids` once per Slurm job until a rank it did not list shows up. A
+// steady node costs one readdir and one stat read per process per scan.
+//
+// Also here: rankCounters, the per-rank /proc counters the agent's `counters` request answers,
+// read without stopping anything.
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { checkTarget, procCredentials, RANK_ENV_VARS, readEnviron, readProcStat } from '@mqd/core';
+import {
+  clipText,
+  type DiscoveredJob,
+  type DiscoveredRank,
+  type MqdError,
+  mqdError,
+  type RankCounters,
+  WATCH_OPT_OUT_VARIABLE,
+} from '@mqd/model';
+import { localHost } from './host.js';
+import { mapsMpiLibrary } from './procfs.js';
+import type { SlurmRunner } from './slurm.js';
+
+/** Limits of what discovery reports (the agent protocol checks the same ones). */
+export const DISCOVERY_LIMITS = {
+  /** A job's command line, in UTF-16 units (clipped, ending in "…"). */
+  commandChars: 4096,
+  /** A Slurm job name, partition or account (clipped). */
+  nameChars: 128,
+  /** Jobs one scan reports. */
+  jobs: 1024,
+  /** Ranks of one job on one node. */
+  ranks: 16_384,
+  /** Slurm job ids: digits only, at most this many. */
+  slurmIdDigits: 20,
+} as const;
+
+/** Processes that start ranks and are never ranks themselves (comm, at most 15 characters). */
+export const STARTER_NAMES: ReadonlySet<string> = new Set([
+  'mpirun',
+  'mpiexec',
+  'orterun',
+  'prterun',
+  'prte',
+  'mpiexec.hydra',
+  'hydra_pmi_proxy',
+  'prted',
+  'orted',
+  'srun',
+  'slurmstepd',
+]);
+
+/** The outermost starters key a job outside Slurm; these only relay (never the outermost). */
+const RELAY_NAMES: ReadonlySet<string> = new Set(['hydra_pmi_proxy', 'prted', 'orted', 'slurmstepd']);
+
+/** What one process's environment says, cached per (pid, start time, comm). */
+interface EnvFacts {
+  readonly rank: number | null;
+  readonly worldSize: number | null;
+  readonly slurmJob: string | null;
+  readonly jobName: string | null;
+  readonly partition: string | null;
+  readonly account: string | null;
+  readonly watchOff: boolean;
+}
+
+/** State kept between scans so a steady node costs little (one per agent). */
+export class DiscoveryCache {
+  /** `pid:startTime:comm` -> what its environment says (null: unreadable). */
+  readonly env = new Map<string, EnvFacts | null>();
+  /** `pid:startTime` of processes found to map an MPI library (a yes never changes). */
+  readonly mpi = new Set<string>();
+  /** Slurm job id -> the `pid:startTime`s `scontrol listpids` listed for it on this node. */
+  readonly slurmPids = new Map<string, Set<string>>();
+  /** Entries not seen by the last scan are dropped after it. */
+  prune(live: ReadonlySet<string>): void {
+    for (const k of this.env.keys()) if (!live.has(k)) this.env.delete(k);
+    for (const k of this.mpi) if (!live.has(k)) this.mpi.delete(k);
+  }
+}
+
+export interface DiscoverOptions {
+  /** This node's name as keys carry it; default localHost().short. */
+  readonly host?: string;
+  /**
+   * Slurm's client where slurmd runs on this node: ranks of a Slurm job are kept only when
+   * `scontrol listpids JOBID` lists them (a user cannot fake another job's SLURM_JOB_ID).
+   * Null or absent: not checked.
+   */
+  readonly slurm?: SlurmRunner | null;
+  /** Kept between scans (new DiscoveryCache()); a fresh one per call when absent. */
+  readonly cache?: DiscoveryCache;
+  /** Where to report what was left out (a failed listpids). */
+  readonly log?: (line: string) => void;
+}
+
+interface Proc {
+  readonly pid: number;
+  readonly ppid: number;
+  readonly comm: string;
+  readonly startTime: string;
+}
+
+const DIGITS = /^\d+$/;
+
+/** `s` with every control character (C0 and DEL) replaced by `by`. */
+function noControls(s: string, by: string): string {
+  let out = '';
+  for (const ch of s) {
+    const c = ch.charCodeAt(0);
+    out += c < 0x20 || c === 0x7f ? by : ch;
+  }
+  return out;
+}
+
+function clipName(v: string | undefined): string | null {
+  if (v === undefined || v === '') return null;
+  // Control characters are no name's part; a user could put anything in the environment.
+  const clean = noControls(v.slice(0, 4 * DISCOVERY_LIMITS.nameChars), '');
+  return clean === '' ? null : clipText(clean, DISCOVERY_LIMITS.nameChars);
+}
+
+function sizeOf(env: ReadonlyMap<string, string>): number | null {
+  for (const v of ['OMPI_COMM_WORLD_SIZE', 'PMI_SIZE', 'PMIX_SIZE', 'SLURM_NTASKS']) {
+    const s = env.get(v);
+    if (s !== undefined && /^\d{1,10}$/.test(s)) {
+      const n = Number(s);
+      if (n >= 1 && n <= 0x7fffffff) return n;
+    }
+  }
+  return null;
+}
+
+/** MQD_WATCH=off (or 0, no, false; any case). */
+export function watchOptedOut(value: string | undefined): boolean {
+  return value !== undefined && /^(off|0|no|false)$/i.test(value.trim());
+}
+
+/** The rank an environment names: the first of RANK_ENV_VARS (rankFromEnviron's rule) that is a number. */
+function rankIn(env: ReadonlyMap<string, string>): number | null {
+  for (const v of RANK_ENV_VARS) {
+    const s = env.get(v);
+    if (s !== undefined && /^\d{1,10}$/.test(s)) return Number(s) <= 0x7fffffff ? Number(s) : null;
+  }
+  return null;
+}
+
+function envFacts(env: ReadonlyMap<string, string>): EnvFacts {
+  const rank = rankIn(env);
+  const job = env.get('SLURM_JOB_ID') ?? env.get('SLURM_JOBID');
+  return {
+    rank,
+    worldSize: sizeOf(env),
+    slurmJob:
+      job !== undefined && DIGITS.test(job) && job.length <= DISCOVERY_LIMITS.slurmIdDigits ? job : null,
+    jobName: clipName(env.get('SLURM_JOB_NAME')),
+    partition: clipName(env.get('SLURM_JOB_PARTITION')),
+    account: clipName(env.get('SLURM_JOB_ACCOUNT')),
+    watchOff: watchOptedOut(env.get(WATCH_OPT_OUT_VARIABLE)),
+  };
+}
+
+function listProcs(): Map<number, Proc> {
+  const out = new Map<number, Proc>();
+  let names: string[];
+  try {
+    names = readdirSync('/proc');
+  } catch {
+    return out;
+  }
+  for (const name of names) {
+    if (!DIGITS.test(name)) continue;
+    const st = readProcStat(Number(name));
+    // Gone between readdir and read, or a zombie: not part of any job any more.
+    if (st === null || st.state === 'Z' || st.state === 'X') continue;
+    out.set(st.pid, { pid: st.pid, ppid: st.ppid, comm: st.comm, startTime: st.startTime });
+  }
+  return out;
+}
+
+function commandOf(pid: number): string | null {
+  try {
+    const raw = readFileSync(`/proc/${pid}/cmdline`, 'latin1');
+    // Clipped first: a 2 MB command line is not scanned character by character.
+    const args = raw
+      .slice(0, 4 * DISCOVERY_LIMITS.commandChars)
+      .replace(/\0+$/, '')
+      .split('\0');
+    return clipText(noControls(args.join(' '), ' '), DISCOVERY_LIMITS.commandChars);
+  } catch {
+    return null;
+  }
+}
+
+function uidOf(pid: number): number | null {
+  return procCredentials(pid)?.uids[0] ?? null;
+}
+
+let bootMs: number | null = null;
+let ticksPerSecond: number | null = null;
+
+/** sysconf(_SC_CLK_TCK): USER_HZ, the unit of /proc's tick counts (100 on every Linux port in use). */
+export function clockTicksPerSecond(): number {
+  if (ticksPerSecond === null) {
+    try {
+      const n = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8', timeout: 5000 }).trim());
+      ticksPerSecond = Number.isInteger(n) && n > 0 && n <= 1_000_000 ? n : 100;
+    } catch {
+      ticksPerSecond = 100; // no getconf: USER_HZ is 100 on x86, arm and power
+    }
+  }
+  return ticksPerSecond;
+}
+
+/** Epoch ms of a /proc start time (ticks after boot): btime of /proc/stat + ticks / USER_HZ. */
+export function startTimeToEpochMs(startTime: string): number {
+  if (bootMs === null) {
+    try {
+      const m = /^btime\s+(\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'));
+      bootMs = m?.[1] ? Number(m[1]) * 1000 : 0;
+    } catch {
+      bootMs = 0;
+    }
+  }
+  return Math.round(bootMs + (Number(startTime) * 1000) / clockTicksPerSecond());
+}
+
+interface FoundRank {
+  readonly proc: Proc;
+  readonly facts: EnvFacts;
+  readonly uid: number;
+  /** The outermost starter above it (outside Slurm), or null. */
+  readonly starter: Proc | null;
+}
+
+/** The outermost starter among the ancestors of `p` (relays only when no real starter is above). */
+function outermostStarter(p: Proc, procs: ReadonlyMap<number, Proc>): Proc | null {
+  let found: Proc | null = null;
+  let relay: Proc | null = null;
+  const seen = new Set<number>([p.pid]);
+  for (let q = procs.get(p.ppid); q !== undefined && !seen.has(q.pid); q = procs.get(q.ppid)) {
+    seen.add(q.pid);
+    if (STARTER_NAMES.has(q.comm)) {
+      if (RELAY_NAMES.has(q.comm)) relay = q;
+      else found = q;
+    }
+    if (q.pid <= 1) break;
+  }
+  return found ?? relay;
+}
+
+/**
+ * Pids (as `pid:startTime`) Slurm lists for the job on this node, or null when Slurm cannot
+ * say (scontrol failed for another reason than an unknown job: then nothing is filtered).
+ */
+function slurmListed(
+  jobId: string,
+  found: readonly FoundRank[],
+  procs: ReadonlyMap<number, Proc>,
+  o: DiscoverOptions,
+  cache: DiscoveryCache,
+): Set<string> | null {
+  const cached = cache.slurmPids.get(jobId);
+  if (cached !== undefined && found.every((r) => cached.has(`${r.proc.pid}:${r.proc.startTime}`))) {
+    return cached;
+  }
+  const run = o.slurm;
+  if (!run) return null;
+  let out: string;
+  try {
+    out = run('scontrol', ['listpids', jobId]);
+  } catch (e) {
+    const x = e as { stderr?: string | Buffer; message?: string };
+    const text = String(x.stderr ?? x.message ?? e).trim();
+    // slurmd answered that the job has no process here: none of these pids is the job's.
+    if (/invalid job id|not found|no such job|does not exist/i.test(text)) {
+      const none = new Set<string>();
+      cache.slurmPids.set(jobId, none);
+      return none;
+    }
+    o.log?.(`discovery: scontrol listpids ${jobId} failed (${text.slice(0, 200)}); its ranks kept unchecked`);
+    return null;
+  }
+  const listed = new Set<string>();
+  for (const line of out.split('\n').slice(1)) {
+    const [pid, job] = line.trim().split(/\s+/);
+    if (pid && DIGITS.test(pid) && job === jobId) {
+      const p = procs.get(Number(pid));
+      if (p) listed.add(`${p.pid}:${p.startTime}`);
+    }
+  }
+  cache.slurmPids.set(jobId, listed);
+  return listed;
+}
+
+function byRankThenPid(a: FoundRank, b: FoundRank): number {
+  return (a.facts.rank ?? 0) - (b.facts.rank ?? 0) || a.proc.pid - b.proc.pid;
+}
+
+/** One job entry of ranks that share a key and a uid. */
+function makeJob(
+  key: string,
+  group: readonly FoundRank[],
+  uid: number,
+  starter: { proc: Proc; facts: EnvFacts | null } | null,
+): DiscoveredJob | null {
+  const ranks: DiscoveredRank[] = [];
+  const seenRanks = new Set<number>();
+  for (const r of [...group].sort(byRankThenPid)) {
+    const rank = r.facts.rank;
+    if (rank === null || seenRanks.has(rank)) continue; // two pids naming one rank: the first kept
+    seenRanks.add(rank);
+    if (ranks.length < DISCOVERY_LIMITS.ranks)
+      ranks.push({ rank, pid: r.proc.pid, startTime: r.proc.startTime });
+  }
+  if (ranks.length === 0) return null;
+  const earliest = group.reduce((a, b) => (BigInt(b.proc.startTime) < BigInt(a.proc.startTime) ? b : a));
+  const head = starter?.proc ?? earliest.proc;
+  const command = commandOf(head.pid) ?? commandOf(earliest.proc.pid);
+  if (command === null) return null; // vanished meanwhile
+  const facts = group.map((r) => r.facts);
+  const pick = <K extends 'jobName' | 'partition' | 'account'>(k: K) =>
+    facts.find((f) => f[k] !== null)?.[k] ?? null;
+  const worldSize = facts.find((f) => f.worldSize !== null)?.worldSize ?? null;
+  const jobName = pick('jobName');
+  const partition = pick('partition');
+  const account = pick('account');
+  const slurmJob = key.startsWith('slurm:') ? key.slice('slurm:'.length) : null;
+  return {
+    key,
+    kind: slurmJob !== null ? 'slurm' : 'starter',
+    ...(slurmJob !== null ? { slurmJob } : {}),
+    ...(slurmJob === null ? { starterPid: head.pid, starterStartTime: head.startTime } : {}),
+    uid,
+    command,
+    startedAt: startTimeToEpochMs(head.startTime),
+    ...(jobName !== null ? { jobName } : {}),
+    ...(partition !== null ? { partition } : {}),
+    ...(account !== null ? { account } : {}),
+    ...(worldSize !== null ? { worldSize } : {}),
+    watch: facts.some((f) => f.watchOff) || starter?.facts?.watchOff === true ? 'off' : 'on',
+    ranks,
+  };
+}
+
+function cachedFacts(p: Proc, cache: DiscoveryCache): EnvFacts | null {
+  const k = `${p.pid}:${p.startTime}:${p.comm}`;
+  if (cache.env.has(k)) return cache.env.get(k) ?? null;
+  const env = readEnviron(p.pid);
+  const facts = env === null ? null : envFacts(env);
+  // An unreadable environment is not cached: the process may still be exec'ing.
+  if (facts !== null) cache.env.set(k, facts);
+  return facts;
+}
+
+/**
+ * The MPI jobs running on this node now, found by reading /proc (nothing is stopped or traced).
+ * Run as root to see every user's jobs; as a user, only that user's.
+ */
+export function discoverJobs(o: DiscoverOptions = {}): DiscoveredJob[] {
+  const cache = o.cache ?? new DiscoveryCache();
+  const host = o.host ?? localHost().short;
+  const procs = listProcs();
+  const live = new Set<string>();
+  const found: FoundRank[] = [];
+  for (const p of procs.values()) {
+    const id = `${p.pid}:${p.startTime}`;
+    live.add(`${id}:${p.comm}`);
+    live.add(id);
+    if (STARTER_NAMES.has(p.comm) || p.pid === process.pid) continue;
+    const facts = cachedFacts(p, cache);
+    if (facts === null || facts.rank === null) continue;
+    if (!cache.mpi.has(id)) {
+      const mpi = mapsMpiLibrary(p.pid);
+      if (!mpi.ok || !mpi.value) continue; // no MPI library (yet), or gone
+      cache.mpi.add(id);
+    }
+    const uid = uidOf(p.pid);
+    if (uid === null) continue;
+    found.push({ proc: p, facts, uid, starter: facts.slurmJob === null ? outermostStarter(p, procs) : null });
+  }
+  cache.prune(live);
+  for (const k of cache.slurmPids.keys()) {
+    if (!found.some((r) => r.facts.slurmJob === k)) cache.slurmPids.delete(k);
+  }
+
+  // Group by key, then split by uid.
+  const groups = new Map<string, { ranks: FoundRank[]; starter: Proc | null }>();
+  for (const r of found) {
+    const key =
+      r.facts.slurmJob !== null
+        ? `slurm:${r.facts.slurmJob}`
+        : r.starter !== null
+          ? `starter:${host}:${r.starter.pid}:${r.starter.startTime}`
+          : `starter:${host}:${r.proc.pid}:${r.proc.startTime}`;
+    const g = groups.get(key);
+    if (g) g.ranks.push(r);
+    else groups.set(key, { ranks: [r], starter: r.starter ?? (r.facts.slurmJob === null ? r.proc : null) });
+  }
+  const jobs: DiscoveredJob[] = [];
+  for (const [key, g] of groups) {
+    let ranks = g.ranks;
+    if (key.startsWith('slurm:')) {
+      const listed = slurmListed(key.slice('slurm:'.length), ranks, procs, o, cache);
+      if (listed !== null) ranks = ranks.filter((r) => listed.has(`${r.proc.pid}:${r.proc.startTime}`));
+    }
+    if (ranks.length === 0) continue;
+    const starterUid =
+      g.starter !== null && g.starter.pid !== ranks[0]?.proc.pid ? uidOf(g.starter.pid) : null;
+    const earliest = ranks.reduce((a, b) => (BigInt(b.proc.startTime) < BigInt(a.proc.startTime) ? b : a));
+    const ownerUid = starterUid ?? earliest.uid;
+    const byUid = new Map<number, FoundRank[]>();
+    for (const r of ranks) {
+      const list = byUid.get(r.uid);
+      if (list) list.push(r);
+      else byUid.set(r.uid, [r]);
+    }
+    // The job's own uid first; ranks of any other uid each in their own entry.
+    const uids = [...byUid.keys()].sort((a, b) => (a === ownerUid ? -1 : b === ownerUid ? 1 : a - b));
+    for (const uid of uids) {
+      const mine = byUid.get(uid) ?? [];
+      const starter =
+        g.starter !== null && uid === ownerUid && g.starter.pid !== mine[0]?.proc.pid
+          ? { proc: g.starter, facts: cachedFacts(g.starter, cache) }
+          : null;
+      const job = makeJob(key, mine, uid, starter);
+      if (job !== null) jobs.push(job);
+      if (jobs.length >= DISCOVERY_LIMITS.jobs) return jobs;
+    }
+  }
+  return jobs;
+}
+
+// --- counters ------------------------------------------------------------------------------
+
+/** One rank whose counters are asked for: pid and start time pin the process. */
+export interface CounterTarget {
+  readonly rank: number;
+  readonly pid: number;
+  readonly startTime: string;
+}
+
+export interface RankCountersRead {
+  readonly ranks: RankCounters[];
+  readonly errors: { readonly rank: number; readonly error: MqdError }[];
+}
+
+/** Fields 14 and 15 (utime, stime) and 3 (state) of a /proc/PID/stat text. */
+function statCounters(text: string): { ticks: number; state: string; startTime: string } | null {
+  const close = text.lastIndexOf(')');
+  if (close < 0) return null;
+  const rest = text.slice(close + 2).split(' ');
+  const utime = Number(rest[14 - 3]);
+  const stime = Number(rest[15 - 3]);
+  const state = rest[0];
+  const startTime = rest[22 - 3];
+  if (!Number.isSafeInteger(utime) || !Number.isSafeInteger(stime) || !state || !startTime) return null;
+  return { ticks: utime + stime, state, startTime };
+}
+
+function switchesOf(pid: number): number | null {
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return null;
+  }
+  let sum = 0;
+  for (const tid of tids) {
+    let status: string;
+    try {
+      status = readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8');
+    } catch {
+      continue; // a thread that ended meanwhile: its switches went with it
+    }
+    sum += Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? 0);
+    sum += Number(/^nonvoluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? 0);
+  }
+  return sum;
+}
+
+function readOne(t: CounterTarget, ownerUid: number): RankCounters | MqdError {
+  // The rules of a snapshot (start time, owner), except that a uid-0 job's own counters are
+  // read for it: nothing is stopped and no memory is read.
+  const refused = checkTarget(t.pid, { ownerUid, allowRoot: ownerUid === 0, startTime: t.startTime });
+  if (refused !== null) return refused;
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${t.pid}/stat`, 'utf8');
+  } catch {
+    return mqdError('MQD_E_PID_EXITED', `pid ${t.pid} (rank ${t.rank}) exited while its counters were read`);
+  }
+  const s = statCounters(text);
+  if (s === null) return mqdError('MQD_E_INTERNAL', `/proc/${t.pid}/stat could not be parsed`);
+  if (s.startTime !== t.startTime) {
+    return mqdError(
+      'MQD_E_PID_REUSED',
+      `pid ${t.pid} started at tick ${s.startTime}, rank ${t.rank} at tick ${t.startTime}`,
+    );
+  }
+  const switches = switchesOf(t.pid);
+  // Read again last: a pid reused during the read must not pass for the rank.
+  if (switches === null || readProcStat(t.pid)?.startTime !== t.startTime) {
+    return mqdError('MQD_E_PID_EXITED', `pid ${t.pid} (rank ${t.rank}) exited while its counters were read`);
+  }
+  return { rank: t.rank, cpuTicks: s.ticks, switches, state: s.state };
+}
+
+/**
+ * The /proc counters of ranks (RankCounters: CPU ticks and context switches of every thread,
+ * the main thread's state), read without stopping them. Each pid must still have its start
+ * time and belong to `ownerUid`; one that does not is an error for that rank alone.
+ */
+export function rankCounters(targets: readonly CounterTarget[], ownerUid: number): RankCountersRead {
+  const ranks: RankCounters[] = [];
+  const errors: { rank: number; error: MqdError }[] = [];
+  for (const t of targets) {
+    const r = readOne(t, ownerUid);
+    if ('code' in r) errors.push({ rank: t.rank, error: r });
+    else ranks.push(r);
+  }
+  return { ranks, errors };
+}
