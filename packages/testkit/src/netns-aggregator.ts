@@ -147,6 +147,8 @@ export async function startNetnsAggregator(o: {
   readonly adminToken: string;
   readonly agentToken: string;
   readonly timeoutMs: number;
+  /** More `mqd serve` flags (e.g. the hang watch's). */
+  readonly serveArgs?: readonly string[];
 }): Promise<NetnsAggregator> {
   const socketPath = join(o.workDir, 'api.sock');
   const aggregator = spawnInNetns(
@@ -169,6 +171,7 @@ export async function startNetnsAggregator(o: {
       o.adminToken,
       '--data-dir',
       ':memory:',
+      ...(o.serveArgs ?? []),
     ]),
   );
   let forwarder: NetnsProcess | null = null;

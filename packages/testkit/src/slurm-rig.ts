@@ -21,6 +21,8 @@ export interface SlurmRigOptions {
   readonly timeoutMs: number;
   /** The nodes, in order; the first is the batch host (default node1, node2). */
   readonly hosts?: readonly string[];
+  /** More `mqd serve` flags for the aggregator. */
+  readonly serveArgs?: readonly string[];
 }
 
 export interface SlurmRig extends AsyncDisposable {
@@ -79,6 +81,7 @@ export async function startSlurmRig(o: SlurmRigOptions): Promise<SlurmRig> {
         adminToken: o.adminToken,
         agentToken: o.agentToken,
         timeoutMs: o.timeoutMs,
+        ...(o.serveArgs === undefined ? {} : { serveArgs: o.serveArgs }),
       }),
       startSlurm({
         netns: {

@@ -83,6 +83,11 @@ export interface SubmitOptions {
   /** Submit as this unprivileged user (setpriv) instead of root. */
   readonly user?: SlurmUser;
   /**
+   * More environment for the job (sbatch exports it to the batch script, the starter passes it
+   * on to every rank), e.g. `{MQD_WATCH: 'off'}` or a fixture's MQD_* knobs.
+   */
+  readonly env?: Readonly<Record<string, string>>;
+  /**
    * Who starts the ranks inside the allocation: 'mpirun' (default) the MPI's own starter
    * (mpirun, hydra's mpiexec) in the batch step; 'srun' `srun --mpi=<srunMpi>` in step 0, the
    * ranks then being slurmstepd's children with no MPI starter at all.
@@ -408,12 +413,16 @@ export async function startSlurm(o: SlurmOptions = {}): Promise<SlurmCluster> {
     };
   };
 
-  const sbatch = (args: readonly string[], user: SlurmUser | undefined): string => {
-    if (user === undefined) return run('sbatch', args);
-    const u = asUser(user);
-    const [file = 'setpriv', ...prefix] = u.argv;
-    return execFileSync(file, [...prefix, 'sbatch', ...args], {
-      env: u.env,
+  const sbatch = (
+    args: readonly string[],
+    user: SlurmUser | undefined,
+    extra: Readonly<Record<string, string>> = {},
+  ): string => {
+    if (user === undefined && Object.keys(extra).length === 0) return run('sbatch', args);
+    const u = user === undefined ? null : asUser(user);
+    const [file = 'sbatch', ...rest] = [...(u === null ? clientPrefix : u.argv), 'sbatch', ...args];
+    return execFileSync(file, rest, {
+      env: { ...(u === null ? env : u.env), ...extra },
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -474,7 +483,7 @@ export async function startSlurm(o: SlurmOptions = {}): Promise<SlurmCluster> {
       `--job-name=${o.fixture}`,
       script,
     ];
-    const out = sbatch(sbatchArgs, o.user).trim();
+    const out = sbatch(sbatchArgs, o.user, o.env).trim();
     const jobId = Number(out.split(';')[0]);
     if (!Number.isInteger(jobId)) throw new Error(`sbatch said '${out}'`);
     jobs.push(jobId);

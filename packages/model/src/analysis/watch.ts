@@ -47,7 +47,7 @@ export interface WatchVerdict {
 export interface WatchOptions {
   /** Samples in a row with nothing moved before a job blocked in MPI is hung (>= 2). */
   readonly hungAfterSamples: number;
-  /** A rank outside MPI using at least this share of one core computes (default 0.25). */
+  /** A rank outside MPI running, or using at least this share of one core, computes (default 0.1). */
   readonly busyShare?: number;
 }
 
@@ -133,7 +133,8 @@ function interval(a: WatchSample, b: WatchSample, busyShare: number): Interval {
     const y = cb.get(rank);
     if (x === undefined || y === undefined) continue;
     const ticks = y.cpuTicks - x.cpuTicks;
-    if (ticks / hz / seconds >= busyShare) busy++;
+    // Running now, or a fair share of a core since the last sample (a loaded node shares its cores).
+    if (y.state === 'R' || ticks / hz / seconds >= busyShare) busy++;
     if (ticks > 0 || y.switches > x.switches) alive++;
   }
   return { moved, busy, alive, read, outside, allRead };
@@ -190,7 +191,7 @@ function proof(last: JobSnapshot, previous: JobSnapshot | null): Proof {
  */
 export function watchVerdict(samples: readonly WatchSample[], opts: WatchOptions): WatchVerdict {
   const hungAfter = Math.max(2, Math.floor(opts.hungAfterSamples));
-  const busyShare = opts.busyShare ?? 0.25;
+  const busyShare = opts.busyShare ?? 0.1;
   const withSnap: number[] = [];
   samples.forEach((s, i) => {
     if (s.snapshot !== null) withSnap.push(i);
