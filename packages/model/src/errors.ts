@@ -129,8 +129,6 @@ export const ERROR_HINTS = {
     "launching under the tool through PMIx (Open MPI 5's prterun, ranks held in PMIx_Init) failed and the job was killed; check that the program exists and is an MPI program of this Open MPI (its ranks must call MPI_Init), give a longer --timeout on a busy machine, or start the job yourself and use `mqd snapshot --attach PID`",
   MQD_E_OMPD_NO_SYMBOLS:
     "the rank's OpenMP runtime is stripped and its separate debug file (which holds the symbols OMPD needs: ompd_dll_locations, __kmp_gtid) was not found: install the runtime's debug package (Debian: the libomp5-NN-dbgsym of its version) or copy its debug file to one of the places the message names (MQD_DEBUGINFO_PATH sets the debug directories), then take another snapshot",
-  MQD_E_NO_DISCOVERY:
-    "this node's agent does not discover MPI jobs or read their /proc counters (the hang watch): run `mqd agent` of the aggregator's version on the node",
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_HINTS;
