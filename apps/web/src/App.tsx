@@ -9,7 +9,7 @@ import { Diagnosis } from './Diagnosis.js';
 import type { LoadedSnapshot } from './data.js';
 import { FleetPage } from './fleet/FleetView.js';
 import { formatCoreSource, formatTime, programOf } from './format.js';
-import { shownValue, useResource } from './hooks.js';
+import { useResource } from './hooks.js';
 import { JobsView } from './jobs/JobsView.js';
 import { LoginForm, type PendingSwitch, SwitchUserBanner } from './Login.js';
 import { OrderView } from './matching/OrderView.js';
@@ -35,7 +35,7 @@ const TABS: readonly { view: View; label: string; title: string; key: string }[]
   { view: 'order', label: 'Matching order', title: 'Matching order of one rank and communicator', key: 'o' },
   { view: 'rank', label: 'Rank', title: 'Everything about one rank', key: 'r' },
   { view: 'stacks', label: 'Stacks', title: 'Every rank’s stack, merged into one call tree', key: 's' },
-  { view: 'fleet', label: 'Fleet', title: 'Agents, hung jobs and activity (admins)', key: 'f' },
+  { view: 'fleet', label: 'Fleet', title: 'Every MPI job the agents found and its hang watch', key: 'f' },
 ];
 
 function isTyping(e: KeyboardEvent): boolean {
@@ -53,9 +53,9 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
   // login form stops (logging in reloads the page, which connects again).
   const livePage = url.share === null && url.demo === null;
   const liveEvents = useLiveConnection(livePage && !needLogin);
-  // Who is logged in decides whether the fleet tab is offered; shared and demo pages have no session.
+  // Who is logged in decides what the fleet view shows (admins: every job, users: their own);
+  // shared and demo pages have no session and no fleet.
   const [me] = useResource(livePage && !needLogin ? 'me' : null, (signal) => api.me(signal));
-  const isAdmin = shownValue(me)?.admin === true;
 
   // Snapshots of the selected job in flight, whoever started them; the jobs view takes its own
   // through `jobsApi`, so the bar below is only for the others.
@@ -85,12 +85,12 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
         return;
       }
       const view = VIEW_KEYS[e.key];
-      if (view && !(view === 'jobs' && url.share !== null) && !(view === 'fleet' && !isAdmin))
+      if (view && !(view === 'jobs' && url.share !== null) && !(view === 'fleet' && !livePage))
         setUrl({ view });
     };
     addEventListener('keydown', onKey);
     return () => removeEventListener('keydown', onKey);
-  }, [setUrl, url.value, url.share, isAdmin]);
+  }, [setUrl, url.value, url.share, livePage]);
 
   const title = data
     ? `MQD · ${data.snapshot.ranks.length.toLocaleString()} ranks · ${formatTime(data.takenAt)}`
@@ -104,7 +104,7 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
 
   const needsSnapshot = viewNeedsSnapshot(url.view);
   const tabs = TABS.filter(
-    (t) => !(t.view === 'jobs' && url.share !== null) && !(t.view === 'fleet' && !isAdmin),
+    (t) => !(t.view === 'jobs' && url.share !== null) && !(t.view === 'fleet' && !livePage),
   );
   return (
     <div className="app">
@@ -205,7 +205,7 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
         <span>
           Keys: <kbd>j</kbd> jobs <kbd>m</kbd> matrix <kbd>t</kbd> timeline <kbd>o</kbd> order <kbd>r</kbd>{' '}
           rank <kbd>s</kbd> stacks
-          {isAdmin && (
+          {livePage && (
             <>
               {' '}
               <kbd>f</kbd> fleet

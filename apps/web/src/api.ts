@@ -8,10 +8,12 @@ import {
   type ApiAgent,
   type ApiAgentHealth,
   type ApiAuditEntry,
+  type ApiFleetJob,
   type ApiHungJob,
   type ApiResponse,
   type ApiSnapshotMeta,
   type ApiUser,
+  type ApiWatchPolicy,
   decodeErrorBody,
   decodeResponse,
   ERROR_HINTS,
@@ -117,6 +119,12 @@ export type ActivityEntry = ApiAuditEntry;
 /** A job whose queues did not change across its last `snapshots` snapshots (GET /api/admin/hung). */
 export type HungJob = ApiHungJob;
 export type HungJobs = ApiResponse<'hung'>;
+/** One MPI job the agents discovered, with its hang-watch state (GET /api/fleet). */
+export type FleetJob = ApiFleetJob;
+/** The hang watch's policy (GET /api/fleet, GET and POST /api/admin/watch). */
+export type WatchPolicy = ApiWatchPolicy;
+/** GET /api/fleet: the policy and the jobs this user may see (admins: all). */
+export type Fleet = ApiResponse<'fleet'>;
 
 export interface Api {
   health(signal?: AbortSignal): Promise<ApiResult<ApiResponse<'health'>>>;
@@ -144,6 +152,12 @@ export interface Api {
   /** The newest `limit` audit entries (the server allows 1..1000). */
   activity(limit: number, signal?: AbortSignal): Promise<ApiResult<ActivityEntry[]>>;
   hung(signal?: AbortSignal): Promise<ApiResult<HungJobs>>;
+  /** The discovered jobs this user may see (admins: every one) and the watch policy. */
+  fleet(signal?: AbortSignal): Promise<ApiResult<Fleet>>;
+  /** Admins only, as is setWatchPolicy. */
+  watchPolicy(signal?: AbortSignal): Promise<ApiResult<WatchPolicy>>;
+  /** Replaces the policy; resolves with the policy the server now applies. */
+  setWatchPolicy(policy: WatchPolicy): Promise<ApiResult<WatchPolicy>>;
 }
 
 export interface ApiOptions {
@@ -382,6 +396,18 @@ export function createApi(opts: ApiOptions = {}): Api {
         signal,
       ),
     hung: (signal) => request('hung', pathOf('hung'), (b) => b, undefined, signal),
+    fleet: (signal) => request('fleet', pathOf('fleet'), (b) => b, undefined, signal),
+    watchPolicy: (signal) => request('watchPolicy', pathOf('watchPolicy'), (b) => b, undefined, signal),
+    setWatchPolicy: (policy) =>
+      request('setWatchPolicy', pathOf('setWatchPolicy'), (b) => b, {
+        enabled: policy.enabled,
+        periodSeconds: policy.periodSeconds,
+        users: policy.users,
+        partitions: policy.partitions,
+        accounts: policy.accounts,
+        stopBudgetMsPerRankHour: policy.stopBudgetMsPerRankHour,
+        hungAfterSamples: policy.hungAfterSamples,
+      }),
   };
   return api;
 }

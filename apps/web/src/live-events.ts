@@ -64,7 +64,19 @@ export interface AgentChange {
   readonly reason: string | null;
 }
 
-export type LiveEvent = SnapshotProgress | SnapshotDone | SnapshotFailed | JobAttached | AgentChange;
+/** The fleet changed (a job discovered or ended, its watch state moved): reload GET /fleet. */
+export interface FleetChanged {
+  readonly type: 'fleet.changed';
+  readonly at: string;
+}
+
+export type LiveEvent =
+  | SnapshotProgress
+  | SnapshotDone
+  | SnapshotFailed
+  | JobAttached
+  | AgentChange
+  | FleetChanged;
 
 export function isLiveEventName(name: string): name is LiveEventName {
   return isUiEventName(name);
@@ -106,6 +118,10 @@ export function decodeLiveEvent(name: LiveEventName, payload: unknown): LiveEven
       return r.ok
         ? { type: name, host: r.value.host, agentId: r.value.agentId, reason: r.value.reason }
         : null;
+    }
+    case 'fleet.changed': {
+      const r = decodeUiEvent(name, payload);
+      return r.ok ? { type: name, at: r.value.at } : null;
     }
     default:
       return assertUnreachable(name);

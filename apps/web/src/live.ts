@@ -13,6 +13,7 @@ import { io } from 'socket.io-client';
 import {
   type AgentChange,
   decodeLiveEvent,
+  type FleetChanged,
   isLiveEventName,
   type JobAttached,
   type LiveEvent,
@@ -70,6 +71,8 @@ export interface Live {
   onJobs(cb: (e: SnapshotDone | JobAttached) => void): Disposable;
   /** Agents coming and going. */
   onAgents(cb: (e: AgentChange) => void): Disposable;
+  /** The hang watch's fleet changed (a job found or ended, a watch state moved). */
+  onFleet(cb: (e: FleetChanged) => void): Disposable;
   /** Disconnects for good; listeners are dropped. Calling it twice is harmless. */
   close(): void;
 }
@@ -141,6 +144,10 @@ export function connectLive(open: OpenSocket = openUiSocket, retryMs = SERVER_CL
     onAgents: (cb) =>
       subscribe((e) => {
         if (e.type === 'agent.connected' || e.type === 'agent.disconnected') cb(e);
+      }),
+    onFleet: (cb) =>
+      subscribe((e) => {
+        if (e.type === 'fleet.changed') cb(e);
       }),
     close() {
       if (status === 'closed') return;

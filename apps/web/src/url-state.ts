@@ -5,7 +5,8 @@
 import { JobId, QUEUE_KINDS, type QueueKind, SnapshotId } from '@mqd/model';
 import { ANY_PEER, type CellRange, type ValueMode, type ZoomState } from './matrix-types.js';
 
-// `fleet` is the admins' view of agents and activity; it needs no snapshot.
+// `fleet` is the hang watch's view of every discovered job (admins: also agents and activity);
+// it needs no snapshot.
 export const VIEWS = ['jobs', 'matrix', 'timeline', 'order', 'rank', 'stacks', 'fleet'] as const;
 export type View = (typeof VIEWS)[number];
 
@@ -44,6 +45,8 @@ export interface UrlState {
   readonly frame: string | null;
   /** Timeline: which queue kind's depth is drawn. */
   readonly tkind: QueueKind | 'all';
+  /** Fleet view: order of the jobs, `state` (hung first, the default) or `since` (longest in its state first). */
+  readonly fsort: FleetSort;
   /** Jobs view: poll the job list. */
   readonly auto: boolean;
   /** Development: show a synthetic job of this many ranks instead of the server's. */
@@ -51,6 +54,9 @@ export interface UrlState {
   /** Which synthetic job the demo shows (see demo.ts). */
   readonly scenario: DemoScenario;
 }
+
+export const FLEET_SORTS = ['state', 'since'] as const;
+export type FleetSort = (typeof FLEET_SORTS)[number];
 
 export const DEMO_SCENARIOS = [
   'halo',
@@ -83,6 +89,7 @@ export const DEFAULT_STATE: UrlState = {
   rcomm: null,
   frame: null,
   tkind: 'all',
+  fsort: 'state',
   auto: false,
   demo: null,
   scenario: 'halo',
@@ -185,6 +192,7 @@ export function parseUrl(pathname: string, search: string): UrlState {
     rcomm: nonEmpty(q.get('rcomm')),
     frame: oneFrame(q.get('frame')),
     tkind: oneOf(q.get('tkind'), ['all', ...QUEUE_KINDS] as const) ?? 'all',
+    fsort: oneOf(q.get('fsort'), FLEET_SORTS) ?? 'state',
     auto: q.get('auto') === '1',
     demo,
     scenario: oneOf(q.get('scenario'), DEMO_SCENARIOS) ?? 'halo',
@@ -220,6 +228,7 @@ export function formatUrl(s: UrlState): { pathname: string; search: string } {
   if (s.rcomm !== null) q.set('rcomm', s.rcomm);
   if (s.frame !== null) q.set('frame', s.frame);
   if (s.tkind !== 'all') q.set('tkind', s.tkind);
+  if (s.fsort !== 'state') q.set('fsort', s.fsort);
   if (s.auto) q.set('auto', '1');
   const search = q.toString();
   return { pathname: s.share !== null ? `/s/${s.share}` : '/', search: search === '' ? '' : `?${search}` };
@@ -243,6 +252,7 @@ export function shareStateOf(s: UrlState, shareId: string): UrlState {
     share: shareId,
     job: null,
     snap: null,
+    fsort: DEFAULT_STATE.fsort,
     auto: false,
     demo: null,
     scenario: DEFAULT_STATE.scenario,

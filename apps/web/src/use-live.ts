@@ -2,7 +2,7 @@
 // as state, and subscriptions that follow the component's lifetime.
 import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from 'react';
 import { connectLive, type Live, type LiveStatus } from './live.js';
-import type { AgentChange, JobAttached, SnapshotDone } from './live-events.js';
+import type { AgentChange, FleetChanged, JobAttached, SnapshotDone } from './live-events.js';
 
 /**
  * The page's live connection while `enabled` (a logged-in, live page: never a shared or demo
@@ -56,6 +56,17 @@ export function useLiveAgents(live: Live | null, fn: (e: AgentChange) => void): 
   useEffect(() => {
     if (live === null) return;
     const d = live.onAgents((e) => fnRef.current(e));
+    return () => d.dispose();
+  }, [live]);
+}
+
+/** Calls `fn` whenever the hang watch's fleet changed; the latest `fn` is the one called. */
+export function useLiveFleet(live: Live | null, fn: (e: FleetChanged) => void): void {
+  const fnRef = useRef(fn);
+  fnRef.current = fn;
+  useEffect(() => {
+    if (live === null) return;
+    const d = live.onFleet((e) => fnRef.current(e));
     return () => d.dispose();
   }, [live]);
 }

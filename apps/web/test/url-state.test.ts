@@ -47,6 +47,7 @@ describe('URL state', () => {
       rcomm: '0x44000000',
       frame: '20001:3',
       tkind: 'receives',
+      fsort: 'since',
       auto: true,
       demo: 4096,
       scenario: 'wrong-tag',
@@ -78,6 +79,9 @@ describe('URL state', () => {
     expect(roundTrip({ ...s, job: JobId('j1'), auto: true })).toEqual({ ...s, job: JobId('j1'), auto: true });
     expect(VIEW_KEYS['f']).toBe('fleet');
     expect(parseUrl('/', '?view=Fleet').view).toBe('jobs');
+    // Its order: hung first by default (left out), or by how long each job has been in its state.
+    expect(urlOf({ ...s, fsort: 'since' })).toBe('/?view=fleet&fsort=since');
+    expect(parseUrl('/', '?view=fleet&fsort=bogus').fsort).toBe('state');
   });
 
   it('opens a share link on the matrix, read-only state in the path', () => {

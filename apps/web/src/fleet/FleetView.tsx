@@ -1,44 +1,146 @@
-// Fleet: the admins' watch over the cluster. The per-node agents (connected or recently gone,
-// when last heard from, the MPI starters they see), the jobs whose queues stopped changing, and
-// the audit trail. Agent events on the live connection reload the agents at once; everything is
-// also reloaded every 10 s, since "last seen", health and most audit entries (logins, shares)
-// come with no event, and the connection may be down. The server answers 403 to non-admins;
-// the App does not show the tab to them and this page says so instead of asking.
-import type { JobId, SnapshotId } from '@mqd/model';
-import { type MouseEvent, useEffect } from 'react';
+// Fleet: the hang watch's view of the cluster (issue #31, docs/hang-watch.md). Everyone sees
+// the MPI jobs the agents discovered that they may see (the server filters: admins every job,
+// users their own) with each job's watch state, and the policy in one sentence; admins also
+// edit the policy and see the per-node agents, the jobs whose stored snapshots stopped changing,
+// and the audit trail. The jobs reload on the /ui event `fleet.changed`, the agents on agent
+// events; everything is also reloaded on a timer, since "last seen", health and most audit
+// entries come with no event, and the connection may be down.
+import type { ApiWatchPolicy, JobId, SnapshotId } from '@mqd/model';
+import { useEffect, useState } from 'react';
 import { type ActivityEntry, type FleetAgent, type HungJob, isUnauthenticated, type Me } from '../api.js';
 import { formatAge, formatCount, formatTime, plural } from '../format.js';
 import { type Resource, shownValue, useInterval, useResource } from '../hooks.js';
 import { ErrorBox, Progress } from '../ui.js';
 import { urlOf } from '../url-state.js';
-import { useLiveAgents, useLiveJobs, useOnReconnect } from '../use-live.js';
+import { useLiveAgents, useLiveFleet, useLiveJobs, useOnReconnect } from '../use-live.js';
 import type { LivePageProps } from '../view-types.js';
+import { FleetJobs, LEGEND_STATES } from './FleetJobs.js';
+import { policyText, stateWord } from './fleet-text.js';
+import { follow, type LinkProps } from './links.js';
+import { WatchPolicyForm } from './WatchPolicyForm.js';
 
 export const FLEET_REFRESH_MS = 10_000;
+/** The watched jobs come with `fleet.changed` events; the timer is only the fallback. */
+export const FLEET_JOBS_REFRESH_MS = 30_000;
 /** Audit entries shown: enough for "what happened lately" without paging. */
 export const ACTIVITY_LIMIT = 50;
 
-/**
- * The fleet page for whoever is logged in: the view for an admin, a plain refusal for anyone
- * else (never a request the server would refuse anyway).
- */
+/** The fleet page for whoever is logged in: their jobs, and for an admin the cluster's. */
 export function FleetPage(props: LivePageProps & { readonly me: Resource<Me> }) {
   const me = shownValue(props.me);
   if (me === null) {
     if (props.me.status === 'error') return <ErrorBox error={props.me.error} />;
     return <Progress what="Checking who you are…" />;
   }
-  if (!me.admin)
-    return (
-      <div className="empty" data-testid="fleet-admins-only">
-        <p>Admins only: the fleet view shows every agent and everyone's activity.</p>
-        <p className="muted">You are logged in as {me.name}, who is not an admin.</p>
-      </div>
-    );
-  return <FleetView {...props} />;
+  return (
+    <div className="fleet-view">
+      <WatchedJobs {...props} me={me} />
+      {me.admin && <AdminSections {...props} />}
+    </div>
+  );
 }
 
-function FleetView({ api, live, url, setUrl, onUnauthenticated }: LivePageProps) {
+function WatchedJobs({ api, live, url, setUrl, onUnauthenticated, me }: LivePageProps & { readonly me: Me }) {
+  const [fleet, reloadFleet] = useResource('fleet:jobs', (signal) => api.fleet(signal));
+  useInterval(true, FLEET_JOBS_REFRESH_MS, reloadFleet);
+  useLiveFleet(live, reloadFleet);
+  useOnReconnect(live, reloadFleet);
+  useEffect(() => {
+    if (fleet.status === 'error' && isUnauthenticated(fleet.error)) onUnauthenticated();
+  }, [fleet, onUnauthenticated]);
+  // The policy as the server answered the last save, said until the page is left.
+  const [saved, setSaved] = useState<ApiWatchPolicy | null>(null);
+
+  const value = shownValue(fleet);
+  const policy = value?.policy ?? null;
+  const snapshotLink = (job: JobId | null, snap: SnapshotId): LinkProps => {
+    const to = { view: 'matrix' as const, job, snap, cell: null, zoom: null };
+    return { href: urlOf({ ...url, ...to }), onClick: follow(() => setUrl(to)) };
+  };
+  return (
+    <>
+      <div className="toolbar">
+        <h2>Fleet</h2>
+        <button type="button" onClick={reloadFleet}>
+          Refresh
+        </button>
+        <span className="muted">
+          reloads when the hang watch reports a change, and every {FLEET_JOBS_REFRESH_MS / 1000} s
+        </span>
+      </div>
+      <section data-testid="fleet-jobs" aria-labelledby="fleet-jobs-heading">
+        <h3 className="fleet-heading" id="fleet-jobs-heading">
+          {me.admin ? 'Every MPI job on the cluster' : 'Your MPI jobs'}
+        </h3>
+        <p className="muted" data-testid="fleet-scope">
+          {me.admin ? (
+            <>Every MPI job the agents found, whoever runs it (you are an admin).</>
+          ) : (
+            <>
+              The MPI jobs of <bdi>{me.name}</bdi> that the agents found; admins see every job.
+            </>
+          )}
+        </p>
+        {policy !== null && (
+          <p data-testid="fleet-policy-summary" className={policy.enabled ? undefined : 'fleet-watch-off'}>
+            {policyText(policy)}
+          </p>
+        )}
+        {fleet.status === 'error' && <ErrorBox error={fleet.error} />}
+        {value === null && fleet.status === 'loading' && <Progress what="Loading the fleet…" />}
+        {value !== null && value.jobs.length === 0 && (
+          <p className="empty" data-testid="fleet-jobs-empty">
+            {me.admin
+              ? 'No MPI job is running on any node an agent watches.'
+              : 'You have no MPI job running.'}
+          </p>
+        )}
+        {value !== null && value.jobs.length > 0 && (
+          <>
+            <FleetJobs
+              jobs={value.jobs}
+              sort={url.fsort}
+              onSort={(by) => setUrl({ fsort: by }, 'replace')}
+              snapshotLink={snapshotLink}
+              now={Date.now()}
+            />
+            <p className="fleet-legend muted" aria-hidden="true">
+              History, oldest first:{' '}
+              {LEGEND_STATES.map((s) => (
+                <span key={s} className="fleet-legend-item">
+                  <span className={`fleet-legend-cell fleet-cell-${s}`} /> {stateWord(s)}
+                </span>
+              ))}
+            </p>
+          </>
+        )}
+      </section>
+      {me.admin && policy !== null && (
+        <section data-testid="fleet-policy" aria-labelledby="fleet-policy-heading">
+          <h3 className="fleet-heading" id="fleet-policy-heading">
+            Watch policy
+          </h3>
+          <WatchPolicyForm
+            key={JSON.stringify(policy)}
+            api={api}
+            policy={policy}
+            onSaved={(p) => {
+              setSaved(p);
+              reloadFleet();
+            }}
+          />
+          {saved !== null && (
+            <p role="status" data-testid="fleet-policy-saved">
+              Saved. {policyText(saved)}
+            </p>
+          )}
+        </section>
+      )}
+    </>
+  );
+}
+
+function AdminSections({ api, live, url, setUrl, onUnauthenticated }: LivePageProps) {
   const [agents, reloadAgents] = useResource('fleet:agents', (signal) => api.agents(signal));
   const [hung, reloadHung] = useResource('fleet:hung', (signal) => api.hung(signal));
   const [activity, reloadActivity] = useResource('fleet:activity', (signal) =>
@@ -79,14 +181,14 @@ function FleetView({ api, live, url, setUrl, onUnauthenticated }: LivePageProps)
   const hungList = shownValue(hung);
   const entries = shownValue(activity);
   return (
-    <div className="fleet-view">
-      <div className="toolbar">
-        <h2>Fleet</h2>
-        <button type="button" onClick={reloadAll}>
-          Refresh
+    <>
+      <p className="muted fleet-admin-note">
+        For admins: the agents, the jobs whose stored snapshots stopped changing and the audit trail (reloaded
+        when agents come or go, and every {FLEET_REFRESH_MS / 1000} s).{' '}
+        <button type="button" className="link" onClick={reloadAll}>
+          Reload them
         </button>
-        <span className="muted">reloads when agents come or go, and every {FLEET_REFRESH_MS / 1000} s</span>
-      </div>
+      </p>
 
       <section data-testid="fleet-agents" aria-label="Agents">
         <h3 className="fleet-heading">Agents</h3>
@@ -181,19 +283,8 @@ function FleetView({ api, live, url, setUrl, onUnauthenticated }: LivePageProps)
           </table>
         )}
       </section>
-    </div>
+    </>
   );
-}
-
-type LinkProps = { href: string; onClick: (e: MouseEvent<HTMLAnchorElement>) => void };
-
-/** A real link (it opens in a new tab too) that a plain click follows inside the page. */
-function follow(go: () => void): (e: MouseEvent<HTMLAnchorElement>) => void {
-  return (e) => {
-    if (e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey || e.altKey) return;
-    e.preventDefault();
-    go();
-  };
 }
 
 const MIB = 1024 * 1024;

@@ -1,0 +1,217 @@
+// The Fleet view's words (src/fleet/fleet-text.ts) and its policy form's checks
+// (src/fleet/policy-form.ts): what a person reads for every watch state and mode, "since",
+// rank ranges, the rows' order, the history's text, and each field's refusal.
+import {
+  type ApiFleetSample,
+  DEFAULT_WATCH_POLICY,
+  WATCH_STATES,
+  type WatchMode,
+  type WatchState,
+} from '@mqd/model';
+import { describe, expect, it } from 'vitest';
+import {
+  endedText,
+  formatSince,
+  historyText,
+  jobIdText,
+  leastProgressedText,
+  placeText,
+  policyText,
+  ranksOnNodesText,
+  sortFleetJobs,
+  stateChipText,
+  stateWord,
+  watchModeText,
+} from '../src/fleet/fleet-text.js';
+import { parsePolicyFields, policyFields } from '../src/fleet/policy-form.js';
+import { fleetJob } from './fleet-fixtures.js';
+
+const NOW = Date.parse('2026-11-27T04:00:00Z');
+const UTC = 'UTC';
+
+describe('watch modes and states in words', () => {
+  it('says every watch mode', () => {
+    const modes: Record<WatchMode, string> = {
+      on: 'watched',
+      'off-by-job': 'not watched: the job opted out (MQD_WATCH=off)',
+      'off-by-policy': 'not watched: outside the policy',
+      disabled: 'watch is off',
+      budget: 'stop budget used up this hour',
+    };
+    for (const [mode, words] of Object.entries(modes)) expect(watchModeText(mode as WatchMode)).toBe(words);
+  });
+
+  it('says every state, hung with since and confidence', () => {
+    const words: Record<WatchState, string> = {
+      hung: 'hung since 03:12 (high confidence)',
+      waiting: 'waiting',
+      computing: 'computing',
+      progressing: 'progressing',
+      unknown: 'not sampled yet',
+    };
+    for (const state of WATCH_STATES)
+      expect(stateChipText(fleetJob({ state }), NOW, UTC), state).toBe(words[state]);
+    expect(stateWord('unknown')).toBe('not sampled yet');
+    expect(stateChipText(fleetJob({ confidence: 'medium' }), NOW, UTC)).toBe(
+      'hung since 03:12 (medium confidence)',
+    );
+    expect(stateChipText(fleetJob({ since: null, confidence: null }), NOW, UTC)).toBe('hung');
+  });
+
+  it('says when and how a job ended, and nothing while it runs', () => {
+    expect(endedText(fleetJob(), NOW, UTC)).toBeNull();
+    expect(endedText(fleetJob({ endedAt: '2026-11-27T03:40:10Z', endReason: 'TIMEOUT' }), NOW, UTC)).toBe(
+      'ended at 03:40 (TIMEOUT)',
+    );
+    expect(endedText(fleetJob({ endedAt: '2026-11-27T03:40:10Z', endReason: null }), NOW, UTC)).toBe(
+      'ended at 03:40',
+    );
+  });
+});
+
+describe('since', () => {
+  it('is a time of day today, with the day before, with the year in another year', () => {
+    expect(formatSince('2026-11-27T03:12:59Z', NOW, UTC)).toBe('03:12');
+    expect(formatSince('2026-11-27T00:00:00Z', NOW, UTC)).toBe('00:00');
+    expect(formatSince('2026-11-26T23:05:00Z', NOW, UTC)).toBe('Nov 26, 23:05');
+    expect(formatSince('2025-12-31T13:45:00Z', NOW, UTC)).toBe('Dec 31, 2025, 13:45');
+    // The viewer's zone decides the day: at 04:00 UTC it is still Nov 26 in New York.
+    expect(formatSince('2026-11-26T23:30:00Z', NOW, UTC)).toBe('Nov 26, 23:30');
+    expect(formatSince('2026-11-26T23:30:00Z', NOW, 'America/New_York')).toBe('18:30');
+    expect(formatSince('not a date', NOW, UTC)).toBe('not a date');
+  });
+});
+
+describe('ranks, nodes and names', () => {
+  it('names the least-progressed ranks as ranges, or nothing', () => {
+    expect(leastProgressedText('0-3')).toBe('least progressed: ranks 0-3');
+    expect(leastProgressedText('2')).toBe('least progressed: rank 2');
+    expect(leastProgressedText('0-1,5')).toBe('least progressed: ranks 0-1, 5');
+    expect(leastProgressedText('')).toBeNull();
+  });
+
+  it('says the job id, the partition and account, the ranks and their nodes', () => {
+    expect(jobIdText(fleetJob())).toBe('Slurm job 1234');
+    expect(jobIdText(fleetJob({ kind: 'starter', slurmJob: null, key: 'starter:node01:4242:987654' }))).toBe(
+      'pid 4242 on node01',
+    );
+    expect(placeText(fleetJob())).toBe('debug / proj42');
+    expect(placeText(fleetJob({ account: null }))).toBe('debug');
+    expect(placeText(fleetJob({ partition: null, account: null }))).toBe('—');
+    expect(ranksOnNodesText(fleetJob())).toBe('4 ranks on node01, node02');
+    expect(ranksOnNodesText(fleetJob({ rankCount: 1, nodes: ['n1'] }))).toBe('1 rank on n1');
+    expect(ranksOnNodesText(fleetJob({ rankCount: 4096, nodes: ['a', 'b', 'c', 'd', 'e'] }))).toBe(
+      '4,096 ranks on a, b, c and 2 more nodes',
+    );
+  });
+});
+
+describe('order of the rows', () => {
+  const jobs = [
+    fleetJob({ key: 'p', program: 'p', state: 'progressing', since: '2026-11-27T03:00:00Z' }),
+    fleetJob({ key: 'h2', program: 'h2', state: 'hung', since: '2026-11-27T03:30:00Z' }),
+    fleetJob({ key: 'u', program: 'u', state: 'unknown', since: null }),
+    fleetJob({ key: 'c', program: 'c', state: 'computing', since: '2026-11-27T02:00:00Z' }),
+    fleetJob({ key: 'w', program: 'w', state: 'waiting', since: '2026-11-27T03:50:00Z' }),
+    fleetJob({ key: 'h1', program: 'h1', state: 'hung', since: '2026-11-27T03:10:00Z' }),
+    fleetJob({
+      key: 'e',
+      program: 'e',
+      state: 'hung',
+      since: '2026-11-27T01:00:00Z',
+      endedAt: '2026-11-27T03:40:00Z',
+    }),
+  ];
+  it('by state: hung first (longest hung first), then waiting, not sampled, computing, progressing; ended last', () => {
+    expect(sortFleetJobs(jobs, 'state').map((j) => j.key)).toEqual(['h1', 'h2', 'w', 'u', 'c', 'p', 'e']);
+  });
+  it('by since: the longest in its state first, jobs without a time last', () => {
+    expect(sortFleetJobs(jobs, 'since').map((j) => j.key)).toEqual(['e', 'c', 'p', 'h1', 'h2', 'w', 'u']);
+  });
+  it('leaves the input alone', () => {
+    const keys = jobs.map((j) => j.key);
+    sortFleetJobs(jobs, 'state');
+    expect(jobs.map((j) => j.key)).toEqual(keys);
+  });
+});
+
+describe('history', () => {
+  const sample = (at: string, state: WatchState): ApiFleetSample => ({ at, state, snapshotId: null });
+  it('says the samples in words, the last 24 only', () => {
+    expect(historyText([], NOW, UTC)).toBe('no samples yet');
+    expect(
+      historyText(
+        [
+          sample('2026-11-27T03:01:00Z', 'waiting'),
+          sample('2026-11-27T03:03:00Z', 'hung'),
+          sample('2026-11-27T03:05:00Z', 'hung'),
+        ],
+        NOW,
+        UTC,
+      ),
+    ).toBe('last 3 samples: 03:01 waiting, 03:03 hung, 03:05 hung');
+    const many = Array.from({ length: 30 }, (_, i) =>
+      sample(`2026-11-27T03:${String(i).padStart(2, '0')}:00Z`, 'progressing'),
+    );
+    const text = historyText(many, NOW, UTC);
+    expect(text.startsWith('last 24 samples: 03:06 progressing,')).toBe(true);
+    expect(text.endsWith('03:29 progressing')).toBe(true);
+  });
+});
+
+describe('the policy', () => {
+  it('in one sentence, on or off', () => {
+    expect(policyText(DEFAULT_WATCH_POLICY)).toBe('The hang watch is off: no job is sampled.');
+    expect(
+      policyText({ ...DEFAULT_WATCH_POLICY, enabled: true, users: ['alice', 'bob'], partitions: ['debug'] }),
+    ).toBe(
+      'The hang watch samples only jobs of users alice, bob; partition debug every 180 s; a job blocked in MPI ' +
+        'with nothing moving over 3 samples is called hung; each rank is stopped at most 1,000 ms per hour.',
+    );
+    expect(policyText({ ...DEFAULT_WATCH_POLICY, enabled: true })).toMatch(
+      /^The hang watch samples every job every 180 s;/,
+    );
+  });
+
+  it('form: reads back what it showed', () => {
+    const p = { ...DEFAULT_WATCH_POLICY, enabled: true, users: ['alice'], accounts: ['a1', 'a2'] };
+    expect(parsePolicyFields(policyFields(p))).toEqual({ ok: true, policy: p });
+  });
+
+  it('form: names split on commas and spaces, duplicates dropped', () => {
+    const r = parsePolicyFields({
+      ...policyFields(DEFAULT_WATCH_POLICY),
+      users: ' alice, bob  carol,,alice ',
+    });
+    expect(r.ok && r.policy.users).toEqual(['alice', 'bob', 'carol']);
+  });
+
+  it("form: refuses each field outside the spec's limits, saying which and why", () => {
+    const r = parsePolicyFields({
+      ...policyFields(DEFAULT_WATCH_POLICY),
+      periodSeconds: '0',
+      hungAfterSamples: '1',
+      stopBudgetMsPerRankHour: 'lots',
+      partitions: 'x'.repeat(129),
+    });
+    expect(r).toEqual({
+      ok: false,
+      errors: {
+        periodSeconds: 'The sample period must be from 1 to 86,400 s; 0 is not.',
+        hungAfterSamples: 'Hung after must be from 2 to 1,000 samples; 1 is not.',
+        stopBudgetMsPerRankHour: 'The stop budget must be a whole number from 0 to 3,600,000 ms.',
+        partitions: 'Partitions: a name has at most 128 characters.',
+      },
+    });
+    const r2 = parsePolicyFields({ ...policyFields(DEFAULT_WATCH_POLICY), periodSeconds: '2.5' });
+    expect(r2.ok ? null : r2.errors.periodSeconds).toBe(
+      'The sample period must be a whole number from 1 to 86,400 s.',
+    );
+    const r3 = parsePolicyFields({
+      ...policyFields(DEFAULT_WATCH_POLICY),
+      periodSeconds: ' 2 ',
+      hungAfterSamples: '2',
+    });
+    expect(r3.ok && [r3.policy.periodSeconds, r3.policy.hungAfterSamples]).toEqual([2, 2]);
+  });
+});
