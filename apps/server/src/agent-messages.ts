@@ -4,6 +4,7 @@
 import {
   type CoreFileSource,
   clipText,
+  type DiscoveredJob,
   MAX_HOST_CHARS,
   MAX_PATH_CHARS,
   type MqdError,
@@ -15,9 +16,12 @@ import {
   type AgentHealth,
   encodeMessage,
   MAX_COMMAND_CHARS,
+  MAX_DISCOVERED_JOBS,
   MAX_METHOD_CHARS,
+  MAX_RANKS_PER_REQUEST,
   MAX_REQUEST_ID,
   MAX_SEEN_JOBS,
+  MAX_SLURM_NAME_CHARS,
 } from './agent-protocol.js';
 import { checkRanks } from './agent-protocol-decode.js';
 import type { LocatedJob, MpiInfo, RankTarget, SeenStarter } from './seams.js';
@@ -30,6 +34,22 @@ import type { LocatedJob, MpiInfo, RankTarget, SeenStarter } from './seams.js';
 /** A starter as the status lists it: its command cut to MAX_COMMAND_CHARS. */
 export function clipStarter(j: SeenStarter): SeenStarter {
   return { ...j, command: clipText(j.command, MAX_COMMAND_CHARS) };
+}
+
+/** A discovered job as the status lists it: the texts a user names cut, at most as many ranks as a request. */
+export function clipDiscovered(j: DiscoveredJob): DiscoveredJob {
+  const name = (k: 'jobName' | 'partition' | 'account') => {
+    const v = j[k];
+    return v === undefined ? {} : { [k]: clipText(v, MAX_SLURM_NAME_CHARS) };
+  };
+  return {
+    ...j,
+    command: clipText(j.command, MAX_COMMAND_CHARS),
+    ...name('jobName'),
+    ...name('partition'),
+    ...name('account'),
+    ranks: j.ranks.length > MAX_RANKS_PER_REQUEST ? j.ranks.slice(0, MAX_RANKS_PER_REQUEST) : j.ranks,
+  };
 }
 
 /** A located job as the reply carries it: command, method and host names within their limits. */
@@ -56,29 +76,45 @@ export function clipCore(c: CoreFileSource): CoreFileSource {
 }
 
 /**
- * The status message, listing as many of `jobs` (at most MAX_SEEN_JOBS, commands clipped) as
- * fit `maxBytes`; `omitted` counts the starters left out. Every starter is at most ~25 KB of
- * JSON (4,096 escaped characters), so only a node with hundreds of long ones loses any.
+ * The status message, listing as many of `jobs` (at most MAX_SEEN_JOBS, commands clipped) and
+ * then of `discovered` (at most MAX_DISCOVERED_JOBS, clipped) as fit `maxBytes`; `omitted` and
+ * `omittedDiscovered` count the entries left out. Every starter is at most ~25 KB of JSON
+ * (4,096 escaped characters), so only a node with hundreds of long ones loses any.
  */
 export function statusMessage(
   health: AgentHealth,
   mpi: MpiInfo | null,
   jobs: readonly SeenStarter[],
   maxBytes: number,
-): { readonly bytes: Buffer; readonly omitted: number } {
+  discovered: readonly DiscoveredJob[] = [],
+): { readonly bytes: Buffer; readonly omitted: number; readonly omittedDiscovered: number } {
   const listed = jobs.slice(0, MAX_SEEN_JOBS).map(clipStarter);
-  const empty = encodeMessage({ type: 'status', health, mpi, jobs: [] });
+  const found = discovered.slice(0, MAX_DISCOVERED_JOBS).map(clipDiscovered);
+  const empty = encodeMessage({ type: 'status', health, mpi, jobs: [], discovered: [] });
   let size = empty.byteLength;
-  let fit = 0;
-  for (const j of listed) {
-    const n = Buffer.byteLength(JSON.stringify(j)) + (fit > 0 ? 1 : 0);
-    if (size + n > maxBytes) break;
-    size += n;
-    fit++;
-  }
+  const fitting = <T>(items: readonly T[]): number => {
+    let fit = 0;
+    for (const j of items) {
+      const n = Buffer.byteLength(JSON.stringify(j)) + (fit > 0 ? 1 : 0);
+      if (size + n > maxBytes) break;
+      size += n;
+      fit++;
+    }
+    return fit;
+  };
+  const fit = fitting(listed);
+  const fitFound = fitting(found);
   const bytes =
-    fit === 0 ? empty : encodeMessage({ type: 'status', health, mpi, jobs: listed.slice(0, fit) });
-  return { bytes, omitted: jobs.length - fit };
+    fit === 0 && fitFound === 0
+      ? empty
+      : encodeMessage({
+          type: 'status',
+          health,
+          mpi,
+          jobs: listed.slice(0, fit),
+          discovered: found.slice(0, fitFound),
+        });
+  return { bytes, omitted: jobs.length - fit, omittedDiscovered: discovered.length - fitFound };
 }
 
 export function errorRank(t: RankTarget, host: string, e: MqdError): RankSnapshot {

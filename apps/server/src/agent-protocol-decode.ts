@@ -11,6 +11,8 @@ import {
   type CoreFileSource,
   CoreFileSource as CoreFileSourceSpec,
   checkRank,
+  type DiscoveredJob,
+  type DiscoveredRank,
   ensureExists,
   err,
   LengthUnit,
@@ -22,6 +24,7 @@ import {
   MpiLibrary,
   mqdError,
   ok,
+  type RankCounters,
   type RankSnapshot,
   RankSnapshot as RankSnapshotSpec,
   type Result,
@@ -37,11 +40,14 @@ import {
   type LocateTarget,
   MAX_ALIVE_IDS,
   MAX_COMMAND_CHARS,
+  MAX_DISCOVERED_JOBS,
+  MAX_DISCOVERED_KEY_CHARS,
   MAX_METHOD_CHARS,
   MAX_OTHER_NODES,
   MAX_RANKS_PER_REQUEST,
   MAX_REQUEST_ID,
   MAX_SEEN_JOBS,
+  MAX_SLURM_NAME_CHARS,
   type Refusal,
   type ReplyMessage,
   type ServerMessage,
@@ -49,7 +55,16 @@ import {
   type SnapshotResult,
   type WireError,
 } from './agent-protocol.js';
-import type { LocatedJob, LocatedRank, MpiInfo, RankTarget, SeenStarter } from './seams.js';
+import type {
+  CounterError,
+  CountersParams,
+  CountersResult,
+  LocatedJob,
+  LocatedRank,
+  MpiInfo,
+  RankTarget,
+  SeenStarter,
+} from './seams.js';
 
 /** Every key of every variant of a union (keyof a union is only the keys all variants share). */
 type AllKeys<T> = T extends unknown ? keyof T : never;
@@ -185,6 +200,37 @@ const SNAPSHOT_PARAMS_FIELDS = fields<SnapshotParams>({
   ownerUid: true,
   allowRoot: true,
 });
+const DISCOVERED_JOB_FIELDS = fields<DiscoveredJob>({
+  key: true,
+  kind: true,
+  slurmJob: true,
+  starterPid: true,
+  starterStartTime: true,
+  uid: true,
+  command: true,
+  startedAt: true,
+  jobName: true,
+  partition: true,
+  account: true,
+  worldSize: true,
+  watch: true,
+  ranks: true,
+});
+const DISCOVERED_RANK_FIELDS = fields<DiscoveredRank>({ rank: true, pid: true, startTime: true });
+const COUNTERS_PARAMS_FIELDS = fields<CountersParams>({ ranks: true, ownerUid: true });
+const COUNTERS_RESULT_FIELDS = fields<CountersResult>({
+  ranks: true,
+  errors: true,
+  clockTicksPerSecond: true,
+  at: true,
+});
+const RANK_COUNTERS_FIELDS = fields<RankCounters>({
+  rank: true,
+  cpuTicks: true,
+  switches: true,
+  state: true,
+});
+const COUNTER_ERROR_FIELDS = fields<CounterError>({ rank: true, error: true });
 const HANDSHAKE_FIELDS = fields<AgentHandshake>({
   token: true,
   protocol: true,
@@ -289,6 +335,140 @@ function seenStarter(v: unknown, path: string): SeenStarter {
   return o['startTime'] === undefined
     ? s
     : { ...s, startTime: startTime(o['startTime'], `${path}.startTime`) };
+}
+
+// --- the hang watch: discovered jobs and counters -----------------------------------------
+
+const uidNo = (v: unknown, path: string) => int(v, path, 0, 0xffffffff);
+/** A Slurm job id as discovery reports it: digits only. */
+const SLURM_ID_RE = /^[0-9]{1,20}$/;
+/** The key of a starter job: `starter:HOST:PID:STARTTIME`. */
+const STARTER_KEY_RE = /^starter:(.+):([0-9]+):([0-9]+)$/;
+/** A /proc state letter (R, S, D, T, t, Z, X, I, ...). */
+const PROC_STATE_RE = /^[A-Za-z]$/;
+
+/** Ranks each named once, pinned by start time (DiscoveredRank, a counters request's targets). */
+function discoveredRanks(v: unknown, path: string): DiscoveredRank[] {
+  const seen = new Set<number>();
+  return arr(v, path, MAX_RANKS_PER_REQUEST).map((x, i) => {
+    const p = `${path}[${i}]`;
+    const o = obj(x, p, DISCOVERED_RANK_FIELDS);
+    const r = {
+      rank: rankNo(o['rank'], `${p}.rank`),
+      pid: pidNo(o['pid'], `${p}.pid`),
+      startTime: startTime(o['startTime'], `${p}.startTime`),
+    };
+    if (seen.has(r.rank)) fail(`${p}.rank`, `rank ${r.rank} appears twice`);
+    seen.add(r.rank);
+    return r;
+  });
+}
+
+function discoveredJob(v: unknown, path: string): DiscoveredJob {
+  const o = obj(v, path, DISCOVERED_JOB_FIELDS);
+  const key = str(o['key'], `${path}.key`, MAX_DISCOVERED_KEY_CHARS, 1);
+  const kind = oneOf(o['kind'], `${path}.kind`, ['slurm', 'starter'] as const);
+  const opt = <T>(k: string, read: (x: unknown, p: string) => T): T | undefined =>
+    o[k] === undefined ? undefined : read(o[k], `${path}.${k}`);
+  const slurmJob = opt('slurmJob', (x, p) => str(x, p, 20, 1, SLURM_ID_RE));
+  const starterPid = opt('starterPid', pidNo);
+  const starterStartTime = opt('starterStartTime', startTime);
+  if (kind === 'slurm') {
+    if (slurmJob === undefined || key !== `slurm:${slurmJob}`)
+      fail(`${path}.key`, 'expected slurm:<slurmJob>');
+    if (starterPid !== undefined || starterStartTime !== undefined) {
+      fail(`${path}.starterPid`, 'not allowed for a Slurm job');
+    }
+  } else {
+    const m = STARTER_KEY_RE.exec(key);
+    if (slurmJob !== undefined) fail(`${path}.slurmJob`, 'not allowed for a starter job');
+    if (
+      m === null ||
+      (m[1] ?? '').length > MAX_HOST_CHARS ||
+      starterPid === undefined ||
+      starterStartTime === undefined ||
+      m[2] !== String(starterPid) ||
+      m[3] !== starterStartTime
+    ) {
+      fail(`${path}.key`, 'expected starter:<host>:<starterPid>:<starterStartTime>');
+    }
+  }
+  const jobName = opt('jobName', (x, p) => str(x, p, MAX_SLURM_NAME_CHARS));
+  const partition = opt('partition', (x, p) => str(x, p, MAX_SLURM_NAME_CHARS));
+  const account = opt('account', (x, p) => str(x, p, MAX_SLURM_NAME_CHARS));
+  const worldSize = opt('worldSize', (x, p) => int(x, p, 1, MAX_RANK + 1));
+  return {
+    key,
+    kind,
+    ...(slurmJob === undefined ? {} : { slurmJob }),
+    ...(starterPid === undefined ? {} : { starterPid }),
+    ...(starterStartTime === undefined ? {} : { starterStartTime }),
+    uid: uidNo(o['uid'], `${path}.uid`),
+    command: str(o['command'], `${path}.command`, MAX_COMMAND_CHARS),
+    startedAt: int(o['startedAt'], `${path}.startedAt`, 0, Number.MAX_SAFE_INTEGER),
+    ...(jobName === undefined ? {} : { jobName }),
+    ...(partition === undefined ? {} : { partition }),
+    ...(account === undefined ? {} : { account }),
+    ...(worldSize === undefined ? {} : { worldSize }),
+    watch: oneOf(o['watch'], `${path}.watch`, ['on', 'off'] as const),
+    ranks: discoveredRanks(o['ranks'], `${path}.ranks`),
+  };
+}
+
+/** A status's discovered jobs: a malformed one is dropped alone (local users start them). */
+function discoveredJobs(v: unknown, dropped: DroppedEntry[]): DiscoveredJob[] {
+  const out: DiscoveredJob[] = [];
+  arr(v, 'discovered', MAX_DISCOVERED_JOBS).forEach((j, i) => {
+    try {
+      out.push(discoveredJob(j, `discovered[${i}]`));
+    } catch (e) {
+      if (!(e instanceof Invalid)) throw e;
+      dropped.push({ why: e.message });
+    }
+  });
+  return out;
+}
+
+function countersParams(v: unknown, path: string): CountersParams {
+  const o = obj(v, path, COUNTERS_PARAMS_FIELDS);
+  return {
+    ranks: discoveredRanks(o['ranks'], `${path}.ranks`),
+    ownerUid: uidNo(o['ownerUid'], `${path}.ownerUid`),
+  };
+}
+
+function countersResult(v: unknown, path: string): CountersResult {
+  const o = obj(v, path, COUNTERS_RESULT_FIELDS);
+  const seen = new Set<number>();
+  const once = (rank: number, p: string) => {
+    if (seen.has(rank)) fail(p, `rank ${rank} appears twice`);
+    seen.add(rank);
+    return rank;
+  };
+  const ranks = arr(o['ranks'], `${path}.ranks`, MAX_RANKS_PER_REQUEST).map((x, i) => {
+    const p = `${path}.ranks[${i}]`;
+    const r = obj(x, p, RANK_COUNTERS_FIELDS);
+    return {
+      rank: once(rankNo(r['rank'], `${p}.rank`), `${p}.rank`),
+      cpuTicks: int(r['cpuTicks'], `${p}.cpuTicks`, 0, Number.MAX_SAFE_INTEGER),
+      switches: int(r['switches'], `${p}.switches`, 0, Number.MAX_SAFE_INTEGER),
+      state: str(r['state'], `${p}.state`, 1, 1, PROC_STATE_RE),
+    };
+  });
+  const errors = arr(o['errors'], `${path}.errors`, MAX_RANKS_PER_REQUEST).map((x, i) => {
+    const p = `${path}.errors[${i}]`;
+    const e = obj(x, p, COUNTER_ERROR_FIELDS);
+    return {
+      rank: once(rankNo(e['rank'], `${p}.rank`), `${p}.rank`),
+      error: wireError(e['error'], `${p}.error`),
+    };
+  });
+  return {
+    ranks,
+    errors,
+    clockTicksPerSecond: int(o['clockTicksPerSecond'], `${path}.clockTicksPerSecond`, 1, 1_000_000),
+    at: int(o['at'], `${path}.at`, 0, Number.MAX_SAFE_INTEGER),
+  };
 }
 
 // --- ranks -------------------------------------------------------------------------------
@@ -425,6 +605,7 @@ function agentMessage(v: unknown, dropped: DroppedEntry[]): AgentMessage {
           health: true,
           mpi: true,
           jobs: true,
+          discovered: true,
         }),
       );
       const h = obj(o['health'], 'health', HEALTH_FIELDS);
@@ -440,6 +621,7 @@ function agentMessage(v: unknown, dropped: DroppedEntry[]): AgentMessage {
         },
         mpi: mpiInfo(o['mpi'], 'mpi'),
         jobs: seenStarters(o['jobs'], dropped),
+        discovered: discoveredJobs(o['discovered'], dropped),
       };
     }
     case 'chunk': {
@@ -457,7 +639,7 @@ function agentMessage(v: unknown, dropped: DroppedEntry[]): AgentMessage {
     case 'reply': {
       const o = obj(v, '$', REPLY_FIELDS);
       const id = reqId(o['id'], 'id');
-      const method = oneOf(o['method'], 'method', ['snapshot', 'locate'] as const);
+      const method = oneOf(o['method'], 'method', ['snapshot', 'locate', 'counters'] as const);
       if (o['ok'] === false) {
         if (o['result'] !== undefined) fail('result', 'not allowed when ok is false');
         return { type, id, method, ok: false, error: wireError(o['error'], 'error') };
@@ -466,6 +648,8 @@ function agentMessage(v: unknown, dropped: DroppedEntry[]): AgentMessage {
       if (o['error'] !== undefined) fail('error', 'not allowed when ok is true');
       if (method === 'locate')
         return { type, id, method, ok: true, result: locatedJob(o['result'], 'result') };
+      if (method === 'counters')
+        return { type, id, method, ok: true, result: countersResult(o['result'], 'result') };
       const r = obj(o['result'], 'result', SNAPSHOT_RESULT_FIELDS);
       return {
         type,
@@ -509,7 +693,10 @@ function serverMessage(v: unknown): ServerMessage {
         }),
       );
       const id = reqId(o['id'], 'id');
-      const method = oneOf(o['method'], 'method', ['snapshot', 'locate'] as const);
+      const method = oneOf(o['method'], 'method', ['snapshot', 'locate', 'counters'] as const);
+      if (method === 'counters') {
+        return { type, id, method, params: countersParams(o['params'], 'params') };
+      }
       if (method === 'locate') {
         const p = obj(o['params'], 'params', LOCATE_FIELDS);
         const given = LOCATE_FIELDS.filter((k) => p[k] !== undefined);

@@ -46,6 +46,13 @@
 //            JOBID[.STEP] on this node, or of the core files in directory coresDir (an
 //            absolute path, <= 4096 chars, that the agent checks against its own allowed
 //            roots); answered by one `reply`.
+//   request  {type, id, method: 'counters', params: {ranks: [{rank, pid, startTime}], ownerUid}}
+//            (protocol 3, the hang watch) the /proc counters of these ranks (at most
+//            MAX_RANKS_PER_REQUEST), read WITHOUT stopping or tracing anything: /proc/PID/stat
+//            (utime + stime, state) and /proc/PID/task/*/status (context switches). As for a
+//            snapshot, each pid must still have its startTime (else MQD_E_PID_REUSED) and
+//            belong to ownerUid in all its ids (else MQD_E_FOREIGN_PROCESS); a uid-0 job's
+//            counters are read only when ownerUid is 0. Answered by one `reply`.
 //   refused  {type, refId, error: {code, message}}
 //            the aggregator dropped one of the agent's messages (too big, not JSON, wrong
 //            shape, unknown or finished request id), or entries of one (ranks of a chunk,
@@ -53,7 +60,7 @@
 //            when it could be read, else null. Nothing refused is kept.
 //
 // Messages, agent -> aggregator
-//   status   {type, health, mpi, jobs}
+//   status   {type, health, mpi, jobs, discovered}
 //            health: {rssBytes, heapUsedBytes (bytes), uptimeSeconds, loadAverage1m,
 //            activeRequests, lastError: {code, message} | null}; mpi: the reader's library
 //            and DLL or null; jobs: MPI starters seen on the node (<= MAX_SEEN_JOBS),
@@ -62,6 +69,20 @@
 //            the agent (clipText, ending in "…": command <= MAX_COMMAND_CHARS), and the agent
 //            lists only as many starters as fit maxMessageBytes; a starter entry that is still
 //            malformed is dropped by the aggregator, the rest of the status kept.
+//            discovered (protocol 3, the hang watch): the MPI jobs the agent found on its node
+//            by itself (packages/model watch-spec.ts DiscoveredJob; packages/mpir discover.ts),
+//            rescanned for every status, <= MAX_DISCOVERED_JOBS:
+//            [{key, kind, slurmJob?, starterPid?, starterStartTime?, uid, command, startedAt,
+//            jobName?, partition?, account?, worldSize?, watch, ranks: [{rank, pid, startTime}]}].
+//            key is `slurm:JOBID` (kind slurm, slurmJob = JOBID, digits) or
+//            `starter:HOST:PID:STARTTIME` (kind starter, PID:STARTTIME = starterPid and
+//            starterStartTime); startedAt is epoch ms; command <= MAX_COMMAND_CHARS, jobName,
+//            partition and account <= MAX_SLURM_NAME_CHARS (clipped by the agent); ranks
+//            <= MAX_RANKS_PER_REQUEST, each rank once. An entry has one uid: two entries may
+//            share a key with different uids (a rank of another user naming the same Slurm job
+//            or starter): (key, uid) names a job, and entries of different uids must never be
+//            merged. The agent lists after the starters as many entries as fit maxMessageBytes;
+//            a malformed entry is dropped by the aggregator alone, the rest of the status kept.
 //   alive    {type, ids}
 //            the agent is still at work on these open requests (sent every keepaliveMs while
 //            any is open); resets each one's silence deadline.
@@ -81,6 +102,12 @@
 //                        aggregator checks it), durationMicros = wall time of the read;
 //                        cores (a core job only): [{rank, path, pid, signal, executable,
 //                        writtenAt}] per core read (snapshot-spec.ts CoreFileSource).
+//              counters: {ranks: [{rank, cpuTicks, switches, state}], errors: [{rank, error:
+//                        {code, message}}], clockTicksPerSecond, at}: one entry per asked rank,
+//                        in ranks (packages/model RankCounters: cpuTicks in clock ticks of
+//                        clockTicksPerSecond, switches voluntary + nonvoluntary of every
+//                        thread, state the one-letter /proc state) or in errors; at = epoch ms
+//                        of the read.
 //              locate:   {ranks: [{rank, pid, host, startTime?, core?}], method, uid, command,
 //                        starterStartTime, starterPid?, coresDir?, otherNodes?}: otherNodes
 //                        (a Slurm job, <= MAX_OTHER_NODES host names) are the job's nodes
@@ -97,6 +124,7 @@
 //   ranks the aggregator never hears about become `agent-missing` in the merged snapshot.
 import {
   type CoreFileSource,
+  type DiscoveredJob,
   type ErrorCode,
   ensureExists,
   isErrorCode,
@@ -105,9 +133,19 @@ import {
   mqdError,
   type RankSnapshot,
 } from '@mqd/model';
-import type { LocatedJob, MpiInfo, RankTarget, SeenStarter } from './seams.js';
+import type {
+  CountersParams,
+  CountersResult,
+  LocatedJob,
+  MpiInfo,
+  RankTarget,
+  SeenStarter,
+} from './seams.js';
 
-export const AGENT_PROTOCOL_VERSION = 2 as const;
+export type { CounterError, CountersParams, CountersResult } from './seams.js';
+
+/** 3: status.discovered and the `counters` request (the hang watch, issue #31). */
+export const AGENT_PROTOCOL_VERSION = 3 as const;
 export const AGENT_NAMESPACE = '/agents';
 export const UI_NAMESPACE = '/ui';
 export const WIRE_EVENT = 'mqd';
@@ -130,8 +168,14 @@ export const MAX_ALIVE_IDS = 4096;
 export const MAX_REQUEST_ID = 0x7fffffff;
 /** Nodes a located Slurm job names besides the agent's own (a job spans at most this many). */
 export const MAX_OTHER_NODES = 65_536;
+/** Discovered jobs one status lists (DiscoveredJob). */
+export const MAX_DISCOVERED_JOBS = 1024;
+/** A discovered Slurm job's name, partition and account, in UTF-16 units; longer ones are cut. */
+export const MAX_SLURM_NAME_CHARS = 128;
+/** A discovered job's key: `starter:` + a host (<= 255) + `:PID:STARTTIME`. */
+export const MAX_DISCOVERED_KEY_CHARS = 320;
 
-export type RequestMethod = 'snapshot' | 'locate';
+export type RequestMethod = 'snapshot' | 'locate' | 'counters';
 
 export interface WireError {
   readonly code: string;
@@ -193,6 +237,12 @@ export type ServerMessage =
       readonly method: 'locate';
       readonly params: LocateTarget;
     }
+  | {
+      readonly type: 'request';
+      readonly id: number;
+      readonly method: 'counters';
+      readonly params: CountersParams;
+    }
   | { readonly type: 'refused'; readonly refId: number | null; readonly error: WireError };
 
 /** What a locate request names: a starter pid on the node, or a Slurm job id ("1234", "1234.0"). */
@@ -219,6 +269,13 @@ export type ReplyMessage =
   | {
       readonly type: 'reply';
       readonly id: number;
+      readonly method: 'counters';
+      readonly ok: true;
+      readonly result: CountersResult;
+    }
+  | {
+      readonly type: 'reply';
+      readonly id: number;
       readonly method: RequestMethod;
       readonly ok: false;
       readonly error: WireError;
@@ -230,6 +287,7 @@ export type AgentMessage =
       readonly health: AgentHealth;
       readonly mpi: MpiInfo | null;
       readonly jobs: readonly SeenStarter[];
+      readonly discovered: readonly DiscoveredJob[];
     }
   | { readonly type: 'chunk'; readonly id: number; readonly ranks: RankSnapshot[] }
   | { readonly type: 'alive'; readonly ids: readonly number[] }

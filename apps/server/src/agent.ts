@@ -6,6 +6,7 @@
 import { hostname, loadavg } from 'node:os';
 import {
   clipText,
+  type DiscoveredJob,
   type Disposable,
   type ErrorCode,
   err,
@@ -34,11 +35,13 @@ import {
   type AgentHandshake,
   type AgentHealth,
   type AgentMessage,
+  type CountersResult,
   DEFAULT_KEEPALIVE_MS,
   DEFAULT_MAX_MESSAGE_BYTES,
   encodeMessage,
   fromWire,
   type LocateTarget,
+  MAX_DISCOVERED_JOBS,
   MAX_SEEN_JOBS,
   type SnapshotParams,
   WIRE_EVENT,
@@ -46,8 +49,24 @@ import {
 } from './agent-protocol.js';
 import { decodeServerMessage } from './agent-protocol-decode.js';
 import { coreFileAllowed, coreFilesOwner, resolveCoreDir } from './core-dirs.js';
-import { createFakeLocator, createFakeReader, type FakeJob } from './fakes.js';
-import type { CoreRead, JobLocator, LocatedJob, RankReader, SeenStarter } from './seams.js';
+import {
+  createFakeDiscovery,
+  createFakeLocator,
+  createFakeReader,
+  type FakeDiscovery,
+  type FakeJob,
+  fakeDiscoveredJob,
+} from './fakes.js';
+import type {
+  CoreRead,
+  CounterError,
+  CountersParams,
+  JobDiscovery,
+  JobLocator,
+  LocatedJob,
+  RankReader,
+  SeenStarter,
+} from './seams.js';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -79,7 +98,7 @@ export type AgentEvent =
   | { readonly kind: 'disconnect'; readonly reason: string }
   | { readonly kind: 'connect-error'; readonly error: MqdError; readonly retryInMs: number }
   | { readonly kind: 'refused'; readonly error: MqdError; readonly refId: number | null }
-  | { readonly kind: 'request'; readonly method: 'snapshot' | 'locate'; readonly id: number };
+  | { readonly kind: 'request'; readonly method: 'snapshot' | 'locate' | 'counters'; readonly id: number };
 
 export interface AgentOptions {
   /** Aggregator base URL, e.g. http://head:8080. */
@@ -89,6 +108,12 @@ export interface AgentOptions {
   readonly reader: RankReader;
   /** Only needed on nodes where starters (mpirun) run. */
   readonly locator?: JobLocator | null;
+  /**
+   * Finds the node's MPI jobs by itself (status.discovered, rescanned for every status) and
+   * reads their ranks' /proc counters (the `counters` request): the hang watch. Absent: the
+   * status lists none and counters are refused with MQD_E_AGENT_MISSING.
+   */
+  readonly discovery?: JobDiscovery | null;
   /**
    * Directories whose core files this agent opens as jobs (`mqd serve --core-dir`); a request
    * for cores anywhere else is refused here with MQD_E_CORE_DIR_FORBIDDEN, whatever the aggregator
@@ -131,6 +156,13 @@ function toMqdError(e: unknown, fallback: ErrorCode): MqdError {
   return { code: m.code, message: clipText(m.message, MAX_MESSAGE_CHARS) };
 }
 
+/** An error as a reply carries it: a code of ours (else MQD_E_INTERNAL), the message within its limit. */
+function wireErrorOf(e: { readonly code: string; readonly message: string }): WireError {
+  return isErrorCode(e.code)
+    ? { code: e.code, message: clipText(e.message, MAX_MESSAGE_CHARS) }
+    : toMqdError(new Error(e.message), 'MQD_E_INTERNAL');
+}
+
 function sanitizeId(s: string): string {
   return s.replace(/[^A-Za-z0-9._:-]/g, '_').slice(0, 64) || 'agent';
 }
@@ -153,6 +185,7 @@ export function startAgent(opts: AgentOptions): AgentHandle {
   let statusTimer: NodeJS.Timeout | null = null;
   let keepaliveTimer: NodeJS.Timeout | null = null;
   let omittedBefore = 0;
+  let omittedFoundBefore = 0;
   let waiters: (() => void)[] = [];
   const startedAt = Date.now();
 
@@ -210,6 +243,13 @@ export function startAgent(opts: AgentOptions): AgentHandle {
       lastError = toMqdError(e, 'MQD_E_INTERNAL');
       log(`agent ${agentId}: listing starters failed: ${lastError.message}`);
     }
+    let discovered: readonly DiscoveredJob[] = [];
+    try {
+      discovered = (await opts.discovery?.discover()) ?? [];
+    } catch (e) {
+      lastError = toMqdError(e, 'MQD_E_INTERNAL');
+      log(`agent ${agentId}: discovering jobs failed: ${lastError.message}`);
+    }
     const mem = process.memoryUsage();
     const health: AgentHealth = {
       rssBytes: mem.rss,
@@ -219,13 +259,19 @@ export function startAgent(opts: AgentOptions): AgentHandle {
       activeRequests: active.size,
       lastError,
     };
-    const status = statusMessage(health, clipMpi(opts.reader.mpi), jobs, maxBytes);
+    const status = statusMessage(health, clipMpi(opts.reader.mpi), jobs, maxBytes, discovered);
     if (status.omitted > 0 && status.omitted !== omittedBefore) {
       log(
         `agent ${agentId}: ${status.omitted} of ${jobs.length} MPI starters left out of the status (over ${MAX_SEEN_JOBS} or the ${maxBytes}-byte message limit)`,
       );
     }
     omittedBefore = status.omitted;
+    if (status.omittedDiscovered > 0 && status.omittedDiscovered !== omittedFoundBefore) {
+      log(
+        `agent ${agentId}: ${status.omittedDiscovered} of ${discovered.length} discovered jobs left out of the status (over ${MAX_DISCOVERED_JOBS} or the ${maxBytes}-byte message limit)`,
+      );
+    }
+    omittedFoundBefore = status.omittedDiscovered;
     send(status.bytes);
   };
 
@@ -414,6 +460,58 @@ export function startAgent(opts: AgentOptions): AgentHandle {
     }
   };
 
+  /**
+   * The /proc counters of ranks (the hang watch): read by the discovery seam without stopping
+   * anything; every asked rank answered once, in ranks or in errors.
+   */
+  const handleCounters = async (id: number, p: CountersParams) => {
+    active.set(id, new AbortController());
+    const refuse = (error: WireError) =>
+      send({
+        type: 'reply',
+        id,
+        method: 'counters',
+        ok: false,
+        error: { code: error.code, message: clipText(error.message, MAX_MESSAGE_CHARS) },
+      });
+    try {
+      const d = opts.discovery;
+      if (!d) {
+        refuse(
+          mqdError(
+            'MQD_E_AGENT_MISSING',
+            `the agent on ${host} runs without job discovery (the hang watch), so it reads no counters`,
+          ),
+        );
+        return;
+      }
+      const got = await d.counters(p);
+      const asked = new Set(p.ranks.map((r) => r.rank));
+      const ranks = got.ranks.filter((r) => asked.delete(r.rank));
+      const errors: CounterError[] = got.errors
+        .filter((e) => asked.delete(e.rank))
+        .map((e) => ({ rank: e.rank, error: wireErrorOf(e.error) }));
+      for (const rank of asked) {
+        errors.push({
+          rank,
+          error: mqdError('MQD_E_INTERNAL', `the counter reader gave nothing for rank ${rank}`),
+        });
+      }
+      const result: CountersResult = {
+        ranks,
+        errors,
+        clockTicksPerSecond: got.clockTicksPerSecond,
+        at: Date.now(),
+      };
+      send({ type: 'reply', id, method: 'counters', ok: true, result });
+    } catch (e) {
+      lastError = toMqdError(e, 'MQD_E_INTERNAL');
+      refuse(lastError);
+    } finally {
+      active.delete(id);
+    }
+  };
+
   const locate = async (id: number, target: LocateTarget) => {
     const refuse = (error: WireError) =>
       send({
@@ -488,6 +586,7 @@ export function startAgent(opts: AgentOptions): AgentHandle {
       case 'request':
         emit({ kind: 'request', method: msg.method, id: msg.id });
         if (msg.method === 'snapshot') void handleSnapshot(msg.id, msg.params);
+        else if (msg.method === 'counters') void handleCounters(msg.id, msg.params);
         else void handleLocate(msg.id, msg.params);
         return;
       case 'refused':
@@ -581,11 +680,17 @@ export interface SyntheticAgentsOptions {
   readonly hostPrefix?: string;
   readonly backoff?: BackoffOptions;
   readonly log?: (line: string) => void;
+  /** Each node's agent reports the job in status.discovered and answers counters (fakes.ts). */
+  readonly discovery?: boolean;
+  /** How often the agents report (and rescan), ms; default: as the aggregator asks. */
+  readonly statusIntervalMs?: number;
 }
 
 export interface SyntheticAgents extends AsyncDisposable {
   readonly agents: readonly AgentHandle[];
   readonly job: FakeJob;
+  /** Per agent (same order), with `discovery`: its fake discovery, to change jobs and counters. */
+  readonly discoveries: readonly FakeDiscovery[];
   whenConnected(): Promise<void>;
   dispose(): Promise<void>;
 }
@@ -604,6 +709,9 @@ export function startSyntheticAgents(o: SyntheticAgentsOptions): SyntheticAgents
     ranksPerHost: o.ranksPerAgent,
   };
   const worldSize = o.agents * o.ranksPerAgent;
+  const discoveries = o.discovery
+    ? job.hosts.map((host) => createFakeDiscovery([fakeDiscoveredJob(job, host)]))
+    : [];
   const agents = job.hosts.map((host, i) =>
     startAgent({
       serverUrl: o.serverUrl,
@@ -616,6 +724,8 @@ export function startSyntheticAgents(o: SyntheticAgentsOptions): SyntheticAgents
         ...(o.evolve === undefined ? {} : { evolve: o.evolve }),
       }),
       locator: i === 0 ? createFakeLocator(job) : null,
+      discovery: discoveries[i] ?? null,
+      ...(o.statusIntervalMs === undefined ? {} : { statusIntervalMs: o.statusIntervalMs }),
       ...(o.backoff ? { backoff: o.backoff } : {}),
       ...(o.log ? { log: o.log } : {}),
     }),
@@ -626,6 +736,7 @@ export function startSyntheticAgents(o: SyntheticAgentsOptions): SyntheticAgents
   return {
     agents,
     job,
+    discoveries,
     whenConnected: async () => {
       await Promise.all(agents.map((a) => a.whenConnected()));
     },

@@ -1,4 +1,4 @@
-// Fakes of the two seams (RankReader, JobLocator) for tests, the fan-in benchmark and the
+// Fakes of the seams (RankReader, JobLocator, JobDiscovery) for tests, the fan-in benchmark and the
 // simulated agents: they serve @mqd/model's generated ranks (syntheticRingRank) or a fixed
 // snapshot, and fail the way the real reader fails (the same error codes and states).
 // Nothing in production uses them.
@@ -6,17 +6,23 @@ import { closeSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   type CoreFileSource,
+  type DiscoveredJob,
   err,
   type JobSnapshot,
   type MqdError,
   mqdError,
   ok,
+  type RankCounters,
   type RankSnapshot,
   rankNotRead,
   syntheticRingRank,
 } from '@mqd/model';
 import type {
   CoreRead,
+  CounterError,
+  CountersParams,
+  CountersResult,
+  JobDiscovery,
   JobLocator,
   LocatedJob,
   MpiInfo,
@@ -101,6 +107,18 @@ export interface FakeJob {
   readonly basePid?: number;
   /** The starter's /proc start time (LocatedJob.starterStartTime); '1000' when absent. */
   readonly starterStartTime?: string;
+  // What discovery reports of it (fakeDiscoveredJob); all optional.
+  /** A Slurm job id: the job is keyed `slurm:ID` (else by its starter on hosts[0]). */
+  readonly slurmJob?: string;
+  readonly jobName?: string;
+  readonly partition?: string;
+  readonly account?: string;
+  /** 'off': MQD_WATCH=off in its environment. Default 'on'. */
+  readonly watch?: 'on' | 'off';
+  /** Epoch ms; default 0. */
+  readonly startedAt?: number;
+  /** Every rank's /proc start time; default '2000'. */
+  readonly rankStartTime?: string;
 }
 
 export function fakeLayout(job: FakeJob): LocatedJob {
@@ -232,4 +250,94 @@ export function createFixedReader(snapshot: JobSnapshot): RankReader {
       });
     },
   };
+}
+
+// --- discovery (the hang watch) ---------------------------------------------------------
+
+/** What the fake discovery on `host` reports of `job`: the job's ranks on that host. */
+export function fakeDiscoveredJob(job: FakeJob, host: string): DiscoveredJob {
+  const located = fakeLayout(job);
+  const startTime = job.rankStartTime ?? '2000';
+  const key =
+    job.slurmJob !== undefined
+      ? `slurm:${job.slurmJob}`
+      : `starter:${job.hosts[0] ?? host}:${job.starterPid}:${located.starterStartTime}`;
+  return {
+    key,
+    kind: job.slurmJob !== undefined ? 'slurm' : 'starter',
+    ...(job.slurmJob !== undefined
+      ? { slurmJob: job.slurmJob }
+      : { starterPid: job.starterPid, starterStartTime: located.starterStartTime }),
+    uid: job.uid,
+    command: job.command,
+    startedAt: job.startedAt ?? 0,
+    ...(job.jobName === undefined ? {} : { jobName: job.jobName }),
+    ...(job.partition === undefined ? {} : { partition: job.partition }),
+    ...(job.account === undefined ? {} : { account: job.account }),
+    worldSize: located.ranks.length,
+    watch: job.watch ?? 'on',
+    ranks: located.ranks.filter((r) => r.host === host).map((r) => ({ rank: r.rank, pid: r.pid, startTime })),
+  };
+}
+
+/** Counters of one fake rank, as /proc would give them. */
+export type FakeCounters = Omit<RankCounters, 'rank'>;
+
+/**
+ * A discovery that reports what the test sets, and answers counters from a settable table:
+ * a pid it does not list is MQD_E_NO_SUCH_PID, a wrong start time MQD_E_PID_REUSED, another
+ * owner MQD_E_FOREIGN_PROCESS (the real reader's codes).
+ */
+export interface FakeDiscovery extends JobDiscovery {
+  /** What the next scans report; replace to simulate jobs starting and ending. */
+  jobs: DiscoveredJob[];
+  /** pid -> its counters (default: 0 ticks, 0 switches, state S); set to simulate progress. */
+  readonly counterTable: Map<number, FakeCounters>;
+  /** Scans and counter reads so far. */
+  readonly calls: { discover: number; counters: number };
+  /** Makes the next scans fail (null: succeed again). */
+  failWith: Error | null;
+}
+
+export function createFakeDiscovery(jobs: readonly DiscoveredJob[] = []): FakeDiscovery {
+  const fake: FakeDiscovery = {
+    jobs: [...jobs],
+    counterTable: new Map(),
+    calls: { discover: 0, counters: 0 },
+    failWith: null,
+    async discover() {
+      fake.calls.discover++;
+      if (fake.failWith !== null) throw fake.failWith;
+      return fake.jobs;
+    },
+    async counters(p: CountersParams): Promise<Omit<CountersResult, 'at'>> {
+      fake.calls.counters++;
+      const ranks: RankCounters[] = [];
+      const errors: CounterError[] = [];
+      for (const t of p.ranks) {
+        const job = fake.jobs.find((j) => j.ranks.some((r) => r.pid === t.pid));
+        const known = job?.ranks.find((r) => r.pid === t.pid);
+        if (job === undefined || known === undefined) {
+          errors.push({ rank: t.rank, error: mqdError('MQD_E_NO_SUCH_PID', `no running process ${t.pid}`) });
+        } else if (known.startTime !== t.startTime) {
+          errors.push({
+            rank: t.rank,
+            error: mqdError('MQD_E_PID_REUSED', `pid ${t.pid} started at tick ${known.startTime}`),
+          });
+        } else if (job.uid !== p.ownerUid) {
+          errors.push({
+            rank: t.rank,
+            error: mqdError('MQD_E_FOREIGN_PROCESS', `pid ${t.pid} runs as uid ${job.uid}`),
+          });
+        } else {
+          ranks.push({
+            rank: t.rank,
+            ...(fake.counterTable.get(t.pid) ?? { cpuTicks: 0, switches: 0, state: 'S' }),
+          });
+        }
+      }
+      return { ranks, errors, clockTicksPerSecond: 100 };
+    },
+  };
+  return fake;
 }

@@ -3,12 +3,23 @@
 // answered with `refused` and leaves no trace), and turns requests into promises of Results
 // that settle exactly once: on the reply, on timeout, on the agent's silence, or on disconnect.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { clipText, err, type MqdError, mqdError, ok, type RankSnapshot, type Result } from '@mqd/model';
+import {
+  clipText,
+  type DiscoveredJob,
+  err,
+  type MqdError,
+  mqdError,
+  ok,
+  type RankSnapshot,
+  type Result,
+} from '@mqd/model';
 import type { Namespace, Socket } from 'socket.io';
 import {
   AGENT_PROTOCOL_VERSION,
   type AgentHandshake,
   type AgentHealth,
+  type CountersParams,
+  type CountersResult,
   DEFAULT_KEEPALIVE_MS,
   type DecodedAgentMessage,
   type DroppedEntry,
@@ -42,7 +53,12 @@ export interface AgentInfo {
 export type HubEvent =
   | { readonly kind: 'connect'; readonly agent: AgentInfo }
   | { readonly kind: 'disconnect'; readonly agent: AgentInfo; readonly reason: string }
-  | { readonly kind: 'refused'; readonly host: string; readonly error: MqdError };
+  | { readonly kind: 'refused'; readonly host: string; readonly error: MqdError }
+  /**
+   * The jobs an agent discovered on its host changed (a status listed others than the last
+   * one, or the agent disconnected: then `jobs` is empty). AgentHub.discovered() has them all.
+   */
+  | { readonly kind: 'discovered'; readonly host: string; readonly jobs: readonly DiscoveredJob[] };
 
 export interface HubOptions {
   /** The agents' secret: per-host tokens are derived from it (hostAgentToken). */
@@ -81,6 +97,13 @@ type Pending = (
       readonly settle: (r: Result<LocatedJob>) => void;
       readonly timer: NodeJS.Timeout;
     }
+  | {
+      readonly method: 'counters';
+      /** The ranks asked for: an answer for any other is dropped. */
+      readonly asked: ReadonlySet<number>;
+      readonly settle: (r: Result<CountersResult>) => void;
+      readonly timer: NodeJS.Timeout;
+    }
 ) & {
   /** performance.now() when the agent last said something about this request (or it was sent). */
   heardAt: number;
@@ -94,6 +117,10 @@ class AgentConn {
   health: AgentHealth | null = null;
   mpi: MpiInfo | null = null;
   jobs: readonly SeenStarter[] = [];
+  /** The jobs of the last status, when it came (clock ms), and its JSON to see a change. */
+  discovered: readonly DiscoveredJob[] = [];
+  discoveredAt = 0;
+  discoveredJson = '[]';
   messages = 0;
   refused = 0;
   /** Checks the open requests' silence while there are any. */
@@ -255,6 +282,9 @@ export class AgentHub {
     }
     conn.pending.clear();
     this.watchSilence(conn);
+    const hadJobs = conn.discovered.length > 0;
+    conn.discovered = [];
+    conn.discoveredJson = '[]';
     if (this.live.get(conn.hs.host) === conn) {
       this.live.delete(conn.hs.host);
       this.gone.set(conn.hs.host, conn.info());
@@ -264,6 +294,7 @@ export class AgentHub {
       }
     }
     this.opts.onEvent?.({ kind: 'disconnect', agent: conn.info(), reason });
+    if (hadJobs) this.opts.onEvent?.({ kind: 'discovered', host: conn.hs.host, jobs: [] });
   }
 
   private refuse(conn: AgentConn, r: Refusal): void {
@@ -300,8 +331,9 @@ export class AgentHub {
     refId: number | null,
   ): void {
     this.droppedEntries += dropped.length;
-    const what = type === 'status' ? 'starters' : 'ranks';
     const first = dropped[0]?.why ?? '';
+    const what =
+      type !== 'status' ? 'ranks' : first.startsWith('discovered') ? 'discovered jobs' : 'starters';
     const error = mqdError(
       'MQD_E_BAD_INPUT',
       clipText(
@@ -323,6 +355,15 @@ export class AgentHub {
         conn.health = msg.health;
         conn.mpi = msg.mpi;
         conn.jobs = msg.jobs;
+        conn.discoveredAt = this.opts.clock();
+        {
+          const json = JSON.stringify(msg.discovered);
+          conn.discovered = msg.discovered;
+          if (json !== conn.discoveredJson) {
+            conn.discoveredJson = json;
+            this.opts.onEvent?.({ kind: 'discovered', host: conn.hs.host, jobs: msg.discovered });
+          }
+        }
         return dropped;
       case 'alive': {
         const now = performance.now();
@@ -365,6 +406,16 @@ export class AgentHub {
         if (!msg.ok) p.settle(err(fromWire(msg.error, 'MQD_E_INTERNAL')));
         else if (p.method === 'snapshot' && msg.method === 'snapshot') p.settle(ok(msg.result));
         else if (p.method === 'locate' && msg.method === 'locate') p.settle(ok(msg.result));
+        else if (p.method === 'counters' && msg.method === 'counters') {
+          // Only ranks asked for, each once (the decoder refused a rank named twice).
+          const r = msg.result;
+          const ranks = r.ranks.filter((x) => p.asked.has(x.rank));
+          const errors = r.errors.filter((x) => p.asked.has(x.rank));
+          const extra = r.ranks.length + r.errors.length - ranks.length - errors.length;
+          if (extra > 0)
+            dropped.push({ why: `${extra} counters of ranks request ${msg.id} did not ask for` });
+          p.settle(ok({ ...r, ranks, errors }));
+        }
         return dropped;
       }
     }
@@ -480,6 +531,37 @@ export class AgentHub {
       timeoutMs,
       (_id, settle, timer) => ({ method: 'locate', settle, timer, heardAt: performance.now() }),
       (id) => ({ type: 'request', id, method: 'locate', params }),
+    );
+  }
+
+  /**
+   * The /proc counters of ranks on `host` (the hang watch), read by its agent without stopping
+   * anything; the agent checks each pid's start time and that it belongs to params.ownerUid.
+   * Every asked rank comes back in `ranks` or in `errors`.
+   */
+  counters(host: string, params: CountersParams, timeoutMs: number): Promise<Result<CountersResult>> {
+    return this.request<CountersResult>(
+      host,
+      timeoutMs,
+      (_id, settle, timer) => ({
+        method: 'counters',
+        asked: new Set(params.ranks.map((r) => r.rank)),
+        settle,
+        timer,
+        heardAt: performance.now(),
+      }),
+      (id) => ({ type: 'request', id, method: 'counters', params }),
+    );
+  }
+
+  /**
+   * The jobs every connected agent discovered on its host, from its latest status (`at`: when
+   * it came, clock ms). A disconnected agent's jobs are gone. Entries of one key may come from
+   * several hosts (a Slurm job) and, on one host, with different uids: never merge those.
+   */
+  discovered(): { host: string; job: DiscoveredJob; at: number }[] {
+    return [...this.live.values()].flatMap((c) =>
+      c.discovered.map((job) => ({ host: c.hs.host, job, at: c.discoveredAt })),
     );
   }
 

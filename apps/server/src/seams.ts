@@ -2,7 +2,16 @@
 // (mqd-core through the MPI library's message-queue DLL) and the real locator (MPIR attach to
 // mpirun, packages/mpir) are injected as options, so this package never loads koffi itself and
 // tests run against the fakes in fakes.ts.
-import type { CoreFileSource, LengthUnit, MpiLibrary, RankSnapshot, Result } from '@mqd/model';
+import type {
+  CoreFileSource,
+  DiscoveredJob,
+  DiscoveredRank,
+  LengthUnit,
+  MpiLibrary,
+  RankCounters,
+  RankSnapshot,
+  Result,
+} from '@mqd/model';
 
 /** What the agent knows about the MPI library of the ranks it reads (JobSnapshot.mpi). */
 export interface MpiInfo {
@@ -130,4 +139,41 @@ export interface JobLocator {
   locateCores?(dir: string): Promise<Result<LocatedJob>>;
   /** Starters visible on this node, reported in the agent's status; optional. */
   list?(): Promise<readonly SeenStarter[]>;
+}
+
+/** What a `counters` request names: ranks pinned by start time, and the uid they must belong to. */
+export interface CountersParams {
+  readonly ranks: readonly DiscoveredRank[];
+  readonly ownerUid: number;
+}
+
+/** A rank whose counters could not be read, and why (MQD_E_PID_REUSED, MQD_E_FOREIGN_PROCESS...). */
+export interface CounterError {
+  readonly rank: number;
+  readonly error: { readonly code: string; readonly message: string };
+}
+
+/** The answer to a `counters` request: every asked rank in `ranks` or in `errors`. */
+export interface CountersResult {
+  readonly ranks: readonly RankCounters[];
+  readonly errors: readonly CounterError[];
+  /** USER_HZ: the unit of RankCounters.cpuTicks. */
+  readonly clockTicksPerSecond: number;
+  /** Epoch ms of the read. */
+  readonly at: number;
+}
+
+/**
+ * Finds the MPI jobs of this node by itself (the hang watch; the real one is packages/mpir
+ * discoverJobs, a read-only /proc scan): the agent lists them in every status.
+ */
+export interface JobDiscovery {
+  discover(): Promise<readonly DiscoveredJob[]>;
+  /**
+   * The /proc counters of ranks of this node, read without stopping them, with the checks of
+   * a snapshot (start time, owner): the real one is packages/mpir rankCounters (wrapped in
+   * apps/cli real-discovery.ts, so this package never loads @mqd/core); the fakes answer
+   * with settable numbers. Every asked rank in `ranks` or in `errors`.
+   */
+  counters(params: CountersParams): Promise<Omit<CountersResult, 'at'>>;
 }

@@ -82,6 +82,7 @@ describe('agent messages', () => {
       },
       mpi: null,
       jobs: [{ starterPid: 10, uid: 1, command: 'x'.repeat(9000) }],
+      discovered: [],
     };
     a.socket.emit(WIRE_EVENT, encodeMessage(status as never)); // too big
     a.socket.emit(WIRE_EVENT, Buffer.from('{"type":"status",')); // not JSON
