@@ -1,7 +1,7 @@
 // The Fleet view's jobs table and policy form rendered to static markup (node, no DOM): the
 // words a person reads in each column, the links to the snapshot behind a verdict ("last seen"
 // for an ended job), the history's text alternative, the sort headers, and the form's labels.
-// The view against a real server and a real hung job is the e2e project's fleet test.
+// The view against a real server and a real hung job is e2e/test/fleet.e2e.test.ts.
 import { DEFAULT_WATCH_POLICY, type JobId, ok, type SnapshotId, SnapshotId as snapshotId } from '@mqd/model';
 import { createElement } from 'react';
 import { renderToStaticMarkup } from 'react-dom/server';
