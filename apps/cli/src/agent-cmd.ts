@@ -9,6 +9,7 @@ import { normaliseHost } from '@mqd/mpir';
 import { isLoopback, startAgent } from '@mqd/server/agent';
 import { DLL_POLICIES, parseDllPolicy, untilSignal } from './cli-common.js';
 import { commandArgs } from './command-args.js';
+import { ProcJobDiscovery } from './real-discovery.js';
 import { MpirJobLocator } from './real-locator.js';
 import { CoreRankReader } from './real-reader.js';
 import { takeSecret } from './secret-file.js';
@@ -98,6 +99,8 @@ export async function agentCommand(
     token,
     reader,
     locator: new MpirJobLocator(host, { log: (l) => io.err(l) }),
+    // The hang watch: the node's MPI jobs found by a read-only /proc scan, counters read alike.
+    discovery: new ProcJobDiscovery(host, { log: (l) => io.err(l) }),
     host,
     coreDirs,
     ...(ca === undefined ? {} : { tls: { ca } }),

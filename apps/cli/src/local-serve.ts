@@ -3,7 +3,9 @@
 import { hostname } from 'node:os';
 import type { DllPolicy } from '@mqd/core';
 import { normaliseHost } from '@mqd/mpir';
-import { type Served, type ServerConfig, serve } from '@mqd/server';
+import { type Served, type ServeOptions, type ServerConfig, serve } from '@mqd/server';
+import type { JobDiscovery } from '@mqd/server/agent';
+import { ProcJobDiscovery } from './real-discovery.js';
 import { MpirJobLocator } from './real-locator.js';
 import { CoreRankReader } from './real-reader.js';
 
@@ -19,14 +21,18 @@ export async function serveWithLocalAgent(
 ): Promise<LocalServe> {
   const reader = opts.localAgent === false ? null : new CoreRankReader(undefined, opts.dllPolicy ?? 'any');
   const here = normaliseHost(hostname());
-  const served = await serve({
+  // The in-process agent's job discovery (the hang watch). serve() hands `discovery` to the
+  // agent it starts once ServeOptions has the field (apps/server/src/serve.ts, not this file).
+  const options: ServeOptions & { readonly discovery?: JobDiscovery | null } = {
     config,
     reader,
     locator: reader ? new MpirJobLocator(here) : null,
+    discovery: reader ? new ProcJobDiscovery(here) : null,
     localHost: here,
     print: opts.print ?? (() => {}),
     // The server log goes to stderr at config.logLevel (--log-level, MQD_LOG_LEVEL).
-  });
+  };
+  const served = await serve(options);
   await served.agent?.whenConnected();
   return {
     served,

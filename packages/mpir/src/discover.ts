@@ -81,10 +81,16 @@ export class DiscoveryCache {
   readonly mpi = new Set<string>();
   /** Slurm job id -> the `pid:startTime`s `scontrol listpids` listed for it on this node. */
   readonly slurmPids = new Map<string, Set<string>>();
+  /**
+   * `pid:startTime`s that named a Slurm job whose listpids (answered by slurmd) did not list
+   * them: not asked about again while they live (a faked SLURM_JOB_ID costs one scontrol).
+   */
+  readonly slurmRejected = new Set<string>();
   /** Entries not seen by the last scan are dropped after it. */
   prune(live: ReadonlySet<string>): void {
     for (const k of this.env.keys()) if (!live.has(k)) this.env.delete(k);
     for (const k of this.mpi) if (!live.has(k)) this.mpi.delete(k);
+    for (const k of this.slurmRejected) if (!live.has(k)) this.slurmRejected.delete(k);
   }
 }
 
@@ -270,9 +276,12 @@ function slurmListed(
   cache: DiscoveryCache,
 ): Set<string> | null {
   const cached = cache.slurmPids.get(jobId);
-  if (cached !== undefined && found.every((r) => cached.has(`${r.proc.pid}:${r.proc.startTime}`))) {
-    return cached;
-  }
+  const known = (s: ReadonlySet<string>) =>
+    found.every((r) => {
+      const id = `${r.proc.pid}:${r.proc.startTime}`;
+      return s.has(id) || cache.slurmRejected.has(id);
+    });
+  if (cached !== undefined && known(cached)) return cached;
   const run = o.slurm;
   if (!run) return null;
   let out: string;
@@ -282,9 +291,10 @@ function slurmListed(
     const x = e as { stderr?: string | Buffer; message?: string };
     const text = String(x.stderr ?? x.message ?? e).trim();
     // slurmd answered that the job has no process here: none of these pids is the job's.
-    if (/invalid job id|not found|no such job|does not exist/i.test(text)) {
+    if (/invalid job id|not found|no such job|does not exist|no job steps exist/i.test(text)) {
       const none = new Set<string>();
       cache.slurmPids.set(jobId, none);
+      for (const r of found) cache.slurmRejected.add(`${r.proc.pid}:${r.proc.startTime}`);
       return none;
     }
     o.log?.(`discovery: scontrol listpids ${jobId} failed (${text.slice(0, 200)}); its ranks kept unchecked`);
@@ -299,6 +309,10 @@ function slurmListed(
     }
   }
   cache.slurmPids.set(jobId, listed);
+  for (const r of found) {
+    const id = `${r.proc.pid}:${r.proc.startTime}`;
+    if (!listed.has(id)) cache.slurmRejected.add(id);
+  }
   return listed;
 }
 
