@@ -10,6 +10,7 @@
 //         ├─ snapshots  read, export
 //         ├─ shares     create share links
 //         └─ admin      agents, activity, hung jobs, users (admins only)
+//      └─ fleet     the hang watch: GET /fleet, the admins' watch policy (own login check)
 //
 // Services (store, auth, hub, snapshot fan-out) are built here once and handed to the plugins
 // that need them as plugin options, so each plugin states its dependencies.
@@ -18,24 +19,36 @@ import { AjvCompiler, type BuildCompilerFromPool } from '@fastify/ajv-compiler';
 import rateLimit from '@fastify/rate-limit';
 import fastifyStatic from '@fastify/static';
 import swagger from '@fastify/swagger';
-import { MqdException, mqdError } from '@mqd/model';
+import { MqdException, mqdError, watchVerdict } from '@mqd/model';
+import { defaultSlurmRunner, type SlurmRunner } from '@mqd/mpir';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { Server as SocketServer } from 'socket.io';
 import { AGENT_NAMESPACE } from './agent-protocol.js';
 import { Auth, newToken } from './auth.js';
-import { DEFAULT_CONFIG, type LogLevel, parseCidr, SERVER_VERSION, type ServerConfig } from './config.js';
-import { SnapshotService, type UiEvents } from './fanout.js';
+import {
+  DEFAULT_CONFIG,
+  type LogLevel,
+  parseCidr,
+  SERVER_VERSION,
+  type ServerConfig,
+  watchPolicyOf,
+} from './config.js';
+import { type SnapshotHub, SnapshotService, type UiEvents } from './fanout.js';
 import { errorBody } from './http.js';
 import { AgentHub } from './hub.js';
-import { MetricsRegistry, snapshotMetrics } from './metrics.js';
+import { MetricsRegistry, snapshotMetrics, watchMetrics } from './metrics.js';
 import { agentsHubPlugin } from './plugins/agents-hub.js';
 import { apiPlugin } from './plugins/api.js';
 import type { Services } from './plugins/common.js';
+import { fleetPlugin } from './plugins/fleet.js';
 import { addServiceGauges, metricsPlugin } from './plugins/metrics.js';
 import { storePlugin } from './plugins/store.js';
 import { SHARED_SCHEMAS } from './schemas.js';
 import { Store } from './store.js';
 import { jobRooms, UiSessions } from './ui-sessions.js';
+import { hubWatchAgents } from './watch/hub-agents.js';
+import type { WatchAgents, WatchVerdictFn } from './watch/source.js';
+import { type Timers, WATCHER, Watcher } from './watch/watcher.js';
 
 export type { PluginOpts, Services } from './plugins/common.js';
 
@@ -47,6 +60,20 @@ export interface AppOptions {
   readonly logger?: FastifyServerOptions['logger'];
   /** An open store to use (and leave open on close); default: opened from config.dataDir. */
   readonly store?: Store;
+  /** Where snapshots are read; default the hub (tests pass a fake of its snapshot side). */
+  readonly snapshotHub?: SnapshotHub;
+  /** The hang watch's view of the agents; default the hub (tests pass a fake). */
+  readonly watchAgents?: WatchAgents;
+  /** The hang verdict; default the model's watchVerdict. */
+  readonly watchVerdict?: WatchVerdictFn;
+  /** The watch loop's timers; default setTimeout (unref'd). */
+  readonly watchTimers?: Timers;
+  /** `scontrol` for ended jobs' end reasons; default the real one, null: no Slurm. */
+  readonly slurm?: SlurmRunner | null;
+  /** How webhooks are POSTed; default global fetch. */
+  readonly fetch?: typeof fetch;
+  /** Backoff of webhook retries, ms (base; default 1000). */
+  readonly webhookBackoffMs?: number;
 }
 
 /**
@@ -130,6 +157,14 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
         auditAgeSeconds: config.auditRetentionSeconds,
       },
     });
+  // The flags seed the watch policy at the first start; then the store's (the admins') holds.
+  if (store.watchPolicy() === null && store.readOnlyReason === null) {
+    store.setWatchPolicy(watchPolicyOf(config), {
+      who: WATCHER,
+      action: 'watch-policy',
+      detail: 'seeded from the configuration (--watch flags)',
+    });
+  }
   const auth = new Auth({
     store,
     clock,
@@ -208,7 +243,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   const registry = new MetricsRegistry();
   const snapshots = new SnapshotService({
     store,
-    hub,
+    hub: opts.snapshotHub ?? hub,
     ui,
     clock,
     snapshotTimeoutMs: config.snapshotTimeoutMs,
@@ -217,6 +252,33 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     metrics: snapshotMetrics(registry),
     log: app.log,
   });
+  // Share links in notifications: the public URL, else the address the server listens on.
+  const linkBase = (): string | null => {
+    if (config.publicUrl !== null) return config.publicUrl;
+    const addr = app.server.address();
+    if (addr === null || typeof addr === 'string') return null;
+    const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+    return `${config.tlsCert !== null ? 'https' : 'http'}://${host}:${addr.port}`;
+  };
+  const watcher: Watcher = new Watcher({
+    store,
+    agents: opts.watchAgents ?? hubWatchAgents(hub),
+    snapshots,
+    ui,
+    verdict: opts.watchVerdict ?? watchVerdict,
+    policy: store.watchPolicy()?.policy ?? watchPolicyOf(config),
+    clock,
+    ...(opts.watchTimers ? { timers: opts.watchTimers } : {}),
+    webhooks: config.watchWebhooks,
+    linkBase,
+    shareTtlSeconds: config.shareTtlSeconds,
+    countersTimeoutMs: config.snapshotTimeoutMs,
+    metrics: watchMetrics(registry, () => watcher.jobStates()),
+    log: app.log,
+    slurm: opts.slurm === undefined ? defaultSlurmRunner : opts.slurm,
+    ...(opts.fetch ? { fetch: opts.fetch } : {}),
+    ...(opts.webhookBackoffMs === undefined ? {} : { webhookBackoffMs: opts.webhookBackoffMs }),
+  });
   const s: Services = {
     config,
     clock,
@@ -224,6 +286,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     auth,
     hub,
     snapshots,
+    watcher,
     ui,
     uiSessions,
     io,
@@ -320,6 +383,10 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   await app.register(storePlugin, { s, ownsStore });
   await app.register(agentsHubPlugin, { s });
   await app.register(apiPlugin, { s, prefix: '/api' });
+  await app.register(fleetPlugin, { s, prefix: '/api' });
+  watcher.start();
+  // The watch loop (and its webhooks) stops before anything closes: it writes to the store.
+  app.addHook('preClose', async () => watcher.close());
   addServiceGauges(registry, { s });
   await app.register(metricsPlugin, { s, registry });
   if (config.webRoot !== null) {

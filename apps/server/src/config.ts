@@ -5,7 +5,15 @@ import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
+import {
+  type ApiWatchPolicy,
+  DEFAULT_WATCH_POLICY,
+  err,
+  type MqdError,
+  mqdError,
+  ok,
+  type Result,
+} from '@mqd/model';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './agent-protocol.js';
 import { readSecretFile } from './secrets.js';
 
@@ -79,9 +87,33 @@ export interface ServerConfig {
   readonly coreDirs: readonly string[];
   /** Least severe level the server log (stderr, one JSON line per event) writes. */
   readonly logLevel: LogLevel;
+  // The hang watch (docs/hang-watch.md). These seed the stored policy at the first start;
+  // after that the admins' POST /api/admin/watch decides (the store keeps it).
+  readonly watchEnabled: boolean;
+  readonly watchPeriodSeconds: number;
+  readonly watchUsers: readonly string[];
+  readonly watchPartitions: readonly string[];
+  readonly watchAccounts: readonly string[];
+  /** Stop time any one rank may spend stopped by the watcher per hour, ms. */
+  readonly watchStopBudgetMs: number;
+  readonly watchHungAfter: number;
+  /** Where hang notifications are POSTed (never logged or shown whole: they carry secrets). */
+  readonly watchWebhooks: readonly string[];
 }
 
-type Kind = 'int' | 'string' | 'token' | 'tokenFile' | 'header' | 'list' | 'bool' | 'dirs' | 'level';
+type Kind =
+  | 'int'
+  | 'string'
+  | 'token'
+  | 'tokenFile'
+  | 'header'
+  | 'list'
+  | 'bool'
+  | 'dirs'
+  | 'level'
+  | 'onoff'
+  | 'names'
+  | 'urls';
 interface Setting {
   readonly key: keyof ServerConfig;
   readonly flag: string;
@@ -340,6 +372,68 @@ const SETTINGS: readonly Setting[] = [
     help: 'directory whose core files users may open as jobs (repeatable; env: colon-separated)',
   },
   {
+    key: 'watchEnabled',
+    flag: 'watch',
+    env: 'MQD_WATCH',
+    kind: 'onoff',
+    help: 'hang watch of every discovered MPI job: on or off (seeds the stored policy)',
+  },
+  {
+    key: 'watchPeriodSeconds',
+    flag: 'watch-period',
+    env: 'MQD_WATCH_PERIOD',
+    kind: 'int',
+    min: 1,
+    max: 86_400,
+    help: 'seconds between two samples of a watched job',
+  },
+  {
+    key: 'watchUsers',
+    flag: 'watch-users',
+    env: 'MQD_WATCH_USERS',
+    kind: 'names',
+    help: 'watch only these users (comma-separated names; empty: everyone)',
+  },
+  {
+    key: 'watchPartitions',
+    flag: 'watch-partitions',
+    env: 'MQD_WATCH_PARTITIONS',
+    kind: 'names',
+    help: 'watch only jobs of these Slurm partitions (comma-separated)',
+  },
+  {
+    key: 'watchAccounts',
+    flag: 'watch-accounts',
+    env: 'MQD_WATCH_ACCOUNTS',
+    kind: 'names',
+    help: 'watch only jobs of these Slurm accounts (comma-separated)',
+  },
+  {
+    key: 'watchStopBudgetMs',
+    flag: 'watch-stop-budget',
+    env: 'MQD_WATCH_STOP_BUDGET',
+    kind: 'int',
+    min: 0,
+    max: 3_600_000,
+    help: 'ms any one rank may be stopped by the watcher per hour',
+  },
+  {
+    key: 'watchHungAfter',
+    flag: 'watch-hung-after',
+    env: 'MQD_WATCH_HUNG_AFTER',
+    kind: 'int',
+    min: 2,
+    max: 1000,
+    help: 'samples with nothing moved before a job blocked in MPI is hung',
+  },
+  {
+    key: 'watchWebhooks',
+    flag: 'watch-webhook',
+    env: 'MQD_WATCH_WEBHOOKS',
+    kind: 'urls',
+    help: 'http(s) URL hang notifications are POSTed to (repeatable or comma-separated; prefer the variable: URLs carry secrets)',
+  },
+  {
     key: 'gzipLevel',
     flag: 'gzip-level',
     env: 'MQD_GZIP_LEVEL',
@@ -383,7 +477,28 @@ export const DEFAULT_CONFIG: ServerConfig = {
   gzipLevel: 3,
   coreDirs: [],
   logLevel: 'info',
+  watchEnabled: DEFAULT_WATCH_POLICY.enabled,
+  watchPeriodSeconds: DEFAULT_WATCH_POLICY.periodSeconds,
+  watchUsers: DEFAULT_WATCH_POLICY.users,
+  watchPartitions: DEFAULT_WATCH_POLICY.partitions,
+  watchAccounts: DEFAULT_WATCH_POLICY.accounts,
+  watchStopBudgetMs: DEFAULT_WATCH_POLICY.stopBudgetMsPerRankHour,
+  watchHungAfter: DEFAULT_WATCH_POLICY.hungAfterSamples,
+  watchWebhooks: [],
 };
+
+/** The watch policy the flags give (the store's until an admin replaces it). */
+export function watchPolicyOf(c: ServerConfig): ApiWatchPolicy {
+  return {
+    enabled: c.watchEnabled,
+    periodSeconds: c.watchPeriodSeconds,
+    users: [...c.watchUsers],
+    partitions: [...c.watchPartitions],
+    accounts: [...c.watchAccounts],
+    stopBudgetMsPerRankHour: c.watchStopBudgetMs,
+    hungAfterSamples: c.watchHungAfter,
+  };
+}
 
 /** True when `a` and `b` name one setting (its variable and its flag: the flag wins). */
 function sameSetting(a: string, b: string): boolean {
@@ -438,6 +553,38 @@ function parseValue(s: Setting, raw: string, from: string): Result<string | numb
       }
       return ok(dirs);
     }
+    case 'onoff':
+      if (/^(on|1|true|yes)$/i.test(raw)) return ok(true);
+      return /^(off|0|false|no)$/i.test(raw) ? ok(false) : bad(`expected on or off, got '${raw}'`);
+    case 'names': {
+      const names = raw
+        .split(',')
+        .map((x) => x.trim())
+        .filter((x) => x.length > 0);
+      for (const x of names) {
+        if (x.length > 128 || /[\s"'\\]/.test(x)) return bad(`'${x.slice(0, 40)}' is not a name`);
+      }
+      return names.length > 1024 ? bad('at most 1024 names') : ok(names);
+    }
+    case 'urls': {
+      const urls = raw
+        .split(',')
+        .map((x) => x.trim())
+        .filter((x) => x.length > 0);
+      for (const x of urls) {
+        let u: URL | null = null;
+        try {
+          u = new URL(x);
+        } catch (e) {
+          if (!(e instanceof TypeError)) throw e;
+        }
+        // Never quote the URL: its path or query is often the webhook's secret.
+        if (u === null || (u.protocol !== 'http:' && u.protocol !== 'https:')) {
+          return bad(`webhook ${urls.indexOf(x) + 1} is not an http(s) URL`);
+        }
+      }
+      return ok(urls);
+    }
     case 'list': {
       const items = raw
         .split(',')
@@ -489,7 +636,7 @@ export function loadConfig(src: ConfigSources = {}): Result<ServerConfig, MqdErr
         SETTINGS.map((s) =>
           s.kind === 'bool'
             ? [s.flag, { type: 'boolean' as const }]
-            : s.kind === 'dirs'
+            : s.kind === 'dirs' || s.kind === 'urls'
               ? [s.flag, { type: 'string' as const, multiple: true }]
               : [s.flag, { type: 'string' as const }],
         ),
@@ -518,6 +665,17 @@ export function loadConfig(src: ConfigSources = {}): Result<ServerConfig, MqdErr
         dirs.push(...(v.value as string[]));
       }
       out[s.key] = dirs;
+      continue;
+    }
+    if (s.kind === 'urls' && Array.isArray(raw)) {
+      // Repeated or comma-separated; the flags, when given, replace the variable's list.
+      const urls: string[] = [];
+      for (const one of raw) {
+        const v = parseValue(s, String(one), `--${s.flag}`);
+        if (!v.ok) return v;
+        urls.push(...(v.value as string[]));
+      }
+      out[s.key] = urls;
       continue;
     }
     if (typeof raw !== 'string') continue;

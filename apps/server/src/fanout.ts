@@ -34,8 +34,13 @@ const gzipAsync = promisify(gzip);
 const gunzipAsync = promisify(gunzip);
 
 /** What the /ui namespace is told; who hears it is the broadcaster's business. */
-export type JobUiEvent = 'job.attached' | 'snapshot.progress' | 'snapshot.done' | 'snapshot.failed';
-export type AllUiEvent = 'agent.connected' | 'agent.disconnected';
+export type JobUiEvent =
+  | 'job.attached'
+  | 'snapshot.progress'
+  | 'snapshot.done'
+  | 'snapshot.failed'
+  | 'fleet.changed';
+export type AllUiEvent = 'agent.connected' | 'agent.disconnected' | 'fleet.changed';
 /** Every payload is the spec's (packages/model/src/api-spec.ts UI_EVENTS), checked by the compiler. */
 export interface UiEvents {
   /** To the job's owner and the admins. */
@@ -135,9 +140,31 @@ export interface HungJob {
   readonly lastSnapshotId: SnapshotId;
 }
 
+/** What the snapshot service needs of the agents (the hub; a fake in tests). */
+export type SnapshotHub = Pick<AgentHub, 'snapshot' | 'seenStarters' | 'isConnected'>;
+
+/**
+ * A snapshot read but not stored yet (the hang watch stores one only when the queues or the
+ * job's state changed): its summary to decide on, and store() to keep it as take() would.
+ */
+export interface ReadSnapshot {
+  readonly snapshot: JobSnapshot;
+  readonly summary: SnapshotSummary;
+  /** Stores it (once: a second call gives the first one's result) and tells the job's viewers. */
+  store(): Promise<Result<SnapshotMeta>>;
+}
+
+/** The merged snapshot before it is stored. */
+interface Gathered {
+  readonly snapshot: JobSnapshot;
+  readonly summary: SnapshotSummary;
+  readonly json: string;
+  readonly takenAt: number;
+}
+
 export interface SnapshotServiceOptions {
   readonly store: Store;
-  readonly hub: AgentHub;
+  readonly hub: SnapshotHub;
   readonly ui: UiEvents;
   readonly clock: () => number;
   readonly snapshotTimeoutMs: number;
@@ -269,7 +296,63 @@ export class SnapshotService {
     who: string,
     requests: readonly SnapshotRequestKey[],
   ): Promise<Result<SnapshotMeta>> {
-    const { store, hub, ui, clock } = this.o;
+    const g = await this.gather(job, true);
+    if (!g.ok) return g;
+    return this.persist(job, who, requests, g.value);
+  }
+
+  /**
+   * Reads the job's ranks once (one stop each), without storing anything: the hang watch's
+   * sample. A read while another snapshot of the job runs gets that one's ranks instead of a
+   * second stop (stored, as the other was asked for). Failures are values, as for take().
+   */
+  async read(job: JobRecord, who: string): Promise<Result<ReadSnapshot>> {
+    const running = this.inFlight.get(job.id);
+    if (running) {
+      const r = await running.promise;
+      return err(
+        r.ok
+          ? mqdError(
+              'MQD_E_INTERNAL',
+              `a snapshot of job ${job.id} was running (${r.value.id}): read skipped`,
+            )
+          : r.error,
+      );
+    }
+    const t0 = performance.now();
+    let g: Result<Gathered>;
+    try {
+      g = await this.gather(job, false);
+    } catch (e) {
+      if (!(e instanceof MqdException)) throw e;
+      g = err(e.error);
+    }
+    if (!g.ok) {
+      this.o.metrics?.snapshotTaken({ seconds: (performance.now() - t0) / 1000, outcome: 'failed' });
+      return g;
+    }
+    const gathered = g.value;
+    this.o.metrics?.snapshotTaken({
+      seconds: (performance.now() - t0) / 1000,
+      outcome: gathered.summary.missing + gathered.summary.errors > 0 ? 'partial' : 'ok',
+    });
+    let stored: Promise<Result<SnapshotMeta>> | null = null;
+    return ok({
+      snapshot: gathered.snapshot,
+      summary: gathered.summary,
+      store: () => {
+        stored ??= this.persist(job, who, [], gathered).catch((e: unknown) => {
+          if (!(e instanceof MqdException)) throw e;
+          return err(e.error);
+        });
+        return stored;
+      },
+    });
+  }
+
+  /** Fans the read out to the agents and merges the answers (nothing stored). */
+  private async gather(job: JobRecord, progress: boolean): Promise<Result<Gathered>> {
+    const { hub, ui, clock } = this.o;
     if (job.ranks.length === 0) return err(mqdError('MQD_E_NO_RANKS', `job ${job.id} has no ranks`));
     const takenAt = clock();
     const t0 = performance.now();
@@ -299,7 +382,7 @@ export class SnapshotService {
       }
       received += ranks.length;
       const now = performance.now();
-      if (now - lastProgress > 100) {
+      if (progress && now - lastProgress > 100) {
         lastProgress = now;
         ui.toJob(job.uid, 'snapshot.progress', { jobId: job.id, received, expected: n });
       }
@@ -356,6 +439,19 @@ export class SnapshotService {
         ),
       );
     }
+    return ok({ snapshot, summary, json, takenAt });
+  }
+
+  /** Stores a gathered snapshot with its request keys and audit row, and tells the viewers. */
+  private async persist(
+    job: JobRecord,
+    who: string,
+    requests: readonly SnapshotRequestKey[],
+    g: Gathered,
+  ): Promise<Result<SnapshotMeta>> {
+    const { store, ui, clock } = this.o;
+    const { snapshot, summary, json, takenAt } = g;
+    const ranks = snapshot.ranks;
     const gz = await gzipAsync(json, { level: this.o.gzipLevel });
     const meta: SnapshotMeta = {
       ...summary,

@@ -138,3 +138,65 @@ export function snapshotMetrics(reg: MetricsRegistry): SnapshotMetrics {
     },
   };
 }
+
+/** What the hang watcher reports (apps/server/src/watch/watcher.ts). */
+export interface WatchMetrics {
+  sampled(): void;
+  stopped(seconds: number): void;
+  budgetSkipped(): void;
+  notified(outcome: 'ok' | 'failed'): void;
+}
+
+/** One live watched job as mqd_job_state shows it. */
+export interface JobStateSeries {
+  readonly job: string;
+  readonly user: string;
+  readonly partition: string;
+  readonly state: string;
+}
+
+/** Series of mqd_job_state at most: a runaway discovery must not blow up Prometheus. */
+export const MAX_JOB_STATE_SERIES = 2000;
+
+/** The hang watch's families: its counters, and each live job's state (read at scrape time). */
+export function watchMetrics(reg: MetricsRegistry, jobs: () => readonly JobStateSeries[]): WatchMetrics {
+  reg.add(
+    new Gauge(
+      'mqd_job_state',
+      `1 for each live discovered job, labelled with its hang-watch state (at most ${MAX_JOB_STATE_SERIES} jobs).`,
+      () =>
+        jobs()
+          .slice(0, MAX_JOB_STATE_SERIES)
+          .map((j) => [{ ...j }, 1] as const),
+    ),
+  );
+  const samples = reg.add(new Counter('mqd_watch_samples_total', 'Samples the hang watch took of jobs.'));
+  const stop = reg.add(
+    new Counter(
+      'mqd_watch_stop_seconds_total',
+      'Time ranks spent stopped by the hang watch, summed over ranks.',
+    ),
+  );
+  const skips = reg.add(
+    new Counter(
+      'mqd_watch_budget_skips_total',
+      "Samples without a stop because a rank's stop budget for the hour was used up.",
+    ),
+  );
+  const notes = reg.add(
+    new Counter(
+      'mqd_watch_notifications_total',
+      'Hang notifications sent to webhooks, by outcome (ok, failed).',
+    ),
+  );
+  samples.inc({}, 0);
+  stop.inc({}, 0);
+  skips.inc({}, 0);
+  for (const outcome of ['ok', 'failed']) notes.inc({ outcome }, 0);
+  return {
+    sampled: () => samples.inc(),
+    stopped: (s) => stop.inc({}, s),
+    budgetSkipped: () => skips.inc(),
+    notified: (outcome) => notes.inc({ outcome }),
+  };
+}

@@ -1,9 +1,9 @@
 // The store's tables: the migrations that make them (append only) and the row shapes that read
 // them back, with their mapping to the aggregator's records (types.ts). The store (store.ts)
 // owns the queries and transactions.
-import { JobId, SnapshotId } from '@mqd/model';
+import { JobId, SnapshotId, type WatchConfidence, type WatchState } from '@mqd/model';
 import type { LocatedRank } from './seams.js';
-import type { JobRecord, SnapshotMeta, User } from './types.js';
+import type { JobRecord, SnapshotMeta, User, WatchJobInfo, WatchJobRecord } from './types.js';
 
 export interface Migration {
   readonly version: number;
@@ -117,6 +117,64 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX snapshot_requests_snapshot ON snapshot_requests(snapshot_id);
     `,
   },
+  {
+    // The hang watch (issue 31, docs/hang-watch.md). The admins' policy (one row); every
+    // discovered job by (key, uid) (one Slurm job id under two owners is two jobs) with its
+    // store job and its last verdict; compact samples (no snapshot unless the state or the
+    // queues changed); hang episodes, so a restart does not notify an open one again.
+    version: 5,
+    sql: `
+      CREATE TABLE watch_policy (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        policy TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        updated_by TEXT NOT NULL
+      );
+      CREATE TABLE watch_jobs (
+        id TEXT PRIMARY KEY,
+        key TEXT NOT NULL,
+        uid INTEGER NOT NULL,
+        job_id TEXT REFERENCES jobs(id) ON DELETE SET NULL,
+        info TEXT NOT NULL,
+        first_seen INTEGER NOT NULL,
+        last_seen INTEGER NOT NULL,
+        ended_at INTEGER,
+        end_reason TEXT,
+        state TEXT NOT NULL DEFAULT 'unknown',
+        since INTEGER,
+        confidence TEXT,
+        least_progressed TEXT NOT NULL DEFAULT '',
+        diagnosis TEXT NOT NULL DEFAULT '',
+        evidence_snapshot_id TEXT,
+        last_snapshot_id TEXT,
+        last_digest TEXT,
+        last_state_stored TEXT
+      );
+      CREATE INDEX watch_jobs_uid ON watch_jobs(uid);
+      CREATE TABLE watch_samples (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        watch_id TEXT NOT NULL REFERENCES watch_jobs(id) ON DELETE CASCADE,
+        at INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        digest TEXT,
+        ranks_read INTEGER NOT NULL,
+        cpu TEXT NOT NULL,
+        stop_micros INTEGER NOT NULL,
+        snapshot_id TEXT REFERENCES snapshots(id) ON DELETE SET NULL
+      );
+      CREATE INDEX watch_samples_job ON watch_samples(watch_id, at);
+      CREATE TABLE watch_episodes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        watch_id TEXT NOT NULL REFERENCES watch_jobs(id) ON DELETE CASCADE,
+        started_at INTEGER NOT NULL,
+        ended_at INTEGER,
+        snapshot_id TEXT,
+        share_id TEXT,
+        notified_at INTEGER
+      );
+      CREATE INDEX watch_episodes_job ON watch_episodes(watch_id, ended_at);
+    `,
+  },
 ];
 
 export interface SnapshotRow {
@@ -202,3 +260,45 @@ export function toJob(r: JobRow): JobRecord {
 }
 
 export const toUser = (r: UserRow): User => ({ id: r.id, name: r.name, uid: r.uid, admin: r.is_admin === 1 });
+
+export interface WatchJobRow {
+  id: string;
+  key: string;
+  uid: number;
+  job_id: string | null;
+  info: string;
+  first_seen: number;
+  last_seen: number;
+  ended_at: number | null;
+  end_reason: string | null;
+  state: WatchState;
+  since: number | null;
+  confidence: WatchConfidence | null;
+  least_progressed: string;
+  diagnosis: string;
+  evidence_snapshot_id: string | null;
+  last_snapshot_id: string | null;
+  last_digest: string | null;
+  last_state_stored: WatchState | null;
+}
+
+export const toWatchJob = (r: WatchJobRow): WatchJobRecord => ({
+  id: r.id,
+  key: r.key,
+  uid: r.uid,
+  jobId: r.job_id === null ? null : JobId(r.job_id),
+  info: JSON.parse(r.info) as WatchJobInfo,
+  firstSeen: r.first_seen,
+  lastSeen: r.last_seen,
+  endedAt: r.ended_at,
+  endReason: r.end_reason,
+  state: r.state,
+  since: r.since,
+  confidence: r.confidence,
+  leastProgressed: r.least_progressed,
+  diagnosis: r.diagnosis,
+  evidenceSnapshotId: r.evidence_snapshot_id === null ? null : SnapshotId(r.evidence_snapshot_id),
+  lastSnapshotId: r.last_snapshot_id === null ? null : SnapshotId(r.last_snapshot_id),
+  lastDigest: r.last_digest,
+  lastStateStored: r.last_state_stored,
+});

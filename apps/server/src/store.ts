@@ -5,7 +5,15 @@
 // queries never decompress anything.
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
-import { type JobId, MqdException, mqdError, SnapshotId } from '@mqd/model';
+import {
+  type ApiWatchPolicy,
+  type JobId,
+  MqdException,
+  mqdError,
+  SnapshotId,
+  type WatchConfidence,
+  type WatchState,
+} from '@mqd/model';
 import Database from 'better-sqlite3';
 import {
   type JobRow,
@@ -16,9 +24,23 @@ import {
   toJob,
   toMeta,
   toUser,
+  toWatchJob,
   type UserRow,
+  type WatchJobRow,
 } from './store-schema.js';
-import type { AuditAction, AuditEntry, JobRecord, ShareRecord, SnapshotMeta, User } from './types.js';
+import type {
+  AuditAction,
+  AuditEntry,
+  JobRecord,
+  ShareRecord,
+  SnapshotMeta,
+  StoredWatchPolicy,
+  User,
+  WatchEpisode,
+  WatchJobInfo,
+  WatchJobRecord,
+  WatchSampleRecord,
+} from './types.js';
 
 /** A user's key for one snapshot request (the Idempotency-Key header). */
 export interface SnapshotRequestKey {
@@ -33,6 +55,20 @@ export interface RetentionPolicy {
   readonly maxAgeSeconds: number;
   /** Audit rows, and jobs ended, older than this are dropped by sweep(); 0 or absent = forever. */
   readonly auditAgeSeconds?: number;
+  /** Hang-watch samples kept per watched job, newest first; default 500. */
+  readonly maxWatchSamplesPerJob?: number;
+}
+
+/** What the watcher changes of a watched job after a sample (the rest stays). */
+export interface WatchVerdictUpdate {
+  readonly state: WatchState;
+  readonly since: number | null;
+  readonly confidence: WatchConfidence | null;
+  readonly leastProgressed: string;
+  readonly diagnosis: string;
+  readonly evidenceSnapshotId: SnapshotId | null;
+  /** Set when this sample stored a snapshot. */
+  readonly stored?: { readonly snapshotId: SnapshotId; readonly digest: string; readonly state: WatchState };
 }
 
 export interface StoreOptions {
@@ -245,6 +281,14 @@ export class Store {
     );
   }
 
+  /** The name of the (first, non-admin first) user with this uid, for the fleet and notices. */
+  userNameOfUid(uid: number): string | null {
+    const r = this.db
+      .prepare('SELECT name FROM users WHERE uid = ? ORDER BY is_admin, id LIMIT 1')
+      .get(uid) as { name: string } | undefined;
+    return r?.name ?? null;
+  }
+
   userByName(name: string): User | null {
     const r = this.db.prepare('SELECT id, name, uid, is_admin FROM users WHERE name = ?').get(name) as
       | UserRow
@@ -450,6 +494,13 @@ export class Store {
         this.db.prepare('DELETE FROM audit WHERE at < ?').run(before);
         // Ended jobs go with their snapshots and shares (ON DELETE CASCADE).
         this.db.prepare('DELETE FROM jobs WHERE ended_at IS NOT NULL AND ended_at < ?').run(before);
+        // Ended watched jobs go with their samples and episodes (ON DELETE CASCADE).
+        this.db.prepare('DELETE FROM watch_jobs WHERE ended_at IS NOT NULL AND ended_at < ?').run(before);
+      }
+      if (this.retention.maxAgeSeconds > 0) {
+        this.db
+          .prepare('DELETE FROM watch_samples WHERE at < ?')
+          .run(this.clock() - this.retention.maxAgeSeconds * 1000);
       }
       if (this.retention.maxAgeSeconds <= 0) return 0;
       return this.db
@@ -597,4 +648,251 @@ export class Store {
       detail: r.detail,
     }));
   }
+  // --- the hang watch (apps/server/src/watch/)
+
+  /** The admins' watch policy, or null before anyone (or the flags at first start) set one. */
+  watchPolicy(): StoredWatchPolicy | null {
+    const r = this.db.prepare('SELECT policy, updated_at, updated_by FROM watch_policy WHERE id = 1').get() as
+      | { policy: string; updated_at: number; updated_by: string }
+      | undefined;
+    return r
+      ? { policy: JSON.parse(r.policy) as ApiWatchPolicy, updatedAt: r.updated_at, updatedBy: r.updated_by }
+      : null;
+  }
+
+  /** Replaces the policy; audited in the same transaction. */
+  setWatchPolicy(policy: ApiWatchPolicy, audit: NewAudit): void {
+    this.write(() => {
+      this.db.transaction(() => {
+        this.db
+          .prepare(
+            `INSERT INTO watch_policy (id, policy, updated_at, updated_by) VALUES (1, ?, ?, ?)
+             ON CONFLICT(id) DO UPDATE SET policy = excluded.policy, updated_at = excluded.updated_at,
+               updated_by = excluded.updated_by`,
+          )
+          .run(JSON.stringify(policy), this.clock(), audit.who);
+        this.insertAudit(audit);
+      })();
+    });
+  }
+
+  watchJob(id: string): WatchJobRecord | null {
+    const r = this.db.prepare('SELECT * FROM watch_jobs WHERE id = ?').get(id) as WatchJobRow | undefined;
+    return r ? toWatchJob(r) : null;
+  }
+
+  /** Watched jobs of this uid (null = all), live first, then newest first. */
+  watchJobs(uid: number | null): WatchJobRecord[] {
+    const rows = this.db
+      .prepare(
+        `SELECT * FROM watch_jobs WHERE (? IS NULL OR uid = ?)
+         ORDER BY ended_at IS NOT NULL, first_seen DESC LIMIT 10000`,
+      )
+      .all(uid, uid) as WatchJobRow[];
+    return rows.map(toWatchJob);
+  }
+
+  /**
+   * A job an agent reports: inserted when new, else its info refreshed, last_seen moved and
+   * (it was seen again after it was thought ended: an agent restarted) reopened.
+   */
+  upsertWatchJob(j: {
+    id: string;
+    key: string;
+    uid: number;
+    jobId: JobId | null;
+    info: WatchJobInfo;
+    at: number;
+  }): void {
+    this.write(() => {
+      this.db
+        .prepare(
+          `INSERT INTO watch_jobs (id, key, uid, job_id, info, first_seen, last_seen)
+           VALUES (@id, @key, @uid, @jobId, @info, @at, @at)
+           ON CONFLICT(id) DO UPDATE SET info = excluded.info, last_seen = excluded.last_seen,
+             job_id = COALESCE(excluded.job_id, watch_jobs.job_id), ended_at = NULL, end_reason = NULL`,
+        )
+        .run({ id: j.id, key: j.key, uid: j.uid, jobId: j.jobId, info: JSON.stringify(j.info), at: j.at });
+    });
+  }
+
+  /** The job left every agent's report: ended at `at` (its last sample and snapshot stay). */
+  endWatchJob(id: string, at: number, reason: string | null): void {
+    this.write(() => {
+      this.db.transaction(() => {
+        this.db
+          .prepare('UPDATE watch_jobs SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL')
+          .run(at, reason, id);
+        this.db
+          .prepare('UPDATE watch_episodes SET ended_at = ? WHERE watch_id = ? AND ended_at IS NULL')
+          .run(at, id);
+      })();
+    });
+  }
+
+  setWatchEndReason(id: string, reason: string): void {
+    this.write(() => {
+      this.db.prepare('UPDATE watch_jobs SET end_reason = ? WHERE id = ?').run(reason, id);
+    });
+  }
+
+  /** One sample and the verdict it led to, in one transaction; samples beyond the cap go. */
+  insertWatchSample(sample: WatchSampleRecord, v: WatchVerdictUpdate): void {
+    const keep = this.retention.maxWatchSamplesPerJob ?? 500;
+    this.write(() => {
+      this.db.transaction(() => {
+        this.db
+          .prepare(
+            `INSERT INTO watch_samples (watch_id, at, state, digest, ranks_read, cpu, stop_micros, snapshot_id)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+          )
+          .run(
+            sample.watchId,
+            sample.at,
+            sample.state,
+            sample.digest,
+            sample.ranksRead,
+            JSON.stringify(sample.cpu),
+            sample.stopMicros,
+            sample.snapshotId,
+          );
+        this.db
+          .prepare(
+            `UPDATE watch_jobs SET state = @state, since = @since, confidence = @confidence,
+               least_progressed = @least, diagnosis = @diagnosis, evidence_snapshot_id = @evidence,
+               last_snapshot_id = COALESCE(@storedId, last_snapshot_id),
+               last_digest = COALESCE(@storedDigest, last_digest),
+               last_state_stored = COALESCE(@storedState, last_state_stored)
+             WHERE id = @id`,
+          )
+          .run({
+            id: sample.watchId,
+            state: v.state,
+            since: v.since,
+            confidence: v.confidence,
+            least: v.leastProgressed,
+            diagnosis: v.diagnosis,
+            evidence: v.evidenceSnapshotId,
+            storedId: v.stored?.snapshotId ?? null,
+            storedDigest: v.stored?.digest ?? null,
+            storedState: v.stored?.state ?? null,
+          });
+        if (keep > 0) {
+          this.db
+            .prepare(
+              `DELETE FROM watch_samples WHERE watch_id = @id AND id NOT IN (
+                 SELECT id FROM watch_samples WHERE watch_id = @id ORDER BY at DESC, id DESC LIMIT @keep)`,
+            )
+            .run({ id: sample.watchId, keep });
+        }
+      })();
+    });
+  }
+
+  /** The job's samples, newest first. */
+  watchSamples(watchId: string, limit: number): WatchSampleRecord[] {
+    const rows = this.db
+      .prepare(
+        `SELECT watch_id, at, state, digest, ranks_read, cpu, stop_micros, snapshot_id FROM watch_samples
+         WHERE watch_id = ? ORDER BY at DESC, id DESC LIMIT ?`,
+      )
+      .all(watchId, limit) as {
+      watch_id: string;
+      at: number;
+      state: WatchState;
+      digest: string | null;
+      ranks_read: number;
+      cpu: string;
+      stop_micros: number;
+      snapshot_id: string | null;
+    }[];
+    return rows.map((r) => ({
+      watchId: r.watch_id,
+      at: r.at,
+      state: r.state,
+      digest: r.digest,
+      ranksRead: r.ranks_read,
+      cpu: JSON.parse(r.cpu) as WatchSampleRecord['cpu'],
+      stopMicros: r.stop_micros,
+      snapshotId: r.snapshot_id === null ? null : SnapshotId(r.snapshot_id),
+    }));
+  }
+
+  countWatchSamples(watchId: string): number {
+    return (
+      this.db.prepare('SELECT COUNT(*) AS n FROM watch_samples WHERE watch_id = ?').get(watchId) as {
+        n: number;
+      }
+    ).n;
+  }
+
+  /** The job's open hang episode, if any. */
+  openEpisode(watchId: string): WatchEpisode | null {
+    const r = this.db
+      .prepare(
+        'SELECT * FROM watch_episodes WHERE watch_id = ? AND ended_at IS NULL ORDER BY id DESC LIMIT 1',
+      )
+      .get(watchId) as EpisodeRow | undefined;
+    return r ? toEpisode(r) : null;
+  }
+
+  episodes(watchId: string): WatchEpisode[] {
+    return (
+      this.db
+        .prepare('SELECT * FROM watch_episodes WHERE watch_id = ? ORDER BY id')
+        .all(watchId) as EpisodeRow[]
+    ).map(toEpisode);
+  }
+
+  /** Opens an episode (the caller checked none is open), with its snapshot and share link. */
+  openWatchEpisode(e: {
+    watchId: string;
+    startedAt: number;
+    snapshotId: SnapshotId | null;
+    shareId: string | null;
+  }): number {
+    return this.write(() =>
+      Number(
+        this.db
+          .prepare(
+            'INSERT INTO watch_episodes (watch_id, started_at, snapshot_id, share_id) VALUES (?, ?, ?, ?)',
+          )
+          .run(e.watchId, e.startedAt, e.snapshotId, e.shareId).lastInsertRowid,
+      ),
+    );
+  }
+
+  episodeNotified(id: number, at: number): void {
+    this.write(() => {
+      this.db.prepare('UPDATE watch_episodes SET notified_at = ? WHERE id = ?').run(at, id);
+    });
+  }
+
+  closeWatchEpisode(watchId: string, at: number): void {
+    this.write(() => {
+      this.db
+        .prepare('UPDATE watch_episodes SET ended_at = ? WHERE watch_id = ? AND ended_at IS NULL')
+        .run(at, watchId);
+    });
+  }
 }
+
+interface EpisodeRow {
+  id: number;
+  watch_id: string;
+  started_at: number;
+  ended_at: number | null;
+  snapshot_id: string | null;
+  share_id: string | null;
+  notified_at: number | null;
+}
+
+const toEpisode = (r: EpisodeRow): WatchEpisode => ({
+  id: r.id,
+  watchId: r.watch_id,
+  startedAt: r.started_at,
+  endedAt: r.ended_at,
+  snapshotId: r.snapshot_id === null ? null : SnapshotId(r.snapshot_id),
+  shareId: r.share_id,
+  notifiedAt: r.notified_at,
+});

@@ -1,7 +1,7 @@
 // The aggregator's records, as the store keeps them (times in epoch milliseconds). What the REST
 // API sends is specified in packages/model api-spec.ts (ISO 8601 UTC times); http.ts maps each
 // record to its spec type, so a difference between the two fails to compile there.
-import type { JobId, SnapshotId } from '@mqd/model';
+import type { ApiWatchPolicy, JobId, SnapshotId, WatchConfidence, WatchState } from '@mqd/model';
 import type { LocatedRank } from './seams.js';
 
 export interface User {
@@ -80,7 +80,10 @@ export type AuditAction =
   | 'share'
   | 'user-create'
   | 'agent-connect'
-  | 'agent-disconnect';
+  | 'agent-disconnect'
+  | 'watch-policy'
+  | 'watch-register'
+  | 'watch-notify';
 
 export interface AuditEntry {
   readonly id: number;
@@ -90,4 +93,78 @@ export interface AuditEntry {
   readonly jobId: string | null;
   readonly snapshotId: string | null;
   readonly detail: string;
+}
+
+// --- the hang watch (apps/server/src/watch/, docs/hang-watch.md)
+
+/** The policy in the store, and who set it last. */
+export interface StoredWatchPolicy {
+  readonly policy: ApiWatchPolicy;
+  readonly updatedAt: number;
+  readonly updatedBy: string;
+}
+
+/** What the fleet shows of a discovered job that does not change from sample to sample. */
+export interface WatchJobInfo {
+  readonly kind: 'slurm' | 'starter';
+  readonly slurmJob: string | null;
+  readonly program: string;
+  readonly command: string;
+  readonly partition: string | null;
+  readonly account: string | null;
+  readonly nodes: readonly string[];
+  readonly rankCount: number;
+  /** Epoch ms. */
+  readonly startedAt: number;
+}
+
+/** One discovered job as the store keeps it: identity (key, uid), its store job, last verdict. */
+export interface WatchJobRecord {
+  /** `${uid}:${key}`: one key under two owners is two jobs. */
+  readonly id: string;
+  readonly key: string;
+  readonly uid: number;
+  readonly jobId: JobId | null;
+  readonly info: WatchJobInfo;
+  readonly firstSeen: number;
+  readonly lastSeen: number;
+  readonly endedAt: number | null;
+  readonly endReason: string | null;
+  readonly state: WatchState;
+  readonly since: number | null;
+  readonly confidence: WatchConfidence | null;
+  readonly leastProgressed: string;
+  readonly diagnosis: string;
+  /** The snapshot behind the verdict (for a hung job, the one that shows the hang). */
+  readonly evidenceSnapshotId: SnapshotId | null;
+  /** The last snapshot the watcher stored, its queue digest and the state it was stored under. */
+  readonly lastSnapshotId: SnapshotId | null;
+  readonly lastDigest: string | null;
+  readonly lastStateStored: WatchState | null;
+}
+
+/** A compact sample row: no snapshot unless one was stored with it. */
+export interface WatchSampleRecord {
+  readonly watchId: string;
+  readonly at: number;
+  readonly state: WatchState;
+  /** The queue digest of the sample's snapshot, null when no stop was made or it failed. */
+  readonly digest: string | null;
+  readonly ranksRead: number;
+  /** CPU summary: total ticks over the ranks read, and how many ranks were running (R). */
+  readonly cpu: { readonly ticks: number; readonly running: number; readonly switches: number };
+  /** Stop time of the sample's snapshot over all ranks, microseconds. */
+  readonly stopMicros: number;
+  readonly snapshotId: SnapshotId | null;
+}
+
+/** One hang episode: opened when a job becomes hung, closed when it progresses or ends. */
+export interface WatchEpisode {
+  readonly id: number;
+  readonly watchId: string;
+  readonly startedAt: number;
+  readonly endedAt: number | null;
+  readonly snapshotId: SnapshotId | null;
+  readonly shareId: string | null;
+  readonly notifiedAt: number | null;
 }

@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { JobId, SnapshotId } from '@mqd/model';
+import { DEFAULT_WATCH_POLICY, JobId, SnapshotId } from '@mqd/model';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type NewSnapshot, Store } from '../src/store.js';
+import { type NewSnapshot, type RetentionPolicy, Store } from '../src/store.js';
 import { MIGRATIONS } from '../src/store-schema.js';
 import type { JobRecord, SnapshotMeta } from '../src/types.js';
 
@@ -24,7 +24,7 @@ function tmp(): string {
 function open(
   dataDir: string,
   clock: { now: number },
-  retention = { maxSnapshotsPerJob: 0, maxAgeSeconds: 0 },
+  retention: RetentionPolicy = { maxSnapshotsPerJob: 0, maxAgeSeconds: 0 },
   migrations = MIGRATIONS,
 ) {
   const s = new Store({ dataDir, retention, clock: () => clock.now, migrations });
@@ -78,21 +78,89 @@ describe('store', () => {
     const dir = tmp();
     const clock = { now: 1000 };
     const first = open(dir, clock);
-    expect(first.migrationsApplied).toEqual([1, 2, 3, 4]);
+    const released = MIGRATIONS.map((m) => m.version);
+    expect(first.migrationsApplied).toEqual(released);
     first.close();
     const second = open(dir, clock);
     expect(second.migrationsApplied).toEqual([]);
     second.close();
-    // A new release adds migration 5: only it runs, once.
-    const withV5 = [...MIGRATIONS, { version: 5, sql: 'ALTER TABLE jobs ADD COLUMN note TEXT' }];
-    const third = open(dir, clock, undefined, withV5);
-    expect(third.migrationsApplied).toEqual([5]);
-    expect(third.schemaVersion()).toBe(5);
+    // A new release adds a migration: only it runs, once.
+    const next = Math.max(...released) + 1;
+    const withNext = [...MIGRATIONS, { version: next, sql: 'ALTER TABLE jobs ADD COLUMN note TEXT' }];
+    const third = open(dir, clock, undefined, withNext);
+    expect(third.migrationsApplied).toEqual([next]);
+    expect(third.schemaVersion()).toBe(next);
     third.close();
-    const fourth = open(dir, clock, undefined, withV5);
+    const fourth = open(dir, clock, undefined, withNext);
     expect(fourth.migrationsApplied).toEqual([]);
     const rows = fourth.db.prepare('SELECT version FROM schema_version ORDER BY version').all();
-    expect(rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }]);
+    expect(rows).toEqual([...released, next].map((version) => ({ version })));
+  });
+
+  it('keeps the watch policy, watched jobs, capped samples and episodes (migration 5)', () => {
+    const dir = tmp();
+    const clock = { now: 10_000 };
+    const retention = { maxSnapshotsPerJob: 0, maxAgeSeconds: 0, maxWatchSamplesPerJob: 2 };
+    const s = open(dir, clock, retention);
+    expect(s.watchPolicy()).toBeNull();
+    const policy = { ...DEFAULT_WATCH_POLICY, enabled: true, users: ['alice'] };
+    s.setWatchPolicy(policy, { who: 'admin', action: 'watch-policy' });
+    const info = {
+      kind: 'slurm' as const,
+      slurmJob: '7',
+      program: 'ring',
+      command: './ring',
+      partition: null,
+      account: null,
+      nodes: ['n1'],
+      rankCount: 2,
+      startedAt: 1,
+    };
+    s.upsertWatchJob({ id: '1000:slurm:7', key: 'slurm:7', uid: 1000, jobId: null, info, at: 10_000 });
+    // Three samples with a cap of two: the oldest goes.
+    for (const at of [11_000, 12_000, 13_000]) {
+      s.insertWatchSample(
+        {
+          watchId: '1000:slurm:7',
+          at,
+          state: 'waiting',
+          digest: null,
+          ranksRead: 2,
+          cpu: { ticks: 1, running: 0, switches: 2 },
+          stopMicros: 0,
+          snapshotId: null,
+        },
+        {
+          state: 'waiting',
+          since: 11_000,
+          confidence: null,
+          leastProgressed: '',
+          diagnosis: 'd',
+          evidenceSnapshotId: null,
+        },
+      );
+    }
+    expect(s.watchSamples('1000:slurm:7', 10).map((x) => x.at)).toEqual([13_000, 12_000]);
+    const e = s.openWatchEpisode({
+      watchId: '1000:slurm:7',
+      startedAt: 12_000,
+      snapshotId: null,
+      shareId: null,
+    });
+    expect(s.openEpisode('1000:slurm:7')?.id).toBe(e);
+    s.endWatchJob('1000:slurm:7', 14_000, 'TIMEOUT');
+    s.close();
+    // All of it survives a reopen; ending the job closed its episode.
+    const again = open(dir, clock, retention);
+    expect(again.watchPolicy()?.policy).toEqual(policy);
+    const w = again.watchJob('1000:slurm:7');
+    expect(w).toMatchObject({ state: 'waiting', since: 11_000, endedAt: 14_000, endReason: 'TIMEOUT' });
+    expect(again.openEpisode('1000:slurm:7')).toBeNull();
+    expect(again.episodes('1000:slurm:7').map((x) => x.endedAt)).toEqual([14_000]);
+    // Seen again (an agent restarted): reopened.
+    again.upsertWatchJob({ id: '1000:slurm:7', key: 'slurm:7', uid: 1000, jobId: null, info, at: 15_000 });
+    expect(again.watchJob('1000:slurm:7')?.endedAt).toBeNull();
+    again.close();
   });
 
   it('keeps committed snapshots across a reopen, with WAL on', () => {

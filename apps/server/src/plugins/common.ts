@@ -13,6 +13,7 @@ import type { AgentHub } from '../hub.js';
 import type { Store } from '../store.js';
 import type { User } from '../types.js';
 import type { UiSessions } from '../ui-sessions.js';
+import type { Watcher } from '../watch/watcher.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -32,6 +33,8 @@ export interface Services {
   readonly auth: Auth;
   readonly hub: AgentHub;
   readonly snapshots: SnapshotService;
+  /** The hang watch (apps/server/src/watch/): the fleet, the policy, the sampling loop. */
+  readonly watcher: Watcher;
   readonly ui: UiEvents;
   /** The /ui sockets' logins: recheck() after any change of users, tokens or sessions. */
   readonly uiSessions: UiSessions;

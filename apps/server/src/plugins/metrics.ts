@@ -1,11 +1,12 @@
 // GET /metrics: the aggregator's state in Prometheus text format, for the admins' Prometheus.
 // Who may scrape: a bearer with the metrics token (--metrics-token / MQD_METRICS_TOKEN, so a
 // Prometheus server needs no admin rights), or an admin (token or session). Jobs and users are
-// counted, never named: the metrics say how the service is, not whose jobs hang.
+// counted, except in mqd_job_state (issue 31): each live discovered job's hang-watch state with
+// its job id, user and partition, which is what the admins' hang alert needs.
 
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
-import { MqdException, mqdError } from '@mqd/model';
+import { MqdException, mqdError, WATCH_STATES } from '@mqd/model';
 import type { FastifyPluginAsync } from 'fastify';
 import { hashToken } from '../auth.js';
 import { tokenMatches } from '../hub.js';
@@ -19,18 +20,25 @@ export interface MetricsPluginOpts extends PluginOpts {
 /** Gauges read at scrape time from the store, the hub and the snapshot service. */
 export function addServiceGauges(reg: MetricsRegistry, { s }: PluginOpts): void {
   reg.add(
-    new Gauge('mqd_jobs', 'Jobs the aggregator knows, by state (live, ended).', () => {
-      let live = 0;
-      let ended = 0;
-      for (const j of s.store.jobs(null)) {
-        if (j.endedAt === null) live++;
-        else ended++;
-      }
-      return [
-        [{ state: 'live' }, live],
-        [{ state: 'ended' }, ended],
-      ];
-    }),
+    new Gauge(
+      'mqd_jobs',
+      'Jobs the aggregator knows, by state: live and ended (store jobs), and the live discovered jobs by hang-watch state (progressing, computing, waiting, hung, unknown).',
+      () => {
+        let live = 0;
+        let ended = 0;
+        for (const j of s.store.jobs(null)) {
+          if (j.endedAt === null) live++;
+          else ended++;
+        }
+        const byState = new Map<string, number>(WATCH_STATES.map((x) => [x, 0]));
+        for (const j of s.watcher.jobStates()) byState.set(j.state, (byState.get(j.state) ?? 0) + 1);
+        return [
+          [{ state: 'live' }, live],
+          [{ state: 'ended' }, ended],
+          ...[...byState].map(([state, n]) => [{ state }, n] as const),
+        ];
+      },
+    ),
   );
   reg.add(
     new Gauge(

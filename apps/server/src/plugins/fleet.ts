@@ -1,0 +1,56 @@
+// The hang watch's routes: GET /api/fleet (every discovered job with its watch state; admins
+// see all, users their own uid's) and the admins' watch policy (GET/POST /api/admin/watch,
+// kept in the store, audited). Registered beside the authed routes with the same login check.
+import { MqdException, API_ROUTES as R } from '@mqd/model';
+import type { FastifyPluginAsync } from 'fastify';
+import { fail } from '../http.js';
+import { routeOf } from '../schemas.js';
+import { currentUser, type PluginOpts, typed } from './common.js';
+
+export const fleetPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }) => {
+  const app = typed(fastify);
+  app.addHook('onRequest', async (req) => {
+    const r = s.auth.fromHeaders(req.headers, req.socket.remoteAddress);
+    if (!r.ok) throw new MqdException(r.error);
+    req.user = r.value;
+  });
+  const admin = (req: Parameters<typeof currentUser>[0]) => {
+    const user = currentUser(req);
+    if (!user.admin) fail('MQD_E_FORBIDDEN', `${user.name} is not an admin`);
+    return user;
+  };
+
+  app.route({
+    ...routeOf(R.fleet),
+    handler: async (req) => ({
+      policy: s.watcher.currentPolicy(),
+      jobs: s.watcher.fleet(currentUser(req)),
+    }),
+  });
+
+  app.route({
+    ...routeOf(R.watchPolicy),
+    handler: async (req) => {
+      admin(req);
+      return s.watcher.currentPolicy();
+    },
+  });
+
+  app.route({
+    ...routeOf(R.setWatchPolicy),
+    handler: async (req) => {
+      const user = admin(req);
+      const p = req.body;
+      s.store.setWatchPolicy(p, {
+        who: user.name,
+        action: 'watch-policy',
+        detail:
+          `${p.enabled ? 'on' : 'off'}, every ${p.periodSeconds} s, budget ${p.stopBudgetMsPerRankHour} ms/rank/h, ` +
+          `hung after ${p.hungAfterSamples}; users [${p.users.join(',')}] partitions [${p.partitions.join(',')}] ` +
+          `accounts [${p.accounts.join(',')}]`.slice(0, 1000),
+      });
+      s.watcher.setPolicy(p);
+      return s.watcher.currentPolicy();
+    },
+  });
+};

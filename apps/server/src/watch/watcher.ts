@@ -1,0 +1,557 @@
+// The hang watch's loop (issue 31, docs/hang-watch.md): every policy period, merge the agents'
+// discovery reports into cluster jobs, register each as a store job, and sample the watched
+// ones: /proc counters (no stop), then, while the job's most-stopped rank has stop budget left
+// this hour, one ordinary short-stop read. The model's verdict judges the last samples; the
+// full snapshot is stored only when the queues or the state changed; a job that becomes hung
+// is told once per episode (webhooks, /ui) with a share link to the snapshot that shows it.
+// A job that is not watched (`on` or `budget`) is never stopped.
+import { randomBytes } from 'node:crypto';
+import {
+  type ApiFleetJob,
+  type ApiFleetSample,
+  type ApiWatchPolicy,
+  MqdException,
+  type RankCounters,
+  type SnapshotId,
+  type WatchMode,
+  type WatchSample,
+  type WatchState,
+} from '@mqd/model';
+import type { SlurmRunner } from '@mqd/mpir';
+import type { ReadSnapshot, SnapshotService, UiEvents } from '../fanout.js';
+import type { JobStateSeries, WatchMetrics } from '../metrics.js';
+import type { Store } from '../store.js';
+import type { JobRecord, User, WatchJobRecord } from '../types.js';
+import { type ClusterJob, infoOf, jobRecordOf, mergeDiscovered } from './cluster.js';
+import { slurmEndReason } from './end-reason.js';
+import { type HangNotice, sendWebhooks, webhookBody } from './notify.js';
+import type { CounterTarget, WatchAgents, WatchVerdictFn } from './source.js';
+
+/** Who the watcher acts as in the audit trail and on the snapshots it stores. */
+export const WATCHER = 'watch';
+const HOUR_MS = 3_600_000;
+/** Samples the fleet view draws per job. */
+export const FLEET_HISTORY = 24;
+
+export interface Timers {
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+const REAL_TIMERS: Timers = {
+  setTimeout: (fn, ms) => {
+    const t = setTimeout(fn, ms);
+    t.unref();
+    return t;
+  },
+  clearTimeout: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
+};
+
+export interface WatcherOptions {
+  readonly store: Store;
+  readonly agents: WatchAgents;
+  readonly snapshots: Pick<SnapshotService, 'read'>;
+  readonly ui: UiEvents;
+  readonly verdict: WatchVerdictFn;
+  readonly policy: ApiWatchPolicy;
+  readonly clock: () => number;
+  readonly timers?: Timers;
+  readonly webhooks: readonly string[];
+  /** Base of share links (https://mqd.example.org); null: no link in notifications. */
+  readonly linkBase: () => string | null;
+  readonly shareTtlSeconds: number;
+  readonly countersTimeoutMs?: number;
+  /** Jobs sampled at once. */
+  readonly concurrency?: number;
+  readonly metrics?: WatchMetrics;
+  readonly log?: {
+    warn(fields: Record<string, unknown>, msg: string): void;
+    info(fields: Record<string, unknown>, msg: string): void;
+  };
+  /** Runs `scontrol` for the end reason of ended Slurm jobs; null: no Slurm here. */
+  readonly slurm?: SlurmRunner | null;
+  readonly fetch?: typeof fetch;
+  readonly webhookBackoffMs?: number;
+  readonly webhookTimeoutMs?: number;
+}
+
+/** A sample in the job's window, with the stored snapshot that has its queues (if any). */
+interface WindowEntry {
+  readonly sample: WatchSample;
+  readonly snapshotRef: SnapshotId | null;
+}
+
+interface Live {
+  cluster: ClusterJob;
+  job: JobRecord;
+  mode: WatchMode;
+  window: WindowEntry[];
+  /** Per rank: the stops of the last hour (epoch ms, micros). */
+  stops: Map<number, { at: number; micros: number }[]>;
+}
+
+export class Watcher {
+  private policy: ApiWatchPolicy;
+  private readonly live = new Map<string, Live>();
+  private timer: unknown = null;
+  private running: Promise<void> | null = null;
+  private closed = false;
+  private readonly pending = new Set<Promise<void>>();
+  private readonly timers: Timers;
+  private discoveryFailed = false;
+
+  constructor(private readonly o: WatcherOptions) {
+    this.policy = o.policy;
+    this.timers = o.timers ?? REAL_TIMERS;
+  }
+
+  currentPolicy(): ApiWatchPolicy {
+    return this.policy;
+  }
+
+  /** A new policy takes effect at once: modes are recomputed, the loop (re)started or stopped. */
+  setPolicy(p: ApiWatchPolicy): void {
+    this.policy = p;
+    for (const l of this.live.values()) {
+      l.mode = this.modeOf(l.cluster, this.o.clock());
+      if (l.window.length > p.hungAfterSamples + 1)
+        l.window.splice(0, l.window.length - p.hungAfterSamples - 1);
+    }
+    this.o.ui.toAll('fleet.changed', { at: new Date(this.o.clock()).toISOString() });
+    if (this.timer !== null) {
+      this.timers.clearTimeout(this.timer);
+      this.timer = null;
+    }
+    this.schedule();
+  }
+
+  /** Starts the periodic loop when the policy enables the watch. */
+  start(): void {
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.closed || !this.policy.enabled || this.timer !== null) return;
+    this.timer = this.timers.setTimeout(() => {
+      this.timer = null;
+      this.tick()
+        .catch((e: unknown) =>
+          this.o.log?.warn({ event: 'watch.round', err: String(e) }, 'a watch round failed'),
+        )
+        .finally(() => this.schedule());
+    }, this.policy.periodSeconds * 1000);
+  }
+
+  /** Stops the loop and waits for the round and the notifications under way. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer !== null) this.timers.clearTimeout(this.timer);
+    this.timer = null;
+    await this.running;
+    await Promise.all([...this.pending]);
+  }
+
+  /** Waits for the notifications under way (tests; close() does it too). */
+  async settled(): Promise<void> {
+    await Promise.all([...this.pending]);
+  }
+
+  /** One round: discovery, then a sample of every watched job. Rounds never overlap. */
+  tick(): Promise<void> {
+    if (this.running !== null) return this.running;
+    this.running = this.round().finally(() => {
+      this.running = null;
+    });
+    return this.running;
+  }
+
+  private async round(): Promise<void> {
+    const watched = this.refresh();
+    if (!this.policy.enabled) return;
+    const queue = watched.filter((l) => l.mode === 'on' || l.mode === 'budget');
+    const cap = Math.max(1, this.o.concurrency ?? 4);
+    await Promise.all(
+      Array.from({ length: Math.min(cap, queue.length) }, async () => {
+        for (let l = queue.shift(); l !== undefined; l = queue.shift()) {
+          if (this.closed) return;
+          try {
+            await this.sample(l);
+          } catch (e) {
+            // A read-only store skips the sample; anything else is a bug and propagates.
+            if (!(e instanceof MqdException)) throw e;
+            this.o.log?.warn(
+              { event: 'watch.sample', code: e.error.code, job: l.cluster.id },
+              e.error.message,
+            );
+          }
+        }
+      }),
+    );
+  }
+
+  /**
+   * Discovery only (no agent is asked anything): merges the reports, registers new jobs and
+   * layout changes, ends the jobs no agent reports any more. Returns the live jobs.
+   */
+  refresh(): Live[] {
+    const { store, clock } = this.o;
+    const now = clock();
+    let reports: ReturnType<WatchAgents['discovered']>;
+    try {
+      reports = this.o.agents.discovered();
+    } catch (e) {
+      if (!(e instanceof MqdException)) throw e;
+      if (!this.discoveryFailed)
+        this.o.log?.warn({ event: 'watch.discovery', code: e.error.code }, e.error.message);
+      this.discoveryFailed = true;
+      // Nobody knows which jobs run: none is ended on that account.
+      return [...this.live.values()];
+    }
+    this.discoveryFailed = false;
+    const clusters = mergeDiscovered(reports);
+    let changed = false;
+    const seen = new Set<string>();
+    for (const c of clusters) {
+      if (c.ranks.length === 0) continue;
+      seen.add(c.id);
+      const prior = this.live.get(c.id);
+      const stored = prior === undefined ? store.watchJob(c.id) : null;
+      const layoutChanged =
+        prior === undefined ||
+        prior.job.ranks.length !== c.ranks.length ||
+        prior.job.ranks.some((r, i) => {
+          const n = c.ranks[i];
+          return n === undefined || n.pid !== r.pid || n.host !== r.host || n.startTime !== r.startTime;
+        });
+      let job = prior?.job ?? null;
+      if (layoutChanged || stored?.endedAt != null) {
+        const existingId = prior?.job.id ?? stored?.jobId ?? null;
+        const existing = existingId === null ? null : store.job(existingId);
+        job = jobRecordOf(c, now, existing !== null && existing.uid === c.uid ? existing : null);
+        store.saveJob(job, {
+          who: WATCHER,
+          action: 'watch-register',
+          jobId: job.id,
+          detail: `${c.key}: ${c.ranks.length} ranks on ${c.nodes.join(',')}`,
+        });
+        if (prior === undefined) changed = true;
+      }
+      if (job === null) continue;
+      store.upsertWatchJob({ id: c.id, key: c.key, uid: c.uid, jobId: job.id, info: infoOf(c), at: now });
+      const l: Live = prior ?? { cluster: c, job, mode: 'on', window: [], stops: new Map() };
+      l.cluster = c;
+      l.job = job;
+      const mode = this.modeOf(c, now, l);
+      if (prior !== undefined && mode !== prior.mode) changed = true;
+      l.mode = mode;
+      this.live.set(c.id, l);
+    }
+    for (const w of store.watchJobs(null)) {
+      if (w.endedAt !== null || seen.has(w.id)) continue;
+      // Not reported: ended, unless no agent of its nodes is connected (then nobody knows).
+      if (!w.info.nodes.some((h) => this.o.agents.isConnected(h))) continue;
+      this.end(w, now);
+      changed = true;
+    }
+    if (changed) this.o.ui.toAll('fleet.changed', { at: new Date(now).toISOString() });
+    return [...this.live.values()];
+  }
+
+  private end(w: WatchJobRecord, now: number): void {
+    const { store } = this.o;
+    const reason =
+      w.info.slurmJob !== null && this.o.slurm ? slurmEndReason(this.o.slurm, w.info.slurmJob) : null;
+    store.endWatchJob(w.id, now, reason);
+    if (w.jobId !== null) store.markJobEnded(w.jobId, now);
+    this.live.delete(w.id);
+    this.o.log?.info({ event: 'watch.ended', job: w.key, uid: w.uid, reason }, 'a watched job ended');
+  }
+
+  private inPolicy(c: ClusterJob): boolean {
+    const p = this.policy;
+    if (p.users.length > 0) {
+      const name = this.o.store.userNameOfUid(c.uid);
+      if (!p.users.includes(String(c.uid)) && (name === null || !p.users.includes(name))) return false;
+    }
+    if (p.partitions.length > 0 && !p.partitions.includes(c.first.partition ?? '')) return false;
+    if (p.accounts.length > 0 && !p.accounts.includes(c.first.account ?? '')) return false;
+    return true;
+  }
+
+  private modeOf(c: ClusterJob, now: number, l?: Live): WatchMode {
+    if (!this.policy.enabled) return 'disabled';
+    if (c.watch === 'off') return 'off-by-job';
+    if (!this.inPolicy(c)) return 'off-by-policy';
+    const live = l ?? this.live.get(c.id);
+    if (live !== undefined && !this.budgetLeft(live, now)) return 'budget';
+    return 'on';
+  }
+
+  /** Stop time of the rank stopped most in the last hour, ms. */
+  private stopMsThisHour(l: Live, now: number): number {
+    let most = 0;
+    for (const list of l.stops.values()) {
+      while (list.length > 0 && (list[0]?.at ?? now) <= now - HOUR_MS) list.shift();
+      let sum = 0;
+      for (const s of list) sum += s.micros;
+      most = Math.max(most, sum);
+    }
+    return most / 1000;
+  }
+
+  /** Every rank can afford one more stop (its last stop's cost) within the hour's budget. */
+  private budgetLeft(l: Live, now: number): boolean {
+    const budgetMicros = this.policy.stopBudgetMsPerRankHour * 1000;
+    if (budgetMicros <= 0) return false;
+    for (const list of l.stops.values()) {
+      while (list.length > 0 && (list[0]?.at ?? now) <= now - HOUR_MS) list.shift();
+      let used = 0;
+      for (const s of list) used += s.micros;
+      const expected = list[list.length - 1]?.micros ?? 0;
+      if (used + expected > budgetMicros) return false;
+    }
+    return true;
+  }
+
+  private async counters(l: Live): Promise<{ counters: RankCounters[]; ticksPerSecond: number }> {
+    const byHost = new Map<string, CounterTarget[]>();
+    for (const r of l.cluster.ranks) {
+      const list = byHost.get(r.host) ?? [];
+      list.push({ rank: r.rank, pid: r.pid, startTime: r.startTime });
+      byHost.set(r.host, list);
+    }
+    const counters: RankCounters[] = [];
+    let ticksPerSecond = 100;
+    await Promise.all(
+      [...byHost].map(async ([host, ranks]) => {
+        if (!this.o.agents.isConnected(host)) return;
+        const r = await this.o.agents.counters(
+          host,
+          { ranks, ownerUid: l.cluster.uid },
+          this.o.countersTimeoutMs ?? 10_000,
+        );
+        if (!r.ok) return;
+        counters.push(...r.value.ranks);
+        ticksPerSecond = r.value.clockTicksPerSecond;
+      }),
+    );
+    counters.sort((a, b) => a.rank - b.rank);
+    return { counters, ticksPerSecond };
+  }
+
+  private async sample(l: Live): Promise<void> {
+    const { store, clock } = this.o;
+    const hungAfterSamples = this.policy.hungAfterSamples;
+    const { counters, ticksPerSecond } = await this.counters(l);
+    const at = clock();
+    // Stop only a job that is watched, with budget left, right now (the policy may have moved).
+    l.mode = this.modeOf(l.cluster, at, l);
+    let read: ReadSnapshot | null = null;
+    if (l.mode === 'on') {
+      const r = await this.o.snapshots.read(l.job, WATCHER);
+      if (r.ok) {
+        read = r.value;
+        let total = 0;
+        for (const rank of read.snapshot.ranks) {
+          if (rank.pausedMicros === null) continue;
+          total += rank.pausedMicros;
+          const list = l.stops.get(rank.rank) ?? [];
+          list.push({ at, micros: rank.pausedMicros });
+          l.stops.set(rank.rank, list);
+        }
+        this.o.metrics?.stopped(total / 1e6);
+      }
+    } else if (l.mode === 'budget') {
+      this.o.metrics?.budgetSkipped();
+    }
+    this.o.metrics?.sampled();
+    const sample: WatchSample = {
+      at,
+      counters,
+      clockTicksPerSecond: ticksPerSecond,
+      snapshot: read?.snapshot ?? null,
+    };
+    const prev = store.watchJob(l.cluster.id);
+    if (prev === null) return;
+    const digest = read?.summary.digest ?? null;
+    const window = [...l.window, { sample, snapshotRef: null as SnapshotId | null }];
+    if (window.length > hungAfterSamples + 1) window.splice(0, window.length - hungAfterSamples - 1);
+    const v = this.o.verdict(
+      window.map((w) => w.sample),
+      { hungAfterSamples },
+    );
+    // A sample that read nothing (agents gone, every read failed) is unknown, never hung.
+    const failed = counters.length === 0 && read === null;
+    const state: WatchState = failed ? 'unknown' : v.state;
+    const sinceAt = v.sinceIndex === null ? at : (window[v.sinceIndex]?.sample.at ?? at);
+    const since = prev.state === state && prev.since !== null ? prev.since : failed ? at : sinceAt;
+    let storedId: SnapshotId | null = null;
+    if (
+      read !== null &&
+      digest !== null &&
+      (prev.lastSnapshotId === null || digest !== prev.lastDigest || state !== prev.lastStateStored)
+    ) {
+      const m = await read.store();
+      if (m.ok) storedId = m.value.id;
+      else this.o.log?.warn({ event: 'watch.store', code: m.error.code, job: l.cluster.id }, m.error.message);
+    }
+    const ref = storedId ?? (digest !== null && digest === prev.lastDigest ? prev.lastSnapshotId : null);
+    const last = window[window.length - 1];
+    if (last !== undefined) window[window.length - 1] = { sample, snapshotRef: ref };
+    l.window = window;
+    const evidence =
+      (v.evidenceIndex === null ? null : (window[v.evidenceIndex]?.snapshotRef ?? null)) ??
+      ref ??
+      prev.evidenceSnapshotId;
+    store.insertWatchSample(
+      {
+        watchId: l.cluster.id,
+        at,
+        state,
+        digest,
+        ranksRead: Math.max(counters.length, read?.summary.ok ?? 0),
+        cpu: {
+          ticks: counters.reduce((n, c) => n + c.cpuTicks, 0),
+          running: counters.filter((c) => c.state === 'R').length,
+          switches: counters.reduce((n, c) => n + c.switches, 0),
+        },
+        stopMicros: read?.snapshot.ranks.reduce((n, r) => n + (r.pausedMicros ?? 0), 0) ?? 0,
+        snapshotId: storedId,
+      },
+      {
+        state,
+        since,
+        confidence: failed ? null : v.confidence,
+        leastProgressed: failed ? '' : v.leastProgressedText,
+        diagnosis: failed ? 'no rank could be read in this sample' : v.diagnosis,
+        evidenceSnapshotId: evidence,
+        ...(storedId !== null && digest !== null ? { stored: { snapshotId: storedId, digest, state } } : {}),
+      },
+    );
+    if (state !== prev.state)
+      this.o.ui.toJob(l.cluster.uid, 'fleet.changed', { at: new Date(at).toISOString() });
+    const open = store.openEpisode(l.cluster.id);
+    if (state === 'hung' && open === null) this.openEpisode(l, since, evidence);
+    else if (open !== null && (state === 'progressing' || state === 'computing')) {
+      store.closeWatchEpisode(l.cluster.id, at);
+    }
+  }
+
+  /** A new hang episode: a share link to its snapshot, one notification (webhooks, /ui). */
+  private openEpisode(l: Live, since: number, snapshotId: SnapshotId | null): void {
+    const { store, clock } = this.o;
+    const now = clock();
+    let shareId: string | null = null;
+    if (snapshotId !== null && store.snapshotMeta(snapshotId) !== null) {
+      shareId = randomBytes(18).toString('base64url');
+      store.insertShare(
+        {
+          id: shareId,
+          snapshotId,
+          createdBy: WATCHER,
+          createdAt: now,
+          expiresAt: now + this.o.shareTtlSeconds * 1000,
+        },
+        { who: WATCHER, action: 'share', jobId: l.job.id, snapshotId, detail: `hang of ${l.cluster.key}` },
+      );
+    }
+    const episode = store.openWatchEpisode({ watchId: l.cluster.id, startedAt: since, snapshotId, shareId });
+    const w = store.watchJob(l.cluster.id);
+    const base = this.o.linkBase()?.replace(/\/$/, '') ?? null;
+    const notice: HangNotice = {
+      jobKey: l.cluster.key,
+      jobId: l.job.id,
+      slurmJob: l.cluster.first.slurmJob ?? null,
+      user: store.userNameOfUid(l.cluster.uid),
+      uid: l.cluster.uid,
+      state: 'hung',
+      since: new Date(since).toISOString(),
+      leastProgressed: w?.leastProgressed ?? '',
+      diagnosis: w?.diagnosis ?? '',
+      link: shareId === null || base === null ? null : `${base}/s/${shareId}`,
+    };
+    this.o.ui.toJob(l.cluster.uid, 'fleet.changed', { at: new Date(now).toISOString() });
+    store.audit({
+      who: WATCHER,
+      action: 'watch-notify',
+      jobId: l.job.id,
+      snapshotId,
+      detail: `hung since ${notice.since}: ${notice.diagnosis}`.slice(0, 500),
+    });
+    this.o.log?.info(
+      { event: 'watch.hung', job: l.cluster.key, uid: l.cluster.uid, snapshotId },
+      `job ${l.cluster.key} is hung`,
+    );
+    if (this.o.webhooks.length === 0) return;
+    const p = sendWebhooks(webhookBody(notice, infoOf(l.cluster).program), {
+      urls: this.o.webhooks,
+      ...(this.o.fetch ? { fetch: this.o.fetch } : {}),
+      ...(this.o.webhookBackoffMs === undefined ? {} : { backoffMs: this.o.webhookBackoffMs }),
+      ...(this.o.webhookTimeoutMs === undefined ? {} : { timeoutMs: this.o.webhookTimeoutMs }),
+      log: (f, m) => this.o.log?.warn(f, m),
+      outcome: (x) => this.o.metrics?.notified(x),
+    }).then(() => {
+      if (store.db.open) store.episodeNotified(episode, clock());
+    });
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p));
+  }
+
+  /** The fleet as `user` may see it: admins every job, users their uid's. */
+  fleet(user: User): ApiFleetJob[] {
+    this.refresh();
+    const { store, clock } = this.o;
+    const now = clock();
+    const jobs = user.admin ? store.watchJobs(null) : user.uid === null ? [] : store.watchJobs(user.uid);
+    return jobs
+      .filter((w) => user.admin || w.uid !== 0)
+      .map((w) => {
+        const l = this.live.get(w.id);
+        const history = store.watchSamples(w.id, FLEET_HISTORY).reverse();
+        const iso = (t: number) => new Date(t).toISOString();
+        return {
+          key: w.key,
+          jobId: w.jobId,
+          kind: w.info.kind,
+          slurmJob: w.info.slurmJob,
+          program: w.info.program,
+          command: w.info.command,
+          uid: w.uid,
+          user: store.userNameOfUid(w.uid),
+          partition: w.info.partition,
+          account: w.info.account,
+          nodes: [...w.info.nodes],
+          rankCount: w.info.rankCount,
+          startedAt: iso(w.info.startedAt),
+          endedAt: w.endedAt === null ? null : iso(w.endedAt),
+          endReason: w.endReason,
+          watch: l?.mode ?? (this.policy.enabled ? 'on' : 'disabled'),
+          state: w.state,
+          since: w.since === null ? null : iso(w.since),
+          confidence: w.confidence,
+          leastProgressed: w.leastProgressed,
+          diagnosis: w.diagnosis,
+          snapshotId: w.evidenceSnapshotId ?? w.lastSnapshotId,
+          history: history.map(
+            (h): ApiFleetSample => ({ at: iso(h.at), state: h.state, snapshotId: h.snapshotId }),
+          ),
+          samples: store.countWatchSamples(w.id),
+          stopMsThisHour: l === undefined ? 0 : Math.round(this.stopMsThisHour(l, now)),
+          stopBudgetMs: this.policy.stopBudgetMsPerRankHour,
+        };
+      });
+  }
+
+  /** mqd_job_state: each live discovered job's state. */
+  jobStates(): JobStateSeries[] {
+    return this.o.store
+      .watchJobs(null)
+      .filter((w) => w.endedAt === null)
+      .map((w) => ({
+        job: w.info.slurmJob ?? w.key,
+        user: this.o.store.userNameOfUid(w.uid) ?? String(w.uid),
+        partition: w.info.partition ?? '',
+        state: w.state,
+      }));
+  }
+}
