@@ -228,6 +228,14 @@ describe('the REST API and /ui events against api-spec.ts', () => {
     await ok('agents', '/api/admin/agents');
     const hung = await ok('hung', '/api/admin/hung');
     expect(hung.jobs.map((j) => j.jobId)).toEqual([jobId]);
+    // The hang watch: the policy (admins; replacing it tells every browser: fleet.changed),
+    // and the fleet as a user sees it.
+    const policy = await ok('watchPolicy', '/api/admin/watch');
+    const changed = await ok('setWatchPolicy', '/api/admin/watch', {
+      payload: { ...policy, periodSeconds: 600, partitions: ['batch'] },
+    });
+    expect(changed).toEqual({ ...policy, periodSeconds: 600, partitions: ['batch'] });
+    await ok('fleet', '/api/fleet', { headers: alice });
     await ok('activity', '/api/admin/activity?limit=50');
     const openapi = await ok('openapi', '/api/openapi.json', { headers: {} });
     await ok('revokeToken', '/api/admin/users/alice/token');
