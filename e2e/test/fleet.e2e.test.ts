@@ -5,6 +5,7 @@
 // wrong_tag hung with its least-progressed ranks and diagnosis, compute_loop computing; one click
 // on the hung job opens the snapshot behind the verdict with the diagnosis. Every wait is on a
 // condition, none on time.
+import { AxeBuilder } from '@axe-core/playwright';
 import { loadConfig, type ServerConfig } from '@mqd/server';
 import { MPI_NAMES } from '@mqd/testkit';
 import type { Locator, Page } from 'playwright-core';
@@ -44,6 +45,23 @@ function rowOf(page: Page, program: string): Locator {
 
 // Skipped until the hang watch's server side lands (apps/server/src/watch/, the agents'
 // discovery, the --watch flags and GET /api/fleet): it waits for that, nothing else.
+/**
+ * Waits until the row of `program` is in `state`; on a timeout, a screenshot of what the view
+ * showed instead (`${name}.png`) and the rows' text in the error.
+ */
+async function waitForState(page: Page, program: string, state: string, name: string): Promise<void> {
+  try {
+    await page
+      .locator(`[data-testid="fleet-job-row"][data-state="${state}"]`)
+      .filter({ has: page.getByTestId('fleet-job-program').getByText(program, { exact: true }) })
+      .waitFor({ timeout: VERDICT_TIMEOUT_MS });
+  } catch (e) {
+    await screenshot(page, name);
+    const rows = await page.getByTestId('fleet-job-row').allInnerTexts();
+    throw new Error(`${program} never showed as ${state}; the rows: ${JSON.stringify(rows)}`, { cause: e });
+  }
+}
+
 describe.skip.each(MPI_NAMES)('%s: the Fleet view finds a hung job nobody attached', (mpi) => {
   it('shows wrong_tag hung and compute_loop computing, in words; one click opens the hang', async () => {
     const hung = await rig.launch({ mpi, fixture: 'wrong_tag', np: 4 });
@@ -69,14 +87,8 @@ describe.skip.each(MPI_NAMES)('%s: the Fleet view finds a hung job nobody attach
     // No attach, no click: the watch's verdicts arrive by themselves.
     const wrongTag = rowOf(page, 'wrong_tag');
     const compute = rowOf(page, 'compute_loop');
-    await page
-      .locator('[data-testid="fleet-job-row"][data-state="hung"]')
-      .filter({ has: page.getByTestId('fleet-job-program').getByText('wrong_tag', { exact: true }) })
-      .waitFor({ timeout: VERDICT_TIMEOUT_MS });
-    await page
-      .locator('[data-testid="fleet-job-row"][data-state="computing"]')
-      .filter({ has: page.getByTestId('fleet-job-program').getByText('compute_loop', { exact: true }) })
-      .waitFor({ timeout: VERDICT_TIMEOUT_MS });
+    await waitForState(page, 'wrong_tag', 'hung', `${mpi}-fleet-not-hung`);
+    await waitForState(page, 'compute_loop', 'computing', `${mpi}-fleet-not-computing`);
     await idle(page);
     await screenshot(page, `${mpi}-fleet-hung`);
 
@@ -101,6 +113,13 @@ describe.skip.each(MPI_NAMES)('%s: the Fleet view finds a hung job nobody attach
     expect(await compute.getByTestId('fleet-job-least').count()).toBe(0);
     // Hung first.
     expect(await page.getByTestId('fleet-job-program').first().innerText()).toBe('wrong_tag');
+    // The table, chips, history and policy form pass axe-core (WCAG 2.1 A and AA) with no
+    // serious or critical violation.
+    const axe = await new AxeBuilder({ page })
+      .withTags(['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'])
+      .analyze();
+    const bad = axe.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+    expect(bad.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)).toEqual([]);
 
     // One click on the job: the snapshot behind the verdict, diagnosis first.
     await wrongTag.getByTestId('fleet-job-program').click();
