@@ -166,7 +166,7 @@ export class Watcher {
   }
 
   private async round(): Promise<void> {
-    const watched = this.refresh();
+    const watched = this.refresh(true);
     if (!this.policy.enabled) return;
     const queue = watched.filter((l) => l.mode === 'on' || l.mode === 'budget');
     const cap = Math.max(1, this.o.concurrency ?? 4);
@@ -191,9 +191,10 @@ export class Watcher {
 
   /**
    * Discovery only (no agent is asked anything): merges the reports, registers new jobs and
-   * layout changes, ends the jobs no agent reports any more. Returns the live jobs.
+   * layout changes, ends the jobs no agent reports any more. Returns the jobs reported now.
+   * `touch`: a round moves every job's last-seen time (a fleet request writes only changes).
    */
-  refresh(): Live[] {
+  refresh(touch = false): Live[] {
     const { store, clock } = this.o;
     const now = clock();
     let reports: ReturnType<WatchAgents['discovered']>;
@@ -205,7 +206,7 @@ export class Watcher {
         this.o.log?.warn({ event: 'watch.discovery', code: e.error.code }, e.error.message);
       this.discoveryFailed = true;
       // Nobody knows which jobs run: none is ended on that account.
-      return [...this.live.values()];
+      return [];
     }
     this.discoveryFailed = false;
     const clusters = mergeDiscovered(reports);
@@ -237,7 +238,8 @@ export class Watcher {
         if (prior === undefined) changed = true;
       }
       if (job === null) continue;
-      store.upsertWatchJob({ id: c.id, key: c.key, uid: c.uid, jobId: job.id, info: infoOf(c), at: now });
+      if (touch || prior === undefined || layoutChanged || stored?.endedAt != null)
+        store.upsertWatchJob({ id: c.id, key: c.key, uid: c.uid, jobId: job.id, info: infoOf(c), at: now });
       const l: Live = prior ?? { cluster: c, job, mode: 'on', window: [], stops: new Map() };
       l.cluster = c;
       l.job = job;
@@ -254,7 +256,7 @@ export class Watcher {
       changed = true;
     }
     if (changed) this.o.ui.toAll('fleet.changed', { at: new Date(now).toISOString() });
-    return [...this.live.values()];
+    return [...this.live.values()].filter((l) => seen.has(l.cluster.id));
   }
 
   private end(w: WatchJobRecord, now: number): void {
