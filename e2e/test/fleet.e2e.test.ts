@@ -106,7 +106,9 @@ describe.skip.each(MPI_NAMES)('%s: the Fleet view finds a hung job nobody attach
     const states =
       (await wrongTag.getByTestId('fleet-history').getAttribute('data-states'))?.split(',') ?? [];
     expect(states.at(-1)).toBe('hung');
-    expect(await wrongTag.getByTestId('fleet-history').textContent()).toMatch(/^last \d+ samples: .* hung$/);
+    expect(await wrongTag.getByTestId('fleet-history-text').textContent()).toMatch(
+      /^last \d+ samples: .* hung$/,
+    );
     // The computing job is watched too, never called hung, and has nobody to blame.
     expect(await compute.getByTestId('fleet-job-watch').innerText()).toBe('watched');
     expect(await compute.getByTestId('fleet-job-state').innerText()).toBe('computing');

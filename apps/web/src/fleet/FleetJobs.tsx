@@ -205,7 +205,7 @@ function History({ job, now, timeZone }: { job: ApiFleetJob; now: number; timeZo
           ))}
         </svg>
       )}
-      <span className={cells.length > 0 ? 'sr-only' : 'muted'}>
+      <span className={cells.length > 0 ? 'sr-only' : 'muted'} data-testid="fleet-history-text">
         {historyText(job.history, now, timeZone)}
       </span>
     </span>
