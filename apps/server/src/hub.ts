@@ -10,6 +10,7 @@ import {
   type MqdError,
   mqdError,
   ok,
+  type RankCounters,
   type RankSnapshot,
   type Result,
 } from '@mqd/model';
@@ -19,7 +20,6 @@ import {
   type AgentHandshake,
   type AgentHealth,
   type CountersParams,
-  type CountersResult,
   DEFAULT_KEEPALIVE_MS,
   type DecodedAgentMessage,
   type DroppedEntry,
@@ -101,7 +101,7 @@ type Pending = (
       readonly method: 'counters';
       /** The ranks asked for: an answer for any other is dropped. */
       readonly asked: ReadonlySet<number>;
-      readonly settle: (r: Result<CountersResult>) => void;
+      readonly settle: (r: Result<HubCounters>) => void;
       readonly timer: NodeJS.Timeout;
     }
 ) & {
@@ -168,6 +168,19 @@ export function hostAgentToken(secret: string, host: string): string {
 }
 
 const MAX_GONE = 256;
+
+/**
+ * What AgentHub.counters gives: the agent's CountersResult with its errors as MqdErrors (a
+ * code of ours, else MQD_E_INTERNAL). Every asked rank is in `ranks` or in `errors`.
+ */
+export interface HubCounters {
+  readonly ranks: RankCounters[];
+  readonly errors: { rank: number; error: MqdError }[];
+  /** USER_HZ of the agent's node: the unit of cpuTicks. */
+  readonly clockTicksPerSecond: number;
+  /** Epoch ms of the read, on the agent's node. */
+  readonly at: number;
+}
 
 export class AgentHub {
   private readonly live = new Map<string, AgentConn>();
@@ -414,7 +427,14 @@ export class AgentHub {
           const extra = r.ranks.length + r.errors.length - ranks.length - errors.length;
           if (extra > 0)
             dropped.push({ why: `${extra} counters of ranks request ${msg.id} did not ask for` });
-          p.settle(ok({ ...r, ranks, errors }));
+          p.settle(
+            ok({
+              ranks,
+              errors: errors.map((e) => ({ rank: e.rank, error: fromWire(e.error, 'MQD_E_INTERNAL') })),
+              clockTicksPerSecond: r.clockTicksPerSecond,
+              at: r.at,
+            }),
+          );
         }
         return dropped;
       }
@@ -539,8 +559,8 @@ export class AgentHub {
    * anything; the agent checks each pid's start time and that it belongs to params.ownerUid.
    * Every asked rank comes back in `ranks` or in `errors`.
    */
-  counters(host: string, params: CountersParams, timeoutMs: number): Promise<Result<CountersResult>> {
-    return this.request<CountersResult>(
+  counters(host: string, params: CountersParams, timeoutMs: number): Promise<Result<HubCounters>> {
+    return this.request<HubCounters>(
       host,
       timeoutMs,
       (_id, settle, timer) => ({

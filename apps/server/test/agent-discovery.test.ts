@@ -28,6 +28,7 @@ import { decodeAgentMessage, decodeServerMessage } from '../src/agent-protocol-d
 import { createFakeDiscovery, createFakeReader, type FakeJob, fakeDiscoveredJob } from '../src/fakes.js';
 import { AgentHub, type HubEvent } from '../src/hub.js';
 import type { JobDiscovery } from '../src/seams.js';
+import type { WatchAgents } from '../src/watch/source.js';
 import { AGENT_TOKEN, cleanupAfterEach, waitFor } from './helpers.js';
 
 const cleanup = cleanupAfterEach();
@@ -295,6 +296,9 @@ describe('hub: discovered jobs and counters', () => {
     ]);
     expect(r.value.errors.map((e) => [e.rank, e.error.code])).toEqual([[2, 'MQD_E_PID_REUSED']]);
     expect(r.value.clockTicksPerSecond).toBe(100);
+    // The hub is what the watcher's WatchAgents names (apps/server/src/watch/source.ts), as is.
+    const asWatch: WatchAgents = h;
+    expect(asWatch.discovered().map((x) => x.job.key)).toEqual(['starter:n0:4242:1000']);
     const foreign = await h.counters('n0', { ranks: ranks.slice(0, 1), ownerUid: 2000 }, 5000);
     expect(foreign.ok && foreign.value.errors.map((e) => e.error.code)).toEqual(['MQD_E_FOREIGN_PROCESS']);
     const bare = await h.counters('bare', { ranks, ownerUid: 1000 }, 5000);
