@@ -91,6 +91,10 @@ export const SERVE_USAGE_HEAD = `usage: mqd serve [--no-local-agent] [--dll-poli
   Credentials: give each as a file (mode 600, owned by the server's user): --admin-token-file,
   --agent-token-file, --metrics-token-file. A flag shows the secret in \`ps\`; a variable is
   inherited by what is started later (MQD drops both from its environment once read).
+  Hang watch: --watch on watches every MPI job the agents discover (--watch-period, --watch-users,
+  --watch-stop-budget, --watch-webhook URL...; a job opts out with MQD_WATCH=off); the flags seed
+  the policy admins then change in the Fleet view. Webhook URLs carry secrets: prefer
+  MQD_WATCH_WEBHOOKS to the flag (never logged or shown).
   Aggregator options (flag, environment variable, meaning): mqd serve --help`;
 
 export const AGENT_USAGE = `usage: mqd agent --server URL [--token-file FILE] [--ca PEM] [--allow-insecure-http] [--host NAME] [--dll PATH] [--dll-policy any|root-owned] [--core-dir DIR]...

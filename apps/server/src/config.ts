@@ -374,7 +374,7 @@ const SETTINGS: readonly Setting[] = [
   {
     key: 'watchEnabled',
     flag: 'watch',
-    env: 'MQD_WATCH',
+    env: 'MQD_WATCH_ENABLED',
     kind: 'onoff',
     help: 'hang watch of every discovered MPI job: on or off (seeds the stored policy)',
   },

@@ -51,6 +51,9 @@ export interface UiEvents {
 
 export const newId = (bytes = 12): string => randomBytes(bytes).toString('base64url');
 
+/** JobRecord.method of the jobs the hang watch registered from the agents' discovery. */
+export const DISCOVERED_METHOD = 'discovered';
+
 const UNKNOWN_MPI: MpiInfo = { library: 'unknown', dll: null, lengthUnit: 'bytes' };
 /** Codes that mean the rank's process is gone: a job whose every rank says so has ended. */
 // A rank whose pid now belongs to another process (MQD_E_PID_REUSED) is gone as well.
@@ -554,7 +557,9 @@ export class SnapshotService {
       );
     const jobs = this.o.store.jobs(null).filter((j) => {
       // A job of cores gives the same snapshot every time: snapshots of it are taken on request.
-      if (j.endedAt !== null || j.coresDir !== undefined) return false;
+      // A job the hang watch discovered is sampled by the watch, within its policy and stop
+      // budget (a job that opted out with MQD_WATCH=off is never stopped by either).
+      if (j.endedAt !== null || j.coresDir !== undefined || j.method === DISCOVERED_METHOD) return false;
       if (replaced(j)) {
         this.o.store.markJobEnded(j.id, this.o.clock());
         return false;

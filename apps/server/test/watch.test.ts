@@ -18,6 +18,7 @@ import {
   syntheticStuckPair,
   type ThreadStack,
 } from '@mqd/model';
+import type { SlurmRunner } from '@mqd/mpir';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { describe, expect, it } from 'vitest';
 import type { SnapshotHub } from '../src/fanout.js';
@@ -328,7 +329,14 @@ function decodeFleet(body: unknown) {
 }
 
 async function rig(
-  o: { webhooks?: string[]; budgetMs?: number; store?: Store; fake?: FakeCluster; now?: number } = {},
+  o: {
+    webhooks?: string[];
+    budgetMs?: number;
+    store?: Store;
+    fake?: FakeCluster;
+    now?: number;
+    slurm?: SlurmRunner;
+  } = {},
 ): Promise<Rig> {
   const fake = o.fake ?? new FakeCluster();
   const clock = { now: o.now ?? T0 };
@@ -347,7 +355,7 @@ async function rig(
       snapshotHub: fake.hub,
       watchAgents: fake,
       watchTimers: timers,
-      slurm: null,
+      slurm: o.slurm ?? null,
       webhookBackoffMs: 1,
       ...(o.store ? { store: o.store } : {}),
     },
@@ -497,6 +505,10 @@ describe('the hang watch', () => {
     for (let i = 0; i < 4; i++) await r.round();
     expect(r.fake.reads.get('starter:n3:500:77')).toBeUndefined();
     expect(r.fake.reads.get('slurm:101')).toBe(4);
+    // The auto-snapshots (--auto-snapshot-seconds) leave the discovered jobs to the watch.
+    await r.s.app.mqd.snapshots.autoTick();
+    expect(r.fake.reads.get('starter:n3:500:77')).toBeUndefined();
+    expect(r.fake.reads.get('slurm:101')).toBe(4);
     const j = byKey(await r.fleet(), 'starter:n3:500:77');
     expect(j.watch).toBe('off-by-job');
     expect(j.state).toBe('unknown');
@@ -558,8 +570,15 @@ describe('the hang watch', () => {
     expect(new Set(links).size).toBe(2);
   });
 
-  it('keeps the last sample and snapshot of a job that ended, with endedAt', async () => {
-    const r = await rig();
+  it("keeps the last sample and snapshot of a job that ended, with endedAt and Slurm's end state", async () => {
+    const asked: string[] = [];
+    const slurm: SlurmRunner = (cmd, args) => {
+      asked.push([cmd, ...args].join(' '));
+      if (args[2] === '101')
+        return 'JobId=101 JobName=ring UserId=alice(1000) JobState=TIMEOUT Reason=TimeLimit';
+      throw Object.assign(new Error('slurm_load_jobs error: Invalid job id specified'), { status: 1 });
+    };
+    const r = await rig({ slurm });
     r.fake.add(deadlocked());
     r.fake.add(slowJob());
     for (let i = 0; i < 3; i++) await r.round();
@@ -568,7 +587,8 @@ describe('the hang watch', () => {
     await r.round();
     const after = byKey(await r.fleet(), 'slurm:101');
     expect(after.endedAt).toBe(new Date(r.clock.now).toISOString());
-    expect(after.endReason).toBeNull();
+    expect(after.endReason).toBe('TIMEOUT');
+    expect(asked).toEqual(['scontrol show job 101 -o']);
     expect(after.snapshotId).toBe(before.snapshotId);
     expect(after.snapshotId).not.toBeNull();
     expect(after.history).toEqual(before.history);
@@ -585,6 +605,11 @@ describe('the hang watch', () => {
     // Not sampled any more.
     await r.round();
     expect(byKey(await r.fleet(), 'slurm:101').samples).toBe(before.samples);
+    // slurmctld forgot the other one: its end reason is unknown, not an error.
+    r.fake.remove('slurm:103');
+    await r.round();
+    expect(byKey(await r.fleet(), 'slurm:103').endReason).toBeNull();
+    expect(byKey(await r.fleet(), 'slurm:103').endedAt).not.toBeNull();
   });
 
   it('shows users only their own jobs, admins all; the policy is admin-only and validated', async () => {

@@ -5,7 +5,7 @@
 // views and SnapshotService work on it unchanged.
 import { basename } from 'node:path';
 import { type DiscoveredJob, JobId } from '@mqd/model';
-import { newId } from '../fanout.js';
+import { DISCOVERED_METHOD, newId } from '../fanout.js';
 import type { LocatedRank } from '../seams.js';
 import type { JobRecord, WatchJobInfo } from '../types.js';
 
@@ -131,7 +131,7 @@ export function jobRecordOf(c: ClusterJob, createdAt: number, existing: JobRecor
     starterStartTime: existing?.starterStartTime ?? starterStartTime,
     uid: c.uid,
     command: c.first.command,
-    method: 'discovered',
+    method: DISCOVERED_METHOD,
     ranks,
     createdAt: existing?.createdAt ?? createdAt,
     createdBy: existing?.createdBy ?? 'watch',
