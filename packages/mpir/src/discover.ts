@@ -79,6 +79,12 @@ export class DiscoveryCache {
   readonly env = new Map<string, EnvFacts | null>();
   /** `pid:startTime` of processes found to map an MPI library (a yes never changes). */
   readonly mpi = new Set<string>();
+  /**
+   * `pid:startTime` of processes that named a rank but mapped no MPI library -> scans left
+   * before their maps are read again (a library may be loaded later, e.g. by mpi4py): a user's
+   * thousand look-alikes do not cost a thousand maps reads every scan.
+   */
+  readonly noMpi = new Map<string, number>();
   /** Slurm job id -> the `pid:startTime`s `scontrol listpids` listed for it on this node. */
   readonly slurmPids = new Map<string, Set<string>>();
   /**
@@ -90,6 +96,7 @@ export class DiscoveryCache {
   prune(live: ReadonlySet<string>): void {
     for (const k of this.env.keys()) if (!live.has(k)) this.env.delete(k);
     for (const k of this.mpi) if (!live.has(k)) this.mpi.delete(k);
+    for (const k of this.noMpi.keys()) if (!live.has(k)) this.noMpi.delete(k);
     for (const k of this.slurmRejected) if (!live.has(k)) this.slurmRejected.delete(k);
   }
 }
@@ -117,6 +124,8 @@ interface Proc {
 }
 
 const DIGITS = /^\d+$/;
+/** Scans skipped before a process that named a rank without an MPI library is looked at again. */
+const NO_MPI_RECHECK_SCANS = 5;
 
 /** `s` with every control character (C0 and DEL) replaced by `by`. */
 function noControls(s: string, by: string): string {
@@ -394,8 +403,18 @@ export function discoverJobs(o: DiscoverOptions = {}): DiscoveredJob[] {
     const facts = cachedFacts(p, cache);
     if (facts === null || facts.rank === null) continue;
     if (!cache.mpi.has(id)) {
+      const wait = cache.noMpi.get(id) ?? 0;
+      if (wait > 0) {
+        cache.noMpi.set(id, wait - 1);
+        continue;
+      }
       const mpi = mapsMpiLibrary(p.pid);
-      if (!mpi.ok || !mpi.value) continue; // no MPI library (yet), or gone
+      if (!mpi.ok || !mpi.value) {
+        // No MPI library (yet), or gone: looked at again a few scans later.
+        cache.noMpi.set(id, NO_MPI_RECHECK_SCANS);
+        continue;
+      }
+      cache.noMpi.delete(id);
       cache.mpi.add(id);
     }
     const uid = uidOf(p.pid);

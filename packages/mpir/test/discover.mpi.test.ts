@@ -155,4 +155,13 @@ describe('discoverJobs on real Open MPI jobs', () => {
     expect(after.map((j) => j.starterPid)).not.toContain(endedStarter);
     expect(after.some((j) => j.starterPid === optOut.starterPid)).toBe(true);
   });
+
+  it('MPICH: ranks under hydra_pmi_proxy are keyed by mpiexec, the outermost starter', async () => {
+    const job = await launchFixture({ mpi: 'mpich', fixture: 'ring_ssend', np: 2, waitFor: 'ready' });
+    jobs.push(job);
+    const found = discoverJobs();
+    expect(expectJob(found, job.starterPid, job.ranks)).toMatchObject({ uid: 0, watch: 'on' });
+    expect(found.filter((j) => j.ranks.some((r) => job.ranks.some((x) => x.pid === r.pid)))).toHaveLength(1);
+    expectRunningFree([job.starterPid, ...job.ranks.map((r) => r.pid)]);
+  });
 });
