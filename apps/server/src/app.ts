@@ -46,7 +46,6 @@ import { storePlugin } from './plugins/store.js';
 import { SHARED_SCHEMAS } from './schemas.js';
 import { Store } from './store.js';
 import { jobRooms, UiSessions } from './ui-sessions.js';
-import { hubWatchAgents } from './watch/hub-agents.js';
 import type { WatchAgents, WatchVerdictFn } from './watch/source.js';
 import { type Timers, WATCHER, Watcher } from './watch/watcher.js';
 
@@ -262,7 +261,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   };
   const watcher: Watcher = new Watcher({
     store,
-    agents: opts.watchAgents ?? hubWatchAgents(hub),
+    agents: opts.watchAgents ?? hub,
     snapshots,
     ui,
     verdict: opts.watchVerdict ?? watchVerdict,
