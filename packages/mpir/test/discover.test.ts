@@ -3,9 +3,10 @@
 // environment. Slurm grouping and what Slurm's listpids allows, one uid per entry (a process
 // of uid 65534 via setpriv naming the same job), the starter walk and its MQD_WATCH, clipping
 // of what users name. No MPI job is started and nothing is stopped.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { procStartTime } from '@mqd/core';
 import { done, mpiPrefix, pending, waitFor } from '@mqd/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -181,5 +182,54 @@ describe('discoverJobs: jobs outside Slurm', () => {
     expect(alone?.command).toHaveLength(4096);
     expect(found.flatMap((j) => j.ranks.map((r) => r.pid))).not.toContain(noMpi);
     expect(found.flatMap((j) => j.ranks.map((r) => r.pid))).not.toContain(starterPid);
+  });
+});
+
+describe('discovery and counters stop nothing', () => {
+  it('make no ptrace, kill or process_vm_readv call (a scan and a counters read under strace)', async () => {
+    const rank = await execd(fakeRank({ OMPI_COMM_WORLD_RANK: '0' }).pid ?? 0);
+    const dir = mkdtempSync('/tmp/mqd-discover-strace-');
+    dirs.push(dir);
+    const log = join(dir, 'strace.log');
+    const probe = fileURLToPath(new URL('./helpers/discover-probe.ts', import.meta.url));
+    const run = spawnSync(
+      'strace',
+      [
+        '-f',
+        '-qq',
+        '-e',
+        'trace=ptrace,kill,tkill,tgkill,process_vm_readv,pidfd_send_signal',
+        '-o',
+        log,
+        process.execPath,
+        '--conditions',
+        'source',
+        '--import',
+        'tsx',
+        probe,
+        `${rank}:${procStartTime(rank)}:0`,
+      ],
+      { encoding: 'utf8', timeout: 120_000 },
+    );
+    expect(run.status, run.stderr).toBe(0);
+    const out = JSON.parse(run.stdout) as {
+      jobs: { ranks: { pid: number }[] }[];
+      counters: { ranks: { rank: number }[] }[];
+    };
+    // The scan and the read did happen...
+    expect(out.jobs.some((j) => j.ranks.some((r) => r.pid === rank))).toBe(true);
+    expect(out.counters[0]?.ranks.map((r) => r.rank)).toEqual([0]);
+    // ...and no process was traced or had its memory read, and neither the rank nor a process
+    // group was signalled (tsx's esbuild, a Go program, preempts its own threads with SIGURG).
+    const lines = readFileSync(log, 'utf8').split('\n');
+    const calls = lines.filter((l) => {
+      const m = /^\d+ (ptrace|kill|tkill|tgkill|process_vm_readv|pidfd_send_signal)\((-?\d+)?/.exec(l);
+      if (!m) return false;
+      if (m[1] === 'ptrace' || m[1] === 'process_vm_readv' || m[1] === 'pidfd_send_signal') return true;
+      return m[2] === undefined || m[2] === String(rank) || Number(m[2]) <= 0;
+    });
+    expect(calls).toEqual([]);
+    expect(lines.some((l) => l.includes(`(${rank},`) || l.includes(`(${rank})`))).toBe(false);
+    expectRunningFree([rank]);
   });
 });
