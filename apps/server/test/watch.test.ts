@@ -549,10 +549,14 @@ describe('the hang watch', () => {
     await waitFor(() => hook.bodies.length === 1, 'the first notification');
     await first.s.close();
 
-    // A new aggregator on the same store: the job is still hung, the episode still open.
+    const hungSince = (hook.bodies[0] as { mqd: { since: string } }).mqd.since;
+    // A new aggregator on the same store: the job is still hung, the episode still open (and
+    // the hang still dates from its start).
     const second = await rig({ webhooks: [hook.url], store, fake, now: first.clock.now });
     for (let i = 0; i < 5; i++) await second.round();
-    expect(byKey(await second.fleet(), 'slurm:101').state).toBe('hung');
+    const again = byKey(await second.fleet(), 'slurm:101');
+    expect(again.state).toBe('hung');
+    expect(again.since).toBe(hungSince);
     expect(hook.bodies).toHaveLength(1);
 
     // It progresses (the queues move every read), then hangs again: a second episode.

@@ -386,7 +386,16 @@ export class Watcher {
     const failed = counters.length === 0 && read === null;
     const state: WatchState = failed ? 'unknown' : v.state;
     const sinceAt = v.sinceIndex === null ? at : (window[v.sinceIndex]?.sample.at ?? at);
-    const since = prev.state === state && prev.since !== null ? prev.since : failed ? at : sinceAt;
+    const open = store.openEpisode(l.cluster.id);
+    // A hang that outlived a restart (its episode still open) keeps the episode's start.
+    const since =
+      state === 'hung' && open !== null
+        ? open.startedAt
+        : prev.state === state && prev.since !== null
+          ? prev.since
+          : failed
+            ? at
+            : sinceAt;
     let storedId: SnapshotId | null = null;
     if (
       read !== null &&
@@ -432,7 +441,6 @@ export class Watcher {
     );
     if (state !== prev.state)
       this.o.ui.toJob(l.cluster.uid, 'fleet.changed', { at: new Date(at).toISOString() });
-    const open = store.openEpisode(l.cluster.id);
     if (state === 'hung' && open === null) this.openEpisode(l, since, evidence);
     else if (open !== null && (state === 'progressing' || state === 'computing')) {
       store.closeWatchEpisode(l.cluster.id, at);
