@@ -132,6 +132,26 @@ describe('bounded fuzz', () => {
         ),
       () => Buffer.from(JSON.stringify({ type: 'chunk', id: 1, ranks: [{ rank: -1 }] })),
       () => Buffer.from(JSON.stringify({ type: 'status', health: null, mpi: 7, jobs: 'x' })),
+      () =>
+        Buffer.from(
+          JSON.stringify({
+            type: 'reply',
+            id: Math.floor(r() * 1e9),
+            method: 'counters',
+            ok: true,
+            result: {},
+          }),
+        ),
+      () =>
+        Buffer.from(
+          JSON.stringify({
+            type: 'status',
+            health: null,
+            mpi: null,
+            jobs: [],
+            discovered: [{ key: junk(400) }],
+          }),
+        ),
       () => ({ nested: { deeper: [1, 2, { x: junk(50) }] } }),
       () => null,
       () => 12345,
