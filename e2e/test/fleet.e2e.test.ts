@@ -3,8 +3,8 @@
 // and 1 wait for each other) and compute_loop (every rank computes outside MPI). The watcher
 // discovers both, samples them every 2 s and the view, reloaded by `fleet.changed`, shows
 // wrong_tag hung with its least-progressed ranks and diagnosis, compute_loop computing; one click
-// on the hung job opens the snapshot behind the verdict with the diagnosis. Every wait is on a
-// condition, none on time.
+// on the hung job opens the snapshot behind the verdict with the diagnosis. And an admin changes
+// the policy in the view's form. Every wait is on a condition, none on time.
 import { AxeBuilder } from '@axe-core/playwright';
 import { loadConfig, type ServerConfig } from '@mqd/server';
 import { MPI_NAMES } from '@mqd/testkit';
@@ -140,6 +140,43 @@ describe.skip.each(MPI_NAMES)('%s: the Fleet view finds a hung job nobody attach
     await screenshot(page, `${mpi}-fleet-hung-snapshot`);
     // The watch never leaves a rank stopped: the job is still there, its ranks still alive.
     expect(hung.exitStatus()).toBeUndefined();
+    expect(errors).toEqual([]);
+  });
+});
+
+describe('the watch policy in the Fleet view', () => {
+  it('an admin turns the watch on for two users; a period of 0 is refused in words first', async () => {
+    const local = await rig.serveLocal();
+    const { page, errors } = await rig.openPage(local.served.loginUrl);
+    await page.keyboard.press('f');
+    await page.getByTestId('fleet-policy-form').waitFor();
+    await idle(page);
+    expect((await page.getByTestId('fleet-policy-summary').innerText()).trim()).toBe(
+      'The hang watch is off: no job is sampled.',
+    );
+
+    // Refused by the form, nothing sent: the field says why.
+    await page.getByTestId('fleet-policy-periodSeconds').fill('0');
+    await page.getByTestId('fleet-policy-save').click();
+    const error = page.getByTestId('fleet-policy-error');
+    await error.waitFor();
+    expect(await error.innerText()).toBe('The sample period must be from 1 to 86,400 s; 0 is not.');
+    expect(await page.getByTestId('fleet-policy-periodSeconds').getAttribute('aria-invalid')).toBe('true');
+
+    await page.getByTestId('fleet-policy-enabled').check();
+    await page.getByTestId('fleet-policy-periodSeconds').fill('5');
+    await page.getByTestId('fleet-policy-users').fill('alice, bob');
+    await page.getByTestId('fleet-policy-save').click();
+    await page.getByTestId('fleet-policy-saved').waitFor();
+    await idle(page);
+    const said =
+      'The hang watch samples only jobs of users alice, bob every 5 s; a job blocked in MPI with nothing ' +
+      'moving over 3 samples is called hung; each rank is stopped at most 1,000 ms per hour.';
+    expect((await page.getByTestId('fleet-policy-saved').innerText()).trim()).toBe(`Saved. ${said}`);
+    // Reloaded from the server: the summary and the form show what it now applies.
+    expect((await page.getByTestId('fleet-policy-summary').innerText()).trim()).toBe(said);
+    expect(await page.getByTestId('fleet-policy-users').inputValue()).toBe('alice, bob');
+    expect(await page.getByTestId('fleet-policy-error').count()).toBe(0);
     expect(errors).toEqual([]);
   });
 });
