@@ -8,11 +8,14 @@ import {
   type ApiFleetJob,
   type DiscoveredJob,
   decodeResponse,
+  err,
   type Frame,
   type JobSnapshot,
+  mqdError,
   ok,
   type RankCounters,
   type RankSnapshot,
+  type Result,
   syntheticProgressingPair,
   syntheticStacksJob,
   syntheticStuckPair,
@@ -108,6 +111,8 @@ class FakeCluster implements WatchAgents {
   readonly reads = new Map<string, number>();
   readonly countersAsked = new Map<string, number>();
   pausedMicros = 2000;
+  /** Agents that answer every request with MQD_E_AGENT_SILENT (frozen nodes). */
+  silent = false;
 
   add(job: FakeJob): void {
     this.jobs.set(job.d.key, job);
@@ -130,7 +135,11 @@ class FakeCluster implements WatchAgents {
       Object.values(j.layout).some((l) => l.some((r) => r.pid === pid)),
     );
   }
-  async counters(host: string, req: { ranks: { rank: number; pid: number }[]; ownerUid: number }) {
+  async counters(
+    host: string,
+    req: { ranks: { rank: number; pid: number }[]; ownerUid: number },
+  ): Promise<Result<CountersReply>> {
+    if (this.silent) return err(mqdError('MQD_E_AGENT_SILENT', `the agent on ${host} stopped answering`));
     const job = this.jobOfPid(req.ranks[0]?.pid ?? -1);
     if (job === undefined || job.d.uid !== req.ownerUid)
       return ok<CountersReply>({ ranks: [], errors: [], clockTicksPerSecond: 100, at: 0 });
@@ -149,6 +158,7 @@ class FakeCluster implements WatchAgents {
     seenStarters: () => [],
     isConnected: (host) => this.hosts.has(host),
     snapshot: async (host, targets, _timeout, onRanks) => {
+      if (this.silent) return err(mqdError('MQD_E_AGENT_SILENT', `the agent on ${host} stopped answering`));
       const job = this.jobOfPid(targets[0]?.pid ?? -1);
       if (job === undefined) throw new Error(`no fake job has pid ${targets[0]?.pid}`);
       // One read of the job spans its hosts: count it once (on its first host).
@@ -496,6 +506,27 @@ describe('the hang watch', () => {
     expect(ringJob.samples).toBe(6);
     expect(ringJob.history).toHaveLength(6);
     expect(ringJob.history.filter((h) => h.snapshotId !== null)).toHaveLength(stored);
+  });
+
+  it('calls a job whose agents answer nothing unknown, never hung', async () => {
+    const hook = await webhookListener();
+    const r = await rig({ webhooks: [hook.url] });
+    r.fake.add(deadlocked());
+    r.fake.silent = true;
+    for (let i = 0; i < 5; i++) await r.round();
+    const j = byKey(await r.fleet(), 'slurm:101');
+    expect(j.samples).toBe(5);
+    expect(j.history.map((h) => h.state)).toEqual(Array(5).fill('unknown'));
+    expect(j.endedAt).toBeNull();
+    expect(j.diagnosis).toBe('no rank could be read in this sample');
+    // Nothing read, nothing stored.
+    expect(j.snapshotId).toBeNull();
+    expect(hook.bodies).toEqual([]);
+    // The agents answer again: the hang is found.
+    r.fake.silent = false;
+    for (let i = 0; i < 3; i++) await r.round();
+    expect(byKey(await r.fleet(), 'slurm:101').state).toBe('hung');
+    await waitFor(() => hook.bodies.length === 1, 'the notification');
   });
 
   it('never stops a job that opted out, and shows it as not watched', async () => {

@@ -351,7 +351,8 @@ export class Watcher {
     let read: ReadSnapshot | null = null;
     if (l.mode === 'on') {
       const r = await this.o.snapshots.read(l.job, WATCHER);
-      if (r.ok) {
+      // A read where no rank answered (agents gone or silent) is no snapshot: not stored.
+      if (r.ok && r.value.summary.ok > 0) {
         read = r.value;
         let total = 0;
         for (const rank of read.snapshot.ranks) {
