@@ -14,7 +14,7 @@ import type { DiscoveredJob } from '@mqd/model';
 import { clockTicksPerSecond, rankCounters } from '@mqd/mpir';
 import { Server } from 'socket.io';
 import { describe, expect, it } from 'vitest';
-import { startAgent } from '../src/agent.js';
+import { startAgent, startSyntheticAgents } from '../src/agent.js';
 import { statusMessage } from '../src/agent-messages.js';
 import {
   AGENT_NAMESPACE,
@@ -305,6 +305,30 @@ describe('hub: discovered jobs and counters', () => {
     expect(bare.ok ? 'ok' : bare.error.code).toBe('MQD_E_AGENT_MISSING');
     const nobody = await h.counters('nowhere', { ranks, ownerUid: 1000 }, 5000);
     expect(nobody.ok ? 'ok' : nobody.error.code).toBe('MQD_E_AGENT_MISSING');
+  });
+});
+
+describe('synthetic agents with discovery', () => {
+  it('report one job over their hosts under one key, with settable counters', async () => {
+    const { hub: h, url } = await hub();
+    const sim = startSyntheticAgents({
+      serverUrl: url,
+      token: AGENT_TOKEN,
+      agents: 2,
+      ranksPerAgent: 2,
+      discovery: true,
+      statusIntervalMs: 30,
+    });
+    cleanup.push(() => sim.dispose());
+    await waitFor(() => h.discovered().length === 2, 'both hosts report');
+    expect(new Set(h.discovered().map((x) => x.job.key))).toEqual(new Set(['starter:sim-0:4242:1000']));
+    sim.discoveries[1]?.counterTable.set(20_002, { cpuTicks: 9, switches: 1, state: 'R' });
+    const r = await h.counters(
+      'sim-1',
+      { ranks: [{ rank: 2, pid: 20_002, startTime: '2000' }], ownerUid: 1000 },
+      5000,
+    );
+    expect(r.ok && r.value.ranks).toEqual([{ rank: 2, cpuTicks: 9, switches: 1, state: 'R' }]);
   });
 });
 
