@@ -20,7 +20,6 @@ import rateLimit from '@fastify/rate-limit';
 import fastifyStatic from '@fastify/static';
 import swagger from '@fastify/swagger';
 import { MqdException, mqdError, watchVerdict } from '@mqd/model';
-import { defaultSlurmRunner, type SlurmRunner } from '@mqd/mpir';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { Server as SocketServer } from 'socket.io';
 import { AGENT_NAMESPACE } from './agent-protocol.js';
@@ -46,6 +45,7 @@ import { storePlugin } from './plugins/store.js';
 import { SHARED_SCHEMAS } from './schemas.js';
 import { Store } from './store.js';
 import { jobRooms, UiSessions } from './ui-sessions.js';
+import { defaultSlurmQuery, type SlurmQuery } from './watch/end-reason.js';
 import type { WatchAgents, WatchVerdictFn } from './watch/source.js';
 import { type Timers, WATCHER, Watcher } from './watch/watcher.js';
 
@@ -68,7 +68,7 @@ export interface AppOptions {
   /** The watch loop's timers; default setTimeout (unref'd). */
   readonly watchTimers?: Timers;
   /** `scontrol` for ended jobs' end reasons; default the real one, null: no Slurm. */
-  readonly slurm?: SlurmRunner | null;
+  readonly slurm?: SlurmQuery | null;
   /** How webhooks are POSTed; default global fetch. */
   readonly fetch?: typeof fetch;
   /** Backoff of webhook retries, ms (base; default 1000). */
@@ -274,7 +274,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     countersTimeoutMs: config.snapshotTimeoutMs,
     metrics: watchMetrics(registry, () => watcher.jobStates()),
     log: app.log,
-    slurm: opts.slurm === undefined ? defaultSlurmRunner : opts.slurm,
+    slurm: opts.slurm === undefined ? defaultSlurmQuery : opts.slurm,
     ...(opts.fetch ? { fetch: opts.fetch } : {}),
     ...(opts.webhookBackoffMs === undefined ? {} : { webhookBackoffMs: opts.webhookBackoffMs }),
   });

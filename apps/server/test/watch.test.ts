@@ -21,12 +21,12 @@ import {
   syntheticStuckPair,
   type ThreadStack,
 } from '@mqd/model';
-import type { SlurmRunner } from '@mqd/mpir';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { describe, expect, it } from 'vitest';
 import type { SnapshotHub } from '../src/fanout.js';
 import { Store } from '../src/store.js';
 import { mergeDiscovered } from '../src/watch/cluster.js';
+import type { SlurmQuery } from '../src/watch/end-reason.js';
 import type { CountersReply, WatchAgents } from '../src/watch/source.js';
 import type { Timers } from '../src/watch/watcher.js';
 import { ADMIN_TOKEN, bodyJson, cleanupAfterEach, startServer, type TestServer, waitFor } from './helpers.js';
@@ -345,7 +345,7 @@ async function rig(
     store?: Store;
     fake?: FakeCluster;
     now?: number;
-    slurm?: SlurmRunner;
+    slurm?: SlurmQuery;
   } = {},
 ): Promise<Rig> {
   const fake = o.fake ?? new FakeCluster();
@@ -607,7 +607,7 @@ describe('the hang watch', () => {
 
   it("keeps the last sample and snapshot of a job that ended, with endedAt and Slurm's end state", async () => {
     const asked: string[] = [];
-    const slurm: SlurmRunner = (cmd, args) => {
+    const slurm: SlurmQuery = (cmd, args) => {
       asked.push([cmd, ...args].join(' '));
       if (args[2] === '101')
         return 'JobId=101 JobName=ring UserId=alice(1000) JobState=TIMEOUT Reason=TimeLimit';
@@ -620,6 +620,7 @@ describe('the hang watch', () => {
     const before = byKey(await r.fleet(), 'slurm:101');
     r.fake.remove('slurm:101');
     await r.round();
+    await r.s.app.mqd.watcher.settled();
     const after = byKey(await r.fleet(), 'slurm:101');
     expect(after.endedAt).toBe(new Date(r.clock.now).toISOString());
     expect(after.endReason).toBe('TIMEOUT');

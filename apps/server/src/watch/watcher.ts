@@ -17,13 +17,12 @@ import {
   type WatchSample,
   type WatchState,
 } from '@mqd/model';
-import type { SlurmRunner } from '@mqd/mpir';
 import type { ReadSnapshot, SnapshotService, UiEvents } from '../fanout.js';
 import type { JobStateSeries, WatchMetrics } from '../metrics.js';
 import type { Store } from '../store.js';
 import type { JobRecord, User, WatchJobRecord } from '../types.js';
 import { type ClusterJob, infoOf, jobRecordOf, mergeDiscovered } from './cluster.js';
-import { slurmEndReason } from './end-reason.js';
+import { type SlurmQuery, slurmEndReason } from './end-reason.js';
 import { type HangNotice, sendWebhooks, webhookBody } from './notify.js';
 import type { CounterTarget, WatchAgents, WatchVerdictFn } from './source.js';
 
@@ -69,7 +68,7 @@ export interface WatcherOptions {
     info(fields: Record<string, unknown>, msg: string): void;
   };
   /** Runs `scontrol` for the end reason of ended Slurm jobs; null: no Slurm here. */
-  readonly slurm?: SlurmRunner | null;
+  readonly slurm?: SlurmQuery | null;
   readonly fetch?: typeof fetch;
   readonly webhookBackoffMs?: number;
   readonly webhookTimeoutMs?: number;
@@ -259,14 +258,22 @@ export class Watcher {
     return [...this.live.values()].filter((l) => seen.has(l.cluster.id));
   }
 
+  /** Ends the job now; Slurm's end state (if it knows one) follows when scontrol answers. */
   private end(w: WatchJobRecord, now: number): void {
     const { store } = this.o;
-    const reason =
-      w.info.slurmJob !== null && this.o.slurm ? slurmEndReason(this.o.slurm, w.info.slurmJob) : null;
-    store.endWatchJob(w.id, now, reason);
+    store.endWatchJob(w.id, now, null);
     if (w.jobId !== null) store.markJobEnded(w.jobId, now);
     this.live.delete(w.id);
-    this.o.log?.info({ event: 'watch.ended', job: w.key, uid: w.uid, reason }, 'a watched job ended');
+    this.o.log?.info({ event: 'watch.ended', job: w.key, uid: w.uid }, 'a watched job ended');
+    const slurm = this.o.slurm;
+    if (w.info.slurmJob === null || !slurm) return;
+    const p = slurmEndReason(slurm, w.info.slurmJob).then((reason) => {
+      if (reason === null || !store.db.open || store.watchJob(w.id)?.endedAt !== now) return;
+      store.setWatchEndReason(w.id, reason);
+      this.o.ui.toJob(w.uid, 'fleet.changed', { at: new Date(this.o.clock()).toISOString() });
+    });
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p));
   }
 
   private inPolicy(c: ClusterJob): boolean {
