@@ -355,6 +355,7 @@ export class Watcher {
     const at = clock();
     // Stop only a job that is watched, with budget left, right now (the policy may have moved).
     l.mode = this.modeOf(l.cluster, at, l);
+    if (l.mode !== 'on' && l.mode !== 'budget') return;
     let read: ReadSnapshot | null = null;
     if (l.mode === 'on') {
       const r = await this.o.snapshots.read(l.job, WATCHER);
