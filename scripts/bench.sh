@@ -19,6 +19,7 @@ run "mqd-core parallel readers: 64 ranks of one DLL (conformance targets)" node 
 run "mqd-core many ranks: 64 real ranks of a hung ring on one node, pool vs one reader (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/many-ranks.bench.ts
 run "mqd-core reader memory over 1,000 snapshots (real Open MPI and MPICH)" node --import tsx packages/mqd-core/bench/reader-memory.bench.ts
 [ -f packages/model/bench/analysis.bench.ts ] && run "hang analysis (16,384 ranks)" node --import tsx packages/model/bench/analysis.bench.ts
+run "hang watch overhead: a fixed-work compute job under no watcher and the watcher at the default, 10 s and 1 s periods (real MPICH)" node --conditions=source --import tsx apps/cli/bench/watch-overhead.bench.ts
 [ -f apps/server/bench/fanin.bench.ts ] && run "aggregator fan-in (256 agents x 64 ranks)" node --import tsx apps/server/bench/fanin.bench.ts
 [ -f e2e/bench/matrix.bench.mjs ] && run "dashboard matrix (16,384 ranks, chromium)" node e2e/bench/matrix.bench.mjs
 [ -f e2e/bench/comm-menu.bench.mjs ] && run "dashboard communicator menu (16,384 ranks, chromium)" node e2e/bench/comm-menu.bench.mjs

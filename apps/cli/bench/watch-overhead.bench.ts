@@ -1,5 +1,6 @@
 // The hang watch's cost to the jobs it watches (issue #31). Run from the repository root:
-//   node --import tsx apps/cli/bench/watch-overhead.bench.ts
+//   node --conditions=source --import tsx apps/cli/bench/watch-overhead.bench.ts
+// (--conditions=source: the workspace packages from their TypeScript sources, as in the tests)
 // A fixed-work, compute-bound MPI job (fixtures/mpi/compute_loop.c with MQD_COMPUTE_CHUNKS: two
 // ranks, no MPI between two barriers; rank 0 prints the wall time between them) runs under
 // `mqd serve` with its in-process agent (real discovery, real counters, real stops) four ways,
@@ -10,7 +11,6 @@
 // ratio cannot be smaller than this), and whether the per-rank stop budget held. The ratio of a
 // loaded machine is noisier than 0.1%: the stop share is the figure that bounds the cost, the
 // ratio shows nothing else adds to it. Writes bench/results/watch-overhead.json.
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,21 +21,11 @@ import { serveWithLocalAgent } from '../src/local-serve.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = join(dirname(SELF), '..', '..', '..');
-const hasSource = [...process.execArgv, process.env['NODE_OPTIONS'] ?? ''].some((a) =>
-  a.includes('conditions=source'),
-);
-if (!hasSource) {
-  const r = spawnSync(process.execPath, [...process.execArgv, '--conditions=source', SELF], {
-    stdio: 'inherit',
-  });
-  process.exit(r.status ?? 1);
-}
-
 const ADMIN = 'bench-admin-token-0123456789abcdef';
 const MPI = (process.env['MQD_BENCH_MPI'] ?? 'mpich') as 'mpich' | 'openmpi';
-const ROUNDS = Number(process.env['MQD_BENCH_ROUNDS'] ?? 3);
-/** Chunks of work: about 20 s of one core per rank on an idle machine. */
-const CHUNKS = Number(process.env['MQD_BENCH_CHUNKS'] ?? 1000);
+const ROUNDS = Number(process.env['MQD_BENCH_ROUNDS'] ?? 2);
+/** Chunks of work: about a minute of one core per rank on a busy 2-core machine. */
+const CHUNKS = Number(process.env['MQD_BENCH_CHUNKS'] ?? 4000);
 const DEFAULT_PERIOD = DEFAULT_WATCH_POLICY.periodSeconds;
 const WAYS: readonly (number | null)[] = [null, DEFAULT_PERIOD, 10, 1];
 
@@ -60,6 +50,7 @@ async function once(period: number | null): Promise<Run> {
     mpi: MPI,
     fixture: 'compute_loop',
     np: 2,
+    waitFor: 'ready',
     env: { MQD_COMPUTE_CHUNKS: String(CHUNKS) },
   });
   try {
@@ -118,6 +109,9 @@ const results = WAYS.filter((w): w is number => w !== null).map((period) => {
   const these = runs.filter((r) => r.period === period);
   const ratios = these.map((r, i) => r.seconds / (baseline[i]?.seconds ?? r.seconds));
   const stopShare = these.map((r) => r.stopMs / 1000 / r.seconds);
+  // A run shorter than a few periods samples it once or not at all: the stop time of one sample,
+  // over the default period, is what the default costs a job that runs for hours.
+  const perSample = these.filter((r) => r.samples > 0).map((r) => r.stopMs / r.samples);
   return {
     periodSeconds: period,
     slowdownRatio: median(ratios),
@@ -126,10 +120,17 @@ const results = WAYS.filter((w): w is number => w !== null).map((period) => {
     samples: these.map((r) => r.samples),
     stopMs: these.map((r) => r.stopMs),
     budgetHeld: these.every((r) => r.stopMs <= r.stopBudgetMs),
+    stopMsPerSample: perSample.length === 0 ? null : median(perSample),
   };
 });
+const perSampleAll = results.flatMap((r) => (r.stopMsPerSample === null ? [] : [r.stopMsPerSample]));
+const stopMsPerSample = perSampleAll.length === 0 ? null : median(perSampleAll);
 const out = {
   bench: 'watch-overhead',
+  /** Median stop time of one sample (per rank), over every watched run. */
+  stopMsPerSample,
+  /** That over the default period: the share of a long job's time its ranks spend stopped. */
+  projectedStopShareAtDefault: stopMsPerSample === null ? null : stopMsPerSample / (DEFAULT_PERIOD * 1000),
   mpi: MPI,
   ranks: 2,
   chunks: CHUNKS,
@@ -141,6 +142,9 @@ const out = {
 };
 mkdirSync(join(ROOT, 'bench', 'results'), { recursive: true });
 writeFileSync(join(ROOT, 'bench', 'results', 'watch-overhead.json'), `${JSON.stringify(out, null, 2)}\n`);
+process.stdout.write(
+  `watch-overhead: one sample stops a rank ${stopMsPerSample?.toFixed(1) ?? '?'} ms; at the default period (${DEFAULT_PERIOD} s) that is ${out.projectedStopShareAtDefault === null ? '?' : (out.projectedStopShareAtDefault * 100).toFixed(4)}% of a job's time\n`,
+);
 for (const r of results) {
   process.stdout.write(
     `watch-overhead: period ${r.periodSeconds} s: slowdown x${r.slowdownRatio.toFixed(4)}, ranks stopped ${(r.stopShareOfRun * 100).toFixed(4)}% of the run, budget ${r.budgetHeld ? 'held' : 'EXCEEDED'}\n`,

@@ -4,7 +4,6 @@ import { hostname } from 'node:os';
 import type { DllPolicy } from '@mqd/core';
 import { normaliseHost } from '@mqd/mpir';
 import { type Served, type ServeOptions, type ServerConfig, serve } from '@mqd/server';
-import type { JobDiscovery } from '@mqd/server/agent';
 import { ProcJobDiscovery } from './real-discovery.js';
 import { MpirJobLocator } from './real-locator.js';
 import { CoreRankReader } from './real-reader.js';
@@ -21,9 +20,8 @@ export async function serveWithLocalAgent(
 ): Promise<LocalServe> {
   const reader = opts.localAgent === false ? null : new CoreRankReader(undefined, opts.dllPolicy ?? 'any');
   const here = normaliseHost(hostname());
-  // The in-process agent's job discovery (the hang watch). serve() hands `discovery` to the
-  // agent it starts once ServeOptions has the field (apps/server/src/serve.ts, not this file).
-  const options: ServeOptions & { readonly discovery?: JobDiscovery | null } = {
+  // The in-process agent's job discovery and counters (the hang watch).
+  const options: ServeOptions = {
     config,
     reader,
     locator: reader ? new MpirJobLocator(here) : null,

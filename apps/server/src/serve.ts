@@ -6,13 +6,15 @@ import { type AgentHandle, startAgent } from './agent.js';
 import { buildApp, serverLogger } from './app.js';
 import type { ServerConfig } from './config.js';
 import { hostAgentToken } from './hub.js';
-import type { JobLocator, RankReader } from './seams.js';
+import type { JobDiscovery, JobLocator, RankReader } from './seams.js';
 
 export interface ServeOptions {
   readonly config: ServerConfig;
   /** With a reader, an in-process agent serves this node's ranks. */
   readonly reader?: RankReader | null;
   readonly locator?: JobLocator | null;
+  /** The in-process agent's job discovery and /proc counters (the hang watch); none: it reports no jobs. */
+  readonly discovery?: JobDiscovery | null;
   /** Node name of the in-process agent; default os.hostname(). */
   readonly localHost?: string;
   readonly print?: (line: string) => void;
@@ -59,6 +61,7 @@ export async function serve(o: ServeOptions): Promise<Served> {
         ...(o.config.tlsCert !== null ? { tls: { rejectUnauthorized: false } } : {}),
         reader: o.reader,
         locator: o.locator ?? null,
+        discovery: o.discovery ?? null,
         // The same roots as the aggregator's: the agent re-checks every core path against them.
         coreDirs: o.config.coreDirs,
         host: localHost,
