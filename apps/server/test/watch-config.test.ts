@@ -1,9 +1,11 @@
 // The hang watch's flags and variables (config.ts): they parse into the policy that seeds the
 // store, webhook URLs are checked without being quoted (they carry secrets), and the store's
-// policy, once set, wins over the flags of a later start.
+// policy, once set, wins over the flags of a later start. Also the mqd_job_state family's
+// escaping and bound (metrics.ts).
 import { DEFAULT_WATCH_POLICY } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { loadConfig, watchPolicyOf } from '../src/config.js';
+import { MAX_JOB_STATE_SERIES, MetricsRegistry, watchMetrics } from '../src/metrics.js';
 import { Store } from '../src/store.js';
 import { cleanupAfterEach, startServer } from './helpers.js';
 
@@ -105,5 +107,24 @@ describe('watch configuration', () => {
     cleanup.push(() => second.close());
     const got = await second.app.inject({ method: 'GET', url: '/api/admin/watch', headers: second.admin });
     expect(JSON.parse(got.body)).toEqual(changed);
+  });
+});
+
+describe('mqd_job_state', () => {
+  it('escapes label values and keeps at most MAX_JOB_STATE_SERIES series', () => {
+    const reg = new MetricsRegistry();
+    const jobs = Array.from({ length: MAX_JOB_STATE_SERIES + 5 }, (_, i) => ({
+      job: i === 0 ? 'a"b\\c\nd' : `j${i}`,
+      user: 'u',
+      partition: '',
+      state: 'hung',
+    }));
+    watchMetrics(reg, () => jobs);
+    const lines = reg
+      .render()
+      .split('\n')
+      .filter((l) => l.startsWith('mqd_job_state{'));
+    expect(lines).toHaveLength(MAX_JOB_STATE_SERIES);
+    expect(lines[0]).toBe('mqd_job_state{job="a\\"b\\\\c\\nd",partition="",state="hung",user="u"} 1');
   });
 });
