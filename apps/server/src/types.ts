@@ -116,6 +116,8 @@ export interface WatchJobInfo {
   readonly rankCount: number;
   /** Epoch ms. */
   readonly startedAt: number;
+  /** `off`: the job opted out (MQD_WATCH=off), as discovered last. */
+  readonly watch?: 'on' | 'off';
 }
 
 /** One discovered job as the store keeps it: identity (key, uid), its store job, last verdict. */

@@ -544,6 +544,14 @@ describe('the hang watch', () => {
     expect(j.watch).toBe('off-by-job');
     expect(j.state).toBe('unknown');
     expect(j.samples).toBe(0);
+    expect(j.snapshotId).toBeNull();
+    expect(j.stopMsThisHour).toBe(0);
+    // Ended, it still shows as not watched.
+    r.fake.remove('starter:n3:500:77');
+    await r.round();
+    const ended = byKey(await r.fleet(), 'starter:n3:500:77');
+    expect(ended.endedAt).not.toBeNull();
+    expect(ended.watch).toBe('off-by-job');
   });
 
   it('stops no rank beyond its budget for the hour, then samples /proc only (mode budget)', async () => {

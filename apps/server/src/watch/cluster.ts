@@ -106,6 +106,7 @@ export function infoOf(c: ClusterJob): WatchJobInfo {
     nodes: c.nodes,
     rankCount: c.ranks.length,
     startedAt: c.first.startedAt,
+    watch: c.watch,
   };
 }
 

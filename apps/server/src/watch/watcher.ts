@@ -544,7 +544,9 @@ export class Watcher {
           startedAt: iso(w.info.startedAt),
           endedAt: w.endedAt === null ? null : iso(w.endedAt),
           endReason: w.endReason,
-          watch: l?.mode ?? (this.policy.enabled ? 'on' : 'disabled'),
+          // A job no agent reports now keeps the mode its last report gave.
+          watch:
+            l?.mode ?? (!this.policy.enabled ? 'disabled' : w.info.watch === 'off' ? 'off-by-job' : 'on'),
           state: w.state,
           since: w.since === null ? null : iso(w.since),
           confidence: w.confidence,
