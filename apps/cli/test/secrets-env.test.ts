@@ -67,11 +67,13 @@ describe('credentials from files, dropped from the environment once read', () =>
       expect(help.indexOf(`--${t}-token-file`)).toBeLessThan(help.indexOf(`--${t}-token `));
   });
 
-  it('dropSecretsFromEnv removes every MQD_*TOKEN*/SECRET* variable and nothing else', () => {
+  it('dropSecretsFromEnv removes every MQD_*TOKEN*/SECRET* variable and the webhook URLs, nothing else', () => {
     const env: NodeJS.ProcessEnv = {
       ...SECRETS,
       MQD_AGENT_SECRET: 'x',
       MQD_ADMIN_TOKEN_FILE: '/f',
+      MQD_WATCH_WEBHOOKS: 'https://hooks.example/T000/B000/secret',
+      MQD_WATCH_ENABLED: 'on',
       MQD_PORT: '1',
       PATH: '/bin',
     };
@@ -82,9 +84,10 @@ describe('credentials from files, dropped from the environment once read', () =>
         'MQD_AGENT_SECRET',
         'MQD_AGENT_TOKEN',
         'MQD_METRICS_TOKEN',
+        'MQD_WATCH_WEBHOOKS',
       ].sort(),
     );
-    expect(env).toEqual({ MQD_PORT: '1', PATH: '/bin' });
+    expect(env).toEqual({ MQD_WATCH_ENABLED: 'on', MQD_PORT: '1', PATH: '/bin' });
   });
 
   it('mqd agent given its token by MQD_AGENT_TOKEN: the variable is gone once it is read', async () => {

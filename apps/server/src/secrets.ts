@@ -45,8 +45,11 @@ export function readSecretFile(path: string): { ok: true; value: string } | { ok
   }
 }
 
-/** The names of the variables that hold (or name the file of) a credential of MQD's. */
-export const SECRET_ENV_NAME = /^MQD_\w*(TOKEN|SECRET)\w*$/;
+/**
+ * The names of the variables that hold (or name the file of) a credential of MQD's; the hang
+ * watch's webhook URLs count (a chat webhook's URL is its own secret).
+ */
+export const SECRET_ENV_NAME = /^MQD_(\w*(TOKEN|SECRET)\w*|WATCH_WEBHOOKS?)$/;
 
 /**
  * Removes every credential variable from `env` (default: this process's), once the

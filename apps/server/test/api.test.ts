@@ -62,7 +62,7 @@ describe('authentication', () => {
       }
     }
     const health = await s.app.inject({ method: 'GET', url: '/api/health' });
-    expect(json(health)).toMatchObject({ status: 'ok', protocol: 3, schemaVersion: 4 });
+    expect(json(health)).toMatchObject({ status: 'ok', protocol: 3, schemaVersion: 5 });
   });
 
   it('logs in with the admin token and then works with the session cookie or bearer', async () => {
@@ -340,6 +340,8 @@ describe('snapshots over REST', () => {
         '/api/admin/hung',
         '/api/admin/users',
         '/api/admin/users/{name}/token',
+        '/api/admin/watch',
+        '/api/fleet',
         '/api/health',
         '/api/jobs',
         '/api/jobs/attach',

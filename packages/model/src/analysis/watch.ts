@@ -176,8 +176,8 @@ function proof(last: JobSnapshot, previous: JobSnapshot | null): Proof {
   for (const c of e.collectives) add(c.waitingFor);
   for (const r of e.openmp.deadlockedRanks) least.add(r);
   if (least.size === 0) add(e.waits.waitingOnFree);
-  // The first group names the call, peer, tag and line ("Ranks 0-3 wait in MPI_Ssend ... at
-  // step.c:106"); the cycle line repeats the ranks edge by edge, too long for one line.
+  // The first group names the call, peer, tag and source line ("Ranks 0-3 wait in MPI_Ssend
+  // ... at FILE:LINE"); the cycle line repeats the ranks edge by edge, too long for one line.
   const group = e.diagnosis.groups[0]?.text ?? '';
   const first = e.headline !== '' && /^Ranks? /.test(group) ? `r${group.slice(1)}` : group;
   const head = e.headline === '' ? '' : `${e.headline}: `;
