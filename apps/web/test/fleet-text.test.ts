@@ -17,6 +17,7 @@ import {
   leastProgressedText,
   placeText,
   policyText,
+  programText,
   ranksOnNodesText,
   sortFleetJobs,
   stateChipText,
@@ -88,6 +89,18 @@ describe('ranks, nodes and names', () => {
     expect(leastProgressedText('2')).toBe('least progressed: rank 2');
     expect(leastProgressedText('0-1,5')).toBe('least progressed: ranks 0-1, 5');
     expect(leastProgressedText('')).toBeNull();
+  });
+
+  it('names the program a starter runs, not the starter; Slurm job names stay', () => {
+    const starter = {
+      program: 'mpirun',
+      command: '/opt/ompi/bin/mpirun -np 4 --oversubscribe /f/build/wrong_tag 3',
+    };
+    expect(programText(starter)).toBe('wrong_tag');
+    expect(programText({ program: 'mpiexec', command: 'mpiexec -n 2 ./compute_loop' })).toBe('compute_loop');
+    expect(programText({ program: 'wrong_tag', command: 'mpirun -np 4 ./wrong_tag' })).toBe('wrong_tag');
+    expect(programText({ program: 'nightly-cfd', command: 'srun ./cfd' })).toBe('nightly-cfd');
+    expect(programText({ program: 'solver', command: './solver --steps=10' })).toBe('solver');
   });
 
   it('says the job id, the partition and account, the ranks and their nodes', () => {

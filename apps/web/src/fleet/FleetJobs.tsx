@@ -13,6 +13,7 @@ import {
   jobIdText,
   leastProgressedText,
   placeText,
+  programText,
   ranksOnNodesText,
   sortFleetJobs,
   stateChipText,
@@ -101,7 +102,7 @@ function FleetJobRow({
   const link = j.snapshotId === null ? null : snapshotLink(j.jobId, j.snapshotId);
   const program = (
     <bdi className="program-name" data-testid="fleet-job-program">
-      {j.program}
+      {programText(j)}
     </bdi>
   );
   return (

@@ -12,6 +12,7 @@ import {
   type WatchMode,
   type WatchState,
 } from '@mqd/model';
+import { jobLabel } from '../jobs/job-label.js';
 import type { FleetSort } from '../url-state.js';
 
 /** Whether the watcher samples a job, as a person reads it. */
@@ -115,6 +116,16 @@ export function endedText(
 export function leastProgressedText(ranges: string): string | null {
   const r = ranges.trim();
   return r === '' ? null : `least progressed: ${ranksPhrase(r)}`;
+}
+
+/**
+ * The program the job runs, as the Jobs view names it: the server's `program` (Slurm's job name,
+ * else the executable), except when that is the starter itself ("mpirun"): then the program the
+ * starter's command line runs ("mpirun -np 4 ./wrong_tag" reads "wrong_tag").
+ */
+export function programText(job: Pick<ApiFleetJob, 'program' | 'command'>): string {
+  const label = jobLabel(job.command);
+  return label.launcher !== '' && job.program === label.launcher ? label.program : job.program;
 }
 
 /** The program and what names the job: "Slurm job 1234", or the starter's host and pid. */
