@@ -5,10 +5,12 @@
 // wrong_tag hung with its least-progressed ranks and diagnosis, compute_loop computing; one click
 // on the hung job opens the snapshot behind the verdict with the diagnosis. And an admin changes
 // the policy in the view's form. Every wait is on a condition, none on time.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { AxeBuilder } from '@axe-core/playwright';
 import { loadConfig, type ServerConfig } from '@mqd/server';
-import { MPI_NAMES } from '@mqd/testkit';
-import type { Locator, Page } from 'playwright-core';
+import { FIXTURES_DIR, MPI_NAMES } from '@mqd/testkit';
+import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { idle, screenshot, WEB_ROOT } from './browser.js';
 import { e2eRig } from './rig.js';
@@ -36,36 +38,38 @@ function watchConfig(): ServerConfig {
   return cfg.value;
 }
 
-/** The row of the job running `program` (the executable's name: no Slurm here). */
-function rowOf(page: Page, program: string): Locator {
-  return page
-    .getByTestId('fleet-job-row')
-    .filter({ has: page.getByTestId('fleet-job-program').getByText(program, { exact: true }) });
-}
+const SOURCE = readFileSync(join(FIXTURES_DIR, 'wrong_tag.c'), 'utf8').split('\n');
+/** 1-based line of wrong_tag.c where rank 0 receives tag 99 from rank 1 (read, never written here). */
+const LINE_99 = SOURCE.findIndex((l) => /MPI_Recv\(buf, 4, MPI_INT, 1, 99,/.test(l)) + 1;
 
-// Skipped until the hang watch's server side lands (apps/server/src/watch/, the agents'
-// discovery, the --watch flags and GET /api/fleet): it waits for that, nothing else.
 /**
- * Waits until the row of `program` is in `state`; on a timeout, a screenshot of what the view
- * showed instead (`${name}.png`) and the rows' text in the error.
+ * The selector of the row of the job whose starter is `starterPid` (its key is
+ * starter:HOST:PID:STARTTIME): other test runs' jobs on this node are listed too.
  */
-async function waitForState(page: Page, program: string, state: string, name: string): Promise<void> {
+const rowSelector = (starterPid: number) => `[data-testid="fleet-job-row"][data-key*=":${starterPid}:"]`;
+
+/**
+ * Waits until the row of `starterPid`'s job is in `state`; on a timeout, a screenshot of what
+ * the view showed instead (`${name}.png`) and the rows' text in the error.
+ */
+async function waitForState(page: Page, starterPid: number, state: string, name: string): Promise<void> {
   try {
     await page
-      .locator(`[data-testid="fleet-job-row"][data-state="${state}"]`)
-      .filter({ has: page.getByTestId('fleet-job-program').getByText(program, { exact: true }) })
+      .locator(`${rowSelector(starterPid)}[data-state="${state}"]`)
       .waitFor({ timeout: VERDICT_TIMEOUT_MS });
   } catch (e) {
     await screenshot(page, name);
     const rows = await page.getByTestId('fleet-job-row').allInnerTexts();
-    throw new Error(`${program} never showed as ${state}; the rows: ${JSON.stringify(rows)}`, { cause: e });
+    throw new Error(`job ${starterPid} never showed as ${state}; the rows: ${JSON.stringify(rows)}`, {
+      cause: e,
+    });
   }
 }
 
-describe.skip.each(MPI_NAMES)('%s: the Fleet view finds a hung job nobody attached', (mpi) => {
+describe.each(MPI_NAMES)('%s: the Fleet view finds a hung job nobody attached', (mpi) => {
   it('shows wrong_tag hung and compute_loop computing, in words; one click opens the hang', async () => {
     const hung = await rig.launch({ mpi, fixture: 'wrong_tag', np: 4 });
-    await rig.launch({ mpi, fixture: 'compute_loop', np: 2, waitFor: 'ready' });
+    const computing = await rig.launch({ mpi, fixture: 'compute_loop', np: 2, waitFor: 'ready' });
     const local = await rig.serveLocal(watchConfig());
     const { page, errors } = await rig.openPage(local.served.loginUrl);
 
@@ -85,21 +89,24 @@ describe.skip.each(MPI_NAMES)('%s: the Fleet view finds a hung job nobody attach
     );
 
     // No attach, no click: the watch's verdicts arrive by themselves.
-    const wrongTag = rowOf(page, 'wrong_tag');
-    const compute = rowOf(page, 'compute_loop');
-    await waitForState(page, 'wrong_tag', 'hung', `${mpi}-fleet-not-hung`);
-    await waitForState(page, 'compute_loop', 'computing', `${mpi}-fleet-not-computing`);
+    const wrongTag = page.locator(rowSelector(hung.starterPid));
+    const compute = page.locator(rowSelector(computing.starterPid));
+    await waitForState(page, hung.starterPid, 'hung', `${mpi}-fleet-not-hung`);
+    await waitForState(page, computing.starterPid, 'computing', `${mpi}-fleet-not-computing`);
     await idle(page);
     await screenshot(page, `${mpi}-fleet-hung`);
 
-    // What a person reads on the hung job's row.
+    // What a person reads on the hung job's row: the program the starter runs, not the starter.
+    expect(await wrongTag.getByTestId('fleet-job-program').innerText()).toBe('wrong_tag');
+    expect(await wrongTag.innerText()).toContain(`pid ${hung.starterPid} on `);
     expect(await wrongTag.getByTestId('fleet-job-watch').innerText()).toBe('watched');
     expect(await wrongTag.getByTestId('fleet-job-state').innerText()).toMatch(
       /^hung since \d\d:\d\d \(high confidence\)$/,
     );
-    expect(await wrongTag.getByTestId('fleet-job-least').innerText()).toBe('least progressed: ranks 0-1');
-    expect(await wrongTag.getByTestId('fleet-job-diagnosis').innerText()).toContain(
-      'rank 0 waits in MPI_Recv for a message from rank 1, tag 99',
+    // Every rank is in the deadlock: 0 and 1 wait for each other, 2 and 3 for rank 0.
+    expect(await wrongTag.getByTestId('fleet-job-least').innerText()).toBe('least progressed: ranks 0-3');
+    expect(await wrongTag.getByTestId('fleet-job-diagnosis').innerText()).toBe(
+      `Deadlock: rank 0 waits in MPI_Recv for a message from rank 1, tag 99, on MPI_COMM_WORLD, at wrong_tag.c:${LINE_99} in main`,
     );
     expect(await wrongTag.innerText()).toContain(`4 ranks on`);
     // Its history ends hung, and says so in words for screen readers.
@@ -110,11 +117,17 @@ describe.skip.each(MPI_NAMES)('%s: the Fleet view finds a hung job nobody attach
       /^last \d+ samples: .* hung$/,
     );
     // The computing job is watched too, never called hung, and has nobody to blame.
+    expect(await compute.getByTestId('fleet-job-program').innerText()).toBe('compute_loop');
     expect(await compute.getByTestId('fleet-job-watch').innerText()).toBe('watched');
     expect(await compute.getByTestId('fleet-job-state').innerText()).toBe('computing');
     expect(await compute.getByTestId('fleet-job-least').count()).toBe(0);
-    // Hung first.
-    expect(await page.getByTestId('fleet-job-program').first().innerText()).toBe('wrong_tag');
+    // Hung first: the hung job's row comes before the computing one's.
+    const keys = await page
+      .getByTestId('fleet-job-row')
+      .evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset['key'] ?? ''));
+    const at = (pid: number) => keys.findIndex((k) => k.includes(`:${pid}:`));
+    expect(at(hung.starterPid)).toBeGreaterThanOrEqual(0);
+    expect(at(hung.starterPid)).toBeLessThan(at(computing.starterPid));
     // The table, chips, history and policy form pass axe-core (WCAG 2.1 A and AA) with no
     // serious or critical violation.
     const axe = await new AxeBuilder({ page })
@@ -132,10 +145,10 @@ describe.skip.each(MPI_NAMES)('%s: the Fleet view finds a hung job nobody attach
     expect(url.searchParams.get('view')).toBe('matrix');
     expect(url.searchParams.get('snap')).not.toBeNull();
     expect((await cycle.innerText()).trim()).toMatch(
-      /^Cycle: rank 0 waits for rank 1 \(tag 99, wrong_tag\.c:\d+\)/,
+      new RegExp(`^Cycle: rank 0 waits for rank 1 \\(tag 99, wrong_tag\\.c:${LINE_99}\\)`),
     );
-    expect(await page.getByTestId('diagnosis-line').first().innerText()).toContain(
-      'Rank 0 waits in MPI_Recv for a message from rank 1, tag 99',
+    expect((await page.getByTestId('diagnosis-line').first().innerText()).trim()).toBe(
+      `Rank 0 waits in MPI_Recv for a message from rank 1, tag 99, on MPI_COMM_WORLD, at wrong_tag.c:${LINE_99} in main`,
     );
     await screenshot(page, `${mpi}-fleet-hung-snapshot`);
     // The watch never leaves a rank stopped: the job is still there, its ranks still alive.
