@@ -10,6 +10,7 @@ import {
   decodeResponse,
   err,
   type Frame,
+  JobId,
   type JobSnapshot,
   mqdError,
   ok,
@@ -552,6 +553,37 @@ describe('the hang watch', () => {
     const ended = byKey(await r.fleet(), 'starter:n3:500:77');
     expect(ended.endedAt).not.toBeNull();
     expect(ended.watch).toBe('off-by-job');
+  });
+
+  it('samples a job someone attached already as that job, never a second copy of it', async () => {
+    const r = await rig();
+    const base = optedOut();
+    const job: FakeJob = { ...base, d: { ...base.d, watch: 'on' } };
+    const store = r.s.app.mqd.store;
+    // Attached by its starter (as POST /api/jobs/attach stores it) before the watch found it.
+    store.saveJob(
+      {
+        id: JobId('attached-by-alice'),
+        host: 'n3',
+        starterPid: 500,
+        starterStartTime: '77',
+        uid: 1000,
+        command: job.d.command,
+        method: 'mpir-proctable',
+        ranks: (job.layout['n3'] ?? []).map((x) => ({ ...x, host: 'n3', startTime: String(1000 + x.pid) })),
+        createdAt: T0,
+        createdBy: 'alice',
+        endedAt: null,
+      },
+      { who: 'alice', action: 'attach', jobId: JobId('attached-by-alice'), detail: 'test' },
+    );
+    r.fake.add(job);
+    for (let i = 0; i < 2; i++) await r.round();
+    const f = byKey(await r.fleet(), job.d.key);
+    expect(f.jobId).toBe('attached-by-alice');
+    expect(f.samples).toBe(2);
+    expect(r.fake.reads.get(job.d.key)).toBe(2);
+    expect(store.jobs(null).map((x) => [x.id, x.method])).toEqual([['attached-by-alice', 'mpir-proctable']]);
   });
 
   it('stops no rank beyond its budget for the hour, then samples /proc only (mode budget)', async () => {

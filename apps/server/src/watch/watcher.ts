@@ -227,13 +227,19 @@ export class Watcher {
       if (layoutChanged || stored?.endedAt != null) {
         const existingId = prior?.job.id ?? stored?.jobId ?? null;
         const existing = existingId === null ? null : store.job(existingId);
-        job = jobRecordOf(c, now, existing !== null && existing.uid === c.uid ? existing : null);
-        store.saveJob(job, {
-          who: WATCHER,
-          action: 'watch-register',
-          jobId: job.id,
-          detail: `${c.key}: ${c.ranks.length} ranks on ${c.nodes.join(',')}`,
-        });
+        // A job someone attached already (same starter, same start time, same owner and ranks)
+        // is that job: the watcher samples it instead of listing it twice.
+        const attached = existingId === null ? attachedJobOf(store, c) : null;
+        if (attached !== null) job = attached;
+        else {
+          job = jobRecordOf(c, now, existing !== null && existing.uid === c.uid ? existing : null);
+          store.saveJob(job, {
+            who: WATCHER,
+            action: 'watch-register',
+            jobId: job.id,
+            detail: `${c.key}: ${c.ranks.length} ranks on ${c.nodes.join(',')}`,
+          });
+        }
         if (prior === undefined) changed = true;
       }
       if (job === null) continue;
@@ -575,4 +581,15 @@ export class Watcher {
         state: w.state,
       }));
   }
+}
+
+/** The live job someone attached that is this cluster job (its starter's identity, owner and ranks), or null. */
+function attachedJobOf(store: Store, c: ClusterJob): JobRecord | null {
+  const pid = c.first.starterPid;
+  const start = c.first.starterStartTime;
+  if (pid === undefined || start === undefined) return null;
+  const j = store.findJob(c.host, pid, start);
+  if (j === null || j.endedAt !== null || j.uid !== c.uid || j.coresDir !== undefined) return null;
+  const pids = new Set(j.ranks.map((r) => `${r.host}/${r.pid}`));
+  return j.ranks.length === c.ranks.length && c.ranks.every((r) => pids.has(`${r.host}/${r.pid}`)) ? j : null;
 }
