@@ -123,11 +123,14 @@ const results = WAYS.filter((w): w is number => w !== null).map((period) => {
     stopMsPerSample: perSample.length === 0 ? null : median(perSample),
   };
 });
-const perSampleAll = results.flatMap((r) => (r.stopMsPerSample === null ? [] : [r.stopMsPerSample]));
-const stopMsPerSample = perSampleAll.length === 0 ? null : median(perSampleAll);
+// Pooled over every watched run: the stop time one sample costs a rank, on average.
+const watched = runs.filter((r) => r.period !== null && r.samples > 0);
+const pooledSamples = watched.reduce((n, r) => n + r.samples, 0);
+const stopMsPerSample =
+  pooledSamples === 0 ? null : watched.reduce((n, r) => n + r.stopMs, 0) / pooledSamples;
 const out = {
   bench: 'watch-overhead',
-  /** Median stop time of one sample (per rank), over every watched run. */
+  /** Stop time of one sample (per rank): every watched run's stop time over its samples, pooled. */
   stopMsPerSample,
   /** That over the default period: the share of a long job's time its ranks spend stopped. */
   projectedStopShareAtDefault: stopMsPerSample === null ? null : stopMsPerSample / (DEFAULT_PERIOD * 1000),
