@@ -4,8 +4,9 @@
 // uses them) and that maps an MPI library; its job is its Slurm job (every step merged, key
 // `slurm:JOBID`) or else the outermost MPI starter above it (key `starter:HOST:PID:STARTTIME`).
 // One entry has one uid: a rank of another uid than its job's is listed in an entry of its own
-// (same key, its uid), never mixed in. Everything a user controls (command lines, names,
-// environment values) is clipped or validated here. Processes that vanish mid-scan are skipped.
+// (its uid; a Slurm job's key, or outside Slurm keyed by its own first rank, as the agent
+// protocol wants a starter key to name the entry's starterPid), never mixed in. Everything a
+// user controls (command lines, names, environment values) is clipped or validated here. Processes that vanish mid-scan are skipped.
 //
 // Cost: environ is read once per process (cached by pid, start time and comm: an exec changes
 // comm, a fork that has not exec'd yet keeps its parent's), maps only for processes that name a
@@ -127,12 +128,12 @@ const DIGITS = /^\d+$/;
 /** Scans skipped before a process that named a rank without an MPI library is looked at again. */
 const NO_MPI_RECHECK_SCANS = 5;
 
-/** `s` with every control character (C0 and DEL) replaced by `by`. */
+/** `s` with every control character (C0, DEL and C1: /proc is read as latin1) replaced by `by`. */
 function noControls(s: string, by: string): string {
   let out = '';
   for (const ch of s) {
     const c = ch.charCodeAt(0);
-    out += c < 0x20 || c === 0x7f ? by : ch;
+    out += c < 0x20 || (c >= 0x7f && c <= 0x9f) ? by : ch;
   }
   return out;
 }
@@ -331,6 +332,7 @@ function byRankThenPid(a: FoundRank, b: FoundRank): number {
 
 /** One job entry of ranks that share a key and a uid. */
 function makeJob(
+  host: string,
   key: string,
   group: readonly FoundRank[],
   uid: number,
@@ -359,7 +361,10 @@ function makeJob(
   const account = pick('account');
   const slurmJob = key.startsWith('slurm:') ? key.slice('slurm:'.length) : null;
   return {
-    key,
+    // Outside Slurm the key names the entry's own head: a rank of another uid under a starter
+    // is keyed by itself, not by that starter (the agent protocol drops a key that names
+    // another pid than starterPid).
+    key: slurmJob !== null ? key : `starter:${host}:${head.pid}:${head.startTime}`,
     kind: slurmJob !== null ? 'slurm' : 'starter',
     ...(slurmJob !== null ? { slurmJob } : {}),
     ...(slurmJob === null ? { starterPid: head.pid, starterStartTime: head.startTime } : {}),
@@ -465,7 +470,7 @@ export function discoverJobs(o: DiscoverOptions = {}): DiscoveredJob[] {
         g.starter !== null && uid === ownerUid && g.starter.pid !== mine[0]?.proc.pid
           ? { proc: g.starter, facts: cachedFacts(g.starter, cache) }
           : null;
-      const job = makeJob(key, mine, uid, starter);
+      const job = makeJob(host, key, mine, uid, starter);
       if (job !== null) jobs.push(job);
       if (jobs.length >= DISCOVERY_LIMITS.jobs) return jobs;
     }
