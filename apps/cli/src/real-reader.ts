@@ -2,8 +2,23 @@
 // Snapshotter per agent, so repeated snapshots of a job are warm (DLL loaded, types indexed,
 // processes set up). Core files are read with Snapshotter.snapshotCores.
 import { type DllPolicy, procCredentials, Snapshotter } from '@mqd/core';
-import { isErrorCode, mqdError, type RankSnapshot, rankNotRead } from '@mqd/model';
-import type { CoreRead, MpiInfo, RankReader, RankTarget, ReadOptions } from '@mqd/server/agent';
+import {
+  type DiscoveredRank,
+  isErrorCode,
+  mqdError,
+  type RankSnapshot,
+  type Result,
+  rankNotRead,
+} from '@mqd/model';
+import type {
+  CaptureResult,
+  CoreRead,
+  MpiInfo,
+  RankReader,
+  RankTarget,
+  ReadOptions,
+} from '@mqd/server/agent';
+import { captureForWatch } from './capture-watch.js';
 import { refusedByUserAgent } from './real-locator.js';
 
 export class CoreRankReader implements RankReader {
@@ -95,6 +110,15 @@ export class CoreRankReader implements RankReader {
       );
     });
     return { ranks, cores: [...(snapshot.source?.cores ?? [])] };
+  }
+
+  /** The hang watch's cores of a hung job (capture-watch.ts), written as its owner. */
+  capture(
+    ranks: readonly DiscoveredRank[],
+    dir: string,
+    opts: { readonly host: string; readonly ownerUid: number; readonly signal: AbortSignal },
+  ): Promise<Result<CaptureResult>> {
+    return captureForWatch(this.snapshotter, ranks, dir, opts);
   }
 
   dispose(): Promise<void> {

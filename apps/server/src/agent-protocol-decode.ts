@@ -34,6 +34,7 @@ import {
   type AgentHandshake,
   type AgentHealth,
   type AgentMessage,
+  CAPTURE_NAME_RE,
   type DecodedAgentMessage,
   type Dropped,
   type DroppedEntry,
@@ -56,6 +57,9 @@ import {
   type WireError,
 } from './agent-protocol.js';
 import type {
+  CapturedRank,
+  CaptureParams,
+  CaptureResult,
   CounterError,
   CountersParams,
   CountersResult,
@@ -231,6 +235,15 @@ const RANK_COUNTERS_FIELDS = fields<RankCounters>({
   state: true,
 });
 const COUNTER_ERROR_FIELDS = fields<CounterError>({ rank: true, error: true });
+const CAPTURE_PARAMS_FIELDS = fields<CaptureParams>({ ranks: true, ownerUid: true, name: true });
+const CAPTURE_RESULT_FIELDS = fields<CaptureResult>({ dir: true, ranks: true });
+const CAPTURED_RANK_FIELDS = fields<CapturedRank>({
+  rank: true,
+  pid: true,
+  core: true,
+  bytes: true,
+  error: true,
+});
 const HANDSHAKE_FIELDS = fields<AgentHandshake>({
   token: true,
   protocol: true,
@@ -437,6 +450,39 @@ function countersParams(v: unknown, path: string): CountersParams {
   };
 }
 
+function captureParams(v: unknown, path: string): CaptureParams {
+  const o = obj(v, path, CAPTURE_PARAMS_FIELDS);
+  return {
+    ranks: discoveredRanks(o['ranks'], `${path}.ranks`),
+    ownerUid: uidNo(o['ownerUid'], `${path}.ownerUid`),
+    name: str(o['name'], `${path}.name`, 200, 1, CAPTURE_NAME_RE),
+  };
+}
+
+function captureResult(v: unknown, path: string): CaptureResult {
+  const o = obj(v, path, CAPTURE_RESULT_FIELDS);
+  const seen = new Set<number>();
+  const ranks = arr(o['ranks'], `${path}.ranks`, MAX_RANKS_PER_REQUEST).map((x, i) => {
+    const p = `${path}.ranks[${i}]`;
+    const r = obj(x, p, CAPTURED_RANK_FIELDS);
+    const rank = rankNo(r['rank'], `${p}.rank`);
+    if (seen.has(rank)) fail(`${p}.rank`, `rank ${rank} appears twice`);
+    seen.add(rank);
+    const core =
+      r['core'] === null ? null : str(r['core'], `${p}.core`, 255, 1, /^[A-Za-z0-9][A-Za-z0-9._-]*$/);
+    const error = r['error'] === null ? null : wireError(r['error'], `${p}.error`);
+    if ((core === null) === (error === null)) fail(p, 'expected either a core or an error');
+    return {
+      rank,
+      pid: pidNo(r['pid'], `${p}.pid`),
+      core,
+      bytes: int(r['bytes'], `${p}.bytes`, 0, Number.MAX_SAFE_INTEGER),
+      error,
+    };
+  });
+  return { dir: corePath(o['dir'], `${path}.dir`), ranks };
+}
+
 function countersResult(v: unknown, path: string): CountersResult {
   const o = obj(v, path, COUNTERS_RESULT_FIELDS);
   const seen = new Set<number>();
@@ -639,7 +685,7 @@ function agentMessage(v: unknown, dropped: DroppedEntry[]): AgentMessage {
     case 'reply': {
       const o = obj(v, '$', REPLY_FIELDS);
       const id = reqId(o['id'], 'id');
-      const method = oneOf(o['method'], 'method', ['snapshot', 'locate', 'counters'] as const);
+      const method = oneOf(o['method'], 'method', ['snapshot', 'locate', 'counters', 'capture'] as const);
       if (o['ok'] === false) {
         if (o['result'] !== undefined) fail('result', 'not allowed when ok is false');
         return { type, id, method, ok: false, error: wireError(o['error'], 'error') };
@@ -650,6 +696,8 @@ function agentMessage(v: unknown, dropped: DroppedEntry[]): AgentMessage {
         return { type, id, method, ok: true, result: locatedJob(o['result'], 'result') };
       if (method === 'counters')
         return { type, id, method, ok: true, result: countersResult(o['result'], 'result') };
+      if (method === 'capture')
+        return { type, id, method, ok: true, result: captureResult(o['result'], 'result') };
       const r = obj(o['result'], 'result', SNAPSHOT_RESULT_FIELDS);
       return {
         type,
@@ -693,9 +741,12 @@ function serverMessage(v: unknown): ServerMessage {
         }),
       );
       const id = reqId(o['id'], 'id');
-      const method = oneOf(o['method'], 'method', ['snapshot', 'locate', 'counters'] as const);
+      const method = oneOf(o['method'], 'method', ['snapshot', 'locate', 'counters', 'capture'] as const);
       if (method === 'counters') {
         return { type, id, method, params: countersParams(o['params'], 'params') };
+      }
+      if (method === 'capture') {
+        return { type, id, method, params: captureParams(o['params'], 'params') };
       }
       if (method === 'locate') {
         const p = obj(o['params'], 'params', LOCATE_FIELDS);

@@ -53,6 +53,14 @@
 //            snapshot, each pid must still have its startTime (else MQD_E_PID_REUSED) and
 //            belong to ownerUid in all its ids (else MQD_E_FOREIGN_PROCESS); a uid-0 job's
 //            counters are read only when ownerUid is 0. Answered by one `reply`.
+//   request  {type, id, method: 'capture', params: {ranks: [{rank, pid, startTime}], ownerUid, name}}
+//            (the hang watch's cores, policy captureCores) write one core per rank and a
+//            `mqd capture` manifest into `<the agent's first --core-dir>/<name>`; name is one
+//            path component ([A-Za-z0-9][A-Za-z0-9._-]*, <= 200 chars). The agent refuses without
+//            a core directory (MQD_E_CORE_DIR_FORBIDDEN), checks each pid's start time and owner
+//            as for a snapshot, and writes nothing as root: the directory, the cores and the
+//            manifest are made by processes that are ownerUid (uid 0 only when ownerUid is 0).
+//            Each rank is stopped only while its core is written. Answered by one `reply`.
 //   refused  {type, refId, error: {code, message}}
 //            the aggregator dropped one of the agent's messages (too big, not JSON, wrong
 //            shape, unknown or finished request id), or entries of one (ranks of a chunk,
@@ -108,6 +116,9 @@
 //                        clockTicksPerSecond, switches voluntary + nonvoluntary of every
 //                        thread, state the one-letter /proc state) or in errors; at = epoch ms
 //                        of the read.
+//              capture:  {dir, ranks: [{rank, pid, core, bytes, error}]}: dir = the real path
+//                        written, one entry per asked rank, core = the file name in dir or null
+//                        with error {code, message}.
 //              locate:   {ranks: [{rank, pid, host, startTime?, core?}], method, uid, command,
 //                        starterStartTime, starterPid?, coresDir?, otherNodes?}: otherNodes
 //                        (a Slurm job, <= MAX_OTHER_NODES host names) are the job's nodes
@@ -134,6 +145,8 @@ import {
   type RankSnapshot,
 } from '@mqd/model';
 import type {
+  CaptureParams,
+  CaptureResult,
   CountersParams,
   CountersResult,
   LocatedJob,
@@ -142,7 +155,14 @@ import type {
   SeenStarter,
 } from './seams.js';
 
-export type { CounterError, CountersParams, CountersResult } from './seams.js';
+export type {
+  CapturedRank,
+  CaptureParams,
+  CaptureResult,
+  CounterError,
+  CountersParams,
+  CountersResult,
+} from './seams.js';
 
 /** 3: status.discovered and the `counters` request (the hang watch, issue #31). */
 export const AGENT_PROTOCOL_VERSION = 3 as const;
@@ -175,7 +195,9 @@ export const MAX_SLURM_NAME_CHARS = 128;
 /** A discovered job's key: `starter:` + a host (<= 255) + `:PID:STARTTIME`. */
 export const MAX_DISCOVERED_KEY_CHARS = 320;
 
-export type RequestMethod = 'snapshot' | 'locate' | 'counters';
+export type RequestMethod = 'snapshot' | 'locate' | 'counters' | 'capture';
+/** A capture directory's name (CaptureParams.name): one path component. */
+export const CAPTURE_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 
 export interface WireError {
   readonly code: string;
@@ -243,6 +265,12 @@ export type ServerMessage =
       readonly method: 'counters';
       readonly params: CountersParams;
     }
+  | {
+      readonly type: 'request';
+      readonly id: number;
+      readonly method: 'capture';
+      readonly params: CaptureParams;
+    }
   | { readonly type: 'refused'; readonly refId: number | null; readonly error: WireError };
 
 /** What a locate request names: a starter pid on the node, or a Slurm job id ("1234", "1234.0"). */
@@ -272,6 +300,13 @@ export type ReplyMessage =
       readonly method: 'counters';
       readonly ok: true;
       readonly result: CountersResult;
+    }
+  | {
+      readonly type: 'reply';
+      readonly id: number;
+      readonly method: 'capture';
+      readonly ok: true;
+      readonly result: CaptureResult;
     }
   | {
       readonly type: 'reply';

@@ -4,6 +4,7 @@
 // never lets a reader failure cost more than the ranks involved: every requested rank is
 // answered, in state error when it could not be read.
 import { hostname, loadavg } from 'node:os';
+import { join } from 'node:path';
 import {
   clipText,
   type DiscoveredJob,
@@ -35,6 +36,8 @@ import {
   type AgentHandshake,
   type AgentHealth,
   type AgentMessage,
+  CAPTURE_NAME_RE,
+  type CaptureParams,
   type CountersResult,
   DEFAULT_KEEPALIVE_MS,
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -98,7 +101,11 @@ export type AgentEvent =
   | { readonly kind: 'disconnect'; readonly reason: string }
   | { readonly kind: 'connect-error'; readonly error: MqdError; readonly retryInMs: number }
   | { readonly kind: 'refused'; readonly error: MqdError; readonly refId: number | null }
-  | { readonly kind: 'request'; readonly method: 'snapshot' | 'locate' | 'counters'; readonly id: number };
+  | {
+      readonly kind: 'request';
+      readonly method: 'snapshot' | 'locate' | 'counters' | 'capture';
+      readonly id: number;
+    };
 
 export interface AgentOptions {
   /** Aggregator base URL, e.g. http://head:8080. */
@@ -512,6 +519,81 @@ export function startAgent(opts: AgentOptions): AgentHandle {
     }
   };
 
+  /**
+   * Cores of a hung job's ranks (the hang watch, policy captureCores): written by the reader's
+   * capture into `<first core dir>/<name>`, as the ranks' owner; the directory is this agent's
+   * choice (the request names only one path component), so no request points it elsewhere.
+   */
+  const handleCapture = async (id: number, p: CaptureParams) => {
+    const ac = new AbortController();
+    active.set(id, ac);
+    const refuse = (error: WireError) =>
+      send({
+        type: 'reply',
+        id,
+        method: 'capture',
+        ok: false,
+        error: { code: error.code, message: clipText(error.message, MAX_MESSAGE_CHARS) },
+      });
+    try {
+      const first = coreDirs[0];
+      if (first === undefined) {
+        refuse(
+          mqdError(
+            'MQD_E_CORE_DIR_FORBIDDEN',
+            `the agent on ${host} has no core directory (--core-dir), so it keeps no cores`,
+          ),
+        );
+        return;
+      }
+      const root = resolveCoreDir(first, coreDirs);
+      if (!root.ok) {
+        refuse(root.error);
+        return;
+      }
+      if (!CAPTURE_NAME_RE.test(p.name)) {
+        refuse(mqdError('MQD_E_BAD_INPUT', 'a capture directory name is one plain path component'));
+        return;
+      }
+      const capture = opts.reader.capture?.bind(opts.reader);
+      if (capture === undefined) {
+        refuse(mqdError('MQD_E_CORE_DIR_FORBIDDEN', `the agent on ${host} has no core writer`));
+        return;
+      }
+      const r = await capture(p.ranks, join(root.value, p.name), {
+        host,
+        ownerUid: p.ownerUid,
+        signal: ac.signal,
+      });
+      if (!r.ok) {
+        lastError = toMqdError(new MqdException(r.error), 'MQD_E_INTERNAL');
+        refuse(r.error);
+        return;
+      }
+      // Every asked rank once: unanswered ones are errors, others dropped.
+      const asked = new Map(p.ranks.map((x) => [x.rank, x.pid]));
+      const ranks = r.value.ranks
+        .filter((x) => asked.delete(x.rank))
+        .map((x) => ({ ...x, error: x.error === null ? null : wireErrorOf(x.error) }));
+      for (const [rank, pid] of asked) {
+        ranks.push({
+          rank,
+          pid,
+          core: null,
+          bytes: 0,
+          error: mqdError('MQD_E_INTERNAL', `the capture gave nothing for rank ${rank}`),
+        });
+      }
+      ranks.sort((a, b) => a.rank - b.rank);
+      send({ type: 'reply', id, method: 'capture', ok: true, result: { dir: r.value.dir, ranks } });
+    } catch (e) {
+      lastError = toMqdError(e, 'MQD_E_INTERNAL');
+      refuse(lastError);
+    } finally {
+      active.delete(id);
+    }
+  };
+
   const locate = async (id: number, target: LocateTarget) => {
     const refuse = (error: WireError) =>
       send({
@@ -587,6 +669,7 @@ export function startAgent(opts: AgentOptions): AgentHandle {
         emit({ kind: 'request', method: msg.method, id: msg.id });
         if (msg.method === 'snapshot') void handleSnapshot(msg.id, msg.params);
         else if (msg.method === 'counters') void handleCounters(msg.id, msg.params);
+        else if (msg.method === 'capture') void handleCapture(msg.id, msg.params);
         else void handleLocate(msg.id, msg.params);
         return;
       case 'refused':

@@ -99,6 +99,11 @@ export interface ServerConfig {
   readonly watchHungAfter: number;
   /** Where hang notifications are POSTed (never logged or shown whole: they carry secrets). */
   readonly watchWebhooks: readonly string[];
+  /**
+   * Keep `mqd capture` cores of a job when it becomes hung (once per episode), in a
+   * subdirectory of the first --core-dir; refused without a core directory.
+   */
+  readonly watchCaptureCores: boolean;
 }
 
 type Kind =
@@ -434,6 +439,13 @@ const SETTINGS: readonly Setting[] = [
     help: 'http(s) URL hang notifications are POSTed to (repeatable or comma-separated; prefer the variable: URLs carry secrets)',
   },
   {
+    key: 'watchCaptureCores',
+    flag: 'watch-capture-cores',
+    env: 'MQD_WATCH_CAPTURE_CORES',
+    kind: 'onoff',
+    help: 'keep cores of a job when it hangs (once per hang), as its owner, under the first --core-dir: on or off',
+  },
+  {
     key: 'gzipLevel',
     flag: 'gzip-level',
     env: 'MQD_GZIP_LEVEL',
@@ -485,6 +497,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   watchStopBudgetMs: DEFAULT_WATCH_POLICY.stopBudgetMsPerRankHour,
   watchHungAfter: DEFAULT_WATCH_POLICY.hungAfterSamples,
   watchWebhooks: [],
+  watchCaptureCores: false,
 };
 
 /** The watch policy the flags give (the store's until an admin replaces it). */
@@ -497,6 +510,7 @@ export function watchPolicyOf(c: ServerConfig): ApiWatchPolicy {
     accounts: [...c.watchAccounts],
     stopBudgetMsPerRankHour: c.watchStopBudgetMs,
     hungAfterSamples: c.watchHungAfter,
+    ...(c.watchCaptureCores ? { captureCores: true } : {}),
   };
 }
 
@@ -695,6 +709,14 @@ export function loadConfig(src: ConfigSources = {}): Result<ServerConfig, MqdErr
         'MQD_E_INSECURE',
         `plain HTTP on ${cfg.host} would send agent tokens and sessions in clear: pass --tls-cert and --tls-key, ` +
           'or --allow-insecure-http behind a TLS-terminating proxy',
+      ),
+    );
+  }
+  if (cfg.watchCaptureCores && cfg.coreDirs.length === 0) {
+    return err(
+      mqdError(
+        'MQD_E_USAGE',
+        '--watch-capture-cores on keeps cores under the first --core-dir, and none is given: add --core-dir DIR (MQD_CORE_DIRS), or leave --watch-capture-cores off',
       ),
     );
   }

@@ -19,6 +19,7 @@ import {
   AGENT_PROTOCOL_VERSION,
   type AgentHandshake,
   type AgentHealth,
+  type CaptureParams,
   type CountersParams,
   DEFAULT_KEEPALIVE_MS,
   type DecodedAgentMessage,
@@ -104,6 +105,13 @@ type Pending = (
       readonly settle: (r: Result<HubCounters>) => void;
       readonly timer: NodeJS.Timeout;
     }
+  | {
+      readonly method: 'capture';
+      /** The ranks asked for: an answer for any other is dropped. */
+      readonly asked: ReadonlySet<number>;
+      readonly settle: (r: Result<HubCapture>) => void;
+      readonly timer: NodeJS.Timeout;
+    }
 ) & {
   /** performance.now() when the agent last said something about this request (or it was sent). */
   heardAt: number;
@@ -180,6 +188,18 @@ export interface HubCounters {
   readonly clockTicksPerSecond: number;
   /** Epoch ms of the read, on the agent's node. */
   readonly at: number;
+}
+
+/** What AgentHub.capture gives: the agent's CaptureResult, its errors as MqdErrors. */
+export interface HubCapture {
+  readonly dir: string;
+  readonly ranks: {
+    readonly rank: number;
+    readonly pid: number;
+    readonly core: string | null;
+    readonly bytes: number;
+    readonly error: MqdError | null;
+  }[];
 }
 
 export class AgentHub {
@@ -435,6 +455,22 @@ export class AgentHub {
               at: r.at,
             }),
           );
+        } else if (p.method === 'capture' && msg.method === 'capture') {
+          const r = msg.result;
+          const ranks = r.ranks.filter((x) => p.asked.has(x.rank));
+          if (ranks.length < r.ranks.length)
+            dropped.push({
+              why: `${r.ranks.length - ranks.length} cores of ranks request ${msg.id} did not ask for`,
+            });
+          p.settle(
+            ok({
+              dir: r.dir,
+              ranks: ranks.map((x) => ({
+                ...x,
+                error: x.error === null ? null : fromWire(x.error, 'MQD_E_INTERNAL'),
+              })),
+            }),
+          );
         }
         return dropped;
       }
@@ -571,6 +607,25 @@ export class AgentHub {
         heardAt: performance.now(),
       }),
       (id) => ({ type: 'request', id, method: 'counters', params }),
+    );
+  }
+
+  /**
+   * Cores of ranks on `host` (the hang watch, policy captureCores): its agent writes them as
+   * params.ownerUid into `<its first core dir>/<params.name>`, after the checks of a snapshot.
+   */
+  capture(host: string, params: CaptureParams, timeoutMs: number): Promise<Result<HubCapture>> {
+    return this.request<HubCapture>(
+      host,
+      timeoutMs,
+      (_id, settle, timer) => ({
+        method: 'capture',
+        asked: new Set(params.ranks.map((r) => r.rank)),
+        settle,
+        timer,
+        heardAt: performance.now(),
+      }),
+      (id) => ({ type: 'request', id, method: 'capture', params }),
     );
   }
 

@@ -75,6 +75,42 @@ export interface RankReader {
    * Absent where the reader cannot read cores.
    */
   readCores?(cores: readonly RankTarget[], opts: ReadOptions): Promise<CoreRead>;
+  /**
+   * Writes one core per rank and a `mqd capture` manifest into `dir` (an absolute path the
+   * agent chose inside its first allowed core directory), everything made by processes that
+   * are the ranks' owner `opts.ownerUid` (the real one: apps/cli capture-owner.ts and
+   * Snapshotter.capture), each rank stopped only while its core is written. Every asked rank
+   * is answered in `ranks`. Absent where the reader cannot capture.
+   */
+  capture?(
+    ranks: readonly DiscoveredRank[],
+    dir: string,
+    opts: { readonly host: string; readonly ownerUid: number; readonly signal: AbortSignal },
+  ): Promise<Result<CaptureResult>>;
+}
+
+/** Parameters of a `capture` request: ranks pinned by start time, their owner, the directory's name. */
+export interface CaptureParams {
+  readonly ranks: readonly DiscoveredRank[];
+  readonly ownerUid: number;
+  /** One path component: the agent writes into `<its first core dir>/<name>`. */
+  readonly name: string;
+}
+
+/** One rank of a capture: its core's file name and size, or why it has none. */
+export interface CapturedRank {
+  readonly rank: number;
+  readonly pid: number;
+  /** The core's file name in `dir`; null when it was not written. */
+  readonly core: string | null;
+  readonly bytes: number;
+  readonly error: { readonly code: string; readonly message: string } | null;
+}
+
+/** The answer to a `capture` request: the directory (real path) and every asked rank. */
+export interface CaptureResult {
+  readonly dir: string;
+  readonly ranks: readonly CapturedRank[];
 }
 
 export interface CoreRead {

@@ -83,7 +83,8 @@ export type AuditAction =
   | 'agent-disconnect'
   | 'watch-policy'
   | 'watch-register'
-  | 'watch-notify';
+  | 'watch-notify'
+  | 'watch-cores';
 
 export interface AuditEntry {
   readonly id: number;

@@ -116,6 +116,11 @@ export const ApiWatchPolicy = Type.Object(
     stopBudgetMsPerRankHour: Type.Integer({ minimum: 0, maximum: 3_600_000 }),
     /** Consecutive samples with nothing moved before a job blocked in MPI is called hung. */
     hungAfterSamples: Type.Integer({ minimum: 2, maximum: 1000 }),
+    /**
+     * When a job becomes hung, keep `mqd capture` cores of its ranks (once per episode), written
+     * as the job's owner into a subdirectory of each node agent's first `--core-dir`. Absent: off.
+     */
+    captureCores: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );
@@ -139,6 +144,33 @@ export const ApiFleetSample = Type.Object({
   snapshotId: Nullable(SnapshotIdText),
 });
 export type ApiFleetSample = Static<typeof ApiFleetSample>;
+
+/** One rank's core kept by the watcher at a hang, or why it was not. */
+export const ApiFleetCoreRank = Type.Object({
+  rank: Count,
+  host: Text,
+  /** The core's file name in its node's directory; null when it was not written. */
+  core: Nullable(Text),
+  bytes: Count,
+  /** Why the rank has no core (a coded message), else null. */
+  error: Nullable(Text),
+});
+export type ApiFleetCoreRank = Static<typeof ApiFleetCoreRank>;
+
+/**
+ * The cores the watcher kept of a hung job (policy `captureCores`): per node the directory
+ * (open it as a job with the attach `{coresDir}`), per rank its core or why not.
+ */
+export const ApiFleetCores = Type.Object({
+  /** When the capture ended. */
+  at: IsoTime,
+  /** The episode (hang) it belongs to: the episode's start. */
+  episodeStart: IsoTime,
+  /** One entry per node: the directory its agent wrote (null with the reason when none). */
+  dirs: Type.Array(Type.Object({ host: Text, dir: Nullable(Text), error: Nullable(Text) })),
+  ranks: Type.Array(ApiFleetCoreRank),
+});
+export type ApiFleetCores = Static<typeof ApiFleetCores>;
 
 /** One discovered job (the cluster's, merged over its nodes). */
 export const ApiFleetJob = Type.Object({
@@ -179,5 +211,7 @@ export const ApiFleetJob = Type.Object({
   /** Stop time used this hour by the job's most-stopped rank, and the policy's limit (ms). */
   stopMsThisHour: Count,
   stopBudgetMs: Count,
+  /** The cores kept at the job's latest hang (policy captureCores); absent or null: none. */
+  cores: Type.Optional(Nullable(ApiFleetCores)),
 });
 export type ApiFleetJob = Static<typeof ApiFleetJob>;

@@ -18,6 +18,11 @@ export interface HangNotice {
   readonly diagnosis: string;
   /** Share link of the snapshot that shows the hang, or null when none could be made. */
   readonly link: string | null;
+  /**
+   * The directories the watcher kept the ranks' cores in (policy captureCores), `host:dir`
+   * when the job spans nodes; absent when no core was kept.
+   */
+  readonly cores?: readonly string[];
 }
 
 export interface WebhookBody {
@@ -33,6 +38,7 @@ export function webhookBody(n: HangNotice, program: string): WebhookBody {
     n.since === null ? null : `since ${n.since}`,
     n.leastProgressed === '' ? null : `least progressed: ranks ${n.leastProgressed}`,
     n.diagnosis === '' ? null : n.diagnosis,
+    n.cores === undefined || n.cores.length === 0 ? null : `cores kept in ${n.cores.join(', ')}`,
     n.link,
   ].filter((x): x is string => x !== null);
   return { text: parts.join(' · ').replace(/\s+/g, ' '), mqd: n };

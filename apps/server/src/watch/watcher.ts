@@ -7,6 +7,7 @@
 // A job that is not watched (`on` or `budget`) is never stopped.
 import { randomBytes } from 'node:crypto';
 import {
+  type ApiFleetCores,
   type ApiFleetJob,
   type ApiFleetSample,
   type ApiWatchPolicy,
@@ -21,6 +22,7 @@ import type { ReadSnapshot, SnapshotService, UiEvents } from '../fanout.js';
 import type { JobStateSeries, WatchMetrics } from '../metrics.js';
 import type { Store } from '../store.js';
 import type { JobRecord, User, WatchJobRecord } from '../types.js';
+import { canCapture, captureName, fleetCores } from './capture.js';
 import { type ClusterJob, infoOf, jobRecordOf, mergeDiscovered } from './cluster.js';
 import { type SlurmQuery, slurmEndReason } from './end-reason.js';
 import { type HangNotice, sendWebhooks, webhookBody } from './notify.js';
@@ -72,6 +74,8 @@ export interface WatcherOptions {
   readonly fetch?: typeof fetch;
   readonly webhookBackoffMs?: number;
   readonly webhookTimeoutMs?: number;
+  /** How long a node's agent may take to write a hung job's cores (policy captureCores), ms. */
+  readonly captureTimeoutMs?: number;
 }
 
 /** A sample in the job's window, with the stored snapshot that has its queues (if any). */
@@ -98,6 +102,8 @@ export class Watcher {
   private readonly pending = new Set<Promise<void>>();
   private readonly timers: Timers;
   private discoveryFailed = false;
+  /** Per watched job: the cores kept at its latest hang (policy captureCores), in memory. */
+  private readonly cores = new Map<string, ApiFleetCores>();
 
   constructor(private readonly o: WatcherOptions) {
     this.policy = o.policy;
@@ -456,14 +462,61 @@ export class Watcher {
     );
     if (state !== prev.state)
       this.o.ui.toJob(l.cluster.uid, 'fleet.changed', { at: new Date(at).toISOString() });
-    if (state === 'hung' && open === null) this.openEpisode(l, since, evidence);
+    if (state === 'hung' && open === null) await this.openEpisode(l, since, evidence);
     else if (open !== null && (state === 'progressing' || state === 'computing')) {
       store.closeWatchEpisode(l.cluster.id, at);
     }
   }
 
-  /** A new hang episode: a share link to its snapshot, one notification (webhooks, /ui). */
-  private openEpisode(l: Live, since: number, snapshotId: SnapshotId | null): void {
+  /**
+   * Keeps the cores of a job that just became hung (policy captureCores): each node's agent
+   * writes its ranks' cores as the job's owner into `<its first core dir>/watch-<job>-<start>`.
+   * Awaited by the job's sample, so the job is not stopped for a sample meanwhile.
+   */
+  private async captureCores(l: Live, since: number): Promise<ApiFleetCores | null> {
+    const agents = this.o.agents;
+    if (this.policy.captureCores !== true || !canCapture(agents)) return null;
+    const byHost = new Map<string, CounterTarget[]>();
+    for (const r of l.cluster.ranks) {
+      const list = byHost.get(r.host) ?? [];
+      list.push({ rank: r.rank, pid: r.pid, startTime: r.startTime });
+      byHost.set(r.host, list);
+    }
+    const name = captureName(l.cluster.key, since);
+    const nodes = await Promise.all(
+      [...byHost].map(async ([host, ranks]) => ({
+        host,
+        ranks,
+        reply: await agents.capture(
+          host,
+          { ranks, ownerUid: l.cluster.uid, name },
+          this.o.captureTimeoutMs ?? 600_000,
+        ),
+      })),
+    );
+    const cores = fleetCores(this.o.clock(), since, nodes);
+    this.cores.set(l.cluster.id, cores);
+    const kept = cores.ranks.filter((r) => r.core !== null).length;
+    this.o.store.audit({
+      who: WATCHER,
+      action: 'watch-cores',
+      jobId: l.job.id,
+      detail: `cores of ${kept} of ${cores.ranks.length} ranks kept in ${cores.dirs
+        .map((d) => (d.dir === null ? `${d.host}: ${d.error ?? ''}` : `${d.host}:${d.dir}`))
+        .join(', ')}`.slice(0, 500),
+    });
+    this.o.log?.info(
+      { event: 'watch.cores', job: l.cluster.key, kept, ranks: cores.ranks.length },
+      `cores of job ${l.cluster.key} kept`,
+    );
+    return cores;
+  }
+
+  /**
+   * A new hang episode: a share link to its snapshot, its cores when the policy keeps them,
+   * one notification (webhooks, /ui).
+   */
+  private async openEpisode(l: Live, since: number, snapshotId: SnapshotId | null): Promise<void> {
     const { store, clock } = this.o;
     const now = clock();
     let shareId: string | null = null;
@@ -481,6 +534,11 @@ export class Watcher {
       );
     }
     const episode = store.openWatchEpisode({ watchId: l.cluster.id, startedAt: since, snapshotId, shareId });
+    const cores = await this.captureCores(l, since);
+    const multiNode = (cores?.dirs.length ?? 0) > 1;
+    const kept = (cores?.dirs ?? []).flatMap((d) =>
+      d.dir === null ? [] : [multiNode ? `${d.host}:${d.dir}` : d.dir],
+    );
     const w = store.watchJob(l.cluster.id);
     const base = this.o.linkBase()?.replace(/\/$/, '') ?? null;
     const notice: HangNotice = {
@@ -494,6 +552,7 @@ export class Watcher {
       leastProgressed: w?.leastProgressed ?? '',
       diagnosis: w?.diagnosis ?? '',
       link: shareId === null || base === null ? null : `${base}/s/${shareId}`,
+      ...(kept.length > 0 ? { cores: kept } : {}),
     };
     this.o.ui.toJob(l.cluster.uid, 'fleet.changed', { at: new Date(now).toISOString() });
     store.audit({
@@ -565,6 +624,7 @@ export class Watcher {
           samples: store.countWatchSamples(w.id),
           stopMsThisHour: l === undefined ? 0 : Math.round(this.stopMsThisHour(l, now)),
           stopBudgetMs: this.policy.stopBudgetMsPerRankHour,
+          cores: this.cores.get(w.id) ?? null,
         };
       });
   }
