@@ -26,7 +26,7 @@ import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { describe, expect, it } from 'vitest';
 import type { SnapshotHub } from '../src/fanout.js';
 import { Store } from '../src/store.js';
-import { mergeDiscovered } from '../src/watch/cluster.js';
+import { mergeDiscovered, programOf } from '../src/watch/cluster.js';
 import type { SlurmQuery } from '../src/watch/end-reason.js';
 import type { CountersReply, WatchAgents } from '../src/watch/source.js';
 import type { Timers } from '../src/watch/watcher.js';
@@ -436,6 +436,16 @@ describe('discovery', () => {
     expect(ring4?.host).toBe('n1');
     expect(ring4?.first.partition).toBe('batch');
     expect(other?.ranks.map((r) => r.pid)).toEqual([999]);
+  });
+
+  it("names a job by Slurm's job name, else by the program its starter runs", () => {
+    const starter = optedOut().d;
+    expect(programOf({ ...starter, command: 'mpirun -np 2 --mca btl self,vader ./private 3' })).toBe(
+      'private',
+    );
+    expect(programOf({ ...starter, command: '/usr/bin/mpiexec -n 4 /home/alice/bin/solver' })).toBe('solver');
+    expect(programOf({ ...starter, command: './direct --steps=10' })).toBe('direct');
+    expect(programOf(deadlocked().d)).toBe('ring');
   });
 });
 

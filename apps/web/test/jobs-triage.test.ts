@@ -1,7 +1,7 @@
 import type { ApiSnapshotMeta } from '@mqd/model';
+import { jobLabel } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import type { JobSummary, SnapshotListEntry } from '../src/api.js';
-import { jobLabel } from '../src/jobs/job-label.js';
 import { historyOf, triageOf } from '../src/jobs/job-triage.js';
 
 describe('jobLabel', () => {

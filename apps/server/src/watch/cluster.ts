@@ -3,8 +3,7 @@
 // recycled key must not pull another user's ranks into a job). Each cluster job is registered
 // as a store job (as an attach would make it, method 'discovered'), so the dashboard's job
 // views and SnapshotService work on it unchanged.
-import { basename } from 'node:path';
-import { type DiscoveredJob, JobId } from '@mqd/model';
+import { type DiscoveredJob, JobId, jobLabel } from '@mqd/model';
 import { DISCOVERED_METHOD, newId } from '../fanout.js';
 import type { LocatedRank } from '../seams.js';
 import type { JobRecord, WatchJobInfo } from '../types.js';
@@ -88,11 +87,11 @@ export function mergeDiscovered(
   return out.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
-/** The program's name: Slurm's job name, else the command's executable. */
+/** The program's name: Slurm's job name, else the program the command runs ("mpirun -np 4 ./ring" reads "ring"). */
 export function programOf(job: DiscoveredJob): string {
   if (job.jobName !== undefined && job.jobName !== '') return job.jobName;
-  const exe = job.command.trim().split(/\s+/)[0] ?? '';
-  return exe === '' ? '?' : basename(exe);
+  const program = jobLabel(job.command).program;
+  return program === '' ? '?' : program;
 }
 
 export function infoOf(c: ClusterJob): WatchJobInfo {

@@ -7,12 +7,12 @@ import {
   type ApiFleetSample,
   type ApiWatchPolicy,
   assertUnreachable,
+  jobLabel,
   ranksPhrase,
   type WatchConfidence,
   type WatchMode,
   type WatchState,
 } from '@mqd/model';
-import { jobLabel } from '../jobs/job-label.js';
 import type { FleetSort } from '../url-state.js';
 
 /** Whether the watcher samples a job, as a person reads it. */

@@ -4,7 +4,7 @@
 // the lists reload when the server says a job was attached or a snapshot stored, and a snapshot
 // being taken shows how many ranks have answered; while it is down, the lists are polled every
 // 5 s when auto-refresh is on. The REST answer alone decides how a snapshot ended.
-import { type JobId, MAX_CORES_DIR_CHARS, Pid, SLURM_JOB_RE, type SnapshotId } from '@mqd/model';
+import { type JobId, jobLabel, MAX_CORES_DIR_CHARS, Pid, SLURM_JOB_RE, type SnapshotId } from '@mqd/model';
 import { useEffect, useReducer, useState } from 'react';
 import { type Api, type ApiError, type AttachRequest, isUnauthenticated, type JobSummary } from '../api.js';
 import { rememberSnapshot } from '../data.js';
@@ -16,7 +16,6 @@ import { SNAPSHOT_IDLE, snapshotReducer } from '../live-events.js';
 import { ErrorBox, Progress, SnapshotProgressBar } from '../ui.js';
 import { useLiveJobs, useLiveStatus, useOnReconnect } from '../use-live.js';
 import type { LivePageProps } from '../view-types.js';
-import { jobLabel } from './job-label.js';
 import { CHIP_TEXT, type HistoryDot, loadTriage, readKind } from './job-triage.js';
 
 const POLL_MS = 5000;

@@ -16,9 +16,12 @@
  *   unit itself is lengthUnitOfLibrary/opLengthUnit in snapshot-spec.ts (part of the format).
  * - calls.ts: what a call does to its caller. callKind (CallKind), isBlockingCall,
  *   isWorldCollective, callState (CallState), callCommunicator.
+ * - job-label.ts: what a job is called. jobLabel (JobLabel): the program a starter's command
+ *   line runs, its arguments, the starter, Slurm's job id and name.
  */
 export * from './calls.js';
 export * from './frames.js';
+export * from './job-label.js';
 export * from './library.js';
 export * from './operation.js';
 export * from './world.js';

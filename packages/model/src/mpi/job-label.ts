@@ -1,5 +1,6 @@
-// What a job is called in the jobs table: the program the starter runs, not the starter's own
-// command line ("mpirun -np 4 --mca btl self,vader ./wrong_tag 3" reads "wrong_tag 3"). Pure.
+// What a job is called: the program the starter runs, not the starter's own command line
+// ("mpirun -np 4 --mca btl self,vader ./wrong_tag 3" reads "wrong_tag 3"). The dashboard's jobs
+// table and Fleet view, and the hang watch's fleet and notifications, name jobs with it. Pure.
 
 /** Starters (by basename) whose options come before the program. */
 const LAUNCHERS = new Set([
