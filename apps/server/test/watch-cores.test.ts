@@ -2,7 +2,7 @@
 // hang episode each node's agent is asked to capture its ranks (the `capture` request), the
 // result shows in the fleet and in the webhook's text; never with the policy off; an agent
 // without a core directory refuses and the fleet says why; the flag is refused without
-// --core-dir. The agents are fakes (the real capture is the CLI's MPI test of the same name).
+// --core-dir. The agents are fakes (the real capture: apps/cli/test/watch-cores.mpi.test.ts).
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
