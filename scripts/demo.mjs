@@ -36,7 +36,19 @@ const io = {
   err: (l) => console.error(l),
 };
 const server = serveCommand(
-  ['--port', values.port, '--data-dir', '.mqd-data', '--auto-snapshot-seconds', '15'],
+  // The hang watch too: the Fleet view calls the demo job hung after three samples (~45 s).
+  [
+    '--port',
+    values.port,
+    '--data-dir',
+    '.mqd-data',
+    '--auto-snapshot-seconds',
+    '15',
+    '--watch',
+    'on',
+    '--watch-period',
+    '15',
+  ],
   io,
   { untilStopped: stopped },
 );
@@ -68,6 +80,9 @@ if (login) {
       console.log(`attached the demo job as ${j.id} and took a first snapshot (more every 15 s).`);
       console.log('Open the dashboard on it (this link logs you in as admin):');
       console.log(`    ${url.origin}/?token=${token}&view=matrix&job=${j.id}&snap=${snapshot.id}`);
+      console.log(
+        'The Fleet tab (key f) shows every MPI job on this machine; the hang watch calls this one hung within a minute.',
+      );
       break;
     }
     await new Promise((res) => setTimeout(res, 200)); // the local agent is still connecting
