@@ -1,8 +1,9 @@
 // The Fleet view (issue #31 item 7) in Debian's chromium against the real aggregator with the
 // hang watch on and a short period, and real jobs that nobody attaches: a wrong_tag job (ranks 0
-// and 1 wait for each other) and compute_loop (every rank computes outside MPI). The watcher
-// discovers both, samples them every 2 s and the view, reloaded by `fleet.changed`, shows
-// wrong_tag hung with its least-progressed ranks and diagnosis, compute_loop computing; one click
+// and 1 wait for each other), compute_loop (every rank computes outside MPI) and slow_bcast (rank
+// 0 sleeps a second, then broadcasts: slow, not hung). The watcher discovers them, samples them
+// every 2 s and the view, reloaded by `fleet.changed`, shows wrong_tag hung with its
+// least-progressed ranks and diagnosis, compute_loop computing, slow_bcast never hung; one click
 // on the hung job opens the snapshot behind the verdict with the diagnosis. And an admin changes
 // the policy in the view's form. Every wait is on a condition, none on time.
 import { readFileSync } from 'node:fs';
@@ -67,9 +68,16 @@ async function waitForState(page: Page, starterPid: number, state: string, name:
 }
 
 describe.each(MPI_NAMES)('%s: the Fleet view finds a hung job nobody attached', (mpi) => {
-  it('shows wrong_tag hung and compute_loop computing, in words; one click opens the hang', async () => {
+  it('shows wrong_tag hung, compute_loop computing and slow_bcast not hung, in words; one click opens the hang', async () => {
     const hung = await rig.launch({ mpi, fixture: 'wrong_tag', np: 4 });
     const computing = await rig.launch({ mpi, fixture: 'compute_loop', np: 2, waitFor: 'ready' });
+    const slow = await rig.launch({
+      mpi,
+      fixture: 'slow_bcast',
+      np: 2,
+      waitFor: 'ready',
+      env: { MQD_SLOW_MS: '1000' },
+    });
     const local = await rig.serveLocal(watchConfig());
     const { page, errors } = await rig.openPage(local.served.loginUrl);
 
@@ -93,6 +101,9 @@ describe.each(MPI_NAMES)('%s: the Fleet view finds a hung job nobody attached', 
     const compute = page.locator(rowSelector(computing.starterPid));
     await waitForState(page, hung.starterPid, 'hung', `${mpi}-fleet-not-hung`);
     await waitForState(page, computing.starterPid, 'computing', `${mpi}-fleet-not-computing`);
+    await page
+      .locator(`${rowSelector(slow.starterPid)}:is([data-state="waiting"], [data-state="progressing"])`)
+      .waitFor({ timeout: VERDICT_TIMEOUT_MS });
     await idle(page);
     await screenshot(page, `${mpi}-fleet-hung`);
 
@@ -121,6 +132,13 @@ describe.each(MPI_NAMES)('%s: the Fleet view finds a hung job nobody attached', 
     expect(await compute.getByTestId('fleet-job-watch').innerText()).toBe('watched');
     expect(await compute.getByTestId('fleet-job-state').innerText()).toBe('computing');
     expect(await compute.getByTestId('fleet-job-least').count()).toBe(0);
+    // The slow job: sampled as often as the others, waiting or progressing, never hung.
+    const slowRow = page.locator(rowSelector(slow.starterPid));
+    expect(await slowRow.getByTestId('fleet-job-program').innerText()).toBe('slow_bcast');
+    expect(await slowRow.getByTestId('fleet-job-state').innerText()).toMatch(/^(waiting|progressing)$/);
+    expect(
+      (await slowRow.getByTestId('fleet-history').getAttribute('data-states'))?.split(',') ?? [],
+    ).not.toContain('hung');
     // Hung first: the hung job's row comes before the computing one's.
     const keys = await page
       .getByTestId('fleet-job-row')
