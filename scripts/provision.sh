@@ -86,6 +86,7 @@ PKGS=(build-essential gfortran dpkg-dev file elfutils libdw1 libdw-dev libelf-de
       libpmix-dev  # Slurm's mpi/pmix plugin dlopens pmix2/lib/libpmix.so, which only the -dev package ships
       # MPICH ch4:ofi links Debian's libfabric with its static dependencies (pkg-config --static)
       libfabric-dev librdmacm-dev libibverbs-dev libpsm2-dev libpsm-infinipath1-dev
+      libhwloc-dev  # MPICH 4.2.1 links Debian's hwloc (--with-hwloc=/usr)
       systemd)  # systemd-analyze verifies docs/deploy/mqd-agent.service (no systemd needs to run)
 missing=()
 for p in "${PKGS[@]}"; do
@@ -239,12 +240,13 @@ mpich42_found() {
 
 # The stamp's second line: the configure arguments a build was made with, one line.
 stamp_line() { printf 'configure %s\n' "$*"; }
-# CPU time each build took on this kind of machine (stop 25's /proc sampling; README cost
+# CPU time each build took on this kind of machine (stop 25's /proc sampling; MPICH 4.2.1:
+# /usr/bin/time around its build on a loaded machine, 2026-11-27, so an upper bound; README cost
 # table): an estimate to print, wall time is about this over the cores it gets.
 build_cpu_minutes() {
   case "$1" in
     openmpi-4.1.4) echo 7 ;; mpich-4.0.2) echo 5 ;; mpich-4.0.2-ch4) echo 8 ;;
-    openmpi-5.0.7) echo 10 ;; mpich-4.2.1) echo 25 ;; *) echo '?' ;;
+    openmpi-5.0.7) echo 10 ;; mpich-4.2.1) echo 28 ;; *) echo '?' ;;
   esac
 }
 
@@ -385,16 +387,18 @@ OMPI5_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2" FCFLAGS="-g -O2"
   --without-ucx --without-ofi --without-psm2 --without-cuda --without-ucc --without-hcoll
   --with-hwloc=internal --with-libevent=internal --with-pmix=internal --with-prrte=internal
   --disable-io-romio --enable-shared --disable-static)
-# MPICH 4.2.1: its default ch4 device, ch4:ofi with the libfabric embedded in the tarball (its
-# tcp/sockets/shm providers need nothing beyond Debian's compilers; ucx is left out), Fortran
-# and C++, --enable-debuginfo for libtvmpich.so (the queue DLL). The datatype engine stays
-# ch4's yaksa (~600 generated pack/unpack files, the bulk of the build time):
+# MPICH 4.2.1: its default ch4 device, ch4:ofi over Debian's libfabric (1.17, as MPICH 4.0.2's
+# ch4 build; the libfabric embedded in the tarball builds all of its 21 providers, opx, psm3,
+# verbs, efa...) and Debian's hwloc (libhwloc-dev) instead of the embedded one; no ROMIO
+# (MPI-IO: no fixture or test uses it; the Open MPI builds leave it out too); ucx left out.
+# Fortran and C++, --enable-debuginfo for libtvmpich.so (the queue DLL). The datatype engine
+# stays ch4's yaksa (generated at depth 1, see yaksa_shallow):
 # --with-datatype-engine=dataloop configures but libmpi.so then lacks MPIR_Typerep_test and the
 # link fails (4.2.1; docs/mpi-facts.md).
 MPICH42_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2" FFLAGS="-g -O2" FCFLAGS="-g -O2"
   --enable-debuginfo --enable-shared --disable-static
-  --with-device=ch4:ofi --with-libfabric=embedded --without-ucx
-  --enable-fortran=all --enable-cxx --disable-doc --with-hwloc=embedded)
+  --with-device=ch4:ofi --with-libfabric=/usr --without-ucx
+  --enable-fortran=all --enable-cxx --disable-doc --with-hwloc=/usr --disable-romio)
 
 stamp_of() { echo "$MQD_MPI_CACHE/$1-$2/.mqd-built"; }
 # built NAME VERSION ARGS...: the build is there and was configured with exactly ARGS.

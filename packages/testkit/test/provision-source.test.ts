@@ -81,3 +81,40 @@ describe('provisioning checks the MPICH 4.2.1 tarball before using it', () => {
     );
   });
 });
+
+// Issue 30, cost: MPICH 4.2.1 is built over Debian's libfabric and hwloc (libfabric-dev and
+// libhwloc-dev, which provisioning installs) instead of the copies embedded in its tarball:
+// the embedded libfabric alone builds every provider. What the debugger sees stays as it was:
+// ch4:ofi, --enable-debuginfo (libtvmpich.so), Fortran and C++, the yaksa datatype engine.
+describe('MPICH 4.2.1 is configured over Debian libraries, not its embedded ones', () => {
+  const text = readFileSync(PROVISION, 'utf8');
+  // The array as bash reads it: its lines from provision.sh, evaluated on their own.
+  const block = /^MPICH42_ARGS=\([\s\S]*?\)$/m.exec(text)?.[0] ?? '';
+  const args = spawnSync('bash', ['-c', `${block}\nprintf '%s\\n' "\${MPICH42_ARGS[@]}"`], {
+    encoding: 'utf8',
+  }).stdout.split('\n');
+
+  it('uses Debian libfabric and hwloc, keeps what the queue DLL and the tests need', () => {
+    expect(block).not.toBe('');
+    for (const a of [
+      '--with-device=ch4:ofi',
+      '--with-libfabric=/usr',
+      '--with-hwloc=/usr',
+      '--enable-debuginfo',
+      '--enable-fortran=all',
+      '--enable-cxx',
+      'CFLAGS=-g -O2',
+    ]) {
+      expect(args).toContain(a);
+    }
+    expect(args.filter((a) => a.endsWith('=embedded'))).toEqual([]);
+    // dataloop fails to link in 4.2.1 (docs/mpi-facts.md): the engine stays yaksa.
+    expect(args.filter((a) => a.startsWith('--with-datatype-engine'))).toEqual([]);
+  });
+
+  it('installs the Debian packages that build links', () => {
+    const pkgs = text.slice(text.indexOf('PKGS=('), text.indexOf('missing=()'));
+    expect(pkgs).toMatch(/\blibfabric-dev\b/);
+    expect(pkgs).toMatch(/\blibhwloc-dev\b/);
+  });
+});
