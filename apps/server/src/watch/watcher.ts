@@ -33,6 +33,8 @@ export const WATCHER = 'watch';
 const HOUR_MS = 3_600_000;
 /** Samples the fleet view draws per job. */
 export const FLEET_HISTORY = 24;
+/** Jobs whose latest kept cores the fleet remembers (in memory; the directories stay on disk). */
+export const MAX_KEPT_CORES = 10_000;
 
 export interface Timers {
   setTimeout(fn: () => void, ms: number): unknown;
@@ -495,7 +497,13 @@ export class Watcher {
       })),
     );
     const cores = fleetCores(this.o.clock(), since, nodes);
+    // The latest capture per job, the oldest forgotten first past MAX_KEPT_CORES jobs.
+    this.cores.delete(l.cluster.id);
     this.cores.set(l.cluster.id, cores);
+    for (const id of this.cores.keys()) {
+      if (this.cores.size <= MAX_KEPT_CORES) break;
+      this.cores.delete(id);
+    }
     const kept = cores.ranks.filter((r) => r.core !== null).length;
     this.o.store.audit({
       who: WATCHER,
