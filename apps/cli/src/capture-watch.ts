@@ -69,8 +69,15 @@ export async function captureForWatch(
     if (!written.ok) return written;
     const out: CapturedRank[] = captured.map((c) =>
       'core' in c
-        ? { rank: c.rank, pid: c.pid, core: basename(c.core), bytes: c.bytes, error: null }
-        : { rank: c.rank, pid: c.pid, core: null, bytes: 0, error: c.error },
+        ? {
+            rank: c.rank,
+            pid: c.pid,
+            core: basename(c.core),
+            bytes: c.bytes,
+            pausedMicros: c.pausedMicros,
+            error: null,
+          }
+        : { rank: c.rank, pid: c.pid, core: null, bytes: 0, pausedMicros: 0, error: c.error },
     );
     for (const u of unidentified) {
       const r = ranks.find((x) => x.pid === u.pid);
@@ -80,6 +87,7 @@ export async function captureForWatch(
         pid: r.pid,
         core: null,
         bytes: 0,
+        pausedMicros: 0,
         error: isErrorCode(u.error.code)
           ? { code: u.error.code, message: u.error.message }
           : mqdError('MQD_E_INTERNAL', u.error.message),

@@ -73,6 +73,8 @@ describe("the agent's capture request, against uid 65534", () => {
       expect([p, st.uid, st.gid, st.isSymbolicLink()]).toEqual([p, NOBODY, NOBODY, false]);
     }
     expect(lstatSync(join(dir, 'rank-0.core')).size).toBe(r.value.ranks[0]?.bytes);
+    // Its stop is reported (the watcher counts it against the rank's stop budget).
+    expect(r.value.ranks[0]?.pausedMicros).toBeGreaterThan(0);
     const m = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')) as { ranks: { core: string }[] };
     expect(m.ranks.map((x) => x.core)).toEqual(['rank-0.core']);
     expect(tracerOf(rank?.pid ?? -1)).toBe(0);

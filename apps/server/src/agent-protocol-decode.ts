@@ -242,6 +242,7 @@ const CAPTURED_RANK_FIELDS = fields<CapturedRank>({
   pid: true,
   core: true,
   bytes: true,
+  pausedMicros: true,
   error: true,
 });
 const HANDSHAKE_FIELDS = fields<AgentHandshake>({
@@ -477,6 +478,7 @@ function captureResult(v: unknown, path: string): CaptureResult {
       pid: pidNo(r['pid'], `${p}.pid`),
       core,
       bytes: int(r['bytes'], `${p}.bytes`, 0, Number.MAX_SAFE_INTEGER),
+      pausedMicros: int(r['pausedMicros'], `${p}.pausedMicros`, 0, Number.MAX_SAFE_INTEGER),
       error,
     };
   });

@@ -116,9 +116,9 @@
 //                        clockTicksPerSecond, switches voluntary + nonvoluntary of every
 //                        thread, state the one-letter /proc state) or in errors; at = epoch ms
 //                        of the read.
-//              capture:  {dir, ranks: [{rank, pid, core, bytes, error}]}: dir = the real path
-//                        written, one entry per asked rank, core = the file name in dir or null
-//                        with error {code, message}.
+//              capture:  {dir, ranks: [{rank, pid, core, bytes, pausedMicros, error}]}: dir = the
+//                        real path written, one entry per asked rank, core = the file name in dir
+//                        or null with error {code, message}; pausedMicros = the rank's stop.
 //              locate:   {ranks: [{rank, pid, host, startTime?, core?}], method, uid, command,
 //                        starterStartTime, starterPid?, coresDir?, otherNodes?}: otherNodes
 //                        (a Slurm job, <= MAX_OTHER_NODES host names) are the job's nodes

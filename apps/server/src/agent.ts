@@ -581,6 +581,7 @@ export function startAgent(opts: AgentOptions): AgentHandle {
           pid,
           core: null,
           bytes: 0,
+          pausedMicros: 0,
           error: mqdError('MQD_E_INTERNAL', `the capture gave nothing for rank ${rank}`),
         });
       }

@@ -198,6 +198,7 @@ export interface HubCapture {
     readonly pid: number;
     readonly core: string | null;
     readonly bytes: number;
+    readonly pausedMicros: number;
     readonly error: MqdError | null;
   }[];
 }

@@ -104,6 +104,8 @@ export interface CapturedRank {
   /** The core's file name in `dir`; null when it was not written. */
   readonly core: string | null;
   readonly bytes: number;
+  /** How long the rank was stopped for its core, microseconds (0 when it was not stopped). */
+  readonly pausedMicros: number;
   readonly error: { readonly code: string; readonly message: string } | null;
 }
 

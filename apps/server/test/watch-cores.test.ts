@@ -128,6 +128,7 @@ class FakeAgents implements WatchAgents, CaptureAgents {
         pid: r.pid,
         core: `rank-${r.rank}.core`,
         bytes: 1000 + r.rank,
+        pausedMicros: 250_000,
         error: null,
       })),
     });
@@ -235,6 +236,9 @@ describe('the watcher keeps cores of a hung job (policy captureCores)', () => {
       expect(c.ranks).toEqual((LAYOUT[c.host] ?? []).map((x) => ({ ...x, startTime: String(1000 + x.pid) })));
     }
     expect(j.cores?.episodeStart).toBe(since);
+    // The cores' stops (250 ms a rank) count against the stop budget beside the samples' 1 ms ones.
+    expect(j.stopMsThisHour).toBeGreaterThanOrEqual(250);
+    expect(j.stopMsThisHour).toBeLessThan(260);
     expect(j.cores?.dirs).toEqual([
       { host: 'n1', dir: `/cores/${name}`, error: null },
       { host: 'n2', dir: `/cores/${name}`, error: null },

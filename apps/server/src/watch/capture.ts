@@ -13,6 +13,8 @@ export interface CaptureReply {
     readonly pid: number;
     readonly core: string | null;
     readonly bytes: number;
+    /** How long the rank was stopped for its core, microseconds. */
+    readonly pausedMicros: number;
     readonly error: MqdError | null;
   }[];
 }

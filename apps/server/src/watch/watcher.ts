@@ -496,7 +496,24 @@ export class Watcher {
         ),
       })),
     );
-    const cores = fleetCores(this.o.clock(), since, nodes);
+    const at = this.o.clock();
+    // The cores' stops count against the ranks' stop budget like a sample's (and are reported).
+    for (const n of nodes) {
+      if (!n.reply.ok) continue;
+      for (const r of n.reply.value.ranks) {
+        if (r.pausedMicros <= 0) continue;
+        const list = l.stops.get(r.rank) ?? [];
+        list.push({ at, micros: r.pausedMicros });
+        l.stops.set(r.rank, list);
+      }
+    }
+    this.o.metrics?.stopped(
+      nodes.reduce(
+        (n, x) => n + (x.reply.ok ? x.reply.value.ranks.reduce((m, r) => m + r.pausedMicros, 0) : 0),
+        0,
+      ) / 1e6,
+    );
+    const cores = fleetCores(at, since, nodes);
     // The latest capture per job, the oldest forgotten first past MAX_KEPT_CORES jobs.
     this.cores.delete(l.cluster.id);
     this.cores.set(l.cluster.id, cores);
