@@ -88,7 +88,7 @@ export function mergeDiscovered(
 }
 
 /** The program's name: Slurm's job name, else the program the command runs ("mpirun -np 4 ./ring" reads "ring"). */
-export function programOf(job: DiscoveredJob): string {
+export function programOf(job: Pick<DiscoveredJob, 'jobName' | 'command'>): string {
   if (job.jobName !== undefined && job.jobName !== '') return job.jobName;
   const program = jobLabel(job.command).program;
   return program === '' ? '?' : program;
