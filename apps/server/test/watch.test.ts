@@ -721,6 +721,18 @@ describe('the hang watch', () => {
     });
     expect(bad.statusCode).toBe(400);
     expect((bodyJson(bad) as { code: string }).code).toBe('MQD_E_BAD_INPUT');
+    // Cores need a core directory this server does not have: refused, the stored policy kept.
+    const cores = await r.s.app.inject({
+      method: 'POST',
+      url: '/api/admin/watch',
+      headers: r.s.admin,
+      payload: { ...policy, captureCores: true },
+    });
+    expect(cores.statusCode).toBe(400);
+    expect((bodyJson(cores) as { message: string }).message).toMatch(
+      /needs a core directory: .*--core-dir DIR/,
+    );
+    expect(r.s.app.mqd.store.watchPolicy()?.policy.captureCores).not.toBe(true);
     const extra = await r.s.app.inject({
       method: 'POST',
       url: '/api/admin/watch',

@@ -41,6 +41,13 @@ export const fleetPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }
     handler: async (req) => {
       const user = admin(req);
       const p = req.body;
+      // Cores are written into the agents' core directories: without one there is nowhere.
+      if (p.captureCores === true && s.config.coreDirs.length === 0) {
+        fail(
+          'MQD_E_BAD_INPUT',
+          'captureCores needs a core directory: start mqd serve (and the agents) with --core-dir DIR, or leave captureCores off',
+        );
+      }
       s.store.setWatchPolicy(p, {
         who: user.name,
         action: 'watch-policy',
