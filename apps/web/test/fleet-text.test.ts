@@ -10,6 +10,7 @@ import {
 } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import {
+  coresText,
   endedText,
   formatSince,
   historyText,
@@ -186,9 +187,17 @@ describe('the policy', () => {
     );
   });
 
-  it('form: reads back what it showed', () => {
-    const p = { ...DEFAULT_WATCH_POLICY, enabled: true, users: ['alice'], accounts: ['a1', 'a2'] };
+  it('form: reads back what it showed, the cores setting included (saving never drops it)', () => {
+    const p = {
+      ...DEFAULT_WATCH_POLICY,
+      enabled: true,
+      users: ['alice'],
+      accounts: ['a1', 'a2'],
+      captureCores: true,
+    };
     expect(parsePolicyFields(policyFields(p))).toEqual({ ok: true, policy: p });
+    const off = parsePolicyFields(policyFields(DEFAULT_WATCH_POLICY));
+    expect(off.ok && off.policy.captureCores).toBe(false);
   });
 
   it('form: names split on commas and spaces, duplicates dropped', () => {
@@ -226,5 +235,33 @@ describe('the policy', () => {
       hungAfterSamples: '2',
     });
     expect(r3.ok && [r3.policy.periodSeconds, r3.policy.hungAfterSamples]).toEqual([2, 2]);
+  });
+
+  it('cores: where the watch kept them, and which nodes kept none and why', () => {
+    expect(coresText({})).toBeNull();
+    expect(coresText({ cores: null })).toBeNull();
+    const at = '2026-11-27T03:00:00.000Z';
+    const rank = (r: number, error: string | null) => ({
+      rank: r,
+      host: r < 2 ? 'node1' : 'node2',
+      core: error === null ? `rank-${r}.core` : null,
+      bytes: error === null ? 1000 : 0,
+      error,
+    });
+    expect(
+      coresText({
+        cores: {
+          at,
+          episodeStart: at,
+          dirs: [
+            { host: 'node1', dir: '/cores/w', error: null },
+            { host: 'node2', dir: null, error: 'MQD_E_CORE_DIR_FORBIDDEN: no core directory' },
+          ],
+          ranks: [rank(0, null), rank(1, null), rank(2, 'no dir'), rank(3, 'no dir')],
+        },
+      }),
+    ).toBe(
+      'cores kept: 2 of 4 ranks in node1:/cores/w; none on node2 (MQD_E_CORE_DIR_FORBIDDEN: no core directory)',
+    );
   });
 });

@@ -141,6 +141,7 @@ describe('Watch policy form', () => {
       'Sample period (s)',
       'Hung after (samples)',
       'Stop budget (ms per rank per hour)',
+      'Keep cores of each hung job (written as its owner, in the core directory of each node)',
       'Users',
       'Partitions',
       'Accounts',
@@ -148,6 +149,7 @@ describe('Watch policy form', () => {
     expect(html).toMatch(/data-testid="fleet-policy-users"[^>]*value="alice, bob"/);
     expect(html).toMatch(/data-testid="fleet-policy-periodSeconds"[^>]*value="180"/);
     expect(html).not.toMatch(/data-testid="fleet-policy-enabled"[^>]*checked/);
+    expect(html).not.toMatch(/data-testid="fleet-policy-captureCores"[^>]*checked/);
     expect(text(html)).toContain('Save the policy');
   });
 });

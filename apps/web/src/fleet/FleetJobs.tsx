@@ -6,6 +6,7 @@
 import type { ApiFleetJob, JobId, SnapshotId, WatchState } from '@mqd/model';
 import type { FleetSort } from '../url-state.js';
 import {
+  coresText,
   endedText,
   formatSince,
   historyCells,
@@ -152,6 +153,11 @@ function FleetJobRow({
         {j.diagnosis !== '' && (
           <span className="fleet-diagnosis-line" data-testid="fleet-job-diagnosis">
             {j.diagnosis}
+          </span>
+        )}
+        {coresText(j) !== null && (
+          <span className="fleet-diagnosis-line" data-testid="fleet-job-cores">
+            <bdi>{coresText(j)}</bdi>
           </span>
         )}
         {least === null && j.diagnosis === '' && <span className="muted">—</span>}

@@ -55,7 +55,12 @@ export function WatchPolicyForm({
     onSaved(r.value);
   };
 
-  const text = (name: Exclude<PolicyField, 'enabled'>, label: string, hint: string, numeric: boolean) => {
+  const text = (
+    name: Exclude<PolicyField, 'enabled' | 'captureCores'>,
+    label: string,
+    hint: string,
+    numeric: boolean,
+  ) => {
     const error = errors[name];
     const hintId = `${id}-${name}-hint`;
     const errorId = `${id}-${name}-error`;
@@ -120,6 +125,18 @@ export function WatchPolicyForm({
         'the most time the watch may keep one rank stopped each hour',
         true,
       )}
+      <div className="fleet-policy-field">
+        <label>
+          <input
+            type="checkbox"
+            name="captureCores"
+            data-testid="fleet-policy-captureCores"
+            checked={fields.captureCores}
+            onChange={(e) => set({ captureCores: e.target.checked })}
+          />{' '}
+          Keep cores of each hung job (written as its owner, in the core directory of each node)
+        </label>
+      </div>
       {text('users', 'Users', 'names separated by commas; empty: every user', false)}
       {text('partitions', 'Partitions', 'empty: every partition', false)}
       {text('accounts', 'Accounts', 'empty: every account', false)}

@@ -234,3 +234,24 @@ export function policyText(p: ApiWatchPolicy): string {
     `each rank is stopped at most ${p.stopBudgetMsPerRankHour.toLocaleString('en-US')} ms per hour.`
   );
 }
+
+/**
+ * "cores kept: 4 ranks in node1:/cores/watch-…, node2:/cores/watch-…"; with the nodes that kept
+ * none and why. Null when the watch kept no cores of the job.
+ */
+export function coresText(job: Pick<ApiFleetJob, 'cores'>): string | null {
+  const c = job.cores;
+  if (c === undefined || c === null) return null;
+  const kept = c.ranks.filter((r) => r.error === null).length;
+  const dirs = c.dirs.filter((d) => d.dir !== null).map((d) => `${d.host}:${d.dir}`);
+  const failed = c.dirs
+    .filter((d) => d.dir === null)
+    .map((d) => `${d.host} (${d.error ?? 'no reason given'})`);
+  const parts = [
+    dirs.length === 0
+      ? 'no cores kept'
+      : `cores kept: ${kept} of ${c.ranks.length} ranks in ${dirs.join(', ')}`,
+    ...(failed.length === 0 ? [] : [`none on ${failed.join(', ')}`]),
+  ];
+  return parts.join('; ');
+}

@@ -13,6 +13,8 @@ export interface PolicyFields {
   readonly accounts: string;
   readonly stopBudgetMsPerRankHour: string;
   readonly hungAfterSamples: string;
+  /** Keep cores of each hung job in the agents' core directory (the server refuses it without one). */
+  readonly captureCores: boolean;
 }
 
 export type PolicyField = keyof PolicyFields;
@@ -36,6 +38,7 @@ export function policyFields(p: ApiWatchPolicy): PolicyFields {
     accounts: p.accounts.join(', '),
     stopBudgetMsPerRankHour: String(p.stopBudgetMsPerRankHour),
     hungAfterSamples: String(p.hungAfterSamples),
+    captureCores: p.captureCores === true,
   };
 }
 
@@ -96,6 +99,7 @@ export function parsePolicyFields(
       accounts,
       stopBudgetMsPerRankHour: budget,
       hungAfterSamples: hung,
+      captureCores: f.captureCores,
     },
   };
 }
