@@ -198,6 +198,7 @@ export interface HubCapture {
     readonly pid: number;
     readonly core: string | null;
     readonly bytes: number;
+    /** How long the rank was stopped for its core, microseconds. */
     readonly pausedMicros: number;
     readonly error: MqdError | null;
   }[];

@@ -11,7 +11,6 @@ import {
   MqdException,
   mqdError,
   SnapshotId,
-  type WatchConfidence,
   type WatchState,
 } from '@mqd/model';
 import Database from 'better-sqlite3';
@@ -60,13 +59,11 @@ export interface RetentionPolicy {
 }
 
 /** What the watcher changes of a watched job after a sample (the rest stays). */
-export interface WatchVerdictUpdate {
-  readonly state: WatchState;
-  readonly since: number | null;
-  readonly confidence: WatchConfidence | null;
-  readonly leastProgressed: string;
-  readonly diagnosis: string;
-  readonly evidenceSnapshotId: SnapshotId | null;
+export interface WatchVerdictUpdate
+  extends Pick<
+    WatchJobRecord,
+    'state' | 'since' | 'confidence' | 'leastProgressed' | 'diagnosis' | 'evidenceSnapshotId'
+  > {
   /** Set when this sample stored a snapshot. */
   readonly stored?: { readonly snapshotId: SnapshotId; readonly digest: string; readonly state: WatchState };
 }

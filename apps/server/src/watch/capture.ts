@@ -2,22 +2,12 @@
 // agents to keep `mqd capture` cores of a job when it becomes hung. The agent hub (hub.ts
 // `capture`) has it; a WatchAgents without it (a test's fake) keeps no cores. Each node's
 // agent writes its ranks' cores as the job's owner into `<its first --core-dir>/<name>`.
-import type { ApiFleetCores, MqdError, Result } from '@mqd/model';
+import type { ApiFleetCores, Result } from '@mqd/model';
+import type { HubCapture } from '../hub.js';
 import type { CounterTarget, WatchAgents } from './source.js';
 
-/** The answer of one node: the directory written and each asked rank's core or error. */
-export interface CaptureReply {
-  readonly dir: string;
-  readonly ranks: readonly {
-    readonly rank: number;
-    readonly pid: number;
-    readonly core: string | null;
-    readonly bytes: number;
-    /** How long the rank was stopped for its core, microseconds. */
-    readonly pausedMicros: number;
-    readonly error: MqdError | null;
-  }[];
-}
+/** The answer of one node: the directory written and each asked rank's core or error (the hub's). */
+export type CaptureReply = HubCapture;
 
 export interface CaptureAgents {
   capture(
