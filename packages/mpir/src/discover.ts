@@ -17,7 +17,14 @@
 // read without stopping anything.
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { checkTarget, procCredentials, RANK_ENV_VARS, readEnviron, readProcStat } from '@mqd/core';
+import {
+  checkTarget,
+  parseProcStat,
+  procCredentials,
+  RANK_ENV_VARS,
+  readEnviron,
+  readProcStat,
+} from '@mqd/core';
 import {
   clipText,
   type DiscoveredJob,
@@ -492,19 +499,6 @@ export interface RankCountersRead {
   readonly errors: { readonly rank: number; readonly error: MqdError }[];
 }
 
-/** Fields 14 and 15 (utime, stime) and 3 (state) of a /proc/PID/stat text. */
-function statCounters(text: string): { ticks: number; state: string; startTime: string } | null {
-  const close = text.lastIndexOf(')');
-  if (close < 0) return null;
-  const rest = text.slice(close + 2).split(' ');
-  const utime = Number(rest[14 - 3]);
-  const stime = Number(rest[15 - 3]);
-  const state = rest[0];
-  const startTime = rest[22 - 3];
-  if (!Number.isSafeInteger(utime) || !Number.isSafeInteger(stime) || !state || !startTime) return null;
-  return { ticks: utime + stime, state, startTime };
-}
-
 function switchesOf(pid: number): number | null {
   let tids: string[];
   try {
@@ -537,8 +531,9 @@ function readOne(t: CounterTarget, ownerUid: number): RankCounters | MqdError {
   } catch {
     return mqdError('MQD_E_PID_EXITED', `pid ${t.pid} (rank ${t.rank}) exited while its counters were read`);
   }
-  const s = statCounters(text);
-  if (s === null) return mqdError('MQD_E_INTERNAL', `/proc/${t.pid}/stat could not be parsed`);
+  const s = parseProcStat(text);
+  if (s === null || !Number.isSafeInteger(s.cpuTicks))
+    return mqdError('MQD_E_INTERNAL', `/proc/${t.pid}/stat could not be parsed`);
   if (s.startTime !== t.startTime) {
     return mqdError(
       'MQD_E_PID_REUSED',
@@ -550,7 +545,7 @@ function readOne(t: CounterTarget, ownerUid: number): RankCounters | MqdError {
   if (switches === null || readProcStat(t.pid)?.startTime !== t.startTime) {
     return mqdError('MQD_E_PID_EXITED', `pid ${t.pid} (rank ${t.rank}) exited while its counters were read`);
   }
-  return { rank: t.rank, cpuTicks: s.ticks, switches, state: s.state };
+  return { rank: t.rank, cpuTicks: s.cpuTicks, switches, state: s.state };
 }
 
 /**

@@ -16,6 +16,7 @@ describe('parseProcStat', () => {
       pgrp: 5,
       session: 6,
       startTime: '22',
+      cpuTicks: 14 + 15, // utime + stime
     });
   });
   it('refuses truncated or malformed text', () => {

@@ -62,6 +62,8 @@ export interface ProcStat {
   readonly session: number;
   /** Field 22: clock ticks after boot, as decimal text (with the pid it names one process). */
   readonly startTime: string;
+  /** Fields 14 + 15 (utime + stime): CPU clock ticks of every thread; NaN when they are not numbers. */
+  readonly cpuTicks: number;
 }
 
 /** Parses the text of /proc/PID/stat (pure; the one parser of it in MQD). Null when malformed. */
@@ -92,6 +94,7 @@ export function parseProcStat(text: string): ProcStat | null {
     pgrp: Number(pgrp),
     session: Number(session),
     startTime,
+    cpuTicks: Number(rest[14 - 3]) + Number(rest[15 - 3]),
   };
 }
 
