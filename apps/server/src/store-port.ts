@@ -1,0 +1,122 @@
+// The store as the rest of the aggregator sees it: every method returns a Promise, so one
+// implementation can be SQLite in-process (better-sqlite3: the promise is already settled) and
+// another PostgreSQL over the network (pg). Each "read, decide, write" that must be atomic is
+// one method here (saveJob, insertSnapshot, rememberRequest, insertShare, insertWatchSample...),
+// so callers never need a transaction of their own.
+//
+// Errors are MqdExceptions with the same codes from either implementation:
+// MQD_E_STORE_READONLY (the disk or the database refuses writes; reads may still work),
+// MQD_E_STORE_UNAVAILABLE (the database cannot be reached: a coded 503, retried by clients),
+// MQD_E_STORE_CORRUPT (the file is damaged, at open).
+import type { ApiWatchPolicy, JobId, SnapshotId } from '@mqd/model';
+import type {
+  NewAudit,
+  NewSnapshot,
+  SnapshotRequestKey,
+  WatchVerdictUpdate,
+} from './store.js';
+import type {
+  AuditEntry,
+  JobRecord,
+  ShareRecord,
+  SnapshotMeta,
+  StoredWatchPolicy,
+  User,
+  WatchEpisode,
+  WatchJobInfo,
+  WatchJobRecord,
+  WatchSampleRecord,
+} from './types.js';
+
+export interface StorePort {
+  /** 'sqlite' or 'postgres': for logs, /metrics and tests that differ by dialect. */
+  readonly dialect: 'sqlite' | 'postgres';
+  /** Versions this open applied (empty when the schema was already current). */
+  readonly migrationsApplied: readonly number[];
+  /** Why writes are refused (a disk-full or I/O error went before), or null while writable. */
+  readonly readOnlyReason: string | null;
+  /** False once close() was called: background work checks it before touching the store. */
+  readonly isOpen: boolean;
+
+  schemaVersion(): Promise<number>;
+  close(): Promise<void>;
+
+  // users and sessions
+  upsertUser(u: {
+    name: string;
+    uid: number | null;
+    admin: boolean;
+    tokenHash: string | null;
+    tokenExpiresAt?: number | null;
+  }): Promise<User>;
+  userByTokenHash(hash: string): Promise<User | null>;
+  loginToken(hash: string): Promise<User | 'expired' | null>;
+  revokeToken(name: string, audit: NewAudit): Promise<boolean>;
+  userNameOfUid(uid: number): Promise<string | null>;
+  userByName(name: string): Promise<User | null>;
+  createSession(tokenHash: string, userId: number, expiresAt: number): Promise<void>;
+  userBySession(tokenHash: string): Promise<User | null>;
+  deleteSession(tokenHash: string): Promise<void>;
+
+  // jobs
+  findJob(host: string, starterPid: number, starterStartTime: string | null): Promise<JobRecord | null>;
+  findCoreJob(host: string, coresDir: string): Promise<JobRecord | null>;
+  endReusedJobs(host: string, starterPid: number, starterStartTime: string, at: number): Promise<number>;
+  saveJob(job: JobRecord, audit: NewAudit): Promise<void>;
+  markJobEnded(id: JobId, at: number): Promise<void>;
+  job(id: string): Promise<JobRecord | null>;
+  jobs(uid: number | null): Promise<JobRecord[]>;
+
+  // snapshots
+  insertSnapshot(
+    s: NewSnapshot,
+    audit: NewAudit,
+    requests?: readonly SnapshotRequestKey[],
+  ): Promise<{ removed: number }>;
+  rememberRequest(r: SnapshotRequestKey, snapshotId: SnapshotId): Promise<void>;
+  requestedSnapshot(r: SnapshotRequestKey): Promise<SnapshotMeta | null>;
+  sweep(): Promise<number>;
+  snapshotMeta(id: string): Promise<SnapshotMeta | null>;
+  snapshotData(id: string): Promise<Buffer | null>;
+  snapshots(jobId: string, limit: number): Promise<SnapshotMeta[]>;
+  countSnapshots(jobId?: string): Promise<number>;
+
+  // share links
+  insertShare(share: ShareRecord, audit: NewAudit): Promise<void>;
+  liveShares(who: string | null): Promise<ShareRecord[]>;
+  revokeShare(id: string, audit: NewAudit): Promise<void>;
+  liveShare(id: string): Promise<ShareRecord | null>;
+
+  // audit
+  audit(a: NewAudit): Promise<void>;
+  activity(limit: number, before?: number): Promise<AuditEntry[]>;
+
+  // hang watch
+  watchPolicy(): Promise<StoredWatchPolicy | null>;
+  setWatchPolicy(policy: ApiWatchPolicy, audit: NewAudit): Promise<void>;
+  watchJob(id: string): Promise<WatchJobRecord | null>;
+  watchJobs(uid: number | null): Promise<WatchJobRecord[]>;
+  upsertWatchJob(j: {
+    id: string;
+    key: string;
+    uid: number;
+    jobId: JobId | null;
+    info: WatchJobInfo;
+    at: number;
+  }): Promise<void>;
+  endWatchJob(id: string, at: number, reason: string | null): Promise<void>;
+  setWatchEndReason(id: string, reason: string): Promise<void>;
+  insertWatchSample(sample: WatchSampleRecord, v: WatchVerdictUpdate): Promise<void>;
+  watchSamples(watchId: string, limit: number): Promise<WatchSampleRecord[]>;
+  countWatchSamples(watchId: string): Promise<number>;
+  openEpisode(watchId: string): Promise<WatchEpisode | null>;
+  episodes(watchId: string): Promise<WatchEpisode[]>;
+  openWatchEpisode(e: {
+    watchId: string;
+    startedAt: number;
+    snapshotId: SnapshotId | null;
+    shareId: string | null;
+  }): Promise<number>;
+  episodeNotified(id: number, at: number): Promise<void>;
+  closeWatchEpisode(watchId: string, at: number): Promise<void>;
+}
