@@ -87,6 +87,7 @@ PKGS=(build-essential gfortran dpkg-dev file elfutils libdw1 libdw-dev libelf-de
       # MPICH ch4:ofi links Debian's libfabric with its static dependencies (pkg-config --static)
       libfabric-dev librdmacm-dev libibverbs-dev libpsm2-dev libpsm-infinipath1-dev
       libhwloc-dev  # MPICH 4.2.1 links Debian's hwloc (--with-hwloc=/usr)
+      postgresql-15 haproxy  # the PostgreSQL store's tests start their own server (issue 32); haproxy fronts several aggregators
       systemd)  # systemd-analyze verifies docs/deploy/mqd-agent.service (no systemd needs to run)
 missing=()
 for p in "${PKGS[@]}"; do
