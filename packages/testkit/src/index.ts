@@ -151,6 +151,7 @@ export {
   tcpToUnix,
   unixHttp,
 } from './netns-aggregator.js';
+export { POSTGRES_BIN, type PostgresServer, postgresAvailable, startPostgres } from './postgres.js';
 export {
   descendants,
   identify,
