@@ -44,6 +44,7 @@ export function httpStatus(code: ErrorCode): number {
       return 413;
     case 'MQD_E_STORE_READONLY':
     case 'MQD_E_STORE_CORRUPT':
+    case 'MQD_E_STORE_UNAVAILABLE':
       return 503;
     case 'MQD_E_NOT_FOUND':
     case 'MQD_E_NO_SUCH_PID':

@@ -121,6 +121,8 @@ export const ERROR_HINTS = {
     'the store cannot write (disk full or read-only); free space in the data directory, then retry: reading still works',
   MQD_E_STORE_CORRUPT:
     'the database file is corrupt; stop the server, move mqd.sqlite aside (or restore a backup) and start again: a new store is created',
+  MQD_E_STORE_UNAVAILABLE:
+    'the PostgreSQL store cannot be reached: check that the database at --store is up; requests fail with 503 meanwhile and resume by themselves',
   MQD_E_TOO_LARGE: 'the data exceeds the configured byte budget; raise the budget or read fewer ranks',
   MQD_E_INSECURE:
     'refusing plain HTTP on a non-loopback address; pass --tls-cert and --tls-key (or --allow-insecure-http behind a TLS proxy)',
