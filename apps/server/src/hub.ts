@@ -660,8 +660,11 @@ export class AgentHub {
     return [...this.live.values()].flatMap((c) => c.jobs.map((starter) => ({ host: c.hs.host, starter })));
   }
 
-  /** Drops every agent connection (they will reconnect to the next server). */
+  /**
+   * Drops every agent connection of this process (they will reconnect to the next server).
+   * `local`: under a cluster adapter a plain disconnectSockets would reach every instance.
+   */
   close(): void {
-    this.nsp.disconnectSockets(true);
+    this.nsp.local.disconnectSockets(true);
   }
 }

@@ -20,7 +20,8 @@ export const agentsHubPlugin: FastifyPluginAsync<PluginOpts> = async (app, { s }
     if (auto) clearInterval(auto);
     // Agents and browsers hold upgraded connections the HTTP server would wait for forever.
     s.hub.close();
-    ui.disconnectSockets(true);
+    // `local`: only this instance's browsers (they reconnect to another instance).
+    ui.local.disconnectSockets(true);
     s.io.engine.close();
   });
 };

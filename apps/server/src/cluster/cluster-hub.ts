@@ -1,0 +1,369 @@
+// Several aggregators behind one address (issue 32): an agent is connected to one instance, but
+// a snapshot, a locate or a watch sample may be asked of any. ClusterHub is what the rest of an
+// instance uses instead of its own AgentHub: the same methods, answered by the local hub when
+// the host's agent is connected here, and otherwise forwarded to the instance that has it.
+//
+// The wire between instances is socket.io's serverSideEmit on a namespace no client may join,
+// carried by the cluster adapter (@socket.io/postgres-adapter: PostgreSQL NOTIFY, big payloads
+// in a table), so no extra service is needed. Every message is a broadcast that names its
+// addressee; the others ignore it:
+//   state  every instance, every stateIntervalMs and at once when an agent comes or goes:
+//          its live agents, their starters and discovered jobs. An instance not heard from for
+//          3 intervals is gone (its hosts are no longer connected anywhere).
+//   call   a request for one host, to the instance holding its agent;
+//   ranks  the rank chunks of a forwarded snapshot as they arrive (live progress crosses too);
+//   reply  its one answer (a Result), or a coded error when the holder fails or disappears. A
+//          snapshot's reply carries every rank again: NOTIFYs sent through different pool
+//          connections may overtake each other, so the asker passes on the ranks it has not
+//          seen, and a late chunk after the reply is dropped.
+import { randomUUID } from 'node:crypto';
+import { type DiscoveredJob, err, type MqdError, mqdError, type RankSnapshot, type Result } from '@mqd/model';
+import type { Namespace } from 'socket.io';
+import type { CaptureParams, CountersParams, LocateTarget, SnapshotResult } from '../agent-protocol.js';
+import type { AgentHub, AgentInfo, HubCapture, HubCounters } from '../hub.js';
+import type { LocatedJob, RankTarget, SeenStarter } from '../seams.js';
+
+/** What an instance uses of the agents: AgentHub's public surface. */
+export type HubPort = Pick<
+  AgentHub,
+  | 'snapshot'
+  | 'locate'
+  | 'counters'
+  | 'capture'
+  | 'discovered'
+  | 'isConnected'
+  | 'hosts'
+  | 'agents'
+  | 'seenStarters'
+  | 'close'
+  | 'refusedMessages'
+  | 'refusedHandshakes'
+>;
+
+/** The namespace of the instances' own traffic; a client that tries to join it is refused. */
+export const CLUSTER_NAMESPACE = '/cluster';
+
+const EV_STATE = 'mqd:state';
+const EV_CALL = 'mqd:call';
+const EV_RANKS = 'mqd:ranks';
+const EV_REPLY = 'mqd:reply';
+
+/** What one instance tells the others about its agents. */
+export interface InstanceState {
+  readonly instance: string;
+  readonly agents: readonly AgentInfo[];
+  readonly starters: readonly { host: string; starter: SeenStarter }[];
+  readonly discovered: readonly { host: string; job: DiscoveredJob; at: number }[];
+}
+
+type CallMethod = 'snapshot' | 'locate' | 'counters' | 'capture';
+
+interface CallMessage {
+  readonly id: string;
+  readonly from: string;
+  readonly to: string;
+  readonly host: string;
+  readonly method: CallMethod;
+  readonly timeoutMs: number;
+  readonly params: unknown;
+}
+
+interface RanksMessage {
+  readonly id: string;
+  readonly to: string;
+  readonly ranks: RankSnapshot[];
+}
+
+interface ReplyMessage {
+  readonly id: string;
+  readonly to: string;
+  readonly result: Result<unknown>;
+  /** A snapshot's ranks, all of them (see the header). */
+  readonly ranks?: RankSnapshot[];
+}
+
+interface Pending {
+  readonly host: string;
+  readonly holder: string;
+  readonly onRanks: ((ranks: RankSnapshot[]) => void) | null;
+  /** Ranks already passed to onRanks. */
+  readonly seen: Set<number>;
+  readonly settle: (r: Result<unknown>) => void;
+}
+
+export interface ClusterHubOptions {
+  /** This instance's id: unique per process (a restarted instance is a new one). */
+  readonly instance: string;
+  readonly stateIntervalMs: number;
+  /** Extra time a forwarded call gets over the local one's timeout (the hops between instances). */
+  readonly forwardSlackMs?: number;
+  readonly log?: { warn(obj: object, msg: string): void };
+}
+
+export class ClusterHub implements HubPort {
+  private readonly remote = new Map<string, { state: InstanceState; heardAt: number }>();
+  private readonly pending = new Map<string, Pending>();
+  private readonly timer: NodeJS.Timeout;
+  private closed = false;
+
+  constructor(
+    private readonly local: AgentHub,
+    private readonly nsp: Namespace,
+    private readonly o: ClusterHubOptions,
+  ) {
+    nsp.use((_socket, next) => next(new Error('this namespace is for aggregator instances only')));
+    nsp.on(EV_STATE, (s: InstanceState) => this.onState(s));
+    nsp.on(EV_CALL, (c: CallMessage) => void this.onCall(c));
+    nsp.on(EV_RANKS, (m: RanksMessage) => {
+      if (m.to !== this.o.instance) return;
+      const p = this.pending.get(m.id);
+      if (p !== undefined && Array.isArray(m.ranks)) this.pass(p, m.ranks);
+    });
+    nsp.on(EV_REPLY, (m: ReplyMessage) => {
+      if (m.to !== this.o.instance) return;
+      const p = this.pending.get(m.id);
+      if (p === undefined) return;
+      if (Array.isArray(m.ranks)) this.pass(p, m.ranks);
+      p.settle(m.result);
+    });
+    this.timer = setInterval(() => {
+      this.publishState();
+      this.expire();
+    }, o.stateIntervalMs);
+    this.timer.unref();
+    this.publishState();
+  }
+
+  get instance(): string {
+    return this.o.instance;
+  }
+
+  get refusedMessages(): number {
+    return this.local.refusedMessages;
+  }
+
+  get refusedHandshakes(): number {
+    return this.local.refusedHandshakes;
+  }
+
+  /** The instances heard from lately (this one not included). */
+  peers(): string[] {
+    this.expire();
+    return [...this.remote.keys()];
+  }
+
+  /** Tells the other instances about this one's agents now (call it when an agent comes or goes). */
+  publishState(): void {
+    if (this.closed) return;
+    const state: InstanceState = {
+      instance: this.o.instance,
+      agents: this.local.agents().filter((a) => a.connected),
+      starters: this.local.seenStarters(),
+      discovered: this.local.discovered(),
+    };
+    this.nsp.serverSideEmit(EV_STATE, state);
+  }
+
+  // --- the AgentHub surface
+
+  snapshot(
+    host: string,
+    ranks: readonly RankTarget[],
+    timeoutMs: number,
+    onRanks: (ranks: RankSnapshot[]) => void,
+    owner: { readonly ownerUid?: number; readonly allowRoot?: boolean } = {},
+  ): Promise<Result<SnapshotResult>> {
+    if (this.local.isConnected(host)) return this.local.snapshot(host, ranks, timeoutMs, onRanks, owner);
+    return this.forward<SnapshotResult>(host, 'snapshot', timeoutMs + 2000, { ranks, owner }, onRanks);
+  }
+
+  locate(host: string, target: number | LocateTarget, timeoutMs: number): Promise<Result<LocatedJob>> {
+    if (this.local.isConnected(host)) return this.local.locate(host, target, timeoutMs);
+    return this.forward<LocatedJob>(host, 'locate', timeoutMs, target);
+  }
+
+  counters(host: string, params: CountersParams, timeoutMs: number): Promise<Result<HubCounters>> {
+    if (this.local.isConnected(host)) return this.local.counters(host, params, timeoutMs);
+    return this.forward<HubCounters>(host, 'counters', timeoutMs, params);
+  }
+
+  capture(host: string, params: CaptureParams, timeoutMs: number): Promise<Result<HubCapture>> {
+    if (this.local.isConnected(host)) return this.local.capture(host, params, timeoutMs);
+    return this.forward<HubCapture>(host, 'capture', timeoutMs, params);
+  }
+
+  discovered(): { host: string; job: DiscoveredJob; at: number }[] {
+    const mine = this.local.discovered();
+    const here = new Set(this.local.hosts());
+    return [...mine, ...this.remoteStates().flatMap((s) => s.discovered.filter((d) => !here.has(d.host)))];
+  }
+
+  isConnected(host: string): boolean {
+    return this.local.isConnected(host) || this.holderOf(host) !== null;
+  }
+
+  hosts(): string[] {
+    return [
+      ...new Set([...this.local.hosts(), ...this.remoteStates().flatMap((s) => s.agents.map((a) => a.host))]),
+    ];
+  }
+
+  agents(): AgentInfo[] {
+    const here = new Set(this.local.hosts());
+    return [
+      ...this.local.agents(),
+      ...this.remoteStates().flatMap((s) => s.agents.filter((a) => !here.has(a.host))),
+    ];
+  }
+
+  seenStarters(): { host: string; starter: SeenStarter }[] {
+    const here = new Set(this.local.hosts());
+    return [
+      ...this.local.seenStarters(),
+      ...this.remoteStates().flatMap((s) => s.starters.filter((x) => !here.has(x.host))),
+    ];
+  }
+
+  close(): void {
+    this.closed = true;
+    clearInterval(this.timer);
+    for (const p of this.pending.values()) {
+      p.settle(err(mqdError('MQD_E_AGENT_MISSING', `this aggregator instance is shutting down`)));
+    }
+    this.local.close();
+  }
+
+  // --- between instances
+
+  private pass(p: Pending, ranks: readonly RankSnapshot[]): void {
+    const fresh = ranks.filter((r) => !p.seen.has(r.rank));
+    if (fresh.length === 0 || p.onRanks === null) return;
+    for (const r of fresh) p.seen.add(r.rank);
+    p.onRanks(fresh);
+  }
+
+  private remoteStates(): InstanceState[] {
+    this.expire();
+    return [...this.remote.values()].map((r) => r.state);
+  }
+
+  /** The instance whose state lists a live agent for host (the freshest one), or null. */
+  private holderOf(host: string): string | null {
+    let best: { instance: string; heardAt: number } | null = null;
+    this.expire();
+    for (const [instance, r] of this.remote) {
+      if (!r.state.agents.some((a) => a.host === host)) continue;
+      if (best === null || r.heardAt > best.heardAt) best = { instance, heardAt: r.heardAt };
+    }
+    return best?.instance ?? null;
+  }
+
+  private onState(s: InstanceState): void {
+    if (s.instance === this.o.instance || typeof s.instance !== 'string') return;
+    this.remote.set(s.instance, { state: s, heardAt: performance.now() });
+  }
+
+  /** Drops instances not heard from for 3 intervals, failing the calls they held. */
+  private expire(): void {
+    const limit = performance.now() - 3 * this.o.stateIntervalMs;
+    for (const [instance, r] of this.remote) {
+      if (r.heardAt >= limit) continue;
+      this.remote.delete(instance);
+      for (const p of this.pending.values()) {
+        if (p.holder !== instance) continue;
+        p.settle(
+          err(
+            mqdError(
+              'MQD_E_AGENT_MISSING',
+              `the aggregator instance holding ${p.host}'s agent stopped answering; its agent reconnects to another instance within seconds: take the snapshot again`,
+            ),
+          ),
+        );
+      }
+    }
+  }
+
+  private forward<T>(
+    host: string,
+    method: CallMethod,
+    timeoutMs: number,
+    params: unknown,
+    onRanks: ((ranks: RankSnapshot[]) => void) | null = null,
+  ): Promise<Result<T>> {
+    const holder = this.holderOf(host);
+    if (holder === null || this.closed) {
+      return Promise.resolve(
+        err(mqdError('MQD_E_AGENT_MISSING', `no agent is connected for ${host} on any aggregator instance`)),
+      );
+    }
+    const id = randomUUID();
+    const wait = timeoutMs + (this.o.forwardSlackMs ?? 3000);
+    return new Promise<Result<T>>((resolve) => {
+      const timer = setTimeout(
+        () =>
+          settle(
+            err(
+              mqdError(
+                'MQD_E_AGENT_SILENT',
+                `the aggregator instance holding ${host}'s agent did not answer within ${wait} ms`,
+              ),
+            ),
+          ),
+        wait,
+      );
+      const settle = (r: Result<unknown>) => {
+        if (!this.pending.delete(id)) return;
+        clearTimeout(timer);
+        resolve(r as Result<T>);
+      };
+      this.pending.set(id, { host, holder, onRanks, seen: new Set(), settle });
+      const call: CallMessage = { id, from: this.o.instance, to: holder, host, method, timeoutMs, params };
+      this.nsp.serverSideEmit(EV_CALL, call);
+    });
+  }
+
+  private async onCall(c: CallMessage): Promise<void> {
+    if (c.to !== this.o.instance || typeof c.id !== 'string' || typeof c.from !== 'string') return;
+    const all: RankSnapshot[] = [];
+    const reply = (result: Result<unknown>) =>
+      this.nsp.serverSideEmit(EV_REPLY, {
+        id: c.id,
+        to: c.from,
+        result,
+        ...(c.method === 'snapshot' ? { ranks: all } : {}),
+      } satisfies ReplyMessage);
+    try {
+      reply(await this.runLocal(c, all));
+    } catch (e) {
+      this.o.log?.warn({ method: c.method, host: c.host }, `forwarded ${c.method} failed: ${String(e)}`);
+      reply(err(mqdError('MQD_E_INTERNAL', `the instance holding ${c.host}'s agent failed: ${String(e)}`)));
+    }
+  }
+
+  private runLocal(c: CallMessage, all: RankSnapshot[]): Promise<Result<unknown>> {
+    if (!this.local.isConnected(c.host)) {
+      const e: MqdError = mqdError(
+        'MQD_E_AGENT_MISSING',
+        `the agent for ${c.host} left this aggregator instance`,
+      );
+      return Promise.resolve(err(e));
+    }
+    switch (c.method) {
+      case 'snapshot': {
+        const p = c.params as { ranks: RankTarget[]; owner: { ownerUid?: number; allowRoot?: boolean } };
+        // The local hub adds its own transfer slack again: take it off what the caller added.
+        const onRanks = (ranks: RankSnapshot[]) => {
+          all.push(...ranks);
+          this.nsp.serverSideEmit(EV_RANKS, { id: c.id, to: c.from, ranks } satisfies RanksMessage);
+        };
+        return this.local.snapshot(c.host, p.ranks, Math.max(1000, c.timeoutMs - 2000), onRanks, p.owner);
+      }
+      case 'locate':
+        return this.local.locate(c.host, c.params as number | LocateTarget, c.timeoutMs);
+      case 'counters':
+        return this.local.counters(c.host, c.params as CountersParams, c.timeoutMs);
+      case 'capture':
+        return this.local.capture(c.host, c.params as CaptureParams, c.timeoutMs);
+    }
+  }
+}
