@@ -67,6 +67,15 @@ export {
   normaliseSnapshot,
 } from './golden.js';
 export {
+  freeTcpPort,
+  HAPROXY,
+  type Haproxy,
+  type HaproxyBackend,
+  haproxyAvailable,
+  haproxyConfig,
+  startHaproxy,
+} from './haproxy.js';
+export {
   EXPECTED_OPENMP,
   type ExpectedOmpThread,
   expectedHybridCall,
