@@ -26,6 +26,8 @@ const RULES = {
     'socket.io',
     'socket.io-client',
     'better-sqlite3',
+    // The PostgreSQL store (store-pg.ts, issue 32): node-postgres, pure JS.
+    'pg',
   ],
   'apps/cli': [NODE, '@mqd/model', '@mqd/core', '@mqd/mpir', '@mqd/server'],
   // e2e drives the whole product: it may start the server and the CLI's real seams; axe-core

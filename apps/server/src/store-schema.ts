@@ -10,8 +10,20 @@ export interface Migration {
   readonly sql: string;
 }
 
-/** Append only: a released migration is never edited, a change is a new version. */
-export const MIGRATIONS: readonly Migration[] = [
+export type Dialect = 'sqlite' | 'postgres';
+
+/** One numbered step of the history, with its SQL in each dialect (the same tables and columns). */
+export interface DialectMigration {
+  readonly version: number;
+  readonly sqlite: string;
+  readonly postgres: string;
+}
+
+/**
+ * SQLite's steps, as released (append only: a released migration is never edited, a change is
+ * a new version in both dialects, see MIGRATION_HISTORY).
+ */
+const SQLITE_STEPS: readonly Migration[] = [
   {
     version: 1,
     sql: `
@@ -175,7 +187,190 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX watch_episodes_job ON watch_episodes(watch_id, ended_at);
     `,
   },
+  {
+    // Leases (issue 32): background work (auto-snapshots, retention, the watch's rounds) runs
+    // once per cluster of aggregators: the holder of the named lease until it expires.
+    version: 6,
+    sql: `
+      CREATE TABLE leases (
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+      );
+    `,
+  },
 ];
+
+/**
+ * PostgreSQL's version of each step: the same tables, columns and indexes. Ids are BIGSERIAL
+ * (INTEGER PRIMARY KEY / AUTOINCREMENT in SQLite), epoch milliseconds and byte counts BIGINT
+ * (they overflow a 32-bit INTEGER), blobs BYTEA. SQLite's implicit `rowid` (snapshots' insertion
+ * order, the tie-break of their history) is an explicit `rowid BIGSERIAL` column here: the only
+ * column one dialect has and the other does not name.
+ */
+const POSTGRES_STEPS: Readonly<Record<number, string>> = {
+  1: `
+    CREATE TABLE users (
+      id BIGSERIAL PRIMARY KEY,
+      name TEXT NOT NULL UNIQUE,
+      uid INTEGER,
+      is_admin INTEGER NOT NULL DEFAULT 0,
+      token_hash TEXT UNIQUE,
+      created_at BIGINT NOT NULL
+    );
+    CREATE TABLE sessions (
+      token_hash TEXT PRIMARY KEY,
+      user_id BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+      created_at BIGINT NOT NULL,
+      expires_at BIGINT NOT NULL
+    );
+    CREATE TABLE jobs (
+      id TEXT PRIMARY KEY,
+      host TEXT NOT NULL,
+      starter_pid INTEGER NOT NULL,
+      uid INTEGER NOT NULL,
+      command TEXT NOT NULL,
+      method TEXT NOT NULL,
+      rank_count INTEGER NOT NULL,
+      layout TEXT NOT NULL,
+      created_at BIGINT NOT NULL,
+      created_by TEXT NOT NULL,
+      ended_at BIGINT
+    );
+    CREATE INDEX jobs_starter ON jobs(host, starter_pid);
+    CREATE TABLE snapshots (
+      id TEXT PRIMARY KEY,
+      rowid BIGSERIAL NOT NULL,
+      job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+      taken_at BIGINT NOT NULL,
+      duration_micros BIGINT NOT NULL,
+      rank_count INTEGER NOT NULL,
+      ok_count INTEGER NOT NULL,
+      error_count INTEGER NOT NULL,
+      missing_count INTEGER NOT NULL,
+      pending_sends INTEGER NOT NULL,
+      pending_receives INTEGER NOT NULL,
+      unexpected_count INTEGER NOT NULL,
+      digest TEXT NOT NULL,
+      missing_ranks TEXT NOT NULL,
+      created_by TEXT NOT NULL,
+      bytes BIGINT NOT NULL,
+      stored_bytes BIGINT NOT NULL,
+      data BYTEA NOT NULL
+    );
+    CREATE INDEX snapshots_job ON snapshots(job_id, taken_at);
+    CREATE INDEX snapshots_taken ON snapshots(taken_at);
+    CREATE TABLE shares (
+      id TEXT PRIMARY KEY,
+      snapshot_id TEXT NOT NULL REFERENCES snapshots(id) ON DELETE CASCADE,
+      created_by TEXT NOT NULL,
+      created_at BIGINT NOT NULL,
+      expires_at BIGINT NOT NULL
+    );
+    CREATE TABLE audit (
+      id BIGSERIAL PRIMARY KEY,
+      at BIGINT NOT NULL,
+      who TEXT NOT NULL,
+      action TEXT NOT NULL,
+      job_id TEXT,
+      snapshot_id TEXT,
+      detail TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX audit_at ON audit(at);
+  `,
+  2: `
+    ALTER TABLE jobs ADD COLUMN starter_start_time TEXT NOT NULL DEFAULT '';
+    CREATE INDEX jobs_identity ON jobs(host, starter_pid, starter_start_time);
+    ALTER TABLE users ADD COLUMN token_expires_at BIGINT;
+  `,
+  3: `
+    ALTER TABLE jobs ADD COLUMN cores_dir TEXT;
+    CREATE INDEX jobs_cores ON jobs(host, cores_dir) WHERE cores_dir IS NOT NULL;
+  `,
+  4: `
+    CREATE TABLE snapshot_requests (
+      user_id BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+      request_key TEXT NOT NULL,
+      snapshot_id TEXT NOT NULL REFERENCES snapshots(id) ON DELETE CASCADE,
+      created_at BIGINT NOT NULL,
+      PRIMARY KEY (user_id, request_key)
+    );
+    CREATE INDEX snapshot_requests_snapshot ON snapshot_requests(snapshot_id);
+  `,
+  5: `
+    CREATE TABLE watch_policy (
+      id INTEGER PRIMARY KEY CHECK (id = 1),
+      policy TEXT NOT NULL,
+      updated_at BIGINT NOT NULL,
+      updated_by TEXT NOT NULL
+    );
+    CREATE TABLE watch_jobs (
+      id TEXT PRIMARY KEY,
+      key TEXT NOT NULL,
+      uid INTEGER NOT NULL,
+      job_id TEXT REFERENCES jobs(id) ON DELETE SET NULL,
+      info TEXT NOT NULL,
+      first_seen BIGINT NOT NULL,
+      last_seen BIGINT NOT NULL,
+      ended_at BIGINT,
+      end_reason TEXT,
+      state TEXT NOT NULL DEFAULT 'unknown',
+      since BIGINT,
+      confidence TEXT,
+      least_progressed TEXT NOT NULL DEFAULT '',
+      diagnosis TEXT NOT NULL DEFAULT '',
+      evidence_snapshot_id TEXT,
+      last_snapshot_id TEXT,
+      last_digest TEXT,
+      last_state_stored TEXT
+    );
+    CREATE INDEX watch_jobs_uid ON watch_jobs(uid);
+    CREATE TABLE watch_samples (
+      id BIGSERIAL PRIMARY KEY,
+      watch_id TEXT NOT NULL REFERENCES watch_jobs(id) ON DELETE CASCADE,
+      at BIGINT NOT NULL,
+      state TEXT NOT NULL,
+      digest TEXT,
+      ranks_read INTEGER NOT NULL,
+      cpu TEXT NOT NULL,
+      stop_micros BIGINT NOT NULL,
+      snapshot_id TEXT REFERENCES snapshots(id) ON DELETE SET NULL
+    );
+    CREATE INDEX watch_samples_job ON watch_samples(watch_id, at);
+    CREATE TABLE watch_episodes (
+      id BIGSERIAL PRIMARY KEY,
+      watch_id TEXT NOT NULL REFERENCES watch_jobs(id) ON DELETE CASCADE,
+      started_at BIGINT NOT NULL,
+      ended_at BIGINT,
+      snapshot_id TEXT,
+      share_id TEXT,
+      notified_at BIGINT
+    );
+    CREATE INDEX watch_episodes_job ON watch_episodes(watch_id, ended_at);
+  `,
+  6: `
+    CREATE TABLE leases (
+      name TEXT PRIMARY KEY,
+      holder TEXT NOT NULL,
+      expires_at BIGINT NOT NULL
+    );
+  `,
+};
+
+/** The one history: every numbered step with its SQL per dialect. */
+export const MIGRATION_HISTORY: readonly DialectMigration[] = SQLITE_STEPS.map((m) => {
+  const postgres = POSTGRES_STEPS[m.version];
+  if (postgres === undefined) throw new Error(`migration ${m.version} has no PostgreSQL version`);
+  return { version: m.version, sqlite: m.sql, postgres };
+});
+
+/** The history in one dialect, in order. */
+export function migrationsFor(dialect: Dialect): Migration[] {
+  return MIGRATION_HISTORY.map((m) => ({ version: m.version, sql: m[dialect] }));
+}
+
+/** SQLite's migrations (SqliteStore's default). */
+export const MIGRATIONS: readonly Migration[] = migrationsFor('sqlite');
 
 export interface SnapshotRow {
   id: string;
