@@ -67,12 +67,13 @@ describe('credentials from files, dropped from the environment once read', () =>
       expect(help.indexOf(`--${t}-token-file`)).toBeLessThan(help.indexOf(`--${t}-token `));
   });
 
-  it('dropSecretsFromEnv removes every MQD_*TOKEN*/SECRET* variable and the webhook URLs, nothing else', () => {
+  it('dropSecretsFromEnv removes every MQD_*TOKEN*/SECRET* variable, the webhook URLs and the store URL, nothing else', () => {
     const env: NodeJS.ProcessEnv = {
       ...SECRETS,
       MQD_AGENT_SECRET: 'x',
       MQD_ADMIN_TOKEN_FILE: '/f',
       MQD_WATCH_WEBHOOKS: 'https://hooks.example/T000/B000/secret',
+      MQD_STORE_URL: 'postgres://mqd:secret@db.example/mqd',
       MQD_WATCH_ENABLED: 'on',
       MQD_PORT: '1',
       PATH: '/bin',
@@ -85,6 +86,7 @@ describe('credentials from files, dropped from the environment once read', () =>
         'MQD_AGENT_TOKEN',
         'MQD_METRICS_TOKEN',
         'MQD_WATCH_WEBHOOKS',
+        'MQD_STORE_URL',
       ].sort(),
     );
     expect(env).toEqual({ MQD_WATCH_ENABLED: 'on', MQD_PORT: '1', PATH: '/bin' });

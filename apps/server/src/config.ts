@@ -16,6 +16,7 @@ import {
 } from '@mqd/model';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './agent-protocol.js';
 import { readSecretFile } from './secrets.js';
+import { parseStoreUrl } from './store-url.js';
 
 export const SERVER_VERSION = '0.1.0';
 
@@ -30,6 +31,11 @@ export interface ServerConfig {
   readonly host: string;
   /** Directory of mqd.sqlite, or ':memory:' for a store that ends with the process. */
   readonly dataDir: string;
+  /**
+   * --store / MQD_STORE_URL: postgres://... opens the PostgreSQL store (store-open.ts); null,
+   * `sqlite:` or a directory keeps SQLite. A secret (it may hold a password): never shown.
+   */
+  readonly storeUrl: string | null;
   /** Shared token of the agents; null = generate one at start (printed). */
   readonly agentToken: string | null;
   /** Login token of the admin user; null = generate one at start (printed with the URL). */
@@ -118,7 +124,8 @@ type Kind =
   | 'level'
   | 'onoff'
   | 'names'
-  | 'urls';
+  | 'urls'
+  | 'store';
 interface Setting {
   readonly key: keyof ServerConfig;
   readonly flag: string;
@@ -145,6 +152,13 @@ const SETTINGS: readonly Setting[] = [
     env: 'MQD_DATA_DIR',
     kind: 'string',
     help: "store directory or ':memory:'",
+  },
+  {
+    key: 'storeUrl',
+    flag: 'store',
+    env: 'MQD_STORE_URL',
+    kind: 'store',
+    help: 'the store: postgres://USER@HOST/DB shares one PostgreSQL database between instances (prefer the variable: the URL may hold a password); default SQLite in --data-dir',
   },
   // Each credential from a file first (mode 600, ours): a flag shows in `ps`, a variable is
   // inherited by what we start. Both are read once and then dropped from the environment.
@@ -460,6 +474,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   port: 8080,
   host: '127.0.0.1',
   dataDir: join(homedir(), '.local', 'share', 'mqd'),
+  storeUrl: null,
   agentToken: null,
   adminToken: null,
   metricsToken: null,
@@ -598,6 +613,11 @@ function parseValue(s: Setting, raw: string, from: string): Result<string | numb
         }
       }
       return ok(urls);
+    }
+    case 'store': {
+      // Never quote the URL: it may hold the database password.
+      const where = parseStoreUrl(raw);
+      return where.ok ? ok(raw.trim()) : err(where.error);
     }
     case 'list': {
       const items = raw

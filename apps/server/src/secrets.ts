@@ -47,9 +47,10 @@ export function readSecretFile(path: string): { ok: true; value: string } | { ok
 
 /**
  * The names of the variables that hold (or name the file of) a credential of MQD's; the hang
- * watch's webhook URLs count (a chat webhook's URL is its own secret).
+ * watch's webhook URLs count (a chat webhook's URL is its own secret), and so does the store's
+ * URL (MQD_STORE_URL: it may hold the database password).
  */
-export const SECRET_ENV_NAME = /^MQD_(\w*(TOKEN|SECRET)\w*|WATCH_WEBHOOKS?)$/;
+export const SECRET_ENV_NAME = /^MQD_(\w*(TOKEN|SECRET)\w*|WATCH_WEBHOOKS?|STORE_URL)$/;
 
 /**
  * Removes every credential variable from `env` (default: this process's), once the
