@@ -17,13 +17,9 @@ export function parseStoreUrl(
 ): { ok: true; value: StoreLocation } | { ok: false; error: MqdError } {
   const v = raw.trim();
   if (/^postgres(ql)?:\/\//i.test(v)) {
-    let u: URL | null = null;
-    try {
-      u = new URL(v);
-    } catch (e) {
-      if (!(e instanceof TypeError)) throw e;
-    }
-    if (u === null) {
+    // A Unix socket has no host (postgres://USER@/DB?host=/run/postgresql): checked with one.
+    const u = asUrl(v) ?? asUrl(v.replace(/^(postgres(?:ql)?:\/\/(?:[^@/]*@)?)\//i, '$1localhost/'));
+    if (u === null || /\s/.test(v)) {
       return {
         ok: false,
         error: mqdError('MQD_E_USAGE', 'the --store URL (MQD_STORE_URL) is not a valid postgres:// URL'),
@@ -44,6 +40,15 @@ export function parseStoreUrl(
       '--store takes postgres://USER@HOST[:PORT]/DATABASE (or postgresql://), sqlite: or an absolute directory',
     ),
   };
+}
+
+function asUrl(v: string): URL | null {
+  try {
+    return new URL(v);
+  } catch (e) {
+    if (!(e instanceof TypeError)) throw e;
+    return null;
+  }
 }
 
 function sqliteDir(dir: string): { ok: true; value: StoreLocation } | { ok: false; error: MqdError } {
