@@ -103,11 +103,11 @@ function toStoreError(e: unknown): unknown {
   const code = errCode(e);
   const msg = e instanceof Error ? e.message : String(e);
   if (isUnavailable(e)) {
-    return new MqdException(
-      mqdError(
-        'MQD_E_STORE_UNAVAILABLE',
-        `the PostgreSQL store is out of reach (${code ?? 'closed'}: ${msg})`,
-      ),
+    // The driver's text names the database's host or socket: kept out of the API's answer.
+    const why = code ?? (/terminated/i.test(msg) ? 'connection terminated' : 'connection closed');
+    return Object.assign(
+      new MqdException(mqdError('MQD_E_STORE_UNAVAILABLE', `the PostgreSQL store is out of reach (${why})`)),
+      { cause: e },
     );
   }
   if (code !== undefined && READONLY_SQLSTATES.has(code)) {
@@ -218,9 +218,15 @@ export class PgStore implements StorePort {
       // Two instances starting together: the second waits here and then finds nothing to do.
       await c.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
       try {
-        await c.query(
-          'CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)',
-        );
+        // Created only when missing: a current schema opens without a write (a read-only server).
+        const exists = (
+          await c.query<{ e: boolean }>("SELECT to_regclass('schema_version') IS NOT NULL AS e")
+        ).rows[0]?.e;
+        if (!exists) {
+          await c.query(
+            'CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)',
+          );
+        }
         const current = (await c.query<{ v: number | null }>('SELECT MAX(version) AS v FROM schema_version'))
           .rows[0]?.v;
         const applied: number[] = [];
