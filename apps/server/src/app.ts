@@ -43,7 +43,8 @@ import { fleetPlugin } from './plugins/fleet.js';
 import { addServiceGauges, metricsPlugin } from './plugins/metrics.js';
 import { storePlugin } from './plugins/store.js';
 import { SHARED_SCHEMAS } from './schemas.js';
-import { Store } from './store.js';
+import { SqliteStore } from './store.js';
+import type { StorePort } from './store-port.js';
 import { jobRooms, UiSessions } from './ui-sessions.js';
 import { defaultSlurmQuery, type SlurmQuery } from './watch/end-reason.js';
 import type { WatchAgents, WatchVerdictFn } from './watch/source.js';
@@ -58,7 +59,7 @@ export interface AppOptions {
   readonly clock?: () => number;
   readonly logger?: FastifyServerOptions['logger'];
   /** An open store to use (and leave open on close); default: opened from config.dataDir. */
-  readonly store?: Store;
+  readonly store?: StorePort;
   /** Where snapshots are read; default the hub (tests pass a fake of its snapshot side). */
   readonly snapshotHub?: SnapshotHub;
   /** The hang watch's view of the agents; default the hub (tests pass a fake). */
@@ -145,9 +146,9 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   });
 
   const ownsStore = opts.store === undefined;
-  const store =
+  const store: StorePort =
     opts.store ??
-    new Store({
+    new SqliteStore({
       dataDir: config.dataDir,
       clock,
       retention: {
@@ -157,8 +158,8 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
       },
     });
   // The flags seed the watch policy at the first start; then the store's (the admins') holds.
-  if (store.watchPolicy() === null && store.readOnlyReason === null) {
-    store.setWatchPolicy(watchPolicyOf(config), {
+  if ((await store.watchPolicy()) === null && store.readOnlyReason === null) {
+    await store.setWatchPolicy(watchPolicyOf(config), {
       who: WATCHER,
       action: 'watch-policy',
       detail: 'seeded from the configuration (--watch flags)',
@@ -175,7 +176,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
       return p === null ? [] : [p];
     }),
   });
-  const adminToken = auth.ensureAdmin(config.adminToken);
+  const adminToken = await auth.ensureAdmin(config.adminToken);
   const agentToken = config.agentToken ?? newToken();
 
   const io = new SocketServer(app.server, {
@@ -198,7 +199,9 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   };
   // Logins expire while their sockets stay open: checked again periodically (revocation, logout
   // and user changes check at once, where they happen).
-  const recheck = setInterval(() => uiSessions.recheck(), UI_RECHECK_MS);
+  const recheck = setInterval(() => {
+    uiSessions.recheck().catch((e: unknown) => app.log.error({ err: e }, 'rechecking /ui logins failed'));
+  }, UI_RECHECK_MS);
   recheck.unref();
   app.addHook('onClose', async () => clearInterval(recheck));
   const hub = new AgentHub(io.of(AGENT_NAMESPACE), {
@@ -211,14 +214,12 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     onEvent: (e) => {
       // Audit rows of agent events are written outside any request: a store failure there is
       // logged (the store turns read-only), never thrown into socket.io's event loop.
-      const audit = (a: Parameters<Store['audit']>[0]) => {
-        if (!store.db.open) return;
-        try {
-          store.audit(a);
-        } catch (x) {
-          if (!(x instanceof MqdException)) throw x;
-          app.log.error({ code: x.error.code }, x.error.message);
-        }
+      const audit = (a: Parameters<StorePort['audit']>[0]) => {
+        if (!store.isOpen) return;
+        store.audit(a).catch((x: unknown) => {
+          if (x instanceof MqdException) app.log.error({ code: x.error.code }, x.error.message);
+          else app.log.error({ err: x }, 'audit of an agent event failed');
+        });
       };
       switch (e.kind) {
         case 'connect':
@@ -265,7 +266,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     snapshots,
     ui,
     verdict: opts.watchVerdict ?? watchVerdict,
-    policy: store.watchPolicy()?.policy ?? watchPolicyOf(config),
+    policy: (await store.watchPolicy())?.policy ?? watchPolicyOf(config),
     clock,
     ...(opts.watchTimers ? { timers: opts.watchTimers } : {}),
     webhooks: config.watchWebhooks,

@@ -4,7 +4,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { BlockList, isIPv4 } from 'node:net';
 import { err, mqdError, ok, type Result } from '@mqd/model';
-import type { Store } from './store.js';
+import type { StorePort } from './store-port.js';
 import type { User } from './types.js';
 
 export const SESSION_COOKIE = 'mqd_session';
@@ -33,7 +33,7 @@ export const hashToken = (t: string): string => createHash('sha256').update(t, '
 export const newToken = (): string => randomBytes(24).toString('base64url');
 
 export interface AuthOptions {
-  readonly store: Store;
+  readonly store: StorePort;
   readonly clock: () => number;
   readonly sessionTtlSeconds: number;
   /** Life of the login tokens of created users; 0 = never expire. */
@@ -84,14 +84,18 @@ export class Auth {
   }
 
   /** Makes sure the admin user exists and holds `token` (a fresh one when null); returns it. */
-  ensureAdmin(token: string | null): string {
+  async ensureAdmin(token: string | null): Promise<string> {
     const t = token ?? newToken();
-    this.o.store.upsertUser({ name: ADMIN_NAME, uid: null, admin: true, tokenHash: hashToken(t) });
+    await this.o.store.upsertUser({ name: ADMIN_NAME, uid: null, admin: true, tokenHash: hashToken(t) });
     return t;
   }
 
   /** Creates a user (or gives an existing one new rights and a new token); never a reserved name. */
-  createUser(name: string, uid: number | null, admin: boolean): Result<{ user: User; token: string }> {
+  async createUser(
+    name: string,
+    uid: number | null,
+    admin: boolean,
+  ): Promise<Result<{ user: User; token: string }>> {
     if (isReservedName(name)) {
       return err(
         mqdError('MQD_E_RESERVED_NAME', `'${name}' is reserved (${RESERVED_NAMES.join(', ')} are MQD's own)`),
@@ -99,7 +103,7 @@ export class Auth {
     }
     const token = newToken();
     const ttl = this.o.loginTokenTtlSeconds ?? 0;
-    const user = this.o.store.upsertUser({
+    const user = await this.o.store.upsertUser({
       name,
       uid,
       admin,
@@ -115,47 +119,52 @@ export class Auth {
    * another user's `?token=` would otherwise sign an admin's browser in as that user: login CSRF).
    * On a switch the old session ends.
    */
-  login(
+  async login(
     token: string,
     headers: Headers = {},
     switchUser = false,
-  ): Result<{ user: User; session: string; expiresAt: number }> {
-    const user = this.o.store.loginToken(hashToken(token));
+  ): Promise<Result<{ user: User; session: string; expiresAt: number }>> {
+    const user = await this.o.store.loginToken(hashToken(token));
     if (user === 'expired') return err(mqdError('MQD_E_TOKEN_EXPIRED', 'this login token has expired'));
     if (!user) return err(mqdError('MQD_E_UNAUTHENTICATED', 'unknown login token'));
     const old = cookie(headers['cookie'], SESSION_COOKIE);
-    const current = old === null ? null : this.o.store.userBySession(hashToken(old));
-    if (current !== null && current.id !== user.id) {
-      if (!switchUser) {
-        return err(
-          mqdError(
-            'MQD_E_SESSION_CONFLICT',
-            `this browser is signed in as '${current.name}' and the token is '${user.name}'s; the session was kept (send switchUser: true to replace it)`,
-          ),
-        );
-      }
-      if (old !== null) this.o.store.deleteSession(hashToken(old));
+    const current = old === null ? null : await this.o.store.userBySession(hashToken(old));
+    if (current !== null && current.id !== user.id && !switchUser) {
+      return err(
+        mqdError(
+          'MQD_E_SESSION_CONFLICT',
+          `this browser is signed in as '${current.name}' and the token is '${user.name}'s; the session was kept (send switchUser: true to replace it)`,
+        ),
+      );
     }
     const session = newToken();
     const expiresAt = this.o.clock() + this.o.sessionTtlSeconds * 1000;
-    this.o.store.createSession(hashToken(session), user.id, expiresAt);
-    return ok({ user, session, expiresAt });
+    // The token is checked again where the session is made (one store transaction): a token
+    // revoked since the check above makes no session.
+    const made = await this.o.store.loginSession(hashToken(token), hashToken(session), expiresAt);
+    if (made === 'expired') return err(mqdError('MQD_E_TOKEN_EXPIRED', 'this login token has expired'));
+    if (made === null) return err(mqdError('MQD_E_UNAUTHENTICATED', 'unknown login token'));
+    // The switched-from session ends once the new one exists (never neither).
+    if (current !== null && current.id !== made.id && old !== null) {
+      await this.o.store.deleteSession(hashToken(old));
+    }
+    return ok({ user: made, session, expiresAt });
   }
 
-  logout(headers: Headers): void {
+  async logout(headers: Headers): Promise<void> {
     const s = this.credential(headers);
-    if (s !== null) this.o.store.deleteSession(hashToken(s));
+    if (s !== null) await this.o.store.deleteSession(hashToken(s));
   }
 
   /** A session token or a login token. */
-  fromToken(token: string): User | null {
+  fromToken(token: string): Promise<User | null> {
     return this.userOf({ kind: 'token', hash: hashToken(token) });
   }
 
   /** The user this credential logs in now; null once it was revoked, logged out or expired. */
-  userOf(c: Credential): User | null {
+  async userOf(c: Credential): Promise<User | null> {
     if (c.kind === 'proxy') return isReservedName(c.name) ? null : this.o.store.userByName(c.name);
-    return this.o.store.userBySession(c.hash) ?? this.o.store.userByTokenHash(c.hash);
+    return (await this.o.store.userBySession(c.hash)) ?? (await this.o.store.userByTokenHash(c.hash));
   }
 
   private credential(headers: Headers): string | null {
@@ -168,13 +177,13 @@ export class Auth {
    * `peer` is the TCP peer's address (never X-Forwarded-For): the proxy user header counts only
    * from a configured proxy, and never names the built-in admin (admins log in with a token).
    */
-  fromHeaders(headers: Headers, peer?: string): Result<User> {
-    const r = this.resolve(headers, peer);
+  async fromHeaders(headers: Headers, peer?: string): Promise<Result<User>> {
+    const r = await this.resolve(headers, peer);
     return r.ok ? ok(r.value.user) : r;
   }
 
   /** The user and the credential they logged in with (for sockets, checked again later). */
-  resolve(headers: Headers, peer?: string): Result<{ user: User; credential: Credential }> {
+  async resolve(headers: Headers, peer?: string): Promise<Result<{ user: User; credential: Credential }>> {
     if (this.o.proxyUserHeader !== null && this.fromProxy(peer)) {
       const name = headers[this.o.proxyUserHeader];
       if (typeof name === 'string' && name.length > 0) {
@@ -186,7 +195,7 @@ export class Auth {
             ),
           );
         }
-        const user = this.o.store.userByName(name);
+        const user = await this.o.store.userByName(name);
         if (user) return ok({ user, credential: { kind: 'proxy', name } });
         return err(
           mqdError(
@@ -199,9 +208,9 @@ export class Auth {
     const token = this.credential(headers);
     if (token === null) return err(mqdError('MQD_E_UNAUTHENTICATED', 'no session cookie or bearer token'));
     const credential: Credential = { kind: 'token', hash: hashToken(token) };
-    const user = this.userOf(credential);
+    const user = await this.userOf(credential);
     if (user) return ok({ user, credential });
-    if (this.o.store.loginToken(credential.hash) === 'expired') {
+    if ((await this.o.store.loginToken(credential.hash)) === 'expired') {
       return err(mqdError('MQD_E_TOKEN_EXPIRED', 'this login token has expired'));
     }
     return err(mqdError('MQD_E_UNAUTHENTICATED', 'the session expired or the token is unknown'));

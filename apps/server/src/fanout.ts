@@ -27,7 +27,8 @@ import { AUTO_SNAPSHOTTER } from './auth.js';
 import type { AgentHub } from './hub.js';
 import type { SnapshotMetrics } from './metrics.js';
 import type { MpiInfo, RankTarget } from './seams.js';
-import type { SnapshotRequestKey, Store } from './store.js';
+import type { SnapshotRequestKey } from './store.js';
+import type { StorePort } from './store-port.js';
 import { type JobRecord, MAX_LISTED_MISSING, type SnapshotMeta, type SnapshotSummary } from './types.js';
 
 const gzipAsync = promisify(gzip);
@@ -166,7 +167,7 @@ interface Gathered {
 }
 
 export interface SnapshotServiceOptions {
-  readonly store: Store;
+  readonly store: StorePort;
   readonly hub: SnapshotHub;
   readonly ui: UiEvents;
   readonly clock: () => number;
@@ -191,21 +192,45 @@ const JSON_CACHE_CHARS = 256 * 1024 * 1024;
 
 export class SnapshotService {
   private readonly inFlight = new Map<JobId, Running>();
+  /**
+   * Keys of requests that joined a running snapshot, until their rememberRequest is stored (the
+   * run has left inFlight by then): a key is always in the store, in inFlight or here.
+   */
+  private readonly joining = new Set<{ readonly key: SnapshotRequestKey; readonly jobId: JobId }>();
+  /** Bumped whenever a key leaves inFlight or `joining` (stored with its snapshot, or failed). */
+  private keysMoved = 0;
 
   constructor(private readonly o: SnapshotServiceOptions) {}
 
   /**
    * The answer already given to this request key (a retry after a lost answer), or null when the
    * key is new. The same key for another job is a client bug: MQD_E_IDEMPOTENCY_CONFLICT.
+   *
+   * The store is awaited, so a running snapshot may store the key and leave inFlight meanwhile:
+   * then the key was in neither place when looked for, and the store is read again (keysMoved).
+   * What follows the returned promise (take's inFlight check) runs before any other JavaScript.
    */
-  replay(job: JobRecord, request: SnapshotRequestKey): Result<SnapshotMeta> | null {
+  async replay(job: JobRecord, request: SnapshotRequestKey): Promise<Result<SnapshotMeta> | null> {
+    for (;;) {
+      const moved = this.keysMoved;
+      const prior = await this.o.store.requestedSnapshot(request);
+      if (moved === this.keysMoved) return this.replayOf(job, request, prior);
+    }
+  }
+
+  private replayOf(
+    job: JobRecord,
+    request: SnapshotRequestKey,
+    prior: SnapshotMeta | null,
+  ): Result<SnapshotMeta> | null {
+    const same = (r: SnapshotRequestKey) => r.userId === request.userId && r.key === request.key;
     let jobOfKey: JobId | null = null;
-    const prior = this.o.store.requestedSnapshot(request);
     if (prior !== null) jobOfKey = prior.jobId;
     else {
       for (const [id, run] of this.inFlight) {
-        if (run.requests.some((r) => r.userId === request.userId && r.key === request.key)) jobOfKey = id;
+        if (run.requests.some(same)) jobOfKey = id;
       }
+      for (const j of this.joining) if (same(j.key)) jobOfKey = j.jobId;
     }
     if (jobOfKey !== null && jobOfKey !== job.id) {
       return err(
@@ -223,23 +248,35 @@ export class SnapshotService {
    * request with a key gets the snapshot that key already got (replay), joins the one running,
    * or starts one; its key is stored with the snapshot, so a retry never stores a second one.
    */
-  take(job: JobRecord, who: string, request?: SnapshotRequestKey): Promise<Result<SnapshotMeta>> {
+  async take(job: JobRecord, who: string, request?: SnapshotRequestKey): Promise<Result<SnapshotMeta>> {
     if (request !== undefined) {
-      const replayed = this.replay(job, request);
-      if (replayed !== null) return Promise.resolve(replayed);
+      const replayed = await this.replay(job, request);
+      if (replayed !== null) return replayed;
     }
+    // From here to inFlight.set nothing is awaited: one snapshot per job, and every waiting key
+    // in inFlight or `joining`.
     const running = this.inFlight.get(job.id);
     if (running) {
       if (request === undefined) return running.promise;
       running.requests.push(request);
+      const joined = { key: request, jobId: job.id };
+      this.joining.add(joined);
       // Joined after the snapshot's transaction: its key is stored now (the first stays).
-      return running.promise.then((r) => {
-        if (r.ok) this.o.store.rememberRequest(request, r.value.id);
-        return r;
-      });
+      return running.promise
+        .then(async (r) => {
+          if (r.ok) await this.o.store.rememberRequest(request, r.value.id);
+          return r;
+        })
+        .finally(() => {
+          this.joining.delete(joined);
+          this.keysMoved++;
+        });
     }
     const requests = request === undefined ? [] : [request];
-    const promise = this.run(job, who, requests).finally(() => this.inFlight.delete(job.id));
+    const promise = this.run(job, who, requests).finally(() => {
+      this.inFlight.delete(job.id);
+      this.keysMoved++;
+    });
     this.inFlight.set(job.id, { promise, requests });
     return promise;
   }
@@ -466,7 +503,7 @@ export class SnapshotService {
       bytes: Buffer.byteLength(json),
       storedBytes: gz.byteLength,
     };
-    store.insertSnapshot(
+    await store.insertSnapshot(
       { meta, gz },
       {
         who,
@@ -480,7 +517,7 @@ export class SnapshotService {
     );
     // Cores do not go away the way processes do: a job of cores never ends by itself.
     if (job.coresDir === undefined && ranks.every((r) => r.state.kind === 'error' && GONE.has(r.state.code)))
-      store.markJobEnded(job.id, clock());
+      await store.markJobEnded(job.id, clock());
     ui.toJob(job.uid, 'snapshot.done', { jobId: job.id, snapshotId: meta.id, partial: meta.missing > 0 });
     return ok(meta);
   }
@@ -500,7 +537,7 @@ export class SnapshotService {
       this.decoded.set(id, hit);
       return hit;
     }
-    const gz = this.o.store.snapshotData(id);
+    const gz = await this.o.store.snapshotData(id);
     if (gz === null) return null;
     const text = (await gunzipAsync(gz)).toString('utf8');
     if (text.length <= JSON_CACHE_CHARS / 4) {
@@ -519,11 +556,11 @@ export class SnapshotService {
    * Jobs whose last `n` snapshots have equal queue digests, with pending operations and every
    * rank answered: nothing moved between them.
    */
-  hung(n: number, uid: number | null): HungJob[] {
+  async hung(n: number, uid: number | null): Promise<HungJob[]> {
     const out: HungJob[] = [];
-    for (const job of this.o.store.jobs(uid)) {
+    for (const job of await this.o.store.jobs(uid)) {
       if (job.endedAt !== null) continue;
-      const last = this.o.store.snapshots(job.id, n);
+      const last = await this.o.store.snapshots(job.id, n);
       const newest = last[0];
       const oldest = last[last.length - 1];
       if (!looksHung(last, n) || newest === undefined || oldest === undefined) continue;
@@ -555,17 +592,16 @@ export class SnapshotService {
           j.starterStartTime !== '' &&
           x.starter.startTime !== j.starterStartTime,
       );
-    const jobs = this.o.store.jobs(null).filter((j) => {
+    const jobs: JobRecord[] = [];
+    for (const j of await this.o.store.jobs(null)) {
       // A job of cores gives the same snapshot every time: snapshots of it are taken on request.
       // A job the hang watch discovered is sampled by the watch, within its policy and stop
       // budget (a job that opted out with MQD_WATCH=off is never stopped by either).
-      if (j.endedAt !== null || j.coresDir !== undefined || j.method === DISCOVERED_METHOD) return false;
-      if (replaced(j)) {
-        this.o.store.markJobEnded(j.id, this.o.clock());
-        return false;
-      }
-      return !this.isRunning(j.id) && j.ranks.some((r) => this.o.hub.isConnected(r.host));
-    });
+      if (j.endedAt !== null || j.coresDir !== undefined || j.method === DISCOVERED_METHOD) continue;
+      // (markJobEnded ends only a job not ended yet: ending it twice is harmless.)
+      if (replaced(j)) await this.o.store.markJobEnded(j.id, this.o.clock());
+      else if (!this.isRunning(j.id) && j.ranks.some((r) => this.o.hub.isConnected(r.host))) jobs.push(j);
+    }
     const results = await Promise.all(jobs.map((j) => this.take(j, AUTO_SNAPSHOTTER)));
     return results.filter((r) => r.ok).length;
   }

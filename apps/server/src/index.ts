@@ -13,6 +13,7 @@ export { AgentHub, type AgentInfo, hostAgentToken, tokenMatches } from './hub.js
 export * from './seams.js';
 export { dropSecretsFromEnv, readSecretFile, SECRET_ENV_NAME } from './secrets.js';
 export * from './serve.js';
-export { type RetentionPolicy, Store, type StoreOptions } from './store.js';
+export { type RetentionPolicy, SqliteStore, type StoreOptions } from './store.js';
+export type { StorePort } from './store-port.js';
 export { MIGRATIONS, type Migration } from './store-schema.js';
 export type * from './types.js';

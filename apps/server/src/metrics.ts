@@ -1,6 +1,7 @@
 // The aggregator's metrics in the Prometheus text exposition format (version 0.0.4), for the
 // admins' Prometheus and Grafana (docs/grafana-dashboard.json). Written here: a handful of
-// counters, gauges read at scrape time, and one histogram, which is all we need.
+// counters, gauges read at scrape time (asynchronously: the store's counts are awaited), and one
+// histogram, which is all we need.
 //
 // Names follow Prometheus conventions: `mqd_` prefix, `_total` for counters, base units
 // (seconds, bytes). Label values are escaped (backslash, double quote, newline).
@@ -18,7 +19,7 @@ interface Family {
   readonly name: string;
   readonly help: string;
   readonly type: 'counter' | 'gauge' | 'histogram';
-  render(): string[];
+  render(): string[] | Promise<string[]>;
 }
 
 export class Counter implements Family {
@@ -37,16 +38,18 @@ export class Counter implements Family {
   }
 }
 
-/** A gauge whose values are read when scraped (job counts, store size...). */
+type GaugeValue = ReadonlyArray<readonly [Labels, number]> | number;
+
+/** A gauge whose values are read when scraped (job counts, store size...), possibly awaited. */
 export class Gauge implements Family {
   readonly type = 'gauge';
   constructor(
     readonly name: string,
     readonly help: string,
-    private readonly read: () => ReadonlyArray<readonly [Labels, number]> | number,
+    private readonly read: () => GaugeValue | Promise<GaugeValue>,
   ) {}
-  render(): string[] {
-    const v = this.read();
+  async render(): Promise<string[]> {
+    const v = await this.read();
     if (typeof v === 'number') return [`${this.name} ${num(v)}`];
     return v.map(([l, x]) => `${this.name}${labelText(l)} ${num(x)}`);
   }
@@ -89,13 +92,15 @@ export class MetricsRegistry {
     return f;
   }
   /** The exposition text; every family with its HELP and TYPE lines, ending in a newline. */
-  render(): string {
+  async render(): Promise<string> {
+    // Every family is read at once (the gauges' store reads overlap), then written in order.
+    const bodies = await Promise.all(this.families.map((f) => f.render()));
     const out: string[] = [];
-    for (const f of this.families) {
+    this.families.forEach((f, i) => {
       out.push(`# HELP ${f.name} ${f.help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}`);
       out.push(`# TYPE ${f.name} ${f.type}`);
-      out.push(...f.render());
-    }
+      out.push(...(bodies[i] ?? []));
+    });
     return `${out.join('\n')}\n`;
   }
 }
@@ -159,15 +164,15 @@ export interface JobStateSeries {
 export const MAX_JOB_STATE_SERIES = 2000;
 
 /** The hang watch's families: its counters, and each live job's state (read at scrape time). */
-export function watchMetrics(reg: MetricsRegistry, jobs: () => readonly JobStateSeries[]): WatchMetrics {
+export function watchMetrics(
+  reg: MetricsRegistry,
+  jobs: () => Promise<readonly JobStateSeries[]>,
+): WatchMetrics {
   reg.add(
     new Gauge(
       'mqd_job_state',
       `1 for each live discovered job, labelled with its hang-watch state (at most ${MAX_JOB_STATE_SERIES} jobs).`,
-      () =>
-        jobs()
-          .slice(0, MAX_JOB_STATE_SERIES)
-          .map((j) => [{ ...j }, 1] as const),
+      async () => (await jobs()).slice(0, MAX_JOB_STATE_SERIES).map((j) => [{ ...j }, 1] as const),
     ),
   );
   const samples = reg.add(new Counter('mqd_watch_samples_total', 'Samples the hang watch took of jobs.'));

@@ -8,14 +8,9 @@
 // MQD_E_STORE_READONLY (the disk or the database refuses writes; reads may still work),
 // MQD_E_STORE_UNAVAILABLE (the database cannot be reached: a coded 503, retried by clients),
 // MQD_E_STORE_CORRUPT (the file is damaged, at open).
-import type { ApiWatchPolicy, JobId, SnapshotId } from '@mqd/model';
+import type { ApiWatchPolicy, JobId, SnapshotId, WatchState } from '@mqd/model';
 import type {
-  NewAudit,
-  NewSnapshot,
-  SnapshotRequestKey,
-  WatchVerdictUpdate,
-} from './store.js';
-import type {
+  AuditAction,
   AuditEntry,
   JobRecord,
   ShareRecord,
@@ -27,6 +22,46 @@ import type {
   WatchJobRecord,
   WatchSampleRecord,
 } from './types.js';
+
+/** A user's key for one snapshot request (the Idempotency-Key header). */
+export interface SnapshotRequestKey {
+  readonly userId: number;
+  readonly key: string;
+}
+
+export interface RetentionPolicy {
+  /** Snapshots kept per job, newest first; 0 = unlimited. */
+  readonly maxSnapshotsPerJob: number;
+  /** Snapshots older than this are dropped; 0 = forever. */
+  readonly maxAgeSeconds: number;
+  /** Audit rows, and jobs ended, older than this are dropped by sweep(); 0 or absent = forever. */
+  readonly auditAgeSeconds?: number;
+  /** Hang-watch samples kept per watched job, newest first; default 500. */
+  readonly maxWatchSamplesPerJob?: number;
+}
+
+/** What the watcher changes of a watched job after a sample (the rest stays). */
+export interface WatchVerdictUpdate
+  extends Pick<
+    WatchJobRecord,
+    'state' | 'since' | 'confidence' | 'leastProgressed' | 'diagnosis' | 'evidenceSnapshotId'
+  > {
+  /** Set when this sample stored a snapshot. */
+  readonly stored?: { readonly snapshotId: SnapshotId; readonly digest: string; readonly state: WatchState };
+}
+
+export interface NewSnapshot {
+  readonly meta: SnapshotMeta;
+  readonly gz: Buffer;
+}
+
+export interface NewAudit {
+  readonly who: string;
+  readonly action: AuditAction;
+  readonly jobId?: string | null;
+  readonly snapshotId?: string | null;
+  readonly detail?: string;
+}
 
 export interface StorePort {
   /** 'sqlite' or 'postgres': for logs, /metrics and tests that differ by dialect. */
@@ -55,6 +90,15 @@ export interface StorePort {
   userNameOfUid(uid: number): Promise<string | null>;
   userByName(name: string): Promise<User | null>;
   createSession(tokenHash: string, userId: number, expiresAt: number): Promise<void>;
+  /**
+   * A login, atomically: checks the login token (as loginToken) and, when it is live, makes the
+   * session in the same transaction (a token revoked at the same time makes no session).
+   */
+  loginSession(
+    loginTokenHash: string,
+    sessionHash: string,
+    expiresAt: number,
+  ): Promise<User | 'expired' | null>;
   userBySession(tokenHash: string): Promise<User | null>;
   deleteSession(tokenHash: string): Promise<void>;
 
@@ -63,6 +107,18 @@ export interface StorePort {
   findCoreJob(host: string, coresDir: string): Promise<JobRecord | null>;
   endReusedJobs(host: string, starterPid: number, starterStartTime: string, at: number): Promise<number>;
   saveJob(job: JobRecord, audit: NewAudit): Promise<void>;
+  /**
+   * An attach's find-or-create, in one transaction. A starter's job (coresDir undefined): its
+   * not-ended jobs on (host, starterPid) with another start time end, then the not-ended job of
+   * (host, starterPid, starterStartTime) is the one found. A job of cores: the job of (host,
+   * coresDir), ended or not. A found job of another uid refuses ({ ok: false, existing }; the
+   * ended jobs stay ended); else `job` is saved (as saveJob) under the found job's id,
+   * starterPid, starterStartTime, createdAt and createdBy, and audited with the saved id.
+   */
+  attachJob(
+    job: JobRecord,
+    audit: Omit<NewAudit, 'jobId'>,
+  ): Promise<{ ok: true; job: JobRecord } | { ok: false; existing: JobRecord }>;
   markJobEnded(id: JobId, at: number): Promise<void>;
   job(id: string): Promise<JobRecord | null>;
   jobs(uid: number | null): Promise<JobRecord[]>;

@@ -3,6 +3,10 @@
 // all-or-nothing (a snapshot, its retention sweep and its audit row) is one transaction.
 // Snapshots are kept as gzip of their JSON plus summary columns, so history and hung-job
 // queries never decompress anything.
+//
+// SqliteStore is the StorePort (store-port.ts) over SQLite: every method is async, so callers
+// await it as they would the PostgreSQL store, but its body is synchronous better-sqlite3 code,
+// so each method (and its transaction) runs whole before any other JavaScript does.
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -14,6 +18,14 @@ import {
   type WatchState,
 } from '@mqd/model';
 import Database from 'better-sqlite3';
+import type {
+  NewAudit,
+  NewSnapshot,
+  RetentionPolicy,
+  SnapshotRequestKey,
+  StorePort,
+  WatchVerdictUpdate,
+} from './store-port.js';
 import {
   type JobRow,
   META_COLUMNS,
@@ -41,32 +53,8 @@ import type {
   WatchSampleRecord,
 } from './types.js';
 
-/** A user's key for one snapshot request (the Idempotency-Key header). */
-export interface SnapshotRequestKey {
-  readonly userId: number;
-  readonly key: string;
-}
-
-export interface RetentionPolicy {
-  /** Snapshots kept per job, newest first; 0 = unlimited. */
-  readonly maxSnapshotsPerJob: number;
-  /** Snapshots older than this are dropped; 0 = forever. */
-  readonly maxAgeSeconds: number;
-  /** Audit rows, and jobs ended, older than this are dropped by sweep(); 0 or absent = forever. */
-  readonly auditAgeSeconds?: number;
-  /** Hang-watch samples kept per watched job, newest first; default 500. */
-  readonly maxWatchSamplesPerJob?: number;
-}
-
-/** What the watcher changes of a watched job after a sample (the rest stays). */
-export interface WatchVerdictUpdate
-  extends Pick<
-    WatchJobRecord,
-    'state' | 'since' | 'confidence' | 'leastProgressed' | 'diagnosis' | 'evidenceSnapshotId'
-  > {
-  /** Set when this sample stored a snapshot. */
-  readonly stored?: { readonly snapshotId: SnapshotId; readonly digest: string; readonly state: WatchState };
-}
+// The records the port's methods take are declared with it; importers of store.js keep them.
+export type { NewAudit, NewSnapshot, RetentionPolicy, SnapshotRequestKey, WatchVerdictUpdate };
 
 export interface StoreOptions {
   /** A directory for mqd.sqlite, or ':memory:'. */
@@ -75,19 +63,6 @@ export interface StoreOptions {
   readonly clock?: () => number;
   /** For tests of the migration machinery; default MIGRATIONS. */
   readonly migrations?: readonly Migration[];
-}
-
-export interface NewSnapshot {
-  readonly meta: SnapshotMeta;
-  readonly gz: Buffer;
-}
-
-export interface NewAudit {
-  readonly who: string;
-  readonly action: AuditAction;
-  readonly jobId?: string | null;
-  readonly snapshotId?: string | null;
-  readonly detail?: string;
 }
 
 /** SQLite errors that mean the disk, not the request, is at fault. */
@@ -104,7 +79,8 @@ function sqliteCode(e: unknown): string | null {
   return typeof c === 'string' && c.startsWith('SQLITE_') ? c : null;
 }
 
-export class Store {
+export class SqliteStore implements StorePort {
+  readonly dialect = 'sqlite' as const;
   readonly db: Database.Database;
   /** Versions this open applied (empty when the schema was already current). */
   readonly migrationsApplied: readonly number[];
@@ -202,26 +178,30 @@ export class Store {
     return applied;
   }
 
-  schemaVersion(): number {
+  async schemaVersion(): Promise<number> {
     return (
       (this.db.prepare('SELECT MAX(version) AS v FROM schema_version').get() as { v: number | null }).v ?? 0
     );
   }
 
-  close(): void {
+  async close(): Promise<void> {
     if (this.db.open) this.db.close();
+  }
+
+  get isOpen(): boolean {
+    return this.db.open;
   }
 
   // --- users and sessions
 
   /** Creates the user, or updates uid/admin (and the token when given) of an existing name. */
-  upsertUser(u: {
+  async upsertUser(u: {
     name: string;
     uid: number | null;
     admin: boolean;
     tokenHash: string | null;
     tokenExpiresAt?: number | null;
-  }): User {
+  }): Promise<User> {
     return this.write(() => {
       this.db
         .prepare(
@@ -248,12 +228,16 @@ export class Store {
   }
 
   /** The user of a live login token; 'expired' when it is past its expiry. */
-  userByTokenHash(hash: string): User | null {
-    const r = this.loginToken(hash);
+  async userByTokenHash(hash: string): Promise<User | null> {
+    const r = await this.loginToken(hash);
     return r === null || r === 'expired' ? null : r;
   }
 
-  loginToken(hash: string): User | 'expired' | null {
+  async loginToken(hash: string): Promise<User | 'expired' | null> {
+    return this.loginTokenNow(hash);
+  }
+
+  private loginTokenNow(hash: string): User | 'expired' | null {
     const r = this.db
       .prepare('SELECT id, name, uid, is_admin, token_expires_at FROM users WHERE token_hash = ?')
       .get(hash) as (UserRow & { token_expires_at: number | null }) | undefined;
@@ -263,7 +247,7 @@ export class Store {
   }
 
   /** Revokes the user's login token and ends every session made with it. */
-  revokeToken(name: string, audit: NewAudit): boolean {
+  async revokeToken(name: string, audit: NewAudit): Promise<boolean> {
     return this.write(() =>
       this.db.transaction(() => {
         const u = this.db.prepare('SELECT id FROM users WHERE name = ?').get(name) as
@@ -279,21 +263,21 @@ export class Store {
   }
 
   /** The name of the (first, non-admin first) user with this uid, for the fleet and notices. */
-  userNameOfUid(uid: number): string | null {
+  async userNameOfUid(uid: number): Promise<string | null> {
     const r = this.db
       .prepare('SELECT name FROM users WHERE uid = ? ORDER BY is_admin, id LIMIT 1')
       .get(uid) as { name: string } | undefined;
     return r?.name ?? null;
   }
 
-  userByName(name: string): User | null {
+  async userByName(name: string): Promise<User | null> {
     const r = this.db.prepare('SELECT id, name, uid, is_admin FROM users WHERE name = ?').get(name) as
       | UserRow
       | undefined;
     return r ? toUser(r) : null;
   }
 
-  createSession(tokenHash: string, userId: number, expiresAt: number): void {
+  async createSession(tokenHash: string, userId: number, expiresAt: number): Promise<void> {
     this.write(() => {
       this.db
         .prepare('INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)')
@@ -301,7 +285,29 @@ export class Store {
     });
   }
 
-  userBySession(tokenHash: string): User | null {
+  /**
+   * A login: the session is made only while the login token is live, in one transaction with
+   * the check (a token revoked meanwhile makes no session). Returns the user, 'expired' or null
+   * (unknown token), as loginToken() does.
+   */
+  async loginSession(
+    loginTokenHash: string,
+    sessionHash: string,
+    expiresAt: number,
+  ): Promise<User | 'expired' | null> {
+    return this.write(() =>
+      this.db.transaction(() => {
+        const r = this.loginTokenNow(loginTokenHash);
+        if (r === null || r === 'expired') return r;
+        this.db
+          .prepare('INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)')
+          .run(sessionHash, r.id, this.clock(), expiresAt);
+        return r;
+      })(),
+    );
+  }
+
+  async userBySession(tokenHash: string): Promise<User | null> {
     const r = this.db
       .prepare(
         `SELECT u.id, u.name, u.uid, u.is_admin FROM sessions s JOIN users u ON u.id = s.user_id
@@ -313,7 +319,7 @@ export class Store {
     return r ? toUser(r) : null;
   }
 
-  deleteSession(tokenHash: string): void {
+  async deleteSession(tokenHash: string): Promise<void> {
     this.write(() => {
       this.db.prepare('DELETE FROM sessions WHERE token_hash = ?').run(tokenHash);
     });
@@ -323,7 +329,15 @@ export class Store {
 
   /** The not-ended job of this starter process (pid and start time: a reused pid is another job). */
   /** startTime null: any start time (an agent that could not read it). */
-  findJob(host: string, starterPid: number, starterStartTime: string | null): JobRecord | null {
+  async findJob(
+    host: string,
+    starterPid: number,
+    starterStartTime: string | null,
+  ): Promise<JobRecord | null> {
+    return this.findJobNow(host, starterPid, starterStartTime);
+  }
+
+  private findJobNow(host: string, starterPid: number, starterStartTime: string | null): JobRecord | null {
     const r = this.db
       .prepare(
         `SELECT * FROM jobs WHERE host = ? AND starter_pid = ? AND (? IS NULL OR starter_start_time = ?)
@@ -334,7 +348,11 @@ export class Store {
   }
 
   /** The job of the cores in this directory on this host (real path), if attached already. */
-  findCoreJob(host: string, coresDir: string): JobRecord | null {
+  async findCoreJob(host: string, coresDir: string): Promise<JobRecord | null> {
+    return this.findCoreJobNow(host, coresDir);
+  }
+
+  private findCoreJobNow(host: string, coresDir: string): JobRecord | null {
     const r = this.db
       .prepare('SELECT * FROM jobs WHERE host = ? AND cores_dir = ? ORDER BY created_at DESC')
       .get(host, coresDir) as JobRow | undefined;
@@ -342,64 +360,109 @@ export class Store {
   }
 
   /** Not-ended jobs on (host, pid) whose starter was another process: it is gone, so are they. */
-  endReusedJobs(host: string, starterPid: number, starterStartTime: string, at: number): number {
-    return this.write(() => {
-      return this.db
-        .prepare(
-          `UPDATE jobs SET ended_at = ? WHERE host = ? AND starter_pid = ? AND starter_start_time != ?
+  async endReusedJobs(
+    host: string,
+    starterPid: number,
+    starterStartTime: string,
+    at: number,
+  ): Promise<number> {
+    return this.write(() => this.endReusedJobsNow(host, starterPid, starterStartTime, at));
+  }
+
+  private endReusedJobsNow(host: string, starterPid: number, starterStartTime: string, at: number): number {
+    return this.db
+      .prepare(
+        `UPDATE jobs SET ended_at = ? WHERE host = ? AND starter_pid = ? AND starter_start_time != ?
            AND ended_at IS NULL AND cores_dir IS NULL`,
-        )
-        .run(at, host, starterPid, starterStartTime).changes;
-    });
+      )
+      .run(at, host, starterPid, starterStartTime).changes;
   }
 
   /** Inserts a job, or replaces the layout of the job with this id; audited in the same transaction. */
-  saveJob(job: JobRecord, audit: NewAudit): void {
-    this.write(() => {
-      this.db.transaction(() => {
-        this.db
-          .prepare(
-            `INSERT INTO jobs (id, host, starter_pid, starter_start_time, uid, command, method, rank_count, layout,
+  async saveJob(job: JobRecord, audit: NewAudit): Promise<void> {
+    this.write(() => this.db.transaction(() => this.saveJobNow(job, audit))());
+  }
+
+  private saveJobNow(job: JobRecord, audit: NewAudit): void {
+    this.db
+      .prepare(
+        `INSERT INTO jobs (id, host, starter_pid, starter_start_time, uid, command, method, rank_count, layout,
                created_at, created_by, ended_at, cores_dir)
              VALUES (@id, @host, @starterPid, @starterStartTime, @uid, @command, @method, @rankCount, @layout,
                @createdAt, @createdBy, @endedAt, @coresDir)
              ON CONFLICT(id) DO UPDATE SET command = excluded.command, method = excluded.method,
                rank_count = excluded.rank_count, layout = excluded.layout, ended_at = excluded.ended_at
              WHERE jobs.uid = excluded.uid AND jobs.starter_start_time = excluded.starter_start_time`,
-          )
-          .run({
-            id: job.id,
-            host: job.host,
-            starterPid: job.starterPid,
-            starterStartTime: job.starterStartTime,
-            uid: job.uid,
-            command: job.command,
-            method: job.method,
-            rankCount: job.ranks.length,
-            layout: JSON.stringify(job.ranks),
-            createdAt: job.createdAt,
-            createdBy: job.createdBy,
-            endedAt: job.endedAt,
-            coresDir: job.coresDir ?? null,
-          });
-        this.insertAudit(audit);
-      })();
-    });
+      )
+      .run({
+        id: job.id,
+        host: job.host,
+        starterPid: job.starterPid,
+        starterStartTime: job.starterStartTime,
+        uid: job.uid,
+        command: job.command,
+        method: job.method,
+        rankCount: job.ranks.length,
+        layout: JSON.stringify(job.ranks),
+        createdAt: job.createdAt,
+        createdBy: job.createdBy,
+        endedAt: job.endedAt,
+        coresDir: job.coresDir ?? null,
+      });
+    this.insertAudit(audit);
   }
 
-  markJobEnded(id: JobId, at: number): void {
+  /**
+   * An attach (a starter's job, or a directory of cores), all in one transaction: a starter's
+   * other not-ended jobs on its (host, pid) with another start time end (that starter is gone);
+   * the job this one is (same host, starter pid and start time, or same core directory) is
+   * found; another owner's refuses the attach ({ ok: false, existing }: the ended jobs stay
+   * ended); else the job is saved under the found job's id, creation and starter, audited with
+   * that id.
+   */
+  async attachJob(
+    job: JobRecord,
+    audit: Omit<NewAudit, 'jobId'>,
+  ): Promise<{ ok: true; job: JobRecord } | { ok: false; existing: JobRecord }> {
+    return this.write(() =>
+      this.db.transaction((): { ok: true; job: JobRecord } | { ok: false; existing: JobRecord } => {
+        let existing: JobRecord | null;
+        if (job.coresDir !== undefined) existing = this.findCoreJobNow(job.host, job.coresDir);
+        else {
+          this.endReusedJobsNow(job.host, job.starterPid, job.starterStartTime, this.clock());
+          existing = this.findJobNow(job.host, job.starterPid, job.starterStartTime);
+        }
+        if (existing !== null && existing.uid !== job.uid) return { ok: false, existing };
+        const saved: JobRecord =
+          existing === null
+            ? job
+            : {
+                ...job,
+                id: existing.id,
+                starterPid: existing.starterPid,
+                starterStartTime: existing.starterStartTime,
+                createdAt: existing.createdAt,
+                createdBy: existing.createdBy,
+              };
+        this.saveJobNow(saved, { ...audit, jobId: saved.id });
+        return { ok: true, job: saved };
+      })(),
+    );
+  }
+
+  async markJobEnded(id: JobId, at: number): Promise<void> {
     this.write(() => {
       this.db.prepare('UPDATE jobs SET ended_at = ? WHERE id = ? AND ended_at IS NULL').run(at, id);
     });
   }
 
-  job(id: string): JobRecord | null {
+  async job(id: string): Promise<JobRecord | null> {
     const r = this.db.prepare('SELECT * FROM jobs WHERE id = ?').get(id) as JobRow | undefined;
     return r ? toJob(r) : null;
   }
 
   /** Jobs of this uid (null = every job), newest first. */
-  jobs(uid: number | null): JobRecord[] {
+  async jobs(uid: number | null): Promise<JobRecord[]> {
     const rows = (
       uid === null
         ? this.db.prepare('SELECT * FROM jobs ORDER BY created_at DESC').all()
@@ -414,11 +477,11 @@ export class Store {
    * Stores a snapshot, the request keys it answers, applies retention to its job and audits it:
    * all or nothing.
    */
-  insertSnapshot(
+  async insertSnapshot(
     s: NewSnapshot,
     audit: NewAudit,
     requests: readonly SnapshotRequestKey[] = [],
-  ): { removed: number } {
+  ): Promise<{ removed: number }> {
     return this.write(() => {
       const m = s.meta;
       return this.db.transaction(() => {
@@ -437,7 +500,7 @@ export class Store {
   }
 
   /** Remembers that this request key got this snapshot (a request that joined one running). */
-  rememberRequest(r: SnapshotRequestKey, snapshotId: SnapshotId): void {
+  async rememberRequest(r: SnapshotRequestKey, snapshotId: SnapshotId): Promise<void> {
     this.write(() => this.insertRequest(r, snapshotId));
   }
 
@@ -452,7 +515,7 @@ export class Store {
   }
 
   /** The snapshot stored for this request key, while it is kept. */
-  requestedSnapshot(r: SnapshotRequestKey): SnapshotMeta | null {
+  async requestedSnapshot(r: SnapshotRequestKey): Promise<SnapshotMeta | null> {
     const row = this.db
       .prepare(
         `SELECT ${META_COLUMNS} FROM snapshots WHERE id =
@@ -482,7 +545,7 @@ export class Store {
   }
 
   /** Runs the age part of retention now (also done on every insert), and drops dead sessions. */
-  sweep(): number {
+  async sweep(): Promise<number> {
     return this.write(() => {
       this.db.prepare('DELETE FROM sessions WHERE expires_at <= ?').run(this.clock());
       const auditAge = this.retention.auditAgeSeconds ?? 0;
@@ -506,14 +569,14 @@ export class Store {
     });
   }
 
-  snapshotMeta(id: string): SnapshotMeta | null {
+  async snapshotMeta(id: string): Promise<SnapshotMeta | null> {
     const r = this.db.prepare(`SELECT ${META_COLUMNS} FROM snapshots WHERE id = ?`).get(id) as
       | SnapshotRow
       | undefined;
     return r ? toMeta(r) : null;
   }
 
-  snapshotData(id: string): Buffer | null {
+  async snapshotData(id: string): Promise<Buffer | null> {
     const r = this.db.prepare('SELECT data FROM snapshots WHERE id = ?').get(id) as
       | { data: Buffer }
       | undefined;
@@ -521,7 +584,7 @@ export class Store {
   }
 
   /** History of a job, newest first. */
-  snapshots(jobId: string, limit: number): SnapshotMeta[] {
+  async snapshots(jobId: string, limit: number): Promise<SnapshotMeta[]> {
     return (
       this.db
         .prepare(
@@ -531,7 +594,7 @@ export class Store {
     ).map(toMeta);
   }
 
-  countSnapshots(jobId?: string): number {
+  async countSnapshots(jobId?: string): Promise<number> {
     const r = (
       jobId === undefined
         ? this.db.prepare('SELECT COUNT(*) AS n FROM snapshots').get()
@@ -542,7 +605,7 @@ export class Store {
 
   // --- shares
 
-  insertShare(share: ShareRecord, audit: NewAudit): void {
+  async insertShare(share: ShareRecord, audit: NewAudit): Promise<void> {
     this.write(() => {
       this.db.transaction(() => {
         this.db
@@ -556,7 +619,7 @@ export class Store {
   }
 
   /** Live shares created by `who` (null = everyone's), newest first. */
-  liveShares(who: string | null): ShareRecord[] {
+  async liveShares(who: string | null): Promise<ShareRecord[]> {
     const rows = this.db
       .prepare(
         `SELECT id, snapshot_id, created_by, created_at, expires_at FROM shares
@@ -578,7 +641,7 @@ export class Store {
     }));
   }
 
-  revokeShare(id: string, audit: NewAudit): void {
+  async revokeShare(id: string, audit: NewAudit): Promise<void> {
     this.write(() => {
       this.db.transaction(() => {
         this.db.prepare('DELETE FROM shares WHERE id = ?').run(id);
@@ -588,7 +651,7 @@ export class Store {
   }
 
   /** A share that has not expired; expired ones are as good as absent. */
-  liveShare(id: string): ShareRecord | null {
+  async liveShare(id: string): Promise<ShareRecord | null> {
     const r = this.db
       .prepare(
         'SELECT id, snapshot_id, created_by, created_at, expires_at FROM shares WHERE id = ? AND expires_at > ?',
@@ -608,7 +671,7 @@ export class Store {
 
   // --- audit
 
-  audit(a: NewAudit): void {
+  async audit(a: NewAudit): Promise<void> {
     this.write(() => {
       this.insertAudit(a);
     });
@@ -621,7 +684,7 @@ export class Store {
   }
 
   /** Newest first; `before` pages back by id. */
-  activity(limit: number, before?: number): AuditEntry[] {
+  async activity(limit: number, before?: number): Promise<AuditEntry[]> {
     const rows = this.db
       .prepare(
         `SELECT id, at, who, action, job_id, snapshot_id, detail FROM audit WHERE id < ? ORDER BY id DESC LIMIT ?`,
@@ -648,7 +711,7 @@ export class Store {
   // --- the hang watch (apps/server/src/watch/)
 
   /** The admins' watch policy, or null before anyone (or the flags at first start) set one. */
-  watchPolicy(): StoredWatchPolicy | null {
+  async watchPolicy(): Promise<StoredWatchPolicy | null> {
     const r = this.db.prepare('SELECT policy, updated_at, updated_by FROM watch_policy WHERE id = 1').get() as
       | { policy: string; updated_at: number; updated_by: string }
       | undefined;
@@ -658,7 +721,7 @@ export class Store {
   }
 
   /** Replaces the policy; audited in the same transaction. */
-  setWatchPolicy(policy: ApiWatchPolicy, audit: NewAudit): void {
+  async setWatchPolicy(policy: ApiWatchPolicy, audit: NewAudit): Promise<void> {
     this.write(() => {
       this.db.transaction(() => {
         this.db
@@ -673,13 +736,13 @@ export class Store {
     });
   }
 
-  watchJob(id: string): WatchJobRecord | null {
+  async watchJob(id: string): Promise<WatchJobRecord | null> {
     const r = this.db.prepare('SELECT * FROM watch_jobs WHERE id = ?').get(id) as WatchJobRow | undefined;
     return r ? toWatchJob(r) : null;
   }
 
   /** Watched jobs of this uid (null = all), live first, then newest first. */
-  watchJobs(uid: number | null): WatchJobRecord[] {
+  async watchJobs(uid: number | null): Promise<WatchJobRecord[]> {
     const rows = this.db
       .prepare(
         `SELECT * FROM watch_jobs WHERE (? IS NULL OR uid = ?)
@@ -693,14 +756,14 @@ export class Store {
    * A job an agent reports: inserted when new, else its info refreshed, last_seen moved and
    * (it was seen again after it was thought ended: an agent restarted) reopened.
    */
-  upsertWatchJob(j: {
+  async upsertWatchJob(j: {
     id: string;
     key: string;
     uid: number;
     jobId: JobId | null;
     info: WatchJobInfo;
     at: number;
-  }): void {
+  }): Promise<void> {
     this.write(() => {
       this.db
         .prepare(
@@ -714,7 +777,7 @@ export class Store {
   }
 
   /** The job left every agent's report: ended at `at` (its last sample and snapshot stay). */
-  endWatchJob(id: string, at: number, reason: string | null): void {
+  async endWatchJob(id: string, at: number, reason: string | null): Promise<void> {
     this.write(() => {
       this.db.transaction(() => {
         this.db
@@ -727,14 +790,14 @@ export class Store {
     });
   }
 
-  setWatchEndReason(id: string, reason: string): void {
+  async setWatchEndReason(id: string, reason: string): Promise<void> {
     this.write(() => {
       this.db.prepare('UPDATE watch_jobs SET end_reason = ? WHERE id = ?').run(reason, id);
     });
   }
 
   /** One sample and the verdict it led to, in one transaction; samples beyond the cap go. */
-  insertWatchSample(sample: WatchSampleRecord, v: WatchVerdictUpdate): void {
+  async insertWatchSample(sample: WatchSampleRecord, v: WatchVerdictUpdate): Promise<void> {
     const keep = this.retention.maxWatchSamplesPerJob ?? 500;
     this.write(() => {
       this.db.transaction(() => {
@@ -787,7 +850,7 @@ export class Store {
   }
 
   /** The job's samples, newest first. */
-  watchSamples(watchId: string, limit: number): WatchSampleRecord[] {
+  async watchSamples(watchId: string, limit: number): Promise<WatchSampleRecord[]> {
     const rows = this.db
       .prepare(
         `SELECT watch_id, at, state, digest, ranks_read, cpu, stop_micros, snapshot_id FROM watch_samples
@@ -815,7 +878,7 @@ export class Store {
     }));
   }
 
-  countWatchSamples(watchId: string): number {
+  async countWatchSamples(watchId: string): Promise<number> {
     return (
       this.db.prepare('SELECT COUNT(*) AS n FROM watch_samples WHERE watch_id = ?').get(watchId) as {
         n: number;
@@ -824,7 +887,7 @@ export class Store {
   }
 
   /** The job's open hang episode, if any. */
-  openEpisode(watchId: string): WatchEpisode | null {
+  async openEpisode(watchId: string): Promise<WatchEpisode | null> {
     const r = this.db
       .prepare(
         'SELECT * FROM watch_episodes WHERE watch_id = ? AND ended_at IS NULL ORDER BY id DESC LIMIT 1',
@@ -833,7 +896,7 @@ export class Store {
     return r ? toEpisode(r) : null;
   }
 
-  episodes(watchId: string): WatchEpisode[] {
+  async episodes(watchId: string): Promise<WatchEpisode[]> {
     return (
       this.db
         .prepare('SELECT * FROM watch_episodes WHERE watch_id = ? ORDER BY id')
@@ -842,12 +905,12 @@ export class Store {
   }
 
   /** Opens an episode (the caller checked none is open), with its snapshot and share link. */
-  openWatchEpisode(e: {
+  async openWatchEpisode(e: {
     watchId: string;
     startedAt: number;
     snapshotId: SnapshotId | null;
     shareId: string | null;
-  }): number {
+  }): Promise<number> {
     return this.write(() =>
       Number(
         this.db
@@ -859,13 +922,13 @@ export class Store {
     );
   }
 
-  episodeNotified(id: number, at: number): void {
+  async episodeNotified(id: number, at: number): Promise<void> {
     this.write(() => {
       this.db.prepare('UPDATE watch_episodes SET notified_at = ? WHERE id = ?').run(at, id);
     });
   }
 
-  closeWatchEpisode(watchId: string, at: number): void {
+  async closeWatchEpisode(watchId: string, at: number): Promise<void> {
     this.write(() => {
       this.db
         .prepare('UPDATE watch_episodes SET ended_at = ? WHERE watch_id = ? AND ended_at IS NULL')

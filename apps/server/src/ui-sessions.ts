@@ -3,6 +3,7 @@
 // user may see (the access rule of auth.ts, canSee), and is disconnected as soon as its login no
 // longer holds: token revoked, session logged out or expired, user given other rights. No event
 // reaches a socket whose REST requests would be refused.
+import { MqdException } from '@mqd/model';
 import type { Namespace, Socket } from 'socket.io';
 import { type Auth, type Credential, canSee } from './auth.js';
 import type { User } from './types.js';
@@ -39,10 +40,19 @@ export class UiSessions {
         ...socket.handshake.headers,
         ...(typeof token === 'string' ? { authorization: `Bearer ${token}` } : {}),
       };
-      const r = auth.resolve(headers, socket.conn.remoteAddress);
-      if (!r.ok) return next(Object.assign(new Error(r.error.message), { data: { code: r.error.code } }));
-      this.logins.set(socket, r.value);
-      next();
+      // A store failure (read-only, unreachable) refuses the handshake with its code; the
+      // promise never rejects into socket.io.
+      auth.resolve(headers, socket.conn.remoteAddress).then(
+        (r) => {
+          if (!r.ok) return next(Object.assign(new Error(r.error.message), { data: { code: r.error.code } }));
+          this.logins.set(socket, r.value);
+          next();
+        },
+        (e: unknown) => {
+          const code = e instanceof MqdException ? e.error.code : 'MQD_E_INTERNAL';
+          next(Object.assign(new Error(e instanceof Error ? e.message : String(e)), { data: { code } }));
+        },
+      );
     });
     nsp.on('connection', (socket) => {
       const login = this.logins.get(socket);
@@ -65,11 +75,12 @@ export class UiSessions {
    * is disconnected; the browser reconnects under its current login, if any. Returns how many.
    * Called after every change of users, tokens or sessions, and periodically for expiry.
    */
-  recheck(): number {
+  async recheck(): Promise<number> {
     let n = 0;
-    for (const socket of this.nsp.sockets.values()) {
+    for (const socket of [...this.nsp.sockets.values()]) {
       const login = this.logins.get(socket);
-      const now = login === undefined ? null : this.auth.userOf(login.credential);
+      const now = login === undefined ? null : await this.auth.userOf(login.credential);
+      if (!socket.connected) continue;
       if (login !== undefined && now !== null && sameRights(now, login.user)) continue;
       socket.disconnect(true);
       n++;

@@ -28,6 +28,7 @@ import {
   cleanupAfterEach,
   routeOf,
   specViolation,
+  sqliteOf,
   startServer,
   type TestServer,
   waitFor,
@@ -250,9 +251,9 @@ describe('the REST API and /ui events against api-spec.ts', () => {
     await call('POST', '/api/jobs/attach', { payload: { coresDir: '/var/crash/job-1' } });
     await call('GET', '/api/nowhere');
     // A snapshot that fails (the disk filled: the store turned read-only) is heard on /ui.
-    s.app.mqd.store.readOnlyReason = 'SQLITE_FULL: injected by the test';
+    sqliteOf(s.app).readOnlyReason = 'SQLITE_FULL: injected by the test';
     await call('POST', `/api/jobs/${jobId}/snapshots`);
-    s.app.mqd.store.readOnlyReason = null;
+    sqliteOf(s.app).readOnlyReason = null;
 
     await sim.dispose();
     await waitFor(

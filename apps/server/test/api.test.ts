@@ -141,7 +141,7 @@ describe('ownership', () => {
     const refused = await job(s, alice, 2000, 'b-', 300);
     expect(refused.statusCode).toBe(403);
     expect(json(refused)).toMatchObject({ code: 'MQD_E_FORBIDDEN' });
-    expect(s.app.mqd.store.jobs(null)).toEqual([]);
+    expect(await s.app.mqd.store.jobs(null)).toEqual([]);
 
     const attached = await s.app.inject({
       method: 'POST',
@@ -175,7 +175,7 @@ describe('ownership', () => {
     const all = await s.app.inject({ method: 'GET', url: `/api/snapshots/${snapId}`, headers: s.admin });
     expect(all.statusCode).toBe(200);
     // Only Alice's own snapshot count moved: none.
-    expect(s.app.mqd.store.countSnapshots()).toBe(1);
+    expect(await s.app.mqd.store.countSnapshots()).toBe(1);
   });
 });
 
@@ -321,7 +321,7 @@ describe('snapshots over REST', () => {
     await s.app.mqd.snapshots.autoTick();
     const res = await s.app.inject({ method: 'GET', url: '/api/admin/hung', headers: s.admin });
     expect(json<{ jobs: unknown[] }>(res).jobs).toEqual([]);
-    expect(s.app.mqd.store.countSnapshots()).toBe(2);
+    expect(await s.app.mqd.store.countSnapshots()).toBe(2);
   });
 
   it('serves an OpenAPI document that lists every API route', async () => {

@@ -271,10 +271,10 @@ describe('snapshot byte budget', () => {
     const small = await make(512);
     expect(small.res.statusCode).toBe(413);
     expect(json(small.res)).toMatchObject({ code: 'MQD_E_TOO_LARGE' });
-    expect(small.s.app.mqd.store.countSnapshots(small.attached.id)).toBe(0);
+    expect(await small.s.app.mqd.store.countSnapshots(small.attached.id)).toBe(0);
     // The same job under a budget it fits in is stored: the refusal was the budget's.
     const roomy = await make(1 << 20);
     expect(roomy.res.statusCode, roomy.res.body).toBe(201);
-    expect(roomy.s.app.mqd.store.countSnapshots(roomy.attached.id)).toBe(1);
+    expect(await roomy.s.app.mqd.store.countSnapshots(roomy.attached.id)).toBe(1);
   });
 });

@@ -12,6 +12,7 @@ import {
   AGENT_TOKEN,
   cleanupAfterEach,
   createUser,
+  sqliteOf,
   startServer,
   type TestServer,
 } from './helpers.js';
@@ -42,7 +43,7 @@ const ROUTES: readonly [string, string][] = [
 ];
 
 function counts(s: TestServer): Record<string, number> {
-  const db = s.app.mqd.store.db;
+  const db = sqliteOf(s.app).db;
   const out: Record<string, number> = {};
   for (const t of ['users', 'sessions', 'jobs', 'snapshots', 'shares']) {
     out[t] = (db.prepare(`SELECT COUNT(*) AS n FROM ${t}`).get() as { n: number }).n;
@@ -111,7 +112,7 @@ describe('bounded fuzz', () => {
     }
     expect(n).toBeGreaterThan(200);
     expect(counts(s)).toEqual(before);
-    expect(s.app.mqd.store.db.pragma('integrity_check', { simple: true })).toBe('ok');
+    expect(sqliteOf(s.app).db.pragma('integrity_check', { simple: true })).toBe('ok');
     expect((await fetch(`${s.url}/api/health`)).status).toBe(200);
   }, 60_000);
 
@@ -206,7 +207,7 @@ describe('bounded fuzz', () => {
     }
     expect((await fetch(`${s.url}/api/health`)).status).toBe(200);
     expect(counts(s)).toEqual(before);
-    expect(s.app.mqd.store.db.pragma('integrity_check', { simple: true })).toBe('ok');
+    expect(sqliteOf(s.app).db.pragma('integrity_check', { simple: true })).toBe('ok');
     expect(n).toBeGreaterThan(100);
     expect(refused + (agent.connected ? 0 : 1)).toBeGreaterThan(0);
   }, 60_000);

@@ -15,6 +15,7 @@ import {
 import { decodeServerMessage } from '../src/agent-protocol-decode.js';
 import { type AppOptions, buildApp } from '../src/app.js';
 import type { ServerConfig } from '../src/config.js';
+import { SqliteStore } from '../src/store.js';
 
 export const AGENT_TOKEN = 'agent-token-for-tests-0123456789';
 export const ADMIN_TOKEN = 'admin-token-for-tests-0123456789';
@@ -54,6 +55,13 @@ export async function startServer(
     close: () => app.close(),
   };
 }
+
+/** The SQLite store behind a test server (for pragmas and injected failures). */
+export const sqliteOf = (app: FastifyInstance): SqliteStore => {
+  const store = app.mqd.store;
+  if (!(store instanceof SqliteStore)) throw new Error(`the store is ${store.dialect}, not SQLite`);
+  return store;
+};
 
 /** A teardown step: what a test started, stopped after it. */
 export type Cleanup = () => Promise<void> | void;

@@ -173,9 +173,9 @@ describe('a /ui socket lives only as long as its login (6a)', () => {
 
     const carol = await createUser(s.app, 'carol', 1003);
     const carolSocket = await uiSocket(s, await session(s, carol));
-    expect(s.app.mqd.uiSessions.recheck()).toBe(0);
+    expect(await s.app.mqd.uiSessions.recheck()).toBe(0);
     clock.now += 3601 * 1000; // carol's login token (and so her session) expired
-    expect(s.app.mqd.uiSessions.recheck()).toBe(1);
+    expect(await s.app.mqd.uiSessions.recheck()).toBe(1);
     await waitFor(carolSocket.closed, "carol's socket disconnected after expiry");
   });
 });
@@ -330,7 +330,7 @@ describe('"no uid" and reserved names (8, 9)', () => {
     });
     expect(made.statusCode, made.body).toBe(201);
     expect(json<{ user: { uid: number | null } }>(made).user.uid).toBeNull();
-    expect(s.app.mqd.store.userByName('nouid')?.uid).toBeNull();
+    expect((await s.app.mqd.store.userByName('nouid'))?.uid).toBeNull();
     const token = json<{ token: string }>(made).token;
     const list = await s.app.inject({
       method: 'GET',
@@ -347,7 +347,7 @@ describe('"no uid" and reserved names (8, 9)', () => {
       expect(bad.statusCode, JSON.stringify(payload)).toBe(400);
       expect(json(bad)).toMatchObject({ code: 'MQD_E_BAD_INPUT' });
     }
-    expect(s.app.mqd.store.userByName('coerced')).toBeNull();
+    expect(await s.app.mqd.store.userByName('coerced')).toBeNull();
     // Querystrings still arrive as text and are read as numbers.
     const history = await s.app.inject({
       method: 'GET',
@@ -393,7 +393,7 @@ describe('idempotent snapshot requests (11d)', () => {
     expect(first.statusCode, first.body).toBe(201);
     expect(retry.statusCode, retry.body).toBe(201);
     expect(idOf(retry)).toBe(idOf(first));
-    expect(s.app.mqd.store.countSnapshots(job)).toBe(1);
+    expect(await s.app.mqd.store.countSnapshots(job)).toBe(1);
     expect(agent.reads).toBe(1);
 
     // Two requests with one key while the agent is still reading: one read, one snapshot.
@@ -414,7 +414,7 @@ describe('idempotent snapshot requests (11d)', () => {
     const [a, b] = await both;
     expect(a.statusCode, a.body).toBe(201);
     expect(idOf(b)).toBe(idOf(a));
-    expect(s.app.mqd.store.countSnapshots(job)).toBe(2);
+    expect(await s.app.mqd.store.countSnapshots(job)).toBe(2);
     expect(agent.reads).toBe(2);
     // Replayed later too, from the store.
     expect(idOf(await post('dup-key-0002'))).toBe(idOf(a));
@@ -455,11 +455,11 @@ describe('idempotent snapshot requests (11d)', () => {
     expect(json<{ snapshot: { id: string } }>(retry).snapshot.id).toBe(
       json<{ snapshot: { id: string } }>(taken).snapshot.id,
     );
-    expect(again.mqd.store.countSnapshots(job)).toBe(1);
+    expect(await again.mqd.store.countSnapshots(job)).toBe(1);
     // The same key for another job: MQD_E_IDEMPOTENCY_CONFLICT, nothing taken.
-    const other = again.mqd.store.job(job);
+    const other = await again.mqd.store.job(job);
     if (other === null) throw new Error('the job is gone');
-    again.mqd.store.saveJob(
+    await again.mqd.store.saveJob(
       { ...other, id: JobId('other-job'), starterPid: 800 },
       { who: 't', action: 'attach' },
     );

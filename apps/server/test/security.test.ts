@@ -14,7 +14,7 @@ import { loadConfig } from '../src/config.js';
 import { createFakeReader } from '../src/fakes.js';
 import { hostAgentToken } from '../src/hub.js';
 import type { JobLocator, LocatedJob, RankTarget, ReadOptions } from '../src/seams.js';
-import { Store } from '../src/store.js';
+import { SqliteStore } from '../src/store.js';
 import {
   AGENT_TOKEN,
   cleanupAfterEach,
@@ -142,7 +142,7 @@ describe('pid reuse', () => {
     expect(json<{ job: { uid: number } }>(mine).job.uid).toBe(1001);
     const theirs = await s.app.inject({ method: 'GET', url: `/api/jobs/${aliceJob.id}`, headers: bob });
     expect(theirs.statusCode).toBe(403);
-    expect(s.app.mqd.store.job(aliceJob.id)?.endedAt).not.toBeNull();
+    expect((await s.app.mqd.store.job(aliceJob.id))?.endedAt).not.toBeNull();
   });
 });
 
@@ -176,13 +176,13 @@ describe('jobs of uid 0', () => {
 });
 
 describe('store failures', () => {
-  it('refuses to start on a corrupt database with MQD_E_STORE_CORRUPT and says how to recover', () => {
+  it('refuses to start on a corrupt database with MQD_E_STORE_CORRUPT and says how to recover', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'mqd-corrupt-'));
     cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
     writeFileSync(join(dir, 'mqd.sqlite'), Buffer.alloc(8192, 0x5a));
     let caught: unknown = null;
     try {
-      new Store({ dataDir: dir, retention: { maxSnapshotsPerJob: 0, maxAgeSeconds: 0 } }).close();
+      await new SqliteStore({ dataDir: dir, retention: { maxSnapshotsPerJob: 0, maxAgeSeconds: 0 } }).close();
     } catch (e) {
       caught = e;
     }
@@ -191,14 +191,14 @@ describe('store failures', () => {
     expect((caught as MqdException).error.message).toMatch(/\.recover/);
   });
 
-  it('makes the data dir 0700 and the database 0600, also when they already exist', () => {
+  it('makes the data dir 0700 and the database 0600, also when they already exist', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'mqd-perm-'));
     cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
     const data = join(dir, 'data');
     mkdirSync(data, { mode: 0o755 });
     writeFileSync(join(data, 'mqd.sqlite'), '', { mode: 0o644 });
-    const st = new Store({ dataDir: data, retention: { maxSnapshotsPerJob: 0, maxAgeSeconds: 0 } });
-    st.close();
+    const st = new SqliteStore({ dataDir: data, retention: { maxSnapshotsPerJob: 0, maxAgeSeconds: 0 } });
+    await st.close();
     expect(statSync(data).mode & 0o777).toBe(0o700);
     expect(statSync(join(data, 'mqd.sqlite')).mode & 0o777).toBe(0o600);
   });

@@ -66,6 +66,6 @@ describe('the hang watch over real agents', () => {
     const [ended] = (await fleet()).jobs;
     expect(ended?.['endedAt']).not.toBeNull();
     expect(ended?.['snapshotId']).toBe(snapshotId);
-    expect(s.app.mqd.store.job(String(ended?.['jobId']))?.endedAt).not.toBeNull();
+    expect((await s.app.mqd.store.job(String(ended?.['jobId'])))?.endedAt).not.toBeNull();
   });
 });

@@ -117,14 +117,11 @@ describe("forged membership at the aggregator (uid 65534 naming root's and alice
     expect(of('slurm:5000', 1000)?.program).not.toBe('alice-job');
     expect(of('slurm:5000', NOBODY)).toMatchObject({ watch: 'off-by-job', samples: 0 });
     // The store jobs behind them: each of its own uid, with only its own pids.
-    const pidsOf = (j: ApiFleetJob | undefined) =>
-      s.app.mqd.store
-        .job(String(j?.jobId))
-        ?.ranks.map((r) => r.pid)
-        .sort((a, b) => a - b);
-    expect(pidsOf(of('slurm:4811', 0))).toEqual([100, 101]);
-    expect(s.app.mqd.store.job(String(of('slurm:4811', 0)?.jobId))?.uid).toBe(0);
-    expect(pidsOf(of('slurm:5000', 1000))).toEqual([400]);
+    const pidsOf = async (j: ApiFleetJob | undefined) =>
+      (await s.app.mqd.store.job(String(j?.jobId)))?.ranks.map((r) => r.pid).sort((a, b) => a - b);
+    expect(await pidsOf(of('slurm:4811', 0))).toEqual([100, 101]);
+    expect((await s.app.mqd.store.job(String(of('slurm:4811', 0)?.jobId)))?.uid).toBe(0);
+    expect(await pidsOf(of('slurm:5000', 1000))).toEqual([400]);
     // Counters were asked with each job's owner and only its pids; the opted-out user's never.
     expect(asked.sort((a, b) => a.ownerUid - b.ownerUid)).toEqual([
       { host: 'wx-0', ownerUid: 0, pids: [100, 101] },

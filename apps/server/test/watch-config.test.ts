@@ -6,7 +6,7 @@ import { DEFAULT_WATCH_POLICY } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { loadConfig, watchPolicyOf } from '../src/config.js';
 import { MAX_JOB_STATE_SERIES, MetricsRegistry, watchMetrics } from '../src/metrics.js';
-import { Store } from '../src/store.js';
+import { SqliteStore } from '../src/store.js';
 import { cleanupAfterEach, startServer } from './helpers.js';
 
 const cleanup = cleanupAfterEach();
@@ -89,11 +89,14 @@ describe('watch configuration', () => {
   });
 
   it('seeds the stored policy at the first start only; the store then wins over the flags', async () => {
-    const store = new Store({ dataDir: ':memory:', retention: { maxSnapshotsPerJob: 0, maxAgeSeconds: 0 } });
+    const store = new SqliteStore({
+      dataDir: ':memory:',
+      retention: { maxSnapshotsPerJob: 0, maxAgeSeconds: 0 },
+    });
     cleanup.push(() => store.close());
     const first = await startServer({ watchEnabled: false, watchPeriodSeconds: 90 }, { store, slurm: null });
-    expect(store.watchPolicy()?.policy.periodSeconds).toBe(90);
-    expect(store.watchPolicy()?.updatedBy).toBe('watch');
+    expect((await store.watchPolicy())?.policy.periodSeconds).toBe(90);
+    expect((await store.watchPolicy())?.updatedBy).toBe('watch');
     const changed = { ...DEFAULT_WATCH_POLICY, periodSeconds: 120, accounts: ['physics'] };
     const res = await first.app.inject({
       method: 'POST',
@@ -111,7 +114,7 @@ describe('watch configuration', () => {
 });
 
 describe('mqd_job_state', () => {
-  it('escapes label values and keeps at most MAX_JOB_STATE_SERIES series', () => {
+  it('escapes label values and keeps at most MAX_JOB_STATE_SERIES series', async () => {
     const reg = new MetricsRegistry();
     const jobs = Array.from({ length: MAX_JOB_STATE_SERIES + 5 }, (_, i) => ({
       job: i === 0 ? 'a"b\\c\nd' : `j${i}`,
@@ -119,11 +122,8 @@ describe('mqd_job_state', () => {
       partition: '',
       state: 'hung',
     }));
-    watchMetrics(reg, () => jobs);
-    const lines = reg
-      .render()
-      .split('\n')
-      .filter((l) => l.startsWith('mqd_job_state{'));
+    watchMetrics(reg, async () => jobs);
+    const lines = (await reg.render()).split('\n').filter((l) => l.startsWith('mqd_job_state{'));
     expect(lines).toHaveLength(MAX_JOB_STATE_SERIES);
     expect(lines[0]).toBe('mqd_job_state{job="a\\"b\\\\c\\nd",partition="",state="hung",user="u"} 1');
   });

@@ -25,7 +25,7 @@ import {
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { describe, expect, it } from 'vitest';
 import type { SnapshotHub } from '../src/fanout.js';
-import { Store } from '../src/store.js';
+import { SqliteStore } from '../src/store.js';
 import { mergeDiscovered, programOf } from '../src/watch/cluster.js';
 import type { SlurmQuery } from '../src/watch/end-reason.js';
 import type { CountersReply, WatchAgents } from '../src/watch/source.js';
@@ -343,7 +343,7 @@ async function rig(
   o: {
     webhooks?: string[];
     budgetMs?: number;
-    store?: Store;
+    store?: SqliteStore;
     fake?: FakeCluster;
     now?: number;
     slurm?: SlurmQuery;
@@ -512,7 +512,7 @@ describe('the hang watch', () => {
 
     // Six samples of a hung job: the queues never changed, so the state change stored one
     // snapshot for each state it went through, not one per sample.
-    const stored = r.s.app.mqd.store.countSnapshots(String(ringJob.jobId));
+    const stored = await r.s.app.mqd.store.countSnapshots(String(ringJob.jobId));
     expect(stored).toBeLessThanOrEqual(new Set(ringStates).size);
     expect(ringJob.samples).toBe(6);
     expect(ringJob.history).toHaveLength(6);
@@ -571,7 +571,7 @@ describe('the hang watch', () => {
     const job: FakeJob = { ...base, d: { ...base.d, watch: 'on' } };
     const store = r.s.app.mqd.store;
     // Attached by its starter (as POST /api/jobs/attach stores it) before the watch found it.
-    store.saveJob(
+    await store.saveJob(
       {
         id: JobId('attached-by-alice'),
         host: 'n3',
@@ -593,7 +593,9 @@ describe('the hang watch', () => {
     expect(f.jobId).toBe('attached-by-alice');
     expect(f.samples).toBe(2);
     expect(r.fake.reads.get(job.d.key)).toBe(2);
-    expect(store.jobs(null).map((x) => [x.id, x.method])).toEqual([['attached-by-alice', 'mpir-proctable']]);
+    expect((await store.jobs(null)).map((x) => [x.id, x.method])).toEqual([
+      ['attached-by-alice', 'mpir-proctable'],
+    ]);
   });
 
   it('stops no rank beyond its budget for the hour, then samples /proc only (mode budget)', async () => {
@@ -618,7 +620,7 @@ describe('the hang watch', () => {
 
   it('does not notify an open episode again after a restart, and notifies a new one after progress', async () => {
     const hook = await webhookListener();
-    const store = new Store({
+    const store = new SqliteStore({
       dataDir: ':memory:',
       retention: { maxSnapshotsPerJob: 100, maxAgeSeconds: 0 },
     });
@@ -680,7 +682,7 @@ describe('the hang watch', () => {
     expect(after.history).toEqual(before.history);
     expect(after.state).toBe(before.state);
     // The store job ended too, and the snapshot still opens.
-    const job = r.s.app.mqd.store.job(String(after.jobId));
+    const job = await r.s.app.mqd.store.job(String(after.jobId));
     expect(job?.endedAt).toBe(r.clock.now);
     const snap = await r.s.app.inject({
       method: 'GET',
@@ -732,7 +734,7 @@ describe('the hang watch', () => {
     expect((bodyJson(cores) as { message: string }).message).toMatch(
       /needs a core directory: .*--core-dir DIR/,
     );
-    expect(r.s.app.mqd.store.watchPolicy()?.policy.captureCores).not.toBe(true);
+    expect((await r.s.app.mqd.store.watchPolicy())?.policy.captureCores).not.toBe(true);
     const extra = await r.s.app.inject({
       method: 'POST',
       url: '/api/admin/watch',
@@ -743,7 +745,7 @@ describe('the hang watch', () => {
     // URL can be set or read through the API.
     expect(extra.statusCode).toBe(200);
     expect(bodyJson(extra)).not.toHaveProperty('webhook');
-    expect(r.s.app.mqd.store.watchPolicy()?.policy).not.toHaveProperty('webhook');
+    expect((await r.s.app.mqd.store.watchPolicy())?.policy).not.toHaveProperty('webhook');
     const byUser = await r.s.app.inject({
       method: 'POST',
       url: '/api/admin/watch',
@@ -760,10 +762,10 @@ describe('the hang watch', () => {
     expect(set.statusCode).toBe(200);
     expect(bodyJson(set)).toEqual(policy);
     // Kept in the store and audited; alice's job is out of the policy now and never stopped.
-    expect(r.s.app.mqd.store.watchPolicy()?.policy).toEqual(policy);
-    expect(r.s.app.mqd.store.activity(5).some((a) => a.action === 'watch-policy' && a.who === 'admin')).toBe(
-      true,
-    );
+    expect((await r.s.app.mqd.store.watchPolicy())?.policy).toEqual(policy);
+    expect(
+      (await r.s.app.mqd.store.activity(5)).some((a) => a.action === 'watch-policy' && a.who === 'admin'),
+    ).toBe(true);
     const reads = r.fake.reads.get('slurm:101');
     await r.round();
     expect(r.fake.reads.get('slurm:101')).toBe(reads);

@@ -23,26 +23,28 @@ export const adminPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }
 
   app.route({
     ...routeOf(R.activity),
-    handler: async (req) => ({ entries: s.store.activity(req.query.limit, req.query.before).map(auditJson) }),
+    handler: async (req) => ({
+      entries: (await s.store.activity(req.query.limit, req.query.before)).map(auditJson),
+    }),
   });
 
   app.route({
     ...routeOf(R.hung),
     handler: async (req) => {
       const n = req.query.snapshots ?? s.config.hungSnapshots;
-      return { snapshots: n, jobs: s.snapshots.hung(n, null).map(hungJson) };
+      return { snapshots: n, jobs: (await s.snapshots.hung(n, null)).map(hungJson) };
     },
   });
 
   app.route({
     ...routeOf(R.createUser),
     handler: async (req, reply) => {
-      const made = s.auth.createUser(req.body.name, req.body.uid, req.body.admin ?? false);
+      const made = await s.auth.createUser(req.body.name, req.body.uid, req.body.admin ?? false);
       if (!made.ok) throw new MqdException(made.error);
       const { user, token } = made.value;
       // An existing user's open sockets joined rooms under their old uid and rights.
-      s.uiSessions.recheck();
-      s.store.audit({
+      await s.uiSessions.recheck();
+      await s.store.audit({
         who: currentUser(req).name,
         action: 'user-create',
         detail: `${user.name} uid ${user.uid}`,
@@ -55,14 +57,14 @@ export const adminPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }
     ...routeOf(R.revokeToken),
     handler: async (req, reply) => {
       const who = currentUser(req).name;
-      const done = s.store.revokeToken(req.params.name, {
+      const done = await s.store.revokeToken(req.params.name, {
         who,
         action: 'user-create',
         detail: `revoked the login token of ${req.params.name}`,
       });
       if (!done) fail('MQD_E_NOT_FOUND', `no user ${req.params.name}`);
       // Their open /ui sockets would otherwise keep receiving events on the revoked login.
-      s.uiSessions.recheck();
+      await s.uiSessions.recheck();
       return reply.code(204).send(null);
     },
   });

@@ -22,7 +22,7 @@ const publicPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
       status: 'ok' as const,
       version: SERVER_VERSION,
       protocol: AGENT_PROTOCOL_VERSION,
-      schemaVersion: s.store.schemaVersion(),
+      schemaVersion: await s.store.schemaVersion(),
       agents: s.hub.hosts().length,
     }),
   });
@@ -41,11 +41,11 @@ const publicPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
     ...routeOf(R.login),
     config: rateLimited(opts),
     handler: async (req, reply) => {
-      const r = s.auth.login(req.body.token, req.headers, req.body.switchUser ?? false);
+      const r = await s.auth.login(req.body.token, req.headers, req.body.switchUser ?? false);
       if (!r.ok) throw new MqdException(r.error);
       // A switch ended the browser's previous session: its sockets go with it.
-      if (req.body.switchUser) s.uiSessions.recheck();
-      s.store.audit({ who: r.value.user.name, action: 'login' });
+      if (req.body.switchUser) await s.uiSessions.recheck();
+      await s.store.audit({ who: r.value.user.name, action: 'login' });
       reply.header(
         'set-cookie',
         `${SESSION_COOKIE}=${r.value.session}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${s.config.sessionTtlSeconds}${s.config.tlsCert !== null ? '; Secure' : ''}`,
@@ -61,8 +61,8 @@ const publicPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
   app.route({
     ...routeOf(R.logout),
     handler: async (req, reply) => {
-      s.auth.logout(req.headers);
-      s.uiSessions.recheck();
+      await s.auth.logout(req.headers);
+      await s.uiSessions.recheck();
       reply.header('set-cookie', `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`);
       return { ok: true };
     },
@@ -73,8 +73,8 @@ const publicPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
     // Share links are public: limit per address, and the decoded JSON is cached (fanout.ts).
     config: rateLimited(opts),
     handler: async (req, reply) => {
-      const share = s.store.liveShare(req.params.id);
-      const meta = share && s.store.snapshotMeta(share.snapshotId);
+      const share = await s.store.liveShare(req.params.id);
+      const meta = share && (await s.store.snapshotMeta(share.snapshotId));
       const json = meta ? await s.snapshots.json(meta.id) : null;
       if (!share || !meta || json === null) {
         return fail('MQD_E_NOT_FOUND', 'this share link does not exist or has expired');
@@ -91,7 +91,7 @@ const authedPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
   const app = typed(fastify);
   const { s } = opts;
   app.addHook('onRequest', async (req) => {
-    const r = s.auth.fromHeaders(req.headers, req.socket.remoteAddress);
+    const r = await s.auth.fromHeaders(req.headers, req.socket.remoteAddress);
     if (!r.ok) throw new MqdException(r.error);
     req.user = r.value;
   });

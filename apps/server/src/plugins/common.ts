@@ -10,7 +10,7 @@ import type { Auth } from '../auth.js';
 import type { ServerConfig } from '../config.js';
 import type { SnapshotService, UiEvents } from '../fanout.js';
 import type { AgentHub } from '../hub.js';
-import type { Store } from '../store.js';
+import type { StorePort } from '../store-port.js';
 import type { User } from '../types.js';
 import type { UiSessions } from '../ui-sessions.js';
 import type { Watcher } from '../watch/watcher.js';
@@ -29,7 +29,7 @@ declare module 'fastify' {
 export interface Services {
   readonly config: ServerConfig;
   readonly clock: () => number;
-  readonly store: Store;
+  readonly store: StorePort;
   readonly auth: Auth;
   readonly hub: AgentHub;
   readonly snapshots: SnapshotService;

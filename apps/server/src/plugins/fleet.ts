@@ -4,16 +4,19 @@
 import { MqdException, API_ROUTES as R } from '@mqd/model';
 import type { FastifyPluginAsync } from 'fastify';
 import { fail } from '../http.js';
+import { KeyedLock } from '../lock.js';
 import { routeOf } from '../schemas.js';
 import { currentUser, type PluginOpts, typed } from './common.js';
 
 export const fleetPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }) => {
   const app = typed(fastify);
   app.addHook('onRequest', async (req) => {
-    const r = s.auth.fromHeaders(req.headers, req.socket.remoteAddress);
+    const r = await s.auth.fromHeaders(req.headers, req.socket.remoteAddress);
     if (!r.ok) throw new MqdException(r.error);
     req.user = r.value;
   });
+  // Policy changes one at a time: the store and the watcher end with the same (the last) one.
+  const policyLock = new KeyedLock();
   const admin = (req: Parameters<typeof currentUser>[0]) => {
     const user = currentUser(req);
     if (!user.admin) fail('MQD_E_FORBIDDEN', `${user.name} is not an admin`);
@@ -24,7 +27,7 @@ export const fleetPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }
     ...routeOf(R.fleet),
     handler: async (req) => ({
       policy: s.watcher.currentPolicy(),
-      jobs: s.watcher.fleet(currentUser(req)),
+      jobs: await s.watcher.fleet(currentUser(req)),
     }),
   });
 
@@ -48,16 +51,18 @@ export const fleetPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }
           'captureCores needs a core directory: start mqd serve (and the agents) with --core-dir DIR, or leave captureCores off',
         );
       }
-      s.store.setWatchPolicy(p, {
-        who: user.name,
-        action: 'watch-policy',
-        detail:
-          `${p.enabled ? 'on' : 'off'}, every ${p.periodSeconds} s, budget ${p.stopBudgetMsPerRankHour} ms/rank/h, ` +
-          `hung after ${p.hungAfterSamples}; users [${p.users.join(',')}] partitions [${p.partitions.join(',')}] ` +
-          `accounts [${p.accounts.join(',')}]`.slice(0, 1000),
+      return policyLock.run('policy', async () => {
+        await s.store.setWatchPolicy(p, {
+          who: user.name,
+          action: 'watch-policy',
+          detail:
+            `${p.enabled ? 'on' : 'off'}, every ${p.periodSeconds} s, budget ${p.stopBudgetMsPerRankHour} ms/rank/h, ` +
+            `hung after ${p.hungAfterSamples}; users [${p.users.join(',')}] partitions [${p.partitions.join(',')}] ` +
+            `accounts [${p.accounts.join(',')}]`.slice(0, 1000),
+        });
+        await s.watcher.setPolicy(p);
+        return s.watcher.currentPolicy();
       });
-      s.watcher.setPolicy(p);
-      return s.watcher.currentPolicy();
     },
   });
 };

@@ -18,8 +18,8 @@ import type { JobRecord, User } from '../types.js';
 import { currentUser, type PluginOpts, rateLimited, type Services, typed } from './common.js';
 
 /** The job, if it exists and this user may see it; otherwise the request ends with a coded error. */
-export function jobFor(s: Services, user: User, id: string): JobRecord {
-  const job = s.store.job(id) ?? fail('MQD_E_NOT_FOUND', `no job ${id}`);
+export async function jobFor(s: Services, user: User, id: string): Promise<JobRecord> {
+  const job = (await s.store.job(id)) ?? fail('MQD_E_NOT_FOUND', `no job ${id}`);
   if (!canSee(user, job)) fail('MQD_E_FORBIDDEN', `job ${id} belongs to uid ${job.uid}`);
   return job;
 }
@@ -27,11 +27,11 @@ export function jobFor(s: Services, user: User, id: string): JobRecord {
 export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
   const app = typed(fastify);
   const { s } = opts;
-  const toJson = (job: JobRecord) =>
+  const toJson = async (job: JobRecord) =>
     jobJson(
       job,
       (h) => s.hub.isConnected(h),
-      s.store.snapshots(job.id, s.config.hungSnapshots),
+      await s.store.snapshots(job.id, s.config.hungSnapshots),
       s.config.hungSnapshots,
     );
 
@@ -41,23 +41,22 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
       const user = currentUser(req);
       // The rule of the single-job routes (canSee), not a uid match: a user mapped to uid 0
       // lists none of root's jobs.
-      const jobs = (user.admin ? s.store.jobs(null) : user.uid === null ? [] : s.store.jobs(user.uid)).filter(
-        (j) => canSee(user, j),
+      const jobs = (
+        user.admin ? await s.store.jobs(null) : user.uid === null ? [] : await s.store.jobs(user.uid)
+      ).filter((j) => canSee(user, j));
+      const visible = s.hub.seenStarters().filter((x) => canSee(user, x.starter));
+      const attached = await Promise.all(
+        visible.map((x) => s.store.findJob(x.host, x.starter.starterPid, x.starter.startTime ?? null)),
       );
-      const starters = s.hub
-        .seenStarters()
-        .filter(
-          (x) =>
-            canSee(user, x.starter) &&
-            s.store.findJob(x.host, x.starter.starterPid, x.starter.startTime ?? null) === null,
-        )
+      const starters = visible
+        .filter((_, i) => attached[i] === null)
         .map((x) => ({
           host: x.host,
           starterPid: x.starter.starterPid,
           uid: x.starter.uid,
           command: x.starter.command,
         }));
-      return { jobs: jobs.map(toJson), starters };
+      return { jobs: await Promise.all(jobs.map(toJson)), starters };
     },
   });
 
@@ -108,35 +107,38 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
     if (found.ranks.some((r) => r.core === undefined || r.host !== host)) {
       fail('MQD_E_INTERNAL', `the agent on ${host} answered ranks without their core file`);
     }
-    const existing = s.store.findCoreJob(host, coresDir);
-    if (existing && existing.uid !== found.uid) {
+    const ranks = [...found.ranks].sort((a, b) => a.rank - b.rank);
+    // The job of this directory already attached keeps its id, starter and creation: found,
+    // checked and saved in one store transaction (attachJob), so two attaches make one job.
+    const saved = await s.store.attachJob(
+      {
+        id: JobId(newId()),
+        host,
+        starterPid: found.starterPid ?? ranks[0]?.pid ?? 1,
+        starterStartTime: found.starterStartTime,
+        uid: found.uid,
+        command: found.command,
+        method: found.method,
+        ranks,
+        createdAt: s.clock(),
+        createdBy: user.name,
+        endedAt: null,
+        coresDir,
+      },
+      {
+        who: user.name,
+        action: 'attach',
+        detail: `cores in ${coresDir} on ${host}: ${ranks.length} ranks (${found.method})`,
+      },
+    );
+    if (!saved.ok) {
       fail(
         'MQD_E_FORBIDDEN',
         `the cores in ${coresDir} on ${host} changed owner; attach them again as that user`,
       );
     }
-    const ranks = [...found.ranks].sort((a, b) => a.rank - b.rank);
-    const job: JobRecord = {
-      id: existing?.id ?? JobId(newId()),
-      host,
-      starterPid: existing?.starterPid ?? found.starterPid ?? ranks[0]?.pid ?? 1,
-      starterStartTime: existing?.starterStartTime ?? found.starterStartTime,
-      uid: found.uid,
-      command: found.command,
-      method: found.method,
-      ranks,
-      createdAt: existing?.createdAt ?? s.clock(),
-      createdBy: existing?.createdBy ?? user.name,
-      endedAt: null,
-      coresDir,
-    };
-    s.store.saveJob(job, {
-      who: user.name,
-      action: 'attach',
-      jobId: job.id,
-      detail: `cores in ${coresDir} on ${host}: ${ranks.length} ranks (${job.method})`,
-    });
-    const json = toJson(job);
+    const job = saved.job;
+    const json = await toJson(job);
     s.ui.toJob(job.uid, 'job.attached', json satisfies UiEventPayload<'job.attached'>);
     return reply.code(201).send({ job: json });
   };
@@ -228,33 +230,36 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
           : (found.starterPid ??
             fail('MQD_E_NO_RANKS', `${what} on ${host}: the agent named no process for it`));
       // Identity is (host, pid, start time): an old job on this pid with another start time had
-      // a starter that is gone, so it ends; this attach makes a new job with its own uid.
-      s.store.endReusedJobs(host, pid, found.starterStartTime, s.clock());
-      const existing = s.store.findJob(host, pid, found.starterStartTime);
-      if (existing && existing.uid !== found.uid) {
+      // a starter that is gone, so it ends; this attach makes a new job with its own uid, or
+      // updates the job of this very starter. All in one store transaction (attachJob): two
+      // attaches of one starter at once make one job.
+      const sorted = allRanks.sort((a, b) => a.rank - b.rank);
+      const hosts = new Set(sorted.map((r) => r.host)).size;
+      const saved = await s.store.attachJob(
+        {
+          id: JobId(newId()),
+          host,
+          starterPid: pid,
+          starterStartTime: found.starterStartTime,
+          uid: found.uid,
+          command: found.command,
+          method: found.method,
+          ranks: sorted,
+          createdAt: s.clock(),
+          createdBy: user.name,
+          endedAt: null,
+        },
+        {
+          who: user.name,
+          action: 'attach',
+          detail: `${'slurmJob' in target ? `${what} (pid ${pid})` : what} on ${host}: ${sorted.length} ranks on ${hosts} hosts (${found.method})`,
+        },
+      );
+      if (!saved.ok) {
         fail('MQD_E_PID_REUSED', `starter ${pid} on ${host} changed owner; attach it again later`);
       }
-      const job: JobRecord = {
-        id: existing?.id ?? JobId(newId()),
-        host,
-        starterPid: pid,
-        starterStartTime: found.starterStartTime,
-        uid: found.uid,
-        command: found.command,
-        method: found.method,
-        ranks: allRanks.sort((a, b) => a.rank - b.rank),
-        createdAt: existing?.createdAt ?? s.clock(),
-        createdBy: existing?.createdBy ?? user.name,
-        endedAt: null,
-      };
-      const hosts = new Set(job.ranks.map((r) => r.host)).size;
-      s.store.saveJob(job, {
-        who: user.name,
-        action: 'attach',
-        jobId: job.id,
-        detail: `${'slurmJob' in target ? `${what} (pid ${pid})` : what} on ${host}: ${job.ranks.length} ranks on ${hosts} hosts (${job.method})`,
-      });
-      const json = toJson(job);
+      const job = saved.job;
+      const json = await toJson(job);
       s.ui.toJob(job.uid, 'job.attached', json satisfies UiEventPayload<'job.attached'>);
       return reply.code(201).send({ job: json });
     },
@@ -262,7 +267,7 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
 
   app.route({
     ...routeOf(R.job),
-    handler: async (req) => ({ job: toJson(jobFor(s, currentUser(req), req.params.id)) }),
+    handler: async (req) => ({ job: await toJson(await jobFor(s, currentUser(req), req.params.id)) }),
   });
 
   app.route({
@@ -270,11 +275,11 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
     config: rateLimited(opts),
     handler: async (req, reply) => {
       const user = currentUser(req);
-      const job = jobFor(s, user, req.params.id);
+      const job = await jobFor(s, user, req.params.id);
       const key = req.headers[IDEMPOTENCY_KEY_HEADER];
       const request = key === undefined ? undefined : { userId: user.id, key };
       // A retry of a stored snapshot gets it even if that snapshot found the job ended.
-      const replayed = request === undefined ? null : s.snapshots.replay(job, request);
+      const replayed = request === undefined ? null : await s.snapshots.replay(job, request);
       if (replayed !== null) {
         if (!replayed.ok) throw new MqdException(replayed.error);
         return reply.code(201).send({ snapshot: metaJson(replayed.value) });
@@ -289,8 +294,8 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
   app.route({
     ...routeOf(R.jobSnapshots),
     handler: async (req) => {
-      const job = jobFor(s, currentUser(req), req.params.id);
-      return { snapshots: s.store.snapshots(job.id, req.query.limit).map(metaJson) };
+      const job = await jobFor(s, currentUser(req), req.params.id);
+      return { snapshots: (await s.store.snapshots(job.id, req.query.limit)).map(metaJson) };
     },
   });
 };

@@ -23,15 +23,16 @@ export function addServiceGauges(reg: MetricsRegistry, { s }: PluginOpts): void 
     new Gauge(
       'mqd_jobs',
       'Jobs the aggregator knows, by state: live and ended (store jobs), and the live discovered jobs by hang-watch state (progressing, computing, waiting, hung, unknown).',
-      () => {
+      async () => {
         let live = 0;
         let ended = 0;
-        for (const j of s.store.jobs(null)) {
+        const [jobs, states] = await Promise.all([s.store.jobs(null), s.watcher.jobStates()]);
+        for (const j of jobs) {
           if (j.endedAt === null) live++;
           else ended++;
         }
         const byState = new Map<string, number>(WATCH_STATES.map((x) => [x, 0]));
-        for (const j of s.watcher.jobStates()) byState.set(j.state, (byState.get(j.state) ?? 0) + 1);
+        for (const j of states) byState.set(j.state, (byState.get(j.state) ?? 0) + 1);
         return [
           [{ state: 'live' }, live],
           [{ state: 'ended' }, ended],
@@ -44,7 +45,7 @@ export function addServiceGauges(reg: MetricsRegistry, { s }: PluginOpts): void 
     new Gauge(
       'mqd_jobs_looking_hung',
       'Live jobs whose last snapshots (--hung-snapshots of them) all have the same queues.',
-      () => s.snapshots.hung(s.config.hungSnapshots, null).length,
+      async () => (await s.snapshots.hung(s.config.hungSnapshots, null)).length,
     ),
   );
   reg.add(
@@ -80,7 +81,7 @@ export const metricsPlugin: FastifyPluginAsync<MetricsPluginOpts> = async (app, 
     const bearer = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7).trim() : null;
     const byToken = metricsDigest !== null && tokenMatches(bearer, metricsDigest);
     if (!byToken) {
-      const user = s.auth.fromHeaders(req.headers, req.socket.remoteAddress);
+      const user = await s.auth.fromHeaders(req.headers, req.socket.remoteAddress);
       if (!user.ok) throw new MqdException(user.error);
       if (!user.value.admin) {
         throw new MqdException(
@@ -93,6 +94,6 @@ export const metricsPlugin: FastifyPluginAsync<MetricsPluginOpts> = async (app, 
     }
     reply.header('content-type', PROMETHEUS_CONTENT_TYPE);
     reply.header('cache-control', 'no-store');
-    return registry.render();
+    return await registry.render();
   });
 };

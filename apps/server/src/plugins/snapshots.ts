@@ -9,9 +9,9 @@ import type { SnapshotMeta, User } from '../types.js';
 import { currentUser, type PluginOpts, rateLimited, type Services, typed } from './common.js';
 import { jobFor } from './jobs.js';
 
-function snapshotFor(s: Services, user: User, id: string): SnapshotMeta {
-  const meta = s.store.snapshotMeta(id) ?? fail('MQD_E_NOT_FOUND', `no snapshot ${id}`);
-  jobFor(s, user, meta.jobId);
+async function snapshotFor(s: Services, user: User, id: string): Promise<SnapshotMeta> {
+  const meta = (await s.store.snapshotMeta(id)) ?? fail('MQD_E_NOT_FOUND', `no snapshot ${id}`);
+  await jobFor(s, user, meta.jobId);
   return meta;
 }
 
@@ -45,7 +45,7 @@ export const snapshotsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, {
   app.route({
     ...routeOf(R.snapshot),
     handler: async (req, reply) => {
-      const meta = snapshotFor(s, currentUser(req), req.params.id);
+      const meta = await snapshotFor(s, currentUser(req), req.params.id);
       return sendJson(reply, withMetaJson(meta, await storedJson(s, meta)));
     },
   });
@@ -53,11 +53,11 @@ export const snapshotsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, {
   app.route({
     ...routeOf(R.exportSnapshot),
     handler: async (req, reply) => {
-      const meta = snapshotFor(s, currentUser(req), req.params.id);
+      const meta = await snapshotFor(s, currentUser(req), req.params.id);
       const name = `mqd-${meta.jobId}-${new Date(meta.takenAt).toISOString().replace(/[:.]/g, '-')}.json`;
       reply.header('content-disposition', `attachment; filename="${name}"`);
       const accepts = String(req.headers['accept-encoding'] ?? '');
-      const gz = /\bgzip\b/.test(accepts) ? s.store.snapshotData(meta.id) : null;
+      const gz = /\bgzip\b/.test(accepts) ? await s.store.snapshotData(meta.id) : null;
       if (gz !== null) {
         // The store already holds the gzip of exactly this JSON.
         reply.header('content-encoding', 'gzip').header('vary', 'accept-encoding');
@@ -80,12 +80,12 @@ export const sharesPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts
     },
     handler: async (req, reply) => {
       const user = currentUser(req);
-      const meta = snapshotFor(s, user, req.params.id);
+      const meta = await snapshotFor(s, user, req.params.id);
       // 144 random bits: a share link is a bearer secret, it must not be guessable.
       const id = randomBytes(18).toString('base64url');
       const now = s.clock();
       const expiresAt = now + (req.body.expiresInSeconds ?? s.config.shareTtlSeconds) * 1000;
-      s.store.insertShare(
+      await s.store.insertShare(
         { id, snapshotId: meta.id, createdBy: user.name, createdAt: now, expiresAt },
         {
           who: user.name,
@@ -110,7 +110,7 @@ export const sharesPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts
     ...routeOf(R.shares),
     handler: async (req) => {
       const user = currentUser(req);
-      return { shares: s.store.liveShares(user.admin ? null : user.name).map(shareJson) };
+      return { shares: (await s.store.liveShares(user.admin ? null : user.name)).map(shareJson) };
     },
   });
 
@@ -118,10 +118,11 @@ export const sharesPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts
     ...routeOf(R.revokeShare),
     handler: async (req, reply) => {
       const user = currentUser(req);
-      const share = s.store.liveShare(req.params.id) ?? fail('MQD_E_NOT_FOUND', 'no such live share link');
+      const share =
+        (await s.store.liveShare(req.params.id)) ?? fail('MQD_E_NOT_FOUND', 'no such live share link');
       // Only its creator (or an admin) revokes a link; others learn nothing about it.
       if (!user.admin && share.createdBy !== user.name) fail('MQD_E_NOT_FOUND', 'no such live share link');
-      s.store.revokeShare(share.id, {
+      await s.store.revokeShare(share.id, {
         who: user.name,
         action: 'share',
         snapshotId: share.snapshotId,

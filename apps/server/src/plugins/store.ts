@@ -10,17 +10,17 @@ export const storePlugin: FastifyPluginAsync<PluginOpts & { ownsStore: boolean }
   { s, ownsStore },
 ) => {
   const timer = setInterval(() => {
-    try {
-      const removed = s.store.sweep();
-      if (removed > 0) app.log.info({ removed }, 'retention removed old snapshots');
-    } catch (e) {
+    s.store.sweep().then(
+      (removed) => {
+        if (removed > 0) app.log.info({ removed }, 'retention removed old snapshots');
+      },
       // A read-only store (disk full) skips the sweep; anything else is a bug and is logged.
-      app.log.error({ err: e }, 'retention sweep failed');
-    }
+      (e: unknown) => app.log.error({ err: e }, 'retention sweep failed'),
+    );
   }, SWEEP_MS);
   timer.unref();
   app.addHook('onClose', async () => {
     clearInterval(timer);
-    if (ownsStore) s.store.close();
+    if (ownsStore) await s.store.close();
   });
 };

@@ -19,8 +19,9 @@ import {
   type WatchState,
 } from '@mqd/model';
 import type { ReadSnapshot, SnapshotService, UiEvents } from '../fanout.js';
+import { KeyedLock } from '../lock.js';
 import type { JobStateSeries, WatchMetrics } from '../metrics.js';
-import type { Store } from '../store.js';
+import type { StorePort } from '../store-port.js';
 import type { JobRecord, User, WatchJobRecord } from '../types.js';
 import { canCapture, captureName, fleetCores } from './capture.js';
 import { type ClusterJob, infoOf, jobRecordOf, mergeDiscovered } from './cluster.js';
@@ -51,7 +52,7 @@ const REAL_TIMERS: Timers = {
 };
 
 export interface WatcherOptions {
-  readonly store: Store;
+  readonly store: StorePort;
   readonly agents: WatchAgents;
   readonly snapshots: Pick<SnapshotService, 'read'>;
   readonly ui: UiEvents;
@@ -106,6 +107,13 @@ export class Watcher {
   private discoveryFailed = false;
   /** Per watched job: the cores kept at its latest hang (policy captureCores), in memory. */
   private readonly cores = new Map<string, ApiFleetCores>();
+  /**
+   * refresh() one at a time: it reads the store, decides from `live` (this process's own) and
+   * writes (saveJob, upsertWatchJob, endWatchJob); a round's refresh and a fleet request's at
+   * once would otherwise both register a new job. In-process is enough: the live jobs are this
+   * process's, and one instance runs the watch (docs/scale-out-plan.md, step 4).
+   */
+  private readonly refreshLock = new KeyedLock();
 
   constructor(private readonly o: WatcherOptions) {
     this.policy = o.policy;
@@ -117,10 +125,10 @@ export class Watcher {
   }
 
   /** A new policy takes effect at once: modes are recomputed, the loop (re)started or stopped. */
-  setPolicy(p: ApiWatchPolicy): void {
+  async setPolicy(p: ApiWatchPolicy): Promise<void> {
     this.policy = p;
-    for (const l of this.live.values()) {
-      l.mode = this.modeOf(l.cluster, this.o.clock());
+    for (const l of [...this.live.values()]) {
+      l.mode = await this.modeOf(l.cluster, this.o.clock());
       if (l.window.length > p.hungAfterSamples + 1)
         l.window.splice(0, l.window.length - p.hungAfterSamples - 1);
     }
@@ -173,7 +181,7 @@ export class Watcher {
   }
 
   private async round(): Promise<void> {
-    const watched = this.refresh(true);
+    const watched = await this.refresh(true);
     if (!this.policy.enabled) return;
     const queue = watched.filter((l) => l.mode === 'on' || l.mode === 'budget');
     const cap = Math.max(1, this.o.concurrency ?? 4);
@@ -201,7 +209,11 @@ export class Watcher {
    * layout changes, ends the jobs no agent reports any more. Returns the jobs reported now.
    * `touch`: a round moves every job's last-seen time (a fleet request writes only changes).
    */
-  refresh(touch = false): Live[] {
+  refresh(touch = false): Promise<Live[]> {
+    return this.refreshLock.run('refresh', () => this.refreshNow(touch));
+  }
+
+  private async refreshNow(touch: boolean): Promise<Live[]> {
     const { store, clock } = this.o;
     const now = clock();
     let reports: ReturnType<WatchAgents['discovered']>;
@@ -223,7 +235,7 @@ export class Watcher {
       if (c.ranks.length === 0) continue;
       seen.add(c.id);
       const prior = this.live.get(c.id);
-      const stored = prior === undefined ? store.watchJob(c.id) : null;
+      const stored = prior === undefined ? await store.watchJob(c.id) : null;
       const layoutChanged =
         prior === undefined ||
         prior.job.ranks.length !== c.ranks.length ||
@@ -234,14 +246,14 @@ export class Watcher {
       let job = prior?.job ?? null;
       if (layoutChanged || stored?.endedAt != null) {
         const existingId = prior?.job.id ?? stored?.jobId ?? null;
-        const existing = existingId === null ? null : store.job(existingId);
+        const existing = existingId === null ? null : await store.job(existingId);
         // A job someone attached already (same starter, same start time, same owner and ranks)
         // is that job: the watcher samples it instead of listing it twice.
-        const attached = existingId === null ? attachedJobOf(store, c) : null;
+        const attached = existingId === null ? await attachedJobOf(store, c) : null;
         if (attached !== null) job = attached;
         else {
           job = jobRecordOf(c, now, existing !== null && existing.uid === c.uid ? existing : null);
-          store.saveJob(job, {
+          await store.saveJob(job, {
             who: WATCHER,
             action: 'watch-register',
             jobId: job.id,
@@ -252,20 +264,27 @@ export class Watcher {
       }
       if (job === null) continue;
       if (touch || prior === undefined || layoutChanged || stored?.endedAt != null)
-        store.upsertWatchJob({ id: c.id, key: c.key, uid: c.uid, jobId: job.id, info: infoOf(c), at: now });
+        await store.upsertWatchJob({
+          id: c.id,
+          key: c.key,
+          uid: c.uid,
+          jobId: job.id,
+          info: infoOf(c),
+          at: now,
+        });
       const l: Live = prior ?? { cluster: c, job, mode: 'on', window: [], stops: new Map() };
       l.cluster = c;
       l.job = job;
-      const mode = this.modeOf(c, now, l);
+      const mode = await this.modeOf(c, now, l);
       if (prior !== undefined && mode !== prior.mode) changed = true;
       l.mode = mode;
       this.live.set(c.id, l);
     }
-    for (const w of store.watchJobs(null)) {
+    for (const w of await store.watchJobs(null)) {
       if (w.endedAt !== null || seen.has(w.id)) continue;
       // Not reported: ended, unless no agent of its nodes is connected (then nobody knows).
       if (!w.info.nodes.some((h) => this.o.agents.isConnected(h))) continue;
-      this.end(w, now);
+      await this.end(w, now);
       changed = true;
     }
     if (changed) this.o.ui.toAll('fleet.changed', { at: new Date(now).toISOString() });
@@ -273,27 +292,32 @@ export class Watcher {
   }
 
   /** Ends the job now; Slurm's end state (if it knows one) follows when scontrol answers. */
-  private end(w: WatchJobRecord, now: number): void {
+  private async end(w: WatchJobRecord, now: number): Promise<void> {
     const { store } = this.o;
-    store.endWatchJob(w.id, now, null);
-    if (w.jobId !== null) store.markJobEnded(w.jobId, now);
+    await store.endWatchJob(w.id, now, null);
+    if (w.jobId !== null) await store.markJobEnded(w.jobId, now);
     this.live.delete(w.id);
     this.o.log?.info({ event: 'watch.ended', job: w.key, uid: w.uid }, 'a watched job ended');
     const slurm = this.o.slurm;
     if (w.info.slurmJob === null || !slurm) return;
-    const p = slurmEndReason(slurm, w.info.slurmJob).then((reason) => {
-      if (reason === null || !store.db.open || store.watchJob(w.id)?.endedAt !== now) return;
-      store.setWatchEndReason(w.id, reason);
-      this.o.ui.toJob(w.uid, 'fleet.changed', { at: new Date(this.o.clock()).toISOString() });
-    });
+    const p = slurmEndReason(slurm, w.info.slurmJob)
+      .then(async (reason) => {
+        if (reason === null || !store.isOpen || (await store.watchJob(w.id))?.endedAt !== now) return;
+        await store.setWatchEndReason(w.id, reason);
+        this.o.ui.toJob(w.uid, 'fleet.changed', { at: new Date(this.o.clock()).toISOString() });
+      })
+      // Outside any request: a store failure is logged, never an unhandled rejection.
+      .catch((e: unknown) =>
+        this.o.log?.warn({ event: 'watch.end-reason', err: String(e) }, 'no end reason kept'),
+      );
     this.pending.add(p);
     void p.finally(() => this.pending.delete(p));
   }
 
-  private inPolicy(c: ClusterJob): boolean {
+  private async inPolicy(c: ClusterJob): Promise<boolean> {
     const p = this.policy;
     if (p.users.length > 0) {
-      const name = this.o.store.userNameOfUid(c.uid);
+      const name = await this.o.store.userNameOfUid(c.uid);
       if (!p.users.includes(String(c.uid)) && (name === null || !p.users.includes(name))) return false;
     }
     if (p.partitions.length > 0 && !p.partitions.includes(c.first.partition ?? '')) return false;
@@ -301,10 +325,10 @@ export class Watcher {
     return true;
   }
 
-  private modeOf(c: ClusterJob, now: number, l?: Live): WatchMode {
+  private async modeOf(c: ClusterJob, now: number, l?: Live): Promise<WatchMode> {
     if (!this.policy.enabled) return 'disabled';
     if (c.watch === 'off') return 'off-by-job';
-    if (!this.inPolicy(c)) return 'off-by-policy';
+    if (!(await this.inPolicy(c))) return 'off-by-policy';
     const live = l ?? this.live.get(c.id);
     if (live !== undefined && !this.budgetLeft(live, now)) return 'budget';
     return 'on';
@@ -368,7 +392,7 @@ export class Watcher {
     const { counters, ticksPerSecond } = await this.counters(l);
     const at = clock();
     // Stop only a job that is watched, with budget left, right now (the policy may have moved).
-    l.mode = this.modeOf(l.cluster, at, l);
+    l.mode = await this.modeOf(l.cluster, at, l);
     if (l.mode !== 'on' && l.mode !== 'budget') return;
     let read: ReadSnapshot | null = null;
     if (l.mode === 'on') {
@@ -396,7 +420,7 @@ export class Watcher {
       clockTicksPerSecond: ticksPerSecond,
       snapshot: read?.snapshot ?? null,
     };
-    const prev = store.watchJob(l.cluster.id);
+    const prev = await store.watchJob(l.cluster.id);
     if (prev === null) return;
     const digest = read?.summary.digest ?? null;
     const window = [...l.window, { sample, snapshotRef: null as SnapshotId | null }];
@@ -409,7 +433,7 @@ export class Watcher {
     const failed = counters.length === 0 && read === null;
     const state: WatchState = failed ? 'unknown' : v.state;
     const sinceAt = v.sinceIndex === null ? at : (window[v.sinceIndex]?.sample.at ?? at);
-    const open = store.openEpisode(l.cluster.id);
+    const open = await store.openEpisode(l.cluster.id);
     // A hang that outlived a restart (its episode still open) keeps the episode's start.
     const since =
       state === 'hung' && open !== null
@@ -437,7 +461,7 @@ export class Watcher {
       (v.evidenceIndex === null ? null : (window[v.evidenceIndex]?.snapshotRef ?? null)) ??
       ref ??
       prev.evidenceSnapshotId;
-    store.insertWatchSample(
+    await store.insertWatchSample(
       {
         watchId: l.cluster.id,
         at,
@@ -466,7 +490,7 @@ export class Watcher {
       this.o.ui.toJob(l.cluster.uid, 'fleet.changed', { at: new Date(at).toISOString() });
     if (state === 'hung' && open === null) await this.openEpisode(l, since, evidence);
     else if (open !== null && (state === 'progressing' || state === 'computing')) {
-      store.closeWatchEpisode(l.cluster.id, at);
+      await store.closeWatchEpisode(l.cluster.id, at);
     }
   }
 
@@ -522,7 +546,7 @@ export class Watcher {
       this.cores.delete(id);
     }
     const kept = cores.ranks.filter((r) => r.core !== null).length;
-    this.o.store.audit({
+    await this.o.store.audit({
       who: WATCHER,
       action: 'watch-cores',
       jobId: l.job.id,
@@ -545,9 +569,9 @@ export class Watcher {
     const { store, clock } = this.o;
     const now = clock();
     let shareId: string | null = null;
-    if (snapshotId !== null && store.snapshotMeta(snapshotId) !== null) {
+    if (snapshotId !== null && (await store.snapshotMeta(snapshotId)) !== null) {
       shareId = randomBytes(18).toString('base64url');
-      store.insertShare(
+      await store.insertShare(
         {
           id: shareId,
           snapshotId,
@@ -558,19 +582,24 @@ export class Watcher {
         { who: WATCHER, action: 'share', jobId: l.job.id, snapshotId, detail: `hang of ${l.cluster.key}` },
       );
     }
-    const episode = store.openWatchEpisode({ watchId: l.cluster.id, startedAt: since, snapshotId, shareId });
+    const episode = await store.openWatchEpisode({
+      watchId: l.cluster.id,
+      startedAt: since,
+      snapshotId,
+      shareId,
+    });
     const cores = await this.captureCores(l, since);
     const multiNode = (cores?.dirs.length ?? 0) > 1;
     const kept = (cores?.dirs ?? []).flatMap((d) =>
       d.dir === null ? [] : [multiNode ? `${d.host}:${d.dir}` : d.dir],
     );
-    const w = store.watchJob(l.cluster.id);
+    const w = await store.watchJob(l.cluster.id);
     const base = this.o.linkBase()?.replace(/\/$/, '') ?? null;
     const notice: HangNotice = {
       jobKey: l.cluster.key,
       jobId: l.job.id,
       slurmJob: l.cluster.first.slurmJob ?? null,
-      user: store.userNameOfUid(l.cluster.uid),
+      user: await store.userNameOfUid(l.cluster.uid),
       uid: l.cluster.uid,
       state: 'hung',
       since: new Date(since).toISOString(),
@@ -580,7 +609,7 @@ export class Watcher {
       ...(kept.length > 0 ? { cores: kept } : {}),
     };
     this.o.ui.toJob(l.cluster.uid, 'fleet.changed', { at: new Date(now).toISOString() });
-    store.audit({
+    await store.audit({
       who: WATCHER,
       action: 'watch-notify',
       jobId: l.job.id,
@@ -599,81 +628,98 @@ export class Watcher {
       ...(this.o.webhookTimeoutMs === undefined ? {} : { timeoutMs: this.o.webhookTimeoutMs }),
       log: (f, m) => this.o.log?.warn(f, m),
       outcome: (x) => this.o.metrics?.notified(x),
-    }).then(() => {
-      if (store.db.open) store.episodeNotified(episode, clock());
-    });
+    })
+      .then(async () => {
+        if (store.isOpen) await store.episodeNotified(episode, clock());
+      })
+      // Outside any request: a store failure is logged, never an unhandled rejection.
+      .catch((e: unknown) =>
+        this.o.log?.warn({ event: 'watch.notified', err: String(e) }, 'notification not recorded'),
+      );
     this.pending.add(p);
     void p.finally(() => this.pending.delete(p));
   }
 
   /** The fleet as `user` may see it: admins every job, users their uid's. */
-  fleet(user: User): ApiFleetJob[] {
-    this.refresh();
+  async fleet(user: User): Promise<ApiFleetJob[]> {
+    await this.refresh();
     const { store, clock } = this.o;
     const now = clock();
-    const jobs = user.admin ? store.watchJobs(null) : user.uid === null ? [] : store.watchJobs(user.uid);
-    return jobs
-      .filter((w) => user.admin || w.uid !== 0)
-      .map((w) => {
-        const l = this.live.get(w.id);
-        const history = store.watchSamples(w.id, FLEET_HISTORY).reverse();
-        const iso = (t: number) => new Date(t).toISOString();
-        return {
-          key: w.key,
-          jobId: w.jobId,
-          kind: w.info.kind,
-          slurmJob: w.info.slurmJob,
-          program: w.info.program,
-          command: w.info.command,
-          uid: w.uid,
-          user: store.userNameOfUid(w.uid),
-          partition: w.info.partition,
-          account: w.info.account,
-          nodes: [...w.info.nodes],
-          rankCount: w.info.rankCount,
-          startedAt: iso(w.info.startedAt),
-          endedAt: w.endedAt === null ? null : iso(w.endedAt),
-          endReason: w.endReason,
-          // A job no agent reports now keeps the mode its last report gave.
-          watch:
-            l?.mode ?? (!this.policy.enabled ? 'disabled' : w.info.watch === 'off' ? 'off-by-job' : 'on'),
-          state: w.state,
-          since: w.since === null ? null : iso(w.since),
-          confidence: w.confidence,
-          leastProgressed: w.leastProgressed,
-          diagnosis: w.diagnosis,
-          snapshotId: w.evidenceSnapshotId ?? w.lastSnapshotId,
-          history: history.map(
-            (h): ApiFleetSample => ({ at: iso(h.at), state: h.state, snapshotId: h.snapshotId }),
-          ),
-          samples: store.countWatchSamples(w.id),
-          stopMsThisHour: l === undefined ? 0 : Math.round(this.stopMsThisHour(l, now)),
-          stopBudgetMs: this.policy.stopBudgetMsPerRankHour,
-          cores: this.cores.get(w.id) ?? null,
-        };
-      });
+    const jobs = user.admin
+      ? await store.watchJobs(null)
+      : user.uid === null
+        ? []
+        : await store.watchJobs(user.uid);
+    const visible = jobs.filter((w) => user.admin || w.uid !== 0);
+    // The store's part of each job, read at once; the rest below is this process's.
+    const reads = await Promise.all(
+      visible.map(async (w) => {
+        const [history, user, samples] = await Promise.all([
+          store.watchSamples(w.id, FLEET_HISTORY),
+          store.userNameOfUid(w.uid),
+          store.countWatchSamples(w.id),
+        ]);
+        return { history: history.reverse(), user, samples };
+      }),
+    );
+    return visible.map((w, i): ApiFleetJob => {
+      const l = this.live.get(w.id);
+      const { history, user: userName, samples } = reads[i] ?? { history: [], user: null, samples: 0 };
+      const iso = (t: number) => new Date(t).toISOString();
+      return {
+        key: w.key,
+        jobId: w.jobId,
+        kind: w.info.kind,
+        slurmJob: w.info.slurmJob,
+        program: w.info.program,
+        command: w.info.command,
+        uid: w.uid,
+        user: userName,
+        partition: w.info.partition,
+        account: w.info.account,
+        nodes: [...w.info.nodes],
+        rankCount: w.info.rankCount,
+        startedAt: iso(w.info.startedAt),
+        endedAt: w.endedAt === null ? null : iso(w.endedAt),
+        endReason: w.endReason,
+        // A job no agent reports now keeps the mode its last report gave.
+        watch: l?.mode ?? (!this.policy.enabled ? 'disabled' : w.info.watch === 'off' ? 'off-by-job' : 'on'),
+        state: w.state,
+        since: w.since === null ? null : iso(w.since),
+        confidence: w.confidence,
+        leastProgressed: w.leastProgressed,
+        diagnosis: w.diagnosis,
+        snapshotId: w.evidenceSnapshotId ?? w.lastSnapshotId,
+        history: history.map(
+          (h): ApiFleetSample => ({ at: iso(h.at), state: h.state, snapshotId: h.snapshotId }),
+        ),
+        samples,
+        stopMsThisHour: l === undefined ? 0 : Math.round(this.stopMsThisHour(l, now)),
+        stopBudgetMs: this.policy.stopBudgetMsPerRankHour,
+        cores: this.cores.get(w.id) ?? null,
+      };
+    });
   }
 
   /** mqd_job_state: each live discovered job's state. */
-  jobStates(): JobStateSeries[] {
-    return this.o.store
-      .watchJobs(null)
-      .filter((w) => w.endedAt === null)
-      .map((w) => ({
-        job: w.info.slurmJob ?? w.key,
-        user: this.o.store.userNameOfUid(w.uid) ?? String(w.uid),
-        partition: w.info.partition ?? '',
-        state: w.state,
-      }));
+  async jobStates(): Promise<JobStateSeries[]> {
+    const live = (await this.o.store.watchJobs(null)).filter((w) => w.endedAt === null);
+    const names = await Promise.all(live.map((w) => this.o.store.userNameOfUid(w.uid)));
+    return live.map((w, i) => ({
+      job: w.info.slurmJob ?? w.key,
+      user: names[i] ?? String(w.uid),
+      partition: w.info.partition ?? '',
+      state: w.state,
+    }));
   }
 }
 
 /** The live job someone attached that is this cluster job (its starter's identity, owner and ranks), or null. */
-function attachedJobOf(store: Store, c: ClusterJob): JobRecord | null {
+async function attachedJobOf(store: StorePort, c: ClusterJob): Promise<JobRecord | null> {
   const pid = c.first.starterPid;
   const start = c.first.starterStartTime;
   if (pid === undefined || start === undefined) return null;
-  const j = store.findJob(c.host, pid, start);
+  const j = await store.findJob(c.host, pid, start);
   if (j === null || j.endedAt !== null || j.uid !== c.uid || j.coresDir !== undefined) return null;
   const pids = new Set(j.ranks.map((r) => `${r.host}/${r.pid}`));
   return j.ranks.length === c.ranks.length && c.ranks.every((r) => pids.has(`${r.host}/${r.pid}`)) ? j : null;
