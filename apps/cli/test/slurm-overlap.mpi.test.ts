@@ -140,8 +140,11 @@ async function loginOfUser(): Promise<string> {
   return userToken;
 }
 
+// The user's agent in a step of their job, its credentials and its refusal of root's job are
+// Slurm's and MQD's, not the MPI library's: one build (issue 30). Each MPI's starter under Slurm
+// is slurm.mpi.test.ts's and slurm-multinode.mpi.test.ts's.
 describe('mqd agent started by the user with srun --overlap inside their job', () => {
-  it.each(MPI_NAMES)(
+  it.each(MPI_NAMES.slice(0, 1))(
     "%s: reads the user's ranks as the user, refuses root's job, ends with its step",
     async (mpi) => {
       const s = slurm as SlurmCluster;

@@ -86,9 +86,16 @@ function expectedPeerTag(
 // says so and how to build it.
 const MATRIX = mpiMatrix();
 
+// collective_two built with its debug info in a separate file (.gnu_debuglink) changes where the
+// unwinder finds the fixture's own lines, not the MPI library's frames (the library is the same
+// file as for collective_two): one build (issue 30).
+const DEBUGLINK_BUILD: AnyMpiName = 'openmpi';
+const fixturesOf = (mpi: AnyMpiName): readonly StackFixture[] =>
+  STACK_FIXTURES.filter((f) => f !== 'collective_two_debuglink' || mpi === DEBUGLINK_BUILD);
+
 describe.each(MATRIX)('%s: stacks of real hung jobs', (mpi) => {
   const family = MPI_FAMILIES[mpi];
-  it.each(STACK_FIXTURES)('%s: every rank is in its documented MPI call', async (fixture) => {
+  it.each(fixturesOf(mpi))('%s: every rank is in its documented MPI call', async (fixture) => {
     const job = await rig.launch({ mpi, fixture, np: 4 });
     // A fresh Snapshotter for the debuglink twin: its build-id equals collective_two's, and the
     // warm symbol cache would answer file:line without looking at the separate debug file.
