@@ -301,11 +301,14 @@ export class Watcher {
     const slurm = this.o.slurm;
     if (w.info.slurmJob === null || !slurm) return;
     const p = slurmEndReason(slurm, w.info.slurmJob)
-      .then(async (reason) => {
-        if (reason === null || !store.isOpen || (await store.watchJob(w.id))?.endedAt !== now) return;
-        await store.setWatchEndReason(w.id, reason);
-        this.o.ui.toJob(w.uid, 'fleet.changed', { at: new Date(this.o.clock()).toISOString() });
-      })
+      // Under refresh's lock: the job cannot be seen again (reopened) between the check and the write.
+      .then((reason) =>
+        this.refreshLock.run('refresh', async () => {
+          if (reason === null || !store.isOpen || (await store.watchJob(w.id))?.endedAt !== now) return;
+          await store.setWatchEndReason(w.id, reason);
+          this.o.ui.toJob(w.uid, 'fleet.changed', { at: new Date(this.o.clock()).toISOString() });
+        }),
+      )
       // Outside any request: a store failure is logged, never an unhandled rejection.
       .catch((e: unknown) =>
         this.o.log?.warn({ event: 'watch.end-reason', err: String(e) }, 'no end reason kept'),
