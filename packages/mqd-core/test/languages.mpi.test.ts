@@ -4,7 +4,8 @@
 // communicator carries its Fortran handle — checked against what the program itself holds
 // (split_wildcard prints MPI_Comm_c2f of each of its communicators: MQD_FIXTURE_COMM lines).
 // Fortran (mpi_f08, `use mpi`, mpif.h, one fixture per binding) and C++ under every provisioned
-// MPI: every build is configured with gfortran and C++ (scripts/provision.sh).
+// MPI with bindings of its own (all but MPICH 4.0.2 ch4, see LANGUAGE_BUILDS): every build is
+// configured with gfortran and C++ (scripts/provision.sh).
 import type { Communicator, JobSnapshot } from '@mqd/model';
 import { validateSnapshot } from '@mqd/model';
 import {
@@ -38,8 +39,14 @@ interface Case {
 }
 
 const BUILT = ALL_MPI_NAMES.filter(mpiAvailable);
+// MPICH 4.0.2 ch4 is left out (issue 30): its Fortran and C++ bindings are the ch3 build's, from
+// the same 4.0.2 source (the binding layer sits above the device), and a Fortran or C++ program's
+// queues are the requests of the C calls the bindings make, which apps/cli/test/golden.mpi.test.ts reads
+// under ch4 with the C fixtures. Every other build has bindings of its own version.
+const SAME_BINDINGS_AS: Partial<Record<AnyMpiName, AnyMpiName>> = { mpichch4: 'mpich' };
+const LANGUAGE_BUILDS = BUILT.filter((mpi) => SAME_BINDINGS_AS[mpi] === undefined);
 const CASES: Case[] = [];
-for (const mpi of BUILT) {
+for (const mpi of LANGUAGE_BUILDS) {
   for (const language of ['fortran', 'cxx'] as const) {
     if (!languageAvailable(mpi, language)) continue;
     for (const fixture of FIXTURES) {
@@ -59,10 +66,10 @@ const worldOf = (comms: readonly Communicator[]): Communicator | undefined =>
   comms.find((c) => c.world === true);
 
 describe('Fortran and C++ fixtures', () => {
-  it('Fortran runs under every provisioned MPI (each is built with gfortran)', () => {
+  it('Fortran runs under every provisioned MPI with bindings of its own (each is built with gfortran)', () => {
     const fortran = new Set(CASES.filter((c) => c.language === 'fortran').map((c) => c.mpi));
-    expect(BUILT.filter((mpi) => !fortran.has(mpi))).toEqual([]);
-    expect(BUILT.length).toBeGreaterThan(0);
+    expect(LANGUAGE_BUILDS.filter((mpi) => !fortran.has(mpi))).toEqual([]);
+    expect(LANGUAGE_BUILDS.length).toBeGreaterThan(0);
   });
 
   it.each(CASES)("$mpi: $fixture in $label shows the C fixture's queues and Fortran handles", async (c) => {

@@ -322,8 +322,10 @@ describe.each(MATRIX)('%s', (mpi) => {
   );
 });
 
-// The reader's own behaviour (OMP_DEBUG unset, repeated reads, a crashing libompd): the 4.x builds.
-describe.each(MPI_NAMES)('%s', (mpi) => {
+// The reader's own behaviour (OMP_DEBUG unset, repeated reads, a crashing libompd): the OpenMP
+// runtime's and MQD's, not the MPI library's, so one build (issue 30): Open MPI 4.1.4, whose
+// ranks carry the most runtime threads beside the OpenMP team.
+describe.each(MPI_NAMES.slice(0, 1))('%s', (mpi) => {
   const label = `${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}`;
 
   it(`${label} (${mpi}): omp_single_recv without OMP_DEBUG: every rank MQD_E_OMPD_DISABLED naming OMP_DEBUG=enabled, queues read`, async () => {

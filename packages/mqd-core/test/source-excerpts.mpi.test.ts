@@ -13,8 +13,10 @@ const rig = fixtureRig();
 const SOURCE = fileURLToPath(new URL('../../../fixtures/mpi/wrong_tag.c', import.meta.url));
 const line = (n: number) => readFileSync(SOURCE, 'utf8').split('\n')[n - 1] ?? '';
 
-// One build of each family is enough: the excerpt is read from the line table the unwinder gave.
-const BUILDS = mpiMatrix().filter((m): m is AnyMpiName => m === 'openmpi' || m === 'mpich');
+// One build: the excerpt is read from the fixture's own line table and source file, which no MPI
+// library touches (issue 30); the frames it starts from are stacks.mpi.test.ts's, under every
+// build. Open MPI 4.1.4: its ranks have runtime threads (PMIx, progress) that must carry no excerpt.
+const BUILDS = mpiMatrix().filter((m): m is AnyMpiName => m === 'openmpi');
 
 describe.each(BUILDS)('%s: wrong_tag source excerpts', (mpi) => {
   it("rank 0's excerpt holds line 36's text, rank 1's line 47's, each file:line given once", async () => {
