@@ -43,7 +43,7 @@ import { fleetPlugin } from './plugins/fleet.js';
 import { addServiceGauges, metricsPlugin } from './plugins/metrics.js';
 import { storePlugin } from './plugins/store.js';
 import { SHARED_SCHEMAS } from './schemas.js';
-import { SqliteStore } from './store.js';
+import { openStore } from './store-open.js';
 import type { StorePort } from './store-port.js';
 import { jobRooms, UiSessions } from './ui-sessions.js';
 import { defaultSlurmQuery, type SlurmQuery } from './watch/end-reason.js';
@@ -58,7 +58,10 @@ export interface AppOptions {
   /** Epoch ms; injectable so expiry and retention are tested without waiting. */
   readonly clock?: () => number;
   readonly logger?: FastifyServerOptions['logger'];
-  /** An open store to use (and leave open on close); default: opened from config.dataDir. */
+  /**
+   * An open store to use (and leave open on close); default: opened from config.storeUrl
+   * (store-open.ts), SQLite in config.dataDir without one.
+   */
   readonly store?: StorePort;
   /** Where snapshots are read; default the hub (tests pass a fake of its snapshot side). */
   readonly snapshotHub?: SnapshotHub;
@@ -148,7 +151,8 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   const ownsStore = opts.store === undefined;
   const store: StorePort =
     opts.store ??
-    new SqliteStore({
+    (await openStore({
+      storeUrl: config.storeUrl,
       dataDir: config.dataDir,
       clock,
       retention: {
@@ -156,7 +160,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
         maxAgeSeconds: config.maxSnapshotAgeSeconds,
         auditAgeSeconds: config.auditRetentionSeconds,
       },
-    });
+    }));
   // The flags seed the watch policy at the first start; then the store's (the admins') holds.
   if ((await store.watchPolicy()) === null && store.readOnlyReason === null) {
     await store.setWatchPolicy(watchPolicyOf(config), {

@@ -175,4 +175,11 @@ export interface StorePort {
   }): Promise<number>;
   episodeNotified(id: number, at: number): Promise<void>;
   closeWatchEpisode(watchId: string, at: number): Promise<void>;
+
+  // cluster leases (background work once per cluster of aggregators, cluster/leases.ts)
+  /**
+   * Takes or renews the named lease for `holder` until ttlMs from now, atomically: true when it
+   * was free, expired or already the holder's; false while another holder's is live.
+   */
+  tryLease(name: string, holder: string, ttlMs: number): Promise<boolean>;
 }

@@ -935,6 +935,23 @@ export class SqliteStore implements StorePort {
         .run(at, watchId);
     });
   }
+
+  // --- cluster leases (one statement: the same as PgStore's)
+
+  async tryLease(name: string, holder: string, ttlMs: number): Promise<boolean> {
+    const now = this.clock();
+    return this.write(
+      () =>
+        this.db
+          .prepare(
+            `INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?)
+             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+             WHERE leases.holder = excluded.holder OR leases.expires_at <= ?
+             RETURNING holder`,
+          )
+          .all(name, holder, now + ttlMs, now).length > 0,
+    );
+  }
 }
 
 interface EpisodeRow {
