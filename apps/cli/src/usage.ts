@@ -85,7 +85,8 @@ export const RUN_USAGE = `usage: mqd run [--snapshot] [--json] [--timeout SECOND
   The job inherits this terminal; ^C reaches it directly, SIGTERM/SIGHUP sent to mqd are passed on.`;
 
 export const SERVE_USAGE_HEAD = `usage: mqd serve [--no-local-agent] [--dll-policy any|root-owned] [--core-dir DIR]... [aggregator options]
-  Runs the aggregator and an agent for this node in one process (SQLite store in --data-dir).
+  Runs the aggregator and an agent for this node in one process (SQLite store in --data-dir;
+  MQD_STORE_URL=postgres://... or --store puts it in PostgreSQL, shared by several instances).
   --core-dir DIR (repeatable; MQD_CORE_DIRS=DIR:DIR) lets users open the core files of a
   directory inside DIR as a job (their own cores; admins any).
   Credentials: give each as a file (mode 600, owned by the server's user): --admin-token-file,

@@ -754,6 +754,27 @@ describe('PostgreSQL out of reach', () => {
     expect(httpStatus('MQD_E_STORE_READONLY')).toBe(503);
   });
 
+  it('mqd serve opens PgStore itself from --store (config.storeUrl), and closes it with the server', async () => {
+    const url = await postgres.fresh();
+    const app = await startServer({ storeUrl: url });
+    let closed = false;
+    try {
+      const store = app.app.mqd.store;
+      expect(store.dialect).toBe('postgres');
+      expect((await app.app.inject({ method: 'GET', url: '/api/jobs', headers: app.admin })).statusCode).toBe(
+        200,
+      );
+      // The admin token and the watch policy were seeded into PostgreSQL.
+      expect(await store.userByName('admin')).toMatchObject({ admin: true });
+      expect(await store.watchPolicy()).not.toBeNull();
+      await app.close();
+      closed = true;
+      expect(store.isOpen).toBe(false);
+    } finally {
+      if (!closed) await app.close();
+    }
+  });
+
   it('the server answers 503 MQD_E_STORE_UNAVAILABLE while PostgreSQL is down, then serves again by itself', async () => {
     const srv = server as PostgresServer;
     const s = await postgres.open(await postgres.fresh(), { now: Date.now() });

@@ -57,18 +57,22 @@ export function addServiceGauges(reg: MetricsRegistry, { s }: PluginOpts): void 
   );
   reg.add(new Gauge('mqd_snapshots_stored', 'Snapshots in the store.', () => s.store.countSnapshots()));
   reg.add(
-    new Gauge('mqd_store_bytes', 'Size of the SQLite store on disk (database and write-ahead log).', () => {
-      if (s.config.dataDir === ':memory:') return 0;
-      let total = 0;
-      for (const f of ['mqd.sqlite', 'mqd.sqlite-wal']) {
-        try {
-          total += statSync(join(s.config.dataDir, f)).size;
-        } catch {
-          // no WAL yet
+    new Gauge(
+      'mqd_store_bytes',
+      'Size of the SQLite store on disk (database and write-ahead log; 0 with PostgreSQL).',
+      () => {
+        if (s.config.dataDir === ':memory:' || s.store.dialect !== 'sqlite') return 0;
+        let total = 0;
+        for (const f of ['mqd.sqlite', 'mqd.sqlite-wal']) {
+          try {
+            total += statSync(join(s.config.dataDir, f)).size;
+          } catch {
+            // no WAL yet
+          }
         }
-      }
-      return total;
-    }),
+        return total;
+      },
+    ),
   );
 }
 
