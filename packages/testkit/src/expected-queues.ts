@@ -131,12 +131,12 @@ export const MPI_QUEUE_TRAITS: Readonly<Record<MpiName, MpiQueueTraits>> = {
 
 /**
  * The same traits for the newer builds (issue 14), each difference from its family's older build
- * with the reason; apps/cli/test/new-mpis.mpi.test.ts checks them against the real DLLs.
+ * with the reason; apps/cli/test/golden.mpi.test.ts checks them against the real DLLs.
  */
 export const NEW_MPI_QUEUE_TRAITS: Readonly<Record<NewMpiName, MpiQueueTraits>> = {
   // Open MPI 5.0.7's libompi_dbg_msgq.so reads the same ob1 request lists as 4.1's: the same
   // traits and the same raw fields, verified on every hang fixture (queues.mpi.test.ts through
-  // mqs-dump, apps/cli/test/new-mpis.mpi.test.ts through MQD) and every corner fixture
+  // mqs-dump, apps/cli/test/golden.mpi.test.ts through MQD) and every corner fixture
   // (expectedCornerQueues, packages/mqd-core/test/corners.mpi.test.ts). Its communicator ids are
   // c_index, equal to 4.1's context ids in these fixtures (docs/mpi-facts.md).
   openmpi5: MPI_QUEUE_TRAITS.openmpi,
@@ -158,7 +158,8 @@ export const NEW_MPI_QUEUE_TRAITS: Readonly<Record<NewMpiName, MpiQueueTraits>> 
   // DLL alone reports garbage): posted receives and sends as ch3's, but the unexpected entries
   // are ch4 active-message requests: their count is the arrived data in bytes and they all stay
   // pending (verified on every hang fixture by packages/testkit/test/queues.mpi.test.ts through
-  // mqs-dump and by packages/mqd-core/test/dll-fields.mpi.test.ts and new-mpis.mpi.test.ts through MQD; docs/mpi-facts.md).
+  // mqs-dump and by packages/mqd-core/test/dll-fields.mpi.test.ts and
+  // apps/cli/test/golden.mpi.test.ts through MQD; docs/mpi-facts.md).
   mpichch4: {
     ...MPI_QUEUE_TRAITS.mpich,
     unexpectedLength: 'bytes',
