@@ -58,6 +58,7 @@ export class CoreRankReader implements RankReader {
         ...(opts.ownerUid !== undefined ? { ownerUid: opts.ownerUid } : {}),
         ...(opts.allowRoot !== undefined ? { allowRoot: opts.allowRoot } : {}),
         ...(opts.maxRankBytes !== undefined ? { maxRankBytes: opts.maxRankBytes } : {}),
+        ...(opts.light === true ? { light: true } : {}),
       },
     );
     if (snapshot.mpi.dll !== null) this.mpi = snapshot.mpi;

@@ -203,6 +203,7 @@ const SNAPSHOT_PARAMS_FIELDS = fields<SnapshotParams>({
   timeoutMs: true,
   ownerUid: true,
   allowRoot: true,
+  light: true,
 });
 const DISCOVERED_JOB_FIELDS = fields<DiscoveredJob>({
   key: true,
@@ -773,6 +774,10 @@ function serverMessage(v: unknown): ServerMessage {
       if (p['allowRoot'] !== undefined) {
         if (typeof p['allowRoot'] !== 'boolean') fail('params.allowRoot', 'expected a boolean');
         params.allowRoot = p['allowRoot'];
+      }
+      if (p['light'] !== undefined) {
+        if (typeof p['light'] !== 'boolean') fail('params.light', 'expected a boolean');
+        params.light = p['light'];
       }
       return { type, id, method, params };
     }

@@ -228,6 +228,8 @@ export interface SnapshotParams {
   readonly ownerUid?: number;
   /** An admin asked to read uid-0 ranks (ReadOptions.allowRoot); never set for other users. */
   readonly allowRoot?: boolean;
+  /** The hang watch's sample (ReadOptions.light): no forced collection in the reader after it. */
+  readonly light?: boolean;
 }
 
 export interface SnapshotResult {

@@ -353,6 +353,7 @@ export function startAgent(opts: AgentOptions): AgentHandle {
         signal: ac.signal,
         ...(p.ownerUid === undefined ? {} : { ownerUid: p.ownerUid }),
         ...(p.allowRoot === true ? { allowRoot: true } : {}),
+        ...(p.light === true ? { light: true } : {}),
         maxRankBytes: rankBudget(maxBytes),
       };
       if (isCore) {

@@ -345,8 +345,14 @@ export class SnapshotService {
    * Reads the job's ranks once (one stop each), without storing anything: the hang watch's
    * sample. A read while another snapshot of the job runs gets that one's ranks instead of a
    * second stop (stored, as the other was asked for). Failures are values, as for take().
+   * `light`: the hang watch's sample (the same stop and ranks, without the reader's forced
+   * collection after it: ReadOptions.light).
    */
-  async read(job: JobRecord, who: string): Promise<Result<ReadSnapshot>> {
+  async read(
+    job: JobRecord,
+    who: string,
+    opts: { readonly light?: boolean } = {},
+  ): Promise<Result<ReadSnapshot>> {
     const running = this.inFlight.get(job.id);
     if (running) {
       const r = await running.promise;
@@ -362,7 +368,7 @@ export class SnapshotService {
     const t0 = performance.now();
     let g: Result<Gathered>;
     try {
-      g = await this.gather(job, false);
+      g = await this.gather(job, false, opts.light === true);
     } catch (e) {
       if (!(e instanceof MqdException)) throw e;
       g = err(e.error);
@@ -391,7 +397,7 @@ export class SnapshotService {
   }
 
   /** Fans the read out to the agents and merges the answers (nothing stored). */
-  private async gather(job: JobRecord, progress: boolean): Promise<Result<Gathered>> {
+  private async gather(job: JobRecord, progress: boolean, light = false): Promise<Result<Gathered>> {
     const { hub, ui, clock } = this.o;
     if (job.ranks.length === 0) return err(mqdError('MQD_E_NO_RANKS', `job ${job.id} has no ranks`));
     const takenAt = clock();
@@ -434,7 +440,10 @@ export class SnapshotService {
       [...byHost].map(async ([host, targets]) => {
         // The owner's uid travels with the request: the agent reads only that uid's ranks. uid 0
         // is read only for a job of uid 0, which only admins may attach or snapshot (canSee).
-        const owner = job.uid === 0 ? { ownerUid: 0, allowRoot: true } : { ownerUid: job.uid };
+        const owner = {
+          ...(job.uid === 0 ? { ownerUid: 0, allowRoot: true } : { ownerUid: job.uid }),
+          ...(light ? { light: true } : {}),
+        };
         const r = await hub.snapshot(host, targets, this.o.snapshotTimeoutMs, onRanks, owner);
         if (r.ok) {
           mpi ??= r.value.mpi;

@@ -563,7 +563,7 @@ export class AgentHub {
     ranks: readonly RankTarget[],
     timeoutMs: number,
     onRanks: (ranks: RankSnapshot[]) => void,
-    owner: { readonly ownerUid?: number; readonly allowRoot?: boolean } = {},
+    owner: { readonly ownerUid?: number; readonly allowRoot?: boolean; readonly light?: boolean } = {},
   ): Promise<Result<SnapshotResult>> {
     return this.request<SnapshotResult>(
       host,

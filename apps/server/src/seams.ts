@@ -57,6 +57,11 @@ export interface ReadOptions {
    * pass it is stopped in the reader's walk and answered MQD_E_TOO_LARGE, never built whole.
    */
   readonly maxRankBytes?: number;
+  /**
+   * A light read (the hang watch's sample): the same stop and the same ranks, without the
+   * reader's forced collection after it (reader-main.ts collectIfGrown).
+   */
+  readonly light?: boolean;
 }
 
 /**

@@ -65,6 +65,12 @@ export interface SnapshotOptions {
   readonly holdStoppedMs?: number;
   /** Unwind every thread of every rank in the same stop as the queue read (default true). */
   readonly stacks?: boolean;
+  /**
+   * A light read (the hang watch's sample, docs/hang-watch.md): the same stop and the same ranks
+   * (queues, stacks, OpenMP, source excerpts), without the reader's forced collection afterwards
+   * unless its heap grew. Default false.
+   */
+  readonly light?: boolean;
   readonly onStopped?: (pid: number) => void;
   /**
    * The job owner: every rank must run as this uid (real, effective, saved, fs), else it is
@@ -424,6 +430,7 @@ export class Snapshotter {
           return h.snapshot(share, readers.length === 1 ? keep : share.map((t) => t.pid), {
             ...(opts.holdStoppedMs !== undefined ? { holdStoppedMs: opts.holdStoppedMs } : {}),
             ...(opts.stacks !== undefined ? { stacks: opts.stacks } : {}),
+            ...(opts.light === true ? { light: true } : {}),
             ...(opts.onStopped ? { onStopped: opts.onStopped } : {}),
           });
         }),

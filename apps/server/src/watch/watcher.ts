@@ -60,6 +60,11 @@ export interface WatcherOptions {
   readonly policy: ApiWatchPolicy;
   readonly clock: () => number;
   readonly timers?: Timers;
+  /**
+   * Whether this instance runs the rounds now (the cluster's 'watch' lease, cluster/leases.ts);
+   * absent: always. The others still answer fleet requests from the shared store.
+   */
+  readonly runsHere?: () => boolean;
   readonly webhooks: readonly string[];
   /** Base of share links (https://mqd.example.org); null: no link in notifications. */
   readonly linkBase: () => string | null;
@@ -181,6 +186,8 @@ export class Watcher {
   }
 
   private async round(): Promise<void> {
+    // Several instances on one PostgreSQL store: only the holder of the watch's lease samples.
+    if (this.o.runsHere !== undefined && !this.o.runsHere()) return;
     const watched = await this.refresh(true);
     if (!this.policy.enabled) return;
     const queue = watched.filter((l) => l.mode === 'on' || l.mode === 'budget');
@@ -399,7 +406,8 @@ export class Watcher {
     if (l.mode !== 'on' && l.mode !== 'budget') return;
     let read: ReadSnapshot | null = null;
     if (l.mode === 'on') {
-      const r = await this.o.snapshots.read(l.job, WATCHER);
+      // Light: no forced collection in the reader after it (fanout.ts read).
+      const r = await this.o.snapshots.read(l.job, WATCHER, { light: true });
       // A read where no rank answered (agents gone or silent) is no snapshot: not stored.
       if (r.ok && r.value.summary.ok > 0) {
         read = r.value;

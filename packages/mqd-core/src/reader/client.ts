@@ -194,7 +194,12 @@ export class ReaderClient {
   snapshot(
     targets: readonly ReaderRank[],
     keepPids: readonly number[],
-    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void; stacks?: boolean } = {},
+    extra: {
+      holdStoppedMs?: number;
+      onStopped?: (pid: number) => void;
+      stacks?: boolean;
+      light?: boolean;
+    } = {},
   ): Promise<ReaderRun> {
     const run = this.queue.then(() => this.run(targets, keepPids, extra));
     this.queue = run.catch(() => undefined);
@@ -204,7 +209,7 @@ export class ReaderClient {
   private async run(
     targets: readonly ReaderRank[],
     keepPids: readonly number[],
-    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void; stacks?: boolean },
+    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void; stacks?: boolean; light?: boolean },
   ): Promise<ReaderRun> {
     const done = new Map<number, RankSnapshot>();
     let pending = [...targets];
@@ -289,7 +294,7 @@ export class ReaderClient {
     live: Live,
     targets: readonly ReaderRank[],
     keepPids: readonly number[],
-    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void; stacks?: boolean },
+    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void; stacks?: boolean; light?: boolean },
     done: Map<number, RankSnapshot>,
   ): Promise<
     | { kind: 'done'; library: MpiLibrary; version: string; stats: ReaderStats }
@@ -388,6 +393,7 @@ export class ReaderClient {
         stopTimeoutMs: this.opts.stopTimeoutMs ?? 2000,
         ...(extra.holdStoppedMs !== undefined ? { holdStoppedMs: extra.holdStoppedMs } : {}),
         ...(extra.stacks !== undefined ? { stacks: extra.stacks } : {}),
+        ...(extra.light === true ? { light: true } : {}),
         ...(this.opts.dllPolicy !== undefined ? { ompdPolicy: this.opts.dllPolicy } : {}),
         ompdRefused: { ...this.ompdRefused },
         ...(this.opts.wire !== undefined ? { wire: this.opts.wire } : {}),

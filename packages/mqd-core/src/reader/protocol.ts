@@ -62,6 +62,12 @@ export interface SnapshotRequest {
   readonly ompdRefused?: Readonly<Record<string, string>>;
   /** How ranks are sent back (default 'columns'). */
   readonly wire?: RankWire;
+  /**
+   * A light read (the hang watch's sample, a few KB every few minutes): the same stop and the
+   * same rank records, without the full collection after the answer unless the old space grew
+   * (reader-main.ts collectIfGrown). Default false.
+   */
+  readonly light?: boolean;
 }
 
 export interface ResolveTarget {
