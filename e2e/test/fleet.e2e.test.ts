@@ -67,7 +67,10 @@ async function waitForState(page: Page, starterPid: number, state: string, name:
   }
 }
 
-describe.each(MPI_NAMES)('%s: the Fleet view finds a hung job nobody attached', (mpi) => {
+// One build (issue 30): the Fleet view draws the watch's verdicts the same for any MPI. The
+// watch's verdicts on real MPICH jobs (a deadlock, compute_loop, slow_bcast) are
+// apps/cli/test/watch-slurm.mpi.test.ts's, so Open MPI here keeps both families under the watch.
+describe.each(MPI_NAMES.slice(0, 1))('%s: the Fleet view finds a hung job nobody attached', (mpi) => {
   it('shows wrong_tag hung, compute_loop computing and slow_bcast not hung, in words; one click opens the hang', async () => {
     const hung = await rig.launch({ mpi, fixture: 'wrong_tag', np: 4 });
     const computing = await rig.launch({ mpi, fixture: 'compute_loop', np: 2, waitFor: 'ready' });

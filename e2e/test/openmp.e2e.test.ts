@@ -40,7 +40,9 @@ async function openRank(page: Page): Promise<void> {
   await idle(page);
 }
 
-describe.each(MPI_NAMES)('%s: a hybrid job in the dashboard', (mpi) => {
+// One build (issue 30): the page asserts the same OpenMP threads under either MPI, and what MQD
+// reads of them beside every MPI build is packages/mqd-core/test/ompd.mpi.test.ts's.
+describe.each(MPI_NAMES.slice(0, 1))('%s: a hybrid job in the dashboard', (mpi) => {
   it('omp_single_recv: one thread in MPI_Recv, its team at the barrier, in words and in the rank view', async () => {
     const { page, errors } = await attachAndSnapshot(mpi, 'omp_single_recv');
     await openDiagnosis(page);
