@@ -296,6 +296,23 @@ describe('codec', () => {
     expect(!extra.ok && extra.error.error.message).toMatch(/params\.x: unknown field/);
   });
 
+  it("carries the hang watch's light read flag on a snapshot request and refuses a non-boolean", () => {
+    const request = (light: unknown) =>
+      decodeServerMessage(
+        encodeMessage({
+          type: 'request',
+          id: 1,
+          method: 'snapshot',
+          params: { ranks: [{ rank: 0, pid: 100 }], timeoutMs: 1000, ownerUid: 1000, light },
+        } as never),
+        1 << 20,
+      );
+    const light = request(true);
+    expect(light.ok && light.value.type === 'request' && light.value.params).toMatchObject({ light: true });
+    const bad = request('yes');
+    expect(!bad.ok && bad.error.error.message).toMatch(/params\.light: expected a boolean/);
+  });
+
   it('carries a real MPICH ch4 rank: per-entry units and the DLL field gaps; refuses a made-up unit', () => {
     // A rank of the golden ch4 snapshot (real MPICH 4.0.2 ch4:ofi job): its unexpected entries
     // count bytes (Operation.lengthUnit) and its DLL needed renamed fields (dll.renamedFields).
