@@ -431,6 +431,11 @@ else
 # busy; on 2 cores: 2 builds -> -j2 each, 4 builds -> -j1 each.
 BUILD_JOBS=$(( (2 * JOBS + todo - 1) / todo ))
 [ "$BUILD_JOBS" -ge 1 ] || BUILD_JOBS=1
+# MPICH 4.2.1 is the longest build by far (~1,200-1,700 CPU-s against 335-590 for each other
+# one): at -j1 it runs its last ~600 CPU-s alone on one core while the other idles (issue 30;
+# README, "What each build costs"). It gets -j$JOBS at least, so its tail takes every core.
+LONG_JOBS=$BUILD_JOBS
+[ "$LONG_JOBS" -ge "$JOBS" ] || LONG_JOBS=$JOBS
 # An explicit MPICH 4.2.1 tarball is checked before anything else happens.
 mpich42_tar=
 if [ $need_mpich42 = 1 ]; then mpich42_tar=$(mpich42_explicit) || exit 1; fi
@@ -460,7 +465,7 @@ if [ $need_ompi5 = 1 ]; then
 fi
 if [ $need_mpich42 = 1 ]; then
   [ -n "$mpich42_tar" ] || mpich42_tar=$(mpich42_found) || exit 1
-  PRE_CONFIGURE=yaksa_shallow build_mpi mpich "$MPICH42_VERSION" "$mpich42_tar" "${MPICH42_ARGS[@]}" &
+  PRE_CONFIGURE=yaksa_shallow BUILD_JOBS=$LONG_JOBS build_mpi mpich "$MPICH42_VERSION" "$mpich42_tar" "${MPICH42_ARGS[@]}" &
   pids+=($!)
 fi
 fi
