@@ -21,6 +21,7 @@ run "mqd-core reader memory over 1,000 snapshots (real Open MPI and MPICH)" node
 [ -f packages/model/bench/analysis.bench.ts ] && run "hang analysis (16,384 ranks)" node --import tsx packages/model/bench/analysis.bench.ts
 run "hang watch overhead: a fixed-work compute job under no watcher and the watcher at the default, 10 s and 1 s periods (real MPICH)" node --conditions=source --import tsx apps/cli/bench/watch-overhead.bench.ts
 [ -f apps/server/bench/fanin.bench.ts ] && run "aggregator fan-in (256 agents x 64 ranks)" node --import tsx apps/server/bench/fanin.bench.ts
+[ -f apps/server/bench/scale-out.bench.ts ] && run "scale-out: 100,000 ranks from 1,000 agents (10 processes), one instance and two behind haproxy, first render in chromium" node --import tsx apps/server/bench/scale-out.bench.ts
 [ -f e2e/bench/matrix.bench.mjs ] && run "dashboard matrix (16,384 ranks, chromium)" node e2e/bench/matrix.bench.mjs
 [ -f e2e/bench/comm-menu.bench.mjs ] && run "dashboard communicator menu (16,384 ranks, chromium)" node e2e/bench/comm-menu.bench.mjs
 [ -f e2e/bench/stacks.bench.mjs ] && run "dashboard stacks view (16,384 ranks, chromium)" node e2e/bench/stacks.bench.mjs

@@ -1,0 +1,647 @@
+// Scale-out benchmark (issue 32 item 4): 1,000 synthetic agents x 100 ranks = 100,000 ranks.
+// Run from the repository root (after npm run build: the dashboard is served from apps/web/dist):
+//   npx tsx apps/server/bench/scale-out.bench.ts
+// Every aggregator runs in its own child process (`--serve`), so its RSS and heap are its own;
+// the agents run in further child processes (AGENTS_PER_PROC = 100 each) (`--agents`), each playing its share of
+// the agents, every agent with its own socket.io connection and handshake (a node process per
+// agent would need ~50 MB each, ~50 GB in all: more than the machine). Scenarios:
+// - baseline: one instance (SQLite), 10 agents x 100 ranks, in the same run (ratios);
+// - one instance (SQLite), 1,000 agents x 100 ranks;
+// - two instances on one PostgreSQL (startPostgres) behind haproxy (startHaproxy): the agents
+//   connect through haproxy (round robin spreads them over both) and the snapshot is asked
+//   through haproxy; skipped with its reason when the cluster mode is not there.
+// Measured per scenario: agents connected (fork to the last welcome), POST snapshot -> stored
+// (median of ITERATIONS after one warm-up), where that time goes (timestamps from hooks on the
+// instance's hub and store objects, and a split of merge / stringify / gzip measured on the
+// stored snapshot), the instance's RSS and heap (now and peak, sampled every 25 ms), JSON and
+// stored bytes, and the dashboard's first render of the job in Debian's chromium
+// (e2e/bench/scale-out-render.mjs). Writes bench/results/scale-out.json; loopback only; a global
+// deadline; it exits by itself.
+import { type ChildProcess, execFileSync, fork, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const SELF = fileURLToPath(import.meta.url);
+const ROOT = join(dirname(SELF), '..', '..', '..');
+const ITERATIONS = Number(process.env['MQD_BENCH_RUNS'] ?? 3);
+const TARGETS = { snapshotMs: 5000, firstRenderMs: 2000, rssMb: 2048 };
+const DEADLINE_MS = 1_500_000;
+const TOKEN = 'bench-agent-token-0123456789abcdef';
+const ADMIN = 'bench-admin-token-0123456789abcdef';
+/** Agents per agent process (10 processes for 1,000 agents, 1 for the baseline's 10). */
+const AGENTS_PER_PROC = Number(process.env['MQD_BENCH_AGENTS_PER_PROC'] ?? 100);
+const AGENTS = Number(process.env['MQD_BENCH_AGENTS'] ?? 1000);
+const RANKS_PER_AGENT = 100;
+const STARTER_PID = 4242;
+/** Limits a 100,000-rank snapshot needs raised (reported in the result). */
+const LIMITS = {
+  snapshotTimeoutMs: 120_000,
+  maxSnapshotBytes: 1024 * 1024 * 1024,
+  rateLimitMax: 100_000,
+  maxSnapshotsPerJob: 10,
+};
+
+const hasSource = [...process.execArgv, process.env['NODE_OPTIONS'] ?? ''].some((a) =>
+  a.includes('conditions=source'),
+);
+if (!hasSource) {
+  const r = spawnSync(
+    process.execPath,
+    [...process.execArgv, '--conditions=source', SELF, ...process.argv.slice(2)],
+    { stdio: 'inherit' },
+  );
+  process.exit(r.status ?? 1);
+}
+
+const now = () => performance.timeOrigin + performance.now();
+const median = (xs: readonly number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[m] ?? 0) : ((s[m - 1] ?? 0) + (s[m] ?? 0)) / 2;
+};
+const mb = (n: number) => Math.round((n / 1048576) * 10) / 10;
+const round = (n: number) => Math.round(n * 10) / 10;
+
+// --- child: the synthetic agents ---------------------------------------------------------------
+
+/** Agents [from, from + count) of a job of `total` nodes; node 0 also runs the starter. */
+async function runAgents(url: string, from: number, count: number, total: number): Promise<void> {
+  const { startAgent } = await import('../src/agent.js');
+  const { createFakeLocator, createFakeReader } = await import('../src/fakes.js');
+  const hosts = Array.from({ length: total }, (_, i) => `sim-${i}`);
+  const job = {
+    starterPid: STARTER_PID,
+    uid: 1000,
+    command: `mpirun -np ${total * RANKS_PER_AGENT} ./ring`,
+    hosts,
+    ranksPerHost: RANKS_PER_AGENT,
+  };
+  const agents = hosts.slice(from, from + count).map((host, k) =>
+    startAgent({
+      serverUrl: url,
+      token: TOKEN,
+      host,
+      agentId: host,
+      reader: createFakeReader({ worldSize: total * RANKS_PER_AGENT }),
+      locator: from + k === 0 ? createFakeLocator(job) : null,
+      backoff: { initialMs: 200, maxMs: 2000 },
+      log: () => {},
+    }),
+  );
+  process.on('disconnect', () => process.exit(0));
+  process.on('message', (m) => {
+    if (m === 'stop') void Promise.all(agents.map((a) => a.dispose())).then(() => process.exit(0));
+    if (m === 'mem') process.send?.({ rss: process.memoryUsage().rss });
+  });
+  await Promise.all(agents.map((a) => a.whenConnected()));
+  process.send?.({ ready: true });
+}
+
+// --- child: one aggregator instance ------------------------------------------------------------
+
+interface Phases {
+  /** First hub.snapshot call: the fan-out starts. */
+  fanoutStart: number;
+  fanoutIssued: number;
+  firstChunk: number;
+  lastChunk: number;
+  /** The last host's request settled. */
+  gathered: number;
+  storeStart: number;
+  storeEnd: number;
+  hosts: number;
+  chunks: number;
+}
+
+async function runServer(spec: { storeUrl: string | null; port: number }): Promise<void> {
+  const { buildApp } = await import('../src/app.js');
+  const dataDir = mkdtempSync(join(tmpdir(), 'mqd-scale-'));
+  const config: Record<string, unknown> = {
+    dataDir,
+    port: spec.port,
+    host: '127.0.0.1',
+    agentToken: TOKEN,
+    adminToken: ADMIN,
+    allowSharedAgentToken: true,
+    webRoot: join(ROOT, 'apps', 'web', 'dist'),
+    ...LIMITS,
+    ...(spec.storeUrl === null ? {} : { storeUrl: spec.storeUrl }),
+  };
+  // biome-ignore lint/suspicious/noExplicitAny: storeUrl is only in newer configs
+  const app = await buildApp({ config: config as any, logger: false });
+  await app.listen({ port: spec.port, host: '127.0.0.1' });
+  const addr = app.server.address();
+  if (addr === null || typeof addr === 'string') throw new Error('no address');
+  // Timing hooks on this instance's own objects (nothing in the sources changes).
+  const { hub, store, snapshots } = app.mqd;
+  const phases: Phases[] = [];
+  let cur: Phases | null = null;
+  let pending = 0;
+  const origSnapshot = hub.snapshot.bind(hub);
+  hub.snapshot = (host, ranks, timeoutMs, onRanks, owner) => {
+    const t = now();
+    if (pending === 0 || cur === null) {
+      cur = {
+        fanoutStart: t,
+        fanoutIssued: t,
+        firstChunk: 0,
+        lastChunk: 0,
+        gathered: 0,
+        storeStart: 0,
+        storeEnd: 0,
+        hosts: 0,
+        chunks: 0,
+      };
+      phases.push(cur);
+    }
+    const p = cur;
+    p.fanoutIssued = t;
+    p.hosts++;
+    pending++;
+    return origSnapshot(
+      host,
+      ranks,
+      timeoutMs,
+      (rs) => {
+        const c = now();
+        if (p.firstChunk === 0) p.firstChunk = c;
+        p.lastChunk = c;
+        p.chunks++;
+        onRanks(rs);
+      },
+      owner,
+    ).finally(() => {
+      pending--;
+      p.gathered = now();
+    });
+  };
+  const origInsert = store.insertSnapshot.bind(store);
+  store.insertSnapshot = async (...args: Parameters<typeof origInsert>) => {
+    const p = phases[phases.length - 1];
+    if (p) p.storeStart = now();
+    try {
+      return await origInsert(...args);
+    } finally {
+      if (p) p.storeEnd = now();
+    }
+  };
+  let peakRss = 0;
+  let peakHeap = 0;
+  const sample = () => {
+    const m = process.memoryUsage();
+    peakRss = Math.max(peakRss, m.rss);
+    peakHeap = Math.max(peakHeap, m.heapUsed);
+  };
+  const sampler = setInterval(sample, 25);
+  process.on('disconnect', () => process.exit(0));
+  process.on('message', (raw) => {
+    const m = raw as { cmd: string; id?: string };
+    void (async () => {
+      switch (m.cmd) {
+        case 'mem': {
+          sample();
+          const u = process.memoryUsage();
+          process.send?.({ rss: u.rss, heapUsed: u.heapUsed, peakRss, peakHeap });
+          return;
+        }
+        case 'resetPeak':
+          peakRss = 0;
+          peakHeap = 0;
+          sample();
+          process.send?.({ ok: true });
+          return;
+        case 'phases':
+          process.send?.({ phases: phases.splice(0) });
+          return;
+        case 'agents': {
+          process.send?.({ agents: hub.agents?.().length ?? -1 });
+          return;
+        }
+        case 'split': {
+          // Where the time between the last answer and the store write goes, measured again on
+          // the stored snapshot: the merge into one rank array, summarize (counts and digest),
+          // JSON.stringify and gzip, as fanout.ts does them.
+          const { summarize } = await import('../src/fanout.js');
+          const { promisify } = await import('node:util');
+          const { gzip } = await import('node:zlib');
+          const text = await snapshots.json(m.id ?? '');
+          if (text === null) throw new Error('snapshot gone');
+          const snap = JSON.parse(text) as { ranks: { rank: number }[] };
+          const t0 = performance.now();
+          const index = new Map<number, number>();
+          for (const [i, r] of snap.ranks.entries()) index.set(r.rank, i);
+          const merged = new Array(snap.ranks.length);
+          for (const r of snap.ranks) merged[index.get(r.rank) ?? 0] = r;
+          const t1 = performance.now();
+          // biome-ignore lint/suspicious/noExplicitAny: the parsed snapshot's ranks
+          summarize(merged as any);
+          const t2 = performance.now();
+          const json = JSON.stringify(snap);
+          const t3 = performance.now();
+          await promisify(gzip)(json, { level: app.mqd.config.gzipLevel });
+          const t4 = performance.now();
+          process.send?.({
+            mergeMs: t1 - t0,
+            summarizeMs: t2 - t1,
+            stringifyMs: t3 - t2,
+            gzipMs: t4 - t3,
+            gzipLevel: app.mqd.config.gzipLevel,
+          });
+          return;
+        }
+        case 'stop':
+          clearInterval(sampler);
+          await app.close();
+          rmSync(dataDir, { recursive: true, force: true });
+          process.exit(0);
+      }
+    })().catch((e: unknown) => {
+      console.error(e);
+      process.send?.({ error: String(e) });
+    });
+  });
+  process.send?.({ port: addr.port });
+}
+
+// --- the bench ---------------------------------------------------------------------------------
+
+function ask<T>(child: ChildProcess, msg: unknown): Promise<T> {
+  const p = once(child, 'message').then(([m]) => m as T);
+  child.send(msg as never);
+  return p;
+}
+
+async function request(
+  url: string,
+  method: string,
+  body?: unknown,
+): Promise<{ status: number; text: string }> {
+  const res = await fetch(url, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
+  return { status: res.status, text: await res.text() };
+}
+
+interface Instance {
+  readonly child: ChildProcess;
+  readonly port: number;
+}
+
+async function startInstance(storeUrl: string | null, port = 0): Promise<Instance> {
+  const child = fork(SELF, ['--serve', JSON.stringify({ storeUrl, port })], {
+    execArgv: [...process.execArgv, '--max-old-space-size=4096'],
+    stdio: 'inherit',
+  });
+  const [m] = (await once(child, 'message')) as [{ port?: number; error?: string }];
+  if (m.port === undefined) throw new Error(`instance: ${m.error ?? 'no port'}`);
+  return { child, port: m.port };
+}
+
+async function stopChild(child: ChildProcess, msg: unknown = 'stop'): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = once(child, 'exit');
+  child.send(msg as never);
+  const t = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  await exited;
+  clearTimeout(t);
+}
+
+interface Scenario {
+  readonly name: string;
+  readonly agents: number;
+  readonly agentProcs: number;
+  readonly instances: Instance[];
+  /** Where agents, the API and the browser go (an instance, or haproxy). */
+  readonly url: string;
+  readonly render: boolean;
+}
+
+const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
+
+async function measure(sc: Scenario) {
+  const { instances, url } = sc;
+  for (const i of instances) await ask(i.child, { cmd: 'resetPeak' });
+  const t0 = performance.now();
+  const per = Math.ceil(sc.agents / sc.agentProcs);
+  const procs: ChildProcess[] = [];
+  for (let from = 0; from < sc.agents; from += per) {
+    procs.push(
+      fork(
+        SELF,
+        ['--agents', url, String(from), String(Math.min(per, sc.agents - from)), String(sc.agents)],
+        {
+          execArgv: process.execArgv,
+          stdio: 'inherit',
+        },
+      ),
+    );
+  }
+  try {
+    await Promise.all(procs.map((p) => once(p, 'message')));
+    const connectMs = performance.now() - t0;
+    const agentsRssMb = sum(
+      await Promise.all(procs.map((p) => ask<{ rss: number }>(p, 'mem').then((m) => m.rss))),
+    );
+    const agentsPerInstance = await Promise.all(
+      instances.map((i) => ask<{ agents: number }>(i.child, { cmd: 'agents' }).then((m) => m.agents)),
+    );
+    const att = await request(`${url}/api/jobs/attach`, 'POST', { host: 'sim-0', starterPid: STARTER_PID });
+    if (att.status !== 201) throw new Error(`attach: ${att.status} ${att.text.slice(0, 300)}`);
+    const jobId = (JSON.parse(att.text) as { job: { id: string } }).job.id;
+    for (const i of instances) await ask(i.child, { cmd: 'phases' }); // drop the attach's
+    const runs: number[] = [];
+    const breakdowns: Record<string, number>[] = [];
+    let last = { id: '', ranks: 0, ok: 0, bytes: 0, storedBytes: 0 };
+    const incomplete: unknown[] = [];
+    let complete = -1; // the first complete one warms up
+    for (let attempt = 0; complete < ITERATIONS && attempt < ITERATIONS + 4; attempt++) {
+      await allConnected(instances, sc.agents);
+      const sent = now();
+      const r = await request(`${url}/api/jobs/${jobId}/snapshots`, 'POST');
+      const answered = now();
+      if (r.status !== 201) throw new Error(`snapshot: ${r.status} ${r.text.slice(0, 300)}`);
+      const got = (JSON.parse(r.text) as { snapshot: typeof last & { missing: number; errors: number } })
+        .snapshot;
+      // The instance that took the snapshot is the one whose hooks saw a store write.
+      const all = await Promise.all(
+        instances.map((i) => ask<{ phases: Phases[] }>(i.child, { cmd: 'phases' })),
+      );
+      const p = all.flatMap((a) => a.phases).find((x) => x.storeEnd > 0);
+      if (got.ok !== sc.agents * RANKS_PER_AGENT) {
+        // A partial snapshot (agents that did not answer in time on a busy machine): kept in
+        // the result, not timed as complete.
+        incomplete.push({ ms: round(answered - sent), ok: got.ok, missing: got.missing, errors: got.errors });
+        continue;
+      }
+      last = got;
+      complete++;
+      if (complete === 0) continue; // warm-up
+      runs.push(answered - sent);
+      if (p)
+        breakdowns.push({
+          requestToFanout: p.fanoutStart - sent,
+          fanoutIssue: p.fanoutIssued - p.fanoutStart,
+          toFirstChunk: p.firstChunk - p.fanoutStart,
+          fanIn: p.lastChunk - p.fanoutStart,
+          lastChunkToSettled: p.gathered - p.lastChunk,
+          mergeSummarizeStringifyGzip: p.storeStart - p.gathered,
+          storeWrite: p.storeEnd - p.storeStart,
+          storeToAnswer: answered - p.storeEnd,
+          hosts: p.hosts,
+          chunks: p.chunks,
+        });
+    }
+    if (last.id === '') throw new Error(`no complete snapshot: ${JSON.stringify(incomplete)}`);
+    const memAll = await Promise.all(
+      instances.map((i) =>
+        ask<{ rss: number; heapUsed: number; peakRss: number; peakHeap: number }>(i.child, { cmd: 'mem' }),
+      ),
+    );
+    // The split of merge..gzip, on the instance that stored it (any instance can read it).
+    const split = await ask<Record<string, number>>(instances[0]?.child as ChildProcess, {
+      cmd: 'split',
+      id: last.id,
+    });
+    const tr = performance.now();
+    const read = await request(`${url}/api/snapshots/${last.id}`, 'GET');
+    const readMs = performance.now() - tr;
+    if (read.status !== 200) throw new Error(`read: ${read.status}`);
+    let render: unknown = null;
+    if (sc.render) render = await firstRender(url, jobId, last.id);
+    const bd: Record<string, number> = {};
+    for (const k of Object.keys(breakdowns[0] ?? {})) bd[k] = round(median(breakdowns.map((b) => b[k] ?? 0)));
+    return {
+      scenario: sc.name,
+      url,
+      jobId,
+      snapshotId: last.id,
+      instances: instances.length,
+      agents: sc.agents,
+      agentProcesses: procs.length,
+      agentsPerInstance,
+      ranks: last.ranks,
+      connectMs: round(connectMs),
+      incompleteSnapshots: incomplete,
+      snapshotMs: {
+        median: round(median(runs)),
+        min: round(Math.min(...runs)),
+        max: round(Math.max(...runs)),
+        runs: runs.map(round),
+      },
+      whereTheTimeGoesMs: bd,
+      mergeToGzipSplitMs: Object.fromEntries(Object.entries(split).map(([k, v]) => [k, round(v)])),
+      readMs: round(readMs),
+      jsonBytes: last.bytes,
+      storedBytes: last.storedBytes,
+      bytesPerRankJson: round(last.bytes / last.ranks),
+      bytesPerRankStored: round(last.storedBytes / last.ranks),
+      serverRssMb: memAll.map((m) => mb(m.rss)),
+      serverPeakRssMb: memAll.map((m) => mb(m.peakRss)),
+      serverHeapUsedMb: memAll.map((m) => mb(m.heapUsed)),
+      serverPeakHeapMb: memAll.map((m) => mb(m.peakHeap)),
+      agentProcessesRssMb: mb(agentsRssMb),
+      firstRender: render,
+    };
+  } finally {
+    await Promise.all(procs.map((p) => stopChild(p)));
+  }
+}
+
+/** Waits (up to 120 s) until the instances hold `agents` agents between them. */
+async function allConnected(instances: readonly Instance[], agents: number): Promise<void> {
+  const until = performance.now() + 120_000;
+  for (;;) {
+    const n = await Promise.all(
+      instances.map((i) => ask<{ agents: number }>(i.child, { cmd: 'agents' }).then((m) => m.agents)),
+    );
+    if (sum(n) >= agents || performance.now() > until) return;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+/** e2e/bench/scale-out-render.mjs in its own process (playwright lives in e2e). */
+async function firstRender(url: string, jobId: string, snapId: string): Promise<unknown> {
+  const script = join(ROOT, 'e2e', 'bench', 'scale-out-render.mjs');
+  if (!existsSync(join(ROOT, 'apps', 'web', 'dist', 'index.html')))
+    return { error: 'apps/web/dist is missing: run npm run build first' };
+  const child = spawn(process.execPath, [script, url, ADMIN, jobId, snapId], {
+    cwd: join(ROOT, 'e2e'),
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const [code] = (await once(child, 'exit')) as [number];
+  const line = out.trim().split('\n').pop() ?? '';
+  try {
+    return JSON.parse(line);
+  } catch {
+    return { error: `render bench exited ${code}: ${out.slice(-500)}` };
+  }
+}
+
+async function oneInstance(agents: number, render: boolean) {
+  const inst = await startInstance(null);
+  try {
+    return await measure({
+      name: `one instance (SQLite), ${agents} agents x ${RANKS_PER_AGENT} ranks`,
+      agents,
+      agentProcs: Math.ceil(agents / AGENTS_PER_PROC),
+      instances: [inst],
+      url: `http://127.0.0.1:${inst.port}`,
+      render,
+    });
+  } finally {
+    await hold(`http://127.0.0.1:${inst.port}`);
+    await stopChild(inst.child, { cmd: 'stop' });
+  }
+}
+
+/**
+ * MQD_BENCH_HOLD=FILE (profiling the dashboard by hand): the instance stays up, agents gone, until
+ * FILE (written with its URL) is removed.
+ */
+async function hold(url: string): Promise<void> {
+  const file = process.env['MQD_BENCH_HOLD'];
+  if (file === undefined) return;
+  writeFileSync(file, `${url}\n`);
+  console.log(`scale-out: holding ${url} until ${file} is removed`);
+  while (existsSync(file)) await new Promise((r) => setTimeout(r, 1000));
+}
+
+/** Why the two-instance scenario cannot run here, or null. */
+async function clusterUnavailable(): Promise<string | null> {
+  const { postgresAvailable, haproxyAvailable } = await import('@mqd/testkit');
+  if (!postgresAvailable()) return 'postgresql-15 is not installed';
+  if (!haproxyAvailable()) return 'haproxy is not installed';
+  const { DEFAULT_CONFIG } = await import('../src/config.js');
+  if (!('storeUrl' in DEFAULT_CONFIG)) return 'the server config has no storeUrl (--store postgres://...)';
+  if (!existsSync(join(ROOT, 'apps', 'server', 'src', 'store-open.ts')))
+    return 'buildApp does not open a PostgreSQL store yet (no store-open.ts)';
+  return null;
+}
+
+async function twoInstances(agents: number, render: boolean) {
+  const why = await clusterUnavailable();
+  if (why !== null) return { scenario: 'two instances behind haproxy', notRun: why };
+  const { startPostgres, startHaproxy } = await import('@mqd/testkit');
+  const pg = await startPostgres();
+  const started: Instance[] = [];
+  try {
+    // One after the other: the first one runs the migrations.
+    started.push(await startInstance(pg.url));
+    started.push(await startInstance(pg.url));
+    const lb = await startHaproxy(started.map((i, k) => ({ name: `mqd${k}`, port: i.port })));
+    try {
+      return await measure({
+        name: `two instances (PostgreSQL) behind haproxy, ${agents} agents x ${RANKS_PER_AGENT} ranks`,
+        agents,
+        agentProcs: Math.ceil(agents / AGENTS_PER_PROC),
+        instances: started,
+        url: lb.url,
+        render,
+      });
+    } finally {
+      await lb.stop();
+    }
+  } catch (e) {
+    return { scenario: 'two instances behind haproxy', notRun: `failed: ${String(e).slice(0, 500)}` };
+  } finally {
+    for (const i of started) await stopChild(i.child, { cmd: 'stop' });
+    await pg.stop();
+  }
+}
+
+function gitHead(): string {
+  try {
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT }).toString().trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+async function main(): Promise<void> {
+  const deadline = setTimeout(() => {
+    console.error(`scale-out: gave up after ${DEADLINE_MS} ms`);
+    process.exit(2);
+  }, DEADLINE_MS);
+  deadline.unref();
+  const loadBefore = loadavg().map(round);
+  const only = process.env['MQD_BENCH_SCENARIOS'] ?? 'baseline,one,two';
+  const baseline = only.includes('baseline') ? await oneInstance(10, true) : null;
+  console.log(`scale-out baseline: ${JSON.stringify(baseline)}`);
+  const one = only.includes('one') ? await oneInstance(AGENTS, true) : null;
+  console.log(`scale-out one instance: ${JSON.stringify(one)}`);
+  const two = only.includes('two') ? await twoInstances(AGENTS, true) : null;
+  console.log(`scale-out two instances: ${JSON.stringify(two)}`);
+  const render = (x: unknown) =>
+    (x as { firstRender?: { firstRenderMs?: number } } | null)?.firstRender?.firstRenderMs;
+  const result = {
+    bench: 'scale-out',
+    date: new Date().toISOString(),
+    commit: gitHead(),
+    node: process.version,
+    cpus: cpus().length,
+    memoryGb: round(totalmem() / 2 ** 30),
+    loadAverage: { before: loadBefore, after: loadavg().map(round) },
+    iterations: ITERATIONS,
+    targets: TARGETS,
+    limitsRaised: LIMITS,
+    agentsModel: `${Math.ceil(AGENTS / AGENTS_PER_PROC)} node processes x ${AGENTS_PER_PROC} agents for ${AGENTS} agents (each its own socket.io connection and handshake, the real agent code with the fake reader); one node process per agent would need ~50 GB`,
+    baseline,
+    oneInstance: one,
+    twoInstances: two,
+    ratio:
+      baseline && one && 'snapshotMs' in one
+        ? {
+            ranks: one.ranks / baseline.ranks,
+            snapshotTime: round(one.snapshotMs.median / baseline.snapshotMs.median),
+            connect: round(one.connectMs / baseline.connectMs),
+            firstRender:
+              render(one) !== undefined && render(baseline) !== undefined
+                ? round((render(one) ?? 0) / (render(baseline) ?? 1))
+                : null,
+          }
+        : null,
+    pass:
+      one !== null && 'snapshotMs' in one
+        ? {
+            snapshot: one.snapshotMs.median < TARGETS.snapshotMs,
+            rss: Math.max(...one.serverPeakRssMb) < TARGETS.rssMb,
+            firstRender: (render(one) ?? Number.POSITIVE_INFINITY) < TARGETS.firstRenderMs,
+          }
+        : null,
+  };
+  const out = join(ROOT, 'bench', 'results', 'scale-out.json');
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
+  console.log(`scale-out: -> ${out}: ${JSON.stringify(result.pass)} ratio ${JSON.stringify(result.ratio)}`);
+  process.exit(0);
+}
+
+const mode = process.argv[2];
+if (mode === '--agents') {
+  void runAgents(
+    process.argv[3] ?? '',
+    Number(process.argv[4]),
+    Number(process.argv[5]),
+    Number(process.argv[6]),
+  );
+} else if (mode === '--serve') {
+  runServer(JSON.parse(process.argv[3] ?? '{}')).catch((e: unknown) => {
+    console.error(e);
+    process.send?.({ error: String(e) });
+    process.exit(1);
+  });
+} else {
+  main().catch((e: unknown) => {
+    console.error(e);
+    process.exit(1);
+  });
+}

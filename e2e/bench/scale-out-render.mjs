@@ -1,0 +1,104 @@
+#!/usr/bin/env node
+// The dashboard's first render of one job's snapshot, in Debian's chromium, against a running
+// aggregator (apps/server/bench/scale-out.bench.ts starts it and calls this script):
+//   node e2e/bench/scale-out-render.mjs URL ADMIN_TOKEN JOB_ID SNAPSHOT_ID
+// Logs in through the ?token= URL, then opens /?view=matrix&job=J&snap=S RUNS times (a fresh
+// page each time, the session cookie kept; the browser's HTTP cache is off so every run fetches
+// the snapshot) and records, relative to the navigation's start (performance.timeOrigin), when
+// each part first showed: the snapshot badge (the snapshot loaded and parsed), the diagnosis verdict, the matrix canvas, and the
+// app idle (the matrix's frame with the data on screen). First meaningful content = the verdict
+// and the drawn matrix both on screen. Prints one JSON line (medians and every run).
+import { chromium } from 'playwright-core';
+
+const [url, token, jobId, snapId] = process.argv.slice(2);
+const RUNS = Number(process.env.MQD_BENCH_RENDER_RUNS ?? 2);
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+const r1 = (n) => Math.round(n * 10) / 10;
+
+// In the page from its first script on: every animation frame, note when each mark is there.
+const MARKS = () => {
+  const marks = {};
+  window.__mqdMarks = marks;
+  const seen = (sel) => {
+    const e = document.querySelector(sel);
+    return e !== null && e.getClientRects().length > 0;
+  };
+  const tick = () => {
+    const t = performance.now();
+    if (marks.header === undefined && document.querySelector('.snapshot-badge:not(.muted)') !== null)
+      marks.header = t;
+    if (marks.verdict === undefined && seen('[data-testid="diagnosis-verdict"]')) marks.verdict = t;
+    if (marks.canvas === undefined && seen('[data-testid="matrix-canvas"]')) marks.canvas = t;
+    if (marks.idle === undefined && marks.canvas !== undefined && document.body?.dataset.mqdIdle === 'true')
+      marks.idle = t;
+    if (marks.verdict !== undefined && marks.idle !== undefined) {
+      marks.firstMeaningful = Math.max(marks.verdict, marks.idle);
+      return;
+    }
+    requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+};
+
+const browser = await chromium.launch({
+  executablePath: '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic'],
+});
+try {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const login = await ctx.newPage();
+  await login.goto(`${url}/?token=${encodeURIComponent(token)}`);
+  await login.waitForFunction(() => !location.search.includes('token='), undefined, { timeout: 30_000 });
+  await login.close();
+  await ctx.addInitScript(MARKS);
+  const runs = [];
+  for (let i = 0; i < RUNS; i++) {
+    const page = await ctx.newPage();
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    const cdp = await ctx.newCDPSession(page);
+    await cdp.send('Network.setCacheDisabled', { cacheDisabled: true });
+    await page.goto(
+      `${url}/?view=matrix&job=${encodeURIComponent(jobId)}&snap=${encodeURIComponent(snapId)}`,
+    );
+    await page.waitForFunction(() => window.__mqdMarks?.firstMeaningful !== undefined, undefined, {
+      timeout: 300_000,
+      polling: 250,
+    });
+    const m = await page.evaluate(() => ({
+      ...window.__mqdMarks,
+      jsHeapMb: Math.round((performance.memory?.usedJSHeapSize ?? 0) / 104857.6) / 10,
+      snapshotFetch: performance
+        .getEntriesByType('resource')
+        .filter((e) => e.name.includes('/api/snapshots/'))
+        .map((e) => ({
+          start: e.startTime,
+          end: e.responseEnd,
+          transferBytes: e.transferSize,
+          bytes: e.decodedBodySize,
+        })),
+    }));
+    runs.push({ ...m, errors });
+    await page.close();
+  }
+  const pick = (k) => r1(median(runs.map((r) => r[k])));
+  console.log(
+    JSON.stringify({
+      runs: runs.length,
+      firstRenderMs: pick('firstMeaningful'),
+      headerMs: pick('header'),
+      verdictMs: pick('verdict'),
+      canvasMs: pick('canvas'),
+      matrixDrawnMs: pick('idle'),
+      definition:
+        'navigation start to the diagnosis verdict and the drawn matrix both on screen (median of runs)',
+      all: runs,
+    }),
+  );
+} finally {
+  await browser.close();
+}
