@@ -983,6 +983,25 @@ describe('PostgreSQL out of reach', () => {
     expect((await s.activity(10)).map((a) => a.who)).toEqual(['admin', 'admin']);
   });
 
+  it('a connection the server ends (pg_terminate_backend: 57P01) costs at most one coded 503', async () => {
+    const url = await postgres.fresh();
+    const db = new URL(url.replace('@/', '@localhost/')).pathname.slice(1);
+    const s = await postgres.open(url, { now: T0 });
+    await s.audit({ who: 'admin', action: 'login' });
+    const ended = await admin?.query(
+      'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
+      [db],
+    );
+    expect(ended?.rowCount).toBeGreaterThan(0);
+    const first = await s.activity(10).then(
+      () => 'ok',
+      (e: unknown) => (e as MqdException).code,
+    );
+    expect(['ok', 'MQD_E_STORE_UNAVAILABLE']).toContain(first);
+    expect(await s.activity(10)).toHaveLength(1);
+    await s.audit({ who: 'admin', action: 'login' });
+  });
+
   it('refuses writes with MQD_E_STORE_READONLY on a read-only database, and still reads', async () => {
     const url = await postgres.fresh();
     const db = new URL(url.replace('@/', '@localhost/')).pathname.slice(1);
