@@ -7,6 +7,7 @@ import { buildApp, serverLogger } from './app.js';
 import type { ServerConfig } from './config.js';
 import { hostAgentToken } from './hub.js';
 import type { JobDiscovery, JobLocator, RankReader } from './seams.js';
+import { describeStore } from './store-url.js';
 
 export interface ServeOptions {
   readonly config: ServerConfig;
@@ -77,6 +78,8 @@ export async function serve(o: ServeOptions): Promise<Served> {
     `Agents on other nodes: mqd agent --server ${url} --token-file FILE` +
       ` (node N's token, into a mode-600 FILE: mqd agent-token --host N --secret-file <the --agent-token-file>)`,
   );
+  // Where the store is, its password (if the URL has one) shown as ***.
+  print(`Store: ${describeStore(o.config.storeUrl, o.config.dataDir)}`);
   if (o.config.tlsCert === null && o.config.allowInsecureHttp) {
     print('WARNING: plain HTTP (--allow-insecure-http): tokens and sessions cross the network in clear');
   }

@@ -60,6 +60,13 @@ describe('--store', () => {
     expect(shown).toContain('db.example:5432/mqd');
     expect(describeStore(url, '/d')).not.toContain(PASSWORD);
     expect(describeStore(null, '/d')).toBe('sqlite in /d');
+    expect(redactStoreUrl(`postgresql://mqd:${PASSWORD}@/mqd?host=/run/postgresql`)).toBe(
+      'postgresql://mqd:***@/mqd?host=/run/postgresql',
+    );
+    expect(redactStoreUrl(`postgres://mqd:a@${PASSWORD}@db/mqd`)).toBe('postgres://mqd:***@db/mqd');
+    expect(redactStoreUrl('postgres://mqd@db/mqd?sslmode=require')).toBe(
+      'postgres://mqd@db/mqd?sslmode=require',
+    );
     const env: NodeJS.ProcessEnv = { MQD_STORE_URL: url, MQD_PORT: '1' };
     expect(dropSecretsFromEnv(env)).toEqual(['MQD_STORE_URL']);
     expect(env).toEqual({ MQD_PORT: '1' });
