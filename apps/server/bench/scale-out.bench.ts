@@ -578,7 +578,9 @@ async function main(): Promise<void> {
   console.log(`scale-out baseline: ${JSON.stringify(baseline)}`);
   const one = only.includes('one') ? await oneInstance(AGENTS, true) : null;
   console.log(`scale-out one instance: ${JSON.stringify(one)}`);
-  const two = only.includes('two') ? await twoInstances(AGENTS, true) : null;
+  const two = only.includes('two')
+    ? await twoInstances(AGENTS, true)
+    : { scenario: 'two instances behind haproxy', notRun: 'not asked (MQD_BENCH_SCENARIOS)' };
   console.log(`scale-out two instances: ${JSON.stringify(two)}`);
   const render = (x: unknown) =>
     (x as { firstRender?: { firstRenderMs?: number } } | null)?.firstRender?.firstRenderMs;
