@@ -5,7 +5,7 @@
 // directory. Readiness is waited on with pg_isready, never a sleep. `stop()` stops the server
 // (pg_ctl -m immediate) and removes the directory; `down()` / `up()` stop and start the same
 // server (its data kept) for the tests of a database that goes away and comes back.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -49,13 +49,15 @@ function ids(user: string): Promise<{ uid: number; gid: number }> {
 }
 
 /** Runs a PostgreSQL program as the postgres user (setpriv when we are root). */
-async function asPostgres(cmd: string, args: readonly string[], cwd: string): Promise<string> {
+function postgresArgv(cmd: string, args: readonly string[]): [string, ...string[]] {
   const bin = join(POSTGRES_BIN, cmd);
-  const argv =
-    process.getuid?.() === 0
-      ? ['setpriv', '--reuid', PG_USER, '--regid', PG_USER, '--init-groups', '--', bin, ...args]
-      : [bin, ...args];
-  const [file, ...rest] = argv as [string, ...string[]];
+  return process.getuid?.() === 0
+    ? ['setpriv', '--reuid', PG_USER, '--regid', PG_USER, '--init-groups', '--', bin, ...args]
+    : [bin, ...args];
+}
+
+async function asPostgres(cmd: string, args: readonly string[], cwd: string): Promise<string> {
+  const [file, ...rest] = postgresArgv(cmd, args);
   try {
     const r = await run(file, rest, {
       cwd,
@@ -111,6 +113,22 @@ export async function startPostgres(): Promise<PostgresServer> {
     await pgctl(['stop', '-m', 'immediate', '-w']);
     running = false;
   };
+  // A test worker that dies without its afterAll (killed, a hook timeout) still stops the server:
+  // a watchdog shell blocks reading a pipe from this process; the pipe's end (this process gone,
+  // or stop()) lets it stop the server and remove the directory.
+  const [stopFile, ...stopArgs] = postgresArgv('pg_ctl', ['-D', data, 'stop', '-m', 'immediate']);
+  const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;
+  const watchdog = spawn(
+    'sh',
+    [
+      '-c',
+      `cat >/dev/null; ${[stopFile, ...stopArgs].map(quote).join(' ')} >/dev/null 2>&1; rm -rf ${quote(dir)}`,
+    ],
+    { stdio: ['pipe', 'ignore', 'ignore'], detached: true, cwd: '/' },
+  );
+  watchdog.unref();
+  (watchdog.stdin as unknown as { unref?: () => void }).unref?.();
+  const releaseWatchdog = () => watchdog.stdin?.end();
   const stop = async () => {
     try {
       await down();
@@ -119,6 +137,7 @@ export async function startPostgres(): Promise<PostgresServer> {
         removed = true;
         rmSync(dir, { recursive: true, force: true });
       }
+      releaseWatchdog();
     }
   };
 
