@@ -217,7 +217,9 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
           process.send?.({ phases: phases.splice(0) });
           return;
         case 'agents': {
-          process.send?.({ agents: hub.agents?.().length ?? -1 });
+          // This instance's own agents (a cluster hub also lists the other instances').
+          const local = (hub as unknown as { local?: { agents(): unknown[] } }).local ?? hub;
+          process.send?.({ agents: local.agents().length });
           return;
         }
         case 'split': {
@@ -620,7 +622,7 @@ async function main(): Promise<void> {
           }
         : null,
   };
-  const out = join(ROOT, 'bench', 'results', 'scale-out.json');
+  const out = process.env['MQD_BENCH_OUT'] ?? join(ROOT, 'bench', 'results', 'scale-out.json');
   mkdirSync(dirname(out), { recursive: true });
   writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
   console.log(`scale-out: -> ${out}: ${JSON.stringify(result.pass)} ratio ${JSON.stringify(result.ratio)}`);
