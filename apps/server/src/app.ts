@@ -24,6 +24,15 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOpt
 import { Server as SocketServer } from 'socket.io';
 import { AGENT_NAMESPACE } from './agent-protocol.js';
 import { Auth, newToken } from './auth.js';
+import { CLUSTER_NAMESPACE, type ClusterHub } from './cluster/cluster-hub.js';
+import { Leases } from './cluster/leases.js';
+import {
+  attachClusterAdapter,
+  type ClusterTiming,
+  clusterHub,
+  DEFAULT_CLUSTER_TIMING,
+  newInstanceId,
+} from './cluster/setup.js';
 import {
   DEFAULT_CONFIG,
   type LogLevel,
@@ -77,6 +86,10 @@ export interface AppOptions {
   readonly fetch?: typeof fetch;
   /** Backoff of webhook retries, ms (base; default 1000). */
   readonly webhookBackoffMs?: number;
+  /** Several instances on PostgreSQL: how often they speak (default DEFAULT_CLUSTER_TIMING). */
+  readonly clusterTiming?: ClusterTiming;
+  /** Cluster leases' renewal and lifetime, ms (default 5000 and 15000). */
+  readonly leaseMs?: { readonly renew: number; readonly ttl: number };
 }
 
 /**
@@ -195,6 +208,27 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     // still received and refused with a coded error; far bigger ones just cut the connection.
     maxHttpBufferSize: config.maxMessageBytes + 64 * 1024,
   });
+  // Several instances on one PostgreSQL store are one cluster (cluster/setup.ts): the adapter
+  // goes in before any namespace is made.
+  const instance = newInstanceId();
+  const timing = opts.clusterTiming ?? DEFAULT_CLUSTER_TIMING;
+  const adapter = await attachClusterAdapter(io, store, config.storeUrl, timing, (e) =>
+    app.log.warn({ err: String(e) }, 'the cluster adapter failed (socket.io between instances)'),
+  );
+  const leases = new Leases(store, instance, {
+    renewMs: opts.leaseMs?.renew ?? 5000,
+    ttlMs: opts.leaseMs?.ttl ?? 15_000,
+    log: app.log,
+  });
+  await leases.start();
+  let cluster: ClusterHub | null = null;
+  // (The cluster hub closes with the agents hub plugin: s.hub.close().)
+  app.addHook('preClose', async () => {
+    await leases.stop();
+  });
+  app.addHook('onClose', async () => {
+    await adapter?.close([AGENT_NAMESPACE, '/ui', CLUSTER_NAMESPACE]);
+  });
   const uiNsp = io.of('/ui');
   const uiSessions = new UiSessions(uiNsp, auth);
   const ui: UiEvents = {
@@ -216,6 +250,8 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     silenceMs: config.agentSilenceMs,
     clock,
     onEvent: (e) => {
+      // The other instances learn at once which agents this one holds.
+      if (e.kind !== 'refused') cluster?.publishState();
       // Audit rows of agent events are written outside any request: a store failure there is
       // logged (the store turns read-only), never thrown into socket.io's event loop.
       const audit = (a: Parameters<StorePort['audit']>[0]) => {
@@ -244,10 +280,12 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
       }
     },
   });
+  const joined = clusterHub(io, hub, adapter, instance, timing, app.log);
+  cluster = joined.cluster;
   const registry = new MetricsRegistry();
   const snapshots = new SnapshotService({
     store,
-    hub: opts.snapshotHub ?? hub,
+    hub: opts.snapshotHub ?? joined.hub,
     ui,
     clock,
     snapshotTimeoutMs: config.snapshotTimeoutMs,
@@ -266,7 +304,8 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   };
   const watcher: Watcher = new Watcher({
     store,
-    agents: opts.watchAgents ?? hub,
+    agents: opts.watchAgents ?? joined.hub,
+    runsHere: () => leases.holds('watch'),
     snapshots,
     ui,
     verdict: opts.watchVerdict ?? watchVerdict,
@@ -288,7 +327,9 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     clock,
     store,
     auth,
-    hub,
+    hub: joined.hub,
+    instance,
+    leases,
     snapshots,
     watcher,
     ui,

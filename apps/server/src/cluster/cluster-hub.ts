@@ -38,6 +38,7 @@ export type HubPort = Pick<
   | 'close'
   | 'refusedMessages'
   | 'refusedHandshakes'
+  | 'droppedEntries'
 >;
 
 /** The namespace of the instances' own traffic; a client that tries to join it is refused. */
@@ -144,6 +145,10 @@ export class ClusterHub implements HubPort {
 
   get refusedHandshakes(): number {
     return this.local.refusedHandshakes;
+  }
+
+  get droppedEntries(): number {
+    return this.local.droppedEntries;
   }
 
   /** The instances heard from lately (this one not included). */

@@ -29,6 +29,8 @@ export class Leases {
 
   /** Whether this instance holds the lease now (as of the last renewal). */
   holds(name: LeaseName): boolean {
+    // One instance (SQLite): everything is its own, and nothing is written to say so.
+    if (this.store.dialect === 'sqlite') return true;
     return this.held.get(name) ?? false;
   }
 
@@ -47,7 +49,10 @@ export class Leases {
         }
         const before = this.held.get(name) ?? false;
         if (now !== before) {
-          this.o.log?.info({ lease: name, instance: this.instance }, now ? 'took the lease' : 'lost the lease');
+          this.o.log?.info(
+            { lease: name, instance: this.instance },
+            now ? 'took the lease' : 'lost the lease',
+          );
         }
         this.held.set(name, now);
       }
@@ -57,8 +62,9 @@ export class Leases {
     return this.renewing;
   }
 
-  /** Renews now and then every renewMs until stop(). */
+  /** Renews now and then every renewMs until stop() (on PostgreSQL: several instances). */
   async start(): Promise<void> {
+    if (this.store.dialect === 'sqlite') return;
     await this.renew();
     if (this.timer !== null) return;
     this.timer = setInterval(() => void this.renew(), this.o.renewMs);

@@ -11,6 +11,8 @@ export const agentsHubPlugin: FastifyPluginAsync<PluginOpts> = async (app, { s }
   let auto: NodeJS.Timeout | null = null;
   if (s.config.autoSnapshotSeconds > 0) {
     auto = setInterval(() => {
+      // Once per cluster: the instance holding the lease (any instance reaches every agent).
+      if (!s.leases.holds('auto-snapshots')) return;
       s.snapshots.autoTick().catch((e: unknown) => app.log.error({ err: e }, 'auto-snapshot failed'));
     }, s.config.autoSnapshotSeconds * 1000);
     auto.unref();

@@ -7,9 +7,10 @@ import { ensureExists } from '@mqd/model';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Server as SocketServer } from 'socket.io';
 import type { Auth } from '../auth.js';
+import type { HubPort } from '../cluster/cluster-hub.js';
+import type { Leases } from '../cluster/leases.js';
 import type { ServerConfig } from '../config.js';
 import type { SnapshotService, UiEvents } from '../fanout.js';
-import type { AgentHub } from '../hub.js';
 import type { StorePort } from '../store-port.js';
 import type { User } from '../types.js';
 import type { UiSessions } from '../ui-sessions.js';
@@ -31,7 +32,12 @@ export interface Services {
   readonly clock: () => number;
   readonly store: StorePort;
   readonly auth: Auth;
-  readonly hub: AgentHub;
+  /** The agents: this instance's hub, or the cluster's (agents on other instances too). */
+  readonly hub: HubPort;
+  /** This process's id among the instances sharing a PostgreSQL store. */
+  readonly instance: string;
+  /** Background work once per cluster: auto-snapshots, retention, the watch's rounds. */
+  readonly leases: Leases;
   readonly snapshots: SnapshotService;
   /** The hang watch (apps/server/src/watch/): the fleet, the policy, the sampling loop. */
   readonly watcher: Watcher;

@@ -10,6 +10,7 @@ export const storePlugin: FastifyPluginAsync<PluginOpts & { ownsStore: boolean }
   { s, ownsStore },
 ) => {
   const timer = setInterval(() => {
+    if (!s.leases.holds('retention')) return;
     s.store.sweep().then(
       (removed) => {
         if (removed > 0) app.log.info({ removed }, 'retention removed old snapshots');

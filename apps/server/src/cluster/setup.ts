@@ -1,0 +1,102 @@
+// How buildApp turns one aggregator into an instance of several (issue 32). On the PostgreSQL
+// store every instance pointed at the same database is one cluster:
+//   - socket.io's rooms and serverSideEmit cross instances through @socket.io/postgres-adapter
+//     (a pool of its own: its LISTEN connection and NOTIFYs never wait behind store queries),
+//     so a browser on instance B gets the progress and done events of a snapshot taken on A;
+//   - ClusterHub answers for agents connected to other instances (cluster-hub.ts);
+//   - Leases run the background work once per cluster (leases.ts).
+// On SQLite there is one instance: no adapter, the local hub, and every lease is held.
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { createAdapter } from '@socket.io/postgres-adapter';
+import pg from 'pg';
+import type { Server as SocketServer } from 'socket.io';
+import type { AgentHub } from '../hub.js';
+import type { StorePort } from '../store-port.js';
+import { parseStoreUrl } from '../store-url.js';
+import { CLUSTER_NAMESPACE, ClusterHub, type HubPort } from './cluster-hub.js';
+
+/** The table the adapter keeps payloads over NOTIFY's 8000 bytes in (its default name). */
+const ATTACHMENTS = 'socket_io_attachments';
+
+export interface ClusterTiming {
+  /** How often an instance tells the others about its agents (and how soon a dead one is dropped: 3x). */
+  readonly stateIntervalMs: number;
+  /** The adapter's heartbeat between instances. */
+  readonly heartbeatMs: number;
+}
+
+export const DEFAULT_CLUSTER_TIMING: ClusterTiming = { stateIntervalMs: 2000, heartbeatMs: 2000 };
+
+/** A unique id for this process: host, pid and a random part (a restarted instance is new). */
+export function newInstanceId(): string {
+  return `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+}
+
+export interface ClusterAdapterHandle {
+  /**
+   * Closes the adapters of `namespaces` and of '/' (io.adapter() gave every namespace one, the
+   * main one included; the last one closed gives back the LISTEN client) and ends the pool:
+   * pool.end() alone would wait for that client forever.
+   */
+  close(namespaces: readonly string[]): Promise<void>;
+}
+
+/**
+ * Before any namespace is made: on the PostgreSQL store, socket.io's adapter goes through the
+ * database. Returns null on SQLite (one instance, socket.io's in-memory adapter).
+ */
+export async function attachClusterAdapter(
+  io: SocketServer,
+  store: StorePort,
+  storeUrl: string | null,
+  timing: ClusterTiming,
+  onError: (e: Error) => void,
+): Promise<ClusterAdapterHandle | null> {
+  if (store.dialect !== 'postgres' || storeUrl === null) return null;
+  const where = parseStoreUrl(storeUrl);
+  if (!where.ok || where.value.kind !== 'postgres') return null;
+  const pool = new pg.Pool({ connectionString: where.value.url, max: 4 });
+  // A client whose server went away (PostgreSQL restarted): an idle one the pool drops, and the
+  // adapter's LISTEN client (checked out for good) reconnects by itself on 'end'; neither may
+  // raise an unhandled 'error' event, which would end the process.
+  pool.on('error', () => undefined);
+  pool.on('connect', (client) => {
+    client.on('error', (e) => onError(e));
+  });
+  await pool.query(
+    `CREATE TABLE IF NOT EXISTS ${ATTACHMENTS} (id BIGSERIAL UNIQUE, created_at TIMESTAMPTZ DEFAULT NOW(), payload BYTEA)`,
+  );
+  io.adapter(
+    createAdapter(pool, {
+      tableName: ATTACHMENTS,
+      heartbeatInterval: timing.heartbeatMs,
+      heartbeatTimeout: timing.heartbeatMs * 3,
+      errorHandler: onError,
+    }),
+  );
+  return {
+    close: async (namespaces) => {
+      for (const name of ['/', ...namespaces]) await io.of(name).adapter.close();
+      await pool.end().catch(() => undefined);
+    },
+  };
+}
+
+/** The hub an instance uses: the cluster's when an adapter crosses instances, else its own. */
+export function clusterHub(
+  io: SocketServer,
+  local: AgentHub,
+  adapter: ClusterAdapterHandle | null,
+  instance: string,
+  timing: ClusterTiming,
+  log: { warn(obj: object, msg: string): void },
+): { hub: HubPort; cluster: ClusterHub | null } {
+  if (adapter === null) return { hub: local, cluster: null };
+  const cluster = new ClusterHub(local, io.of(CLUSTER_NAMESPACE), {
+    instance,
+    stateIntervalMs: timing.stateIntervalMs,
+    log,
+  });
+  return { hub: cluster, cluster };
+}
