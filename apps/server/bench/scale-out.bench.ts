@@ -360,15 +360,24 @@ async function measure(sc: Scenario) {
     const breakdowns: Record<string, number>[] = [];
     let last = { id: '', ranks: 0, ok: 0, bytes: 0, storedBytes: 0 };
     const incomplete: unknown[] = [];
+    let gatewayTimeouts = 0;
     let complete = -1; // the first complete one warms up
     for (let attempt = 0; complete < ITERATIONS && attempt < ITERATIONS + 4; attempt++) {
       await allConnected(instances, sc.agents);
+      const before = await storedIds(url, jobId);
       const sent = now();
       const r = await request(`${url}/api/jobs/${jobId}/snapshots`, 'POST');
-      const answered = now();
-      if (r.status !== 201) throw new Error(`snapshot: ${r.status} ${r.text.slice(0, 300)}`);
-      const got = (JSON.parse(r.text) as { snapshot: typeof last & { missing: number; errors: number } })
-        .snapshot;
+      let answered = now();
+      type Meta = typeof last & { missing: number; errors: number };
+      let got: Meta;
+      if (r.status === 504 || r.status === 502) {
+        // The load balancer gave up on the request (its server timeout) while the instance goes
+        // on: the snapshot counts when it is stored, seen in the job's list.
+        gatewayTimeouts++;
+        got = await newlyStored(url, jobId, before);
+        answered = now();
+      } else if (r.status !== 201) throw new Error(`snapshot: ${r.status} ${r.text.slice(0, 300)}`);
+      else got = (JSON.parse(r.text) as { snapshot: Meta }).snapshot;
       // The instance that took the snapshot is the one whose hooks saw a store write.
       const all = await Promise.all(
         instances.map((i) => ask<{ phases: Phases[] }>(i.child, { cmd: 'phases' })),
@@ -429,6 +438,7 @@ async function measure(sc: Scenario) {
       ranks: last.ranks,
       connectMs: round(connectMs),
       incompleteSnapshots: incomplete,
+      gatewayTimeouts,
       snapshotMs: {
         median: round(median(runs)),
         min: round(Math.min(...runs)),
@@ -452,6 +462,28 @@ async function measure(sc: Scenario) {
   } finally {
     await Promise.all(procs.map((p) => stopChild(p)));
   }
+}
+
+async function storedIds(url: string, jobId: string): Promise<Set<string>> {
+  const r = await request(`${url}/api/jobs/${jobId}/snapshots`, 'GET');
+  if (r.status !== 200) throw new Error(`list: ${r.status}`);
+  return new Set((JSON.parse(r.text) as { snapshots: { id: string }[] }).snapshots.map((m) => m.id));
+}
+
+/** The first snapshot of the job not in `before`, polled every 250 ms (up to 300 s). */
+async function newlyStored<T>(url: string, jobId: string, before: Set<string>): Promise<T> {
+  const until = performance.now() + 300_000;
+  while (performance.now() < until) {
+    const r = await request(`${url}/api/jobs/${jobId}/snapshots`, 'GET');
+    if (r.status === 200) {
+      const fresh = (JSON.parse(r.text) as { snapshots: (T & { id: string })[] }).snapshots.find(
+        (m) => !before.has(m.id),
+      );
+      if (fresh !== undefined) return fresh;
+    }
+    await new Promise((res) => setTimeout(res, 250));
+  }
+  throw new Error('the snapshot was never stored');
 }
 
 /** Waits (up to 120 s) until the instances hold `agents` agents between them. */
