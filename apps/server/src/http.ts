@@ -196,6 +196,7 @@ export const agentJson = (a: AgentInfo): ApiAgent => ({
   messages: a.messages,
   refused: a.refused,
   pending: a.pending,
+  ...(a.instance === undefined ? {} : { instance: a.instance }),
 });
 
 export const auditJson = (a: AuditEntry): ApiAuditEntry => ({

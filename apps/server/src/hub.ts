@@ -49,6 +49,8 @@ export interface AgentInfo {
   readonly messages: number;
   readonly refused: number;
   readonly pending: number;
+  /** The aggregator instance holding the agent's connection (set by the cluster hub). */
+  readonly instance?: string;
 }
 
 export type HubEvent =

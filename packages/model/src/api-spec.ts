@@ -164,6 +164,11 @@ export const ApiAgent = Type.Object({
   messages: Count,
   refused: Count,
   pending: Count,
+  /**
+   * The aggregator instance this agent is connected to, when several instances share a
+   * PostgreSQL store (docs/deploy/cluster.md); absent with one instance.
+   */
+  instance: Type.Optional(Text),
 });
 export type ApiAgent = Static<typeof ApiAgent>;
 

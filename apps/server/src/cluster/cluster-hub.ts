@@ -87,10 +87,13 @@ interface Pending {
   readonly host: string;
   readonly holder: string;
   readonly onRanks: ((ranks: RankSnapshot[]) => void) | null;
-  /** Ranks already passed to onRanks. */
+  /** Ranks already passed to onRanks (over every attempt of one forwarded call). */
   readonly seen: Set<number>;
-  readonly settle: (r: Result<unknown>) => void;
+  readonly settle: (r: Result<unknown> | typeof HOLDER_LOST) => void;
 }
+
+/** An attempt's end when its holder instance disappeared (forward() then waits and retries). */
+const HOLDER_LOST = Symbol('holder lost');
 
 export interface ClusterHubOptions {
   /** This instance's id: unique per process (a restarted instance is a new one). */
@@ -216,8 +219,10 @@ export class ClusterHub implements HubPort {
   agents(): AgentInfo[] {
     const here = new Set(this.local.hosts());
     return [
-      ...this.local.agents(),
-      ...this.remoteStates().flatMap((s) => s.agents.filter((a) => !here.has(a.host))),
+      ...this.local.agents().map((a) => (a.connected ? { ...a, instance: this.o.instance } : a)),
+      ...this.remoteStates().flatMap((s) =>
+        s.agents.filter((a) => !here.has(a.host)).map((a) => ({ ...a, instance: s.instance })),
+      ),
     ];
   }
 
@@ -274,36 +279,96 @@ export class ClusterHub implements HubPort {
     for (const [instance, r] of this.remote) {
       if (r.heardAt >= limit) continue;
       this.remote.delete(instance);
-      for (const p of this.pending.values()) {
-        if (p.holder !== instance) continue;
-        p.settle(
-          err(
-            mqdError(
-              'MQD_E_AGENT_MISSING',
-              `the aggregator instance holding ${p.host}'s agent stopped answering; its agent reconnects to another instance within seconds: take the snapshot again`,
-            ),
-          ),
-        );
-      }
+      for (const p of this.pending.values()) if (p.holder === instance) p.settle(HOLDER_LOST);
     }
   }
 
-  private forward<T>(
+  /**
+   * A call for a host whose agent is on another instance. When that instance dies meanwhile
+   * (kill -9: it stops speaking), its agents reconnect through the load balancer to a living
+   * instance within seconds: the call waits for the host to show up again (here or elsewhere)
+   * and runs again there, within the caller's time. A read is safe to repeat (it only stops the
+   * ranks briefly); ranks already passed on are not passed twice.
+   */
+  private async forward<T>(
     host: string,
     method: CallMethod,
     timeoutMs: number,
     params: unknown,
     onRanks: ((ranks: RankSnapshot[]) => void) | null = null,
   ): Promise<Result<T>> {
-    const holder = this.holderOf(host);
-    if (holder === null || this.closed) {
-      return Promise.resolve(
-        err(mqdError('MQD_E_AGENT_MISSING', `no agent is connected for ${host} on any aggregator instance`)),
+    const slack = this.o.forwardSlackMs ?? 3000;
+    const deadline = performance.now() + timeoutMs + slack;
+    const seen = new Set<number>();
+    const lost = (): Result<T> =>
+      err(
+        mqdError(
+          'MQD_E_AGENT_MISSING',
+          `the aggregator instance holding ${host}'s agent stopped answering, and the agent did not reconnect to another instance in time: check the agent there, then take the snapshot again`,
+        ),
       );
+    let attempts = 0;
+    for (;;) {
+      if (this.closed) {
+        return err(mqdError('MQD_E_AGENT_MISSING', 'this aggregator instance is shutting down'));
+      }
+      // Whole ms: the agent protocol's timeouts are integers (a fraction is refused).
+      const remaining = Math.max(1000, Math.floor(deadline - performance.now() - slack));
+      if (attempts > 0 && this.local.isConnected(host)) {
+        // The agent came back to this very instance.
+        const pass = onRanks === null ? null : this.passOnce(seen, onRanks);
+        return (await this.runHere(method, host, params, remaining, pass ?? (() => undefined))) as Result<T>;
+      }
+      const holder = this.holderOf(host);
+      if (holder === null) {
+        if (attempts === 0) {
+          return err(
+            mqdError('MQD_E_AGENT_MISSING', `no agent is connected for ${host} on any aggregator instance`),
+          );
+        }
+        if (!(await this.waitForHost(host, deadline))) return lost();
+        continue;
+      }
+      attempts++;
+      const r = await this.forwardOnce(holder, host, method, remaining, params, onRanks, seen);
+      if (r !== HOLDER_LOST) return r as Result<T>;
+      this.o.log?.warn(
+        { host, holder, method },
+        'the instance holding the agent is gone; waiting for the agent elsewhere',
+      );
+      if (performance.now() >= deadline) return lost();
     }
+  }
+
+  /** Waits (polling the states other instances send) until host's agent is connected somewhere. */
+  private async waitForHost(host: string, deadline: number): Promise<boolean> {
+    while (performance.now() < deadline && !this.closed) {
+      if (this.local.isConnected(host) || this.holderOf(host) !== null) return true;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return false;
+  }
+
+  private passOnce(seen: Set<number>, onRanks: (ranks: RankSnapshot[]) => void) {
+    return (ranks: readonly RankSnapshot[]) => {
+      const fresh = ranks.filter((r) => !seen.has(r.rank));
+      for (const r of fresh) seen.add(r.rank);
+      if (fresh.length > 0) onRanks(fresh);
+    };
+  }
+
+  private forwardOnce(
+    holder: string,
+    host: string,
+    method: CallMethod,
+    timeoutMs: number,
+    params: unknown,
+    onRanks: ((ranks: RankSnapshot[]) => void) | null,
+    seen: Set<number>,
+  ): Promise<Result<unknown> | typeof HOLDER_LOST> {
     const id = randomUUID();
     const wait = timeoutMs + (this.o.forwardSlackMs ?? 3000);
-    return new Promise<Result<T>>((resolve) => {
+    return new Promise((resolve) => {
       const timer = setTimeout(
         () =>
           settle(
@@ -316,12 +381,12 @@ export class ClusterHub implements HubPort {
           ),
         wait,
       );
-      const settle = (r: Result<unknown>) => {
+      const settle = (r: Result<unknown> | typeof HOLDER_LOST) => {
         if (!this.pending.delete(id)) return;
         clearTimeout(timer);
-        resolve(r as Result<T>);
+        resolve(r);
       };
-      this.pending.set(id, { host, holder, onRanks, seen: new Set(), settle });
+      this.pending.set(id, { host, holder, onRanks, seen, settle });
       const call: CallMessage = { id, from: this.o.instance, to: holder, host, method, timeoutMs, params };
       this.nsp.serverSideEmit(EV_CALL, call);
     });
@@ -346,29 +411,41 @@ export class ClusterHub implements HubPort {
   }
 
   private runLocal(c: CallMessage, all: RankSnapshot[]): Promise<Result<unknown>> {
-    if (!this.local.isConnected(c.host)) {
+    const onRanks = (ranks: RankSnapshot[]) => {
+      all.push(...ranks);
+      this.nsp.serverSideEmit(EV_RANKS, { id: c.id, to: c.from, ranks } satisfies RanksMessage);
+    };
+    // The local hub adds its own transfer slack to a snapshot: take off what the caller added.
+    const timeout = c.method === 'snapshot' ? Math.max(1000, c.timeoutMs - 2000) : c.timeoutMs;
+    return this.runHere(c.method, c.host, c.params, timeout, onRanks);
+  }
+
+  /** A call on this instance's own hub. */
+  private runHere(
+    method: CallMethod,
+    host: string,
+    params: unknown,
+    timeoutMs: number,
+    onRanks: (ranks: RankSnapshot[]) => void,
+  ): Promise<Result<unknown>> {
+    if (!this.local.isConnected(host)) {
       const e: MqdError = mqdError(
         'MQD_E_AGENT_MISSING',
-        `the agent for ${c.host} left this aggregator instance`,
+        `the agent for ${host} left this aggregator instance`,
       );
       return Promise.resolve(err(e));
     }
-    switch (c.method) {
+    switch (method) {
       case 'snapshot': {
-        const p = c.params as { ranks: RankTarget[]; owner: { ownerUid?: number; allowRoot?: boolean } };
-        // The local hub adds its own transfer slack again: take it off what the caller added.
-        const onRanks = (ranks: RankSnapshot[]) => {
-          all.push(...ranks);
-          this.nsp.serverSideEmit(EV_RANKS, { id: c.id, to: c.from, ranks } satisfies RanksMessage);
-        };
-        return this.local.snapshot(c.host, p.ranks, Math.max(1000, c.timeoutMs - 2000), onRanks, p.owner);
+        const p = params as { ranks: RankTarget[]; owner: { ownerUid?: number; allowRoot?: boolean } };
+        return this.local.snapshot(host, p.ranks, timeoutMs, onRanks, p.owner);
       }
       case 'locate':
-        return this.local.locate(c.host, c.params as number | LocateTarget, c.timeoutMs);
+        return this.local.locate(host, params as number | LocateTarget, timeoutMs);
       case 'counters':
-        return this.local.counters(c.host, c.params as CountersParams, c.timeoutMs);
+        return this.local.counters(host, params as CountersParams, timeoutMs);
       case 'capture':
-        return this.local.capture(c.host, c.params as CaptureParams, c.timeoutMs);
+        return this.local.capture(host, params as CaptureParams, timeoutMs);
     }
   }
 }
