@@ -352,7 +352,13 @@ async function measure(sc: Scenario) {
     const agentsPerInstance = await Promise.all(
       instances.map((i) => ask<{ agents: number }>(i.child, { cmd: 'agents' }).then((m) => m.agents)),
     );
-    const att = await request(`${url}/api/jobs/attach`, 'POST', { host: 'sim-0', starterPid: STARTER_PID });
+    // Through a load balancer, the instance asked may not have heard of sim-0's agent on the
+    // other instance yet (the cluster's agent states travel with a heartbeat): asked again.
+    let att = await request(`${url}/api/jobs/attach`, 'POST', { host: 'sim-0', starterPid: STARTER_PID });
+    for (let i = 0; i < 60 && att.status === 503; i++) {
+      await new Promise((r) => setTimeout(r, 1000));
+      att = await request(`${url}/api/jobs/attach`, 'POST', { host: 'sim-0', starterPid: STARTER_PID });
+    }
     if (att.status !== 201) throw new Error(`attach: ${att.status} ${att.text.slice(0, 300)}`);
     const jobId = (JSON.parse(att.text) as { job: { id: string } }).job.id;
     for (const i of instances) await ask(i.child, { cmd: 'phases' }); // drop the attach's
