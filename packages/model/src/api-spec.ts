@@ -299,6 +299,13 @@ export const API_ROUTES = {
       version: Text,
       protocol: Type.Integer({ description: 'agent protocol version' }),
       schemaVersion: Type.Integer({ description: 'store schema version' }),
+      instance: Type.Optional(
+        Type.String({
+          minLength: 1,
+          maxLength: 300,
+          description: 'which aggregator instance answered, when several share a PostgreSQL store',
+        }),
+      ),
       agents: Count,
     }),
     errors: [],

@@ -28,9 +28,12 @@ export interface ClusterTiming {
 
 export const DEFAULT_CLUSTER_TIMING: ClusterTiming = { stateIntervalMs: 2000, heartbeatMs: 2000 };
 
-/** A unique id for this process: host, pid and a random part (a restarted instance is new). */
+/**
+ * A unique id for this process: its host and a random part (a restarted instance is a new one).
+ * No pid: /api/health, which anyone may ask, says it.
+ */
 export function newInstanceId(): string {
-  return `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  return `${hostname()}:${randomUUID().slice(0, 8)}`;
 }
 
 export interface ClusterAdapterHandle {

@@ -24,6 +24,8 @@ const publicPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
       protocol: AGENT_PROTOCOL_VERSION,
       schemaVersion: await s.store.schemaVersion(),
       agents: s.hub.hosts().length,
+      // Several instances on one PostgreSQL store: which one answered.
+      ...(s.store.dialect === 'postgres' ? { instance: s.instance } : {}),
     }),
   });
 
