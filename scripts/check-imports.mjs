@@ -28,6 +28,8 @@ const RULES = {
     'better-sqlite3',
     // The PostgreSQL store (store-pg.ts, issue 32): node-postgres, pure JS.
     'pg',
+    // socket.io between aggregator instances through PostgreSQL (cluster/setup.ts, issue 32).
+    '@socket.io/postgres-adapter',
   ],
   'apps/cli': [NODE, '@mqd/model', '@mqd/core', '@mqd/mpir', '@mqd/server'],
   // e2e drives the whole product: it may start the server and the CLI's real seams; axe-core
