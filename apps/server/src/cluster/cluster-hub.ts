@@ -41,6 +41,9 @@ export type HubPort = Pick<
   | 'droppedEntries'
 >;
 
+/** Whose rights a snapshot reads with, and how (AgentHub.snapshot's last argument). */
+type SnapshotOwner = NonNullable<Parameters<AgentHub['snapshot']>[4]>;
+
 /** The namespace of the instances' own traffic; a client that tries to join it is refused. */
 export const CLUSTER_NAMESPACE = '/cluster';
 
@@ -86,9 +89,8 @@ interface ReplyMessage {
 interface Pending {
   readonly host: string;
   readonly holder: string;
-  readonly onRanks: ((ranks: RankSnapshot[]) => void) | null;
-  /** Ranks already passed to onRanks (over every attempt of one forwarded call). */
-  readonly seen: Set<number>;
+  /** The caller's onRanks behind passOnce: a rank is passed on once over every attempt. */
+  readonly onRanks: ((ranks: readonly RankSnapshot[]) => void) | null;
   readonly settle: (r: Result<unknown> | typeof HOLDER_LOST) => void;
 }
 
@@ -120,14 +122,13 @@ export class ClusterHub implements HubPort {
     nsp.on(EV_CALL, (c: CallMessage) => void this.onCall(c));
     nsp.on(EV_RANKS, (m: RanksMessage) => {
       if (m.to !== this.o.instance) return;
-      const p = this.pending.get(m.id);
-      if (p !== undefined && Array.isArray(m.ranks)) this.pass(p, m.ranks);
+      if (Array.isArray(m.ranks)) this.pending.get(m.id)?.onRanks?.(m.ranks);
     });
     nsp.on(EV_REPLY, (m: ReplyMessage) => {
       if (m.to !== this.o.instance) return;
       const p = this.pending.get(m.id);
       if (p === undefined) return;
-      if (Array.isArray(m.ranks)) this.pass(p, m.ranks);
+      if (Array.isArray(m.ranks)) p.onRanks?.(m.ranks);
       p.settle(m.result);
     });
     this.timer = setInterval(() => {
@@ -136,10 +137,6 @@ export class ClusterHub implements HubPort {
     }, o.stateIntervalMs);
     this.timer.unref();
     this.publishState();
-  }
-
-  get instance(): string {
-    return this.o.instance;
   }
 
   get refusedMessages(): number {
@@ -152,12 +149,6 @@ export class ClusterHub implements HubPort {
 
   get droppedEntries(): number {
     return this.local.droppedEntries;
-  }
-
-  /** The instances heard from lately (this one not included). */
-  peers(): string[] {
-    this.expire();
-    return [...this.remote.keys()];
   }
 
   /** Tells the other instances about this one's agents now (call it when an agent comes or goes). */
@@ -179,7 +170,7 @@ export class ClusterHub implements HubPort {
     ranks: readonly RankTarget[],
     timeoutMs: number,
     onRanks: (ranks: RankSnapshot[]) => void,
-    owner: { readonly ownerUid?: number; readonly allowRoot?: boolean } = {},
+    owner: SnapshotOwner = {},
   ): Promise<Result<SnapshotResult>> {
     if (this.local.isConnected(host)) return this.local.snapshot(host, ranks, timeoutMs, onRanks, owner);
     return this.forward<SnapshotResult>(host, 'snapshot', timeoutMs + 2000, { ranks, owner }, onRanks);
@@ -245,13 +236,6 @@ export class ClusterHub implements HubPort {
 
   // --- between instances
 
-  private pass(p: Pending, ranks: readonly RankSnapshot[]): void {
-    const fresh = ranks.filter((r) => !p.seen.has(r.rank));
-    if (fresh.length === 0 || p.onRanks === null) return;
-    for (const r of fresh) p.seen.add(r.rank);
-    p.onRanks(fresh);
-  }
-
   private remoteStates(): InstanceState[] {
     this.expire();
     return [...this.remote.values()].map((r) => r.state);
@@ -299,7 +283,8 @@ export class ClusterHub implements HubPort {
   ): Promise<Result<T>> {
     const slack = this.o.forwardSlackMs ?? 3000;
     const deadline = performance.now() + timeoutMs + slack;
-    const seen = new Set<number>();
+    // Ranks already passed on, over every attempt.
+    const pass = onRanks === null ? null : this.passOnce(new Set<number>(), onRanks);
     const lost = (): Result<T> =>
       err(
         mqdError(
@@ -316,7 +301,6 @@ export class ClusterHub implements HubPort {
       const remaining = Math.max(1000, Math.floor(deadline - performance.now() - slack));
       if (attempts > 0 && this.local.isConnected(host)) {
         // The agent came back to this very instance.
-        const pass = onRanks === null ? null : this.passOnce(seen, onRanks);
         return (await this.runHere(method, host, params, remaining, pass ?? (() => undefined))) as Result<T>;
       }
       const holder = this.holderOf(host);
@@ -330,7 +314,7 @@ export class ClusterHub implements HubPort {
         continue;
       }
       attempts++;
-      const r = await this.forwardOnce(holder, host, method, remaining, params, onRanks, seen);
+      const r = await this.forwardOnce(holder, host, method, remaining, params, pass);
       if (r !== HOLDER_LOST) return r as Result<T>;
       this.o.log?.warn(
         { host, holder, method },
@@ -363,8 +347,7 @@ export class ClusterHub implements HubPort {
     method: CallMethod,
     timeoutMs: number,
     params: unknown,
-    onRanks: ((ranks: RankSnapshot[]) => void) | null,
-    seen: Set<number>,
+    onRanks: ((ranks: readonly RankSnapshot[]) => void) | null,
   ): Promise<Result<unknown> | typeof HOLDER_LOST> {
     const id = randomUUID();
     const wait = timeoutMs + (this.o.forwardSlackMs ?? 3000);
@@ -386,7 +369,7 @@ export class ClusterHub implements HubPort {
         clearTimeout(timer);
         resolve(r);
       };
-      this.pending.set(id, { host, holder, onRanks, seen, settle });
+      this.pending.set(id, { host, holder, onRanks, settle });
       const call: CallMessage = { id, from: this.o.instance, to: holder, host, method, timeoutMs, params };
       this.nsp.serverSideEmit(EV_CALL, call);
     });
@@ -437,7 +420,7 @@ export class ClusterHub implements HubPort {
     }
     switch (method) {
       case 'snapshot': {
-        const p = params as { ranks: RankTarget[]; owner: { ownerUid?: number; allowRoot?: boolean } };
+        const p = params as { ranks: RankTarget[]; owner: SnapshotOwner };
         return this.local.snapshot(host, p.ranks, timeoutMs, onRanks, p.owner);
       }
       case 'locate':
