@@ -166,10 +166,24 @@ export interface ApiOptions {
   readonly fetch?: typeof fetch;
   /** A fresh request key per snapshot request; default 128 random bits in hex. */
   readonly newRequestKey?: () => string;
+  /** The pause before retry `n` (1, 2, ...) of a lost snapshot answer, ms; default retryPauseMs. */
+  readonly retryPauseMs?: (n: number) => number;
 }
 
 /** Tries of one snapshot request whose answer is lost (network error): the same key each time. */
 export const SNAPSHOT_TRIES = 3;
+/** The first retry's pause, doubled for each next one. */
+export const SNAPSHOT_RETRY_MS = 500;
+
+/**
+ * Backoff with jitter before retry `n`: drawn from [d/2, d] with d = SNAPSHOT_RETRY_MS * 2^(n-1),
+ * so the pages of an instance that died do not all come back in the same instant, and the load
+ * balancer has had time to see it gone (the aggregators behind one address, issue 32).
+ */
+export function retryPauseMs(n: number, random: () => number = Math.random): number {
+  const d = SNAPSHOT_RETRY_MS * 2 ** (n - 1);
+  return Math.round(d * (1 - 0.5 * random()));
+}
 
 /** 128 random bits in hex (getRandomValues: crypto.randomUUID needs a secure context). */
 function randomKey(): string {
@@ -249,6 +263,7 @@ export function createApi(opts: ApiOptions = {}): Api {
   const base = opts.base ?? '';
   const doFetch = opts.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
   const newRequestKey = opts.newRequestKey ?? randomKey;
+  const pauseBefore = opts.retryPauseMs ?? retryPauseMs;
 
   /**
    * Calls `route` (method and URL from API_ROUTES) and decodes its answer against the spec; a
@@ -333,6 +348,7 @@ export function createApi(opts: ApiOptions = {}): Api {
       let taken: ApiResult<SnapshotId>;
       let tries = 0;
       do {
+        if (tries > 0) await new Promise((r) => setTimeout(r, pauseBefore(tries)));
         taken = await request(
           'takeSnapshot',
           pathOf('takeSnapshot', { id: jobId }),

@@ -4,7 +4,7 @@
 // the person confirmed it.
 import { type ApiSnapshotMeta, IDEMPOTENCY_KEY_HEADER, JobId, SnapshotId } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { createApi, SNAPSHOT_TRIES } from '../src/api.js';
+import { createApi, retryPauseMs, SNAPSHOT_RETRY_MS, SNAPSHOT_TRIES } from '../src/api.js';
 import { decodeLiveEvent, SNAPSHOT_IDLE, snapshotReducer } from '../src/live-events.js';
 
 const J = JobId('j1');
@@ -74,12 +74,22 @@ describe('snapshot requests', () => {
       return new Response('{}', { status: 404 });
     };
     let n = 0;
-    const api = createApi({ fetch: fetchImpl as typeof fetch, newRequestKey: () => `key-${++n}-abcdef` });
+    const pauses: number[] = [];
+    const api = createApi({
+      fetch: fetchImpl as typeof fetch,
+      newRequestKey: () => `key-${++n}-abcdef`,
+      retryPauseMs: (k) => {
+        pauses.push(k);
+        return 0;
+      },
+    });
     const r = await api.takeSnapshot(J);
     // The snapshot read back is not found here: what matters is how the POSTs went.
     expect(r.ok).toBe(false);
     expect(keys).toEqual(['key-1-abcdef', 'key-1-abcdef', 'key-1-abcdef']);
     expect(SNAPSHOT_TRIES).toBe(3);
+    // A pause before each retry, none before the first try.
+    expect(pauses).toEqual([1, 2]);
     await api.takeSnapshot(J);
     expect(keys.at(-1)).toBe('key-2-abcdef');
 
@@ -122,5 +132,14 @@ describe('login from a ?token= link', () => {
     expect(r.ok ? null : r.error.code).toBe('MQD_E_SESSION_CONFLICT');
     await api.login('tok-123', true);
     expect(bodies).toEqual([{ token: 'tok-123' }, { token: 'tok-123', switchUser: true }]);
+  });
+});
+
+describe('the pause before a snapshot retry', () => {
+  it('doubles per retry and is jittered within [d/2, d]', () => {
+    expect(retryPauseMs(1, () => 0)).toBe(SNAPSHOT_RETRY_MS);
+    expect(retryPauseMs(1, () => 1)).toBe(SNAPSHOT_RETRY_MS / 2);
+    expect(retryPauseMs(2, () => 0)).toBe(2 * SNAPSHOT_RETRY_MS);
+    expect(retryPauseMs(3, () => 0.5)).toBe(3 * SNAPSHOT_RETRY_MS);
   });
 });

@@ -1,4 +1,12 @@
 // @mqd/testkit: real hung MPI jobs for tests. See README.md.
+
+export {
+  type ApiAnswer,
+  type Cluster,
+  type ClusterInstance,
+  type ClusterOptions,
+  startCluster,
+} from './cluster.js';
 export {
   ALL_MPI_NAMES,
   type AnyMpiName,

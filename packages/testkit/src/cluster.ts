@@ -1,0 +1,218 @@
+// Several aggregators as a site runs them (issue 32), for the tests that need real processes: a
+// PostgreSQL 15 of the test's own (startPostgres), `mqd serve` instances on it, Debian's haproxy
+// in front (startHaproxy, a stickiness cookie MQDSRV naming the instance), and real `mqd agent`s
+// that connect through haproxy. The CLI test (apps/cli/test/cluster.mpi.test.ts) and the browser
+// test (e2e/test/cluster.e2e.test.ts) share it. Every process is started here and ended by its
+// pid in stop(), also when a test fails; kill9() is the fault the tests inject.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Haproxy, startHaproxy } from './haproxy.js';
+import { mqdCommand } from './netns.js';
+import { type PostgresServer, startPostgres } from './postgres.js';
+import { SpawnedProcess, trySignal } from './spawned.js';
+import { done, failed, pending, waitFor } from './wait.js';
+
+export interface ClusterOptions {
+  /** Names of the first instances, also their haproxy server names and MQDSRV cookie values. */
+  readonly names: readonly string[];
+  readonly adminToken: string;
+  /** The agents' secret (MQD_AGENT_TOKEN); an agent's own token is derived from it per host. */
+  readonly agentSecret: string;
+}
+
+export interface ClusterInstance {
+  readonly name: string;
+  /** http://127.0.0.1:PORT, the instance itself (not through haproxy). */
+  readonly url: string;
+  readonly port: number;
+  /** Its id as /api/health says it (host plus random, per process). */
+  readonly id: string;
+  output(): string;
+  /** kill -9: the fault of issue 32. */
+  kill9(): void;
+  alive(): boolean;
+}
+
+export interface ApiAnswer<T> {
+  readonly status: number;
+  readonly body: T;
+  readonly text: string;
+}
+
+export interface Cluster {
+  readonly pg: PostgresServer;
+  readonly haproxy: Haproxy;
+  /** In order of start; killed ones stay listed (alive() says). */
+  readonly instances: ClusterInstance[];
+  /** Starts one more instance on the same store (not behind haproxy: it is asked directly). */
+  addInstance(name: string): Promise<ClusterInstance>;
+  /** A real `mqd agent` connecting through haproxy with `token` (hostAgentToken of its host). */
+  startAgent(token: string): void;
+  /** A request as the admin (bearer token); the body parsed when it is JSON, else null. */
+  api<T>(
+    base: string,
+    method: 'GET' | 'POST',
+    path: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ): Promise<ApiAnswer<T>>;
+  /** The id of the instance holding `host`'s agent, as `base` reports it; null: none (yet). */
+  holderOf(host: string, base?: string): Promise<string | null>;
+  /** Waits until `host`'s agent is connected and returns the instance holding it. */
+  waitForHolder(host: string, timeoutMs?: number): Promise<ClusterInstance>;
+  /** Ends every process (agents, instances, haproxy, PostgreSQL) and removes the directory. */
+  stop(): Promise<void>;
+}
+
+/** The URL an `mqd serve` prints once it listens. */
+const LISTENING = /aggregator at (http:\/\/127\.0\.0\.1:\d+)/;
+
+export async function startCluster(o: ClusterOptions): Promise<Cluster> {
+  const dir = mkdtempSync(join(tmpdir(), 'mqd-cluster-'));
+  const procs: SpawnedProcess[] = [];
+  const children: ChildProcess[] = [];
+  const instances: ClusterInstance[] = [];
+  let pg: PostgresServer | null = null;
+  let haproxy: Haproxy | null = null;
+
+  const spawnMqd = (args: readonly string[], env: NodeJS.ProcessEnv): SpawnedProcess => {
+    const [cmd, ...rest] = mqdCommand(args);
+    const child = spawn(cmd as string, rest, { stdio: ['ignore', 'pipe', 'pipe'], env });
+    children.push(child);
+    const p = new SpawnedProcess(child);
+    procs.push(p);
+    return p;
+  };
+  const kill = (c: ChildProcess) => {
+    if (c.pid !== undefined && c.exitCode === null && c.signalCode === null) trySignal(c.pid, 'SIGKILL');
+  };
+
+  const api = async <T>(
+    base: string,
+    method: 'GET' | 'POST',
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<ApiAnswer<T>> => {
+    const r = await fetch(`${base}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${o.adminToken}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers,
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await r.text();
+    let parsed: unknown = null;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = null;
+    }
+    return { status: r.status, body: parsed as T, text };
+  };
+
+  const addInstance = async (name: string): Promise<ClusterInstance> => {
+    if (pg === null) throw new Error('the cluster is stopped');
+    const p = spawnMqd(['serve', '--no-local-agent', '--port', '0', '--host', '127.0.0.1'], {
+      ...process.env,
+      MQD_ADMIN_TOKEN: o.adminToken,
+      MQD_AGENT_TOKEN: o.agentSecret,
+      MQD_STORE_URL: pg.url,
+      MQD_DATA_DIR: join(dir, `data-${name}`),
+    });
+    const child = children[children.length - 1] as ChildProcess;
+    const url = await waitFor(
+      () => {
+        const m = LISTENING.exec(p.output());
+        if (m?.[1] !== undefined) return done(m[1]);
+        const exit = p.exitStatus();
+        return exit === undefined ? pending() : failed(`mqd serve ${name} exited: ${p.output()}`);
+      },
+      { timeoutMs: 60_000, what: `mqd serve ${name} to listen` },
+    );
+    const health = await api<{ instance?: string }>(url, 'GET', '/api/health');
+    const id = health.body?.instance;
+    if (id === undefined) throw new Error(`instance ${name} names no id in /api/health: ${health.text}`);
+    const inst: ClusterInstance = {
+      name,
+      url,
+      port: Number(new URL(url).port),
+      id,
+      output: () => p.output(),
+      kill9: () => kill(child),
+      alive: () => child.exitCode === null && child.signalCode === null,
+    };
+    instances.push(inst);
+    return inst;
+  };
+
+  const holderOf = async (host: string, base = haproxy?.url ?? ''): Promise<string | null> => {
+    const r = await api<{ agents: { host: string; connected: boolean; instance?: string }[] }>(
+      base,
+      'GET',
+      '/api/admin/agents',
+    ).catch(() => null);
+    if (r === null || r.status !== 200) return null;
+    return r.body.agents.find((a) => a.host === host && a.connected)?.instance ?? null;
+  };
+
+  const stop = async () => {
+    for (const c of children) kill(c);
+    // Reaped, so no process of ours outlives the test.
+    await Promise.all(
+      procs.map((p) =>
+        waitFor(() => (p.exitStatus() === undefined ? pending() : done(true)), {
+          timeoutMs: 10_000,
+          what: 'a cluster process to exit',
+        }).catch(() => undefined),
+      ),
+    );
+    await haproxy?.stop();
+    await pg?.stop();
+    pg = null;
+    rmSync(dir, { recursive: true, force: true });
+  };
+
+  try {
+    pg = await startPostgres();
+    for (const name of o.names) await addInstance(name);
+    haproxy = await startHaproxy(instances.map((i) => ({ name: i.name, port: i.port })));
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  const thePg = pg;
+  const theHaproxy = haproxy;
+  let agents = 0;
+  return {
+    pg: thePg,
+    haproxy: theHaproxy,
+    instances,
+    addInstance,
+    startAgent: (token) => {
+      const file = join(dir, `agent-${agents++}.token`);
+      writeFileSync(file, token, { mode: 0o600 });
+      chmodSync(file, 0o600);
+      spawnMqd(['agent', '--server', theHaproxy.url, '--token-file', file], process.env);
+    },
+    api,
+    holderOf,
+    waitForHolder: async (host, timeoutMs = 60_000) => {
+      const id = await waitFor(
+        async () => {
+          const h = await holderOf(host);
+          return h === null ? pending(`${host}'s agent is not connected yet`) : done(h);
+        },
+        { timeoutMs, what: `${host}'s agent connected through haproxy` },
+      );
+      const inst = instances.find((i) => i.id === id);
+      if (inst === undefined) throw new Error(`no instance of this cluster has id ${id}`);
+      return inst;
+    },
+    stop,
+  };
+}
