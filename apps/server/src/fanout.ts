@@ -3,7 +3,7 @@
 // snapshot, in state agent-missing with the reason, so a partial answer reads as partial.
 import { createHash, randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
-import { gunzip, gzip } from 'node:zlib';
+import { gunzip } from 'node:zlib';
 import {
   type CoreFileSource,
   err,
@@ -24,6 +24,7 @@ import {
 } from '@mqd/model';
 import type { FastifyBaseLogger } from 'fastify';
 import { AUTO_SNAPSHOTTER } from './auth.js';
+import { gzipSpliceable } from './gzip-splice.js';
 import type { AgentHub } from './hub.js';
 import type { SnapshotMetrics } from './metrics.js';
 import type { MpiInfo, RankTarget } from './seams.js';
@@ -31,7 +32,6 @@ import type { SnapshotRequestKey } from './store.js';
 import type { StorePort } from './store-port.js';
 import { type JobRecord, MAX_LISTED_MISSING, type SnapshotMeta, type SnapshotSummary } from './types.js';
 
-const gzipAsync = promisify(gzip);
 const gunzipAsync = promisify(gunzip);
 
 /** What the /ui namespace is told; who hears it is the broadcaster's business. */
@@ -501,7 +501,8 @@ export class SnapshotService {
     const { store, ui, clock } = this.o;
     const { snapshot, summary, json, takenAt } = g;
     const ranks = snapshot.ranks;
-    const gz = await gzipAsync(json, { level: this.o.gzipLevel });
+    // Spliceable, so reads send it as stored inside their envelope (gzip-splice.ts).
+    const gz = await gzipSpliceable(json, this.o.gzipLevel);
     const meta: SnapshotMeta = {
       ...summary,
       id: SnapshotId(newId()),

@@ -203,6 +203,39 @@ describe('snapshots over REST', () => {
     expect(JSON.parse(gunzipSync(gz.rawPayload).toString('utf8'))).toEqual(parsed);
   });
 
+  it('sends a snapshot and a shared one gzip-encoded as stored (spliced), equal to the plain answer', async () => {
+    const s = await setup();
+    const res = await job(s, s.admin, 0, 'z-', 410);
+    const jobId = json<{ job: { id: string } }>(res).job.id;
+    const snap = await s.app.inject({
+      method: 'POST',
+      url: `/api/jobs/${jobId}/snapshots`,
+      headers: s.admin,
+    });
+    const id = json<{ snapshot: { id: string } }>(snap).snapshot.id;
+    const share = await s.app.inject({ method: 'POST', url: `/api/snapshots/${id}/share`, headers: s.admin });
+    const shareId = json<{ id: string }>(share).id;
+    for (const url of [`/api/snapshots/${id}`, `/api/shared/${shareId}`]) {
+      const plain = await s.app.inject({ method: 'GET', url, headers: s.admin });
+      expect(plain.statusCode, url).toBe(200);
+      expect(plain.headers['content-encoding'], url).toBeUndefined();
+      const gz = await s.app.inject({
+        method: 'GET',
+        url,
+        headers: { ...s.admin, 'accept-encoding': 'gzip' },
+      });
+      expect(gz.statusCode, url).toBe(200);
+      expect(gz.headers['content-encoding'], url).toBe('gzip');
+      expect(gz.headers.vary, url).toMatch(/accept-encoding/);
+      expect(gz.rawPayload.length, url).toBeLessThan(plain.rawPayload.length);
+      // Byte for byte the plain answer: the same envelope around the same stored JSON.
+      expect(gunzipSync(gz.rawPayload).toString('utf8'), url).toBe(plain.body);
+      const body = JSON.parse(plain.body) as { meta: { id: string }; snapshot: JobSnapshot };
+      expect(body.meta.id).toBe(id);
+      expect(validateSnapshot(body.snapshot).ok).toBe(true);
+    }
+  });
+
   it('refuses malformed requests with MQD_E_BAD_INPUT and unknown ids with MQD_E_NOT_FOUND', async () => {
     const s = await setup();
     const bad = await s.app.inject({

@@ -2,7 +2,7 @@
 // route's method, URL, schema and types come from API_ROUTES (packages/model api-spec.ts).
 
 import { MqdException, API_ROUTES as R } from '@mqd/model';
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import { AGENT_PROTOCOL_VERSION } from '../agent-protocol.js';
 import { SESSION_COOKIE } from '../auth.js';
 import { SERVER_VERSION } from '../config.js';
@@ -11,7 +11,7 @@ import { routeOf } from '../schemas.js';
 import { adminPlugin } from './admin.js';
 import { currentUser, type PluginOpts, rateLimited, typed } from './common.js';
 import { jobsPlugin } from './jobs.js';
-import { sendJson, sharesPlugin, snapshotsPlugin, withMetaJson } from './snapshots.js';
+import { sendSnapshot, sharesPlugin, snapshotsPlugin } from './snapshots.js';
 
 const publicPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
   const app = typed(fastify);
@@ -77,14 +77,10 @@ const publicPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
     handler: async (req, reply) => {
       const share = await s.store.liveShare(req.params.id);
       const meta = share && (await s.store.snapshotMeta(share.snapshotId));
-      const json = meta ? await s.snapshots.json(meta.id) : null;
-      if (!share || !meta || json === null) {
-        return fail('MQD_E_NOT_FOUND', 'this share link does not exist or has expired');
-      }
-      return sendJson(
-        reply,
-        withMetaJson(meta, json, { expiresAt: new Date(share.expiresAt).toISOString() }),
-      );
+      if (!share || !meta) return fail('MQD_E_NOT_FOUND', 'this share link does not exist or has expired');
+      return sendSnapshot(s, req, reply as FastifyReply, meta, {
+        expiresAt: new Date(share.expiresAt).toISOString(),
+      });
     },
   });
 };

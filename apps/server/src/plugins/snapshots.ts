@@ -2,7 +2,8 @@
 // file, and sharing them read-only through an unguessable link that expires.
 import { randomBytes } from 'node:crypto';
 import { type ApiSnapshotWithMeta, API_ROUTES as R, shareBody } from '@mqd/model';
-import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { spliceGzip } from '../gzip-splice.js';
 import { fail, metaJson, shareJson } from '../http.js';
 import { routeOf } from '../schemas.js';
 import type { SnapshotMeta, User } from '../types.js';
@@ -27,17 +28,49 @@ async function storedJson(s: Services, meta: SnapshotMeta): Promise<string> {
 export const sendJson = (reply: FastifyReply, text: string) =>
   reply.type('application/json; charset=utf-8').send(text);
 
+/** The text around the stored snapshot in `{"meta": ..., "snapshot": <stored text>, ...extra}`. */
+function envelope(meta: SnapshotMeta, extra: Record<string, string>): { head: string; tail: string } {
+  const m: ApiSnapshotWithMeta['meta'] = metaJson(meta);
+  const tail = Object.entries(extra)
+    .map(([k, v]) => `,${JSON.stringify(k)}:${JSON.stringify(v)}`)
+    .join('');
+  return { head: `{"meta":${JSON.stringify(m)},"snapshot":`, tail: `${tail}}` };
+}
+
 /** `{"meta": ..., "snapshot": <stored text>, ...extra}` of ApiSnapshotWithMeta. */
 export function withMetaJson(
   meta: SnapshotMeta,
   snapshotJson: string,
   extra: Record<string, string> = {},
 ): string {
-  const m: ApiSnapshotWithMeta['meta'] = metaJson(meta);
-  const tail = Object.entries(extra)
-    .map(([k, v]) => `,${JSON.stringify(k)}:${JSON.stringify(v)}`)
-    .join('');
-  return `{"meta":${JSON.stringify(m)},"snapshot":${snapshotJson}${tail}}`;
+  const { head, tail } = envelope(meta, extra);
+  return `${head}${snapshotJson}${tail}`;
+}
+
+const acceptsGzip = (req: FastifyRequest) => /\bgzip\b/.test(String(req.headers['accept-encoding'] ?? ''));
+
+/**
+ * Replies with a stored snapshot in its envelope (withMetaJson). A client that accepts gzip gets
+ * the stored gzip spliced into the envelope (gzip-splice.ts): nothing is inflated or deflated
+ * here, and the page inflates natively. Otherwise, or for a snapshot stored before splicing
+ * existed, the JSON text (inflated once, cached by the fan-out).
+ */
+export async function sendSnapshot(
+  s: Services,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  meta: SnapshotMeta,
+  extra: Record<string, string> = {},
+): Promise<FastifyReply> {
+  reply.header('vary', 'accept-encoding');
+  const stored = acceptsGzip(req) ? await s.store.snapshotData(meta.id) : null;
+  if (stored !== null) {
+    const { head, tail } = envelope(meta, extra);
+    const gz = spliceGzip(Buffer.from(head), stored, meta.bytes, Buffer.from(tail));
+    if (gz !== null)
+      return reply.header('content-encoding', 'gzip').type('application/json; charset=utf-8').send(gz);
+  }
+  return sendJson(reply, withMetaJson(meta, await storedJson(s, meta), extra));
 }
 
 export const snapshotsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }) => {
@@ -46,7 +79,7 @@ export const snapshotsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, {
     ...routeOf(R.snapshot),
     handler: async (req, reply) => {
       const meta = await snapshotFor(s, currentUser(req), req.params.id);
-      return sendJson(reply, withMetaJson(meta, await storedJson(s, meta)));
+      return sendSnapshot(s, req, reply as FastifyReply, meta);
     },
   });
 
