@@ -190,6 +190,17 @@ interface Running {
 const JSON_CACHE_ENTRIES = 16;
 const JSON_CACHE_CHARS = 256 * 1024 * 1024;
 
+/**
+ * JSON.stringify(snapshot), its ranks given as their JSON texts (made as they arrived): the same
+ * keys in the same order as the JobSnapshot literal in gather().
+ */
+export function snapshotJson(snapshot: JobSnapshot, rankTexts: readonly string[]): string {
+  const { schemaVersion, takenAt, durationMicros, mpi, source } = snapshot;
+  const head = JSON.stringify({ schemaVersion, takenAt, durationMicros, mpi });
+  const tail = source === undefined ? '' : `,"source":${JSON.stringify(source)}`;
+  return `${head.slice(0, -1)},"ranks":[${rankTexts.join(',')}]${tail}}`;
+}
+
 export class SnapshotService {
   private readonly inFlight = new Map<JobId, Running>();
   /**
@@ -419,12 +430,18 @@ export class SnapshotService {
       else byHost.set(r.host, [t]);
     });
     const slots: (RankSnapshot | undefined)[] = new Array(n);
+    // Each rank's JSON, made as its chunk arrives: while the other agents are still reading, not
+    // all at once after the last one (a 100,000-rank snapshot is 125 MB of it; issue 32).
+    const texts: (string | undefined)[] = new Array(n);
     let received = 0;
     let lastProgress = 0;
     const onRanks = (ranks: RankSnapshot[]) => {
       for (const r of ranks) {
         const i = index.get(r.rank);
-        if (i !== undefined) slots[i] = r;
+        if (i !== undefined) {
+          slots[i] = r;
+          texts[i] = JSON.stringify(r);
+        }
       }
       received += ranks.length;
       const now = performance.now();
@@ -452,10 +469,14 @@ export class SnapshotService {
       }),
     );
     const ranks: RankSnapshot[] = new Array(n);
+    const rankTexts: string[] = new Array(n);
     for (let i = 0; i < n; i++) {
       const loc = job.ranks[i];
       if (loc === undefined) throw new Error(`job ${job.id} layout has a hole at ${i}`);
-      ranks[i] = slots[i] ?? unanswered(loc, failures.get(loc.host));
+      const got = slots[i];
+      const r = got ?? unanswered(loc, failures.get(loc.host));
+      ranks[i] = r;
+      rankTexts[i] = (got === undefined ? undefined : texts[i]) ?? JSON.stringify(r);
     }
     if (this.o.metrics) {
       const failedByCode = new Map<string, number>();
@@ -478,7 +499,7 @@ export class SnapshotService {
         : { source: { kind: 'core' as const, cores: cores.sort((a, b) => a.rank - b.rank) } }),
     };
     const summary = summarize(ranks);
-    const json = JSON.stringify(snapshot);
+    const json = snapshotJson(snapshot, rankTexts);
     const budget = this.o.maxSnapshotBytes ?? Number.POSITIVE_INFINITY;
     if (json.length > budget || Buffer.byteLength(json) > budget) {
       return err(

@@ -1,7 +1,8 @@
-import { type JobSnapshot, syntheticRingRank, validateSnapshot } from '@mqd/model';
+import { type JobSnapshot, syntheticRingDeadlock, syntheticRingRank, validateSnapshot } from '@mqd/model';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AgentHandle, startAgent, startSyntheticAgents } from '../src/agent.js';
 import { createFakeLocator, createFakeReader } from '../src/fakes.js';
+import { snapshotJson } from '../src/fanout.js';
 import type { RankReader } from '../src/seams.js';
 import { AGENT_TOKEN, json, startServer, type TestServer, waitFor } from './helpers.js';
 
@@ -276,5 +277,18 @@ describe('snapshot byte budget', () => {
     const roomy = await make(1 << 20);
     expect(roomy.res.statusCode, roomy.res.body).toBe(201);
     expect(await roomy.s.app.mqd.store.countSnapshots(roomy.attached.id)).toBe(1);
+  });
+});
+
+describe('snapshotJson (ranks stringified as they arrive)', () => {
+  it('is JSON.stringify of the snapshot, with and without a core-file source', () => {
+    const live = syntheticRingDeadlock({ ranks: 16 });
+    const texts = live.ranks.map((r) => JSON.stringify(r));
+    expect(snapshotJson(live, texts)).toBe(JSON.stringify(live));
+    const cores: JobSnapshot = {
+      ...live,
+      source: { kind: 'core', cores: [{ rank: 0, path: '/tmp/core.1', pid: 1 }] },
+    } as JobSnapshot;
+    expect(snapshotJson(cores, texts)).toBe(JSON.stringify(cores));
   });
 });

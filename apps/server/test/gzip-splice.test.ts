@@ -40,6 +40,18 @@ describe('spliceGzip', () => {
     expect((out as Buffer).length).toBeLessThan(gz.length + head.length + tail.length + 32);
   });
 
+  it('deflates a large input in pieces side by side, still one gzip of it, still spliceable', async () => {
+    // Over 2 x 8 MiB: two pieces, each ending at a sync-flush point.
+    const big = Buffer.from(
+      `[${Array.from({ length: 250_000 }, (_, i) => `{"rank":${i},"ok":true,"pad":"${'x'.repeat(i % 97)}"}`).join(',')}]`,
+    );
+    expect(big.length).toBeGreaterThan(2 * 8 * 1024 * 1024);
+    const gz = await gzipSpliceable(big, 1);
+    expect(gunzipSync(gz).equals(big)).toBe(true);
+    const out = spliceGzip(Buffer.from('{"a":'), gz, big.length, Buffer.from('}'));
+    expect(gunzipSync(out as Buffer).toString('utf8')).toBe(`{"a":${big}}`);
+  });
+
   it('splits a head longer than one stored block (64 KiB) and takes an empty tail', async () => {
     const gz = await gzipSpliceable(json, 1);
     const head = Buffer.alloc(150_000, 'a');
