@@ -238,7 +238,9 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   // Logins expire while their sockets stay open: checked again periodically (revocation, logout
   // and user changes check at once, where they happen).
   const recheck = setInterval(() => {
-    uiSessions.recheck().catch((e: unknown) => app.log.error({ err: e }, 'rechecking /ui logins failed'));
+    uiSessions
+      .recheck({ local: true })
+      .catch((e: unknown) => app.log.error({ err: e }, 'rechecking /ui logins failed'));
   }, UI_RECHECK_MS);
   recheck.unref();
   app.addHook('onClose', async () => clearInterval(recheck));
@@ -282,6 +284,16 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   });
   const joined = clusterHub(io, hub, adapter, instance, timing, app.log);
   cluster = joined.cluster;
+  if (cluster !== null) {
+    // A logout or revocation on any instance drops the /ui sockets of that login on every one.
+    const c = cluster;
+    uiSessions.tellPeers(() => c.announceLoginsChanged());
+    c.onLoginsChanged(() => {
+      uiSessions
+        .recheck({ local: true })
+        .catch((e: unknown) => app.log.error({ err: e }, 'rechecking /ui logins failed'));
+    });
+  }
   const registry = new MetricsRegistry();
   const snapshots = new SnapshotService({
     store,

@@ -29,6 +29,13 @@ const sameRights = (a: User, b: User): boolean =>
 export class UiSessions {
   /** Each connected socket's login: who, and with what (checked again by recheck()). */
   private readonly logins = new WeakMap<Socket, { readonly user: User; readonly credential: Credential }>();
+  /** Tells the other aggregator instances to recheck theirs (several instances; issue 32). */
+  private peers: (() => void) | null = null;
+
+  /** `tell` is called by every recheck() that a change of logins asked for (not the periodic one). */
+  tellPeers(tell: () => void): void {
+    this.peers = tell;
+  }
 
   constructor(
     private readonly nsp: Namespace,
@@ -73,9 +80,12 @@ export class UiSessions {
    * Checks every socket's login again: one whose credential no longer logs anyone in (revoked,
    * logged out, expired), or whose user now has other rights (rooms joined under the old ones),
    * is disconnected; the browser reconnects under its current login, if any. Returns how many.
-   * Called after every change of users, tokens or sessions, and periodically for expiry.
+   * Called after every change of users, tokens or sessions, and periodically for expiry. The other
+   * instances of a cluster are told to recheck too, unless `local` (the periodic check, which
+   * each runs, and the recheck another instance asked for).
    */
-  async recheck(): Promise<number> {
+  async recheck(o: { readonly local?: boolean } = {}): Promise<number> {
+    if (o.local !== true) this.peers?.();
     let n = 0;
     for (const socket of [...this.nsp.sockets.values()]) {
       const login = this.logins.get(socket);

@@ -142,6 +142,30 @@ describe.runIf(postgresAvailable())('two instances on one PostgreSQL', () => {
     expect(opened.body).toContain(viaA.body.snapshot.id);
   });
 
+  it('a logout on A drops the session’s /ui socket on B at once, not at B’s periodic recheck', async () => {
+    const { a, b } = await twoInstances();
+    const login = await b.app.inject({ method: 'POST', url: '/api/login', payload: { token: ADMIN_TOKEN } });
+    const token = (login.json() as { sessionToken: string }).sessionToken;
+    const browser = io(`${b.url}/ui`, { transports: ['websocket'], reconnection: false, auth: { token } });
+    cleanup.push(() => {
+      browser.disconnect();
+    });
+    await new Promise<void>((r) => browser.once('connect', () => r()));
+    let reason = '';
+    browser.once('disconnect', (why: string) => {
+      reason = why;
+    });
+    const out = await a.app.inject({
+      method: 'POST',
+      url: '/api/logout',
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(out.statusCode).toBe(200);
+    // B's periodic recheck is every 30 s: 5 s is the announcement through PostgreSQL, or nothing.
+    await waitFor(() => reason !== '', 'B to drop the logged-out browser', 5000);
+    expect(reason).toBe('io server disconnect');
+  });
+
   it('an agent that leaves A is gone for B too; a snapshot asked of B then marks its ranks missing', async () => {
     const { a, b } = await twoInstances();
     const sim = startSyntheticAgents({ serverUrl: a.url, token: AGENT_TOKEN, agents: 1, ranksPerAgent: 2 });

@@ -48,7 +48,19 @@ export function freeTcpPort(): Promise<number> {
   });
 }
 
-export function haproxyConfig(port: number, backends: readonly HaproxyBackend[]): string {
+export interface HaproxyOptions {
+  /**
+   * haproxy's `timeout server`, s (default 60): longer than the instances' --snapshot-timeout, or
+   * a long snapshot is cut off with a 504 while the instance is still reading it.
+   */
+  readonly serverTimeoutS?: number;
+}
+
+export function haproxyConfig(
+  port: number,
+  backends: readonly HaproxyBackend[],
+  o: HaproxyOptions = {},
+): string {
   return [
     'global',
     '  maxconn 4096',
@@ -56,7 +68,7 @@ export function haproxyConfig(port: number, backends: readonly HaproxyBackend[])
     '  mode http',
     '  timeout connect 2s',
     '  timeout client 60s',
-    '  timeout server 60s',
+    `  timeout server ${o.serverTimeoutS ?? 60}s`,
     // An upgraded socket.io connection lives as long as the page or the agent.
     '  timeout tunnel 1h',
     '  option redispatch',
@@ -86,10 +98,13 @@ function accepts(port: number): Promise<boolean> {
 }
 
 /** Starts haproxy on a free port in front of `backends`; resolves once it accepts connections. */
-export async function startHaproxy(backends: readonly HaproxyBackend[]): Promise<Haproxy> {
+export async function startHaproxy(
+  backends: readonly HaproxyBackend[],
+  o: HaproxyOptions = {},
+): Promise<Haproxy> {
   const dir = mkdtempSync(join(tmpdir(), 'mqd-haproxy-'));
   const port = await freeTcpPort();
-  const config = haproxyConfig(port, backends);
+  const config = haproxyConfig(port, backends, o);
   const file = join(dir, 'haproxy.cfg');
   writeFileSync(file, config);
   // -db: stay in the foreground, no daemon: the test holds the process and ends it by its pid.

@@ -79,6 +79,7 @@ export {
   HAPROXY,
   type Haproxy,
   type HaproxyBackend,
+  type HaproxyOptions,
   haproxyAvailable,
   haproxyConfig,
   startHaproxy,

@@ -51,6 +51,8 @@ const EV_STATE = 'mqd:state';
 const EV_CALL = 'mqd:call';
 const EV_RANKS = 'mqd:ranks';
 const EV_REPLY = 'mqd:reply';
+/** Logins changed on one instance (logout, revocation, a user's rights): every /ui socket is rechecked. */
+const EV_LOGINS = 'mqd:logins';
 
 /** What one instance tells the others about its agents. */
 export interface InstanceState {
@@ -111,6 +113,7 @@ export class ClusterHub implements HubPort {
   private readonly pending = new Map<string, Pending>();
   private readonly timer: NodeJS.Timeout;
   private closed = false;
+  private loginsChanged: (() => void) | null = null;
 
   constructor(
     private readonly local: AgentHub,
@@ -123,6 +126,9 @@ export class ClusterHub implements HubPort {
     nsp.on(EV_RANKS, (m: RanksMessage) => {
       if (m.to !== this.o.instance) return;
       if (Array.isArray(m.ranks)) this.pending.get(m.id)?.onRanks?.(m.ranks);
+    });
+    nsp.on(EV_LOGINS, (m: { from?: unknown }) => {
+      if (m?.from !== this.o.instance) this.loginsChanged?.();
     });
     nsp.on(EV_REPLY, (m: ReplyMessage) => {
       if (m.to !== this.o.instance) return;
@@ -149,6 +155,16 @@ export class ClusterHub implements HubPort {
 
   get droppedEntries(): number {
     return this.local.droppedEntries;
+  }
+
+  /** Tells the other instances that logins changed here: they recheck their /ui sockets at once. */
+  announceLoginsChanged(): void {
+    if (!this.closed) this.nsp.serverSideEmit(EV_LOGINS, { from: this.o.instance });
+  }
+
+  /** What to do when another instance announces changed logins. */
+  onLoginsChanged(fn: () => void): void {
+    this.loginsChanged = fn;
   }
 
   /** Tells the other instances about this one's agents now (call it when an agent comes or goes). */
