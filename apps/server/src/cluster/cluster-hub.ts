@@ -114,6 +114,8 @@ export class ClusterHub implements HubPort {
   private readonly timer: NodeJS.Timeout;
   private closed = false;
   private loginsChanged: (() => void) | null = null;
+  /** When this instance's state timer last ran: a late one means its own event loop stalled. */
+  private lastTick = performance.now();
 
   constructor(
     private readonly local: AgentHub,
@@ -125,7 +127,11 @@ export class ClusterHub implements HubPort {
     nsp.on(EV_CALL, (c: CallMessage) => void this.onCall(c));
     nsp.on(EV_RANKS, (m: RanksMessage) => {
       if (m.to !== this.o.instance) return;
-      if (Array.isArray(m.ranks)) this.pending.get(m.id)?.onRanks?.(m.ranks);
+      const p = this.pending.get(m.id);
+      if (p === undefined) return;
+      // An instance sending chunks is alive, whether or not its state message is late.
+      this.heardFrom(p.holder);
+      if (Array.isArray(m.ranks)) p.onRanks?.(m.ranks);
     });
     nsp.on(EV_LOGINS, (m: { from?: unknown }) => {
       if (m?.from !== this.o.instance) this.loginsChanged?.();
@@ -134,12 +140,14 @@ export class ClusterHub implements HubPort {
       if (m.to !== this.o.instance) return;
       const p = this.pending.get(m.id);
       if (p === undefined) return;
+      this.heardFrom(p.holder);
       if (Array.isArray(m.ranks)) p.onRanks?.(m.ranks);
       p.settle(m.result);
     });
     this.timer = setInterval(() => {
       this.publishState();
       this.expire();
+      this.lastTick = performance.now();
     }, o.stateIntervalMs);
     this.timer.unref();
     this.publishState();
@@ -273,9 +281,20 @@ export class ClusterHub implements HubPort {
     this.remote.set(s.instance, { state: s, heardAt: performance.now() });
   }
 
-  /** Drops instances not heard from for 3 intervals, failing the calls they held. */
+  private heardFrom(instance: string): void {
+    const r = this.remote.get(instance);
+    if (r !== undefined) r.heardAt = performance.now();
+  }
+
+  /**
+   * Drops instances not heard from for 3 intervals, failing the calls they held. Time this
+   * instance's own event loop spent stalled (merging a 100,000-rank snapshot) does not count:
+   * the other instances' messages were waiting unread meanwhile, not missing.
+   */
   private expire(): void {
-    const limit = performance.now() - 3 * this.o.stateIntervalMs;
+    const now = performance.now();
+    const stalled = Math.max(0, now - this.lastTick - this.o.stateIntervalMs);
+    const limit = now - 3 * this.o.stateIntervalMs - stalled;
     for (const [instance, r] of this.remote) {
       if (r.heardAt >= limit) continue;
       this.remote.delete(instance);
