@@ -253,7 +253,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     clock,
     onEvent: (e) => {
       // The other instances learn at once which agents this one holds.
-      if (e.kind !== 'refused') cluster?.publishState();
+      if (e.kind !== 'refused') cluster?.publishSoon();
       // Audit rows of agent events are written outside any request: a store failure there is
       // logged (the store turns read-only), never thrown into socket.io's event loop.
       const audit = (a: Parameters<StorePort['audit']>[0]) => {

@@ -51,6 +51,8 @@ const EV_STATE = 'mqd:state';
 const EV_CALL = 'mqd:call';
 const EV_RANKS = 'mqd:ranks';
 const EV_REPLY = 'mqd:reply';
+/** Agents coming and going within this many ms go out in one state message. */
+const PUBLISH_COALESCE_MS = 100;
 /** Logins changed on one instance (logout, revocation, a user's rights): every /ui socket is rechecked. */
 const EV_LOGINS = 'mqd:logins';
 
@@ -114,6 +116,7 @@ export class ClusterHub implements HubPort {
   private readonly timer: NodeJS.Timeout;
   private closed = false;
   private loginsChanged: (() => void) | null = null;
+  private soon: NodeJS.Timeout | null = null;
   /** When this instance's state timer last ran: a late one means its own event loop stalled. */
   private lastTick = performance.now();
 
@@ -175,7 +178,25 @@ export class ClusterHub implements HubPort {
     this.loginsChanged = fn;
   }
 
-  /** Tells the other instances about this one's agents now (call it when an agent comes or goes). */
+  /**
+   * Tells the other instances about this one's agents soon (call it when an agent comes or goes):
+   * the changes of one moment go out as one state message. A thousand agents reconnecting at
+   * once would otherwise send a thousand states of up to a thousand agents each through
+   * PostgreSQL (issue 32's scale run).
+   */
+  publishSoon(): void {
+    if (this.closed || this.soon !== null) return;
+    this.soon = setTimeout(
+      () => {
+        this.soon = null;
+        this.publishState();
+      },
+      Math.min(PUBLISH_COALESCE_MS, this.o.stateIntervalMs / 4),
+    );
+    this.soon.unref();
+  }
+
+  /** Tells the other instances about this one's agents now. */
   publishState(): void {
     if (this.closed) return;
     const state: InstanceState = {
@@ -252,6 +273,7 @@ export class ClusterHub implements HubPort {
   close(): void {
     this.closed = true;
     clearInterval(this.timer);
+    if (this.soon !== null) clearTimeout(this.soon);
     for (const p of this.pending.values()) {
       p.settle(err(mqdError('MQD_E_AGENT_MISSING', `this aggregator instance is shutting down`)));
     }
