@@ -16,12 +16,11 @@ import { hostAgentToken } from '@mqd/server';
 import {
   type Cluster,
   type ClusterInstance,
-  type FixtureJob,
+  type HungCluster,
   haproxyAvailable,
-  launchFixture,
   MPI_NAMES,
   postgresAvailable,
-  startCluster,
+  startHungCluster,
 } from '@mqd/testkit';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,24 +33,24 @@ const HOST = normaliseHost(hostname());
 const MPI = MPI_NAMES[0];
 const rig = e2eRig({ adminToken: ADMIN });
 
-let cluster: Cluster | null = null;
-let job: FixtureJob | null = null;
+let hung: HungCluster | null = null;
 let jobId = '';
 
 function theCluster(): Cluster {
-  if (cluster === null) throw new Error('the cluster did not start (beforeAll failed?)');
-  return cluster;
+  if (hung === null) throw new Error('the cluster did not start (beforeAll failed?)');
+  return hung.cluster;
 }
 
 beforeAll(async () => {
-  if (!postgresAvailable())
-    throw new Error('MQD_E_PROVISION: postgresql-15 is missing; run scripts/provision.sh');
-  if (!haproxyAvailable()) throw new Error('MQD_E_PROVISION: haproxy is missing; run scripts/provision.sh');
-  if (MPI === undefined) throw new Error('MQD_E_PROVISION: no MPI build; run scripts/provision.sh');
-  cluster = await startCluster({ names: ['a', 'b'], adminToken: ADMIN, agentSecret: SECRET });
-  job = await launchFixture({ mpi: MPI, fixture: 'wrong_tag', np: 4 });
-  cluster.startAgent(hostAgentToken(SECRET, HOST));
-  await cluster.waitForHolder(HOST);
+  hung = await startHungCluster({
+    names: ['a', 'b'],
+    adminToken: ADMIN,
+    agentSecret: SECRET,
+    mpi: MPI,
+    host: HOST,
+    agentToken: hostAgentToken(SECRET, HOST),
+  });
+  const { cluster, job } = hung;
   const att = await cluster.api<{ job: { id: string } }>(cluster.haproxy.url, 'POST', '/api/jobs/attach', {
     host: HOST,
     starterPid: job.starterPid,
@@ -61,8 +60,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  await job?.dispose();
-  await cluster?.stop();
+  await hung?.stop();
 }, 60_000);
 
 /** The id of the instance that answers this page (its own origin, its own cookies). */

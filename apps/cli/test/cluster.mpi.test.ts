@@ -16,13 +16,12 @@ import {
   type Cluster,
   type ClusterInstance,
   done,
-  type FixtureJob,
+  type HungCluster,
   haproxyAvailable,
-  launchFixture,
   MPI_NAMES,
   pending,
   postgresAvailable,
-  startCluster,
+  startHungCluster,
   waitFor,
 } from '@mqd/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -32,27 +31,26 @@ const SECRET = 'agent-secret-for-the-cluster-test-0123456789';
 const HOST = normaliseHost(hostname());
 const MPI = MPI_NAMES[0];
 
-let cluster: Cluster | null = null;
-let job: FixtureJob | null = null;
+let hung: HungCluster | null = null;
 
 function theCluster(): Cluster {
-  if (cluster === null) throw new Error('the cluster did not start (beforeAll failed?)');
-  return cluster;
+  if (hung === null) throw new Error('the cluster did not start (beforeAll failed?)');
+  return hung.cluster;
 }
 
 beforeAll(async () => {
-  if (!postgresAvailable())
-    throw new Error('MQD_E_PROVISION: postgresql-15 is missing; run scripts/provision.sh');
-  if (!haproxyAvailable()) throw new Error('MQD_E_PROVISION: haproxy is missing; run scripts/provision.sh');
-  if (MPI === undefined) throw new Error('MQD_E_PROVISION: no MPI build; run scripts/provision.sh');
-  cluster = await startCluster({ names: ['a', 'b'], adminToken: ADMIN, agentSecret: SECRET });
-  job = await launchFixture({ mpi: MPI, fixture: 'wrong_tag', np: 4 });
-  cluster.startAgent(hostAgentToken(SECRET, HOST));
+  hung = await startHungCluster({
+    names: ['a', 'b'],
+    adminToken: ADMIN,
+    agentSecret: SECRET,
+    mpi: MPI,
+    host: HOST,
+    agentToken: hostAgentToken(SECRET, HOST),
+  });
 }, 180_000);
 
 afterAll(async () => {
-  await job?.dispose();
-  await cluster?.stop();
+  await hung?.stop();
 }, 60_000);
 
 describe.runIf(postgresAvailable() && haproxyAvailable())(`${MPI}: two aggregators behind haproxy`, () => {
@@ -66,7 +64,7 @@ describe.runIf(postgresAvailable() && haproxyAvailable())(`${MPI}: two aggregato
 
     const att = await api<{ job: { id: string; rankCount: number } }>(lb, 'POST', '/api/jobs/attach', {
       host: HOST,
-      starterPid: job?.starterPid,
+      starterPid: hung?.job.starterPid,
     });
     expect(att.status, att.text).toBe(201);
     expect(att.body.job.rankCount).toBe(4);

@@ -179,17 +179,18 @@ describe('ownership', () => {
   });
 });
 
+/** A synthetic job attached by the admin and one snapshot of it: the server and the snapshot id. */
+async function oneSnapshot(prefix: string, starterPid: number): Promise<{ s: TestServer; id: string }> {
+  const s = await setup();
+  const res = await job(s, s.admin, 0, prefix, starterPid);
+  const jobId = json<{ job: { id: string } }>(res).job.id;
+  const snap = await s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
+  return { s, id: json<{ snapshot: { id: string } }>(snap).snapshot.id };
+}
+
 describe('snapshots over REST', () => {
   it('exports the stored snapshot as a file, gzip-encoded when the client accepts it', async () => {
-    const s = await setup();
-    const res = await job(s, s.admin, 0, 'e-', 400);
-    const jobId = json<{ job: { id: string } }>(res).job.id;
-    const snap = await s.app.inject({
-      method: 'POST',
-      url: `/api/jobs/${jobId}/snapshots`,
-      headers: s.admin,
-    });
-    const id = json<{ snapshot: { id: string } }>(snap).snapshot.id;
+    const { s, id } = await oneSnapshot('e-', 400);
     const plain = await s.app.inject({ method: 'GET', url: `/api/snapshots/${id}/export`, headers: s.admin });
     expect(plain.headers['content-disposition']).toMatch(/^attachment; filename="mqd-.+\.json"$/);
     const parsed = JSON.parse(plain.body) as JobSnapshot;

@@ -8,9 +8,10 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Haproxy, startHaproxy } from './haproxy.js';
+import { type Haproxy, haproxyAvailable, startHaproxy } from './haproxy.js';
+import { type FixtureJob, type LaunchOptions, launchFixture } from './launch.js';
 import { mqdCommand } from './netns.js';
-import { type PostgresServer, startPostgres } from './postgres.js';
+import { type PostgresServer, postgresAvailable, startPostgres } from './postgres.js';
 import { SpawnedProcess, trySignal } from './spawned.js';
 import { done, failed, pending, waitFor } from './wait.js';
 
@@ -214,5 +215,54 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       return inst;
     },
     stop,
+  };
+}
+
+export interface HungClusterOptions extends ClusterOptions {
+  /** The MPI build of the job (MPI_NAMES[0] in the tests; undefined: none built). */
+  readonly mpi: LaunchOptions['mpi'] | undefined;
+  /** This host's name, as the agent reports it. */
+  readonly host: string;
+  /** The agent's token for `host` (hostAgentToken(agentSecret, host) of @mqd/server). */
+  readonly agentToken: string;
+}
+
+/** The set-up the cluster tests share: a cluster, a hung wrong_tag job, its node's agent. */
+export interface HungCluster {
+  readonly cluster: Cluster;
+  readonly job: FixtureJob;
+  /** Ends the job, then the cluster; safe after a failed start. */
+  stop(): Promise<void>;
+}
+
+/**
+ * startCluster, then a real hung wrong_tag job of 4 ranks and a real `mqd agent` for its node,
+ * connected through haproxy (waited for). Refuses with MQD_E_PROVISION what provisioning did not
+ * install (PostgreSQL 15, haproxy, an MPI build).
+ */
+export async function startHungCluster(o: HungClusterOptions): Promise<HungCluster> {
+  if (!postgresAvailable())
+    throw new Error('MQD_E_PROVISION: postgresql-15 is missing; run scripts/provision.sh');
+  if (!haproxyAvailable()) throw new Error('MQD_E_PROVISION: haproxy is missing; run scripts/provision.sh');
+  if (o.mpi === undefined) throw new Error('MQD_E_PROVISION: no MPI build; run scripts/provision.sh');
+  const cluster = await startCluster(o);
+  let job: FixtureJob | null = null;
+  try {
+    job = await launchFixture({ mpi: o.mpi, fixture: 'wrong_tag', np: 4 });
+    cluster.startAgent(o.agentToken);
+    await cluster.waitForHolder(o.host);
+  } catch (e) {
+    await job?.dispose();
+    await cluster.stop();
+    throw e;
+  }
+  const theJob = job;
+  return {
+    cluster,
+    job: theJob,
+    stop: async () => {
+      await theJob.dispose();
+      await cluster.stop();
+    },
   };
 }

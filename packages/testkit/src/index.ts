@@ -5,7 +5,10 @@ export {
   type Cluster,
   type ClusterInstance,
   type ClusterOptions,
+  type HungCluster,
+  type HungClusterOptions,
   startCluster,
+  startHungCluster,
 } from './cluster.js';
 export {
   ALL_MPI_NAMES,
