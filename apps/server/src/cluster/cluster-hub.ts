@@ -13,9 +13,11 @@
 //   call   a request for one host, to the instance holding its agent;
 //   ranks  the rank chunks of a forwarded snapshot as they arrive (live progress crosses too);
 //   reply  its one answer (a Result), or a coded error when the holder fails or disappears. A
-//          snapshot's reply carries every rank again: NOTIFYs sent through different pool
-//          connections may overtake each other, so the asker passes on the ranks it has not
-//          seen, and a late chunk after the reply is dropped.
+//          snapshot's reply says how many rank chunks were sent, not the ranks again: NOTIFYs
+//          sent through different pool connections may overtake each other, so an asker that
+//          has fewer chunks than that waits for the rest (up to LATE_CHUNKS_MS) before it
+//          settles. Each rank is passed on once, whatever arrives twice. Sending every rank a
+//          second time in the reply doubled what crossed PostgreSQL (issue 32's scale run).
 import { randomUUID } from 'node:crypto';
 import { type DiscoveredJob, err, type MqdError, mqdError, type RankSnapshot, type Result } from '@mqd/model';
 import type { Namespace } from 'socket.io';
@@ -86,8 +88,8 @@ interface ReplyMessage {
   readonly id: string;
   readonly to: string;
   readonly result: Result<unknown>;
-  /** A snapshot's ranks, all of them (see the header). */
-  readonly ranks?: RankSnapshot[];
+  /** A snapshot's rank chunks sent before this reply (see the header). */
+  readonly chunks?: number;
 }
 
 interface Pending {
@@ -96,7 +98,14 @@ interface Pending {
   /** The caller's onRanks behind passOnce: a rank is passed on once over every attempt. */
   readonly onRanks: ((ranks: readonly RankSnapshot[]) => void) | null;
   readonly settle: (r: Result<unknown> | typeof HOLDER_LOST) => void;
+  /** Rank chunks received so far. */
+  chunks: number;
+  /** The reply, held until the chunks it counts have all arrived. */
+  held: { readonly result: Result<unknown>; readonly chunks: number } | null;
 }
+
+/** How long a snapshot's reply waits for the chunks it counts that it overtook. */
+const LATE_CHUNKS_MS = 10_000;
 
 /** An attempt's end when its holder instance disappeared (forward() then waits and retries). */
 const HOLDER_LOST = Symbol('holder lost');
@@ -134,7 +143,9 @@ export class ClusterHub implements HubPort {
       if (p === undefined) return;
       // An instance sending chunks is alive, whether or not its state message is late.
       this.heardFrom(p.holder);
+      p.chunks++;
       if (Array.isArray(m.ranks)) p.onRanks?.(m.ranks);
+      if (p.held !== null && p.chunks >= p.held.chunks) p.settle(p.held.result);
     });
     nsp.on(EV_LOGINS, (m: { from?: unknown }) => {
       if (m?.from !== this.o.instance) this.loginsChanged?.();
@@ -144,8 +155,15 @@ export class ClusterHub implements HubPort {
       const p = this.pending.get(m.id);
       if (p === undefined) return;
       this.heardFrom(p.holder);
-      if (Array.isArray(m.ranks)) p.onRanks?.(m.ranks);
-      p.settle(m.result);
+      const expected = typeof m.chunks === 'number' ? m.chunks : 0;
+      if (p.chunks >= expected) {
+        p.settle(m.result);
+        return;
+      }
+      // Chunks this reply counts are still on their way: settle when they are in, or after
+      // LATE_CHUNKS_MS with what came (the ranks still missing are then unanswered).
+      p.held = { result: m.result, chunks: expected };
+      setTimeout(() => p.settle(m.result), LATE_CHUNKS_MS).unref();
     });
     this.timer = setInterval(() => {
       this.publishState();
@@ -426,7 +444,7 @@ export class ClusterHub implements HubPort {
         clearTimeout(timer);
         resolve(r);
       };
-      this.pending.set(id, { host, holder, onRanks, settle });
+      this.pending.set(id, { host, holder, onRanks, settle, chunks: 0, held: null });
       const call: CallMessage = { id, from: this.o.instance, to: holder, host, method, timeoutMs, params };
       this.nsp.serverSideEmit(EV_CALL, call);
     });
@@ -434,25 +452,25 @@ export class ClusterHub implements HubPort {
 
   private async onCall(c: CallMessage): Promise<void> {
     if (c.to !== this.o.instance || typeof c.id !== 'string' || typeof c.from !== 'string') return;
-    const all: RankSnapshot[] = [];
+    const sent = { chunks: 0 };
     const reply = (result: Result<unknown>) =>
       this.nsp.serverSideEmit(EV_REPLY, {
         id: c.id,
         to: c.from,
         result,
-        ...(c.method === 'snapshot' ? { ranks: all } : {}),
+        ...(c.method === 'snapshot' ? { chunks: sent.chunks } : {}),
       } satisfies ReplyMessage);
     try {
-      reply(await this.runLocal(c, all));
+      reply(await this.runLocal(c, sent));
     } catch (e) {
       this.o.log?.warn({ method: c.method, host: c.host }, `forwarded ${c.method} failed: ${String(e)}`);
       reply(err(mqdError('MQD_E_INTERNAL', `the instance holding ${c.host}'s agent failed: ${String(e)}`)));
     }
   }
 
-  private runLocal(c: CallMessage, all: RankSnapshot[]): Promise<Result<unknown>> {
+  private runLocal(c: CallMessage, sent: { chunks: number }): Promise<Result<unknown>> {
     const onRanks = (ranks: RankSnapshot[]) => {
-      all.push(...ranks);
+      sent.chunks++;
       this.nsp.serverSideEmit(EV_RANKS, { id: c.id, to: c.from, ranks } satisfies RanksMessage);
     };
     // The local hub adds its own transfer slack to a snapshot: take off what the caller added.
