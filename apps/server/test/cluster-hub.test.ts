@@ -18,8 +18,8 @@ function bus() {
     ({
       use: () => undefined,
       on: (event: string, fn: Handler) => {
-        let h = handlers.get(self);
-        if (h === undefined) handlers.set(self, (h = new Map()));
+        const h = handlers.get(self) ?? new Map<string, Handler>();
+        handlers.set(self, h);
         h.set(event, fn);
       },
       serverSideEmit: (event: string, m: unknown) => {
