@@ -225,9 +225,11 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
         }
         case 'split': {
           // Where the time between the last answer and the store write goes, measured again on
-          // the stored snapshot as fanout.ts does it: the merge into one rank array, summarize
-          // (counts and digest), each rank's JSON (made during the fan-in, as chunks arrive),
-          // joining them (snapshotJson), and the gzip (gzipSpliceable: pieces side by side).
+          // the stored snapshot: the merge into one rank array, summarize (counts and digest),
+          // each rank's JSON (made during the fan-in, as chunks arrive), and what fanout.ts does
+          // when the chunks are not runs of consecutive ranks: join them (snapshotJson) and gzip
+          // the whole (gzipSpliceable: pieces side by side). When every chunk is a run (these
+          // agents' are), each is deflated as it arrives instead: whereTheTimeGoesMs shows that.
           const { summarize, snapshotJson } = await import('../src/fanout.js');
           const { gzipSpliceable } = await import('../src/gzip-splice.js');
           const text = await snapshots.json(m.id ?? '');

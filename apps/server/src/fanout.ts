@@ -24,7 +24,7 @@ import {
 } from '@mqd/model';
 import type { FastifyBaseLogger } from 'fastify';
 import { AUTO_SNAPSHOTTER } from './auth.js';
-import { gzipSpliceable } from './gzip-splice.js';
+import { type DeflatedPart, deflatePart, type GzipPart, gzipSpliceable, joinGzip } from './gzip-splice.js';
 import type { AgentHub } from './hub.js';
 import type { SnapshotMetrics } from './metrics.js';
 import type { MpiInfo, RankTarget } from './seams.js';
@@ -162,7 +162,8 @@ export interface ReadSnapshot {
 interface Gathered {
   readonly snapshot: JobSnapshot;
   readonly summary: SnapshotSummary;
-  readonly json: string;
+  /** The snapshot's JSON as stored: its byte length, and its gzip (spliceable). */
+  readonly body: { readonly bytes: number; gzip(): Promise<Buffer> };
   readonly takenAt: number;
 }
 
@@ -190,16 +191,24 @@ interface Running {
 const JSON_CACHE_ENTRIES = 16;
 const JSON_CACHE_CHARS = 256 * 1024 * 1024;
 
+/** The text of a snapshot's JSON before and after its ranks' (keys in the order of gather()'s literal). */
+function snapshotEnds(snapshot: JobSnapshot): { head: string; tail: string } {
+  const { schemaVersion, takenAt, durationMicros, mpi, source } = snapshot;
+  const head = JSON.stringify({ schemaVersion, takenAt, durationMicros, mpi });
+  const src = source === undefined ? '' : `,"source":${JSON.stringify(source)}`;
+  return { head: `${head.slice(0, -1)},"ranks":[`, tail: `]${src}}` };
+}
+
 /**
  * JSON.stringify(snapshot), its ranks given as their JSON texts (made as they arrived): the same
  * keys in the same order as the JobSnapshot literal in gather().
  */
 export function snapshotJson(snapshot: JobSnapshot, rankTexts: readonly string[]): string {
-  const { schemaVersion, takenAt, durationMicros, mpi, source } = snapshot;
-  const head = JSON.stringify({ schemaVersion, takenAt, durationMicros, mpi });
-  const tail = source === undefined ? '' : `,"source":${JSON.stringify(source)}`;
-  return `${head.slice(0, -1)},"ranks":[${rankTexts.join(',')}]${tail}}`;
+  const { head, tail } = snapshotEnds(snapshot);
+  return `${head}${rankTexts.join(',')}${tail}`;
 }
+
+const COMMA = Buffer.from(',');
 
 export class SnapshotService {
   private readonly inFlight = new Map<JobId, Running>();
@@ -347,7 +356,7 @@ export class SnapshotService {
     who: string,
     requests: readonly SnapshotRequestKey[],
   ): Promise<Result<SnapshotMeta>> {
-    const g = await this.gather(job, true);
+    const g = await this.gather(job, true, false, true);
     if (!g.ok) return g;
     return this.persist(job, who, requests, g.value);
   }
@@ -407,8 +416,16 @@ export class SnapshotService {
     });
   }
 
-  /** Fans the read out to the agents and merges the answers (nothing stored). */
-  private async gather(job: JobRecord, progress: boolean, light = false): Promise<Result<Gathered>> {
+  /**
+   * Fans the read out to the agents and merges the answers (nothing stored). `compress`: the
+   * snapshot will be stored, so chunks are deflated as they arrive (see segments below).
+   */
+  private async gather(
+    job: JobRecord,
+    progress: boolean,
+    light = false,
+    compress = false,
+  ): Promise<Result<Gathered>> {
     const { hub, ui, clock } = this.o;
     if (job.ranks.length === 0) return err(mqdError('MQD_E_NO_RANKS', `job ${job.id} has no ranks`));
     const takenAt = clock();
@@ -433,15 +450,35 @@ export class SnapshotService {
     // Each rank's JSON, made as its chunk arrives: while the other agents are still reading, not
     // all at once after the last one (a 100,000-rank snapshot is 125 MB of it; issue 32).
     const texts: (string | undefined)[] = new Array(n);
+    // A snapshot to be stored: each chunk whose ranks fill a run of consecutive slots is deflated
+    // as it arrives, in the thread pool while the other agents still read, so that after the last
+    // chunk only the joining is left (gzip-splice.ts joinGzip). A chunk that is not such a run, or
+    // fills a slot twice, turns this off: the whole JSON is then deflated at the end.
+    const segments: { lo: number; bytes: number; part: Promise<DeflatedPart> }[] = [];
+    const filled = new Uint8Array(compress ? n : 0);
+    let segmented = compress;
     let received = 0;
     let lastProgress = 0;
     const onRanks = (ranks: RankSnapshot[]) => {
+      const idx: number[] = [];
       for (const r of ranks) {
         const i = index.get(r.rank);
         if (i !== undefined) {
           slots[i] = r;
           texts[i] = JSON.stringify(r);
+          idx.push(i);
         }
+      }
+      const lo = idx[0];
+      if (segmented && lo !== undefined) {
+        if (idx.every((i, k) => i === lo + k && filled[i] === 0)) {
+          for (const i of idx) filled[i] = 1;
+          const text = Buffer.from(texts.slice(lo, lo + idx.length).join(','));
+          const part = deflatePart(text, this.o.gzipLevel);
+          // Awaited only if every chunk was a run; never an unhandled rejection meanwhile.
+          part.catch(() => undefined);
+          segments.push({ lo, bytes: text.length, part });
+        } else segmented = false;
       }
       received += ranks.length;
       const now = performance.now();
@@ -499,17 +536,43 @@ export class SnapshotService {
         : { source: { kind: 'core' as const, cores: cores.sort((a, b) => a.rank - b.rank) } }),
     };
     const summary = summarize(ranks);
-    const json = snapshotJson(snapshot, rankTexts);
+    const level = this.o.gzipLevel;
+    let body: Gathered['body'];
+    if (segmented && filled.every((f) => f === 1)) {
+      // Every slot came in a run of its chunk: the runs in slot order, commas between them.
+      const runs = segments.sort((a, b) => a.lo - b.lo);
+      const { head, tail } = snapshotEnds(snapshot);
+      const headBuf = Buffer.from(head);
+      const tailBuf = Buffer.from(tail);
+      let bytes = headBuf.length + tailBuf.length + runs.length - 1;
+      for (const r of runs) bytes += r.bytes;
+      body = {
+        bytes,
+        gzip: async () => {
+          const done = await Promise.all(runs.map((r) => r.part));
+          const parts: GzipPart[] = [{ raw: headBuf }];
+          done.forEach((d, k) => {
+            if (k > 0) parts.push({ raw: COMMA });
+            parts.push(d);
+          });
+          parts.push({ raw: tailBuf });
+          return joinGzip(parts);
+        },
+      };
+    } else {
+      const json = snapshotJson(snapshot, rankTexts);
+      body = { bytes: Buffer.byteLength(json), gzip: () => gzipSpliceable(json, level) };
+    }
     const budget = this.o.maxSnapshotBytes ?? Number.POSITIVE_INFINITY;
-    if (json.length > budget || Buffer.byteLength(json) > budget) {
+    if (body.bytes > budget) {
       return err(
         mqdError(
           'MQD_E_TOO_LARGE',
-          `the snapshot of job ${job.id} is ${Buffer.byteLength(json)} bytes, over the budget of ${budget} (--max-snapshot-bytes)`,
+          `the snapshot of job ${job.id} is ${body.bytes} bytes, over the budget of ${budget} (--max-snapshot-bytes)`,
         ),
       );
     }
-    return ok({ snapshot, summary, json, takenAt });
+    return ok({ snapshot, summary, body, takenAt });
   }
 
   /** Stores a gathered snapshot with its request keys and audit row, and tells the viewers. */
@@ -520,10 +583,10 @@ export class SnapshotService {
     g: Gathered,
   ): Promise<Result<SnapshotMeta>> {
     const { store, ui, clock } = this.o;
-    const { snapshot, summary, json, takenAt } = g;
+    const { snapshot, summary, body, takenAt } = g;
     const ranks = snapshot.ranks;
     // Spliceable, so reads send it as stored inside their envelope (gzip-splice.ts).
-    const gz = await gzipSpliceable(json, this.o.gzipLevel);
+    const gz = await body.gzip();
     const meta: SnapshotMeta = {
       ...summary,
       id: SnapshotId(newId()),
@@ -531,7 +594,7 @@ export class SnapshotService {
       takenAt,
       durationMicros: snapshot.durationMicros,
       createdBy: who,
-      bytes: Buffer.byteLength(json),
+      bytes: body.bytes,
       storedBytes: gz.byteLength,
     };
     await store.insertSnapshot(

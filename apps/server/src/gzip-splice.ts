@@ -21,6 +21,8 @@ const GZIP_HEADER = Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]);
 const SPLICE_END = Buffer.from([0x00, 0x00, 0xff, 0xff, 0x03, 0x00]);
 /** An empty final block with fixed Huffman codes: BFINAL 1, BTYPE 01, end-of-block, padding. */
 const FINAL_EMPTY = Buffer.from([0x03, 0x00]);
+/** An empty non-final stored block (a sync-flush point): header byte, LEN 0, NLEN 0xffff. */
+const EMPTY_STORED = Buffer.from([0x00, 0x00, 0x00, 0xff, 0xff]);
 const TRAILER = 8;
 const MAX_STORED = 0xffff;
 
@@ -36,6 +38,48 @@ const deflateRawAsync = (data: Buffer, level: number) =>
     ),
   );
 
+/** Deflate data ending at a sync-flush point, with the CRC-32 and length of what it inflates to. */
+export interface DeflatedPart {
+  readonly deflated: Buffer;
+  readonly crc: number;
+  readonly length: number;
+}
+
+/** A piece of a gzip being assembled (joinGzip): bytes stored as they are, or deflated ones. */
+export type GzipPart = { readonly raw: Buffer } | DeflatedPart;
+
+/** `data` deflated on its own in the thread pool, ending at a sync-flush point. */
+export async function deflatePart(data: Buffer, level: number): Promise<DeflatedPart> {
+  return { deflated: await deflateRawAsync(data, level), crc: crc32(data) >>> 0, length: data.length };
+}
+
+/**
+ * One gzip member inflating to the parts in order, spliceable (it ends at a sync-flush point
+ * and an empty final block). Raw parts go in as stored blocks; deflated ones as they are, since
+ * each ends byte-aligned in a non-final block; the CRC-32 is combined from the parts'.
+ */
+export function joinGzip(parts: readonly GzipPart[]): Buffer {
+  const out: Buffer[] = [GZIP_HEADER];
+  let crc = 0;
+  let length = 0;
+  for (const p of parts) {
+    if ('raw' in p) {
+      if (p.raw.length === 0) continue;
+      out.push(...storedBlocks(p.raw, false));
+      crc = crc32(p.raw, crc) >>> 0;
+      length += p.raw.length;
+    } else {
+      out.push(p.deflated);
+      crc = crc32Combine(crc, p.crc, p.length);
+      length += p.length;
+    }
+  }
+  const trailer = Buffer.alloc(TRAILER);
+  trailer.writeUInt32LE(crc >>> 0, 0);
+  trailer.writeUInt32LE(length % 2 ** 32, 4);
+  return Buffer.concat([...out, EMPTY_STORED, FINAL_EMPTY, trailer]);
+}
+
 /**
  * gzip of `data` that spliceGzip can wrap (see the file comment); to every other reader an
  * ordinary gzip. A large input is cut into pieces deflated side by side in the thread pool, each
@@ -46,14 +90,9 @@ export async function gzipSpliceable(data: string | Buffer, level: number): Prom
   const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
   const pieces = Math.max(1, Math.min(MAX_PIECES, Math.floor(buf.length / PIECE_BYTES)));
   const size = Math.ceil(buf.length / pieces);
-  const parts: Buffer[] = [];
-  for (let at = 0; at < buf.length || parts.length === 0; at += size) parts.push(buf.subarray(at, at + size));
-  const deflated = await Promise.all(parts.map((p) => deflateRawAsync(p, level)));
-  const trailer = Buffer.alloc(TRAILER);
-  trailer.writeUInt32LE(crc32(buf) >>> 0, 0);
-  trailer.writeUInt32LE(buf.length % 2 ** 32, 4);
-  // Every piece ends with the empty stored block of its sync flush; then an empty final block.
-  return Buffer.concat([GZIP_HEADER, ...deflated, FINAL_EMPTY, trailer]);
+  const cuts: Buffer[] = [];
+  for (let at = 0; at < buf.length || cuts.length === 0; at += size) cuts.push(buf.subarray(at, at + size));
+  return joinGzip(await Promise.all(cuts.map((c) => deflatePart(c, level))));
 }
 
 /** Whether `gz` is a gzip as gzipSpliceable writes it: plain header, splice point before the end. */
@@ -130,18 +169,15 @@ export function crc32Combine(crcA: number, crcB: number, lengthB: number): numbe
 export function spliceGzip(head: Buffer, stored: Buffer, storedLength: number, tail: Buffer): Buffer | null {
   if (!isSpliceable(stored)) return null;
   const end = stored.length - TRAILER;
-  const storedCrc = stored.readUInt32LE(end);
   if (stored.readUInt32LE(end + 4) !== storedLength % 2 ** 32) return null;
-  const crc = crc32(tail, crc32Combine(crc32(head), storedCrc, storedLength));
-  const trailer = Buffer.alloc(TRAILER);
-  trailer.writeUInt32LE(crc >>> 0, 0);
-  trailer.writeUInt32LE((head.length + storedLength + tail.length) % 2 ** 32, 4);
-  return Buffer.concat([
-    GZIP_HEADER,
-    ...storedBlocks(head, false),
-    // The snapshot's blocks up to and including the sync flush's empty stored block.
-    stored.subarray(GZIP_HEADER.length, end - 2),
-    ...storedBlocks(tail, true),
-    trailer,
+  return joinGzip([
+    { raw: head },
+    // The snapshot's blocks up to and including its sync flush's empty stored block.
+    {
+      deflated: stored.subarray(GZIP_HEADER.length, end - 2),
+      crc: stored.readUInt32LE(end),
+      length: storedLength,
+    },
+    { raw: tail },
   ]);
 }

@@ -1,3 +1,4 @@
+import { gunzipSync } from 'node:zlib';
 import { type JobSnapshot, syntheticRingDeadlock, syntheticRingRank, validateSnapshot } from '@mqd/model';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AgentHandle, startAgent, startSyntheticAgents } from '../src/agent.js';
@@ -13,6 +14,7 @@ interface Meta {
   missing: number;
   partial: boolean;
   missingRanks: number[];
+  bytes: number;
   pendingSends: number;
 }
 
@@ -84,6 +86,16 @@ describe('fan-out and merge', () => {
     expect(snap.mpi.library).toBe('openmpi');
     // What arrived is exactly what the agents generated.
     expect(snap.ranks[5]).toEqual(syntheticRingRank(5, 20_005, 'sim-1', 8, 1, 0));
+    // Stored as each agent's chunk deflated on arrival and joined in rank order (fanout.ts,
+    // segments): the gzip opens with the JSON's head as a stored block, and inflates to exactly
+    // the JSON of the snapshot.
+    const gz = (await s.app.mqd.store.snapshotData(meta.id)) as Buffer;
+    const text = gunzipSync(gz).toString('utf8');
+    expect(text).toBe(JSON.stringify(snap));
+    expect(gz[10]).toBe(0);
+    const head = gz.subarray(15, 15 + gz.readUInt16LE(11)).toString('utf8');
+    expect(head).toMatch(/^\{"schemaVersion":\d+,.*"ranks":\[$/);
+    expect(meta.bytes).toBe(Buffer.byteLength(text));
   });
 
   it('marks the ranks of an agent that disconnects mid-snapshot agent-missing, and is whole again after it reconnects', async () => {
