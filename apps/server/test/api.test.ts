@@ -179,13 +179,16 @@ describe('ownership', () => {
   });
 });
 
-/** A synthetic job attached by the admin and one snapshot of it: the server and the snapshot id. */
-async function oneSnapshot(prefix: string, starterPid: number): Promise<{ s: TestServer; id: string }> {
+/** A synthetic job attached by the admin and one snapshot of it: the server, the snapshot and job ids. */
+async function oneSnapshot(
+  prefix: string,
+  starterPid: number,
+): Promise<{ s: TestServer; id: string; jobId: string }> {
   const s = await setup();
   const res = await job(s, s.admin, 0, prefix, starterPid);
   const jobId = json<{ job: { id: string } }>(res).job.id;
   const snap = await s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
-  return { s, id: json<{ snapshot: { id: string } }>(snap).snapshot.id };
+  return { s, id: json<{ snapshot: { id: string } }>(snap).snapshot.id, jobId };
 }
 
 describe('snapshots over REST', () => {
@@ -205,15 +208,7 @@ describe('snapshots over REST', () => {
   });
 
   it('sends a snapshot and a shared one gzip-encoded as stored (spliced), equal to the plain answer', async () => {
-    const s = await setup();
-    const res = await job(s, s.admin, 0, 'z-', 410);
-    const jobId = json<{ job: { id: string } }>(res).job.id;
-    const snap = await s.app.inject({
-      method: 'POST',
-      url: `/api/jobs/${jobId}/snapshots`,
-      headers: s.admin,
-    });
-    const id = json<{ snapshot: { id: string } }>(snap).snapshot.id;
+    const { s, id } = await oneSnapshot('z-', 410);
     const share = await s.app.inject({ method: 'POST', url: `/api/snapshots/${id}/share`, headers: s.admin });
     const shareId = json<{ id: string }>(share).id;
     for (const url of [`/api/snapshots/${id}`, `/api/shared/${shareId}`]) {
@@ -286,15 +281,7 @@ describe('snapshots over REST', () => {
   });
 
   it('audits every attach, snapshot and share', async () => {
-    const s = await setup();
-    const res = await job(s, s.admin, 0, 'a-', 600);
-    const jobId = json<{ job: { id: string } }>(res).job.id;
-    const snap = await s.app.inject({
-      method: 'POST',
-      url: `/api/jobs/${jobId}/snapshots`,
-      headers: s.admin,
-    });
-    const id = json<{ snapshot: { id: string } }>(snap).snapshot.id;
+    const { s, id, jobId } = await oneSnapshot('a-', 600);
     await s.app.inject({ method: 'POST', url: `/api/snapshots/${id}/share`, headers: s.admin, payload: {} });
     const act = await s.app.inject({ method: 'GET', url: '/api/admin/activity', headers: s.admin });
     const entries = json<{

@@ -59,18 +59,27 @@ afterEach(() => {
   for (const h of hubs.splice(0)) h.close();
 });
 
+/**
+ * Instance a asks for a snapshot of node-b, whose agent is on instance b: both hubs on one bus,
+ * their states delivered (a learns that b holds node-b), the call queued.
+ */
+function askAcross() {
+  const b = bus();
+  const a = new ClusterHub(fakeLocal([]), b.nsp('a'), { instance: 'a', stateIntervalMs: 60_000 });
+  const holder = new ClusterHub(fakeLocal(['node-b']), b.nsp('b'), {
+    instance: 'b',
+    stateIntervalMs: 60_000,
+  });
+  hubs.push(a, holder);
+  b.flush();
+  const got: number[] = [];
+  const asked = a.snapshot('node-b', [], 5000, (ranks) => got.push(...ranks.map((r) => r.rank)));
+  return { b, got, asked };
+}
+
 describe('a forwarded snapshot across instances', () => {
   it('a reply that overtakes its chunks waits for them; every rank once, the holder’s result', async () => {
-    const b = bus();
-    const a = new ClusterHub(fakeLocal([]), b.nsp('a'), { instance: 'a', stateIntervalMs: 60_000 });
-    const holder = new ClusterHub(fakeLocal(['node-b']), b.nsp('b'), {
-      instance: 'b',
-      stateIntervalMs: 60_000,
-    });
-    hubs.push(a, holder);
-    b.flush(); // the two states: a learns that b holds node-b
-    const got: number[] = [];
-    const asked = a.snapshot('node-b', [], 5000, (ranks) => got.push(...ranks.map((r) => r.rank)));
+    const { b, got, asked } = askAcross();
     expect(b.flush()).toEqual(['mqd:call']);
     // b ran the read: two chunks, then the reply; deliver the reply first.
     await new Promise((r) => setImmediate(r));
@@ -85,16 +94,7 @@ describe('a forwarded snapshot across instances', () => {
   });
 
   it('chunks first, then the reply: settles at the reply, nothing passed twice', async () => {
-    const b = bus();
-    const a = new ClusterHub(fakeLocal([]), b.nsp('a'), { instance: 'a', stateIntervalMs: 60_000 });
-    const holder = new ClusterHub(fakeLocal(['node-b']), b.nsp('b'), {
-      instance: 'b',
-      stateIntervalMs: 60_000,
-    });
-    hubs.push(a, holder);
-    b.flush();
-    const got: number[] = [];
-    const asked = a.snapshot('node-b', [], 5000, (ranks) => got.push(...ranks.map((r) => r.rank)));
+    const { b, got, asked } = askAcross();
     b.flush();
     await new Promise((r) => setImmediate(r));
     expect(b.flush()).toEqual(['mqd:ranks', 'mqd:ranks', 'mqd:reply']);
