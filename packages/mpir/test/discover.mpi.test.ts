@@ -41,8 +41,10 @@ function expectJob(
 ) {
   const job = found.find((j) => j.key === keyOf(starterPid));
   expect(job, `a job keyed by starter ${starterPid}`).toBeDefined();
+  // Discovery lists a job's ranks by rank; the READY lines come in whatever order the ranks
+  // printed them (rank 1 before rank 0 on a loaded machine).
   expect(job?.ranks.map((r) => [r.rank, r.pid, r.startTime])).toEqual(
-    ranks.map((r) => [r.rank, r.pid, procStartTime(r.pid)]),
+    [...ranks].sort((a, b) => a.rank - b.rank).map((r) => [r.rank, r.pid, procStartTime(r.pid)]),
   );
   expect(job).toMatchObject({ kind: 'starter', starterPid, worldSize: ranks.length });
   return job;
