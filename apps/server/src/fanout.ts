@@ -510,10 +510,10 @@ export class SnapshotService {
     for (let i = 0; i < n; i++) {
       const loc = job.ranks[i];
       if (loc === undefined) throw new Error(`job ${job.id} layout has a hole at ${i}`);
-      const got = slots[i];
-      const r = got ?? unanswered(loc, failures.get(loc.host));
+      const r = slots[i] ?? unanswered(loc, failures.get(loc.host));
       ranks[i] = r;
-      rankTexts[i] = (got === undefined ? undefined : texts[i]) ?? JSON.stringify(r);
+      // texts[i] is there exactly when slots[i] is (both set together in onRanks).
+      rankTexts[i] = texts[i] ?? JSON.stringify(r);
     }
     if (this.o.metrics) {
       const failedByCode = new Map<string, number>();
