@@ -14,7 +14,14 @@ export default defineConfig({
   base: '/',
   oxc: { jsx: { runtime: 'automatic' } },
   resolve: {
-    alias: { '@mqd/model': here('../../packages/model/src/index.ts') },
+    // Exact matches: '@mqd/model/edge-table' (the worker-light leaf) is not the index's subfolder.
+    alias: [
+      {
+        find: /^@mqd\/model\/edge-table$/,
+        replacement: here('../../packages/model/src/edges/edge-table.ts'),
+      },
+      { find: /^@mqd\/model$/, replacement: here('../../packages/model/src/index.ts') },
+    ],
   },
   worker: { format: 'es' },
   build: {

@@ -45,6 +45,7 @@ import { type SnapshotHub, SnapshotService, type UiEvents } from './fanout.js';
 import { errorBody } from './http.js';
 import { AgentHub } from './hub.js';
 import { MetricsRegistry, snapshotMetrics, watchMetrics } from './metrics.js';
+import { OverviewService } from './overviews.js';
 import { agentsHubPlugin } from './plugins/agents-hub.js';
 import { apiPlugin } from './plugins/api.js';
 import type { Services } from './plugins/common.js';
@@ -90,6 +91,8 @@ export interface AppOptions {
   readonly clusterTiming?: ClusterTiming;
   /** Cluster leases' renewal and lifetime, ms (default 5000 and 15000). */
   readonly leaseMs?: { readonly renew: number; readonly ttl: number };
+  /** Snapshot overviews: made on this thread below `inlineBelowRanks` (default 2,000), the worker's heap limit. */
+  readonly overviews?: { readonly inlineBelowRanks?: number; readonly maxHeapMb?: number };
 }
 
 /**
@@ -295,6 +298,13 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     });
   }
   const registry = new MetricsRegistry();
+  const overviews = new OverviewService({
+    ...opts.overviews,
+    store,
+    gzipLevel: config.gzipLevel,
+    log: app.log,
+  });
+  app.addHook('onClose', async () => overviews.close());
   const snapshots = new SnapshotService({
     store,
     hub: opts.snapshotHub ?? joined.hub,
@@ -305,6 +315,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     maxSnapshotBytes: config.maxSnapshotBytes,
     metrics: snapshotMetrics(registry),
     log: app.log,
+    onStored: (id, ranks) => overviews.prepare(id, ranks),
   });
   // Share links in notifications: the public URL, else the address the server listens on.
   const linkBase = (): string | null => {
@@ -343,6 +354,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     instance,
     leases,
     snapshots,
+    overviews,
     watcher,
     ui,
     uiSessions,

@@ -180,6 +180,8 @@ export interface SnapshotServiceOptions {
   readonly metrics?: SnapshotMetrics;
   /** The server log: every failed snapshot is written there with its code and job. */
   readonly log?: Pick<FastifyBaseLogger, 'warn' | 'error'>;
+  /** Told of every snapshot stored (the overview is started then: overviews.ts). */
+  readonly onStored?: (id: SnapshotId, ranks: number) => void;
 }
 
 /** A snapshot being taken, and the request keys that wait for it (stored with it). */
@@ -613,6 +615,7 @@ export class SnapshotService {
     if (job.coresDir === undefined && ranks.every((r) => r.state.kind === 'error' && GONE.has(r.state.code)))
       await store.markJobEnded(job.id, clock());
     ui.toJob(job.uid, 'snapshot.done', { jobId: job.id, snapshotId: meta.id, partial: meta.missing > 0 });
+    this.o.onStored?.(meta.id, meta.ranks);
     return ok(meta);
   }
 

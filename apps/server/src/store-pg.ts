@@ -708,6 +708,24 @@ export class PgStore implements StorePort {
     return r[0] ? r[0].data : null;
   }
 
+  async snapshotOverview(id: string): Promise<Buffer | null> {
+    const r = await this.q<{ body: Buffer }>('SELECT body FROM snapshot_overviews WHERE snapshot_id = $1', [
+      id,
+    ]);
+    return r[0] ? r[0].body : null;
+  }
+
+  async putSnapshotOverview(id: string, body: Buffer): Promise<boolean> {
+    // Only for a snapshot still stored; a concurrent delete of the snapshot leaves none either
+    // (the foreign key's row lock), and two instances storing at once keep the first.
+    const r = await this.w(
+      `INSERT INTO snapshot_overviews (snapshot_id, body) SELECT id, $1 FROM snapshots WHERE id = $2
+       ON CONFLICT (snapshot_id) DO NOTHING`,
+      [body, id],
+    );
+    return r > 0;
+  }
+
   async snapshots(jobId: string, limit: number): Promise<SnapshotMeta[]> {
     return (
       await this.q<SnapshotRow>(

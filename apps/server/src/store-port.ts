@@ -134,6 +134,13 @@ export interface StorePort {
   sweep(): Promise<number>;
   snapshotMeta(id: string): Promise<SnapshotMeta | null>;
   snapshotData(id: string): Promise<Buffer | null>;
+  /** A snapshot's overview (gzipped encodeOverview), null when none is stored. */
+  snapshotOverview(id: string): Promise<Buffer | null>;
+  /**
+   * Stores a snapshot's overview; the first one stays (every instance computes the same), and
+   * one whose snapshot is gone (retention) is dropped: returns whether it was stored.
+   */
+  putSnapshotOverview(id: string, body: Buffer): Promise<boolean>;
   snapshots(jobId: string, limit: number): Promise<SnapshotMeta[]>;
   countSnapshots(jobId?: string): Promise<number>;
 

@@ -199,6 +199,18 @@ const SQLITE_STEPS: readonly Migration[] = [
       );
     `,
   },
+  {
+    // Snapshot overviews (issue 32): what the dashboard draws first (explanation, edge table,
+    // header), computed once per snapshot (@mqd/model's encodeOverview, gzipped). Gone with
+    // their snapshot.
+    version: 7,
+    sql: `
+      CREATE TABLE snapshot_overviews (
+        snapshot_id TEXT PRIMARY KEY REFERENCES snapshots(id) ON DELETE CASCADE,
+        body BLOB NOT NULL
+      );
+    `,
+  },
 ];
 
 /**
@@ -353,6 +365,12 @@ const POSTGRES_STEPS: Readonly<Record<number, string>> = {
       name TEXT PRIMARY KEY,
       holder TEXT NOT NULL,
       expires_at BIGINT NOT NULL
+    );
+  `,
+  7: `
+    CREATE TABLE snapshot_overviews (
+      snapshot_id TEXT PRIMARY KEY REFERENCES snapshots(id) ON DELETE CASCADE,
+      body BYTEA NOT NULL
     );
   `,
 };

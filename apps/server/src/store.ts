@@ -583,6 +583,23 @@ export class SqliteStore implements StorePort {
     return r ? r.data : null;
   }
 
+  async snapshotOverview(id: string): Promise<Buffer | null> {
+    const r = this.db.prepare('SELECT body FROM snapshot_overviews WHERE snapshot_id = ?').get(id) as
+      | { body: Buffer }
+      | undefined;
+    return r ? r.body : null;
+  }
+
+  async putSnapshotOverview(id: string, body: Buffer): Promise<boolean> {
+    // Only for a snapshot still stored: the SELECT finds none once retention removed it.
+    const r = this.db
+      .prepare(
+        'INSERT OR IGNORE INTO snapshot_overviews (snapshot_id, body) SELECT id, ? FROM snapshots WHERE id = ?',
+      )
+      .run(body, id);
+    return r.changes > 0;
+  }
+
   /** History of a job, newest first. */
   async snapshots(jobId: string, limit: number): Promise<SnapshotMeta[]> {
     return (

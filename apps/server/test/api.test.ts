@@ -62,7 +62,7 @@ describe('authentication', () => {
       }
     }
     const health = await s.app.inject({ method: 'GET', url: '/api/health' });
-    expect(json(health)).toMatchObject({ status: 'ok', protocol: 3, schemaVersion: 6 });
+    expect(json(health)).toMatchObject({ status: 'ok', protocol: 3, schemaVersion: 7 });
   });
 
   it('logs in with the admin token and then works with the session cookie or bearer', async () => {
@@ -372,10 +372,12 @@ describe('snapshots over REST', () => {
         '/api/logout',
         '/api/me',
         '/api/shared/{id}',
+        '/api/shared/{id}/overview',
         '/api/shares',
         '/api/shares/{id}',
         '/api/snapshots/{id}',
         '/api/snapshots/{id}/export',
+        '/api/snapshots/{id}/overview',
         '/api/snapshots/{id}/share',
       ].sort(),
     );

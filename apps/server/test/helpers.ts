@@ -131,8 +131,18 @@ export function routeOf(method: string, url: string): RouteName | null {
 
 /** The body as JSON (gunzipped when the reply is gzip), or undefined when there is none. */
 export function bodyJson(res: LightMyRequestResponse): unknown {
-  const raw = res.headers['content-encoding'] === 'gzip' ? gunzipSync(res.rawPayload) : res.rawPayload;
+  const raw = bodyBytes(res);
   return raw.length === 0 ? undefined : JSON.parse(raw.toString('utf8'));
+}
+
+/** The body's bytes, inflated when it came gzipped. */
+export function bodyBytes(res: LightMyRequestResponse): Buffer {
+  return res.headers['content-encoding'] === 'gzip' ? gunzipSync(res.rawPayload) : res.rawPayload;
+}
+
+/** The success body of `route` as decodeResponse takes it: bytes for a binary route, else JSON. */
+export function routeBody(route: RouteName, res: LightMyRequestResponse): unknown {
+  return 'overview' in API_ROUTES[route] ? new Uint8Array(bodyBytes(res)) : bodyJson(res);
 }
 
 /**
@@ -156,7 +166,7 @@ export function specViolation(method: string, url: string, res: LightMyRequestRe
   const spec = API_ROUTES[name];
   if (res.statusCode !== spec.status) return `${at}: the spec says ${spec.status}`;
   if (spec.status === 204) return res.rawPayload.length === 0 ? null : `${at}: 204 with a body`;
-  const d = decodeResponse(name, bodyJson(res));
+  const d = decodeResponse(name, routeBody(name, res));
   return d.ok ? null : `${at}: ${d.error.message}`;
 }
 

@@ -379,6 +379,25 @@ describe.each([sqlite, postgres])('store contract on $name', (b) => {
     expect(await s.countSnapshots()).toBe(0);
   });
 
+  it("keeps a snapshot's first overview while the snapshot is kept, and none for a snapshot not stored", async () => {
+    const clock = { now: T0 };
+    const s = await fresh(clock, { maxSnapshotsPerJob: 1, maxAgeSeconds: 1000 });
+    await s.saveJob(job('j1', T0), audit);
+    expect(await s.putSnapshotOverview('nope', Buffer.from('x'))).toBe(false);
+    expect(await s.snapshotOverview('nope')).toBeNull();
+    await s.insertSnapshot(snap('a', 'j1', T0), audit);
+    expect(await s.snapshotOverview('a')).toBeNull();
+    expect(await s.putSnapshotOverview('a', Buffer.from([1, 2, 3]))).toBe(true);
+    // Another instance's (the same bytes in practice): the first stays.
+    expect(await s.putSnapshotOverview('a', Buffer.from([9]))).toBe(false);
+    expect([...((await s.snapshotOverview('a')) ?? [])]).toEqual([1, 2, 3]);
+    // Retention removes the snapshot: its overview goes with it.
+    await s.insertSnapshot(snap('b', 'j1', T0 + 1), audit);
+    expect(await s.snapshotMeta('a')).toBeNull();
+    expect(await s.snapshotOverview('a')).toBeNull();
+    expect(await s.putSnapshotOverview('a', Buffer.from([1]))).toBe(false);
+  });
+
   it('answers a request key with the first snapshot it got, while that snapshot is kept', async () => {
     const clock = { now: T0 };
     const s = await fresh(clock, { maxSnapshotsPerJob: 1, maxAgeSeconds: 0 });
@@ -907,6 +926,7 @@ describe('one migration history, two dialects', () => {
           'watch_samples',
           'watch_episodes',
           'leases',
+          'snapshot_overviews',
         ].sort(),
       );
     } finally {

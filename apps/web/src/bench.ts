@@ -9,6 +9,7 @@
 // Parameters: ranks, runs.
 
 import {
+  buildEdges,
   haloCulprit,
   type JobSnapshot,
   syntheticCollectiveHang,
@@ -22,7 +23,6 @@ import { createRoot } from 'react-dom/client';
 import { createApi } from './api.js';
 import { localSnapshot } from './data.js';
 import { beginBusy, initIdle } from './idle.js';
-import { buildEdges } from './matrix/build-edges.js';
 import { NO_FILTER } from './matrix/edges.js';
 import { MatrixView } from './matrix/MatrixView.js';
 import { createPyramidClient } from './matrix/pyramid-client.js';

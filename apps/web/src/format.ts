@@ -1,18 +1,9 @@
 // Display formatting shared by the views.
-import {
-  type Communicator,
-  type JobSnapshot,
-  type LengthUnit,
-  type Operation,
-  opLengthUnit,
-  type QueueKind,
-} from '@mqd/model';
+import { type LengthUnit, type Operation, opLengthUnit, type QueueKind } from '@mqd/model';
 import type { KindUnit } from './matrix-types.js';
 
-/** A communicator as people read it: its name, or its id and size when it has none. */
-export function commLabel(comm: Communicator): string {
-  return comm.name !== '' ? comm.name : `(unnamed ${comm.id}, size ${comm.size})`;
-}
+// How a communicator and a program read are the model's (the overview's matrix and header use them).
+export { commLabel, programOf } from '@mqd/model';
 
 export function formatTime(iso: string | null): string {
   if (iso === null) return '—';
@@ -152,18 +143,4 @@ export function formatCoreSource(cores: readonly { readonly signal: number }[]):
         ? ` (signal ${formatSignal(signals[0] ?? 0)})`
         : ` (signals ${signals.map(formatSignal).join(', ')})`;
   return `read from ${plural(cores.length, 'core file')}${which}`;
-}
-
-/**
- * The program a snapshot's ranks run, for headings: the file name of the module holding `main`
- * (C/C++) or `MAIN__` (Fortran) on the first rank whose stacks were read; null without stacks.
- */
-export function programOf(snapshot: JobSnapshot): string | null {
-  for (const r of snapshot.ranks) {
-    for (const t of r.threads ?? []) {
-      const f = t.frames.find((x) => x.function === 'main' || x.function === 'MAIN__');
-      if (f?.module) return f.module.slice(f.module.lastIndexOf('/') + 1);
-    }
-  }
-  return null;
 }

@@ -2,7 +2,18 @@
 // value mode (url-state.ts), the queue-kind codes and their units (format.ts, the timeline).
 // A leaf: it imports only the model, so shared modules never import the matrix view's files
 // (matrix/ re-exports these names for its own code).
-import type { LengthUnit, QueueKind } from '@mqd/model';
+// The queue-kind codes, ANY_PEER and KindUnit are the model's edge table's (the server builds the
+// same table for a snapshot's overview): re-exported from its worker-light leaf.
+export {
+  ANY_PEER,
+  KIND_COUNT,
+  KIND_INDEX,
+  KIND_OF_INDEX,
+  KIND_RECEIVES,
+  KIND_SENDS,
+  KIND_UNEXPECTED,
+  type KindUnit,
+} from '@mqd/model/edge-table';
 
 /** What a matrix cell's shade shows: the number of operations or their total size. */
 export type ValueMode = 'count' | 'bytes';
@@ -14,27 +25,9 @@ export interface ZoomState {
   readonly y: number;
 }
 
-/** Sender or receiver index of an operation whose peer is MPI_ANY_SOURCE or unknown (EdgeColumns.peerUnknown tells which). */
-export const ANY_PEER = -1;
-
 /** A rectangle of the matrix: rows [row, row+size) x cols [col, col+size); ANY_PEER = the wildcard strip. */
 export interface CellRange {
   readonly row: number;
   readonly col: number;
   readonly size: number;
 }
-
-/** Queue kinds as small integers, for typed arrays. */
-export const KIND_SENDS = 0;
-export const KIND_RECEIVES = 1;
-export const KIND_UNEXPECTED = 2;
-export const KIND_COUNT = 3;
-export const KIND_INDEX: Record<QueueKind, number> = {
-  sends: KIND_SENDS,
-  receives: KIND_RECEIVES,
-  unexpected: KIND_UNEXPECTED,
-};
-export const KIND_OF_INDEX: readonly QueueKind[] = ['sends', 'receives', 'unexpected'];
-
-/** The unit a queue kind's sizes are in: one length unit, `mixed` across ranks, null when none is known. */
-export type KindUnit = LengthUnit | 'mixed' | null;

@@ -8,6 +8,7 @@
 // take the views down: it is an answer too ({failed}), shown where the result would have been.
 // The index and the edges are cheap and needed to draw at all: read them directly.
 import {
+  buildEdges,
   buildStackTree,
   type Explanation,
   explainSnapshot,
@@ -18,7 +19,6 @@ import {
 } from '@mqd/model';
 import { useEffect, useState } from 'react';
 import { beginBusy } from './idle.js';
-import { buildEdges } from './matrix/build-edges.js';
 import type { EdgeTable } from './matrix/edges.js';
 
 /** A derivation's answer, or why it failed. */

@@ -1,11 +1,12 @@
 // Issue 29: the matrix's any-sender strip holds receives posted with MPI_ANY_SOURCE (the model's
 // PEER_ANY) and operations whose sender cannot be resolved (PEER_UNKNOWN). They share the strip
 // but the edge table, the pyramid, the tooltip, the cell list and the legend keep them apart.
+
+import { buildEdges } from '@mqd/model';
 import { createElement } from 'react';
 import { renderToStaticMarkup } from 'react-dom/server';
 import { describe, expect, it } from 'vitest';
 import { localSnapshot } from '../src/data.js';
-import { buildEdges } from '../src/matrix/build-edges.js';
 import { CellOps } from '../src/matrix/CellOps.js';
 import { cellLines } from '../src/matrix/cell-text.js';
 import { anySenderSplit, compileFilter, NO_FILTER } from '../src/matrix/edges.js';

@@ -1,6 +1,5 @@
-import { syntheticRingDeadlock, syntheticWrongTagHang } from '@mqd/model';
+import { buildEdges, syntheticRingDeadlock, syntheticWrongTagHang } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { buildEdges } from '../src/matrix/build-edges.js';
 import { commMenuEntries } from '../src/matrix/comm-menu.js';
 import { compileFilter, matrixCommKey, NO_FILTER } from '../src/matrix/edges.js';
 import { buildPyramid } from '../src/matrix/pyramid.js';

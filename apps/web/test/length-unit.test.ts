@@ -2,7 +2,7 @@
 // (Operation.lengthUnit) in a snapshot whose lengths are elements. The rank view's rows, the
 // matrix's sizes per queue kind, and the matching order's verdict (no truncation claimed across
 // units) say so.
-import { type JobSnapshot, type Operation, syntheticRingDeadlock } from '@mqd/model';
+import { buildEdges, type JobSnapshot, type Operation, syntheticRingDeadlock } from '@mqd/model';
 import { createElement } from 'react';
 import { renderToStaticMarkup } from 'react-dom/server';
 import { describe, expect, it } from 'vitest';
@@ -10,7 +10,6 @@ import type { Api } from '../src/api.js';
 import { localSnapshot } from '../src/data.js';
 import { formatKindSize, formatOpSize, sizeUnitsLabel } from '../src/format.js';
 import { OrderView } from '../src/matching/OrderView.js';
-import { buildEdges } from '../src/matrix/build-edges.js';
 import { KIND_OF_INDEX, KIND_RECEIVES, KIND_SENDS, KIND_UNEXPECTED } from '../src/matrix/edges.js';
 import { RankView } from '../src/rank/RankView.js';
 import { DEFAULT_STATE } from '../src/url-state.js';

@@ -1,6 +1,5 @@
-import { syntheticHaloJob, validateSnapshot } from '@mqd/model';
+import { buildEdges, syntheticHaloJob, validateSnapshot } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { buildEdges } from '../src/matrix/build-edges.js';
 import {
   ANY_PEER,
   compileFilter,

@@ -2,13 +2,12 @@
 // the same peer for every operation: both take the world size and the peer rules from the model
 // (mpi/world.ts). Before, the matrix took "largest rank seen + 1" and the analysis the number of
 // ranks listed, so a world copy's peer was a rank for one and unknown for the other.
-import { PEER_ANY, PEER_UNKNOWN } from '@mqd/model';
+import { buildEdges, PEER_ANY, PEER_UNKNOWN } from '@mqd/model';
 import { createElement } from 'react';
 import { renderToStaticMarkup } from 'react-dom/server';
 import { describe, expect, it } from 'vitest';
 import type { Api } from '../src/api.js';
 import { localSnapshot } from '../src/data.js';
-import { buildEdges } from '../src/matrix/build-edges.js';
 import { ANY_PEER, KIND_OF_INDEX, KIND_SENDS } from '../src/matrix-types.js';
 import { RankView } from '../src/rank/RankView.js';
 import { contextOf } from '../src/snapshot-context.js';

@@ -17,6 +17,7 @@
 // Browser-safe: only @sinclair/typebox.
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import type { JobId as JobIdT, SnapshotId as SnapshotIdT } from './brand.js';
+import { OVERVIEW_MEDIA_TYPE } from './edges/overview.js';
 import { CodedError, type JobSnapshot, LengthUnit, MpiLibrary } from './snapshot-spec.js';
 import { ApiFleetJob, ApiWatchPolicy } from './watch-spec.js';
 
@@ -270,6 +271,8 @@ export interface RouteSpec {
   readonly response: TSchema;
   /** Where a JobSnapshot sits in the response ('' = the body itself): validated in full there. */
   readonly snapshotAt?: '' | 'snapshot';
+  /** The success body is an encoded snapshot overview (edges/overview.ts, decodeOverview), not JSON. */
+  readonly overview?: true;
   /** Error statuses this route documents (all with ApiErrorBody). */
   readonly errors: readonly number[];
   /** Left out of the OpenAPI document. */
@@ -277,6 +280,16 @@ export interface RouteSpec {
 }
 
 const route = <const R extends RouteSpec>(r: R): R => r;
+
+/** The body of the overview routes: binary, laid out as packages/model edges/overview.ts says. */
+const OverviewBody = Type.Unsafe<Uint8Array>({
+  type: 'string',
+  format: 'binary',
+  description: `${OVERVIEW_MEDIA_TYPE}: "MQDO", format (u32 LE), JSON length (u32 LE), the JSON part, padding to 8, the edge columns`,
+});
+const OVERVIEW_DESCRIPTION =
+  'Computed once per snapshot on the server (explainSnapshot, buildEdges of packages/model) and stored beside it; ' +
+  'the dashboard draws the diagnosis and the matrix from it before the whole snapshot has arrived.';
 /** Errors every route behind the login can give. */
 const AUTHED = [401, 403] as const;
 
@@ -359,6 +372,19 @@ export const API_ROUTES = {
     response: Type.Object({ meta: ApiSnapshotMeta, snapshot: JobSnapshotRef, expiresAt: IsoTime }),
     snapshotAt: 'snapshot',
     errors: [400, 404, 429],
+  }),
+  sharedOverview: route({
+    method: 'GET',
+    url: '/shared/:id/overview',
+    auth: 'public',
+    tag: 'public',
+    summary: "A shared snapshot's overview (what the dashboard draws first), until the link expires",
+    description: OVERVIEW_DESCRIPTION,
+    params: IdParams,
+    status: 200,
+    response: OverviewBody,
+    overview: true,
+    errors: [400, 404, 429, 500, 503],
   }),
   me: route({
     method: 'GET',
@@ -474,6 +500,19 @@ export const API_ROUTES = {
     response: ApiSnapshotWithMeta,
     snapshotAt: 'snapshot',
     errors: [400, ...AUTHED, 404],
+  }),
+  snapshotOverview: route({
+    method: 'GET',
+    url: '/snapshots/:id/overview',
+    auth: 'user',
+    tag: 'snapshots',
+    summary: "A stored snapshot's overview: its explanation, the matrix's edge table and its header",
+    description: OVERVIEW_DESCRIPTION,
+    params: IdParams,
+    status: 200,
+    response: OverviewBody,
+    overview: true,
+    errors: [400, ...AUTHED, 404, 500, 503],
   }),
   exportSnapshot: route({
     method: 'GET',

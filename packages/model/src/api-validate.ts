@@ -3,6 +3,7 @@
 // not match is an MQD_E_BAD_INPUT Result naming the first field that is wrong, never a value
 // with a silently missing field. Browser-safe; interpreted TypeBox (no code generation, so it
 // runs under the dashboard's Content-Security-Policy).
+
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import {
@@ -15,6 +16,7 @@ import {
   type UiEventName,
   type UiEventPayload,
 } from './api-spec.js';
+import { decodeOverview } from './edges/overview.js';
 import { type MqdError, mqdError } from './errors.js';
 import { err, ok, type Result } from './result.js';
 import { validateSnapshot } from './snapshot-validate.js';
@@ -51,6 +53,13 @@ export function decodeResponse<N extends RouteName>(
 ): Result<ApiResponse<N>, MqdError> {
   const spec = API_ROUTES[route];
   const what = `${spec.method} /api${spec.url}`;
+  if ('overview' in spec) {
+    // A binary body: its own framing and checks (decodeOverview), not a JSON schema.
+    if (!(body instanceof Uint8Array))
+      return err(mqdError('MQD_E_BAD_INPUT', `${what}: the body is not binary`));
+    const d = decodeOverview(body);
+    return d.ok ? ok(body as ApiResponse<N>) : err(mqdError('MQD_E_BAD_INPUT', `${what}: ${d.error}`));
+  }
   const checked = checkShape(spec.response, body, what);
   if (!checked.ok) return checked;
   if ('snapshotAt' in spec) {

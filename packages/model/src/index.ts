@@ -4,6 +4,7 @@ export * from './api-validate.js';
 export * from './assert.js';
 export * from './brand.js';
 export * from './disposable.js';
+export * from './edges/index.js';
 export * from './errors.js';
 export * from './mpi/index.js';
 export * from './rank-not-read.js';

@@ -11,7 +11,7 @@ import { routeOf } from '../schemas.js';
 import { adminPlugin } from './admin.js';
 import { currentUser, type PluginOpts, rateLimited, typed } from './common.js';
 import { jobsPlugin } from './jobs.js';
-import { sendSnapshot, sharesPlugin, snapshotsPlugin } from './snapshots.js';
+import { sendOverview, sendSnapshot, sharesPlugin, snapshotsPlugin } from './snapshots.js';
 
 const publicPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
   const app = typed(fastify);
@@ -81,6 +81,17 @@ const publicPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
       return sendSnapshot(s, req, reply as FastifyReply, meta, {
         expiresAt: new Date(share.expiresAt).toISOString(),
       });
+    },
+  });
+
+  app.route({
+    ...routeOf(R.sharedOverview),
+    config: rateLimited(opts),
+    handler: async (req, reply) => {
+      const share = await s.store.liveShare(req.params.id);
+      const meta = share && (await s.store.snapshotMeta(share.snapshotId));
+      if (!share || !meta) return fail('MQD_E_NOT_FOUND', 'this share link does not exist or has expired');
+      return sendOverview(s, req, reply as FastifyReply, meta);
     },
   });
 };

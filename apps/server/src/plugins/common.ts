@@ -11,6 +11,7 @@ import type { HubPort } from '../cluster/cluster-hub.js';
 import type { Leases } from '../cluster/leases.js';
 import type { ServerConfig } from '../config.js';
 import type { SnapshotService, UiEvents } from '../fanout.js';
+import type { OverviewService } from '../overviews.js';
 import type { StorePort } from '../store-port.js';
 import type { User } from '../types.js';
 import type { UiSessions } from '../ui-sessions.js';
@@ -39,6 +40,8 @@ export interface Services {
   /** Background work once per cluster: auto-snapshots, retention, the watch's rounds. */
   readonly leases: Leases;
   readonly snapshots: SnapshotService;
+  /** Snapshot overviews: what the dashboard draws first (overviews.ts). */
+  readonly overviews: OverviewService;
   /** The hang watch (apps/server/src/watch/): the fleet, the policy, the sampling loop. */
   readonly watcher: Watcher;
   readonly ui: UiEvents;

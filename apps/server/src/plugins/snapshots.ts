@@ -1,7 +1,9 @@
 // Reading stored snapshots (only the owner of their job, or an admin), exporting them as a
 // file, and sharing them read-only through an unguessable link that expires.
 import { randomBytes } from 'node:crypto';
-import { type ApiSnapshotWithMeta, API_ROUTES as R, shareBody } from '@mqd/model';
+import { promisify } from 'node:util';
+import { gunzip } from 'node:zlib';
+import { type ApiSnapshotWithMeta, OVERVIEW_MEDIA_TYPE, API_ROUTES as R, shareBody } from '@mqd/model';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { spliceGzip } from '../gzip-splice.js';
 import { fail, metaJson, shareJson } from '../http.js';
@@ -73,6 +75,26 @@ export async function sendSnapshot(
   return sendJson(reply, withMetaJson(meta, await storedJson(s, meta), extra));
 }
 
+/**
+ * Replies with a snapshot's overview (overviews.ts; made now if it was not yet): as stored,
+ * gzipped, to a client that accepts gzip, else inflated.
+ */
+export async function sendOverview(
+  s: Services,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  meta: SnapshotMeta,
+): Promise<FastifyReply> {
+  const gz =
+    (await s.overviews.get(meta.id, meta.ranks)) ??
+    fail('MQD_E_NOT_FOUND', `snapshot ${meta.id} was removed`);
+  reply.header('vary', 'accept-encoding').type(OVERVIEW_MEDIA_TYPE);
+  if (acceptsGzip(req)) return reply.header('content-encoding', 'gzip').send(gz);
+  return reply.send(await gunzipAsync(gz));
+}
+
+const gunzipAsync = promisify(gunzip);
+
 export const snapshotsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }) => {
   const app = typed(fastify);
   app.route({
@@ -80,6 +102,14 @@ export const snapshotsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, {
     handler: async (req, reply) => {
       const meta = await snapshotFor(s, currentUser(req), req.params.id);
       return sendSnapshot(s, req, reply as FastifyReply, meta);
+    },
+  });
+
+  app.route({
+    ...routeOf(R.snapshotOverview),
+    handler: async (req, reply) => {
+      const meta = await snapshotFor(s, currentUser(req), req.params.id);
+      return sendOverview(s, req, reply as FastifyReply, meta);
     },
   });
 

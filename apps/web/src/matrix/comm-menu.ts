@@ -1,5 +1,5 @@
 // The matrix's communicator menu: one entry per communicator the filter can select, in words a
-// user reads at 16,384 ranks. Every rank's MPI_COMM_SELF is one entry (build-edges folds size-1
+// user reads at 16,384 ranks. Every rank's MPI_COMM_SELF is one entry (the model's buildEdges folds size-1
 // communicators into a family), and each entry names its ranks as the model phrases a rank set
 // ("even ranks 0-510", "ranks 0-2, 5"), never a list cut with "...".
 import { ranksPhrase } from '@mqd/model';

@@ -1,10 +1,17 @@
-// The message matrix starts from one flat table of every queued operation, as a struct of
-// typed arrays (Perfetto's slice tracks do the same): it is walked once per snapshot, copied to
-// the aggregation worker without a structured clone of the snapshot, and scanned linearly for
-// the operations of a clicked cell. This file has no runtime dependency on @mqd/model, so the
-// worker bundle stays small; build-edges.ts fills the table from a snapshot.
+// The message matrix's filters over the model's edge table (@mqd/model's edges/edge-table.ts:
+// one flat table of every queued operation, as a struct of typed arrays): a filter compiled once,
+// then tested per edge by the aggregation worker and the cell panel. This file's runtime imports
+// are the model's worker-light leaf only, so the worker bundle stays small.
 import type { QueueKind } from '@mqd/model';
 
+export {
+  type CommSummary,
+  type EdgeColumns,
+  type EdgeTable,
+  type KindUnit,
+  matrixCommKey,
+  SELF_FAMILY,
+} from '@mqd/model/edge-table';
 // The kind codes and ANY_PEER are the leaf ../matrix-types.ts's (shared code imports them there).
 export {
   ANY_PEER,
@@ -16,82 +23,8 @@ export {
   KIND_UNEXPECTED,
 } from '../matrix-types.js';
 
+import { type CommSummary, type EdgeColumns, matrixCommKey } from '@mqd/model/edge-table';
 import { ANY_PEER, KIND_INDEX } from '../matrix-types.js';
-
-/** The columns the aggregation needs (what goes to the worker). */
-export interface EdgeColumns {
-  readonly worldSize: number;
-  readonly length: number;
-  /** World rank of the sender: the matrix row. ANY_PEER for ANY_SOURCE receives or unknown senders (peerUnknown tells them apart). */
-  readonly src: Int32Array;
-  /** World rank of the receiver: the matrix column. ANY_PEER when a send's destination is unknown. */
-  readonly dst: Int32Array;
-  /** KIND_SENDS / KIND_RECEIVES / KIND_UNEXPECTED. */
-  readonly kind: Uint8Array;
-  /** Operation.length, in the operation's unit (its kind's: EdgeTable.kindUnit). */
-  readonly size: Float64Array;
-  readonly tag: Int32Array;
-  /** 1 when the tag is MPI_ANY_TAG (tag column then holds 0). */
-  readonly tagAny: Uint8Array;
-  /** Index into EdgeTable.comms. */
-  readonly comm: Uint32Array;
-  /**
-   * 1 when the operation's ANY_PEER is a peer that cannot be resolved (the model's PEER_UNKNOWN),
-   * 0 for MPI_ANY_SOURCE (PEER_ANY) and for resolved peers: the strip holds both, told apart.
-   */
-  readonly peerUnknown: Uint8Array;
-}
-
-/** A communicator as the filters see it: one key across all processes that share it. */
-export interface CommSummary {
-  readonly key: string;
-  readonly label: string;
-  readonly ops: number;
-  /** The communicator's name ("" when unnamed) and size, as its first process reports them. */
-  readonly name: string;
-  readonly size: number;
-  /**
-   * Its world ranks as ranges ("0-510" or "0,2,4"): the group when the library shows it, else
-   * the processes that reported it. For a per-rank family (SELF_FAMILY) every member's rank.
-   */
-  readonly members: string;
-  /** How many ranks `members` names. */
-  readonly memberCount: number;
-}
-
-/**
- * Key suffix of a family of size-1 communicators: every rank's MPI_COMM_SELF (or a dup of it)
- * has its own group, so commKey gives each rank its own key. The matrix shows them as one
- * entry, "MPI_COMM_SELF#1#each", not 16,384.
- */
-export const SELF_FAMILY = 'each';
-
-/** The matrix's key for a communicator key: size-1 communicators fold into their name's family. */
-export function matrixCommKey(key: string): string {
-  const m = /^(.*)#1#[^#]*$/.exec(key);
-  return m ? `${m[1]}#1#${SELF_FAMILY}` : key;
-}
-
-/**
- * The unit of the lengths of one queue kind across the snapshot: one unit, 'mixed' when its
- * operations count in different units (an MPMD job of MPICH ch3 and ch4 ranks), null when the
- * kind has no operation. MPICH ch4's unexpected messages count bytes, all else elements.
- */
-export type { KindUnit } from '../matrix-types.js';
-
-import type { KindUnit } from '../matrix-types.js';
-
-export interface EdgeTable extends EdgeColumns {
-  /** Per kind (KIND_SENDS...), the unit its `size` values are in. */
-  readonly kindUnit: readonly KindUnit[];
-  /** Position in snapshot.ranks of the process whose queue holds the operation. */
-  readonly owner: Int32Array;
-  /** Position of the communicator in that process's communicators. */
-  readonly commPos: Uint32Array;
-  /** Position in the queue (0 = matched first). */
-  readonly opPos: Uint32Array;
-  readonly comms: readonly CommSummary[];
-}
 
 /** What the matrix shows. Edges failing any test are left out of every count. */
 export interface MatrixFilter {

@@ -1,0 +1,196 @@
+// Snapshot overviews (issue 32): what the dashboard draws first of a stored snapshot (the
+// explanation, the matrix's edge table, the header; @mqd/model's edges/overview.ts), computed
+// once per snapshot and kept in the store beside it. A request for one not made yet (an older
+// snapshot, another instance's still under way, a restart) makes it then. Every
+// instance computes the same bytes from the same snapshot: the first stored stays.
+//
+// A small snapshot's overview (below `inlineBelowRanks`, 2,000 ranks: tens of milliseconds) is
+// made on this thread when first asked for. A larger one goes to the worker, and is started as
+// soon as the snapshot is stored. The worker is one thread, started on first use and kept; requests queue for it one at a
+// time (the explanation is CPU-bound: two at once would only share the same cores). A worker
+// that dies (its heap limit, a crash) fails the overview it was making with a coded error and
+// is started again for the next: the dashboard then loads the whole snapshot instead.
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import { Worker } from 'node:worker_threads';
+import { gunzip, gzip } from 'node:zlib';
+import { buildOverview, encodeOverview, type JobSnapshot, MqdException, mqdError } from '@mqd/model';
+import type { OverviewReply, OverviewRequest } from './overview-worker.js';
+import type { StorePort } from './store-port.js';
+
+export interface OverviewServiceOptions {
+  readonly store: StorePort;
+  readonly gzipLevel: number;
+  /** The worker's heap limit; a snapshot whose overview needs more fails alone. */
+  readonly maxHeapMb?: number;
+  /** Snapshots of fewer ranks are made on this thread, on demand (default 2,000). */
+  readonly inlineBelowRanks?: number;
+  readonly log?: { warn(o: object, msg: string): void; info(o: object, msg: string): void };
+}
+
+const gunzipAsync = promisify(gunzip);
+const gzipAsync = promisify(gzip);
+
+interface Pending {
+  readonly id: number;
+  readonly data: Uint8Array;
+  readonly resolve: (b: Buffer) => void;
+  readonly reject: (e: Error) => void;
+}
+
+/** Starts the worker thread: from the sources (tsx registered in the thread) or the build. */
+function startWorker(maxHeapMb: number): Worker {
+  const here = fileURLToPath(import.meta.url);
+  const resourceLimits = { maxOldGenerationSizeMb: maxHeapMb };
+  if (here.endsWith('.js')) return new Worker(join(dirname(here), 'overview-worker.js'), { resourceLimits });
+  // From the TypeScript sources (tsx, vitest): the thread registers tsx itself, then imports the
+  // entry; `--import` does not reach a worker's entry module on Node 20.
+  const tsxDir = dirname(createRequire(import.meta.url).resolve('tsx/package.json'));
+  const api = pathToFileURL(join(tsxDir, 'dist', 'esm', 'api', 'index.mjs')).href;
+  const entry = pathToFileURL(join(dirname(here), 'overview-worker.ts')).href;
+  const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(entry)}); })`;
+  return new Worker(code, { eval: true, execArgv: ['--conditions=source'], resourceLimits });
+}
+
+export class OverviewService {
+  private worker: Worker | null = null;
+  private readonly queue: Pending[] = [];
+  private current: Pending | null = null;
+  private nextId = 1;
+  private closed = false;
+  /** Overviews being made, by snapshot id: a second request waits for the first. */
+  private readonly making = new Map<string, Promise<Buffer>>();
+
+  constructor(private readonly o: OverviewServiceOptions) {}
+
+  private get inlineBelow(): number {
+    return this.o.inlineBelowRanks ?? 2000;
+  }
+
+  /**
+   * The overview of stored snapshot `id` of `ranks` ranks (gzipped), made now if it was not;
+   * null when the snapshot is gone.
+   */
+  async get(id: string, ranks: number): Promise<Buffer | null> {
+    const stored = await this.o.store.snapshotOverview(id);
+    if (stored !== null) return stored;
+    return this.make(id, ranks);
+  }
+
+  /**
+   * A snapshot of `ranks` ranks was just stored: a large one's overview is started now (its
+   * failure is logged, not thrown), a small one's waits until someone asks.
+   */
+  prepare(id: string, ranks: number): void {
+    if (this.closed || ranks < this.inlineBelow) return;
+    this.make(id, ranks).catch((e: unknown) =>
+      this.o.log?.warn({ err: e, snapshotId: id }, 'the snapshot overview could not be made'),
+    );
+  }
+
+  private make(id: string, ranks: number): Promise<Buffer | null> {
+    const running = this.making.get(id);
+    if (running !== undefined) return running;
+    const p = (async () => {
+      const data = await this.o.store.snapshotData(id);
+      if (data === null) return null;
+      const body = ranks < this.inlineBelow ? await this.inline(data) : await this.run(data);
+      // Retention may have removed the snapshot meanwhile: the overview is then not kept.
+      await this.o.store.putSnapshotOverview(id, body);
+      return body;
+    })().finally(() => this.making.delete(id));
+    this.making.set(id, p as Promise<Buffer>);
+    return p;
+  }
+
+  /** A small snapshot's overview, on this thread. */
+  private async inline(data: Buffer): Promise<Buffer> {
+    const snapshot = JSON.parse((await gunzipAsync(data)).toString('utf8')) as JobSnapshot;
+    return gzipAsync(encodeOverview(buildOverview(snapshot)), { level: this.o.gzipLevel });
+  }
+
+  private run(data: Buffer): Promise<Buffer> {
+    if (this.closed) return Promise.reject(this.closedError());
+    return new Promise((resolve, reject) => {
+      this.queue.push({ id: this.nextId++, data, resolve, reject });
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    if (this.current !== null || this.closed) return;
+    const next = this.queue.shift();
+    if (next === undefined) {
+      // Nothing to do: the thread does not keep the process alive.
+      this.worker?.unref();
+      return;
+    }
+    this.current = next;
+    const w = this.ensureWorker();
+    w.ref();
+    const req: OverviewRequest = { id: next.id, data: next.data, gzipLevel: this.o.gzipLevel };
+    w.postMessage(req);
+  }
+
+  private ensureWorker(): Worker {
+    if (this.worker !== null) return this.worker;
+    const w = startWorker(this.o.maxHeapMb ?? 4096);
+    w.on('message', (m: OverviewReply) => {
+      const c = this.current;
+      if (c === null || c.id !== m.id) return;
+      this.current = null;
+      if (m.ok) {
+        this.o.log?.info({ ms: Math.round(m.ms), bytes: m.body.byteLength }, 'snapshot overview made');
+        c.resolve(Buffer.from(m.body.buffer, m.body.byteOffset, m.body.byteLength));
+      } else
+        c.reject(new MqdException(mqdError('MQD_E_INTERNAL', `the snapshot overview failed: ${m.error}`)));
+      this.pump();
+    });
+    // 'error' (an uncaught exception, the heap limit) is followed by 'exit': the thread is gone.
+    let why = '';
+    w.on('error', (e: Error) => {
+      why = e.message;
+    });
+    w.on('exit', (code) => {
+      if (this.worker === w) this.worker = null;
+      const c = this.current;
+      this.current = null;
+      if (c !== null) {
+        c.reject(
+          this.closed
+            ? this.closedError()
+            : new MqdException(
+                mqdError(
+                  'MQD_E_INTERNAL',
+                  `the snapshot overview's worker ended (${why || `exit code ${code}`}): open the snapshot itself`,
+                ),
+              ),
+        );
+      }
+      this.pump();
+    });
+    this.worker = w;
+    return w;
+  }
+
+  private closedError(): Error {
+    return new MqdException(mqdError('MQD_E_STORE_UNAVAILABLE', 'the server is shutting down: try again'));
+  }
+
+  /** Ends the worker; what was queued fails. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const p of this.queue.splice(0)) p.reject(this.closedError());
+    const w = this.worker;
+    this.worker = null;
+    if (w !== null) await w.terminate();
+    // The exit handler rejects the current one.
+  }
+
+  /** For tests: whether a worker thread is running. */
+  get running(): boolean {
+    return this.worker !== null;
+  }
+}

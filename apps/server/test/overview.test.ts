@@ -1,0 +1,182 @@
+// Snapshot overviews (overviews.ts, @mqd/model edges/overview.ts): what the dashboard draws first
+// of a stored snapshot. The overview must say exactly what the page would compute from the whole
+// snapshot (the model's explanation and edge table), on this thread and in the worker; only the
+// job's owner (or a live share link) reads it; a worker that dies costs that overview only.
+import { gunzipSync } from 'node:zlib';
+import {
+  buildEdges,
+  decodeOverview,
+  type EdgeTable,
+  explainSnapshot,
+  type JobSnapshot,
+  type SnapshotOverview,
+} from '@mqd/model';
+import { describe, expect, it } from 'vitest';
+import { startSyntheticAgents } from '../src/agent.js';
+import { AGENT_TOKEN, bodyJson, cleanupAfterEach, serverFor, type TestServer, waitFor } from './helpers.js';
+
+const cleanup = cleanupAfterEach();
+
+/** A synthetic hung job of `agents` x `ranks`, attached by the admin, with one snapshot taken. */
+async function snapshotOf(s: TestServer, agents: number, ranks: number) {
+  const sim = startSyntheticAgents({
+    serverUrl: s.url,
+    token: AGENT_TOKEN,
+    agents,
+    ranksPerAgent: ranks,
+    uid: 1000,
+    starterPid: 700,
+    hostPrefix: 'ov-',
+  });
+  cleanup.push(() => sim.dispose());
+  await sim.whenConnected();
+  const att = await s.app.inject({
+    method: 'POST',
+    url: '/api/jobs/attach',
+    headers: s.admin,
+    payload: { host: 'ov-0', starterPid: 700 },
+  });
+  expect(att.statusCode, att.body).toBe(201);
+  const jobId = (bodyJson(att) as { job: { id: string } }).job.id;
+  const taken = await s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
+  expect(taken.statusCode, taken.body).toBe(201);
+  const id = (bodyJson(taken) as { snapshot: { id: string } }).snapshot.id;
+  const full = await s.app.inject({ method: 'GET', url: `/api/snapshots/${id}`, headers: s.admin });
+  return { jobId, id, snapshot: (bodyJson(full) as { snapshot: JobSnapshot }).snapshot };
+}
+
+async function overview(s: TestServer, url: string, headers: Record<string, string>) {
+  const res = await s.app.inject({ method: 'GET', url, headers: { ...headers, 'accept-encoding': 'gzip' } });
+  return res;
+}
+
+function decoded(body: Buffer): SnapshotOverview {
+  const d = decodeOverview(new Uint8Array(body));
+  if (!d.ok) throw new Error(d.error);
+  return d.value;
+}
+
+const COLUMNS = [
+  'src',
+  'dst',
+  'kind',
+  'size',
+  'tag',
+  'tagAny',
+  'comm',
+  'peerUnknown',
+  'owner',
+  'commPos',
+  'opPos',
+] as const;
+
+/** The overview says what the page computes from the whole snapshot. */
+function expectSameAsPage(o: SnapshotOverview, snapshot: JobSnapshot) {
+  expect(o.explanation).toEqual(JSON.parse(JSON.stringify(explainSnapshot(snapshot))));
+  const e: EdgeTable = buildEdges(snapshot);
+  expect(o.edges.length).toBe(e.length);
+  expect(o.edges.worldSize).toBe(e.worldSize);
+  expect(o.edges.comms).toEqual(e.comms);
+  expect(o.edges.kindUnit).toEqual(e.kindUnit);
+  for (const c of COLUMNS) expect([...o.edges[c]], c).toEqual([...e[c]]);
+  expect(o.head).toMatchObject({
+    takenAt: snapshot.takenAt,
+    mpi: snapshot.mpi,
+    rankCount: snapshot.ranks.length,
+  });
+}
+
+describe('snapshot overviews', () => {
+  it("say what the page would compute from the whole snapshot, gzipped or not, to the job's owner only", async () => {
+    const s = await serverFor(cleanup);
+    const { id, snapshot } = await snapshotOf(s, 2, 6);
+    expect(snapshot.ranks).toHaveLength(12);
+    const gz = await overview(s, `/api/snapshots/${id}/overview`, s.admin);
+    expect(gz.statusCode).toBe(200);
+    expect(gz.headers['content-type']).toBe('application/vnd.mqd.overview');
+    expect(gz.headers['content-encoding']).toBe('gzip');
+    const o = decoded(gunzipSync(gz.rawPayload));
+    expectSameAsPage(o, snapshot);
+    expect(o.explanation.verdict).toBe('deadlock');
+    expect(o.edges.length).toBeGreaterThan(12);
+    // Without gzip: the same bytes, inflated.
+    const plain = await s.app.inject({
+      method: 'GET',
+      url: `/api/snapshots/${id}/overview`,
+      headers: s.admin,
+    });
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(plain.rawPayload.equals(gunzipSync(gz.rawPayload))).toBe(true);
+    // Made once, then read from the store.
+    expect(await s.app.mqd.store.snapshotOverview(id)).not.toBeNull();
+
+    // Another user is refused as for the snapshot itself; an unknown id is a coded 404.
+    const bob = await s.app.inject({
+      method: 'POST',
+      url: '/api/admin/users',
+      headers: s.admin,
+      payload: { name: 'bob', uid: 2000 },
+    });
+    const bobAuth = { authorization: `Bearer ${(bodyJson(bob) as { token: string }).token}` };
+    const denied = await overview(s, `/api/snapshots/${id}/overview`, bobAuth);
+    expect(denied.statusCode).toBe(403);
+    expect(bodyJson(denied)).toMatchObject({ code: 'MQD_E_FORBIDDEN' });
+    const deniedFull = await s.app.inject({ method: 'GET', url: `/api/snapshots/${id}`, headers: bobAuth });
+    expect(bodyJson(deniedFull)).toEqual(bodyJson(denied));
+    expect((await overview(s, '/api/snapshots/nope/overview', s.admin)).statusCode).toBe(404);
+    expect((await overview(s, `/api/snapshots/${id}/overview`, {})).statusCode).toBe(401);
+
+    // A share link reads it until revoked.
+    const share = await s.app.inject({
+      method: 'POST',
+      url: `/api/snapshots/${id}/share`,
+      headers: s.admin,
+      payload: {},
+    });
+    const shareId = (bodyJson(share) as { id: string }).id;
+    const shared = await overview(s, `/api/shared/${shareId}/overview`, {});
+    expect(shared.statusCode).toBe(200);
+    expect(shared.rawPayload.equals(gz.rawPayload)).toBe(true);
+    await s.app.inject({ method: 'DELETE', url: `/api/shares/${shareId}`, headers: s.admin });
+    const gone = await overview(s, `/api/shared/${shareId}/overview`, {});
+    expect(gone.statusCode).toBe(404);
+  });
+
+  it('are made in the worker as soon as a large snapshot is stored, with the same answer', async () => {
+    // Every snapshot counts as large here (inlineBelowRanks 0): made by the worker thread.
+    const s = await serverFor(cleanup, {}, { overviews: { inlineBelowRanks: 0 } });
+    const { id, snapshot } = await snapshotOf(s, 3, 5);
+    const store = s.app.mqd.store;
+    // Started when the snapshot was stored, before anyone asked.
+    let stored: Buffer | null = null;
+    const t0 = Date.now();
+    while (stored === null && Date.now() - t0 < 60_000) {
+      stored = await store.snapshotOverview(id);
+      if (stored === null) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(stored, 'the overview stored by the worker').not.toBeNull();
+    expect(s.app.mqd.overviews.running).toBe(true);
+    const o = decoded(gunzipSync(stored as Buffer));
+    expectSameAsPage(o, snapshot);
+    const res = await overview(s, `/api/snapshots/${id}/overview`, s.admin);
+    expect(res.rawPayload.equals(stored as Buffer)).toBe(true);
+  });
+
+  it('a worker that dies costs that overview only: a coded error, the snapshot and the server stay', async () => {
+    // A heap limit no worker can start under: every overview made by it fails.
+    const s = await serverFor(cleanup, {}, { overviews: { inlineBelowRanks: 0, maxHeapMb: 1 } });
+    const { id } = await snapshotOf(s, 1, 4);
+    const res = await overview(s, `/api/snapshots/${id}/overview`, s.admin);
+    expect(res.statusCode).toBe(500);
+    expect(bodyJson(res)).toMatchObject({ code: 'MQD_E_INTERNAL' });
+    expect((bodyJson(res) as { message: string }).message).toMatch(/overview/);
+    // Nothing half-made was kept; the snapshot itself still opens, and the server answers.
+    expect(await s.app.mqd.store.snapshotOverview(id)).toBeNull();
+    const full = await s.app.inject({ method: 'GET', url: `/api/snapshots/${id}`, headers: s.admin });
+    expect(full.statusCode).toBe(200);
+    await waitFor(() => !s.app.mqd.overviews.running, 'the dead worker to be gone');
+    const again = await overview(s, `/api/snapshots/${id}/overview`, s.admin);
+    expect(again.statusCode).toBe(500);
+    expect((await s.app.inject({ method: 'GET', url: '/api/health' })).statusCode).toBe(200);
+  });
+});

@@ -1,0 +1,72 @@
+// The overview's body (edges/overview.ts): what the server encodes the page decodes unchanged,
+// and a body that is not one is refused with a reason, never half-read.
+import { describe, expect, it } from 'vitest';
+import {
+  buildEdges,
+  buildOverview,
+  decodeOverview,
+  encodeOverview,
+  explainSnapshot,
+  syntheticRingDeadlock,
+  syntheticWrongTagHang,
+} from '../src/index.js';
+
+const COLUMNS = [
+  'src',
+  'dst',
+  'kind',
+  'size',
+  'tag',
+  'tagAny',
+  'comm',
+  'peerUnknown',
+  'owner',
+  'commPos',
+  'opPos',
+] as const;
+
+describe('snapshot overview body', () => {
+  it.each([
+    ['ring deadlock', syntheticRingDeadlock({ ranks: 64, seed: 3 })],
+    ['wrong-tag hang', syntheticWrongTagHang({ ranks: 33, seed: 5 })],
+  ])('round-trips the explanation, the edge table and the header (%s)', (_, snap) => {
+    const body = encodeOverview(buildOverview(snap));
+    const d = decodeOverview(body);
+    if (!d.ok) throw new Error(d.error);
+    const o = d.value;
+    expect(o.explanation).toEqual(JSON.parse(JSON.stringify(explainSnapshot(snap))));
+    const e = buildEdges(snap);
+    expect(o.edges.comms).toEqual(e.comms);
+    for (const c of COLUMNS) expect([...o.edges[c]], c).toEqual([...e[c]]);
+    expect(o.head.rankCount).toBe(snap.ranks.length);
+    expect(o.readStatus.read).toBe(snap.ranks.length);
+    // A body that does not start on an 8-byte boundary (a slice of a larger buffer) decodes too.
+    const shifted = new Uint8Array(body.length + 3);
+    shifted.set(body, 3);
+    const again = decodeOverview(shifted.subarray(3));
+    expect(again.ok && [...again.value.edges.size]).toEqual([...e.size]);
+  });
+
+  it('refuses what is not an overview, saying why', () => {
+    const body = encodeOverview(buildOverview(syntheticRingDeadlock({ ranks: 16, seed: 1 })));
+    const why = (b: Uint8Array) => {
+      const d = decodeOverview(b);
+      return d.ok ? 'accepted' : d.error;
+    };
+    expect(why(new TextEncoder().encode('{"snapshot":1}'))).toMatch(/no MQDO header/);
+    expect(why(body.subarray(0, body.length - 1))).toMatch(/bytes, where \d+ edges take/);
+    const v2 = body.slice();
+    v2[4] = 2;
+    expect(why(v2)).toMatch(/format 2/);
+    const longJson = body.slice();
+    new DataView(longJson.buffer).setUint32(8, body.length, true);
+    expect(why(longJson)).toMatch(/runs past the end/);
+    // A sender rank past the world: the matrix would index outside its rows.
+    const d = decodeOverview(body);
+    if (!d.ok) throw new Error(d.error);
+    const srcAt = body.length - d.value.edges.length * 39 + d.value.edges.length * 8; // 39 bytes an edge; size (8) first
+    const badRank = body.slice();
+    new DataView(badRank.buffer).setInt32(srcAt, 1 << 20, true);
+    expect(why(badRank)).toMatch(/edge 0 names a rank outside the world/);
+  });
+});
