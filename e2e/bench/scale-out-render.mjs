@@ -5,9 +5,11 @@
 // Logs in through the ?token= URL, then opens /?view=matrix&job=J&snap=S RUNS times (a fresh
 // page each time, the session cookie kept; the browser's HTTP cache is off so every run fetches
 // the snapshot) and records, relative to the navigation's start (performance.timeOrigin), when
-// each part first showed: the snapshot badge (the snapshot loaded and parsed), the diagnosis verdict, the matrix canvas, and the
-// app idle (the matrix's frame with the data on screen). First meaningful content = the verdict
-// and the drawn matrix both on screen. Prints one JSON line (medians and every run).
+// each part first showed: the snapshot badge (the overview or the snapshot loaded), the diagnosis
+// verdict, the matrix canvas, the matrix's first frame with its data on screen (`data-drawn` of
+// MatrixView), and the app idle (the whole snapshot loaded too, every view ready). First
+// meaningful content = the verdict and the drawn matrix both on screen. Prints one JSON line
+// (medians and every run).
 import { chromium } from 'playwright-core';
 
 const [url, token, jobId, snapId] = process.argv.slice(2);
@@ -33,10 +35,13 @@ const MARKS = () => {
       marks.header = t;
     if (marks.verdict === undefined && seen('[data-testid="diagnosis-verdict"]')) marks.verdict = t;
     if (marks.canvas === undefined && seen('[data-testid="matrix-canvas"]')) marks.canvas = t;
-    if (marks.idle === undefined && marks.canvas !== undefined && document.body?.dataset.mqdIdle === 'true')
+    if (marks.drawn === undefined && document.querySelector('.matrix-main[data-drawn="true"]') !== null)
+      marks.drawn = t;
+    if (marks.verdict !== undefined && marks.drawn !== undefined) marks.firstMeaningful ??= Math.max(marks.verdict, marks.drawn);
+    if (marks.idle === undefined && marks.drawn !== undefined && document.body?.dataset.mqdIdle === 'true')
       marks.idle = t;
-    if (marks.verdict !== undefined && marks.idle !== undefined) {
-      marks.firstMeaningful = Math.max(marks.verdict, marks.idle);
+    if (marks.firstMeaningful !== undefined && marks.idle !== undefined) {
+      marks.done = true;
       return;
     }
     requestAnimationFrame(tick);
@@ -65,7 +70,7 @@ try {
     await page.goto(
       `${url}/?view=matrix&job=${encodeURIComponent(jobId)}&snap=${encodeURIComponent(snapId)}`,
     );
-    await page.waitForFunction(() => window.__mqdMarks?.firstMeaningful !== undefined, undefined, {
+    await page.waitForFunction(() => window.__mqdMarks?.done === true, undefined, {
       timeout: 300_000,
       polling: 250,
     });
@@ -74,8 +79,9 @@ try {
       jsHeapMb: Math.round((performance.memory?.usedJSHeapSize ?? 0) / 104857.6) / 10,
       snapshotFetch: performance
         .getEntriesByType('resource')
-        .filter((e) => e.name.includes('/api/snapshots/'))
+        .filter((e) => e.name.includes('/api/snapshots/') || e.name.includes('/api/shared/'))
         .map((e) => ({
+          url: e.name.replace(/^.*\/api\//, '/api/'),
           start: e.startTime,
           end: e.responseEnd,
           transferBytes: e.transferSize,
@@ -93,9 +99,10 @@ try {
       headerMs: pick('header'),
       verdictMs: pick('verdict'),
       canvasMs: pick('canvas'),
-      matrixDrawnMs: pick('idle'),
+      matrixDrawnMs: pick('drawn'),
+      wholeSnapshotIdleMs: pick('idle'),
       definition:
-        'navigation start to the diagnosis verdict and the drawn matrix both on screen (median of runs)',
+        'navigation start to the diagnosis verdict and the matrix drawn with its data both on screen (median of runs); wholeSnapshotIdleMs: the whole snapshot loaded too and the page idle',
       all: runs,
     }),
   );

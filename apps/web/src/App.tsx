@@ -6,9 +6,10 @@ import { assertUnreachable } from '@mqd/model';
 import { useEffect, useState } from 'react';
 import { type Api, isUnauthenticated } from './api.js';
 import { Diagnosis } from './Diagnosis.js';
-import type { LoadedSnapshot } from './data.js';
+import { factsOf, type LoadedOverview, type LoadedSnapshot, type Viewed } from './data.js';
+import { markShown } from './first-shown.js';
 import { FleetPage } from './fleet/FleetView.js';
-import { formatCoreSource, formatTime, programOf } from './format.js';
+import { formatCoreSource, formatTime } from './format.js';
 import { useResource } from './hooks.js';
 import { JobsView } from './jobs/JobsView.js';
 import { LoginForm, type PendingSwitch, SwitchUserBanner } from './Login.js';
@@ -20,7 +21,7 @@ import { NoSnapshot, useViewedSnapshot } from './snapshot-loading.js';
 import { useSnapshotsInFlight } from './snapshots-in-flight.js';
 import { StacksView } from './stacks/StacksView.js';
 import { TimelineView } from './timeline/TimelineView.js';
-import { ErrorBox, SnapshotProgressBar } from './ui.js';
+import { ErrorBox, Progress, SnapshotProgressBar } from './ui.js';
 import { VIEW_KEYS, type View, viewNeedsSnapshot } from './url-state.js';
 import { useLiveConnection } from './use-live.js';
 import { useUrlState } from './use-url-state.js';
@@ -64,6 +65,9 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
 
   const viewed = useViewedSnapshot(api, url, setUrl, needLogin);
   const data = viewed.data;
+  // The whole snapshot, else its overview while the rest loads (the header and first views).
+  const shown: Viewed | null = data ?? viewed.early;
+  const head = shown === null ? null : factsOf(shown).head;
   useEffect(() => {
     if (viewed.error && isUnauthenticated(viewed.error)) setNeedLogin(true);
   }, [viewed.error]);
@@ -92,9 +96,10 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
     return () => removeEventListener('keydown', onKey);
   }, [setUrl, url.value, url.share, livePage]);
 
-  const title = data
-    ? `MQD · ${data.snapshot.ranks.length.toLocaleString()} ranks · ${formatTime(data.takenAt)}`
-    : 'MQD Dashboard';
+  const title =
+    shown && head
+      ? `MQD · ${head.rankCount.toLocaleString()} ranks · ${formatTime(shown.takenAt)}`
+      : 'MQD Dashboard';
   useEffect(() => {
     document.title = title;
   }, [title]);
@@ -126,12 +131,12 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
             </button>
           ))}
         </nav>
-        <SnapshotBadge data={data} />
+        <SnapshotBadge data={shown} />
         {data && !data.readOnly && data.source === 'live' && data.snapshotId !== null && (
           <ShareButton api={api} snapshotId={data.snapshotId} url={url} />
         )}
       </header>
-      {data?.readOnly && <ReadOnlyBanner data={data} />}
+      {shown?.readOnly && <ReadOnlyBanner data={shown} />}
       {switchAsk !== null && (
         <SwitchUserBanner
           api={api}
@@ -190,14 +195,16 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
               The fleet view is part of the live dashboard, not of shared or demo pages.
             </p>
           )
-        ) : needsSnapshot && !data ? (
+        ) : needsSnapshot && !shown ? (
           <NoSnapshot url={url} setUrl={setUrl} viewed={viewed} />
-        ) : data ? (
+        ) : shown ? (
+          // The same tree for the overview and the whole snapshot (same key): the matrix drawn
+          // from the overview stays mounted when the rest arrives.
           <>
             {(url.view === 'matrix' || url.view === 'order' || url.view === 'stacks') && (
-              <Diagnosis data={data} url={url} setUrl={setUrl} />
+              <Diagnosis data={shown} url={url} setUrl={setUrl} />
             )}
-            <ViewSwitch view={url.view} api={api} url={url} setUrl={setUrl} data={data} />
+            <ViewSwitch view={url.view} api={api} url={url} setUrl={setUrl} data={shown} />
           </>
         ) : null}
       </main>
@@ -213,19 +220,22 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
           )}{' '}
           <kbd>v</kbd> count/size <kbd>Esc</kbd> clear selection
         </span>
-        {data && <span className="muted">{data.snapshot.mpi.dll ?? 'no message-queue DLL'}</span>}
+        {head && <span className="muted">{head.mpi.dll ?? 'no message-queue DLL'}</span>}
       </footer>
     </div>
   );
 }
 
-function ViewSwitch(props: ViewProps & { view: View }) {
+function ViewSwitch({ data, ...rest }: Omit<ViewProps, 'data'> & { view: View; data: Viewed }) {
+  // The matrix draws from the overview too; the other views wait for the whole snapshot.
+  if (rest.view !== 'matrix' && !('snapshot' in data)) return <WholeSnapshotLoading data={data} />;
+  const props = { ...rest, data: data as LoadedSnapshot };
   switch (props.view) {
     case 'jobs':
     case 'fleet':
       return null;
     case 'matrix':
-      return <MatrixView {...props} />;
+      return <MatrixView {...rest} data={data} />;
     case 'timeline':
       return <TimelineView {...props} />;
     case 'order':
@@ -239,13 +249,22 @@ function ViewSwitch(props: ViewProps & { view: View }) {
   }
 }
 
-function SnapshotBadge({ data }: { data: LoadedSnapshot | null }) {
+/**
+ * A view that needs the whole snapshot while only its overview is here: says so, and lets the
+ * whole snapshot load at once (markShown: nothing is drawn from the overview here).
+ */
+function WholeSnapshotLoading({ data }: { data: LoadedOverview }) {
+  useEffect(() => markShown(data.key), [data.key]);
+  return <Progress what={`Loading the snapshot's ${data.overview.head.rankCount.toLocaleString()} ranks…`} />;
+}
+
+function SnapshotBadge({ data }: { data: Viewed | null }) {
   if (!data) return <span className="snapshot-badge muted">No snapshot selected</span>;
-  const s = data.snapshot;
-  const program = programOf(s);
+  const s = factsOf(data).head;
+  const program = s.program;
   return (
     <>
-      <span className="snapshot-badge" title={data.snapshot.mpi.dll ?? ''}>
+      <span className="snapshot-badge" title={s.mpi.dll ?? ''}>
         {program !== null && (
           <>
             <bdi className="snapshot-program" data-testid="snapshot-program">
@@ -258,7 +277,7 @@ function SnapshotBadge({ data }: { data: LoadedSnapshot | null }) {
         <span>taken {formatTime(data.takenAt)}</span>
         <span className="muted">
           {' '}
-          · {s.mpi.library} · {s.ranks.length.toLocaleString()} ranks · lengths in {s.mpi.lengthUnit}
+          · {s.mpi.library} · {s.rankCount.toLocaleString()} ranks · lengths in {s.mpi.lengthUnit}
         </span>
       </span>
       {/* Beside the badge, not in it: the badge may be cut short, this must stay readable. */}

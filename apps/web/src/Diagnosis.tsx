@@ -16,9 +16,11 @@ import {
 } from '@mqd/model';
 import type { MouseEvent, ReactNode } from 'react';
 import { useMemo, useState } from 'react';
-import type { LoadedSnapshot } from './data.js';
-import { bannerText, useExplanation } from './explanation.js';
+import { factsOf, type Viewed } from './data.js';
+import { bannerText } from './explanation.js';
 import { useBusyWhile } from './hooks.js';
+import { useDerived } from './snapshot-context.js';
+import { factsOfSnapshot } from './snapshot-facts.js';
 import { DEFAULT_STATE, frameParam, type UrlState, urlOf } from './url-state.js';
 import type { SetUrl } from './view-types.js';
 
@@ -28,7 +30,11 @@ import type { SetUrl } from './view-types.js';
  * entries, and so the analysis built on them, may be wrong; null when there are none.
  */
 export function dllMismatchText(snapshot: JobSnapshot): string | null {
-  const ranks = snapshot.ranks.flatMap((r) => (r.dll?.missingFields?.length ? [r.rank] : []));
+  return dllMismatchTextOf(factsOfSnapshot(snapshot).dllMissing);
+}
+
+/** dllMismatchText for those ranks (SnapshotFacts.dllMissing). */
+export function dllMismatchTextOf(ranks: readonly number[]): string | null {
   if (ranks.length === 0) return null;
   return `The message-queue DLL of ${ranksPhrase(compressRanks(ranks))} looked up fields this MPI library lacks (a DLL built for another version?): their queue entries, and this diagnosis, may be wrong.`;
 }
@@ -157,13 +163,14 @@ export function Diagnosis({
   url = DEFAULT_STATE,
   setUrl = () => {},
 }: {
-  data: LoadedSnapshot;
+  /** The whole snapshot, or its overview while the rest loads: the explanation is in either. */
+  data: Viewed;
   url?: UrlState;
   setUrl?: SetUrl;
 }) {
-  const snapshot = data.snapshot;
-  const result = useExplanation(snapshot);
-  const dllText = useMemo(() => dllMismatchText(snapshot), [snapshot]);
+  const facts = factsOf(data);
+  const result = useDerived(facts.explanation);
+  const dllText = useMemo(() => dllMismatchTextOf(facts.dllMissing), [facts]);
   // The paragraph repeats the lines in longer form: folded when the lines are there.
   const [more, setMore] = useState(false);
   useBusyWhile(result === null);

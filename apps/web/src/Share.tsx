@@ -4,7 +4,7 @@
 import type { SnapshotId } from '@mqd/model';
 import { useEffect, useState } from 'react';
 import type { Api, ApiError } from './api.js';
-import type { LoadedSnapshot } from './data.js';
+import type { Viewed } from './data.js';
 import { formatTime } from './format.js';
 import { trackBusy } from './idle.js';
 import { ErrorBox } from './ui.js';
@@ -48,7 +48,7 @@ export function ShareButton({ api, snapshotId, url }: { api: Api; snapshotId: Sn
 }
 
 /** Above a shared page: the snapshot is frozen and the page cannot change it. */
-export function ReadOnlyBanner({ data }: { data: LoadedSnapshot }) {
+export function ReadOnlyBanner({ data }: { data: Viewed }) {
   return (
     <div className="banner readonly" data-testid="read-only-banner" role="status">
       Frozen snapshot taken {formatTime(data.takenAt)} — read-only

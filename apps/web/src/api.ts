@@ -15,6 +15,7 @@ import {
   type ApiUser,
   type ApiWatchPolicy,
   decodeErrorBody,
+  decodeOverview,
   decodeResponse,
   ERROR_HINTS,
   err,
@@ -24,11 +25,13 @@ import {
   type JobSnapshot,
   JOB_STATES as MODEL_JOB_STATES,
   type JobState as ModelJobState,
+  OVERVIEW_MEDIA_TYPE,
   ok,
   Pid,
   type Result,
   type RouteName,
   type SnapshotId,
+  type SnapshotOverview,
 } from '@mqd/model';
 
 /** Failures that only the browser sees (the server's own codes come from @mqd/model). */
@@ -146,6 +149,12 @@ export interface Api {
   snapshot(id: SnapshotId, signal?: AbortSignal): Promise<ApiResult<StoredSnapshot>>;
   share(id: SnapshotId, expiresInSeconds?: number): Promise<ApiResult<ShareLink>>;
   shared(shareId: string, signal?: AbortSignal): Promise<ApiResult<SharedSnapshot>>;
+  /**
+   * What the dashboard draws first of a stored snapshot (or a shared one, `share`: true): the
+   * explanation, the matrix's edge table and the header, made once on the server
+   * (@mqd/model's edges/overview.ts), long before the whole snapshot of a large job arrives.
+   */
+  overview(id: string, share: boolean, signal?: AbortSignal): Promise<ApiResult<SnapshotOverview>>;
   me(signal?: AbortSignal): Promise<ApiResult<Me>>;
   /** Admins only (403 MQD_E_FORBIDDEN otherwise), as are activity and hung. */
   agents(signal?: AbortSignal): Promise<ApiResult<FleetAgents>>;
@@ -322,7 +331,48 @@ export function createApi(opts: ApiOptions = {}): Api {
     return ok(use(decoded.value));
   }
 
+  /** An overview route: a binary body checked by decodeOverview; errors are JSON as elsewhere. */
+  async function overviewRequest(
+    route: 'snapshotOverview' | 'sharedOverview',
+    path: string,
+    signal?: AbortSignal,
+  ): Promise<ApiResult<SnapshotOverview>> {
+    const init: RequestInit = {
+      method: 'GET',
+      credentials: 'same-origin',
+      headers: { accept: OVERVIEW_MEDIA_TYPE },
+    };
+    if (signal) init.signal = signal;
+    let res: Response;
+    let bytes: Uint8Array;
+    try {
+      res = await doFetch(`${base}${path}`, init);
+      bytes = new Uint8Array(await res.arrayBuffer());
+    } catch (e: unknown) {
+      if (signal?.aborted) return err(webError('MQD_E_ABORTED', 0, `GET ${path}`));
+      return err(
+        webError('MQD_E_NETWORK', 0, `GET ${path} failed (${e instanceof Error ? e.message : String(e)})`),
+      );
+    }
+    if (!res.ok) {
+      let json: unknown = null;
+      try {
+        json = JSON.parse(new TextDecoder().decode(bytes));
+      } catch {
+        // Not ours (a proxy's page): serverError says so from the status.
+      }
+      return err(serverError(res.status, json));
+    }
+    const d = decodeOverview(bytes);
+    if (!d.ok) return err(webError('MQD_E_BAD_RESPONSE', res.status, `GET ${path}: ${d.error}`));
+    return ok(d.value);
+  }
+
   const api: Api = {
+    overview: (id, share, signal) =>
+      share
+        ? overviewRequest('sharedOverview', pathOf('sharedOverview', { id }), signal)
+        : overviewRequest('snapshotOverview', pathOf('snapshotOverview', { id }), signal),
     health: (signal) => request('health', pathOf('health'), (b) => ({ ...b }), undefined, signal),
     login: (token, switchUser = false) =>
       request('login', pathOf('login'), () => undefined, switchUser ? { token, switchUser } : { token }),

@@ -1,9 +1,10 @@
 // The snapshot a view shows, wherever it came from (the live server, a share link, the
 // synthetic demo), and the snapshots fetched from the server. What is derived from a snapshot
 // lives in snapshot-context.ts.
-import type { JobId, JobSnapshot, SnapshotId } from '@mqd/model';
+import type { JobId, JobSnapshot, SnapshotId, SnapshotOverview } from '@mqd/model';
 import type { EdgeTable } from './matrix/edges.js';
 import { contextOf } from './snapshot-context.js';
+import { factsOfOverview, factsOfSnapshot, type SnapshotFacts } from './snapshot-facts.js';
 
 export type SnapshotSource = 'live' | 'shared' | 'demo';
 
@@ -17,6 +18,29 @@ export interface LoadedSnapshot {
   readonly snapshot: JobSnapshot;
   /** Shared snapshots are frozen: no share, no new snapshot, no timeline of the live job. */
   readonly readOnly: boolean;
+}
+
+/**
+ * A stored or shared snapshot of which only the server's overview is here yet (what the header,
+ * the diagnosis and the matrix draw first); the whole snapshot follows as a LoadedSnapshot with
+ * the same key.
+ */
+export interface LoadedOverview {
+  readonly key: string;
+  readonly source: SnapshotSource;
+  readonly snapshotId: SnapshotId | null;
+  readonly jobId: JobId | null;
+  readonly takenAt: string;
+  readonly overview: SnapshotOverview;
+  readonly readOnly: boolean;
+}
+
+/** What a page shows of one snapshot: the whole of it, or its overview while the rest loads. */
+export type Viewed = LoadedSnapshot | LoadedOverview;
+
+/** The facts the first views read, from either. */
+export function factsOf(d: Viewed): SnapshotFacts {
+  return 'snapshot' in d ? factsOfSnapshot(d.snapshot) : factsOfOverview(d.overview);
 }
 
 /** A snapshot made in the page (the demo, a benchmark, a test), stored nowhere: no ids. */

@@ -14,6 +14,7 @@ import {
   explainSnapshot,
   type JobSnapshot,
   SnapshotIndex,
+  type SnapshotOverview,
   type StackTree,
   type StackTreeOptions,
 } from '@mqd/model';
@@ -50,6 +51,18 @@ export class Derived<T> {
   peek(): Computed<T> | undefined {
     return this.value;
   }
+
+  /** Takes an answer made elsewhere (the server's overview) if none was computed here. */
+  seed(value: T): void {
+    this.value ??= value;
+  }
+
+  /** A derivation whose answer is already known. */
+  static known<T>(what: string, value: T): Derived<T> {
+    const d = new Derived<T>(what, () => value);
+    d.value = value;
+    return d;
+  }
 }
 
 export class SnapshotContext {
@@ -72,6 +85,16 @@ export class SnapshotContext {
   get edges(): EdgeTable {
     this.edgesValue ??= buildEdges(this.snapshot);
     return this.edgesValue;
+  }
+
+  /**
+   * Takes what the server's overview of this snapshot already holds: the explanation and the
+   * edge table (the model's own, made from the same stored snapshot), so they are not computed
+   * again in the page.
+   */
+  seed(o: SnapshotOverview): void {
+    this.explanation.seed(o.explanation);
+    this.edgesValue ??= o.edges;
   }
 
   /** The merged stack tree for these options. */

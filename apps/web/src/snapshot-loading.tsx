@@ -1,18 +1,31 @@
 // Which snapshot the page shows and its loading: the synthetic demo, a share (`/s/<id>`), or a
 // live snapshot (`snap=`, or the latest of `job=` when the link names no snapshot); and what a
 // view of one snapshot shows while there is none yet.
+//
+// A stored or shared snapshot loads in two steps: first the server's overview of it (the
+// explanation, the matrix's edge table, the header: a few MB for 100,000 ranks), which the
+// header, the diagnosis and the matrix draw at once; then, once that first frame is on screen
+// (first-shown.ts), the whole snapshot, which takes the overview's explanation and edge table
+// instead of computing them again. An overview that fails costs nothing but time: the whole
+// snapshot is loaded as before.
+
+import type { JobSnapshot, SnapshotOverview } from '@mqd/model';
 import { useEffect, useMemo } from 'react';
 import type { Api, ApiError, SnapshotListEntry } from './api.js';
-import { cachedSnapshot, type LoadedSnapshot, rememberSnapshot } from './data.js';
+import { cachedSnapshot, type LoadedOverview, type LoadedSnapshot, rememberSnapshot } from './data.js';
 import { demoSnapshot } from './demo.js';
+import { markShown, whenShown } from './first-shown.js';
 import { type Resource, shownValue, useResource } from './hooks.js';
+import { contextOf } from './snapshot-context.js';
 import { ErrorBox, Progress } from './ui.js';
-import { jobNeedingLatest, latestSnapshot, type UrlState } from './url-state.js';
+import { jobNeedingLatest, latestSnapshot, type UrlState, viewNeedsSnapshot } from './url-state.js';
 import type { SetUrl } from './view-types.js';
 
 export interface ViewedSnapshot {
   /** The snapshot to show, null while none is loaded. */
   readonly data: LoadedSnapshot | null;
+  /** Its overview while the whole snapshot loads; null once it is here, or when there is none. */
+  readonly early: LoadedOverview | null;
   readonly loading: boolean;
   readonly error: ApiError | null;
   /** The job's snapshots, looked up when the link names a job and no snapshot. */
@@ -22,10 +35,19 @@ export interface ViewedSnapshot {
 /** Loads the snapshot the URL names; `paused` (the page is at the login form) looks nothing up. */
 export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, paused: boolean): ViewedSnapshot {
   const shareKey = url.share;
-  const [shared] = useResource(
-    shareKey === null || url.demo !== null ? null : `share:${shareKey}`,
-    (signal) => api.shared(shareKey ?? '', signal),
-  );
+  const sharedKey = shareKey === null || url.demo !== null ? null : `share:${shareKey}`;
+  // Only the matrix waits for its first frame from the overview before the whole snapshot loads;
+  // the other views need the whole snapshot anyway.
+  const wantsOverview = viewNeedsSnapshot(url.view);
+  const gated = url.view === 'matrix';
+  const [sharedOverview] = useOverview(api, wantsOverview ? sharedKey : null, shareKey, true);
+  const [shared] = useResource(sharedKey, async (signal) => {
+    const key = sharedKey ?? '';
+    if (gated) await whenShown(key);
+    const r = await api.shared(shareKey ?? '', signal);
+    if (r.ok) seedFromOverview(key, r.value.snapshot);
+    return r;
+  });
   // A link to a job without a snapshot (`?view=matrix&job=7`) opens the job's latest snapshot.
   const latestFor = paused ? null : jobNeedingLatest(url);
   const [latest] = useResource(latestFor === null ? null : `latest:${latestFor}`, (signal) => {
@@ -39,17 +61,28 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
   }, [latestFor, latest, setUrl]);
 
   const snapId = url.snap;
-  const [live] = useResource(
-    url.demo !== null || url.share !== null || snapId === null ? null : `snap:${snapId}`,
-    async (signal) => {
-      if (snapId === null) throw new Error('unreachable: the loader runs only with a snapshot id');
-      const hit = cachedSnapshot(snapId);
-      if (hit) return { ok: true, value: { id: snapId, ...hit } } as const;
-      const r = await api.snapshot(snapId, signal);
-      if (r.ok) rememberSnapshot(r.value.id, r.value);
-      return r;
-    },
+  const liveKey = url.demo !== null || url.share !== null || snapId === null ? null : `snap:${snapId}`;
+  const [liveOverview] = useOverview(
+    api,
+    wantsOverview && liveKey !== null && snapId !== null && cachedSnapshot(snapId) === undefined
+      ? liveKey
+      : null,
+    snapId,
+    false,
   );
+  const [live] = useResource(liveKey, async (signal) => {
+    if (snapId === null || liveKey === null)
+      throw new Error('unreachable: the loader runs only with a snapshot id');
+    const hit = cachedSnapshot(snapId);
+    if (hit) return { ok: true, value: { id: snapId, ...hit } } as const;
+    if (gated) await whenShown(liveKey);
+    const r = await api.snapshot(snapId, signal);
+    if (r.ok) {
+      seedFromOverview(liveKey, r.value.snapshot);
+      rememberSnapshot(r.value.id, r.value);
+    }
+    return r;
+  });
 
   const data: LoadedSnapshot | null = useMemo(() => {
     if (url.demo !== null) return demoSnapshot(url.demo, url.scenario);
@@ -81,9 +114,40 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
       : null;
   }, [url.demo, url.scenario, url.share, url.snap, shared, live]);
 
+  // The overview, until the whole snapshot is here.
+  const early: LoadedOverview | null = useMemo(() => {
+    if (data !== null) return null;
+    if (url.share !== null && sharedOverview.status === 'ready') {
+      const o = sharedOverview.value;
+      return {
+        key: `share:${url.share}`,
+        source: 'shared',
+        snapshotId: null,
+        jobId: null,
+        takenAt: o.head.takenAt,
+        overview: o,
+        readOnly: true,
+      };
+    }
+    if (url.share === null && url.snap !== null && liveOverview.status === 'ready') {
+      const o = liveOverview.value;
+      return {
+        key: `snap:${url.snap}`,
+        source: 'live',
+        snapshotId: url.snap,
+        jobId: url.job,
+        takenAt: o.head.takenAt,
+        overview: o,
+        readOnly: false,
+      };
+    }
+    return null;
+  }, [data, url.share, url.snap, url.job, sharedOverview, liveOverview]);
+
   if (url.share !== null) {
     return {
       data,
+      early,
       loading: shared.status === 'loading',
       error: shared.status === 'error' ? shared.error : null,
       latest,
@@ -91,10 +155,40 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
   }
   return {
     data,
+    early,
     loading: live.status === 'loading' || latest.status === 'loading',
     error: live.status === 'error' ? live.error : latest.status === 'error' ? latest.error : null,
     latest,
   };
+}
+
+/** Overviews fetched, by the key of their snapshot (`snap:ID`, `share:ID`), for the whole snapshot to take over. */
+const overviews = new Map<string, SnapshotOverview>();
+
+/** The whole snapshot of `key` arrived: its context takes what the overview already holds. */
+function seedFromOverview(key: string, snapshot: JobSnapshot): void {
+  const o = overviews.get(key);
+  if (o === undefined) return;
+  overviews.delete(key);
+  contextOf(snapshot).seed(o);
+}
+
+/**
+ * The overview of a stored (`share` false) or shared snapshot, for `key` (null: none wanted).
+ * Its failure only lets the whole snapshot load at once: it is not the page's error.
+ */
+function useOverview(api: Api, key: string | null, id: string | null, share: boolean) {
+  return useResource<SnapshotOverview>(key, async (signal) => {
+    const r = await api.overview(id ?? '', share, signal);
+    if (key !== null) {
+      if (r.ok) overviews.set(key, r.value);
+      else {
+        console.warn(`MQD: no overview of ${key}, loading the whole snapshot (${r.error.message})`);
+        markShown(key);
+      }
+    }
+    return r;
+  });
 }
 
 /** A view of one snapshot before there is one: loading, the error, or where to get one. */

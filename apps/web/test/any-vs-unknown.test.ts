@@ -12,6 +12,7 @@ import { cellLines } from '../src/matrix/cell-text.js';
 import { anySenderSplit, compileFilter, NO_FILTER } from '../src/matrix/edges.js';
 import { MatrixLegend } from '../src/matrix/MatrixLegend.js';
 import { buildPyramid, stripTotals, stripUnknown } from '../src/matrix/pyramid.js';
+import { factsOfSnapshot } from '../src/snapshot-facts.js';
 import { rankNotes } from '../src/matrix/rank-notes.js';
 import { ANY_PEER, KIND_RECEIVES } from '../src/matrix-types.js';
 import { contextOf } from '../src/snapshot-context.js';
@@ -72,7 +73,7 @@ describe('MPI_ANY_SOURCE and an unknown sender on the any-sender strip', () => {
         n: edges.worldSize,
         kindUnit: edges.kindUnit,
         lengthUnit: 'bytes',
-        notes: rankNotes(s, edges.worldSize, null),
+        notes: rankNotes(factsOfSnapshot(s).notRead, edges.worldSize, null),
         rankIndex: contextOf(s).index,
         snapshot: s,
       },
@@ -105,7 +106,7 @@ describe('MPI_ANY_SOURCE and an unknown sender on the any-sender strip', () => {
     const html = renderToStaticMarkup(
       createElement(MatrixLegend, {
         cycles: null,
-        notes: rankNotes(s, edges.worldSize, null),
+        notes: rankNotes(factsOfSnapshot(s).notRead, edges.worldSize, null),
         strip: stripTotals(pyramid),
       }),
     );

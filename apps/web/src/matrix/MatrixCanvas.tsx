@@ -79,7 +79,8 @@ interface CanvasProps {
   /** Receivers whose cycle wait is a receive from MPI_ANY_SOURCE (dashed on the ANY row). */
   readonly anyHighlights: readonly number[];
   readonly notes: RankNotes;
-  readonly snapshot: JobSnapshot;
+  /** Null while only the snapshot's overview is here. */
+  readonly snapshot: JobSnapshot | null;
 }
 
 export function MatrixCanvas({
@@ -103,7 +104,7 @@ export function MatrixCanvas({
   const unknownLabelRef = useRef<SVGTextElement | null>(null);
   const oddMarksRef = useRef<SVGPathElement | null>(null);
   const outlierMarksRef = useRef<SVGPathElement | null>(null);
-  const rankIndex = contextOf(snapshot).index;
+  const rankIndex = snapshot === null ? null : contextOf(snapshot).index;
   const zoomRef = useRef<ZoomBehavior<HTMLCanvasElement, unknown> | null>(null);
   const urlRef = useRef(url);
   urlRef.current = url;

@@ -1,21 +1,14 @@
 // The message matrix view: filters on the left, the canvas (MatrixCanvas.tsx) with its legend in
 // the middle, the operations of the selected cell on the right. The aggregation runs in a worker
 // (pyramid-client.ts); this file wires the filters, the model's marks and the panels.
-import {
-  cycleMarks,
-  notReadNote,
-  QUEUE_KINDS,
-  QUEUE_LABEL,
-  rankMarks,
-  ranksPhrase,
-  snapshotReadStatus,
-} from '@mqd/model';
+import { cycleMarks, notReadNote, QUEUE_KINDS, QUEUE_LABEL, rankMarks, ranksPhrase } from '@mqd/model';
 import { useEffect, useMemo, useRef, useState } from 'react';
-import { edgesOf } from '../data.js';
-import { useExplanation } from '../explanation.js';
+import { factsOf, type Viewed } from '../data.js';
+import { markShown } from '../first-shown.js';
 import { formatCount, plural, sizeUnitsLabel } from '../format.js';
 import { useBusyWhile } from '../hooks.js';
 import { beginBusy } from '../idle.js';
+import { useDerived } from '../snapshot-context.js';
 import { KindSwatch, Progress } from '../ui.js';
 import type { ViewProps } from '../view-types.js';
 import { CellOps } from './CellOps.js';
@@ -29,21 +22,25 @@ import { createPyramidClient, isAbort, type PyramidClient } from './pyramid-clie
 import { rankNotes } from './rank-notes.js';
 import type { MatrixRenderer } from './renderer.js';
 
-export function MatrixView({ url, setUrl, data }: ViewProps) {
-  const snapshot = data.snapshot;
-  const edges = useMemo(() => edgesOf(snapshot), [snapshot]);
+export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { readonly data: Viewed }) {
+  // The whole snapshot, or the server's overview of it while the rest loads (the cell panel
+  // waits for the whole one; everything else draws from either).
+  const facts = factsOf(data);
+  const full = 'snapshot' in data ? data : null;
+  const snapshot = facts.snapshot;
+  const edges = facts.edges;
   // The deadlock cycles, outlined in red on their cells (the renderer belongs to MatrixCanvas,
   // whose effects run before these); the model says which cells and strip segments those are.
-  const explanation = useExplanation(snapshot);
+  const explanation = useDerived(facts.explanation);
   const ok = explanation && !('failed' in explanation) ? explanation : null;
   const cycles = useMemo(
     () => (ok?.deadlock ? cycleMarks(ok.deadlock.cycles, ok.deadlock.cycleTotal) : null),
     [ok],
   );
-  const readStatus = useMemo(() => snapshotReadStatus(snapshot), [snapshot]);
+  const readStatus = facts.readStatus;
   const notes = useMemo(
-    () => rankNotes(snapshot, edges.worldSize, ok ? rankMarks(ok) : null),
-    [snapshot, edges.worldSize, ok],
+    () => rankNotes(facts.notRead, edges.worldSize, ok ? rankMarks(ok) : null),
+    [facts, edges.worldSize, ok],
   );
   const filter: MatrixFilter = useMemo(
     () => ({ comm: url.comm, tag: url.tag, kinds: url.kinds, ranks: url.ranks }),
@@ -54,7 +51,10 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
   // A link may name one rank's MPI_COMM_SELF: the menu shows the family it belongs to.
   const commValue = url.comm === null ? '' : matrixCommKey(url.comm);
 
+  const dataKey = data.key;
   const [pyramid, setPyramid] = useState<Pyramid | null>(null);
+  // The snapshot whose data the canvas has shown in a frame (a benchmark's mark: `data-drawn`).
+  const [drawn, setDrawn] = useState<string | null>(null);
   const [buildError, setBuildError] = useState<string | null>(null);
   const [building, setBuilding] = useState(false);
   const rendererRef = useRef<MatrixRenderer | null>(null);
@@ -79,14 +79,20 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
         setPyramid(p);
         setBuildError(null);
         const r = rendererRef.current;
+        const shown = () => {
+          markShown(dataKey);
+          if (live) setDrawn(dataKey);
+          end();
+        };
         if (r) {
           r.setPyramid(p);
           // Still busy until the frame that shows the new data is on screen.
-          r.afterNextDraw(end);
-        } else end();
+          r.afterNextDraw(shown);
+        } else shown();
       })
       .catch((e: unknown) => {
         if (!isAbort(e) && live) setBuildError(e instanceof Error ? e.message : String(e));
+        markShown(dataKey);
         end();
       })
       .finally(() => {
@@ -96,11 +102,11 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
       live = false;
       end();
     };
-  }, [client, filter]);
+  }, [client, filter, dataKey]);
 
   useBusyWhile(pyramid === null && buildError === null);
   const strip = useMemo(() => (pyramid ? stripTotals(pyramid) : null), [pyramid]);
-  const lengthUnit = snapshot.mpi.lengthUnit;
+  const lengthUnit = facts.lengthUnit;
   const sizeLabel = sizeUnitsLabel(KIND_OF_INDEX, edges.kindUnit, lengthUnit);
 
   return (
@@ -192,7 +198,7 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
         </p>
         <LevelInfo rendererRef={rendererRef} pyramid={pyramid} />
       </aside>
-      <section className="matrix-main">
+      <section className="matrix-main" data-drawn={drawn === dataKey ? 'true' : undefined}>
         <MatrixLegend cycles={cycles} notes={notes} strip={strip} />
         {readStatus.notRead > 0 && (
           <p className="not-read-note" role="note" data-testid="matrix-not-read">
@@ -221,8 +227,10 @@ export function MatrixView({ url, setUrl, data }: ViewProps) {
         {building && !pyramid && <Progress what={`Aggregating ${formatCount(edges.length)} operations…`} />}
       </section>
       <aside className="panel cell-panel" aria-label="Selected cell">
-        {url.cell ? (
-          <CellOps data={data} edges={edges} filter={compiled} cell={url.cell} setUrl={setUrl} />
+        {url.cell && full === null ? (
+          <Progress what="Loading the snapshot's operations…" />
+        ) : url.cell && full !== null ? (
+          <CellOps data={full} edges={edges} filter={compiled} cell={url.cell} setUrl={setUrl} />
         ) : (
           <div className="empty">
             <p>Click a cell to list its operations.</p>

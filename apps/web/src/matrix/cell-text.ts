@@ -25,8 +25,9 @@ export interface CellTextContext {
   readonly kindUnit: readonly KindUnit[];
   readonly lengthUnit: 'bytes' | 'elements';
   readonly notes: RankNotes;
-  readonly rankIndex: RankIndex;
-  readonly snapshot: JobSnapshot;
+  /** Null (as is `snapshot`) while only the snapshot's overview is here: why a rank was not read is then not known yet. */
+  readonly rankIndex: RankIndex | null;
+  readonly snapshot: JobSnapshot | null;
 }
 
 export function rangeText(start: number, size: number, n: number, anyText: string): string {
@@ -108,10 +109,12 @@ function rankLines(
   const unread: string[] = [];
   for (let r = start; r < end; r++) {
     if (ctx.notes.notRead?.[r] === 1) {
-      const pos = ctx.rankIndex.positionOf(r);
-      const entry = pos === undefined ? undefined : ctx.snapshot.ranks[pos];
+      const pos = ctx.rankIndex?.positionOf(r);
+      const entry = pos === undefined ? undefined : ctx.snapshot?.ranks[pos];
       if (entry && entry.state.kind !== 'ok')
         unread.push(size === 1 ? (rankNotReadText(entry) ?? '') : notReadReason(entry.state));
+      else if (ctx.snapshot === null)
+        unread.push(size === 1 ? `rank ${r} not read` : 'the reasons load with the snapshot');
     }
     if (size === 1) for (const w of ctx.notes.why.get(r) ?? []) out.push(`${role} rank ${r}: ${w}`);
   }

@@ -1,7 +1,7 @@
 // What the matrix knows about ranks beyond their queues, for its hatching, axis marks and
 // tooltips: which ranks were not read, the odd ranks out and the outliers the model names
 // (analysis/history.ts, analysis/cycle-marks.ts). Pure, so it is tested without a canvas.
-import { expandRanks, type JobSnapshot, type RankMarks } from '@mqd/model';
+import { expandRanks, type RankMarks } from '@mqd/model';
 
 /** At most this many ranks of each kind of axis mark (outliers are at most 1% of the job by definition). */
 const MAX_AXIS_MARKS = 4096;
@@ -16,12 +16,13 @@ export interface RankNotes {
   readonly why: ReadonlyMap<number, string[]>;
 }
 
-export function rankNotes(snapshot: JobSnapshot, worldSize: number, marks: RankMarks | null): RankNotes {
+/** `unread`: the world ranks that were not read (SnapshotFacts.notRead). */
+export function rankNotes(unread: readonly number[], worldSize: number, marks: RankMarks | null): RankNotes {
   let notRead: Uint8Array | null = null;
-  for (const r of snapshot.ranks) {
-    if (r.state.kind === 'ok' || r.rank >= worldSize) continue;
+  for (const r of unread) {
+    if (r >= worldSize) continue;
     notRead ??= new Uint8Array(worldSize);
-    notRead[r.rank] = 1;
+    notRead[r] = 1;
   }
   const why = new Map<number, string[]>();
   const add = (r: number, text: string) => {

@@ -1,0 +1,44 @@
+// When the first view drawn from a snapshot's overview is on screen. The whole snapshot of a large
+// job is fetched after that: parsing it holds the page's only thread for seconds, and the verdict
+// and matrix the overview already holds must not wait behind it. A view that draws nothing from
+// the overview says so at once; after CAP_MS the whole snapshot is fetched regardless.
+const CAP_MS = 2000;
+
+interface Gate {
+  shown: boolean;
+  readonly promise: Promise<void>;
+  readonly resolve: () => void;
+}
+const gates = new Map<string, Gate>();
+
+function gate(key: string): Gate {
+  let g = gates.get(key);
+  if (g === undefined) {
+    let resolve = () => {};
+    const promise = new Promise<void>((r) => {
+      resolve = r;
+    });
+    g = { shown: false, promise, resolve };
+    gates.set(key, g);
+    // Keys are per snapshot; a page opens few. Keep the map from growing without end anyway.
+    if (gates.size > 64) {
+      const oldest = gates.keys().next();
+      if (!oldest.done) gates.delete(oldest.value);
+    }
+  }
+  return g;
+}
+
+/** The first frame from the overview of snapshot `key` is on screen (or nothing will be drawn from it). */
+export function markShown(key: string): void {
+  const g = gate(key);
+  g.shown = true;
+  g.resolve();
+}
+
+/** Resolves once `key`'s first view is shown, or after CAP_MS. */
+export function whenShown(key: string): Promise<void> {
+  const g = gate(key);
+  if (g.shown) return Promise.resolve();
+  return Promise.race([g.promise, new Promise<void>((r) => setTimeout(r, CAP_MS))]);
+}
