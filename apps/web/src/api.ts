@@ -332,11 +332,7 @@ export function createApi(opts: ApiOptions = {}): Api {
   }
 
   /** An overview route: a binary body checked by decodeOverview; errors are JSON as elsewhere. */
-  async function overviewRequest(
-    route: 'snapshotOverview' | 'sharedOverview',
-    path: string,
-    signal?: AbortSignal,
-  ): Promise<ApiResult<SnapshotOverview>> {
+  async function overviewRequest(path: string, signal?: AbortSignal): Promise<ApiResult<SnapshotOverview>> {
     const init: RequestInit = {
       method: 'GET',
       credentials: 'same-origin',
@@ -371,8 +367,8 @@ export function createApi(opts: ApiOptions = {}): Api {
   const api: Api = {
     overview: (id, share, signal) =>
       share
-        ? overviewRequest('sharedOverview', pathOf('sharedOverview', { id }), signal)
-        : overviewRequest('snapshotOverview', pathOf('snapshotOverview', { id }), signal),
+        ? overviewRequest(pathOf('sharedOverview', { id }), signal)
+        : overviewRequest(pathOf('snapshotOverview', { id }), signal),
     health: (signal) => request('health', pathOf('health'), (b) => ({ ...b }), undefined, signal),
     login: (token, switchUser = false) =>
       request('login', pathOf('login'), () => undefined, switchUser ? { token, switchUser } : { token }),

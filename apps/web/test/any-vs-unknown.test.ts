@@ -12,10 +12,10 @@ import { cellLines } from '../src/matrix/cell-text.js';
 import { anySenderSplit, compileFilter, NO_FILTER } from '../src/matrix/edges.js';
 import { MatrixLegend } from '../src/matrix/MatrixLegend.js';
 import { buildPyramid, stripTotals, stripUnknown } from '../src/matrix/pyramid.js';
-import { factsOfSnapshot } from '../src/snapshot-facts.js';
 import { rankNotes } from '../src/matrix/rank-notes.js';
 import { ANY_PEER, KIND_RECEIVES } from '../src/matrix-types.js';
 import { contextOf } from '../src/snapshot-context.js';
+import { factsOfSnapshot } from '../src/snapshot-facts.js';
 import { comm, op, rank, snapshot } from './fixtures.js';
 
 /**
