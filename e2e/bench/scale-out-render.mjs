@@ -37,7 +37,8 @@ const MARKS = () => {
     if (marks.canvas === undefined && seen('[data-testid="matrix-canvas"]')) marks.canvas = t;
     if (marks.drawn === undefined && document.querySelector('.matrix-main[data-drawn="true"]') !== null)
       marks.drawn = t;
-    if (marks.verdict !== undefined && marks.drawn !== undefined) marks.firstMeaningful ??= Math.max(marks.verdict, marks.drawn);
+    if (marks.verdict !== undefined && marks.drawn !== undefined)
+      marks.firstMeaningful ??= Math.max(marks.verdict, marks.drawn);
     if (marks.idle === undefined && marks.drawn !== undefined && document.body?.dataset.mqdIdle === 'true')
       marks.idle = t;
     if (marks.firstMeaningful !== undefined && marks.idle !== undefined) {
