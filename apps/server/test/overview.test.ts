@@ -2,6 +2,7 @@
 // of a stored snapshot. The overview must say exactly what the page would compute from the whole
 // snapshot (the model's explanation and edge table), on this thread and in the worker; only the
 // job's owner (or a live share link) reads it; a worker that dies costs that overview only.
+import { readdirSync, readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import {
   buildEdges,
@@ -156,6 +157,13 @@ describe('snapshot overviews', () => {
     }
     expect(stored, 'the overview stored by the worker').not.toBeNull();
     expect(s.app.mqd.overviews.running).toBe(true);
+    // Background work: the worker's thread runs at nice 19 (the process's other threads at 0).
+    const nices = readdirSync('/proc/self/task').map((t) => {
+      const fields = readFileSync(`/proc/self/task/${t}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+      return Number(fields[16]);
+    });
+    expect(nices).toContain(19);
+    expect(nices.filter((n) => n === 19)).toHaveLength(1);
     const o = decoded(gunzipSync(stored as Buffer));
     expectSameAsPage(o, snapshot);
     const res = await overview(s, `/api/snapshots/${id}/overview`, s.admin);

@@ -1,8 +1,12 @@
 // When the first view drawn from a snapshot's overview is on screen. The whole snapshot of a large
 // job is fetched after that: parsing it holds the page's only thread for seconds, and the verdict
 // and matrix the overview already holds must not wait behind it. A view that draws nothing from
-// the overview says so at once; after CAP_MS the whole snapshot is fetched regardless.
-const CAP_MS = 2000;
+// the overview says so at once (markShown), as does an overview that failed. The whole snapshot
+// is fetched regardless AFTER_OVERVIEW_MS after the overview arrived (arrived), or
+// WITHOUT_OVERVIEW_MS after the wait began when the overview takes that long (the server still
+// making it): a page never waits on the overview alone.
+const AFTER_OVERVIEW_MS = 3000;
+const WITHOUT_OVERVIEW_MS = 8000;
 
 interface Gate {
   shown: boolean;
@@ -36,9 +40,15 @@ export function markShown(key: string): void {
   g.resolve();
 }
 
-/** Resolves once `key`'s first view is shown, or after CAP_MS. */
+/** The overview of `key` arrived: its first view has AFTER_OVERVIEW_MS to be drawn. */
+export function arrived(key: string): void {
+  const g = gate(key);
+  setTimeout(g.resolve, AFTER_OVERVIEW_MS);
+}
+
+/** Resolves once `key`'s first view is shown, or after the caps above. */
 export function whenShown(key: string): Promise<void> {
   const g = gate(key);
   if (g.shown) return Promise.resolve();
-  return Promise.race([g.promise, new Promise<void>((r) => setTimeout(r, CAP_MS))]);
+  return Promise.race([g.promise, new Promise<void>((r) => setTimeout(r, WITHOUT_OVERVIEW_MS))]);
 }

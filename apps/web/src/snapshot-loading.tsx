@@ -14,7 +14,7 @@ import { useEffect, useMemo } from 'react';
 import type { Api, ApiError, SnapshotListEntry } from './api.js';
 import { cachedSnapshot, type LoadedOverview, type LoadedSnapshot, rememberSnapshot } from './data.js';
 import { demoSnapshot } from './demo.js';
-import { markShown, whenShown } from './first-shown.js';
+import { arrived, markShown, whenShown } from './first-shown.js';
 import { type Resource, shownValue, useResource } from './hooks.js';
 import { contextOf } from './snapshot-context.js';
 import { ErrorBox, Progress } from './ui.js';
@@ -181,8 +181,10 @@ function useOverview(api: Api, key: string | null, id: string | null, share: boo
   return useResource<SnapshotOverview>(key, async (signal) => {
     const r = await api.overview(id ?? '', share, signal);
     if (key !== null) {
-      if (r.ok) overviews.set(key, r.value);
-      else {
+      if (r.ok) {
+        overviews.set(key, r.value);
+        arrived(key);
+      } else {
         console.warn(`MQD: no overview of ${key}, loading the whole snapshot (${r.error.message})`);
         markShown(key);
       }

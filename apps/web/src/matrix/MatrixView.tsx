@@ -47,9 +47,12 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
     [url.comm, url.tag, url.kinds, url.ranks],
   );
   const compiled = useMemo(() => compileFilter(filter, edges.comms), [filter, edges]);
-  const commEntries = useMemo(() => commMenuEntries(edges.comms), [edges]);
   // A link may name one rank's MPI_COMM_SELF: the menu shows the family it belongs to.
   const commValue = url.comm === null ? '' : matrixCommKey(url.comm);
+  const { entries: commEntries, more: moreComms } = useMemo(
+    () => commMenuEntries(edges.comms, commValue === '' ? null : commValue),
+    [edges, commValue],
+  );
 
   const dataKey = data.key;
   const [pyramid, setPyramid] = useState<Pyramid | null>(null);
@@ -160,6 +163,11 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
           ))}
           {url.comm !== null && !commEntries.some((c) => c.value === commValue) && (
             <option value={commValue}>{url.comm} (not in this snapshot)</option>
+          )}
+          {moreComms > 0 && (
+            <option value="" disabled>
+              {`…and ${plural(moreComms, 'communicator')} with fewer operations (open a cell to filter by one)`}
+            </option>
           )}
         </select>
         <h3>Tag</h3>

@@ -12,8 +12,28 @@ export interface CommMenuEntry {
   readonly text: string;
 }
 
-export function commMenuEntries(comms: readonly CommSummary[]): CommMenuEntry[] {
-  return comms.map((c) => ({ value: c.key, text: commEntryText(c) }));
+/**
+ * At most this many entries: a job of 100,000 ranks has tens of thousands of communicators (one
+ * per row and column of a grid), and a menu of them all takes the page seconds to build and no
+ * one scrolls through it. The busiest come first (buildEdges sorts them by operations); the
+ * others are reached from a cell's operations or through a link, and a selected one is always
+ * listed.
+ */
+export const MENU_LIMIT = 200;
+
+/** The menu's entries (the busiest MENU_LIMIT, and `selected`'s), and how many were left out. */
+export function commMenuEntries(
+  comms: readonly CommSummary[],
+  selected: string | null = null,
+  limit = MENU_LIMIT,
+): { entries: CommMenuEntry[]; more: number } {
+  const shown = comms.slice(0, limit);
+  const extra = selected === null ? undefined : comms.slice(limit).find((c) => c.key === selected);
+  if (extra !== undefined) shown.push(extra);
+  return {
+    entries: shown.map((c) => ({ value: c.key, text: commEntryText(c) })),
+    more: comms.length - shown.length,
+  };
 }
 
 function commEntryText(c: CommSummary): string {
