@@ -1,4 +1,4 @@
-import { buildEdges, syntheticHaloJob, validateSnapshot } from '@mqd/model';
+import { buildEdges, syntheticHaloJob, syntheticRingDeadlock, validateSnapshot } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import {
   ANY_PEER,
@@ -12,10 +12,13 @@ import {
 } from '../src/matrix/edges.js';
 import {
   blockValues,
+  buildCoarsePyramid,
   buildPyramid,
   findBlock,
   levelForDensity,
   type Pyramid,
+  pyramidBuffers,
+  stripTotals,
 } from '../src/matrix/pyramid.js';
 import { fourRanks } from './fixtures.js';
 
@@ -185,3 +188,34 @@ describe('buildPyramid', () => {
 function fail(): never {
   throw new Error('missing level');
 }
+
+describe('the coarse pyramid drawn first at large worlds', () => {
+  it('has exactly the whole pyramid levels from its finest up, and the same totals', () => {
+    const t = buildEdges(syntheticRingDeadlock({ ranks: 5000, seed: 2 }));
+    for (const filter of [NO_FILTER, { ...NO_FILTER, kinds: ['sends' as const] }]) {
+      const f = compileFilter(filter, t.comms);
+      const whole = buildPyramid(t, f);
+      const coarse = buildCoarsePyramid(t, f);
+      if (coarse === null) throw new Error('5,000 ranks should get a coarse pyramid');
+      // 5,000 ranks: the first level with at most 1,024 blocks a side is level 3 (625 blocks).
+      expect(coarse.finest).toBe(3);
+      expect(whole.finest).toBe(0);
+      expect(coarse.ops).toBe(whole.ops);
+      expect(coarse.levels).toHaveLength(whole.levels.length);
+      for (let i = coarse.finest; i < whole.levels.length; i++)
+        expect(coarse.levels[i]).toEqual(whole.levels[i]);
+      // Below its finest it holds that level again (drawn coarser until the whole one comes).
+      expect(coarse.levels[0]).toBe(coarse.levels[3]);
+      expect(stripTotals(coarse)).toEqual(stripTotals(whole));
+      // Each buffer transferred once.
+      const buffers = pyramidBuffers(coarse);
+      expect(new Set(buffers).size).toBe(buffers.length);
+    }
+    expect(
+      buildCoarsePyramid(
+        buildEdges(syntheticRingDeadlock({ ranks: 1024, seed: 2 })),
+        compileFilter(NO_FILTER, []),
+      ),
+    ).toBeNull();
+  });
+});

@@ -75,23 +75,39 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
     let live = true;
     const end = beginBusy();
     setBuilding(true);
+    // A frame on screen from a pyramid: the first from data the whole pyramid would draw the
+    // same way marks the matrix drawn (and lets the whole snapshot load: markShown).
+    const onScreen = (r: MatrixRenderer) => {
+      if (!live || !r.drawsExactly()) return;
+      markShown(dataKey);
+      setDrawn(dataKey);
+    };
+    const show = (p: Pyramid, whole: boolean) => {
+      setPyramid(p);
+      setBuildError(null);
+      const r = rendererRef.current;
+      if (r) {
+        r.setPyramid(p);
+        // Still busy until the frame that shows the whole pyramid is on screen.
+        r.afterNextDraw(() => {
+          onScreen(r);
+          if (whole) {
+            markShown(dataKey);
+            end();
+          }
+        });
+      } else if (whole) {
+        markShown(dataKey);
+        end();
+      }
+    };
     client
-      .build(filter)
+      .build(filter, ({ pyramid: p }) => {
+        if (live) show(p, false);
+      })
       .then(({ pyramid: p }) => {
         if (!live) return;
-        setPyramid(p);
-        setBuildError(null);
-        const r = rendererRef.current;
-        const shown = () => {
-          markShown(dataKey);
-          if (live) setDrawn(dataKey);
-          end();
-        };
-        if (r) {
-          r.setPyramid(p);
-          // Still busy until the frame that shows the new data is on screen.
-          r.afterNextDraw(shown);
-        } else shown();
+        show(p, true);
       })
       .catch((e: unknown) => {
         if (!isAbort(e) && live) setBuildError(e instanceof Error ? e.message : String(e));

@@ -12,8 +12,11 @@ export interface PyramidBuild {
 }
 
 export interface PyramidClient {
-  /** Resolves with the newest build; a build superseded by a later call rejects with AbortError. */
-  build(filter: MatrixFilter): Promise<PyramidBuild>;
+  /**
+   * Resolves with the newest build; a build superseded by a later call rejects with AbortError.
+   * A large world's coarse levels come first, to `onCoarse` (buildCoarsePyramid).
+   */
+  build(filter: MatrixFilter, onCoarse?: (b: PyramidBuild) => void): Promise<PyramidBuild>;
   dispose(): void;
 }
 
@@ -31,11 +34,18 @@ export function createPyramidClient(table: EdgeTable): PyramidClient {
   const hello: WorkerRequest = { type: 'edges', columns, comms: table.comms };
   worker.postMessage(hello, columnBuffers(columns));
   let nextId = 1;
-  const pending = new Map<number, { resolve: (b: PyramidBuild) => void; reject: (e: Error) => void }>();
+  const pending = new Map<
+    number,
+    { resolve: (b: PyramidBuild) => void; reject: (e: Error) => void; coarse?: (b: PyramidBuild) => void }
+  >();
   worker.onmessage = (e: MessageEvent<WorkerReply>) => {
     const reply = e.data;
     const waiter = pending.get(reply.id);
     if (!waiter) return;
+    if (reply.type === 'pyramid' && reply.partial) {
+      waiter.coarse?.({ pyramid: reply.pyramid, millis: reply.millis });
+      return;
+    }
     pending.delete(reply.id);
     if (reply.type === 'pyramid') waiter.resolve({ pyramid: reply.pyramid, millis: reply.millis });
     else waiter.reject(new Error(`MQD matrix worker: ${reply.message}`));
@@ -46,14 +56,14 @@ export function createPyramidClient(table: EdgeTable): PyramidClient {
     pending.clear();
   };
   return {
-    build(filter) {
+    build(filter, onCoarse) {
       // Only the newest filter matters: older requests are abandoned (their replies ignored).
       for (const w of pending.values()) w.reject(new DOMException('superseded', 'AbortError'));
       pending.clear();
       const id = nextId++;
       const request: WorkerRequest = { type: 'build', id, filter };
       return new Promise<PyramidBuild>((resolve, reject) => {
-        pending.set(id, { resolve, reject });
+        pending.set(id, { resolve, reject, ...(onCoarse ? { coarse: onCoarse } : {}) });
         worker.postMessage(request);
       });
     },

@@ -7,5 +7,12 @@ export type WorkerRequest =
   | { readonly type: 'build'; readonly id: number; readonly filter: MatrixFilter };
 
 export type WorkerReply =
-  | { readonly type: 'pyramid'; readonly id: number; readonly pyramid: Pyramid; readonly millis: number }
+  | {
+      readonly type: 'pyramid';
+      readonly id: number;
+      readonly pyramid: Pyramid;
+      readonly millis: number;
+      /** A coarse pyramid drawn first; the whole one follows with the same id. */
+      readonly partial: boolean;
+    }
   | { readonly type: 'error'; readonly id: number; readonly message: string };

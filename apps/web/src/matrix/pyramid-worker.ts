@@ -2,7 +2,7 @@
 // matrix never blocks pan, zoom or typing. The edge columns arrive once per snapshot; each
 // request then names only a filter. Results go back as transferred buffers (no copy).
 import { type CommSummary, compileFilter, type EdgeColumns } from './edges.js';
-import { buildPyramid, pyramidBuffers } from './pyramid.js';
+import { buildCoarsePyramid, buildPyramid, pyramidBuffers } from './pyramid.js';
 import type { WorkerReply, WorkerRequest } from './pyramid-protocol.js';
 
 // The DOM lib types `self` as a Window; this file runs as a dedicated worker, whose scope has
@@ -29,9 +29,23 @@ scope.onmessage = (e) => {
         return;
       }
       const started = performance.now();
-      const pyramid = buildPyramid(table, compileFilter(msg.filter, comms));
+      const filter = compileFilter(msg.filter, comms);
+      // A large world: its coarse levels first (what the whole matrix shows), then the rest.
+      const coarse = buildCoarsePyramid(table, filter);
+      if (coarse !== null)
+        scope.postMessage(
+          {
+            type: 'pyramid',
+            id: msg.id,
+            pyramid: coarse,
+            millis: performance.now() - started,
+            partial: true,
+          },
+          pyramidBuffers(coarse),
+        );
+      const pyramid = buildPyramid(table, filter);
       scope.postMessage(
-        { type: 'pyramid', id: msg.id, pyramid, millis: performance.now() - started },
+        { type: 'pyramid', id: msg.id, pyramid, millis: performance.now() - started, partial: false },
         pyramidBuffers(pyramid),
       );
       return;

@@ -14,7 +14,7 @@ import {
   STEPS,
   type ValueMode,
 } from './palette.js';
-import { type Level, levelForDensity, lowerBound, type Pyramid } from './pyramid.js';
+import { type Level, levelForDensity, levelIndexForDensity, lowerBound, type Pyramid } from './pyramid.js';
 
 /** The mark under an any-sender strip segment that holds operations whose sender is unknown. */
 export const UNKNOWN_SENDER_CSS = '#111827';
@@ -223,6 +223,17 @@ export class MatrixRenderer {
     if (!p) return null;
     const g = this.geometry();
     return levelForDensity(p, 1 / (g.unit * this.zoom.k * this.dpr));
+  }
+
+  /**
+   * Whether the level drawn at the current zoom is the one the whole pyramid would draw (a
+   * coarse pyramid holds only its coarse levels: finer zooms are drawn coarser until it is whole).
+   */
+  drawsExactly(): boolean {
+    const p = this.pyramid;
+    if (!p) return false;
+    const g = this.geometry();
+    return levelIndexForDensity(p, 1 / (g.unit * this.zoom.k * this.dpr)) >= p.finest;
   }
 
   hitTest(cssX: number, cssY: number): MatrixHit | null {
