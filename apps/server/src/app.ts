@@ -45,7 +45,7 @@ import { type SnapshotHub, SnapshotService, type UiEvents } from './fanout.js';
 import { errorBody } from './http.js';
 import { AgentHub } from './hub.js';
 import { MetricsRegistry, snapshotMetrics, watchMetrics } from './metrics.js';
-import { OverviewService } from './overviews.js';
+import { OverviewService, type OverviewServiceOptions } from './overviews.js';
 import { agentsHubPlugin } from './plugins/agents-hub.js';
 import { apiPlugin } from './plugins/api.js';
 import type { Services } from './plugins/common.js';
@@ -92,7 +92,7 @@ export interface AppOptions {
   /** Cluster leases' renewal and lifetime, ms (default 5000 and 15000). */
   readonly leaseMs?: { readonly renew: number; readonly ttl: number };
   /** Snapshot overviews: made on this thread below `inlineBelowRanks` (default 2,000), the worker's heap limit. */
-  readonly overviews?: { readonly inlineBelowRanks?: number; readonly maxHeapMb?: number };
+  readonly overviews?: Pick<OverviewServiceOptions, 'inlineBelowRanks' | 'maxHeapMb' | 'eager' | 'busy'>;
 }
 
 /**
@@ -315,7 +315,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     maxSnapshotBytes: config.maxSnapshotBytes,
     metrics: snapshotMetrics(registry),
     log: app.log,
-    onStored: (id, ranks) => overviews.prepare(id, ranks),
+    onStored: (id, ranks, jobId) => overviews.prepare(id, ranks, jobId),
   });
   // Share links in notifications: the public URL, else the address the server listens on.
   const linkBase = (): string | null => {

@@ -181,7 +181,7 @@ export interface SnapshotServiceOptions {
   /** The server log: every failed snapshot is written there with its code and job. */
   readonly log?: Pick<FastifyBaseLogger, 'warn' | 'error'>;
   /** Told of every snapshot stored (the overview is started then: overviews.ts). */
-  readonly onStored?: (id: SnapshotId, ranks: number) => void;
+  readonly onStored?: (id: SnapshotId, ranks: number, jobId: JobId) => void;
 }
 
 /** A snapshot being taken, and the request keys that wait for it (stored with it). */
@@ -223,6 +223,11 @@ export class SnapshotService {
   private keysMoved = 0;
 
   constructor(private readonly o: SnapshotServiceOptions) {}
+
+  /** Whether a snapshot is being taken here now (background work waits for none: overviews.ts). */
+  get gathering(): boolean {
+    return this.inFlight.size > 0;
+  }
 
   /**
    * The answer already given to this request key (a retry after a lost answer), or null when the
@@ -615,7 +620,7 @@ export class SnapshotService {
     if (job.coresDir === undefined && ranks.every((r) => r.state.kind === 'error' && GONE.has(r.state.code)))
       await store.markJobEnded(job.id, clock());
     ui.toJob(job.uid, 'snapshot.done', { jobId: job.id, snapshotId: meta.id, partial: meta.missing > 0 });
-    this.o.onStored?.(meta.id, meta.ranks);
+    this.o.onStored?.(meta.id, meta.ranks, job.id);
     return ok(meta);
   }
 

@@ -1,7 +1,6 @@
 // The overview worker's thread (overviews.ts starts it): a stored snapshot's gzip in, its
 // overview's gzip out (@mqd/model's buildOverview and encodeOverview). The explanation of a
 // 100,000-rank snapshot takes seconds of CPU; here it never stalls the aggregator's event loop.
-import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { buildOverview, encodeOverview, type JobSnapshot } from '@mqd/model';
@@ -16,14 +15,6 @@ export interface OverviewRequest {
 export type OverviewReply =
   | { readonly id: number; readonly ok: true; readonly body: Uint8Array; readonly ms: number }
   | { readonly id: number; readonly ok: false; readonly error: string };
-
-// Background work: on Linux a nice value set with pid 0 is this thread's own, so the snapshots
-// being gathered (the aggregator's main thread, agents on the same node) go first on busy cores.
-try {
-  setPriority(19);
-} catch {
-  // Not allowed here (a container's policy): the overview then runs at normal priority.
-}
 
 parentPort?.on('message', (m: OverviewRequest) => {
   const t0 = performance.now();

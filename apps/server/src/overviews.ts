@@ -5,8 +5,12 @@
 // instance computes the same bytes from the same snapshot: the first stored stays.
 //
 // A small snapshot's overview (below `inlineBelowRanks`, 2,000 ranks: tens of milliseconds) is
-// made on this thread when first asked for. A larger one goes to the worker, and is started as
-// soon as the snapshot is stored. The worker is one thread, started on first use and kept; requests queue for it one at a
+// made on this thread when first asked for. A larger one goes to the worker, and is also made
+// ahead of any request once the snapshot is stored: the newest snapshot of each job only, and
+// only while no snapshot is being gathered here (`busy`). Made alongside a fan-in on the same
+// cores, it cost the next 100,000-rank snapshot 4 s and 800 MB (docs/benchmarks.md, stop 38);
+// a request someone waits for goes first and is never held back. The worker is one thread,
+// started on first use and kept; requests queue for it one at a
 // time (the explanation is CPU-bound: two at once would only share the same cores). A worker
 // that dies (its heap limit, a crash) fails the overview it was making with a coded error and
 // is started again for the next: the dashboard then loads the whole snapshot instead.
@@ -27,6 +31,10 @@ export interface OverviewServiceOptions {
   readonly maxHeapMb?: number;
   /** Snapshots of fewer ranks are made on this thread, on demand (default 2,000). */
   readonly inlineBelowRanks?: number;
+  /** Whether a large snapshot's overview is made ahead of requests when it is stored (default true). */
+  readonly eager?: boolean;
+  /** Whether a snapshot is being gathered here now: overviews made ahead wait until none is. */
+  readonly busy?: () => boolean;
   readonly log?: { warn(o: object, msg: string): void; info(o: object, msg: string): void };
 }
 
@@ -39,6 +47,9 @@ interface Pending {
   readonly resolve: (b: Buffer) => void;
   readonly reject: (e: Error) => void;
 }
+
+/** How often overviews made ahead look again whether the snapshots being gathered are done. */
+const AHEAD_RETRY_MS = 500;
 
 /** Starts the worker thread: from the sources (tsx registered in the thread) or the build. */
 function startWorker(maxHeapMb: number): Worker {
@@ -61,7 +72,10 @@ export class OverviewService {
   private nextId = 1;
   private closed = false;
   /** Overviews being made, by snapshot id: a second request waits for the first. */
-  private readonly making = new Map<string, Promise<Buffer>>();
+  private readonly making = new Map<string, Promise<Buffer | null>>();
+  /** Overviews to make ahead of requests: the newest stored snapshot of each job. */
+  private readonly ahead = new Map<string, { readonly id: string; readonly ranks: number }>();
+  private aheadTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly o: OverviewServiceOptions) {}
 
@@ -80,14 +94,34 @@ export class OverviewService {
   }
 
   /**
-   * A snapshot of `ranks` ranks was just stored: a large one's overview is started now (its
-   * failure is logged, not thrown), a small one's waits until someone asks.
+   * Snapshot `id` of job `jobId`, of `ranks` ranks, was just stored: a large one's overview is
+   * made ahead of requests once no snapshot is being gathered (replacing the job's older one
+   * still waiting; its failure is logged, not thrown); a small one's waits until someone asks.
    */
-  prepare(id: string, ranks: number): void {
-    if (this.closed || ranks < this.inlineBelow) return;
-    this.make(id, ranks).catch((e: unknown) =>
-      this.o.log?.warn({ err: e, snapshotId: id }, 'the snapshot overview could not be made'),
-    );
+  prepare(id: string, ranks: number, jobId: string): void {
+    if (this.closed || ranks < this.inlineBelow || this.o.eager === false) return;
+    this.ahead.set(jobId, { id, ranks });
+    this.startAhead();
+  }
+
+  private startAhead(): void {
+    if (this.closed || this.aheadTimer !== null) return;
+    if (this.o.busy?.() === true || this.current !== null) {
+      this.aheadTimer = setTimeout(() => {
+        this.aheadTimer = null;
+        this.startAhead();
+      }, AHEAD_RETRY_MS);
+      this.aheadTimer.unref();
+      return;
+    }
+    const [jobId, next] = this.ahead.entries().next().value ?? [];
+    if (jobId === undefined || next === undefined) return;
+    this.ahead.delete(jobId);
+    this.make(next.id, next.ranks)
+      .catch((e: unknown) =>
+        this.o.log?.warn({ err: e, snapshotId: next.id }, 'the snapshot overview could not be made'),
+      )
+      .finally(() => this.startAhead());
   }
 
   private make(id: string, ranks: number): Promise<Buffer | null> {
@@ -101,7 +135,7 @@ export class OverviewService {
       await this.o.store.putSnapshotOverview(id, body);
       return body;
     })().finally(() => this.making.delete(id));
-    this.making.set(id, p as Promise<Buffer>);
+    this.making.set(id, p);
     return p;
   }
 
@@ -182,11 +216,18 @@ export class OverviewService {
   /** Ends the worker; what was queued fails. */
   async close(): Promise<void> {
     this.closed = true;
+    if (this.aheadTimer !== null) clearTimeout(this.aheadTimer);
+    this.ahead.clear();
     for (const p of this.queue.splice(0)) p.reject(this.closedError());
     const w = this.worker;
     this.worker = null;
     if (w !== null) await w.terminate();
     // The exit handler rejects the current one.
+  }
+
+  /** For tests: how many overviews wait to be made ahead of requests. */
+  get waitingAhead(): number {
+    return this.ahead.size;
   }
 
   /** For tests: whether a worker thread is running. */

@@ -2,7 +2,6 @@
 // of a stored snapshot. The overview must say exactly what the page would compute from the whole
 // snapshot (the model's explanation and edge table), on this thread and in the worker; only the
 // job's owner (or a live share link) reads it; a worker that dies costs that overview only.
-import { readdirSync, readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import {
   buildEdges,
@@ -157,17 +156,49 @@ describe('snapshot overviews', () => {
     }
     expect(stored, 'the overview stored by the worker').not.toBeNull();
     expect(s.app.mqd.overviews.running).toBe(true);
-    // Background work: the worker's thread runs at nice 19 (the process's other threads at 0).
-    const nices = readdirSync('/proc/self/task').map((t) => {
-      const fields = readFileSync(`/proc/self/task/${t}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-      return Number(fields[16]);
-    });
-    expect(nices).toContain(19);
-    expect(nices.filter((n) => n === 19)).toHaveLength(1);
     const o = decoded(gunzipSync(stored as Buffer));
     expectSameAsPage(o, snapshot);
     const res = await overview(s, `/api/snapshots/${id}/overview`, s.admin);
     expect(res.rawPayload.equals(stored as Buffer)).toBe(true);
+  });
+
+  it('are made ahead only while no snapshot is being gathered, for the newest snapshot of each job', async () => {
+    // The test holds the instance "gathering" and lets go; every snapshot counts as large.
+    let gathering = true;
+    let asked = 0;
+    const busy = () => {
+      asked++;
+      return gathering;
+    };
+    const s = await serverFor(cleanup, {}, { overviews: { inlineBelowRanks: 0, busy } });
+    const first = await snapshotOf(s, 1, 3);
+    const taken = await s.app.inject({
+      method: 'POST',
+      url: `/api/jobs/${first.jobId}/snapshots`,
+      headers: s.admin,
+    });
+    const newest = (bodyJson(taken) as { snapshot: { id: string } }).snapshot.id;
+    const o = s.app.mqd.overviews;
+    const store = s.app.mqd.store;
+    // It looked, found a snapshot being gathered, and looked again later: nothing made meanwhile.
+    const seen = asked;
+    await waitFor(() => asked >= seen + 2, 'the overviews made ahead to look again');
+    expect(o.waitingAhead).toBe(1);
+    expect(await store.snapshotOverview(first.id)).toBeNull();
+    expect(await store.snapshotOverview(newest)).toBeNull();
+    gathering = false;
+    let made: Buffer | null = null;
+    const t0 = Date.now();
+    while (made === null && Date.now() - t0 < 60_000) {
+      made = await store.snapshotOverview(newest);
+      if (made === null) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(made, 'the newest snapshot made ahead').not.toBeNull();
+    expect(o.waitingAhead).toBe(0);
+    // The older one was replaced in the queue: made only when someone asks for it.
+    expect(await store.snapshotOverview(first.id)).toBeNull();
+    const asked1 = await overview(s, `/api/snapshots/${first.id}/overview`, s.admin);
+    expect(asked1.statusCode).toBe(200);
   });
 
   it('a worker that dies costs that overview only: a coded error, the snapshot and the server stay', async () => {
