@@ -316,6 +316,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     metrics: snapshotMetrics(registry),
     log: app.log,
     onStored: (id, ranks, jobId) => overviews.prepare(id, ranks, jobId),
+    onGatherStart: () => overviews.yieldToSnapshot(),
   });
   // Share links in notifications: the public URL, else the address the server listens on.
   const linkBase = (): string | null => {

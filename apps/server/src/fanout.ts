@@ -180,6 +180,8 @@ export interface SnapshotServiceOptions {
   readonly metrics?: SnapshotMetrics;
   /** The server log: every failed snapshot is written there with its code and job. */
   readonly log?: Pick<FastifyBaseLogger, 'warn' | 'error'>;
+  /** Told when a snapshot starts being gathered here (background work yields: overviews.ts). */
+  readonly onGatherStart?: () => void;
   /** Told of every snapshot stored (the overview is started then: overviews.ts). */
   readonly onStored?: (id: SnapshotId, ranks: number, jobId: JobId) => void;
 }
@@ -300,6 +302,7 @@ export class SnapshotService {
         });
     }
     const requests = request === undefined ? [] : [request];
+    this.o.onGatherStart?.();
     const promise = this.run(job, who, requests).finally(() => {
       this.inFlight.delete(job.id);
       this.keysMoved++;

@@ -7,9 +7,10 @@
 // A small snapshot's overview (below `inlineBelowRanks`, 2,000 ranks: tens of milliseconds) is
 // made on this thread when first asked for. A larger one goes to the worker, and is also made
 // ahead of any request once the snapshot is stored: the newest snapshot of each job only, and
-// only while no snapshot is being gathered here (`busy`). Made alongside a fan-in on the same
-// cores, it cost the next 100,000-rank snapshot 4 s and 800 MB (docs/benchmarks.md, stop 38);
-// a request someone waits for goes first and is never held back. The worker is one thread,
+// only while no snapshot is being gathered here (`busy`; one that starts meanwhile stops it,
+// `yieldToSnapshot`, and it is made again afterwards). Made alongside a fan-in on the same
+// cores, it cost the next 100,000-rank snapshot 4 s and 800 MB (docs/benchmarks.md, stop 38).
+// A request someone waits for is never held back or stopped. The worker is one thread,
 // started on first use and kept; requests queue for it one at a
 // time (the explanation is CPU-bound: two at once would only share the same cores). A worker
 // that dies (its heap limit, a crash) fails the overview it was making with a coded error and
@@ -38,11 +39,20 @@ export interface OverviewServiceOptions {
   readonly log?: { warn(o: object, msg: string): void; info(o: object, msg: string): void };
 }
 
+/** An overview made ahead was stopped for a snapshot being gathered (made again later). */
+class YieldedError extends Error {
+  constructor() {
+    super('stopped for a snapshot being gathered');
+  }
+}
+
 const gunzipAsync = promisify(gunzip);
 const gzipAsync = promisify(gzip);
 
 interface Pending {
   readonly id: number;
+  /** The snapshot's id. */
+  readonly snapshot: string;
   readonly data: Uint8Array;
   readonly resolve: (b: Buffer) => void;
   readonly reject: (e: Error) => void;
@@ -76,6 +86,10 @@ export class OverviewService {
   /** Overviews to make ahead of requests: the newest stored snapshot of each job. */
   private readonly ahead = new Map<string, { readonly id: string; readonly ranks: number }>();
   private aheadTimer: NodeJS.Timeout | null = null;
+  /** Snapshots whose overview someone asked for: never stopped for a snapshot being gathered. */
+  private readonly demanded = new Set<string>();
+  /** The worker is being stopped because a snapshot started (yieldToSnapshot). */
+  private yielding = false;
 
   constructor(private readonly o: OverviewServiceOptions) {}
 
@@ -90,7 +104,23 @@ export class OverviewService {
   async get(id: string, ranks: number): Promise<Buffer | null> {
     const stored = await this.o.store.snapshotOverview(id);
     if (stored !== null) return stored;
-    return this.make(id, ranks);
+    this.demanded.add(id);
+    try {
+      return await this.make(id, ranks);
+    } finally {
+      this.demanded.delete(id);
+    }
+  }
+
+  /**
+   * A snapshot starts being gathered here: an overview being made ahead of requests stops (the
+   * worker ends; it is made again once nothing is gathered). One someone waits for goes on.
+   */
+  yieldToSnapshot(): void {
+    const c = this.current;
+    if (c === null || this.demanded.has(c.snapshot) || this.worker === null) return;
+    this.yielding = true;
+    void this.worker.terminate();
   }
 
   /**
@@ -118,9 +148,14 @@ export class OverviewService {
     if (jobId === undefined || next === undefined) return;
     this.ahead.delete(jobId);
     this.make(next.id, next.ranks)
-      .catch((e: unknown) =>
-        this.o.log?.warn({ err: e, snapshotId: next.id }, 'the snapshot overview could not be made'),
-      )
+      .catch((e: unknown) => {
+        if (e instanceof YieldedError) {
+          // Stopped for a snapshot: made again later, unless the job has a newer one waiting.
+          if (!this.ahead.has(jobId)) this.ahead.set(jobId, next);
+          return;
+        }
+        this.o.log?.warn({ err: e, snapshotId: next.id }, 'the snapshot overview could not be made');
+      })
       .finally(() => this.startAhead());
   }
 
@@ -130,7 +165,7 @@ export class OverviewService {
     const p = (async () => {
       const data = await this.o.store.snapshotData(id);
       if (data === null) return null;
-      const body = ranks < this.inlineBelow ? await this.inline(data) : await this.run(data);
+      const body = ranks < this.inlineBelow ? await this.inline(data) : await this.run(id, data);
       // Retention may have removed the snapshot meanwhile: the overview is then not kept.
       await this.o.store.putSnapshotOverview(id, body);
       return body;
@@ -145,10 +180,10 @@ export class OverviewService {
     return gzipAsync(encodeOverview(buildOverview(snapshot)), { level: this.o.gzipLevel });
   }
 
-  private run(data: Buffer): Promise<Buffer> {
+  private run(snapshot: string, data: Buffer): Promise<Buffer> {
     if (this.closed) return Promise.reject(this.closedError());
     return new Promise((resolve, reject) => {
-      this.queue.push({ id: this.nextId++, data, resolve, reject });
+      this.queue.push({ id: this.nextId++, snapshot, data, resolve, reject });
       this.pump();
     });
   }
@@ -191,16 +226,20 @@ export class OverviewService {
       if (this.worker === w) this.worker = null;
       const c = this.current;
       this.current = null;
+      const yielded = this.yielding;
+      this.yielding = false;
       if (c !== null) {
         c.reject(
           this.closed
             ? this.closedError()
-            : new MqdException(
-                mqdError(
-                  'MQD_E_INTERNAL',
-                  `the snapshot overview's worker ended (${why || `exit code ${code}`}): open the snapshot itself`,
+            : yielded
+              ? new YieldedError()
+              : new MqdException(
+                  mqdError(
+                    'MQD_E_INTERNAL',
+                    `the snapshot overview's worker ended (${why || `exit code ${code}`}): open the snapshot itself`,
+                  ),
                 ),
-              ),
         );
       }
       this.pump();

@@ -201,6 +201,29 @@ describe('snapshot overviews', () => {
     expect(asked1.statusCode).toBe(200);
   });
 
+  it('one made ahead stops when a snapshot starts being gathered, and is made again afterwards', async () => {
+    let gathering = true;
+    const s = await serverFor(cleanup, {}, { overviews: { inlineBelowRanks: 0, busy: () => gathering } });
+    const { id } = await snapshotOf(s, 1, 3);
+    const o = s.app.mqd.overviews;
+    expect(o.waitingAhead).toBe(1);
+    gathering = false;
+    await waitFor(() => o.running, 'the overview made ahead to start in the worker');
+    // A snapshot starts: the worker is stopped, the overview waits again.
+    gathering = true;
+    o.yieldToSnapshot();
+    await waitFor(() => !o.running && o.waitingAhead === 1, 'the overview to stop and wait again');
+    expect(await s.app.mqd.store.snapshotOverview(id)).toBeNull();
+    gathering = false;
+    let made: Buffer | null = null;
+    const t0 = Date.now();
+    while (made === null && Date.now() - t0 < 60_000) {
+      made = await s.app.mqd.store.snapshotOverview(id);
+      if (made === null) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(made, 'made again once nothing is gathered').not.toBeNull();
+  });
+
   it('a worker that dies costs that overview only: a coded error, the snapshot and the server stay', async () => {
     // A heap limit no worker can start under: every overview made by it fails.
     const s = await serverFor(cleanup, {}, { overviews: { inlineBelowRanks: 0, maxHeapMb: 1 } });
