@@ -7,8 +7,8 @@
 // A small snapshot's overview (below `inlineBelowRanks`, 2,000 ranks: tens of milliseconds) is
 // made on this thread when first asked for. A larger one goes to the worker, and is also made
 // ahead of any request once the snapshot is stored: the newest snapshot of each job only, and
-// only while no snapshot is being gathered here (`busy`; one that starts meanwhile stops it,
-// `yieldToSnapshot`, and it is made again afterwards). Made alongside a fan-in on the same
+// only once no snapshot has been gathered here for 2 s (`busy`; one that starts meanwhile stops
+// it, `yieldToSnapshot`, and it is made again afterwards). Made alongside a fan-in on the same
 // cores, it cost the next 100,000-rank snapshot 4 s and 800 MB (docs/benchmarks.md, stop 38).
 // A request someone waits for is never held back or stopped. The worker is one thread,
 // started on first use and kept; requests queue for it one at a
@@ -58,7 +58,11 @@ interface Pending {
   readonly reject: (e: Error) => void;
 }
 
-/** How often overviews made ahead look again whether the snapshots being gathered are done. */
+/**
+ * Overviews made ahead start after this long with no snapshot gathered here (looked at this
+ * often): back-to-back snapshots are not slowed by overviews started and stopped between them.
+ */
+const AHEAD_QUIET_MS = 2000;
 const AHEAD_RETRY_MS = 500;
 
 /** Starts the worker thread: from the sources (tsx registered in the thread) or the build. */
@@ -90,6 +94,8 @@ export class OverviewService {
   private readonly demanded = new Set<string>();
   /** The worker is being stopped because a snapshot started (yieldToSnapshot). */
   private yielding = false;
+  /** When a snapshot was last seen being gathered here (performance.now()). */
+  private lastBusy = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly o: OverviewServiceOptions) {}
 
@@ -117,6 +123,7 @@ export class OverviewService {
    * worker ends; it is made again once nothing is gathered). One someone waits for goes on.
    */
   yieldToSnapshot(): void {
+    this.lastBusy = performance.now();
     const c = this.current;
     if (c === null || this.demanded.has(c.snapshot) || this.worker === null) return;
     this.yielding = true;
@@ -136,7 +143,9 @@ export class OverviewService {
 
   private startAhead(): void {
     if (this.closed || this.aheadTimer !== null) return;
-    if (this.o.busy?.() === true || this.current !== null) {
+    const now = performance.now();
+    if (this.o.busy?.() === true) this.lastBusy = now;
+    if (now - this.lastBusy < AHEAD_QUIET_MS || this.current !== null) {
       this.aheadTimer = setTimeout(() => {
         this.aheadTimer = null;
         this.startAhead();

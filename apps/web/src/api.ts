@@ -268,6 +268,18 @@ function serverError(status: number, body: unknown): ApiError {
   return webError('MQD_E_BAD_RESPONSE', status, `HTTP ${status} without an MQD error body`);
 }
 
+/**
+ * The response public/early-overview.js started for `path`, once: the page's first overview
+ * request leaves while the app's code loads. Undefined when there is none for this path.
+ */
+function takeEarlyOverview(path: string): Promise<Response> | undefined {
+  const g = globalThis as { __mqdEarlyOverview?: { path: string; response: Promise<Response> } };
+  const early = g.__mqdEarlyOverview;
+  if (early === undefined || early.path !== path) return undefined;
+  delete g.__mqdEarlyOverview;
+  return early.response;
+}
+
 export function createApi(opts: ApiOptions = {}): Api {
   const base = opts.base ?? '';
   const doFetch = opts.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
@@ -331,7 +343,10 @@ export function createApi(opts: ApiOptions = {}): Api {
     return ok(use(decoded.value));
   }
 
-  /** An overview route: a binary body checked by decodeOverview; errors are JSON as elsewhere. */
+  /**
+   * An overview route: a binary body checked by decodeOverview; errors are JSON as elsewhere.
+   * The page's first overview may already be on its way (public/early-overview.js).
+   */
   async function overviewRequest(path: string, signal?: AbortSignal): Promise<ApiResult<SnapshotOverview>> {
     const init: RequestInit = {
       method: 'GET',
@@ -342,7 +357,7 @@ export function createApi(opts: ApiOptions = {}): Api {
     let res: Response;
     let bytes: Uint8Array;
     try {
-      res = await doFetch(`${base}${path}`, init);
+      res = await (takeEarlyOverview(`${base}${path}`) ?? doFetch(`${base}${path}`, init));
       bytes = new Uint8Array(await res.arrayBuffer());
     } catch (e: unknown) {
       if (signal?.aborted) return err(webError('MQD_E_ABORTED', 0, `GET ${path}`));

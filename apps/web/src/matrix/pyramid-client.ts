@@ -20,11 +20,27 @@ export interface PyramidClient {
   dispose(): void;
 }
 
+function newWorker(): Worker {
+  return new Worker(new URL('./pyramid-worker.ts', import.meta.url), { type: 'module' });
+}
+
+/**
+ * One worker started when this module loads, so its script is fetched and compiled while the
+ * page waits for its data: the first matrix takes it (later ones start their own).
+ */
+let spare: Worker | null = null;
+try {
+  spare = typeof Worker === 'undefined' ? null : newWorker();
+} catch {
+  spare = null; // A CSP that forbids workers: createPyramidClient says so when asked.
+}
+
 export function createPyramidClient(table: EdgeTable): PyramidClient {
   if (typeof Worker === 'undefined') return inlineClient(table);
   let worker: Worker;
   try {
-    worker = new Worker(new URL('./pyramid-worker.ts', import.meta.url), { type: 'module' });
+    worker = spare ?? newWorker();
+    spare = null;
   } catch (e: unknown) {
     // A CSP that forbids workers: still correct, only slower.
     console.warn('MQD: matrix worker unavailable, aggregating on the main thread', e);
