@@ -56,8 +56,14 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
 
   const dataKey = data.key;
   const [pyramid, setPyramid] = useState<Pyramid | null>(null);
-  // The snapshot whose data the canvas has shown in a frame (a benchmark's mark: `data-drawn`).
-  const [drawn, setDrawn] = useState<string | null>(null);
+  // `data-drawn` on the section: set in the same task as the frame that showed this snapshot's
+  // data (for benchmarks and tests: a React state would commit it a frame later), cleared when
+  // the snapshot changes.
+  const mainRef = useRef<HTMLElement | null>(null);
+  useEffect(() => {
+    const el = mainRef.current;
+    return () => el?.removeAttribute('data-drawn');
+  }, [dataKey]);
   const [buildError, setBuildError] = useState<string | null>(null);
   const [building, setBuilding] = useState(false);
   const rendererRef = useRef<MatrixRenderer | null>(null);
@@ -79,8 +85,8 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
     // same way marks the matrix drawn (and lets the whole snapshot load: markShown).
     const onScreen = (r: MatrixRenderer) => {
       if (!live || !r.drawsExactly()) return;
+      mainRef.current?.setAttribute('data-drawn', 'true');
       markShown(dataKey);
-      setDrawn(dataKey);
     };
     const show = (p: Pyramid, whole: boolean) => {
       setPyramid(p);
@@ -222,7 +228,7 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
         </p>
         <LevelInfo rendererRef={rendererRef} pyramid={pyramid} />
       </aside>
-      <section className="matrix-main" data-drawn={drawn === dataKey ? 'true' : undefined}>
+      <section className="matrix-main" ref={mainRef}>
         <MatrixLegend cycles={cycles} notes={notes} strip={strip} />
         {readStatus.notRead > 0 && (
           <p className="not-read-note" role="note" data-testid="matrix-not-read">
