@@ -8,6 +8,7 @@ import {
   decodeOverview,
   type EdgeTable,
   explainSnapshot,
+  fillEdgePositions,
   type JobSnapshot,
   type SnapshotOverview,
 } from '@mqd/model';
@@ -73,6 +74,9 @@ const COLUMNS = [
 /** The overview says what the page computes from the whole snapshot. */
 function expectSameAsPage(o: SnapshotOverview, snapshot: JobSnapshot) {
   expect(o.explanation).toEqual(JSON.parse(JSON.stringify(explainSnapshot(snapshot))));
+  // The positions come from the whole snapshot, as in the page.
+  expect(o.positions).toBe(false);
+  expect(fillEdgePositions(snapshot, o.edges)).toBe(true);
   const e: EdgeTable = buildEdges(snapshot);
   expect(o.edges.length).toBe(e.length);
   expect(o.edges.worldSize).toBe(e.worldSize);

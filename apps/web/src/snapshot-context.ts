@@ -12,6 +12,7 @@ import {
   buildStackTree,
   type Explanation,
   explainSnapshot,
+  fillEdgePositions,
   type JobSnapshot,
   SnapshotIndex,
   type SnapshotOverview,
@@ -94,7 +95,11 @@ export class SnapshotContext {
    */
   seed(o: SnapshotOverview): void {
     this.explanation.seed(o.explanation);
-    this.edgesValue ??= o.edges;
+    // The overview's table came without the positions in the snapshot (they index it): filled
+    // from it in place, so the matrix drawn from the overview keeps its table. A snapshot that
+    // does not fit it (never expected) gets its own table.
+    if (this.edgesValue === null && (o.positions || fillEdgePositions(this.snapshot, o.edges)))
+      this.edgesValue = o.edges;
   }
 
   /** The merged stack tree for these options. */

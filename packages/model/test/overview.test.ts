@@ -7,6 +7,7 @@ import {
   decodeOverview,
   encodeOverview,
   explainSnapshot,
+  fillEdgePositions,
   syntheticRingDeadlock,
   syntheticWrongTagHang,
 } from '../src/index.js';
@@ -36,6 +37,10 @@ describe('snapshot overview body', () => {
     const o = d.value;
     expect(o.explanation).toEqual(JSON.parse(JSON.stringify(explainSnapshot(snap))));
     const e = buildEdges(snap);
+    // Sent without the positions: they are filled from the snapshot, as buildEdges has them.
+    expect(o.positions).toBe(false);
+    expect([...o.edges.owner].every((v) => v === 0)).toBe(true);
+    expect(fillEdgePositions(snap, o.edges)).toBe(true);
     expect(o.edges.comms).toEqual(e.comms);
     for (const c of COLUMNS) expect([...o.edges[c]], c).toEqual([...e[c]]);
     expect(o.head.rankCount).toBe(snap.ranks.length);
@@ -47,6 +52,18 @@ describe('snapshot overview body', () => {
     expect(again.ok && [...again.value.edges.size]).toEqual([...e.size]);
   });
 
+  it('sends lengths that are not 32-bit integers as floats, and refuses positions of another snapshot', () => {
+    const snap = syntheticRingDeadlock({ ranks: 16, seed: 4 });
+    const o = buildOverview(snap);
+    o.edges.size[0] = 2 ** 33;
+    o.edges.size[1] = 0.5;
+    const d = decodeOverview(encodeOverview(o));
+    if (!d.ok) throw new Error(d.error);
+    expect([...d.value.edges.size]).toEqual([...o.edges.size]);
+    // Another snapshot's operations do not fit this table.
+    expect(fillEdgePositions(syntheticRingDeadlock({ ranks: 32, seed: 4 }), d.value.edges)).toBe(false);
+  });
+
   it('refuses what is not an overview, saying why', () => {
     const body = encodeOverview(buildOverview(syntheticRingDeadlock({ ranks: 16, seed: 1 })));
     const why = (b: Uint8Array) => {
@@ -56,15 +73,16 @@ describe('snapshot overview body', () => {
     expect(why(Uint8Array.from('{"snapshot":1}', (c) => c.charCodeAt(0)))).toMatch(/no MQDO header/);
     expect(why(body.subarray(0, body.length - 1))).toMatch(/bytes, where \d+ edges take/);
     const v2 = body.slice();
-    v2[4] = 2;
-    expect(why(v2)).toMatch(/format 2/);
+    v2[4] = 3;
+    expect(why(v2)).toMatch(/format 3/);
     const longJson = body.slice();
     new DataView(longJson.buffer).setUint32(8, body.length, true);
     expect(why(longJson)).toMatch(/runs past the end/);
     // A sender rank past the world: the matrix would index outside its rows.
     const d = decodeOverview(body);
     if (!d.ok) throw new Error(d.error);
-    const srcAt = body.length - d.value.edges.length * 39 + d.value.edges.length * 8; // 39 bytes an edge; size (8) first
+    // 23 bytes an edge (the lengths fit 32 bits here): size first, then src.
+    const srcAt = body.length - d.value.edges.length * 23 + d.value.edges.length * 4;
     const badRank = body.slice();
     new DataView(badRank.buffer).setInt32(srcAt, 1 << 20, true);
     expect(why(badRank)).toMatch(/edge 0 names a rank outside the world/);

@@ -162,3 +162,29 @@ export function buildEdges(snapshot: JobSnapshot): EdgeTable {
     kindUnit,
   };
 }
+
+/**
+ * Fills `t`'s position columns (owner, commPos, opPos) from `snapshot`, in buildEdges' order
+ * (ranks, their communicators, then sends, receives, unexpected): for a table that came without
+ * them (a decoded overview, whose snapshot arrived since). False, with nothing written past the
+ * table, when the snapshot does not hold exactly `t.length` operations: not its snapshot.
+ */
+export function fillEdgePositions(snapshot: JobSnapshot, t: EdgeTable): boolean {
+  let e = 0;
+  for (let ri = 0; ri < snapshot.ranks.length; ri++) {
+    const comms = snapshot.ranks[ri]?.communicators ?? [];
+    for (let cp = 0; cp < comms.length; cp++) {
+      const c = comms[cp];
+      for (const q of [c?.sends, c?.receives, c?.unexpected]) {
+        for (let qp = 0; qp < (q?.length ?? 0); qp++) {
+          if (e >= t.length) return false;
+          t.owner[e] = ri;
+          t.commPos[e] = cp;
+          t.opPos[e] = qp;
+          e++;
+        }
+      }
+    }
+  }
+  return e === t.length;
+}

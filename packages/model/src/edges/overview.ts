@@ -6,9 +6,13 @@
 // computing them again, so the two can never disagree.
 //
 // The body: "MQDO", the format (u32), the JSON part's length (u32), the JSON part (UTF-8), zero
-// padding to a multiple of 8, then the edge table's columns, each `length` long, in the order of
-// COLUMNS (the 8-byte column first, so every column starts aligned). Little-endian, as typed
-// arrays are on every machine the dashboard runs on.
+// padding to a multiple of 8, then the edge table's columns, each `length` long: `size` (32-bit
+// when every length is an integer below 2^32, `sizeWidth` 4, else 64-bit floats), then the
+// columns of COLUMNS (so every column starts aligned). Little-endian, as typed arrays are on
+// every machine the dashboard runs on. The position columns (owner, commPos, opPos) are not sent:
+// they index the whole snapshot, and fillEdgePositions fills them from it when it arrives
+// (`positions` false until then). 23 bytes an edge, where the table holds 39. A change of
+// format comes with a migration that empties the stored overviews (apps/server/src/store-schema.ts).
 import { explainSnapshot } from '../analysis/explain.js';
 import type { Explanation } from '../analysis/explain-types.js';
 import { type SnapshotReadStatus, snapshotReadStatus } from '../analysis/history.js';
@@ -17,7 +21,7 @@ import type { JobSnapshot } from '../snapshot-spec.js';
 import { buildEdges } from './build-edges.js';
 import type { CommSummary, EdgeTable, KindUnit } from './edge-table.js';
 
-export const OVERVIEW_FORMAT = 1;
+export const OVERVIEW_FORMAT = 2;
 /** The media type of an encoded overview. */
 export const OVERVIEW_MEDIA_TYPE = 'application/vnd.mqd.overview';
 
@@ -42,7 +46,12 @@ export interface SnapshotOverview {
   readonly notRead: string;
   /** Ranks whose DLL looked up fields the library lacks (RankSnapshot.dll.missingFields), as ranges. */
   readonly dllMissingFields: string;
+  /**
+   * The edge table; its position columns (owner, commPos, opPos) hold the snapshot's positions
+   * only when `positions` is true (made from the snapshot), else zeros until fillEdgePositions.
+   */
   readonly edges: EdgeTable;
+  readonly positions: boolean;
 }
 
 /**
@@ -82,51 +91,37 @@ export function buildOverview(snapshot: JobSnapshot): SnapshotOverview {
     notRead: compressRanks(notRead),
     dllMissingFields: compressRanks(missing),
     edges: buildEdges(snapshot),
+    positions: true,
   };
 }
 
-type Column =
-  | 'size'
-  | 'src'
-  | 'dst'
-  | 'tag'
-  | 'owner'
-  | 'comm'
-  | 'commPos'
-  | 'opPos'
-  | 'kind'
-  | 'tagAny'
-  | 'peerUnknown';
-type ColumnArray = Float64Array | Int32Array | Uint32Array | Uint8Array;
-/** The columns in body order, each with its element size; the 8-byte one first keeps all aligned. */
-const COLUMNS: readonly (readonly [
-  Column,
-  1 | 4 | 8,
-  (b: ArrayBuffer, at: number, n: number) => ColumnArray,
-])[] = [
-  ['size', 8, (b, at, n) => new Float64Array(b, at, n)],
-  ['src', 4, (b, at, n) => new Int32Array(b, at, n)],
-  ['dst', 4, (b, at, n) => new Int32Array(b, at, n)],
-  ['tag', 4, (b, at, n) => new Int32Array(b, at, n)],
-  ['owner', 4, (b, at, n) => new Int32Array(b, at, n)],
-  ['comm', 4, (b, at, n) => new Uint32Array(b, at, n)],
-  ['commPos', 4, (b, at, n) => new Uint32Array(b, at, n)],
-  ['opPos', 4, (b, at, n) => new Uint32Array(b, at, n)],
-  ['kind', 1, (b, at, n) => new Uint8Array(b, at, n)],
-  ['tagAny', 1, (b, at, n) => new Uint8Array(b, at, n)],
-  ['peerUnknown', 1, (b, at, n) => new Uint8Array(b, at, n)],
-];
+type Column = 'src' | 'dst' | 'tag' | 'comm' | 'kind' | 'tagAny' | 'peerUnknown';
+type ColumnArray = Int32Array | Uint32Array | Uint8Array;
+/** The columns after `size`, in body order, each with its element size. */
+const COLUMNS: readonly (readonly [Column, 1 | 4, (b: ArrayBuffer, at: number, n: number) => ColumnArray])[] =
+  [
+    ['src', 4, (b, at, n) => new Int32Array(b, at, n)],
+    ['dst', 4, (b, at, n) => new Int32Array(b, at, n)],
+    ['tag', 4, (b, at, n) => new Int32Array(b, at, n)],
+    ['comm', 4, (b, at, n) => new Uint32Array(b, at, n)],
+    ['kind', 1, (b, at, n) => new Uint8Array(b, at, n)],
+    ['tagAny', 1, (b, at, n) => new Uint8Array(b, at, n)],
+    ['peerUnknown', 1, (b, at, n) => new Uint8Array(b, at, n)],
+  ];
 const MAGIC = [0x4d, 0x51, 0x44, 0x4f]; // "MQDO"
 const HEADER = 12;
-const BYTES_PER_EDGE = COLUMNS.reduce((s, [, w]) => s + w, 0);
+/** Bytes an edge takes after `size`. */
+const COLUMN_BYTES = COLUMNS.reduce((s, [, w]) => s + w, 0);
 /** More edges than this is not a snapshot this model can have made (2^28 operations). */
 const MAX_EDGES = 1 << 28;
 
 /** The JSON part: everything but the columns. */
-interface OverviewJson extends Omit<SnapshotOverview, 'edges'> {
+interface OverviewJson extends Omit<SnapshotOverview, 'edges' | 'positions'> {
   readonly edges: {
     readonly worldSize: number;
     readonly length: number;
+    /** Bytes of one `size` value: 4 (unsigned integers) or 8 (floats). */
+    readonly sizeWidth: 4 | 8;
     readonly kindUnit: readonly KindUnit[];
     readonly comms: readonly CommSummary[];
   };
@@ -144,19 +139,29 @@ const codecs = globalThis as unknown as {
 /** The overview as one body (see the top of this file). */
 export function encodeOverview(o: SnapshotOverview): Uint8Array {
   const e = o.edges;
+  let narrow = true;
+  for (let i = 0; i < e.length && narrow; i++) {
+    const v = e.size[i] ?? 0;
+    narrow = Number.isInteger(v) && v >= 0 && v < 2 ** 32;
+  }
+  const sizeWidth = narrow ? 4 : 8;
+  const { positions: _, ...rest } = o;
   const json: OverviewJson = {
-    ...o,
-    edges: { worldSize: e.worldSize, length: e.length, kindUnit: e.kindUnit, comms: e.comms },
+    ...rest,
+    edges: { worldSize: e.worldSize, length: e.length, sizeWidth, kindUnit: e.kindUnit, comms: e.comms },
   };
   const text = new codecs.TextEncoder().encode(JSON.stringify(json));
   const start = pad8(HEADER + text.length);
-  const out = new Uint8Array(start + e.length * BYTES_PER_EDGE);
+  const out = new Uint8Array(start + e.length * (sizeWidth + COLUMN_BYTES));
   out.set(MAGIC, 0);
   const view = new DataView(out.buffer);
   view.setUint32(4, OVERVIEW_FORMAT, true);
   view.setUint32(8, text.length, true);
   out.set(text, HEADER);
   let at = start;
+  const size = narrow ? Uint32Array.from(e.size) : e.size;
+  out.set(new Uint8Array(size.buffer, size.byteOffset, e.length * sizeWidth), at);
+  at += e.length * sizeWidth;
   for (const [name, width] of COLUMNS) {
     const col = e[name];
     out.set(new Uint8Array(col.buffer, col.byteOffset, e.length * width), at);
@@ -217,6 +222,7 @@ export function decodeOverview(
   if (
     !isInt(e?.length, MAX_EDGES) ||
     !isInt(e.worldSize, 1 << 24) ||
+    (e.sizeWidth !== 4 && e.sizeWidth !== 8) ||
     !Array.isArray(e.comms) ||
     !Array.isArray(e.kindUnit) ||
     !e.comms.every((c) => typeof c?.key === 'string' && typeof c.label === 'string')
@@ -224,12 +230,16 @@ export function decodeOverview(
     return bad('the edge table is missing or of the wrong type');
   const n = e.length;
   const start = pad8(HEADER + jsonLength);
-  if (bytes.length !== start + n * BYTES_PER_EDGE)
-    return bad(`${bytes.length} bytes, where ${n} edges take ${start + n * BYTES_PER_EDGE}`);
-  const cols = {} as Record<Column, ColumnArray>;
+  const need = start + n * (e.sizeWidth + COLUMN_BYTES);
+  if (bytes.length !== need) return bad(`${bytes.length} bytes, where ${n} edges take ${need}`);
   let at = bytes.byteOffset + start;
+  const buffer = bytes.buffer as ArrayBuffer;
+  const size =
+    e.sizeWidth === 8 ? new Float64Array(buffer, at, n) : Float64Array.from(new Uint32Array(buffer, at, n));
+  at += n * e.sizeWidth;
+  const cols = {} as Record<Column, ColumnArray>;
   for (const [name, width, make] of COLUMNS) {
-    cols[name] = make(bytes.buffer as ArrayBuffer, at, n);
+    cols[name] = make(buffer, at, n);
     at += n * width;
   }
   const { src, dst, comm, kind } = cols as {
@@ -255,14 +265,16 @@ export function decodeOverview(
     src,
     dst,
     kind,
-    size: cols.size as Float64Array,
+    size,
     tag: cols.tag as Int32Array,
     tagAny: cols.tagAny as Uint8Array,
     comm,
     peerUnknown: cols.peerUnknown as Uint8Array,
-    owner: cols.owner as Int32Array,
-    commPos: cols.commPos as Uint32Array,
-    opPos: cols.opPos as Uint32Array,
+    // Filled from the whole snapshot when it arrives (fillEdgePositions).
+    owner: new Int32Array(n),
+    commPos: new Uint32Array(n),
+    opPos: new Uint32Array(n),
   };
-  return { ok: true, value: { ...json, edges } };
+  const { edges: _, ...rest } = json;
+  return { ok: true, value: { ...rest, edges, positions: false } };
 }
