@@ -6,6 +6,7 @@ import { gunzipSync } from 'node:zlib';
 import {
   buildEdges,
   decodeOverview,
+  EDGE_TABLE_COLUMNS,
   type EdgeTable,
   explainSnapshot,
   fillEdgePositions,
@@ -57,19 +58,7 @@ function decoded(body: Buffer): SnapshotOverview {
   return d.value;
 }
 
-const COLUMNS = [
-  'src',
-  'dst',
-  'kind',
-  'size',
-  'tag',
-  'tagAny',
-  'comm',
-  'peerUnknown',
-  'owner',
-  'commPos',
-  'opPos',
-] as const;
+const COLUMNS = EDGE_TABLE_COLUMNS;
 
 /** The overview says what the page computes from the whole snapshot. */
 function expectSameAsPage(o: SnapshotOverview, snapshot: JobSnapshot) {

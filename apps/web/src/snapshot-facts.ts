@@ -9,7 +9,7 @@ import {
   type JobSnapshot,
   type LengthUnit,
   type OverviewHead,
-  programOf,
+  overviewHead,
   type SnapshotOverview,
   type SnapshotReadStatus,
   snapshotReadStatus,
@@ -52,16 +52,7 @@ export function factsOfSnapshot(snapshot: JobSnapshot): SnapshotFacts {
   const dllMissing = once(() =>
     snapshot.ranks.flatMap((r) => (r.dll?.missingFields?.length ? [r.rank] : [])),
   );
-  const head = once(
-    (): OverviewHead => ({
-      takenAt: snapshot.takenAt,
-      durationMicros: snapshot.durationMicros,
-      mpi: snapshot.mpi,
-      rankCount: snapshot.ranks.length,
-      program: programOf(snapshot),
-      ...(snapshot.source === undefined ? {} : { source: snapshot.source }),
-    }),
-  );
+  const head = once(() => overviewHead(snapshot));
   f = {
     explanation: ctx.explanation,
     get edges() {

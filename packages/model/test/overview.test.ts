@@ -5,6 +5,7 @@ import {
   buildEdges,
   buildOverview,
   decodeOverview,
+  EDGE_TABLE_COLUMNS,
   encodeOverview,
   explainSnapshot,
   fillEdgePositions,
@@ -12,19 +13,7 @@ import {
   syntheticWrongTagHang,
 } from '../src/index.js';
 
-const COLUMNS = [
-  'src',
-  'dst',
-  'kind',
-  'size',
-  'tag',
-  'tagAny',
-  'comm',
-  'peerUnknown',
-  'owner',
-  'commPos',
-  'opPos',
-] as const;
+const COLUMNS = EDGE_TABLE_COLUMNS;
 
 describe('snapshot overview body', () => {
   it.each([

@@ -49,6 +49,21 @@ export interface EdgeColumns {
   readonly peerUnknown: Uint8Array;
 }
 
+/** Every typed-array column of an EdgeTable, by name (the order of EdgeColumns, then the positions). */
+export const EDGE_TABLE_COLUMNS = [
+  'src',
+  'dst',
+  'kind',
+  'size',
+  'tag',
+  'tagAny',
+  'comm',
+  'peerUnknown',
+  'owner',
+  'commPos',
+  'opPos',
+] as const;
+
 /** A communicator as the filters see it: one key across all processes that share it. */
 export interface CommSummary {
   readonly key: string;

@@ -68,6 +68,18 @@ export function programOf(snapshot: Pick<JobSnapshot, 'ranks'>): string | null {
   return null;
 }
 
+/** What the page's header and footer say about a snapshot (the snapshot without its ranks). */
+export function overviewHead(snapshot: JobSnapshot): OverviewHead {
+  return {
+    takenAt: snapshot.takenAt,
+    durationMicros: snapshot.durationMicros,
+    mpi: snapshot.mpi,
+    rankCount: snapshot.ranks.length,
+    program: programOf(snapshot),
+    ...(snapshot.source === undefined ? {} : { source: snapshot.source }),
+  };
+}
+
 /** The overview of a snapshot: the explanation, the edge table and the header's facts. */
 export function buildOverview(snapshot: JobSnapshot): SnapshotOverview {
   const notRead: number[] = [];
@@ -78,14 +90,7 @@ export function buildOverview(snapshot: JobSnapshot): SnapshotOverview {
   }
   return {
     format: OVERVIEW_FORMAT,
-    head: {
-      takenAt: snapshot.takenAt,
-      durationMicros: snapshot.durationMicros,
-      mpi: snapshot.mpi,
-      rankCount: snapshot.ranks.length,
-      program: programOf(snapshot),
-      ...(snapshot.source === undefined ? {} : { source: snapshot.source }),
-    },
+    head: overviewHead(snapshot),
     explanation: explainSnapshot(snapshot),
     readStatus: snapshotReadStatus(snapshot),
     notRead: compressRanks(notRead),
