@@ -131,9 +131,9 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
     ...LIMITS,
     ...(spec.storeUrl === null ? {} : { storeUrl: spec.storeUrl }),
   };
-  // biome-ignore lint/suspicious/noExplicitAny: storeUrl is only in newer configs
   // MQD_BENCH_OVERVIEW_EAGER=0: overviews made when first asked for, not when a snapshot is stored.
   const eager = process.env['MQD_BENCH_OVERVIEW_EAGER'] !== '0';
+  // biome-ignore lint/suspicious/noExplicitAny: storeUrl is only in newer configs
   const app = await buildApp({ config: config as any, logger: false, overviews: { eager } });
   await app.listen({ port: spec.port, host: '127.0.0.1' });
   const addr = app.server.address();

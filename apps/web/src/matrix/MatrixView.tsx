@@ -60,6 +60,7 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
   // data (for benchmarks and tests: a React state would commit it a frame later), cleared when
   // the snapshot changes.
   const mainRef = useRef<HTMLElement | null>(null);
+  // biome-ignore lint/correctness/useExhaustiveDependencies: `dataKey` is the trigger (a new snapshot clears the mark).
   useEffect(() => {
     const el = mainRef.current;
     return () => el?.removeAttribute('data-drawn');
