@@ -113,6 +113,10 @@ export class OverviewService {
     this.demanded.add(id);
     try {
       return await this.make(id, ranks);
+    } catch (e) {
+      // Joined one made ahead just as a snapshot stopped it: made again, for this request.
+      if (e instanceof YieldedError) return await this.make(id, ranks);
+      throw e;
     } finally {
       this.demanded.delete(id);
     }
@@ -172,6 +176,9 @@ export class OverviewService {
     const running = this.making.get(id);
     if (running !== undefined) return running;
     const p = (async () => {
+      // Made meanwhile (a request, another instance): nothing to do.
+      const stored = await this.o.store.snapshotOverview(id);
+      if (stored !== null) return stored;
       const data = await this.o.store.snapshotData(id);
       if (data === null) return null;
       const body = ranks < this.inlineBelow ? await this.inline(data) : await this.run(id, data);
