@@ -52,6 +52,16 @@ async function overview(s: TestServer, url: string, headers: Record<string, stri
   return res;
 }
 
+/** The overview of `id` once a background one is stored (polled: it is made off the request path). */
+async function storedOverview(s: TestServer, id: string): Promise<Buffer | null> {
+  const t0 = Date.now();
+  for (;;) {
+    const stored = await s.app.mqd.store.snapshotOverview(id);
+    if (stored !== null || Date.now() - t0 >= 60_000) return stored;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 function decoded(body: Buffer): SnapshotOverview {
   const d = decodeOverview(new Uint8Array(body));
   if (!d.ok) throw new Error(d.error);
@@ -139,14 +149,8 @@ describe('snapshot overviews', () => {
     // Every snapshot counts as large here (inlineBelowRanks 0): made by the worker thread.
     const s = await serverFor(cleanup, {}, { overviews: { inlineBelowRanks: 0 } });
     const { id, snapshot } = await snapshotOf(s, 3, 5);
-    const store = s.app.mqd.store;
     // Started when the snapshot was stored, before anyone asked.
-    let stored: Buffer | null = null;
-    const t0 = Date.now();
-    while (stored === null && Date.now() - t0 < 60_000) {
-      stored = await store.snapshotOverview(id);
-      if (stored === null) await new Promise((r) => setTimeout(r, 50));
-    }
+    const stored = await storedOverview(s, id);
     expect(stored, 'the overview stored by the worker').not.toBeNull();
     expect(s.app.mqd.overviews.running).toBe(true);
     const o = decoded(gunzipSync(stored as Buffer));
@@ -180,12 +184,7 @@ describe('snapshot overviews', () => {
     expect(await store.snapshotOverview(first.id)).toBeNull();
     expect(await store.snapshotOverview(newest)).toBeNull();
     gathering = false;
-    let made: Buffer | null = null;
-    const t0 = Date.now();
-    while (made === null && Date.now() - t0 < 60_000) {
-      made = await store.snapshotOverview(newest);
-      if (made === null) await new Promise((r) => setTimeout(r, 50));
-    }
+    const made = await storedOverview(s, newest);
     expect(made, 'the newest snapshot made ahead').not.toBeNull();
     expect(o.waitingAhead).toBe(0);
     // The older one was replaced in the queue: made only when someone asks for it.
@@ -208,12 +207,7 @@ describe('snapshot overviews', () => {
     await waitFor(() => !o.running && o.waitingAhead === 1, 'the overview to stop and wait again');
     expect(await s.app.mqd.store.snapshotOverview(id)).toBeNull();
     gathering = false;
-    let made: Buffer | null = null;
-    const t0 = Date.now();
-    while (made === null && Date.now() - t0 < 60_000) {
-      made = await s.app.mqd.store.snapshotOverview(id);
-      if (made === null) await new Promise((r) => setTimeout(r, 50));
-    }
+    const made = await storedOverview(s, id);
     expect(made, 'made again once nothing is gathered').not.toBeNull();
   });
 

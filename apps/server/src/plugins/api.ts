@@ -9,7 +9,7 @@ import { SERVER_VERSION } from '../config.js';
 import { fail, userJson } from '../http.js';
 import { routeOf } from '../schemas.js';
 import { adminPlugin } from './admin.js';
-import { currentUser, type PluginOpts, rateLimited, typed } from './common.js';
+import { currentUser, type PluginOpts, rateLimited, type Services, typed } from './common.js';
 import { jobsPlugin } from './jobs.js';
 import { sendOverview, sendSnapshot, sharesPlugin, snapshotsPlugin } from './snapshots.js';
 
@@ -75,9 +75,7 @@ const publicPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
     // Share links are public: limit per address, and the decoded JSON is cached (fanout.ts).
     config: rateLimited(opts),
     handler: async (req, reply) => {
-      const share = await s.store.liveShare(req.params.id);
-      const meta = share && (await s.store.snapshotMeta(share.snapshotId));
-      if (!share || !meta) return fail('MQD_E_NOT_FOUND', 'this share link does not exist or has expired');
+      const { share, meta } = await liveShared(s, req.params.id);
       return sendSnapshot(s, req, reply as FastifyReply, meta, {
         expiresAt: new Date(share.expiresAt).toISOString(),
       });
@@ -88,13 +86,19 @@ const publicPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
     ...routeOf(R.sharedOverview),
     config: rateLimited(opts),
     handler: async (req, reply) => {
-      const share = await s.store.liveShare(req.params.id);
-      const meta = share && (await s.store.snapshotMeta(share.snapshotId));
-      if (!share || !meta) return fail('MQD_E_NOT_FOUND', 'this share link does not exist or has expired');
+      const { meta } = await liveShared(s, req.params.id);
       return sendOverview(s, req, reply as FastifyReply, meta);
     },
   });
 };
+
+/** A live share link and its snapshot's meta; MQD_E_NOT_FOUND when either is gone. */
+async function liveShared(s: Services, id: string) {
+  const share = await s.store.liveShare(id);
+  const meta = share && (await s.store.snapshotMeta(share.snapshotId));
+  if (!share || !meta) return fail('MQD_E_NOT_FOUND', 'this share link does not exist or has expired');
+  return { share, meta };
+}
 
 const authedPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
   const app = typed(fastify);
