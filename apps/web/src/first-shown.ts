@@ -10,6 +10,8 @@ const WITHOUT_OVERVIEW_MS = 8000;
 
 interface Gate {
   shown: boolean;
+  /** The AFTER_OVERVIEW_MS timer (arrived), cleared once the view is shown. */
+  timer: ReturnType<typeof setTimeout> | undefined;
   readonly promise: Promise<void>;
   readonly resolve: () => void;
 }
@@ -22,7 +24,7 @@ function gate(key: string): Gate {
     const promise = new Promise<void>((r) => {
       resolve = r;
     });
-    g = { shown: false, promise, resolve };
+    g = { shown: false, timer: undefined, promise, resolve };
     gates.set(key, g);
     // Keys are per snapshot; a page opens few. Keep the map from growing without end anyway.
     if (gates.size > 64) {
@@ -37,18 +39,24 @@ function gate(key: string): Gate {
 export function markShown(key: string): void {
   const g = gate(key);
   g.shown = true;
+  clearTimeout(g.timer);
   g.resolve();
 }
 
 /** The overview of `key` arrived: its first view has AFTER_OVERVIEW_MS to be drawn. */
 export function arrived(key: string): void {
   const g = gate(key);
-  setTimeout(g.resolve, AFTER_OVERVIEW_MS);
+  if (g.shown || g.timer !== undefined) return;
+  g.timer = setTimeout(g.resolve, AFTER_OVERVIEW_MS);
 }
 
 /** Resolves once `key`'s first view is shown, or after the caps above. */
 export function whenShown(key: string): Promise<void> {
   const g = gate(key);
   if (g.shown) return Promise.resolve();
-  return Promise.race([g.promise, new Promise<void>((r) => setTimeout(r, WITHOUT_OVERVIEW_MS))]);
+  let cap: ReturnType<typeof setTimeout> | undefined;
+  const capped = new Promise<void>((r) => {
+    cap = setTimeout(r, WITHOUT_OVERVIEW_MS);
+  });
+  return Promise.race([g.promise, capped]).finally(() => clearTimeout(cap));
 }

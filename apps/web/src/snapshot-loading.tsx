@@ -162,8 +162,23 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
   };
 }
 
-/** Overviews fetched, by the key of their snapshot (`snap:ID`, `share:ID`), for the whole snapshot to take over. */
+/**
+ * Overviews fetched, by the key of their snapshot (`snap:ID`, `share:ID`), for the whole snapshot
+ * to take over. Each is held only until its snapshot arrives; a page that opens overviews without
+ * their snapshots (picking through large snapshots quickly) keeps the last few, 14 MB each at
+ * 100,000 ranks.
+ */
+const MAX_OVERVIEWS = 4;
 const overviews = new Map<string, SnapshotOverview>();
+
+function keepOverview(key: string, o: SnapshotOverview): void {
+  overviews.delete(key);
+  overviews.set(key, o);
+  for (const oldest of overviews.keys()) {
+    if (overviews.size <= MAX_OVERVIEWS) break;
+    overviews.delete(oldest);
+  }
+}
 
 /** The whole snapshot of `key` arrived: its context takes what the overview already holds. */
 function seedFromOverview(key: string, snapshot: JobSnapshot): void {
@@ -182,7 +197,7 @@ function useOverview(api: Api, key: string | null, id: string | null, share: boo
     const r = await api.overview(id ?? '', share, signal);
     if (key !== null) {
       if (r.ok) {
-        overviews.set(key, r.value);
+        keepOverview(key, r.value);
         arrived(key);
       } else {
         console.warn(`MQD: no overview of ${key}, loading the whole snapshot (${r.error.message})`);
