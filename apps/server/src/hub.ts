@@ -216,6 +216,11 @@ export class AgentHub {
   refusedHandshakes = 0;
   /** Entries dropped from otherwise accepted messages (ranks of chunks, starters of statuses). */
   droppedEntries = 0;
+  /**
+   * The other aggregator instance holding a host's agent, or null (set by the cluster hub when
+   * several instances share the agents; one instance alone has no other).
+   */
+  private elsewhere: ((host: string) => string | null) | null = null;
 
   constructor(
     private readonly nsp: Namespace,
@@ -259,6 +264,16 @@ export class AgentHub {
           mqdError(
             'MQD_E_AGENT_CONFLICT',
             `an agent is already connected for host ${hs.value.host}; stop it first (a restarted agent is accepted once the old connection times out)`,
+          ),
+        );
+      }
+      const holder = this.elsewhere?.(hs.value.host) ?? null;
+      if (holder !== null) {
+        // The same rule across instances: the agent already connected to another one keeps it.
+        return refuse(
+          mqdError(
+            'MQD_E_AGENT_CONFLICT',
+            `an agent is already connected for host ${hs.value.host} to another aggregator instance (${holder.slice(0, 64)}); stop it first (a restarted agent is accepted once the old connection has ended)`,
           ),
         );
       }
@@ -642,6 +657,24 @@ export class AgentHub {
     return [...this.live.values()].flatMap((c) =>
       c.discovered.map((job) => ({ host: c.hs.host, job, at: c.discoveredAt })),
     );
+  }
+
+  /** Where else (another aggregator instance) a host's agent is connected: see `elsewhere`. */
+  setElsewhere(fn: (host: string) => string | null): void {
+    this.elsewhere = fn;
+  }
+
+  /**
+   * Ends host's agent connection here with `error` (told to the agent first), as when another
+   * instance holds the host since before this connection: the agent retries and is refused
+   * until that one ends. False when no agent of host is connected here.
+   */
+  dropAgent(host: string, error: MqdError): boolean {
+    const conn = this.live.get(host);
+    if (conn === undefined) return false;
+    this.refuse(conn, { error, refId: null });
+    conn.socket.disconnect(true);
+    return true;
   }
 
   isConnected(host: string): boolean {

@@ -4,7 +4,7 @@
 // holder's. Two ClusterHubs, each over a fake local hub; no PostgreSQL here (cluster.test.ts has it).
 import { ok, type RankSnapshot, syntheticRingRank } from '@mqd/model';
 import type { Namespace } from 'socket.io';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ClusterHub } from '../src/cluster/cluster-hub.js';
 import type { AgentHub } from '../src/hub.js';
 
@@ -37,12 +37,34 @@ function bus() {
 
 const RANKS = [0, 1, 2, 3].map((r) => syntheticRingRank(r, 100 + r, 'node-b', 4, 1, 0));
 
-/** A local hub holding `hosts` whose snapshot answers in two chunks of two ranks. */
-function fakeLocal(hosts: string[]): AgentHub {
-  const agents = hosts.map((host) => ({ host, agentId: host, connected: true }));
+/** What a fake local hub was told: its `elsewhere` lookup, and the hosts it dropped. */
+interface FakeLocalSeen {
+  elsewhere: ((host: string) => string | null) | null;
+  readonly dropped: { host: string; code: string }[];
+}
+
+/**
+ * A local hub holding `hosts` (connected at `connectedAt`) whose snapshot answers in two chunks
+ * of two ranks; `seen` records what the cluster hub asks of it.
+ */
+function fakeLocal(
+  hosts: string[],
+  connectedAt = 1000,
+  seen: FakeLocalSeen = { elsewhere: null, dropped: [] },
+): AgentHub {
+  const agents = hosts.map((host) => ({ host, agentId: host, connected: true, connectedAt }));
   return {
+    setElsewhere: (fn: (host: string) => string | null) => {
+      seen.elsewhere = fn;
+    },
+    dropAgent: (host: string, e: { code: string }) => {
+      seen.dropped.push({ host, code: e.code });
+      const i = hosts.indexOf(host);
+      if (i >= 0) hosts.splice(i, 1);
+      return i >= 0;
+    },
     isConnected: (h: string) => hosts.includes(h),
-    agents: () => agents,
+    agents: () => agents.filter((a) => hosts.includes(a.host)),
     seenStarters: () => [],
     discovered: () => [],
     close: () => undefined,
@@ -100,5 +122,60 @@ describe('a forwarded snapshot across instances', () => {
     expect(b.flush()).toEqual(['mqd:ranks', 'mqd:ranks', 'mqd:reply']);
     expect((await asked).ok).toBe(true);
     expect(got).toEqual([0, 1, 2, 3]);
+  });
+});
+
+describe('one agent per host across instances', () => {
+  it('B refuses a host A holds (elsewhere), and stops doing so once A has missed its states', async () => {
+    const b = bus();
+    const seenB: FakeLocalSeen = { elsewhere: null, dropped: [] };
+    const a = new ClusterHub(fakeLocal(['node-a']), b.nsp('a'), { instance: 'a', stateIntervalMs: 40 });
+    const hb = new ClusterHub(fakeLocal([], 1000, seenB), b.nsp('b'), { instance: 'b', stateIntervalMs: 40 });
+    hubs.push(a, hb);
+    b.flush();
+    expect(seenB.elsewhere?.('node-a')).toBe('a');
+    expect(seenB.elsewhere?.('node-x')).toBeNull();
+    // A goes silent (its states are never delivered again): after 1.5 intervals B takes the
+    // host's agent, before A's expiry at 3 intervals.
+    a.close();
+    b.queue.splice(0);
+    await vi.waitFor(() => expect(seenB.elsewhere?.('node-a')).toBeNull(), { timeout: 5000, interval: 10 });
+  });
+
+  it('two connections that raced: the older keeps the host, on both instances’ reading', () => {
+    const b = bus();
+    const seenA: FakeLocalSeen = { elsewhere: null, dropped: [] };
+    const seenB: FakeLocalSeen = { elsewhere: null, dropped: [] };
+    const a = new ClusterHub(fakeLocal(['node-x'], 2000, seenA), b.nsp('a'), {
+      instance: 'a',
+      stateIntervalMs: 60_000,
+    });
+    const hb = new ClusterHub(fakeLocal(['node-x'], 1000, seenB), b.nsp('b'), {
+      instance: 'b',
+      stateIntervalMs: 60_000,
+    });
+    hubs.push(a, hb);
+    b.flush();
+    // B's connection is the older one: A drops its own, B keeps.
+    expect(seenA.dropped).toEqual([{ host: 'node-x', code: 'MQD_E_AGENT_CONFLICT' }]);
+    expect(seenB.dropped).toEqual([]);
+  });
+
+  it('a tie in connection time goes to the smaller instance id', () => {
+    const b = bus();
+    const seenA: FakeLocalSeen = { elsewhere: null, dropped: [] };
+    const seenB: FakeLocalSeen = { elsewhere: null, dropped: [] };
+    const a = new ClusterHub(fakeLocal(['node-x'], 1000, seenA), b.nsp('a'), {
+      instance: 'a',
+      stateIntervalMs: 60_000,
+    });
+    const hb = new ClusterHub(fakeLocal(['node-x'], 1000, seenB), b.nsp('b'), {
+      instance: 'b',
+      stateIntervalMs: 60_000,
+    });
+    hubs.push(a, hb);
+    b.flush();
+    expect(seenA.dropped).toEqual([]);
+    expect(seenB.dropped).toEqual([{ host: 'node-x', code: 'MQD_E_AGENT_CONFLICT' }]);
   });
 });

@@ -8,7 +8,8 @@
 import { type PostgresServer, postgresAvailable, startPostgres } from '@mqd/testkit';
 import { io } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSyntheticAgents } from '../src/agent.js';
+import { startAgent, startSyntheticAgents } from '../src/agent.js';
+import { createFakeReader } from '../src/fakes.js';
 import {
   ADMIN_TOKEN,
   AGENT_TOKEN,
@@ -164,6 +165,43 @@ describe.runIf(postgresAvailable())('two instances on one PostgreSQL', () => {
     // B's periodic recheck is every 30 s: 5 s is the announcement through PostgreSQL, or nothing.
     await waitFor(() => reason !== '', 'B to drop the logged-out browser', 5000);
     expect(reason).toBe('io server disconnect');
+  });
+
+  it('a second agent of a host connected to A is refused by B too (MQD_E_AGENT_CONFLICT); A keeps the first', async () => {
+    const { a, b } = await twoInstances();
+    const mk = (serverUrl: string, agentId: string) =>
+      startAgent({
+        serverUrl,
+        token: AGENT_TOKEN,
+        host: 'same',
+        agentId,
+        reader: createFakeReader({ worldSize: 1 }),
+        backoff: { initialMs: 10_000 },
+      });
+    const first = mk(a.url, 'first');
+    cleanup.push(() => first.dispose());
+    await first.whenConnected();
+    await waitFor(() => b.app.mqd.hub.isConnected('same'), 'B to learn that A holds host same');
+    const second = mk(b.url, 'second');
+    cleanup.push(() => second.dispose());
+    const refused: { code: string; message: string }[] = [];
+    second.onEvent((e) => {
+      if (e.kind === 'connect-error') refused.push(e.error);
+    });
+    await waitFor(() => refused.length > 0, 'the second agent to be refused by B');
+    expect(refused[0]?.code).toBe('MQD_E_AGENT_CONFLICT');
+    expect(refused[0]?.message).toContain('another aggregator instance');
+    expect(first.connected).toBe(true);
+    expect(second.connected).toBe(false);
+    // Both instances still see one agent for the host: the first, on A.
+    for (const s of [a, b]) {
+      expect(
+        s.app.mqd.hub
+          .agents()
+          .filter((x) => x.connected && x.host === 'same')
+          .map((x) => x.agentId),
+      ).toEqual(['first']);
+    }
   });
 
   it('an agent that leaves A is gone for B too; a snapshot asked of B then marks its ranks missing', async () => {

@@ -135,6 +135,7 @@ export class ClusterHub implements HubPort {
     private readonly o: ClusterHubOptions,
   ) {
     nsp.use((_socket, next) => next(new Error('this namespace is for aggregator instances only')));
+    local.setElsewhere((host) => this.liveHolderOf(host));
     nsp.on(EV_STATE, (s: InstanceState) => this.onState(s));
     nsp.on(EV_CALL, (c: CallMessage) => void this.onCall(c));
     nsp.on(EV_RANKS, (m: RanksMessage) => {
@@ -316,9 +317,59 @@ export class ClusterHub implements HubPort {
     return best?.instance ?? null;
   }
 
+  /**
+   * The instance holding host's agent by a state heard within 1.5 intervals, or null. A second
+   * agent of a host is refused here while another instance holds it (AgentHub's rule, across
+   * instances); an instance that missed its last state is taken as dying, so its agents
+   * reconnecting here after a kill -9 get in within ~3 s rather than after its expiry.
+   */
+  private liveHolderOf(host: string): string | null {
+    const now = performance.now();
+    const stalled = Math.max(0, now - this.lastTick - this.o.stateIntervalMs);
+    const limit = now - 1.5 * this.o.stateIntervalMs - stalled;
+    for (const [instance, r] of this.remote) {
+      if (r.heardAt >= limit && r.state.agents.some((a) => a.host === host)) return instance;
+    }
+    return null;
+  }
+
   private onState(s: InstanceState): void {
     if (s.instance === this.o.instance || typeof s.instance !== 'string') return;
     this.remote.set(s.instance, { state: s, heardAt: performance.now() });
+    this.settleConflicts(s);
+  }
+
+  /**
+   * Hosts whose agent is connected both here and on the instance of state `s` (two handshakes
+   * that raced past each other's refusal): the connection made first keeps the host, the
+   * instance id breaks a tie. Both instances apply the same rule to the same two states, so
+   * exactly one of them drops its connection; that agent retries and is refused while the other
+   * holds the host.
+   */
+  private settleConflicts(s: InstanceState): void {
+    if (!Array.isArray(s.agents)) return;
+    let mine: Map<string, AgentInfo> | null = null;
+    for (const theirs of s.agents) {
+      if (!this.local.isConnected(theirs.host)) continue;
+      mine ??= new Map(this.local.agents().map((a) => [a.host, a]));
+      const here = mine.get(theirs.host);
+      if (here === undefined || !here.connected) continue;
+      const theyKeep =
+        theirs.connectedAt < here.connectedAt ||
+        (theirs.connectedAt === here.connectedAt && s.instance < this.o.instance);
+      if (!theyKeep) continue;
+      this.local.dropAgent(
+        theirs.host,
+        mqdError(
+          'MQD_E_AGENT_CONFLICT',
+          `another agent for host ${theirs.host} has been connected to aggregator instance ${s.instance.slice(0, 64)} since before this one: this connection ends (stop the second agent; a restarted agent is accepted once the old connection has ended)`,
+        ),
+      );
+      this.o.log?.warn(
+        { host: theirs.host, instance: s.instance },
+        'a second agent of one host: the connection on another instance is older and keeps the host',
+      );
+    }
   }
 
   private heardFrom(instance: string): void {
