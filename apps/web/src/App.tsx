@@ -3,24 +3,19 @@
 // the snapshot is loaded by snapshot-loading.tsx, snapshots in flight are snapshots-in-flight.ts,
 // login is Login.tsx, sharing Share.tsx.
 import { assertUnreachable } from '@mqd/model';
-import { useEffect, useState } from 'react';
+import { lazy, Suspense, useEffect, useState } from 'react';
 import { type Api, isUnauthenticated } from './api.js';
 import { Diagnosis } from './Diagnosis.js';
 import { factsOf, type LoadedOverview, type LoadedSnapshot, type Viewed } from './data.js';
 import { markShown } from './first-shown.js';
-import { FleetPage } from './fleet/FleetView.js';
 import { formatCoreSource, formatTime } from './format.js';
 import { useResource } from './hooks.js';
 import { JobsView } from './jobs/JobsView.js';
 import { LoginForm, type PendingSwitch, SwitchUserBanner } from './Login.js';
-import { OrderView } from './matching/OrderView.js';
 import { MatrixView } from './matrix/MatrixView.js';
-import { RankView } from './rank/RankView.js';
 import { ReadOnlyBanner, ShareButton } from './Share.js';
 import { NoSnapshot, useViewedSnapshot } from './snapshot-loading.js';
 import { useSnapshotsInFlight } from './snapshots-in-flight.js';
-import { StacksView } from './stacks/StacksView.js';
-import { TimelineView } from './timeline/TimelineView.js';
 import { ErrorBox, Progress, SnapshotProgressBar } from './ui.js';
 import { VIEW_KEYS, type View, viewNeedsSnapshot } from './url-state.js';
 import { useLiveConnection } from './use-live.js';
@@ -28,6 +23,18 @@ import { useUrlState } from './use-url-state.js';
 import type { ViewProps } from './view-types.js';
 
 export type { PendingSwitch } from './Login.js';
+
+// The views a snapshot's first screen does not show load when first opened (issue 32: the
+// first render of a large snapshot waits on the page's own code, ~600 KB before the matrix).
+// The jobs list (the landing view), the diagnosis and the matrix stay in the first bundle.
+const FleetPage = lazy(() => import('./fleet/FleetView.js').then((m) => ({ default: m.FleetPage })));
+const OrderView = lazy(() => import('./matching/OrderView.js').then((m) => ({ default: m.OrderView })));
+const RankView = lazy(() => import('./rank/RankView.js').then((m) => ({ default: m.RankView })));
+const StacksView = lazy(() => import('./stacks/StacksView.js').then((m) => ({ default: m.StacksView })));
+const TimelineView = lazy(() =>
+  import('./timeline/TimelineView.js').then((m) => ({ default: m.TimelineView })),
+);
+const viewLoading = <Progress what="Loading the view…" />;
 
 const TABS: readonly { view: View; label: string; title: string; key: string }[] = [
   { view: 'jobs', label: 'Jobs', title: 'Jobs and snapshots', key: 'j' },
@@ -182,14 +189,16 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
           />
         ) : url.view === 'fleet' ? (
           livePage ? (
-            <FleetPage
-              api={api}
-              live={liveEvents}
-              me={me}
-              url={url}
-              setUrl={setUrl}
-              onUnauthenticated={() => setNeedLogin(true)}
-            />
+            <Suspense fallback={viewLoading}>
+              <FleetPage
+                api={api}
+                live={liveEvents}
+                me={me}
+                url={url}
+                setUrl={setUrl}
+                onUnauthenticated={() => setNeedLogin(true)}
+              />
+            </Suspense>
           ) : (
             <p className="empty">
               The fleet view is part of the live dashboard, not of shared or demo pages.
@@ -204,7 +213,9 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
             {(url.view === 'matrix' || url.view === 'order' || url.view === 'stacks') && (
               <Diagnosis data={shown} url={url} setUrl={setUrl} />
             )}
-            <ViewSwitch view={url.view} api={api} url={url} setUrl={setUrl} data={shown} />
+            <Suspense fallback={viewLoading}>
+              <ViewSwitch view={url.view} api={api} url={url} setUrl={setUrl} data={shown} />
+            </Suspense>
           </>
         ) : null}
       </main>
