@@ -368,6 +368,8 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
 
   app.addHook('onRequest', async (req, reply) => {
     reply.headers(securityHeaders(config));
+    // API answers hold users' data (snapshots, jobs, audit): no browser or proxy keeps them.
+    if (req.url.startsWith('/api/')) reply.header('cache-control', 'no-store');
     // State-changing requests from a page of another origin are refused: the session cookie
     // would otherwise act for the user (CSRF). Clients without an Origin (curl, agents, API
     // scripts with a bearer token) are not browsers and pass.
@@ -460,9 +462,28 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   addServiceGauges(registry, { s });
   await app.register(metricsPlugin, { s, registry });
   if (config.webRoot !== null) {
-    await app.register(fastifyStatic, { root: config.webRoot, prefix: '/' });
+    await app.register(fastifyStatic, {
+      root: config.webRoot,
+      prefix: '/',
+      // Vite names each built asset by its content (`assets/NAME-HASH.js`): a browser keeps those
+      // for good, so a returning page reuses them and V8's code cache instead of fetching and
+      // compiling ~640 KB again (issue 32's first render). index.html, which names the current
+      // assets, and the unhashed files are asked again each time (a new build shows at once).
+      cacheControl: false,
+      setHeaders: (res, path) => {
+        res.setHeader('cache-control', cacheControlOf(path));
+      },
+    });
   }
   return app;
+}
+
+/** A built asset's name carries its content hash (Vite's `NAME-XXXXXXXX.ext` under assets/). */
+const HASHED_ASSET = /[\\/]assets[\\/][^\\/]+-[A-Za-z0-9_-]{8}\.(?:js|css|map|woff2?|svg|png)$/;
+
+/** The cache-control of a file of the dashboard: immutable when its name is its content's hash. */
+export function cacheControlOf(path: string): string {
+  return HASHED_ASSET.test(path) ? 'public, max-age=31536000, immutable' : 'no-cache';
 }
 
 /** The dashboard's own origins: the Host the request came to, and the configured public URL. */

@@ -5,11 +5,18 @@ import type { KindUnit } from './matrix-types.js';
 // How a communicator and a program read are the model's (the overview's matrix and header use them).
 export { commLabel, programOf } from '@mqd/model';
 
+/**
+ * One formatter for every time shown: `toLocaleString` with options builds a new
+ * Intl.DateTimeFormat on each call, milliseconds each, and a page shows dozens of times while
+ * it draws its first view (issue 32's first render).
+ */
+let timeFormat: Intl.DateTimeFormat | null = null;
+
 export function formatTime(iso: string | null): string {
   if (iso === null) return '—';
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return iso;
-  return d.toLocaleString(undefined, {
+  timeFormat ??= new Intl.DateTimeFormat(undefined, {
     year: 'numeric',
     month: 'short',
     day: 'numeric',
@@ -17,6 +24,7 @@ export function formatTime(iso: string | null): string {
     minute: '2-digit',
     second: '2-digit',
   });
+  return timeFormat.format(d);
 }
 
 export function formatClock(iso: string): string {
