@@ -465,7 +465,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     await app.register(fastifyStatic, {
       root: config.webRoot,
       prefix: '/',
-      // Vite names each built asset by its content (`assets/NAME-HASH.js`): a browser keeps those
+      // Vite names each built asset under assets/ by its content hash: a browser keeps those
       // for good, so a returning page reuses them and V8's code cache instead of fetching and
       // compiling ~640 KB again (issue 32's first render). index.html, which names the current
       // assets, and the unhashed files are asked again each time (a new build shows at once).
