@@ -142,40 +142,37 @@ describe('one agent per host across instances', () => {
     await vi.waitFor(() => expect(seenB.elsewhere?.('node-a')).toBeNull(), { timeout: 5000, interval: 10 });
   });
 
-  it('two connections that raced: the older keeps the host, on both instances’ reading', () => {
+  /**
+   * Instances a and b both holding node-x, connected at `atA` and `atB`, their states crossed:
+   * what each of them dropped.
+   */
+  function raced(atA: number, atB: number) {
     const b = bus();
     const seenA: FakeLocalSeen = { elsewhere: null, dropped: [] };
     const seenB: FakeLocalSeen = { elsewhere: null, dropped: [] };
-    const a = new ClusterHub(fakeLocal(['node-x'], 2000, seenA), b.nsp('a'), {
-      instance: 'a',
-      stateIntervalMs: 60_000,
-    });
-    const hb = new ClusterHub(fakeLocal(['node-x'], 1000, seenB), b.nsp('b'), {
-      instance: 'b',
-      stateIntervalMs: 60_000,
-    });
-    hubs.push(a, hb);
+    for (const [name, at, seen] of [
+      ['a', atA, seenA],
+      ['b', atB, seenB],
+    ] as const) {
+      hubs.push(
+        new ClusterHub(fakeLocal(['node-x'], at, seen), b.nsp(name), {
+          instance: name,
+          stateIntervalMs: 60_000,
+        }),
+      );
+    }
     b.flush();
+    return { a: seenA.dropped, b: seenB.dropped };
+  }
+  const CONFLICT = [{ host: 'node-x', code: 'MQD_E_AGENT_CONFLICT' }];
+
+  it('two connections that raced: the older keeps the host, on both instances’ reading', () => {
     // B's connection is the older one: A drops its own, B keeps.
-    expect(seenA.dropped).toEqual([{ host: 'node-x', code: 'MQD_E_AGENT_CONFLICT' }]);
-    expect(seenB.dropped).toEqual([]);
+    expect(raced(2000, 1000)).toEqual({ a: CONFLICT, b: [] });
+    expect(raced(1000, 2000)).toEqual({ a: [], b: CONFLICT });
   });
 
   it('a tie in connection time goes to the smaller instance id', () => {
-    const b = bus();
-    const seenA: FakeLocalSeen = { elsewhere: null, dropped: [] };
-    const seenB: FakeLocalSeen = { elsewhere: null, dropped: [] };
-    const a = new ClusterHub(fakeLocal(['node-x'], 1000, seenA), b.nsp('a'), {
-      instance: 'a',
-      stateIntervalMs: 60_000,
-    });
-    const hb = new ClusterHub(fakeLocal(['node-x'], 1000, seenB), b.nsp('b'), {
-      instance: 'b',
-      stateIntervalMs: 60_000,
-    });
-    hubs.push(a, hb);
-    b.flush();
-    expect(seenA.dropped).toEqual([]);
-    expect(seenB.dropped).toEqual([{ host: 'node-x', code: 'MQD_E_AGENT_CONFLICT' }]);
+    expect(raced(1000, 1000)).toEqual({ a: [], b: CONFLICT });
   });
 });
