@@ -7,8 +7,8 @@
 // the page's code and the snapshot), then RUNS times more as a returning browser (its HTTP cache
 // on: the hashed assets come from it, the API answers never do), and records, relative to the
 // navigation's start (performance.timeOrigin), when each part first showed: the snapshot badge
-// (the overview or the snapshot loaded), the diagnosis verdict, the matrix canvas, the matrix's first frame with its data on screen (`data-drawn` of
-// MatrixView), and the app idle (the whole snapshot loaded too, every view ready). First
+// (the overview or the snapshot loaded), the diagnosis verdict, the matrix canvas, the matrix's
+// first frame with its data on screen (`data-drawn` of MatrixView), and the app idle (the whole snapshot loaded too, every view ready). First
 // meaningful content = the verdict and the drawn matrix both on screen. Prints one JSON line
 // (medians and every run).
 import { chromium } from 'playwright-core';
@@ -62,10 +62,10 @@ try {
   await login.waitForFunction(() => !location.search.includes('token='), undefined, { timeout: 30_000 });
   await login.close();
   await ctx.addInitScript(MARKS);
-  /** RUNS pages; `cached`: the browser's HTTP cache (and V8's code cache) on, else off. */
-  const measure = async (cached) => {
+  /** `count` pages; `cached`: the browser's HTTP cache (and V8's code cache) on, else off. */
+  const measure = async (cached, count = RUNS) => {
     const runs = [];
-    for (let i = 0; i < RUNS; i++) {
+    for (let i = 0; i < count; i++) {
       const page = await ctx.newPage();
       const errors = [];
       page.on('pageerror', (e) => errors.push(e.message));
@@ -101,7 +101,7 @@ try {
   // then a returning browser: one page fills the cache (the hashed assets are immutable), RUNS
   // more are measured. The API answers are never cached (the overview is fetched every time).
   const runs = await measure(false);
-  const warm = await measure(true);
+  const warm = await measure(true, 1);
   const returning = await measure(true);
   const pickOf = (rs, k) => r1(median(rs.map((r) => r[k])));
   const pick = (k) => pickOf(runs, k);

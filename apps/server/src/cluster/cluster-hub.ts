@@ -324,9 +324,7 @@ export class ClusterHub implements HubPort {
    * reconnecting here after a kill -9 get in within ~3 s rather than after its expiry.
    */
   private liveHolderOf(host: string): string | null {
-    const now = performance.now();
-    const stalled = Math.max(0, now - this.lastTick - this.o.stateIntervalMs);
-    const limit = now - 1.5 * this.o.stateIntervalMs - stalled;
+    const limit = this.heardLimit(1.5);
     for (const [instance, r] of this.remote) {
       if (r.heardAt >= limit && r.state.agents.some((a) => a.host === host)) return instance;
     }
@@ -382,10 +380,18 @@ export class ClusterHub implements HubPort {
    * instance's own event loop spent stalled (merging a 100,000-rank snapshot) does not count:
    * the other instances' messages were waiting unread meanwhile, not missing.
    */
-  private expire(): void {
+  /**
+   * The oldest `heardAt` of an instance heard from within `intervals` state intervals, not
+   * counting the time this instance's own event loop stalled (then nobody's states were read).
+   */
+  private heardLimit(intervals: number): number {
     const now = performance.now();
     const stalled = Math.max(0, now - this.lastTick - this.o.stateIntervalMs);
-    const limit = now - 3 * this.o.stateIntervalMs - stalled;
+    return now - intervals * this.o.stateIntervalMs - stalled;
+  }
+
+  private expire(): void {
+    const limit = this.heardLimit(3);
     for (const [instance, r] of this.remote) {
       if (r.heardAt >= limit) continue;
       this.remote.delete(instance);
