@@ -38,6 +38,8 @@ import {
 /** pmix_proc_state_t PMIX_PROC_STATE_CONNECTED (pmix_common.h): registered in PMIx_Init. */
 const PMIX_PROC_STATE_CONNECTED = 6;
 const POLL_MS = 50;
+/** How long a launch failure waits for prterun's exit status (timeout passes it on at once). */
+const EXIT_STATUS_WAIT_MS = 5_000;
 const STOP_IN_INIT = 'stop-in-init';
 const RUNTIME_OPTIONS = '--runtime-options';
 
@@ -112,6 +114,13 @@ function realpathOr(path: string): string {
 
 const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
 
+/** Waits until the wrapper has its exit status, or `ms` passed; leaves no timer behind. */
+async function exitStatusWithin(wrapper: Wrapper, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([wrapper.wait(), new Promise((res) => (timer = setTimeout(res, ms)))]);
+  clearTimeout(timer);
+}
+
 function describeExit(wrapper: Wrapper): string {
   const s = wrapper.exitStatus();
   if (!s) return 'exited';
@@ -138,10 +147,14 @@ async function awaitHold(
   let last = 'no rank had started';
   for (;;) {
     // The 'close' of the timeout child may come after prterun is gone: either says it ended.
-    if (wrapper.exitStatus() !== undefined || !isAlive(pid))
+    // timeout exits with prterun's status right after it, so wait (bounded) for that status,
+    // which the error gives.
+    if (wrapper.exitStatus() !== undefined || !isAlive(pid)) {
+      await exitStatusWithin(wrapper, EXIT_STATUS_WAIT_MS);
       return fail(
         `prterun (pid ${pid}) ${describeExit(wrapper)} before every rank reached PMIx_Init (${last})`,
       );
+    }
     if (Date.now() >= deadline)
       return fail(`the ranks were not all held in PMIx_Init within ${timeoutMs} ms (${last})`);
     if (owned.tool === null) {
