@@ -7,6 +7,8 @@ const src = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 const alias = {
   // Longer keys first (see below): the worker-light subpath of the model.
   '@mqd/model/edge-table': src('./packages/model/src/edges/edge-table.ts'),
+  '@mqd/model/edge-filter': src('./packages/model/src/edges/edge-filter.ts'),
+  '@mqd/model/pyramid': src('./packages/model/src/edges/pyramid.ts'),
   '@mqd/model': src('./packages/model/src/index.ts'),
   // Longer keys first: '@mqd/core' would otherwise also rewrite '@mqd/core/testing'.
   '@mqd/core/testing': src('./packages/mqd-core/test/kits.ts'),

@@ -14,12 +14,13 @@ export default defineConfig({
   base: '/',
   oxc: { jsx: { runtime: 'automatic' } },
   resolve: {
-    // Exact matches: '@mqd/model/edge-table' (the worker-light leaf) is not the index's subfolder.
+    // Exact matches: the worker-light leaves ('@mqd/model/edge-table', '/edge-filter',
+    // '/pyramid') are not the index's subfolders.
     alias: [
-      {
-        find: /^@mqd\/model\/edge-table$/,
-        replacement: here('../../packages/model/src/edges/edge-table.ts'),
-      },
+      ...['edge-table', 'edge-filter', 'pyramid'].map((leaf) => ({
+        find: new RegExp(`^@mqd/model/${leaf}$`),
+        replacement: here(`../../packages/model/src/edges/${leaf}.ts`),
+      })),
       { find: /^@mqd\/model$/, replacement: here('../../packages/model/src/index.ts') },
     ],
   },

@@ -3,9 +3,11 @@
 // of a hung ring, no MPI build needed; what is tested is how the page loads). The verdict and the
 // matrix must be on screen before the whole snapshot is even asked for, say what the whole
 // snapshot then says, and the communicator menu must say how many communicators it leaves out.
+// The overview's first part alone (no edge table, no whole snapshot) draws both.
+import { OVERVIEW_MEDIA_TYPE, overviewFirstLength } from '@mqd/model';
 import { createFakeLocator, createFakeReader, hostAgentToken, serve, startAgent } from '@mqd/server';
 import { describe, expect, it } from 'vitest';
-import { e2eServerConfig, idle } from './browser.js';
+import { e2eServerConfig, idle, watchedPage } from './browser.js';
 import { attach, e2eRig, takeSnapshot } from './rig.js';
 
 const ADMIN = 'admin-token-for-the-e2e-tests-0123456789';
@@ -96,5 +98,48 @@ describe('a large snapshot opened from its overview', () => {
     expect(more).toMatch(/^…and \d+ communicators with fewer operations \(open a cell to filter by one\)$/);
     expect(options.length).toBe(1 + 200 + 1); // "All communicators", the 200 busiest, the note
     expect(errors).toEqual([]);
+
+    // The overview's first part alone (the header, the explanation, the matrix's first level),
+    // its edge table cut off and the whole snapshot held back: the verdict and the matrix are
+    // drawn from it, and what needs the edge table says it is loading.
+    const second = await watchedPage(page.context());
+    rig.cleanup(() => second.page.close());
+    await second.page.route(
+      (u) => u.pathname === `/api/snapshots/${snap}/overview`,
+      async (route) => {
+        const body = new Uint8Array(await (await route.fetch()).body());
+        const firstEnd = overviewFirstLength(body) ?? body.length;
+        expect(firstEnd).toBeLessThan(body.length);
+        await route.fulfill({
+          status: 200,
+          contentType: OVERVIEW_MEDIA_TYPE,
+          body: Buffer.from(body.subarray(0, firstEnd)),
+        });
+      },
+    );
+    let releaseWhole = () => {};
+    const wholeHeld = new Promise<void>((r) => {
+      releaseWhole = r;
+    });
+    await second.page.route(
+      (u) => u.pathname === `/api/snapshots/${snap}`,
+      async (route) => {
+        await wholeHeld;
+        await route.continue();
+      },
+    );
+    await second.page.goto(`${s.url}/?view=matrix&job=${opened.searchParams.get('job')}&snap=${snap}`);
+    await second.page.locator('.matrix-main[data-drawn="true"]').waitFor();
+    expect((await second.page.getByTestId('diagnosis-verdict').textContent())?.trim()).toBe(finalVerdict);
+    expect(await second.page.locator('.snapshot-badge').first().textContent()).toContain('2,400 ranks');
+    // No communicator is listed before the edge table (it holds them).
+    expect(await second.page.getByLabel('Communicator').locator('option').allTextContents()).toEqual([
+      'All communicators',
+    ]);
+    releaseWhole();
+    await idle(second.page);
+    expect((await second.page.getByTestId('diagnosis-verdict').textContent())?.trim()).toBe(finalVerdict);
+    expect(await second.page.getByLabel('Communicator').locator('option').count()).toBe(1 + 200 + 1);
+    expect(second.errors).toEqual([]);
   });
 });

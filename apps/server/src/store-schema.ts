@@ -211,6 +211,12 @@ const SQLITE_STEPS: readonly Migration[] = [
       );
     `,
   },
+  {
+    // Overview format 3 (issue 32: a first part the page draws from while the edge table
+    // arrives): the stored bodies of format 2 are dropped, and made again when next asked for.
+    version: 8,
+    sql: `DELETE FROM snapshot_overviews;`,
+  },
 ];
 
 /**
@@ -373,6 +379,7 @@ const POSTGRES_STEPS: Readonly<Record<number, string>> = {
       body BYTEA NOT NULL
     );
   `,
+  8: `DELETE FROM snapshot_overviews;`,
 };
 
 /** The one history: every numbered step with its SQL per dialect. */

@@ -93,14 +93,24 @@ const VOLATILE_NUMBERS = new Set([
 ]);
 
 /** Compares `actual` with golden/<name>.json (or writes it under UPDATE_GOLDEN=1). */
-/** A reply's body for its golden: the JSON, or a binary overview's JSON part and its edge count. */
+/** A reply's body for its golden: the JSON, or a binary overview's JSON parts, its first level's blocks and its edge count. */
 function goldenBody(route: RouteName, res: LightMyRequestResponse): unknown {
   const body = routeBody(route, res);
   if (!(body instanceof Uint8Array)) return body ?? null;
   const d = decodeOverview(body);
   if (!d.ok) return `<not an overview: ${d.error}>`;
-  const { edges, ...rest } = d.value;
-  return { ...rest, edges: { worldSize: edges.worldSize, length: edges.length, comms: edges.comms } };
+  const { edges, firstLevel, ...rest } = d.value;
+  return {
+    ...rest,
+    firstLevel: firstLevel && {
+      level: firstLevel.level,
+      dim: firstLevel.dim,
+      col: [...firstLevel.col],
+      count: [...firstLevel.count],
+      maxCount: firstLevel.maxCount,
+    },
+    edges: { worldSize: edges.worldSize, length: edges.length, comms: edges.comms },
+  };
 }
 
 function expectGolden(name: string, actual: unknown): void {

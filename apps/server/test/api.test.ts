@@ -62,7 +62,7 @@ describe('authentication', () => {
       }
     }
     const health = await s.app.inject({ method: 'GET', url: '/api/health' });
-    expect(json(health)).toMatchObject({ status: 'ok', protocol: 3, schemaVersion: 7 });
+    expect(json(health)).toMatchObject({ status: 'ok', protocol: 3, schemaVersion: 8 });
   });
 
   it('logs in with the admin token and then works with the session cookie or bearer', async () => {

@@ -16,6 +16,7 @@ import {
   type ApiWatchPolicy,
   decodeErrorBody,
   decodeOverview,
+  decodeOverviewFirst,
   decodeResponse,
   ERROR_HINTS,
   err,
@@ -25,8 +26,11 @@ import {
   type JobSnapshot,
   JOB_STATES as MODEL_JOB_STATES,
   type JobState as ModelJobState,
+  OVERVIEW_HEADER_BYTES,
   OVERVIEW_MEDIA_TYPE,
+  type OverviewFirst,
   ok,
+  overviewFirstLength,
   Pid,
   type Result,
   type RouteName,
@@ -153,8 +157,15 @@ export interface Api {
    * What the dashboard draws first of a stored snapshot (or a shared one, `share`: true): the
    * explanation, the matrix's edge table and the header, made once on the server
    * (@mqd/model's edges/overview.ts), long before the whole snapshot of a large job arrives.
+   * The body is read as it arrives: its first part (everything but the edge table) goes to
+   * `onFirst` as soon as it is here, checked.
    */
-  overview(id: string, share: boolean, signal?: AbortSignal): Promise<ApiResult<SnapshotOverview>>;
+  overview(
+    id: string,
+    share: boolean,
+    signal?: AbortSignal,
+    onFirst?: (first: OverviewFirst) => void,
+  ): Promise<ApiResult<SnapshotOverview>>;
   me(signal?: AbortSignal): Promise<ApiResult<Me>>;
   /** Admins only (403 MQD_E_FORBIDDEN otherwise), as are activity and hung. */
   agents(signal?: AbortSignal): Promise<ApiResult<FleetAgents>>;
@@ -280,6 +291,49 @@ function takeEarlyOverview(path: string): Promise<Response> | undefined {
   return early.response;
 }
 
+/**
+ * A response's body, read as it arrives; with `onFirst`, an overview's first part goes to it
+ * as soon as its bytes are in (a first part that does not decode is left to the whole body's
+ * check, which reports it).
+ */
+async function readBody(
+  res: Response,
+  onFirst: ((first: OverviewFirst) => void) | null,
+): Promise<Uint8Array> {
+  if (onFirst === null || res.body === null) return new Uint8Array(await res.arrayBuffer());
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  let firstEnd: number | null = null;
+  let firstDone = false;
+  const joined = () => {
+    if (chunks.length === 1 && chunks[0]) return chunks[0];
+    const all = new Uint8Array(total);
+    let at = 0;
+    for (const c of chunks) {
+      all.set(c, at);
+      at += c.length;
+    }
+    chunks.splice(0, chunks.length, all);
+    return all;
+  };
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    total += value.length;
+    if (firstDone) continue;
+    firstEnd ??= overviewFirstLength(joined().subarray(0, OVERVIEW_HEADER_BYTES));
+    if (firstEnd === null && total >= OVERVIEW_HEADER_BYTES) firstDone = true; // not an overview: the whole check says so
+    if (firstEnd !== null && total >= firstEnd) {
+      firstDone = true;
+      const first = decodeOverviewFirst(joined().slice(0, firstEnd));
+      if (first.ok) onFirst(first.value);
+    }
+  }
+  return joined();
+}
+
 export function createApi(opts: ApiOptions = {}): Api {
   const base = opts.base ?? '';
   const doFetch = opts.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
@@ -347,7 +401,11 @@ export function createApi(opts: ApiOptions = {}): Api {
    * An overview route: a binary body checked by decodeOverview; errors are JSON as elsewhere.
    * The page's first overview may already be on its way (public/early-overview.js).
    */
-  async function overviewRequest(path: string, signal?: AbortSignal): Promise<ApiResult<SnapshotOverview>> {
+  async function overviewRequest(
+    path: string,
+    signal?: AbortSignal,
+    onFirst?: (first: OverviewFirst) => void,
+  ): Promise<ApiResult<SnapshotOverview>> {
     const init: RequestInit = {
       method: 'GET',
       credentials: 'same-origin',
@@ -358,7 +416,7 @@ export function createApi(opts: ApiOptions = {}): Api {
     let bytes: Uint8Array;
     try {
       res = await (takeEarlyOverview(`${base}${path}`) ?? doFetch(`${base}${path}`, init));
-      bytes = new Uint8Array(await res.arrayBuffer());
+      bytes = await readBody(res, res.ok && onFirst ? onFirst : null);
     } catch (e: unknown) {
       if (signal?.aborted) return err(webError('MQD_E_ABORTED', 0, `GET ${path}`));
       return err(
@@ -380,10 +438,8 @@ export function createApi(opts: ApiOptions = {}): Api {
   }
 
   const api: Api = {
-    overview: (id, share, signal) =>
-      share
-        ? overviewRequest(pathOf('sharedOverview', { id }), signal)
-        : overviewRequest(pathOf('snapshotOverview', { id }), signal),
+    overview: (id, share, signal, onFirst) =>
+      overviewRequest(pathOf(share ? 'sharedOverview' : 'snapshotOverview', { id }), signal, onFirst),
     health: (signal) => request('health', pathOf('health'), (b) => ({ ...b }), undefined, signal),
     login: (token, switchUser = false) =>
       request('login', pathOf('login'), () => undefined, switchUser ? { token, switchUser } : { token }),

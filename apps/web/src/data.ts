@@ -1,7 +1,7 @@
 // The snapshot a view shows, wherever it came from (the live server, a share link, the
 // synthetic demo), and the snapshots fetched from the server. What is derived from a snapshot
 // lives in snapshot-context.ts.
-import type { JobId, JobSnapshot, SnapshotId, SnapshotOverview } from '@mqd/model';
+import type { JobId, JobSnapshot, OverviewFirst, SnapshotId } from '@mqd/model';
 import type { EdgeTable } from './matrix/edges.js';
 import { contextOf } from './snapshot-context.js';
 import { factsOfOverview, factsOfSnapshot, type SnapshotFacts } from './snapshot-facts.js';
@@ -22,8 +22,9 @@ export interface LoadedSnapshot {
 
 /**
  * A stored or shared snapshot of which only the server's overview is here yet (what the header,
- * the diagnosis and the matrix draw first); the whole snapshot follows as a LoadedSnapshot with
- * the same key.
+ * the diagnosis and the matrix draw first): its first part, then the whole overview with the
+ * edge table (a SnapshotOverview); the whole snapshot follows as a LoadedSnapshot with the same
+ * key.
  */
 export interface LoadedOverview {
   readonly key: string;
@@ -31,7 +32,7 @@ export interface LoadedOverview {
   readonly snapshotId: SnapshotId | null;
   readonly jobId: JobId | null;
   readonly takenAt: string;
-  readonly overview: SnapshotOverview;
+  readonly overview: OverviewFirst;
   readonly readOnly: boolean;
 }
 

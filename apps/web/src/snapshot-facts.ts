@@ -8,9 +8,11 @@ import {
   expandRanks,
   type JobSnapshot,
   type LengthUnit,
+  type Level,
+  type OverviewFirst,
   type OverviewHead,
+  type OverviewMatrix,
   overviewHead,
-  type SnapshotOverview,
   type SnapshotReadStatus,
   snapshotReadStatus,
 } from '@mqd/model';
@@ -18,8 +20,15 @@ import { contextOf, Derived } from './snapshot-context.js';
 
 export interface SnapshotFacts {
   readonly explanation: Derived<Explanation>;
-  /** The matrix's edge table (built on first use from a whole snapshot). */
-  readonly edges: EdgeTable;
+  /**
+   * The matrix's edge table (built on first use from a whole snapshot); null while only the
+   * overview's first part is here.
+   */
+  readonly edges: EdgeTable | null;
+  /** The matrix's size and communicators (none listed while the edge table is not here). */
+  readonly matrix: OverviewMatrix & { readonly comms: EdgeTable['comms'] };
+  /** The overview's first level of the matrix (no filter), to draw before the edge table is here. */
+  readonly firstLevel: Level | null;
   readonly readStatus: SnapshotReadStatus;
   /** World ranks that were not read. */
   readonly notRead: readonly number[];
@@ -32,7 +41,7 @@ export interface SnapshotFacts {
 }
 
 const bySnapshot = new WeakMap<JobSnapshot, SnapshotFacts>();
-const byOverview = new WeakMap<SnapshotOverview, SnapshotFacts>();
+const byOverview = new WeakMap<OverviewFirst, SnapshotFacts>();
 
 function once<T>(f: () => T): () => T {
   let v: { value: T } | null = null;
@@ -58,6 +67,10 @@ export function factsOfSnapshot(snapshot: JobSnapshot): SnapshotFacts {
     get edges() {
       return ctx.edges;
     },
+    get matrix() {
+      return ctx.edges;
+    },
+    firstLevel: null,
     get readStatus() {
       return readStatus();
     },
@@ -77,15 +90,17 @@ export function factsOfSnapshot(snapshot: JobSnapshot): SnapshotFacts {
   return f;
 }
 
-/** The facts of the server's overview of a snapshot not here yet. */
-export function factsOfOverview(o: SnapshotOverview): SnapshotFacts {
+/** The facts of the server's overview (or its first part) of a snapshot not here yet. */
+export function factsOfOverview(o: OverviewFirst): SnapshotFacts {
   let f = byOverview.get(o);
   if (f !== undefined) return f;
   const notRead = once(() => expandRanks(o.notRead) ?? []);
   const dllMissing = once(() => expandRanks(o.dllMissingFields) ?? []);
   f = {
     explanation: Derived.known('analysis', o.explanation),
-    edges: o.edges,
+    edges: 'edges' in o ? (o.edges as EdgeTable) : null,
+    matrix: 'edges' in o ? (o.edges as EdgeTable) : { ...o.matrix, comms: [] },
+    firstLevel: o.firstLevel,
     readStatus: o.readStatus,
     get notRead() {
       return notRead();

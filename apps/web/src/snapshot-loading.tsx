@@ -2,15 +2,16 @@
 // live snapshot (`snap=`, or the latest of `job=` when the link names no snapshot); and what a
 // view of one snapshot shows while there is none yet.
 //
-// A stored or shared snapshot loads in two steps: first the server's overview of it (the
-// explanation, the matrix's edge table, the header: a few MB for 100,000 ranks), which the
-// header, the diagnosis and the matrix draw at once; then, once that first frame is on screen
-// (first-shown.ts), the whole snapshot, which takes the overview's explanation and edge table
-// instead of computing them again. An overview that fails costs nothing but time: the whole
-// snapshot is loaded as before.
+// A stored or shared snapshot loads in steps: first the server's overview of it, read as it
+// arrives: its first part (the explanation, the header, the matrix's first level: ~0.5 MB for
+// 100,000 ranks), which the header, the diagnosis and the matrix draw at once, then its edge
+// table (~11 MB there), which the matrix's filters, zoom and cells need; then, once the matrix
+// drawn from the table is on screen (first-shown.ts), the whole snapshot, which takes the
+// overview's explanation and edge table instead of computing them again. An overview that fails
+// costs nothing but time: the whole snapshot is loaded as before.
 
-import type { JobSnapshot, SnapshotOverview } from '@mqd/model';
-import { useEffect, useMemo } from 'react';
+import type { JobSnapshot, OverviewFirst, SnapshotOverview } from '@mqd/model';
+import { useEffect, useMemo, useState } from 'react';
 import type { Api, ApiError, SnapshotListEntry } from './api.js';
 import { cachedSnapshot, type LoadedOverview, type LoadedSnapshot, rememberSnapshot } from './data.js';
 import { demoSnapshot } from './demo.js';
@@ -40,7 +41,9 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
   // the other views need the whole snapshot anyway.
   const wantsOverview = viewNeedsSnapshot(url.view);
   const gated = url.view === 'matrix';
-  const [sharedOverview] = useOverview(api, wantsOverview ? sharedKey : null, shareKey, true);
+  // The newest overview's first part, until its whole overview is here.
+  const [first, setFirst] = useState<{ readonly key: string; readonly value: OverviewFirst } | null>(null);
+  const [sharedOverview] = useOverview(api, wantsOverview ? sharedKey : null, shareKey, true, setFirst);
   const [shared] = useResource(sharedKey, async (signal) => {
     const key = sharedKey ?? '';
     if (gated) await whenShown(key);
@@ -69,6 +72,7 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
       : null,
     snapId,
     false,
+    setFirst,
   );
   const [live] = useResource(liveKey, async (signal) => {
     if (snapId === null || liveKey === null)
@@ -114,11 +118,18 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
       : null;
   }, [url.demo, url.scenario, url.share, url.snap, shared, live]);
 
-  // The overview, until the whole snapshot is here.
+  // The overview (or its first part), until the whole snapshot is here.
   const early: LoadedOverview | null = useMemo(() => {
     if (data !== null) return null;
-    if (url.share !== null && sharedOverview.status === 'ready') {
-      const o = sharedOverview.value;
+    const firstOf = (key: string) => (first?.key === key ? first.value : null);
+    const shared =
+      url.share === null
+        ? null
+        : sharedOverview.status === 'ready'
+          ? sharedOverview.value
+          : firstOf(`share:${url.share}`);
+    if (url.share !== null && shared !== null) {
+      const o = shared;
       return {
         key: `share:${url.share}`,
         source: 'shared',
@@ -129,8 +140,14 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
         readOnly: true,
       };
     }
-    if (url.share === null && url.snap !== null && liveOverview.status === 'ready') {
-      const o = liveOverview.value;
+    const live =
+      url.snap === null
+        ? null
+        : liveOverview.status === 'ready'
+          ? liveOverview.value
+          : firstOf(`snap:${url.snap}`);
+    if (url.share === null && url.snap !== null && live !== null) {
+      const o = live;
       return {
         key: `snap:${url.snap}`,
         source: 'live',
@@ -142,7 +159,7 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
       };
     }
     return null;
-  }, [data, url.share, url.snap, url.job, sharedOverview, liveOverview]);
+  }, [data, url.share, url.snap, url.job, sharedOverview, liveOverview, first]);
 
   if (url.share !== null) {
     return {
@@ -189,12 +206,21 @@ function seedFromOverview(key: string, snapshot: JobSnapshot): void {
 }
 
 /**
- * The overview of a stored (`share` false) or shared snapshot, for `key` (null: none wanted).
- * Its failure only lets the whole snapshot load at once: it is not the page's error.
+ * The overview of a stored (`share` false) or shared snapshot, for `key` (null: none wanted);
+ * its first part goes to `onFirst` as soon as it is here. Its failure only lets the whole
+ * snapshot load at once: it is not the page's error.
  */
-function useOverview(api: Api, key: string | null, id: string | null, share: boolean) {
+function useOverview(
+  api: Api,
+  key: string | null,
+  id: string | null,
+  share: boolean,
+  onFirst: (first: { readonly key: string; readonly value: OverviewFirst }) => void,
+) {
   return useResource<SnapshotOverview>(key, async (signal) => {
-    const r = await api.overview(id ?? '', share, signal);
+    const r = await api.overview(id ?? '', share, signal, (value) => {
+      if (key !== null && !signal.aborted) onFirst({ key, value });
+    });
     if (key !== null) {
       if (r.ok) {
         keepOverview(key, r.value);

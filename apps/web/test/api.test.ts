@@ -2,9 +2,14 @@ import {
   type ApiJob,
   type ApiResponse,
   type ApiSnapshotMeta,
+  buildOverview,
+  encodeOverview,
   JobId,
+  type OverviewFirst,
+  overviewFirstLength,
   Pid,
   SnapshotId,
+  syntheticRingDeadlock,
   syntheticStacksJob,
 } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
@@ -244,5 +249,65 @@ describe('api client', () => {
     const snap = await api.takeSnapshot(JobId('j 1'));
     expect(snap.ok && snap.value.id).toBe('9');
     expect(snap.ok && snap.value.snapshot.ranks.length).toBe(4);
+  });
+});
+
+describe('overview read as it arrives', () => {
+  const body = encodeOverview(buildOverview(syntheticRingDeadlock({ ranks: 64, seed: 9 })));
+  const firstEnd = overviewFirstLength(body) ?? 0;
+
+  /** A fetch whose body sends the first part, then the rest only once `release` is called. */
+  function streamingFetch(bytes: Uint8Array) {
+    let release = () => {};
+    const released = new Promise<void>((r) => {
+      release = r;
+    });
+    const impl = async (): Promise<Response> =>
+      new Response(
+        new ReadableStream<Uint8Array>({
+          async start(c) {
+            // The first part in two pieces (the header on its own), the rest in 1 KB pieces.
+            c.enqueue(bytes.slice(0, 10));
+            c.enqueue(bytes.slice(10, firstEnd));
+            await released;
+            for (let at = firstEnd; at < bytes.length; at += 1024) c.enqueue(bytes.slice(at, at + 1024));
+            c.close();
+          },
+        }),
+        { status: 200 },
+      );
+    return { fetch: impl as typeof fetch, release: () => release() };
+  }
+
+  it('gives the first part (explanation, first level) before the edge table has arrived, then the whole', async () => {
+    expect(firstEnd).toBeGreaterThan(0);
+    expect(firstEnd).toBeLessThan(body.length);
+    const f = streamingFetch(body);
+    const api = createApi({ fetch: f.fetch });
+    const firsts: OverviewFirst[] = [];
+    const whole = api.overview('s1', false, undefined, (first) => {
+      firsts.push(first);
+      // The rest of the body is sent only now: the first part cannot have waited for it.
+      f.release();
+    });
+    const r = await whole;
+    if (!r.ok) throw new Error(r.error.message);
+    expect(firsts).toHaveLength(1);
+    expect(firsts[0]?.explanation.verdict).toBe(r.value.explanation.verdict);
+    expect(firsts[0]?.firstLevel?.dim).toBe(64);
+    expect(r.value.edges.length).toBe(firsts[0]?.matrix.length);
+  });
+
+  it('gives no first part when it does not decode, and reports the body as not understood', async () => {
+    const broken = body.slice();
+    // The first JSON part's opening brace: the first part no longer parses.
+    broken[16] = 0x20;
+    const f = streamingFetch(broken);
+    f.release();
+    const firsts: OverviewFirst[] = [];
+    const r = await createApi({ fetch: f.fetch }).overview('s1', false, undefined, (o) => firsts.push(o));
+    expect(firsts).toEqual([]);
+    expect(r.ok ? 'ok' : r.error.code).toBe('MQD_E_BAD_RESPONSE');
+    expect(r.ok ? '' : r.error.message).toMatch(/the first JSON part does not parse/);
   });
 });

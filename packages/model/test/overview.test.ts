@@ -2,13 +2,21 @@
 // and a body that is not one is refused with a reason, never half-read.
 import { describe, expect, it } from 'vitest';
 import {
+  buildCoarsePyramid,
   buildEdges,
   buildOverview,
+  buildPyramid,
+  compileFilter,
   decodeOverview,
+  decodeOverviewFirst,
   EDGE_TABLE_COLUMNS,
   encodeOverview,
   explainSnapshot,
   fillEdgePositions,
+  type Level,
+  NO_FILTER,
+  OVERVIEW_HEADER_BYTES,
+  overviewFirstLength,
   syntheticRingDeadlock,
   syntheticWrongTagHang,
 } from '../src/index.js';
@@ -62,8 +70,8 @@ describe('snapshot overview body', () => {
     expect(why(Uint8Array.from('{"snapshot":1}', (c) => c.charCodeAt(0)))).toMatch(/no MQDO header/);
     expect(why(body.subarray(0, body.length - 1))).toMatch(/bytes, where \d+ edges take/);
     const v2 = body.slice();
-    v2[4] = 3;
-    expect(why(v2)).toMatch(/format 3/);
+    v2[4] = 2;
+    expect(why(v2)).toMatch(/format 2/);
     const longJson = body.slice();
     new DataView(longJson.buffer).setUint32(8, body.length, true);
     expect(why(longJson)).toMatch(/runs past the end/);
@@ -75,5 +83,74 @@ describe('snapshot overview body', () => {
     const badRank = body.slice();
     new DataView(badRank.buffer).setInt32(srcAt, 1 << 20, true);
     expect(why(badRank)).toMatch(/edge 0 names a rank outside the world/);
+  });
+
+  /** A level's arrays and scale, as plain values to compare. */
+  const plain = (l: Level) => ({
+    level: l.level,
+    dim: l.dim,
+    arrays: [
+      l.rowPtr,
+      l.col,
+      l.count,
+      l.bytes,
+      l.anyRowCount,
+      l.anyRowBytes,
+      l.anyRowUnknown,
+      l.unknownColCount,
+      l.unknownColBytes,
+    ].map((a) => [...a]),
+    max: [l.maxCount, l.maxBytes],
+  });
+
+  it.each([
+    ["64 ranks: level 0, the whole pyramid's first", 64],
+    ["3,000 ranks: level 2, the coarse pyramid's first", 3000],
+  ])("has a first part that decodes from its own bytes, with the page pyramid's level (%s)", (_, ranks) => {
+    const snap = syntheticRingDeadlock({ ranks, seed: 7 });
+    const body = encodeOverview(buildOverview(snap));
+    // The page reads the body as it arrives: the header says how much the first part needs.
+    expect(overviewFirstLength(body.subarray(0, OVERVIEW_HEADER_BYTES - 1))).toBeNull();
+    const firstEnd = overviewFirstLength(body.subarray(0, OVERVIEW_HEADER_BYTES));
+    expect(firstEnd).toBeGreaterThan(OVERVIEW_HEADER_BYTES);
+    const first = decodeOverviewFirst(body.slice(0, firstEnd ?? 0));
+    if (!first.ok) throw new Error(first.error);
+    const whole = decodeOverview(body);
+    if (!whole.ok) throw new Error(whole.error);
+    expect(first.value.explanation).toEqual(whole.value.explanation);
+    expect(first.value.matrix).toEqual({
+      worldSize: ranks,
+      length: whole.value.edges.length,
+      kindUnit: whole.value.edges.kindUnit,
+    });
+    // Exactly the level the page's own pyramid (no filter) draws a whole matrix from first.
+    const e = buildEdges(snap);
+    const f = compileFilter(NO_FILTER, e.comms);
+    const page = buildCoarsePyramid(e, f) ?? buildPyramid(e, f);
+    const level = page.levels[page.finest];
+    if (!first.value.firstLevel || !level) throw new Error('no first level');
+    expect(plain(first.value.firstLevel)).toEqual(plain(level));
+    expect(first.value.firstLevel.level).toBe(ranks > 1024 ? 2 : 0);
+    expect(plain(whole.value.firstLevel as Level)).toEqual(plain(level));
+  });
+
+  it('sends no first level when there is none, and refuses a level whose columns are out of order', () => {
+    const o = buildOverview(syntheticRingDeadlock({ ranks: 16, seed: 2 }));
+    const none = decodeOverview(encodeOverview({ ...o, firstLevel: null }));
+    expect(none.ok && none.value.firstLevel).toBeNull();
+    const level = o.firstLevel;
+    if (!level) throw new Error('no first level');
+    // A row with two blocks whose columns are swapped: the renderer's binary search relies on order.
+    const row = [...Array(level.dim).keys()].find(
+      (r) => (level.rowPtr[r + 1] ?? 0) - (level.rowPtr[r] ?? 0) >= 2,
+    );
+    if (row === undefined) throw new Error('no row with two blocks');
+    const at = level.rowPtr[row] ?? 0;
+    const col = level.col.slice();
+    [col[at], col[at + 1]] = [col[at + 1] ?? 0, col[at] ?? 0];
+    const d = decodeOverview(encodeOverview({ ...o, firstLevel: { ...level, col } }));
+    expect(d.ok ? 'accepted' : d.error).toMatch(
+      new RegExp(`first level's row ${row} has a column out of order`),
+    );
   });
 });

@@ -1,6 +1,8 @@
 // The message matrix view: filters on the left, the canvas (MatrixCanvas.tsx) with its legend in
 // the middle, the operations of the selected cell on the right. The aggregation runs in a worker
-// (pyramid-client.ts); this file wires the filters, the model's marks and the panels.
+// (pyramid-client.ts); before the edge table is here, the overview's first level (made by the
+// server with the same pyramid code) is drawn when no filter is set. This file wires the
+// filters, the model's marks and the panels.
 import { cycleMarks, notReadNote, QUEUE_KINDS, QUEUE_LABEL, rankMarks, ranksPhrase } from '@mqd/model';
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { factsOf, type Viewed } from '../data.js';
@@ -13,22 +15,25 @@ import { KindSwatch, Progress } from '../ui.js';
 import type { ViewProps } from '../view-types.js';
 import { CellOps } from './CellOps.js';
 import { commMenuEntries } from './comm-menu.js';
-import { compileFilter, KIND_OF_INDEX, type MatrixFilter, matrixCommKey } from './edges.js';
+import { compileFilter, isNoFilter, KIND_OF_INDEX, type MatrixFilter, matrixCommKey } from './edges.js';
 import { LevelInfo, MatrixCanvas } from './MatrixCanvas.js';
 import { MatrixLegend } from './MatrixLegend.js';
 import { KIND_COLOR } from './palette.js';
-import { type Pyramid, stripTotals } from './pyramid.js';
+import { type Pyramid, pyramidFrom, stripTotals } from './pyramid.js';
 import { createPyramidClient, isAbort, type PyramidClient } from './pyramid-client.js';
 import { rankNotes } from './rank-notes.js';
 import type { MatrixRenderer } from './renderer.js';
 
 export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { readonly data: Viewed }) {
   // The whole snapshot, or the server's overview of it while the rest loads (the cell panel
-  // waits for the whole one; everything else draws from either).
+  // waits for the whole one; everything else draws from either). Before the overview's edge
+  // table is here, `edges` is null: `shape` has the matrix's size.
   const facts = factsOf(data);
   const full = 'snapshot' in data ? data : null;
   const snapshot = facts.snapshot;
   const edges = facts.edges;
+  const shape = facts.matrix;
+  const firstLevel = facts.firstLevel;
   // The deadlock cycles, outlined in red on their cells (the renderer belongs to MatrixCanvas,
   // whose effects run before these); the model says which cells and strip segments those are.
   const explanation = useDerived(facts.explanation);
@@ -39,19 +44,19 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
   );
   const readStatus = facts.readStatus;
   const notes = useMemo(
-    () => rankNotes(facts.notRead, edges.worldSize, ok ? rankMarks(ok) : null),
-    [facts, edges.worldSize, ok],
+    () => rankNotes(facts.notRead, shape.worldSize, ok ? rankMarks(ok) : null),
+    [facts, shape.worldSize, ok],
   );
   const filter: MatrixFilter = useMemo(
     () => ({ comm: url.comm, tag: url.tag, kinds: url.kinds, ranks: url.ranks }),
     [url.comm, url.tag, url.kinds, url.ranks],
   );
-  const compiled = useMemo(() => compileFilter(filter, edges.comms), [filter, edges]);
+  const compiled = useMemo(() => compileFilter(filter, shape.comms), [filter, shape]);
   // A link may name one rank's MPI_COMM_SELF: the menu shows the family it belongs to.
   const commValue = url.comm === null ? '' : matrixCommKey(url.comm);
   const { entries: commEntries, more: moreComms } = useMemo(
-    () => commMenuEntries(edges.comms, commValue === '' ? null : commValue),
-    [edges, commValue],
+    () => commMenuEntries(shape.comms, commValue === '' ? null : commValue),
+    [shape, commValue],
   );
 
   const dataKey = data.key;
@@ -73,10 +78,29 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
   // in an effect (not a memo) so that whoever creates it also disposes of it.
   const [client, setClient] = useState<PyramidClient | null>(null);
   useEffect(() => {
+    if (edges === null) return;
     const c = createPyramidClient(edges);
     setClient(c);
-    return () => c.dispose();
+    return () => {
+      c.dispose();
+      setClient(null);
+    };
   }, [edges]);
+  // Before the edge table: the overview's first level, when it is what this filter shows. A
+  // frame from it that is exactly what the whole pyramid would draw marks the matrix drawn; the
+  // whole snapshot still waits for the matrix drawn from the edge table (markShown below).
+  useEffect(() => {
+    if (edges !== null || firstLevel === null || !isNoFilter(filter)) return;
+    const p = pyramidFrom(shape.worldSize, firstLevel);
+    setPyramid(p);
+    setBuildError(null);
+    const r = rendererRef.current;
+    if (!r) return;
+    r.setPyramid(p);
+    r.afterNextDraw(() => {
+      if (r.drawsExactly()) mainRef.current?.setAttribute('data-drawn', 'true');
+    });
+  }, [edges, firstLevel, filter, shape.worldSize]);
   useEffect(() => {
     if (!client) return;
     let live = true;
@@ -133,7 +157,7 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
   useBusyWhile(pyramid === null && buildError === null);
   const strip = useMemo(() => (pyramid ? stripTotals(pyramid) : null), [pyramid]);
   const lengthUnit = facts.lengthUnit;
-  const sizeLabel = sizeUnitsLabel(KIND_OF_INDEX, edges.kindUnit, lengthUnit);
+  const sizeLabel = sizeUnitsLabel(KIND_OF_INDEX, shape.kindUnit, lengthUnit);
 
   return (
     <div className="matrix-layout">
@@ -222,10 +246,10 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
         )}
         <h3>Shown</h3>
         <p className="stats">
-          {pyramid ? plural(pyramid.ops, 'operation') : '…'} of {formatCount(edges.length)}
+          {pyramid ? plural(pyramid.ops, 'operation') : '…'} of {formatCount(shape.length)}
           <br />
-          {plural(pyramid?.worldSize ?? edges.worldSize, 'rank')} ×{' '}
-          {plural(pyramid?.worldSize ?? edges.worldSize, 'rank')}
+          {plural(pyramid?.worldSize ?? shape.worldSize, 'rank')} ×{' '}
+          {plural(pyramid?.worldSize ?? shape.worldSize, 'rank')}
         </p>
         <LevelInfo rendererRef={rendererRef} pyramid={pyramid} />
       </aside>
@@ -253,14 +277,22 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
           notes={notes}
           snapshot={snapshot}
           lengthUnit={lengthUnit}
-          kindUnit={edges.kindUnit}
+          kindUnit={shape.kindUnit}
         />
-        {building && !pyramid && <Progress what={`Aggregating ${formatCount(edges.length)} operations…`} />}
+        {!pyramid && (building || edges === null) && (
+          <Progress
+            what={
+              edges === null
+                ? `Loading ${formatCount(shape.length)} operations…`
+                : `Aggregating ${formatCount(shape.length)} operations…`
+            }
+          />
+        )}
       </section>
       <aside className="panel cell-panel" aria-label="Selected cell">
-        {url.cell && full === null ? (
+        {url.cell && (full === null || edges === null) ? (
           <Progress what="Loading the snapshot's operations…" />
-        ) : url.cell && full !== null ? (
+        ) : url.cell && full !== null && edges !== null ? (
           <CellOps data={full} edges={edges} filter={compiled} cell={url.cell} setUrl={setUrl} />
         ) : (
           <div className="empty">
