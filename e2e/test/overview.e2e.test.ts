@@ -136,10 +136,18 @@ describe('a large snapshot opened from its overview', () => {
     expect(await second.page.getByLabel('Communicator').locator('option').allTextContents()).toEqual([
       'All communicators',
     ]);
+    // A filter the first level does not show: the matrix is not drawn from it, and says why.
+    await second.page.getByRole('checkbox', { name: 'unexpected messages' }).uncheck();
+    await expect
+      .poll(() => second.page.locator('.matrix-main .progress').textContent())
+      .toMatch(/^Loading [\d,]+ operations…$/);
     releaseWhole();
     await idle(second.page);
     expect((await second.page.getByTestId('diagnosis-verdict').textContent())?.trim()).toBe(finalVerdict);
     expect(await second.page.getByLabel('Communicator').locator('option').count()).toBe(1 + 200 + 1);
+    // With the whole snapshot here, the filtered matrix is drawn.
+    await second.page.locator('.matrix-main[data-drawn="true"]').waitFor();
+    expect(await second.page.locator('.matrix-main .progress').count()).toBe(0);
     expect(second.errors).toEqual([]);
   });
 });

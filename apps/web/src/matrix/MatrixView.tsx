@@ -90,11 +90,18 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
   // frame from it that is exactly what the whole pyramid would draw marks the matrix drawn; the
   // whole snapshot still waits for the matrix drawn from the edge table (markShown below).
   useEffect(() => {
-    if (edges !== null || firstLevel === null || !isNoFilter(filter)) return;
+    if (edges !== null) return;
+    const r = rendererRef.current;
+    if (firstLevel === null || !isNoFilter(filter)) {
+      // A filter the first level does not show (a link to a filtered matrix, or one set before
+      // the edge table came): nothing is drawn until the table is here.
+      setPyramid(null);
+      r?.setPyramid(null);
+      return;
+    }
     const p = pyramidFrom(shape.worldSize, firstLevel);
     setPyramid(p);
     setBuildError(null);
-    const r = rendererRef.current;
     if (!r) return;
     r.setPyramid(p);
     r.afterNextDraw(() => {
