@@ -13,6 +13,7 @@ import {
   encodeOverview,
   explainSnapshot,
   fillEdgePositions,
+  firstScreenLevel,
   type Level,
   NO_FILTER,
   OVERVIEW_HEADER_BYTES,
@@ -132,6 +133,19 @@ describe('snapshot overview body', () => {
     expect(plain(first.value.firstLevel)).toEqual(plain(level));
     expect(first.value.firstLevel.level).toBe(ranks > 1024 ? 2 : 0);
     expect(plain(whole.value.firstLevel as Level)).toEqual(plain(level));
+  });
+
+  it("sends a coarser first level when the coarse pyramid's first holds too many blocks", () => {
+    const e = buildEdges(syntheticRingDeadlock({ ranks: 3000, seed: 7 }));
+    const page = buildPyramid(e, compileFilter(NO_FILTER, e.comms));
+    const atShift = firstScreenLevel(e);
+    expect(atShift.level).toBe(2);
+    // A limit below what level 2 holds: the first level above it that fits, exactly the page's.
+    const limit = atShift.col.length - 1;
+    const coarser = firstScreenLevel(e, limit);
+    expect(coarser.level).toBeGreaterThan(2);
+    expect(coarser.col.length).toBeLessThanOrEqual(limit);
+    expect(plain(coarser)).toEqual(plain(page.levels[coarser.level] as Level));
   });
 
   it('sends no first level when there is none, and refuses a level whose columns are out of order', () => {

@@ -69,7 +69,8 @@ export interface OverviewFirst {
   readonly matrix: OverviewMatrix;
   /**
    * The matrix with no filter at the level a whole matrix is drawn at first (firstScreenLevel:
-   * exactly the page's own pyramid's level), null when it would be too large to send first.
+   * exactly the page's own pyramid's level of its index, at most FIRST_LEVEL_MAX_BLOCKS blocks);
+   * null in an overview made without one.
    */
   readonly firstLevel: Level | null;
 }

@@ -95,20 +95,21 @@ export function coarseShift(worldSize: number): number {
 }
 
 /**
- * Most stored blocks the overview's first level may hold (~2.6 MB): a matrix denser than this
- * at a block per pixel is drawn from the page's own pyramid instead.
+ * Most stored blocks the overview's first level may hold (~10 MB before compression): a matrix
+ * denser than this at the coarse pyramid's first level is sent a level (or more) coarser.
  */
-export const FIRST_LEVEL_MAX_BLOCKS = 1 << 16;
+export const FIRST_LEVEL_MAX_BLOCKS = 1 << 18;
 
 /**
- * The level the page draws a whole matrix from first, with no filter: the coarse pyramid's first
- * level (level 0 below COARSE_DIM ranks), made by the server into the snapshot's overview so the
- * page's first frame needs no aggregation of its own. Null when it holds more than
- * FIRST_LEVEL_MAX_BLOCKS blocks.
+ * The level the page draws a whole matrix from first, with no filter, made by the server into the
+ * snapshot's overview so the page's first frame needs no aggregation of its own: the coarse
+ * pyramid's first level (level 0 below COARSE_DIM ranks), or the first level above it that holds
+ * at most `maxBlocks` blocks. Exactly the page's own pyramid's level of that index.
  */
-export function firstScreenLevel(t: EdgeTable): Level | null {
-  const level = buildLevel(t, compileFilter(NO_FILTER, t.comms), coarseShift(t.worldSize));
-  return level.col.length > FIRST_LEVEL_MAX_BLOCKS ? null : level;
+export function firstScreenLevel(t: EdgeTable, maxBlocks = FIRST_LEVEL_MAX_BLOCKS): Level {
+  let level = buildLevel(t, compileFilter(NO_FILTER, t.comms), coarseShift(t.worldSize));
+  while (level.col.length > maxBlocks && level.dim > 1) level = coarsen(level);
+  return level;
 }
 
 /** Level `shift` (2^shift ranks per block side) straight from the edges. */
