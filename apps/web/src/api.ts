@@ -59,6 +59,9 @@ export interface ApiError {
 
 export type ApiResult<T> = Result<T, ApiError>;
 
+/** Takes an overview's first part; the rest of the body is read once its promise (if any) settles. */
+export type OnOverviewFirst = (first: OverviewFirst) => undefined | Promise<void>;
+
 export type JobState = ModelJobState;
 export const JOB_STATES: readonly JobState[] = MODEL_JOB_STATES;
 
@@ -158,13 +161,14 @@ export interface Api {
    * explanation, the matrix's edge table and the header, made once on the server
    * (@mqd/model's edges/overview.ts), long before the whole snapshot of a large job arrives.
    * The body is read as it arrives: its first part (everything but the edge table) goes to
-   * `onFirst` as soon as it is here, checked.
+   * `onFirst` as soon as it is here, checked; the rest is read once the promise `onFirst`
+   * returns (if any) has settled, so that its work does not hold back what the first part draws.
    */
   overview(
     id: string,
     share: boolean,
     signal?: AbortSignal,
-    onFirst?: (first: OverviewFirst) => void,
+    onFirst?: OnOverviewFirst,
   ): Promise<ApiResult<SnapshotOverview>>;
   me(signal?: AbortSignal): Promise<ApiResult<Me>>;
   /** Admins only (403 MQD_E_FORBIDDEN otherwise), as are activity and hung. */
@@ -293,13 +297,10 @@ function takeEarlyOverview(path: string): Promise<Response> | undefined {
 
 /**
  * A response's body, read as it arrives; with `onFirst`, an overview's first part goes to it
- * as soon as its bytes are in (a first part that does not decode is left to the whole body's
- * check, which reports it).
+ * as soon as its bytes are in, and the rest is read once what it returns has settled (a first
+ * part that does not decode is left to the whole body's check, which reports it).
  */
-async function readBody(
-  res: Response,
-  onFirst: ((first: OverviewFirst) => void) | null,
-): Promise<Uint8Array> {
+async function readBody(res: Response, onFirst: OnOverviewFirst | null): Promise<Uint8Array> {
   if (onFirst === null || res.body === null) return new Uint8Array(await res.arrayBuffer());
   const reader = res.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -328,7 +329,7 @@ async function readBody(
     if (firstEnd !== null && total >= firstEnd) {
       firstDone = true;
       const first = decodeOverviewFirst(joined().slice(0, firstEnd));
-      if (first.ok) onFirst(first.value);
+      if (first.ok) await onFirst(first.value);
     }
   }
   return joined();
@@ -404,7 +405,7 @@ export function createApi(opts: ApiOptions = {}): Api {
   async function overviewRequest(
     path: string,
     signal?: AbortSignal,
-    onFirst?: (first: OverviewFirst) => void,
+    onFirst?: OnOverviewFirst,
   ): Promise<ApiResult<SnapshotOverview>> {
     const init: RequestInit = {
       method: 'GET',

@@ -60,3 +60,29 @@ export function whenShown(key: string): Promise<void> {
   });
   return Promise.race([g.promise, capped]).finally(() => clearTimeout(cap));
 }
+
+// The frame drawn from an overview's first part (the matrix's first level, before its edge table
+// is here). The rest of the overview (11 MB at 100,000 ranks: joined, checked, copied to the
+// matrix's worker) is read only after it, so that work does not hold that frame back; the
+// matrix says so with markFirstFrame (also when it draws nothing from the first part), and the
+// rest is read anyway after FIRST_FRAME_CAP_MS.
+const FIRST_FRAME_CAP_MS = 1000;
+const firstFrames = new Map<string, () => void>();
+
+/** The matrix's frame from the first part of `key`'s overview is on screen (or will not be drawn). */
+export function markFirstFrame(key: string): void {
+  firstFrames.get(key)?.();
+}
+
+/** Resolves once markFirstFrame(key) is called, or after FIRST_FRAME_CAP_MS. */
+export function whenFirstFrame(key: string): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(cap);
+      if (firstFrames.get(key) === done) firstFrames.delete(key);
+      resolve();
+    };
+    const cap = setTimeout(done, FIRST_FRAME_CAP_MS);
+    firstFrames.set(key, done);
+  });
+}

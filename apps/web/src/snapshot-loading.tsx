@@ -15,7 +15,7 @@ import { useEffect, useMemo, useState } from 'react';
 import type { Api, ApiError, SnapshotListEntry } from './api.js';
 import { cachedSnapshot, type LoadedOverview, type LoadedSnapshot, rememberSnapshot } from './data.js';
 import { demoSnapshot } from './demo.js';
-import { arrived, markShown, whenShown } from './first-shown.js';
+import { arrived, markShown, whenFirstFrame, whenShown } from './first-shown.js';
 import { type Resource, shownValue, useResource } from './hooks.js';
 import { contextOf } from './snapshot-context.js';
 import { ErrorBox, Progress } from './ui.js';
@@ -43,7 +43,12 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
   const gated = url.view === 'matrix';
   // The newest overview's first part, until its whole overview is here.
   const [first, setFirst] = useState<{ readonly key: string; readonly value: OverviewFirst } | null>(null);
-  const [sharedOverview] = useOverview(api, wantsOverview ? sharedKey : null, shareKey, true, setFirst);
+  // The matrix draws from an overview's first part: the rest of the overview waits for that frame.
+  const onFirst = (key: string, value: OverviewFirst) => {
+    setFirst({ key, value });
+    return gated ? whenFirstFrame(key) : undefined;
+  };
+  const [sharedOverview] = useOverview(api, wantsOverview ? sharedKey : null, shareKey, true, onFirst);
   const [shared] = useResource(sharedKey, async (signal) => {
     const key = sharedKey ?? '';
     if (gated) await whenShown(key);
@@ -72,7 +77,7 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
       : null,
     snapId,
     false,
-    setFirst,
+    onFirst,
   );
   const [live] = useResource(liveKey, async (signal) => {
     if (snapId === null || liveKey === null)
@@ -207,7 +212,8 @@ function seedFromOverview(key: string, snapshot: JobSnapshot): void {
 
 /**
  * The overview of a stored (`share` false) or shared snapshot, for `key` (null: none wanted);
- * its first part goes to `onFirst` as soon as it is here. Its failure only lets the whole
+ * its first part goes to `onFirst` as soon as it is here, and the rest is read once what
+ * `onFirst` returns has settled. Its failure only lets the whole
  * snapshot load at once: it is not the page's error.
  */
 function useOverview(
@@ -215,12 +221,12 @@ function useOverview(
   key: string | null,
   id: string | null,
   share: boolean,
-  onFirst: (first: { readonly key: string; readonly value: OverviewFirst }) => void,
+  onFirst: (key: string, first: OverviewFirst) => undefined | Promise<void>,
 ) {
   return useResource<SnapshotOverview>(key, async (signal) => {
-    const r = await api.overview(id ?? '', share, signal, (value) => {
-      if (key !== null && !signal.aborted) onFirst({ key, value });
-    });
+    const r = await api.overview(id ?? '', share, signal, (value) =>
+      key !== null && !signal.aborted ? onFirst(key, value) : undefined,
+    );
     if (key !== null) {
       if (r.ok) {
         keepOverview(key, r.value);

@@ -289,6 +289,7 @@ describe('overview read as it arrives', () => {
       firsts.push(first);
       // The rest of the body is sent only now: the first part cannot have waited for it.
       f.release();
+      return undefined;
     });
     const r = await whole;
     if (!r.ok) throw new Error(r.error.message);
@@ -305,9 +306,35 @@ describe('overview read as it arrives', () => {
     const f = streamingFetch(broken);
     f.release();
     const firsts: OverviewFirst[] = [];
-    const r = await createApi({ fetch: f.fetch }).overview('s1', false, undefined, (o) => firsts.push(o));
+    const r = await createApi({ fetch: f.fetch }).overview('s1', false, undefined, (o) => {
+      firsts.push(o);
+      return undefined;
+    });
     expect(firsts).toEqual([]);
     expect(r.ok ? 'ok' : r.error.code).toBe('MQD_E_BAD_RESPONSE');
     expect(r.ok ? '' : r.error.message).toMatch(/the first JSON part does not parse/);
+  });
+
+  it('reads the rest of the body only once what the first part drew has settled', async () => {
+    const f = streamingFetch(body);
+    f.release();
+    let drawn = () => {};
+    const frame = new Promise<void>((r) => {
+      drawn = r;
+    });
+    let settled = false;
+    const whole = createApi({ fetch: f.fetch })
+      .overview('s1', false, undefined, () => frame)
+      .then((r) => {
+        settled = true;
+        return r;
+      });
+    // The whole body is there to be read (every queued task and microtask runs before this
+    // timer's), but the overview waits for the first part's frame.
+    await new Promise((r) => setTimeout(r, 0));
+    expect(settled).toBe(false);
+    drawn();
+    const r = await whole;
+    expect(r.ok && r.value.edges.length).toBeGreaterThan(0);
   });
 });

@@ -18,6 +18,7 @@ import {
   NO_FILTER,
   OVERVIEW_HEADER_BYTES,
   overviewFirstLength,
+  pyramidFrom,
   syntheticRingDeadlock,
   syntheticWrongTagHang,
 } from '../src/index.js';
@@ -146,6 +147,13 @@ describe('snapshot overview body', () => {
     expect(coarser.level).toBeGreaterThan(2);
     expect(coarser.col.length).toBeLessThanOrEqual(limit);
     expect(plain(coarser)).toEqual(plain(page.levels[coarser.level] as Level));
+    // Level i of a pyramid made from a first level, made when first read, is 2^i ranks a side
+    // (the finest below it): what the page's level caption says without making the level.
+    const fromFirst = pyramidFrom(e.worldSize, coarser);
+    fromFirst.levels.forEach((l, i) => {
+      expect(l.blockSize, `level ${i}`).toBe(2 ** Math.max(i, fromFirst.finest));
+      if (i >= coarser.level) expect(plain(l)).toEqual(plain(page.levels[i] as Level));
+    });
   });
 
   it('sends no first level when there is none, and refuses a level whose columns are out of order', () => {

@@ -59,11 +59,13 @@ export function LevelInfo({
 }
 
 export function levelText(r: MatrixRenderer): string {
-  const l = r.currentLevel();
-  if (!l) return '';
-  return l.blockSize === 1
+  // The block size only: the level itself is not made for this (a pyramid's coarser levels are
+  // made when first drawn).
+  const blockSize = r.currentBlockSize();
+  if (blockSize === null) return '';
+  return blockSize === 1
     ? 'One cell per rank pair'
-    : `One cell = ${l.blockSize} × ${l.blockSize} ranks (zoom in for detail)`;
+    : `One cell = ${blockSize} × ${blockSize} ranks (zoom in for detail)`;
 }
 
 interface CanvasProps {

@@ -6,7 +6,7 @@
 import { cycleMarks, notReadNote, QUEUE_KINDS, QUEUE_LABEL, rankMarks, ranksPhrase } from '@mqd/model';
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { factsOf, type Viewed } from '../data.js';
-import { markShown } from '../first-shown.js';
+import { markFirstFrame, markShown } from '../first-shown.js';
 import { formatCount, plural, sizeUnitsLabel } from '../format.js';
 import { useBusyWhile } from '../hooks.js';
 import { beginBusy } from '../idle.js';
@@ -94,20 +94,29 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
     const r = rendererRef.current;
     if (firstLevel === null || !isNoFilter(filter)) {
       // A filter the first level does not show (a link to a filtered matrix, or one set before
-      // the edge table came): nothing is drawn until the table is here.
+      // the edge table came): nothing is drawn until the table is here, which may come now.
       setPyramid(null);
       r?.setPyramid(null);
+      markFirstFrame(dataKey);
       return;
     }
     const p = pyramidFrom(shape.worldSize, firstLevel);
     setPyramid(p);
     setBuildError(null);
-    if (!r) return;
+    if (!r) {
+      markFirstFrame(dataKey);
+      return;
+    }
+    let live = true;
     r.setPyramid(p);
-    r.afterNextDraw(() => {
-      if (r.drawsExactly()) mainRef.current?.setAttribute('data-drawn', 'true');
+    r.afterNextSizedDraw(() => {
+      if (live && r.drawsExactly()) mainRef.current?.setAttribute('data-drawn', 'true');
+      markFirstFrame(dataKey);
     });
-  }, [edges, firstLevel, filter, shape.worldSize]);
+    return () => {
+      live = false;
+    };
+  }, [edges, firstLevel, filter, shape.worldSize, dataKey]);
   useEffect(() => {
     if (!client) return;
     let live = true;
@@ -126,9 +135,9 @@ export function MatrixView({ url, setUrl, data }: Omit<ViewProps, 'data'> & { re
       const r = rendererRef.current;
       if (r) {
         r.setPyramid(p);
+        r.afterNextSizedDraw(() => onScreen(r));
         // Still busy until the frame that shows the whole pyramid is on screen.
         r.afterNextDraw(() => {
-          onScreen(r);
           if (whole) {
             markShown(dataKey);
             end();

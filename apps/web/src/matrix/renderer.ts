@@ -87,6 +87,8 @@ export class MatrixRenderer {
   private frame = 0;
   private readonly bitmaps = new Map<string, Surface>();
   private readonly afterDraw: (() => void)[] = [];
+  /** Callbacks for the next frame drawn on a canvas the layout has given a size (afterNextSizedDraw). */
+  private readonly afterSizedDraw: (() => void)[] = [];
   private endBusy: (() => void) | null = null;
   private readonly buckets: number[][] = Array.from({ length: KIND_COUNT * STEPS }, () => []);
   /** Called after each drawn frame with its draw time in ms. */
@@ -218,9 +220,27 @@ export class MatrixRenderer {
   }
 
   /** The level drawn at the current zoom. */
+  /**
+   * Whether the layout has given the canvas room for the matrix. Before that no level is drawn:
+   * a zero-sized canvas would ask for the coarsest level (one block), which is nothing on screen
+   * and, on a pyramid whose levels are made when first read, makes every level at once.
+   */
+  private get sized(): boolean {
+    return this.cssWidth > STRIP + STRIP_GAP && this.cssHeight > STRIP + STRIP_GAP;
+  }
+
+  /** The ranks per block side of the level drawn at this zoom, without making that level. */
+  currentBlockSize(): number | null {
+    const p = this.pyramid;
+    if (!p || !this.sized) return null;
+    const g = this.geometry();
+    // levels[i] is level i from the finest built up, and the finest below it.
+    return 2 ** Math.max(p.finest, levelIndexForDensity(p, 1 / (g.unit * this.zoom.k * this.dpr)));
+  }
+
   currentLevel(): Level | null {
     const p = this.pyramid;
-    if (!p) return null;
+    if (!p || !this.sized) return null;
     const g = this.geometry();
     return levelForDensity(p, 1 / (g.unit * this.zoom.k * this.dpr));
   }
@@ -231,7 +251,7 @@ export class MatrixRenderer {
    */
   drawsExactly(): boolean {
     const p = this.pyramid;
-    if (!p) return false;
+    if (!p || !this.sized) return false;
     const g = this.geometry();
     return levelIndexForDensity(p, 1 / (g.unit * this.zoom.k * this.dpr)) >= p.finest;
   }
@@ -284,12 +304,22 @@ export class MatrixRenderer {
     this.afterDraw.push(fn);
   }
 
+  /**
+   * Calls `fn` once a frame has been drawn on a canvas with a size: the next frame, or the one
+   * the layout's resize brings when the canvas has none yet (dropped if the renderer goes first).
+   */
+  afterNextSizedDraw(fn: () => void): void {
+    if (this.frame === 0) this.requestDraw();
+    this.afterSizedDraw.push(fn);
+  }
+
   dispose(): void {
     if (this.frame !== 0) cancelAnimationFrame(this.frame);
     this.frame = 0;
     this.endBusy?.();
     this.endBusy = null;
     for (const fn of this.afterDraw.splice(0)) fn();
+    this.afterSizedDraw.length = 0;
     this.bitmaps.clear();
     this.onDrawn = null;
   }
@@ -308,6 +338,7 @@ export class MatrixRenderer {
     const millis = performance.now() - started;
     this.onDrawn?.(millis);
     for (const fn of this.afterDraw.splice(0)) fn();
+    if (this.sized) for (const fn of this.afterSizedDraw.splice(0)) fn();
     const end = this.endBusy;
     this.endBusy = null;
     end?.();

@@ -59,13 +59,33 @@ export function buildPyramid(t: EdgeColumns, f: CompiledFilter): Pyramid {
   return pyramidFrom(t.worldSize, buildLevel(t, f, 0));
 }
 
-/** The levels from `first` up to one block, below it `first` again; the ops it counts. */
+/**
+ * The levels from `first` up to one block, below it `first` again; the ops it counts. The levels
+ * above `first` are made when first read (each from the one below it, then kept): a page drawing
+ * a whole matrix reads one of them, and making all of a 100,000-rank matrix's ten took its only
+ * thread ~30-180 ms before the first frame. Reading them all (a worker transferring its pyramid)
+ * makes them all.
+ */
 export function pyramidFrom(worldSize: number, first: Level): Pyramid {
   const levels: Level[] = Array.from({ length: first.level + 1 }, () => first);
-  let last = first;
-  while (last.dim > 1) {
-    last = coarsen(last);
-    levels.push(last);
+  let above = 0;
+  for (let dim = first.dim; dim > 1; dim = Math.ceil(dim / 2)) above++;
+  for (let i = 1; i <= above; i++) {
+    const at = first.level + i;
+    Object.defineProperty(levels, at, {
+      configurable: true,
+      enumerable: true,
+      get() {
+        const made = coarsen(levels[at - 1] as Level);
+        Object.defineProperty(levels, at, {
+          value: made,
+          enumerable: true,
+          configurable: false,
+          writable: false,
+        });
+        return made;
+      },
+    });
   }
   let ops = 0;
   for (const c of first.count) ops += c;
