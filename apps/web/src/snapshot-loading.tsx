@@ -126,13 +126,10 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
   // The overview (or its first part), until the whole snapshot is here.
   const early: LoadedOverview | null = useMemo(() => {
     if (data !== null) return null;
-    const firstOf = (key: string) => (first?.key === key ? first.value : null);
-    const shared =
-      url.share === null
-        ? null
-        : sharedOverview.status === 'ready'
-          ? sharedOverview.value
-          : firstOf(`share:${url.share}`);
+    // The whole overview when it is here, else its first part when that is this key's.
+    const overviewOf = (r: Resource<SnapshotOverview>, key: string): OverviewFirst | null =>
+      r.status === 'ready' ? r.value : first?.key === key ? first.value : null;
+    const shared = url.share === null ? null : overviewOf(sharedOverview, `share:${url.share}`);
     if (url.share !== null && shared !== null) {
       const o = shared;
       return {
@@ -145,12 +142,7 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
         readOnly: true,
       };
     }
-    const live =
-      url.snap === null
-        ? null
-        : liveOverview.status === 'ready'
-          ? liveOverview.value
-          : firstOf(`snap:${url.snap}`);
+    const live = url.snap === null ? null : overviewOf(liveOverview, `snap:${url.snap}`);
     if (url.share === null && url.snap !== null && live !== null) {
       const o = live;
       return {

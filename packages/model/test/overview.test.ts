@@ -15,6 +15,7 @@ import {
   fillEdgePositions,
   firstScreenLevel,
   type Level,
+  levelArrays,
   NO_FILTER,
   OVERVIEW_HEADER_BYTES,
   overviewFirstLength,
@@ -91,17 +92,7 @@ describe('snapshot overview body', () => {
   const plain = (l: Level) => ({
     level: l.level,
     dim: l.dim,
-    arrays: [
-      l.rowPtr,
-      l.col,
-      l.count,
-      l.bytes,
-      l.anyRowCount,
-      l.anyRowBytes,
-      l.anyRowUnknown,
-      l.unknownColCount,
-      l.unknownColBytes,
-    ].map((a) => [...a]),
+    arrays: levelArrays(l).map((a) => [...a]),
     max: [l.maxCount, l.maxBytes],
   });
 

@@ -180,7 +180,7 @@ const codecs = globalThis as unknown as {
 };
 
 /** A level's arrays in body order: the u32 ones, then (from an 8-aligned offset) the f64 ones. */
-function levelArrays(l: Level): { u32: Uint32Array[]; f64: Float64Array[] } {
+function levelArraysByWidth(l: Level): { u32: Uint32Array[]; f64: Float64Array[] } {
   return {
     u32: [l.rowPtr, l.col, l.count, l.anyRowCount, l.anyRowUnknown, l.unknownColCount],
     f64: [l.bytes, l.anyRowBytes, l.unknownColBytes],
@@ -232,7 +232,7 @@ export function encodeOverview(o: SnapshotOverview): Uint8Array {
     return at + bytes;
   };
   if (l !== null) {
-    const { u32, f64 } = levelArrays(l);
+    const { u32, f64 } = levelArraysByWidth(l);
     let at = levelStart;
     for (const a of u32) at = put(a, at, a.length * 4);
     at = pad8(at);

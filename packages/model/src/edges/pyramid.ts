@@ -424,24 +424,25 @@ export function levelIndexForDensity(p: Pyramid, ranksPerPixel: number): number 
   return Math.max(0, Math.min(p.levels.length - 1, want));
 }
 
+/** A level's nine arrays, in one fixed order. */
+export function levelArrays(l: Level): readonly (Uint32Array | Float64Array)[] {
+  return [
+    l.rowPtr,
+    l.col,
+    l.count,
+    l.bytes,
+    l.anyRowCount,
+    l.anyRowBytes,
+    l.anyRowUnknown,
+    l.unknownColCount,
+    l.unknownColBytes,
+  ];
+}
+
 /** Every buffer of a pyramid, for a zero-copy transfer out of the worker. */
 export function pyramidBuffers(p: Pyramid): ArrayBuffer[] {
   const out: ArrayBuffer[] = [];
   // A coarse pyramid repeats its finest level below it: each buffer once.
-  for (const l of new Set(p.levels)) {
-    for (const a of [
-      l.rowPtr,
-      l.col,
-      l.count,
-      l.bytes,
-      l.anyRowCount,
-      l.anyRowBytes,
-      l.anyRowUnknown,
-      l.unknownColCount,
-      l.unknownColBytes,
-    ]) {
-      out.push(a.buffer as ArrayBuffer);
-    }
-  }
+  for (const l of new Set(p.levels)) for (const a of levelArrays(l)) out.push(a.buffer as ArrayBuffer);
   return out;
 }
