@@ -2,8 +2,6 @@
 // synthetic demo), and the snapshots fetched from the server. What is derived from a snapshot
 // lives in snapshot-context.ts.
 import type { JobId, JobSnapshot, OverviewFirst, SnapshotId } from '@mqd/model';
-import type { EdgeTable } from './matrix/edges.js';
-import { contextOf } from './snapshot-context.js';
 import { factsOfOverview, factsOfSnapshot, type SnapshotFacts } from './snapshot-facts.js';
 
 export type SnapshotSource = 'live' | 'shared' | 'demo';
@@ -55,11 +53,6 @@ export function localSnapshot(key: string, snapshot: JobSnapshot, readOnly: bool
     snapshot,
     readOnly,
   };
-}
-
-/** The matrix's edge table of a snapshot (its context's, built on first use). */
-export function edgesOf(snapshot: JobSnapshot): EdgeTable {
-  return contextOf(snapshot).edges;
 }
 
 /** Snapshots fetched from the server, by id: the timeline and the snapshot picker reuse them. */

@@ -1,8 +1,8 @@
 import { SnapshotIndex, syntheticStacksJob } from '@mqd/model';
 import { describe, expect, it, vi } from 'vitest';
-import { edgesOf } from '../src/data.js';
 import { explanationOf } from '../src/explanation.js';
 import { contextOf, Derived } from '../src/snapshot-context.js';
+import { factsOfSnapshot } from '../src/snapshot-facts.js';
 import { computeStackTree } from '../src/stacks/stack-tree.js';
 import { fourRanks } from './fixtures.js';
 
@@ -16,7 +16,7 @@ describe('the snapshot context', () => {
     expect(c.index).toBe(c.index);
     expect(c.index.n).toBe(s.ranks.length);
     // The matrix's edges and the explanation the views read are the context's.
-    expect(edgesOf(s)).toBe(c.edges);
+    expect(factsOfSnapshot(s).edges).toBe(c.edges);
     expect(c.explanation.peek()).toBeUndefined();
     const e = explanationOf(s);
     expect(c.explanation.peek()).toBe(e);
