@@ -147,6 +147,26 @@ describe('snapshot overview body', () => {
     });
   });
 
+  it('refuses a first part cut short or whose level does not fit its length, saying why', () => {
+    const body = encodeOverview(buildOverview(syntheticRingDeadlock({ ranks: 64, seed: 2 })));
+    const firstEnd = overviewFirstLength(body) ?? 0;
+    const why = (b: Uint8Array) => {
+      const d = decodeOverviewFirst(b);
+      return d.ok ? 'accepted' : d.error;
+    };
+    expect(why(body.slice(0, firstEnd))).toBe('accepted');
+    // Cut inside the level's arrays: never read past the bytes that arrived.
+    expect(why(body.slice(0, firstEnd - 8))).toMatch(/the first part runs past the end/);
+    // A first part that says it is longer than its JSON and level take.
+    const longer = body.slice();
+    new DataView(longer.buffer).setUint32(12, firstEnd + 8, true);
+    expect(why(longer)).toMatch(/the first part is \d+ bytes, where its level takes \d+/);
+    // Not an overview of this format: no first part to wait for either.
+    const v2 = body.slice(0, OVERVIEW_HEADER_BYTES);
+    v2[4] = 2;
+    expect(overviewFirstLength(v2)).toBeNull();
+  });
+
   it('sends no first level when there is none, and refuses a level whose columns are out of order', () => {
     const o = buildOverview(syntheticRingDeadlock({ ranks: 16, seed: 2 }));
     const none = decodeOverview(encodeOverview({ ...o, firstLevel: null }));
