@@ -15,7 +15,7 @@
 import { chromium } from 'playwright-core';
 
 const [url, token, jobId, snapId] = process.argv.slice(2);
-const RUNS = Number(process.env.MQD_BENCH_RENDER_RUNS ?? 2);
+const RUNS = Number(process.env.MQD_BENCH_RENDER_RUNS ?? 5);
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   const m = Math.floor(s.length / 2);
