@@ -96,10 +96,12 @@ export function factsOfOverview(o: OverviewFirst): SnapshotFacts {
   if (f !== undefined) return f;
   const notRead = once(() => expandRanks(o.notRead) ?? []);
   const dllMissing = once(() => expandRanks(o.dllMissingFields) ?? []);
+  // The whole overview has its edge table; its first part only the matrix's size.
+  const edges = 'edges' in o ? (o.edges as EdgeTable) : null;
   f = {
     explanation: Derived.known('analysis', o.explanation),
-    edges: 'edges' in o ? (o.edges as EdgeTable) : null,
-    matrix: 'edges' in o ? (o.edges as EdgeTable) : { ...o.matrix, comms: [] },
+    edges,
+    matrix: edges ?? { ...o.matrix, comms: [] },
     firstLevel: o.firstLevel,
     readStatus: o.readStatus,
     get notRead() {

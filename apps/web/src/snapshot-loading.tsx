@@ -130,28 +130,26 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
     const overviewOf = (r: Resource<SnapshotOverview>, key: string): OverviewFirst | null =>
       r.status === 'ready' ? r.value : first?.key === key ? first.value : null;
     const shared = url.share === null ? null : overviewOf(sharedOverview, `share:${url.share}`);
-    if (url.share !== null && shared !== null) {
-      const o = shared;
+    if (shared !== null) {
       return {
         key: `share:${url.share}`,
         source: 'shared',
         snapshotId: null,
         jobId: null,
-        takenAt: o.head.takenAt,
-        overview: o,
+        takenAt: shared.head.takenAt,
+        overview: shared,
         readOnly: true,
       };
     }
     const live = url.snap === null ? null : overviewOf(liveOverview, `snap:${url.snap}`);
-    if (url.share === null && url.snap !== null && live !== null) {
-      const o = live;
+    if (url.share === null && live !== null) {
       return {
         key: `snap:${url.snap}`,
         source: 'live',
         snapshotId: url.snap,
         jobId: url.job,
-        takenAt: o.head.takenAt,
-        overview: o,
+        takenAt: live.head.takenAt,
+        overview: live,
         readOnly: false,
       };
     }

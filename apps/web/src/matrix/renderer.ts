@@ -219,7 +219,6 @@ export class MatrixRenderer {
     };
   }
 
-  /** The level drawn at the current zoom. */
   /**
    * Whether the layout has given the canvas room for the matrix. Before that no level is drawn:
    * a zero-sized canvas would ask for the coarsest level (one block), which is nothing on screen
@@ -229,20 +228,25 @@ export class MatrixRenderer {
     return this.cssWidth > STRIP + STRIP_GAP && this.cssHeight > STRIP + STRIP_GAP;
   }
 
-  /** The ranks per block side of the level drawn at this zoom, without making that level. */
-  currentBlockSize(): number | null {
+  /** The pyramid and the ranks per device pixel at this zoom; null with no pyramid or no size. */
+  private density(): { p: Pyramid; ranksPerPixel: number } | null {
     const p = this.pyramid;
     if (!p || !this.sized) return null;
     const g = this.geometry();
-    // levels[i] is level i from the finest built up, and the finest below it.
-    return 2 ** Math.max(p.finest, levelIndexForDensity(p, 1 / (g.unit * this.zoom.k * this.dpr)));
+    return { p, ranksPerPixel: 1 / (g.unit * this.zoom.k * this.dpr) };
   }
 
+  /** The ranks per block side of the level drawn at this zoom, without making that level. */
+  currentBlockSize(): number | null {
+    const d = this.density();
+    // levels[i] is level i from the finest built up, and the finest below it.
+    return d && 2 ** Math.max(d.p.finest, levelIndexForDensity(d.p, d.ranksPerPixel));
+  }
+
+  /** The level drawn at the current zoom. */
   currentLevel(): Level | null {
-    const p = this.pyramid;
-    if (!p || !this.sized) return null;
-    const g = this.geometry();
-    return levelForDensity(p, 1 / (g.unit * this.zoom.k * this.dpr));
+    const d = this.density();
+    return d && levelForDensity(d.p, d.ranksPerPixel);
   }
 
   /**
@@ -250,10 +254,8 @@ export class MatrixRenderer {
    * coarse pyramid holds only its coarse levels: finer zooms are drawn coarser until it is whole).
    */
   drawsExactly(): boolean {
-    const p = this.pyramid;
-    if (!p || !this.sized) return false;
-    const g = this.geometry();
-    return levelIndexForDensity(p, 1 / (g.unit * this.zoom.k * this.dpr)) >= p.finest;
+    const d = this.density();
+    return d !== null && levelIndexForDensity(d.p, d.ranksPerPixel) >= d.p.finest;
   }
 
   hitTest(cssX: number, cssY: number): MatrixHit | null {

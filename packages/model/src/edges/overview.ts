@@ -29,7 +29,7 @@ import { type SnapshotReadStatus, snapshotReadStatus } from '../analysis/history
 import { compressRanks } from '../analysis/ranges.js';
 import type { JobSnapshot } from '../snapshot-spec.js';
 import { buildEdges } from './build-edges.js';
-import type { CommSummary, EdgeTable, KindUnit } from './edge-table.js';
+import { type CommSummary, type EdgeTable, KIND_COUNT, type KindUnit } from './edge-table.js';
 import { FIRST_LEVEL_MAX_BLOCKS, firstScreenLevel, type Level, levelFromParts } from './pyramid.js';
 
 export const OVERVIEW_FORMAT = 3;
@@ -155,7 +155,6 @@ const REST_HEADER = 8;
 const COLUMN_BYTES = COLUMNS.reduce((s, [, w]) => s + w, 0);
 /** More edges than this is not a snapshot this model can have made (2^28 operations). */
 const MAX_EDGES = 1 << 28;
-const KINDS = 3;
 
 /** The first JSON part: the first part without the level's arrays. */
 interface FirstJson extends Omit<OverviewFirst, 'firstLevel'> {
@@ -190,7 +189,8 @@ function levelArraysByWidth(l: Level): { u32: Uint32Array[]; f64: Float64Array[]
 /** Bytes a level's arrays take: u32 (dim + 1) + m + 3m + 3 × 3 dim, padded; f64 3m + 2 × 3 dim. */
 function levelBytes(dim: number, blocks: number): number {
   return (
-    pad8(4 * (dim + 1 + blocks * (1 + KINDS) + 3 * KINDS * dim)) + 8 * (KINDS * blocks + 2 * KINDS * dim)
+    pad8(4 * (dim + 1 + blocks * (1 + KIND_COUNT) + 3 * KIND_COUNT * dim)) +
+    8 * (KIND_COUNT * blocks + 2 * KIND_COUNT * dim)
   );
 }
 
@@ -288,12 +288,9 @@ function decodeLevel(
   shape: NonNullable<FirstJson['firstLevel']>,
   worldSize: number,
 ): Level | string {
+  // `dim` and `blocks` are checked integers (decodeOverviewFirst, before it sized the part).
   const { level, dim, blocks } = shape;
-  if (
-    !isInt(level, 24) ||
-    !isInt(blocks, FIRST_LEVEL_MAX_BLOCKS) ||
-    dim !== Math.ceil(Math.max(1, worldSize) / 2 ** level)
-  )
+  if (!isInt(level, 24) || dim !== Math.ceil(Math.max(1, worldSize) / 2 ** level))
     return 'the first level is of the wrong shape';
   const buffer = bytes.buffer as ArrayBuffer;
   let p = bytes.byteOffset + at;
@@ -309,14 +306,14 @@ function decodeLevel(
   };
   const rowPtr = u32(dim + 1);
   const col = u32(blocks);
-  const count = u32(KINDS * blocks);
-  const anyRowCount = u32(KINDS * dim);
-  const anyRowUnknown = u32(KINDS * dim);
-  const unknownColCount = u32(KINDS * dim);
+  const count = u32(KIND_COUNT * blocks);
+  const anyRowCount = u32(KIND_COUNT * dim);
+  const anyRowUnknown = u32(KIND_COUNT * dim);
+  const unknownColCount = u32(KIND_COUNT * dim);
   p = bytes.byteOffset + at + pad8(p - bytes.byteOffset - at);
-  const sums = f64(KINDS * blocks);
-  const anyRowBytes = f64(KINDS * dim);
-  const unknownColBytes = f64(KINDS * dim);
+  const sums = f64(KIND_COUNT * blocks);
+  const anyRowBytes = f64(KIND_COUNT * dim);
+  const unknownColBytes = f64(KIND_COUNT * dim);
   if (rowPtr[0] !== 0 || rowPtr[dim] !== blocks) return "the first level's rows do not cover its blocks";
   for (let r = 0; r < dim; r++) {
     const a = rowPtr[r] ?? 0;
