@@ -86,7 +86,7 @@ PKGS=(build-essential gfortran dpkg-dev file elfutils libdw1 libdw-dev libelf-de
       libpmix-dev  # Slurm's mpi/pmix plugin dlopens pmix2/lib/libpmix.so, which only the -dev package ships
       # MPICH ch4:ofi links Debian's libfabric with its static dependencies (pkg-config --static)
       libfabric-dev librdmacm-dev libibverbs-dev libpsm2-dev libpsm-infinipath1-dev
-      libhwloc-dev  # MPICH 4.2.1 links Debian's hwloc (--with-hwloc=/usr)
+      libhwloc-dev libevent-dev  # the MPI builds link Debian's hwloc; Open MPI also its libevent
       postgresql-15 haproxy  # the PostgreSQL store's tests start their own server (issue 32); haproxy fronts several aggregators
       systemd)  # systemd-analyze verifies docs/deploy/mqd-agent.service (no systemd needs to run)
 missing=()
@@ -356,37 +356,40 @@ else
 fi
 # Each build's configure arguments. The stamp records them (its second line), so a build made
 # with other arguments is built again instead of being taken as it is.
-# Open MPI 4.1.4: trimmed configure, -g, internal hwloc/libevent/pmix so no -dev packages are
-# needed; Fortran (mpif.h, use mpi, mpi_f08) and the C++ wrapper compiler.
+# Open MPI 4.1.4: trimmed configure, -g, Debian's hwloc and libevent (as Debian's own openmpi
+# package; the bundled copies cost a configure and ~150 files each build, issue 30), its own
+# internal PMIx; Fortran (mpif.h, use mpi, mpi_f08) and the C++ wrapper compiler.
 OMPI_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2" FCFLAGS="-g -O2"
   --enable-mpi-fortran=all --disable-oshmem --disable-mpi-java
   --without-ucx --without-ofi --without-verbs --without-psm --without-psm2 --without-cuda
-  --with-hwloc=internal --with-libevent=internal --with-pmix=internal
+  --with-hwloc=external --with-libevent=external --with-pmix=internal
   --disable-io-romio --disable-man-pages --enable-shared --disable-static)
 # MPICH 4.0.2 with ch3:nemesis (4.0's other device), Fortran (gfortran >= 10 needs
-# -fallow-argument-mismatch for the mpif.h bindings, and configure stops without it) and C++.
+# -fallow-argument-mismatch for the mpif.h bindings, and configure stops without it) and C++:
+# MPICH 4.0.2's language bindings for the Fortran/C++ fixtures. Debian's hwloc and no ROMIO
+# (MPI-IO, which no fixture uses), as MPICH 4.2.1 (issue 30).
 MPICH_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2"
   FFLAGS="-g -O2 -fallow-argument-mismatch" FCFLAGS="-g -O2 -fallow-argument-mismatch"
   --enable-debuginfo --enable-shared --disable-static
   --with-device=ch3:nemesis --enable-fortran=all --enable-cxx --disable-doc
-  --with-hwloc=embedded --without-ucx --without-libfabric)
+  --with-hwloc=/usr --disable-romio --without-ucx --without-libfabric)
 # MPICH 4.0.2 with ch4, MPICH 4.x's default device: ch4:ofi over Debian's libfabric (its tcp
-# provider brings a one-node job up; ch4's posix shared-memory module carries the messages),
-# Fortran and C++ as above. The datatype engine is dataloop (ch3's): ch4 defaults to yaksa,
-# ~600 generated pack/unpack files that double the build, and nothing the queue DLL reads
-# depends on it (docs/mpi-facts.md, "MPICH ch4").
+# provider brings a one-node job up; ch4's posix shared-memory module carries the messages).
+# No Fortran or C++ bindings: they are the ch3 build's, which the language fixtures use
+# (languages.mpi.test.ts, SAME_BINDINGS_AS); no ROMIO; Debian's hwloc (issue 30). The datatype
+# engine is dataloop (ch3's): ch4 defaults to yaksa, ~600 generated pack/unpack files that
+# double the build, and nothing the queue DLL reads depends on it (docs/mpi-facts.md, "MPICH ch4").
 MPICH_CH4_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2"
-  FFLAGS="-g -O2 -fallow-argument-mismatch" FCFLAGS="-g -O2 -fallow-argument-mismatch"
   --enable-debuginfo --enable-shared --disable-static
   --with-device=ch4:ofi --with-libfabric=/usr --without-ucx --with-datatype-engine=dataloop
-  --enable-fortran=all --enable-cxx --disable-doc --with-hwloc=embedded)
-# Open MPI 5: its bundled PMIx and PRRTE (prterun is its mpirun), hwloc/libevent internal,
+  --enable-fortran=no --disable-cxx --disable-doc --with-hwloc=/usr --disable-romio)
+# Open MPI 5: its bundled PMIx and PRRTE (prterun is its mpirun), Debian's hwloc and libevent,
 # Fortran (mpif.h, use mpi, mpi_f08); the C++ bindings no longer exist in 5.x (mpicxx is a
 # wrapper around the C API). No ROMIO, no OpenSHMEM, no fabrics beyond shared memory/TCP.
 OMPI5_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2" FCFLAGS="-g -O2"
   --enable-mpi-fortran=all --disable-oshmem --disable-mpi-java
   --without-ucx --without-ofi --without-psm2 --without-cuda --without-ucc --without-hcoll
-  --with-hwloc=internal --with-libevent=internal --with-pmix=internal --with-prrte=internal
+  --with-hwloc=external --with-libevent=external --with-pmix=internal --with-prrte=internal
   --disable-io-romio --enable-shared --disable-static)
 # MPICH 4.2.1: its default ch4 device, ch4:ofi over Debian's libfabric (1.17, as MPICH 4.0.2's
 # ch4 build; the libfabric embedded in the tarball builds all of its 21 providers, opx, psm3,

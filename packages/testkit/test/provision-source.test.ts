@@ -116,5 +116,49 @@ describe('MPICH 4.2.1 is configured over Debian libraries, not its embedded ones
     const pkgs = text.slice(text.indexOf('PKGS=('), text.indexOf('missing=()'));
     expect(pkgs).toMatch(/\blibfabric-dev\b/);
     expect(pkgs).toMatch(/\blibhwloc-dev\b/);
+    expect(pkgs).toMatch(/\blibevent-dev\b/);
+  });
+});
+
+// Issue 30, cold budget: no build compiles a bundled hwloc or libevent, or an MPI-IO it never
+// runs; MPICH 4.0.2's ch4 build leaves the language bindings to the ch3 build, whose bindings
+// the Fortran/C++ fixtures use for both (languages.mpi.test.ts, SAME_BINDINGS_AS).
+describe('every MPI build leaves out what no test reads', () => {
+  const text = readFileSync(PROVISION, 'utf8');
+  const argsOf = (name: string): string[] => {
+    const block = new RegExp(`^${name}=\\([\\s\\S]*?\\)$`, 'm').exec(text)?.[0] ?? '';
+    expect(block, name).not.toBe('');
+    return spawnSync('bash', ['-c', `${block}\nprintf '%s\\n' "\${${name}[@]}"`], {
+      encoding: 'utf8',
+    }).stdout.split('\n');
+  };
+  const ALL = ['OMPI_ARGS', 'MPICH_ARGS', 'MPICH_CH4_ARGS', 'OMPI5_ARGS', 'MPICH42_ARGS'];
+
+  it('links Debian hwloc (and libevent for Open MPI), builds no ROMIO', () => {
+    for (const name of ALL) {
+      const args = argsOf(name);
+      expect(
+        args.filter((a) => /^--with-(hwloc|libevent)=(internal|embedded)$/.test(a)),
+        name,
+      ).toEqual([]);
+      expect(
+        args.some((a) => a === '--disable-romio' || a === '--disable-io-romio'),
+        name,
+      ).toBe(true);
+    }
+    expect(argsOf('OMPI_ARGS')).toContain('--with-libevent=external');
+    expect(argsOf('OMPI5_ARGS')).toContain('--with-libevent=external');
+  });
+
+  it('builds the language bindings where the fixtures use them', () => {
+    for (const name of ['OMPI_ARGS', 'OMPI5_ARGS'])
+      expect(argsOf(name), name).toContain('--enable-mpi-fortran=all');
+    for (const name of ['MPICH_ARGS', 'MPICH42_ARGS']) {
+      expect(argsOf(name), name).toContain('--enable-fortran=all');
+      expect(argsOf(name), name).toContain('--enable-cxx');
+    }
+    expect(argsOf('MPICH_CH4_ARGS')).toContain('--enable-fortran=no');
+    expect(argsOf('MPICH_CH4_ARGS')).toContain('--disable-cxx');
+    expect(argsOf('MPICH_CH4_ARGS')).toContain('--enable-debuginfo');
   });
 });
