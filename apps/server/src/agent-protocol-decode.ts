@@ -798,7 +798,65 @@ function serverMessage(v: unknown): ServerMessage {
 
 /** Aggregator side: one message from an agent, refused unless it is within size and well formed. */
 export function decodeAgentMessage(data: unknown, maxBytes: number): Result<DecodedAgentMessage, Refusal> {
-  return decode(data, maxBytes, agentMessage);
+  const r = decode(data, maxBytes, agentMessage);
+  if (!r.ok || r.value.type !== 'chunk' || r.value.dropped !== undefined) return r;
+  const buf = bytesOf(data);
+  const text = buf === null ? null : ranksTextOf(buf, r.value.id, r.value.ranks.length);
+  return text === null ? r : ok({ ...r.value, ranksText: text });
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+const isSpace = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+
+/**
+ * The bytes of a chunk's `ranks` array between its brackets, when `buf` (which JSON.parse has
+ * accepted) is laid out as chunkMessages lays it out: `{"type":"chunk","id":ID,"ranks":[`, the
+ * elements, `]}`. Null otherwise, and the caller makes each rank's JSON itself.
+ *
+ * The prefix and suffix alone do not make the middle the array's elements: a repeated key
+ * (`[1],"ranks":[{...}` inside) parses to the last array while the middle holds more. So the
+ * middle is scanned: outside strings its brackets never close below the array's own level, and
+ * it holds `count` elements at that level. Then the array the prefix opens is the one the suffix
+ * closes, no key follows it, and the middle is exactly the `count` ranks JSON.parse gave, in order.
+ */
+export function ranksTextOf(buf: Buffer, id: number, count: number): Buffer | null {
+  const head = `{"type":"chunk","id":${id},"ranks":[`;
+  const start = head.length;
+  const end = buf.length - 2;
+  if (end < start || buf[end] !== CLOSE_ARRAY || buf[end + 1] !== CLOSE_OBJECT) return null;
+  if (buf.toString('latin1', 0, start) !== head) return null;
+  let depth = 0;
+  let elements = 0;
+  let inElement = false;
+  for (let i = start; i < end; i++) {
+    const b = buf[i] as number;
+    if (b === QUOTE) {
+      // To the string's closing quote: the first one not escaped (JSON.parse accepted it).
+      for (i++; i < end; i++) {
+        const c = buf[i];
+        if (c === BACKSLASH) i++;
+        else if (c === QUOTE) break;
+      }
+      if (i >= end) return null;
+    } else if (b === OPEN_ARRAY || b === OPEN_OBJECT) depth++;
+    else if (b === CLOSE_ARRAY || b === CLOSE_OBJECT) {
+      if (--depth < 0) return null;
+    } else if (b === COMMA && depth === 0) {
+      inElement = false;
+      continue;
+    } else if (isSpace(b)) continue;
+    if (!inElement) {
+      inElement = true;
+      elements++;
+    }
+  }
+  return depth === 0 && elements === count ? buf.subarray(start, end) : null;
 }
 
 /** Agent side: one message from the aggregator. */

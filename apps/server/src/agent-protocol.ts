@@ -332,9 +332,23 @@ export type AgentMessage =
 
 /**
  * What decodeAgentMessage gives: the message with what was valid in it, and the entries it
- * dropped (a chunk's ranks, a status's starters), absent when none was.
+ * dropped (a chunk's ranks, a status's starters), absent when none was. A chunk all of whose
+ * ranks were kept carries their JSON as the agent sent it (`ranksText`), when its bytes are laid
+ * out as chunkMessages lays them out.
  */
-export type DecodedAgentMessage = AgentMessage & Dropped;
+export type DecodedAgentMessage = (
+  | Exclude<AgentMessage, { readonly type: 'chunk' }>
+  | (Extract<AgentMessage, { readonly type: 'chunk' }> & ChunkText)
+) &
+  Dropped;
+export interface ChunkText {
+  /**
+   * The chunk's ranks as JSON texts joined by commas, exactly as received (a view of the
+   * message's bytes): the array's elements, checked to be nothing else, in the order of `ranks`.
+   * The aggregator stores it as it is instead of making each rank's JSON again (issue 32).
+   */
+  readonly ranksText?: Buffer;
+}
 export interface Dropped {
   readonly dropped?: readonly DroppedEntry[];
 }

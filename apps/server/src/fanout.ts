@@ -3,7 +3,7 @@
 // snapshot, in state agent-missing with the reason, so a partial answer reads as partial.
 import { createHash, randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
-import { gunzip } from 'node:zlib';
+import { constants, gunzip, inflateRawSync } from 'node:zlib';
 import {
   type CoreFileSource,
   err,
@@ -68,6 +68,56 @@ const GONE = new Set(['MQD_E_NO_SUCH_PID', 'MQD_E_PID_EXITED', 'MQD_E_JOB_ENDED'
  * stuck job anyway (pause times, pids, timestamps).
  */
 export function summarize(ranks: readonly RankSnapshot[]): SnapshotSummary {
+  return summaryOf(ranks.map(rankFold));
+}
+
+/** What the summary needs of one rank: made as its chunk arrives, so the rank can go. */
+export interface RankFold {
+  readonly rank: number;
+  readonly kind: RankSnapshot['state']['kind'];
+  /** The state's error code; null for a rank read. */
+  readonly code: string | null;
+  /** The rank's line of the digest. */
+  readonly line: string;
+  readonly pendingSends: number;
+  readonly pendingReceives: number;
+  readonly unexpected: number;
+}
+
+export function rankFold(r: RankSnapshot): RankFold {
+  const s = r.state;
+  const code = s.kind === 'ok' ? null : s.code;
+  let pendingSends = 0;
+  let pendingReceives = 0;
+  let unexpected = 0;
+  // Parts joined once: a line built with += is a tree of pieces, kept for the whole fan-in (at
+  // 100,000 ranks, ~200 MB more heap to collect than the flat lines).
+  const parts = [`${r.rank}|${s.kind}|${code ?? ''}`];
+  for (const c of r.communicators) {
+    parts.push(`|c${c.id}:${c.size}:${c.localRank}`);
+    for (const q of QUEUE_KINDS) {
+      const ops = c[q];
+      parts.push(`|${q[0]}`);
+      if (ops === null) {
+        parts.push('null');
+        continue;
+      }
+      for (const o of ops) {
+        if (q === 'unexpected') unexpected++;
+        else if (o.status === 'pending') {
+          if (q === 'sends') pendingSends++;
+          else pendingReceives++;
+        }
+        parts.push(`;${opStateFields(o)}`);
+      }
+    }
+  }
+  const line = parts.join('');
+  return { rank: r.rank, kind: s.kind, code, line, pendingSends, pendingReceives, unexpected };
+}
+
+/** The summary of the ranks in slot order, from their folds (summarize's digest, line by line). */
+export function summaryOf(folds: readonly RankFold[]): SnapshotSummary {
   const h = createHash('sha256');
   let okCount = 0;
   let errors = 0;
@@ -76,38 +126,20 @@ export function summarize(ranks: readonly RankSnapshot[]): SnapshotSummary {
   let pendingReceives = 0;
   let unexpected = 0;
   const missingRanks: number[] = [];
-  for (const r of ranks) {
-    const s = r.state;
-    if (s.kind === 'ok') okCount++;
-    else if (s.kind === 'agent-missing') {
+  for (const f of folds) {
+    if (f.kind === 'ok') okCount++;
+    else if (f.kind === 'agent-missing') {
       missing++;
-      if (missingRanks.length < MAX_LISTED_MISSING) missingRanks.push(r.rank);
+      if (missingRanks.length < MAX_LISTED_MISSING) missingRanks.push(f.rank);
     } else errors++;
-    let line = `${r.rank}|${s.kind}|${s.kind === 'ok' ? '' : s.code}`;
-    for (const c of r.communicators) {
-      line += `|c${c.id}:${c.size}:${c.localRank}`;
-      for (const q of QUEUE_KINDS) {
-        const ops = c[q];
-        line += `|${q[0]}`;
-        if (ops === null) {
-          line += 'null';
-          continue;
-        }
-        for (const o of ops) {
-          if (q === 'unexpected') unexpected++;
-          else if (o.status === 'pending') {
-            if (q === 'sends') pendingSends++;
-            else pendingReceives++;
-          }
-          line += `;${opStateFields(o)}`;
-        }
-      }
-    }
-    h.update(line);
+    pendingSends += f.pendingSends;
+    pendingReceives += f.pendingReceives;
+    unexpected += f.unexpected;
+    h.update(f.line);
     h.update('\n');
   }
   return {
-    ranks: ranks.length,
+    ranks: folds.length,
     ok: okCount,
     errors,
     missing,
@@ -160,8 +192,12 @@ export interface ReadSnapshot {
 
 /** The merged snapshot before it is stored. */
 interface Gathered {
-  readonly snapshot: JobSnapshot;
+  readonly head: SnapshotHead;
+  /** The ranks in slot order, for a read only (gather's `compress` false); null otherwise. */
+  readonly ranks: RankSnapshot[] | null;
   readonly summary: SnapshotSummary;
+  /** Every rank says its process is gone (GONE): the job has ended. */
+  readonly allGone: boolean;
   /** The snapshot's JSON as stored: its byte length, and its gzip (spliceable). */
   readonly body: { readonly bytes: number; gzip(): Promise<Buffer> };
   readonly takenAt: number;
@@ -195,8 +231,11 @@ interface Running {
 const JSON_CACHE_ENTRIES = 16;
 const JSON_CACHE_CHARS = 256 * 1024 * 1024;
 
+/** A snapshot without its ranks: what is written before and after them. */
+type SnapshotHead = Omit<JobSnapshot, 'ranks'>;
+
 /** The text of a snapshot's JSON before and after its ranks' (keys in the order of gather()'s literal). */
-function snapshotEnds(snapshot: JobSnapshot): { head: string; tail: string } {
+function snapshotEnds(snapshot: SnapshotHead): { head: string; tail: string } {
   const { schemaVersion, takenAt, durationMicros, mpi, source } = snapshot;
   const head = JSON.stringify({ schemaVersion, takenAt, durationMicros, mpi });
   const src = source === undefined ? '' : `,"source":${JSON.stringify(source)}`;
@@ -207,7 +246,7 @@ function snapshotEnds(snapshot: JobSnapshot): { head: string; tail: string } {
  * JSON.stringify(snapshot), its ranks given as their JSON texts (made as they arrived): the same
  * keys in the same order as the JobSnapshot literal in gather().
  */
-export function snapshotJson(snapshot: JobSnapshot, rankTexts: readonly string[]): string {
+export function snapshotJson(snapshot: SnapshotHead, rankTexts: readonly string[]): string {
   const { head, tail } = snapshotEnds(snapshot);
   return `${head}${rankTexts.join(',')}${tail}`;
 }
@@ -412,9 +451,12 @@ export class SnapshotService {
       seconds: (performance.now() - t0) / 1000,
       outcome: gathered.summary.missing + gathered.summary.errors > 0 ? 'partial' : 'ok',
     });
+    if (gathered.ranks === null) throw new Error('a read gathers its ranks');
+    const { source, ...head } = gathered.head;
     let stored: Promise<Result<SnapshotMeta>> | null = null;
     return ok({
-      snapshot: gathered.snapshot,
+      // The keys in the order of the stored JSON (snapshotEnds).
+      snapshot: { ...head, ranks: gathered.ranks, ...(source === undefined ? {} : { source }) },
       summary: gathered.summary,
       store: () => {
         stored ??= this.persist(job, who, [], gathered).catch((e: unknown) => {
@@ -456,39 +498,56 @@ export class SnapshotService {
       if (list) list.push(t);
       else byHost.set(r.host, [t]);
     });
-    const slots: (RankSnapshot | undefined)[] = new Array(n);
+    // A read (the hang watch's sample) keeps its ranks as objects. A snapshot to be stored keeps
+    // only what its summary needs of each rank (folds) and each rank's JSON: the parsed ranks
+    // die young instead of 100,000 of them living through the fan-in (issue 32: most of its
+    // garbage collection).
+    const keep = !compress;
+    const slots: (RankSnapshot | undefined)[] = new Array(keep ? n : 0);
+    const folds: (RankFold | undefined)[] = new Array(n);
     // Each rank's JSON, made as its chunk arrives: while the other agents are still reading, not
-    // all at once after the last one (a 100,000-rank snapshot is 125 MB of it; issue 32).
+    // all at once after the last one (a 100,000-rank snapshot is 125 MB of it; issue 32). When
+    // set, texts[i] is the JSON of the rank last put in slot i. A chunk deflated as the agent
+    // sent it (below) leaves its ranks' texts unset.
     const texts: (string | undefined)[] = new Array(n);
     // A snapshot to be stored: each chunk whose ranks fill a run of consecutive slots is deflated
     // as it arrives, in the thread pool while the other agents still read, so that after the last
     // chunk only the joining is left (gzip-splice.ts joinGzip). A chunk that is not such a run, or
     // fills a slot twice, turns this off: the whole JSON is then deflated at the end.
-    const segments: { lo: number; bytes: number; part: Promise<DeflatedPart> }[] = [];
+    const segments: { lo: number; bytes: number; asSent: boolean; part: Promise<DeflatedPart> }[] = [];
     const filled = new Uint8Array(compress ? n : 0);
     let segmented = compress;
     let received = 0;
     let lastProgress = 0;
-    const onRanks = (ranks: RankSnapshot[]) => {
+    const onRanks = (ranks: RankSnapshot[], sent?: Buffer) => {
       const idx: number[] = [];
       for (const r of ranks) {
         const i = index.get(r.rank);
-        if (i !== undefined) {
-          slots[i] = r;
-          texts[i] = JSON.stringify(r);
-          idx.push(i);
-        }
+        if (i !== undefined) idx.push(i);
       }
+      // The chunk's JSON as its agent sent it (hub.ts OnRanks), usable when every rank has a slot.
+      const asSent = idx.length === ranks.length ? sent : undefined;
       const lo = idx[0];
-      if (segmented && lo !== undefined) {
-        if (idx.every((i, k) => i === lo + k && filled[i] === 0)) {
-          for (const i of idx) filled[i] = 1;
-          const text = Buffer.from(texts.slice(lo, lo + idx.length).join(','));
-          const part = deflatePart(text, this.o.gzipLevel);
-          // Awaited only if every chunk was a run; never an unhandled rejection meanwhile.
-          part.catch(() => undefined);
-          segments.push({ lo, bytes: text.length, part });
-        } else segmented = false;
+      const run = segmented && lo !== undefined && idx.every((i, k) => i === lo + k && filled[i] === 0);
+      if (lo !== undefined && !run) segmented = false;
+      const deflatedAsSent = run && asSent !== undefined;
+      for (const r of ranks) {
+        const i = index.get(r.rank);
+        if (i === undefined) continue;
+        if (keep) slots[i] = r;
+        folds[i] = rankFold(r);
+        texts[i] = deflatedAsSent ? undefined : JSON.stringify(r);
+      }
+      if (run && lo !== undefined) {
+        for (const i of idx) filled[i] = 1;
+        const text =
+          deflatedAsSent && asSent !== undefined
+            ? asSent
+            : Buffer.from(texts.slice(lo, lo + idx.length).join(','));
+        const part = deflatePart(text, this.o.gzipLevel);
+        // Awaited only if every chunk was a run; never an unhandled rejection meanwhile.
+        part.catch(() => undefined);
+        segments.push({ lo, bytes: text.length, asSent: deflatedAsSent, part });
       }
       received += ranks.length;
       const now = performance.now();
@@ -515,45 +574,59 @@ export class SnapshotService {
         } else failures.set(host, r.error);
       }),
     );
-    const ranks: RankSnapshot[] = new Array(n);
-    const rankTexts: string[] = new Array(n);
+    // The ranks nobody answered for, with why: their JSON and fold made here.
     for (let i = 0; i < n; i++) {
+      if (folds[i] !== undefined) continue;
       const loc = job.ranks[i];
       if (loc === undefined) throw new Error(`job ${job.id} layout has a hole at ${i}`);
-      const r = slots[i] ?? unanswered(loc, failures.get(loc.host));
-      ranks[i] = r;
-      // texts[i] is there exactly when slots[i] is (both set together in onRanks).
-      rankTexts[i] = texts[i] ?? JSON.stringify(r);
+      const r = unanswered(loc, failures.get(loc.host));
+      if (keep) slots[i] = r;
+      folds[i] = rankFold(r);
+      texts[i] = JSON.stringify(r);
     }
+    const allFolds = folds as RankFold[];
     if (this.o.metrics) {
       const failedByCode = new Map<string, number>();
       let readOk = 0;
-      for (const r of ranks) {
-        if (r.state.kind === 'ok') readOk++;
-        else failedByCode.set(r.state.code, (failedByCode.get(r.state.code) ?? 0) + 1);
+      for (const f of allFolds) {
+        if (f.code === null) readOk++;
+        else failedByCode.set(f.code, (failedByCode.get(f.code) ?? 0) + 1);
       }
       this.o.metrics.ranksRead({ ok: readOk, failedByCode });
     }
-    const snapshot: JobSnapshot = {
+    const head: SnapshotHead = {
       schemaVersion: SNAPSHOT_SCHEMA_VERSION,
       takenAt: new Date(takenAt).toISOString(),
       durationMicros: Math.round((performance.now() - t0) * 1000),
       mpi: mpi ?? UNKNOWN_MPI,
-      ranks,
       // A job of cores says so in every snapshot, with the cores each rank came from.
       ...(job.coresDir === undefined
         ? {}
         : { source: { kind: 'core' as const, cores: cores.sort((a, b) => a.rank - b.rank) } }),
     };
-    const summary = summarize(ranks);
+    const summary = summaryOf(allFolds);
+    const allGone = allFolds.every((f) => f.kind === 'error' && f.code !== null && GONE.has(f.code));
     const level = this.o.gzipLevel;
     let body: Gathered['body'];
-    if (segmented && filled.every((f) => f === 1)) {
-      // Every slot came in a run of its chunk: the runs in slot order, commas between them.
+    if (segmented) {
+      // Every chunk was a run. The slots no chunk filled (ranks not answered) become runs of
+      // their own, deflated now; then the runs in slot order, commas between them.
+      for (let i = 0; i < n; ) {
+        if (filled[i] === 1) {
+          i++;
+          continue;
+        }
+        const lo = i;
+        while (i < n && filled[i] === 0) i++;
+        const text = Buffer.from(texts.slice(lo, i).join(','));
+        const part = deflatePart(text, level);
+        part.catch(() => undefined);
+        segments.push({ lo, bytes: text.length, asSent: false, part });
+      }
       const runs = segments.sort((a, b) => a.lo - b.lo);
-      const { head, tail } = snapshotEnds(snapshot);
-      const headBuf = Buffer.from(head);
-      const tailBuf = Buffer.from(tail);
+      const ends = snapshotEnds(head);
+      const headBuf = Buffer.from(ends.head);
+      const tailBuf = Buffer.from(ends.tail);
       let bytes = headBuf.length + tailBuf.length + runs.length - 1;
       for (const r of runs) bytes += r.bytes;
       body = {
@@ -570,7 +643,17 @@ export class SnapshotService {
         },
       };
     } else {
-      const json = snapshotJson(snapshot, rankTexts);
+      // The runs were given up. A run deflated as its agent sent it had no texts: they come back
+      // from its deflated bytes, for the slots no later chunk filled again (those have theirs).
+      for (const g of segments) {
+        if (!g.asSent) continue;
+        const sent = inflateRawSync((await g.part).deflated, { finishFlush: constants.Z_SYNC_FLUSH });
+        (JSON.parse(`[${sent.toString('utf8')}]`) as unknown[]).forEach((r, k) => {
+          texts[g.lo + k] ??= JSON.stringify(r);
+        });
+      }
+      // Every slot's text is set now: as it arrived, from a run deflated as sent, or unanswered.
+      const json = snapshotJson(head, texts as string[]);
       body = { bytes: Buffer.byteLength(json), gzip: () => gzipSpliceable(json, level) };
     }
     const budget = this.o.maxSnapshotBytes ?? Number.POSITIVE_INFINITY;
@@ -582,7 +665,7 @@ export class SnapshotService {
         ),
       );
     }
-    return ok({ snapshot, summary, body, takenAt });
+    return ok({ head, ranks: keep ? (slots as RankSnapshot[]) : null, summary, allGone, body, takenAt });
   }
 
   /** Stores a gathered snapshot with its request keys and audit row, and tells the viewers. */
@@ -593,8 +676,7 @@ export class SnapshotService {
     g: Gathered,
   ): Promise<Result<SnapshotMeta>> {
     const { store, ui, clock } = this.o;
-    const { snapshot, summary, body, takenAt } = g;
-    const ranks = snapshot.ranks;
+    const { head, summary, body, takenAt } = g;
     // Spliceable, so reads send it as stored inside their envelope (gzip-splice.ts).
     const gz = await body.gzip();
     const meta: SnapshotMeta = {
@@ -602,7 +684,7 @@ export class SnapshotService {
       id: SnapshotId(newId()),
       jobId: job.id,
       takenAt,
-      durationMicros: snapshot.durationMicros,
+      durationMicros: head.durationMicros,
       createdBy: who,
       bytes: body.bytes,
       storedBytes: gz.byteLength,
@@ -620,8 +702,7 @@ export class SnapshotService {
       [...requests],
     );
     // Cores do not go away the way processes do: a job of cores never ends by itself.
-    if (job.coresDir === undefined && ranks.every((r) => r.state.kind === 'error' && GONE.has(r.state.code)))
-      await store.markJobEnded(job.id, clock());
+    if (job.coresDir === undefined && g.allGone) await store.markJobEnded(job.id, clock());
     ui.toJob(job.uid, 'snapshot.done', { jobId: job.id, snapshotId: meta.id, partial: meta.missing > 0 });
     this.o.onStored?.(meta.id, meta.ranks, job.id);
     return ok(meta);

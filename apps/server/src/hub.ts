@@ -85,13 +85,20 @@ export interface HubOptions {
 /** Default HubOptions.silenceMs: four missed keepalives, far below a snapshot's overall deadline. */
 export const DEFAULT_AGENT_SILENCE_MS = 8000;
 
+/**
+ * Where a snapshot request's accepted ranks go as their chunks arrive. `text`, when given, is
+ * their JSON as the agent sent it, joined by commas in the order of `ranks` (every rank of the
+ * chunk was kept): the fan-in stores it instead of making each rank's JSON again.
+ */
+export type OnRanks = (ranks: RankSnapshot[], text?: Buffer) => void;
+
 type Pending = (
   | {
       readonly method: 'snapshot';
       /** rank -> pid the agent was asked for. */
       readonly expected: Map<number, number>;
       readonly seen: Set<number>;
-      readonly onRanks: (ranks: RankSnapshot[]) => void;
+      readonly onRanks: OnRanks;
       readonly settle: (r: Result<SnapshotResult>) => void;
       readonly timer: NodeJS.Timeout;
     }
@@ -444,7 +451,7 @@ export class AgentHub {
         // A rank the spec refused stays unanswered (agent-missing in the snapshot, unless a
         // valid copy follows): nothing refused is kept. The agent sends its own error rank for a
         // rank it could not read, so only a broken or hostile agent gets here.
-        if (kept.length > 0) p.onRanks(kept);
+        if (kept.length > 0) p.onRanks(kept, kept.length === msg.ranks.length ? msg.ranksText : undefined);
         return dropped;
       }
       case 'reply': {
@@ -579,7 +586,7 @@ export class AgentHub {
     host: string,
     ranks: readonly RankTarget[],
     timeoutMs: number,
-    onRanks: (ranks: RankSnapshot[]) => void,
+    onRanks: OnRanks,
     owner: { readonly ownerUid?: number; readonly allowRoot?: boolean; readonly light?: boolean } = {},
   ): Promise<Result<SnapshotResult>> {
     return this.request<SnapshotResult>(

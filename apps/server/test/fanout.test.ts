@@ -220,6 +220,37 @@ describe('fan-out and merge', () => {
     expect(meta.missingRanks).toEqual([4, 5]);
   });
 
+  it('stores a snapshot whose answered ranks lie between unanswered ones: the ranks as the agent sent them, the gaps filled', async () => {
+    const s = await server();
+    const job = { starterPid: 6, uid: 0, command: 'mpirun', hosts: ['a', 'b', 'c'], ranksPerHost: 2 };
+    const b = startAgent({
+      serverUrl: s.url,
+      token: AGENT_TOKEN,
+      host: 'b',
+      reader: createFakeReader({ worldSize: 6 }),
+      locator: createFakeLocator(job),
+    });
+    cleanup.push(() => b.dispose());
+    await b.whenConnected();
+    const attached = await attach(s, 6, 'b');
+    const meta = await snapshot(s, attached.id);
+    expect(meta).toMatchObject({ ranks: 6, ok: 2, partial: true, missingRanks: [0, 1, 4, 5] });
+    const text = await s.app.mqd.snapshots.json(meta.id);
+    const snap = JSON.parse(text ?? '') as JobSnapshot;
+    expect(snap.ranks.map((r) => `${r.rank}:${r.state.kind}`)).toEqual([
+      '0:agent-missing',
+      '1:agent-missing',
+      '2:ok',
+      '3:ok',
+      '4:agent-missing',
+      '5:agent-missing',
+    ]);
+    // The stored text is the snapshot's own JSON: the agent's ranks went in as it sent them.
+    expect(text).toBe(JSON.stringify(snap));
+    expect(snap.ranks[2]).toEqual(syntheticRingRank(2, 20_002, 'b', 6, 1, 0));
+    expect(validateSnapshot(snap).ok).toBe(true);
+  });
+
   it('turns a reader that throws into error ranks and keeps serving', async () => {
     const s = await server();
     let calls = 0;

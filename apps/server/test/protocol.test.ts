@@ -257,6 +257,76 @@ describe('agent messages', () => {
   });
 });
 
+describe('the fan-in stores what it checked', () => {
+  const rank = (r: number) => syntheticRingRank(r, 100 + r, 'h', 3, 1, 0);
+  /** A job of ranks 0-2 on host h, whose raw agent answers a snapshot with `chunks(id)`; the stored text. */
+  async function storedWith(chunks: (id: number) => Buffer[]): Promise<string> {
+    const s = await server();
+    const a = rawAgent(cleanup, s.url, hello('h'));
+    await waitFor(() => a.inbox.some((m) => m.type === 'welcome'), 'welcome');
+    a.socket.on(WIRE_EVENT, (data: unknown) => {
+      const m = decodeServerMessage(data, Number.MAX_SAFE_INTEGER);
+      if (!m.ok || m.value.type !== 'request') return;
+      const id = m.value.id;
+      const reply = (method: 'locate' | 'snapshot', result: unknown) =>
+        a.socket.emit(WIRE_EVENT, encodeMessage({ type: 'reply', id, method, ok: true, result } as never));
+      if (m.value.method === 'locate') {
+        reply('locate', {
+          ranks: [0, 1, 2].map((r) => ({ rank: r, pid: 100 + r, host: 'h' })),
+          method: 'test',
+          uid: 0,
+          command: 'mpirun',
+          starterStartTime: '1',
+        });
+        return;
+      }
+      for (const c of chunks(id)) a.socket.emit(WIRE_EVENT, c);
+      reply('snapshot', { count: 3, mpi: null, durationMicros: 1 });
+    });
+    const att = await s.app.inject({
+      method: 'POST',
+      url: '/api/jobs/attach',
+      headers: s.admin,
+      payload: { starterPid: 7 },
+    });
+    expect(att.statusCode, att.body).toBe(201);
+    const jobId = json<{ job: { id: string } }>(att).job.id;
+    const res = await s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
+    expect(res.statusCode, res.body).toBe(201);
+    const text = await s.app.mqd.snapshots.json(json<{ snapshot: { id: string } }>(res).snapshot.id);
+    if (text === null) throw new Error('not stored');
+    return text;
+  }
+  const ranksOf = (text: string) => (JSON.parse(text) as { ranks: RankSnapshot[] }).ranks;
+
+  it('a chunk whose bytes hold more than its ranks array is stored from its checked ranks', async () => {
+    // Rank 0 as an agent sends it; ranks 1 and 2 behind a first "ranks" array the aggregator
+    // never checks (JSON.parse keeps the last one). Stored as received, the snapshot's own ranks
+    // array would end there, and its last "ranks" key would hold ranks 1 and 2 only.
+    const text = await storedWith((id) => [
+      encodeMessage({ type: 'chunk', id, ranks: [rank(0)] }),
+      Buffer.from(
+        `{"type":"chunk","id":${id},"ranks":[{"injected":1}],"ranks":[${JSON.stringify(rank(1))},${JSON.stringify(rank(2))}]}`,
+      ),
+    ]);
+    expect(text).not.toContain('injected');
+    expect(ranksOf(text)).toEqual([rank(0), rank(1), rank(2)]);
+  });
+
+  it('ranks kept as sent get their JSON again when a later chunk is out of order', async () => {
+    // Rank 0 as sent (with spaces the stored text must not keep once the runs are given up), then
+    // ranks 2 and 1 in the wrong order: no run, so the whole JSON is made at the end.
+    const spaced = (id: number) =>
+      Buffer.from(`{"type":"chunk","id":${id},"ranks":[ ${JSON.stringify(rank(0), null, 1)} ]}`);
+    const outOfOrder = await storedWith((id) => [
+      spaced(id),
+      encodeMessage({ type: 'chunk', id, ranks: [rank(2), rank(1)] }),
+    ]);
+    expect(ranksOf(outOfOrder)).toEqual([rank(0), rank(1), rank(2)]);
+    expect(outOfOrder).toBe(JSON.stringify(JSON.parse(outOfOrder)));
+  });
+});
+
 describe('codec', () => {
   it('round-trips every message type and names the first bad field', () => {
     const rank = syntheticRingRank(3, 7, 'h', 8, 1, 0);
@@ -280,7 +350,9 @@ describe('codec', () => {
     ] as const;
     for (const m of msgs) {
       const r = decodeAgentMessage(encodeMessage(m as never), 1 << 20);
-      expect(r.ok && r.value).toEqual(m);
+      // A chunk also carries its ranks' text as sent (tested below).
+      const { ranksText: _, ...value } = (r.ok ? r.value : {}) as { ranksText?: Buffer };
+      expect(value).toEqual(m);
     }
     const bad = decodeAgentMessage(
       Buffer.from(JSON.stringify({ type: 'reply', id: 0, method: 'snapshot', ok: true })),
@@ -428,6 +500,57 @@ describe('codec', () => {
     ]) {
       expect(reply({ count: 1, mpi: null, durationMicros: 5, cores: [bad] }).ok).toBe(false);
     }
+  });
+
+  it("keeps a chunk's ranks as the agent sent them only when those bytes are exactly the checked ranks", () => {
+    const a = syntheticRingRank(0, 100, 'h', 2, 1, 0);
+    const b = syntheticRingRank(1, 101, 'h', 2, 1, 0);
+    const comm = b.communicators[0];
+    if (comm === undefined) throw new Error('fixture');
+    // Brackets, braces, commas, quotes and backslashes inside a string are not structure.
+    comm.name = 'w\\"]},{"rank":9,"x":[\\';
+    const A = JSON.stringify(a);
+    const B = JSON.stringify(b);
+    const chunk = (text: string | Buffer) => {
+      const r = decodeAgentMessage(typeof text === 'string' ? Buffer.from(text) : text, 1 << 20);
+      if (!r.ok || r.value.type !== 'chunk') throw new Error(`not a chunk: ${JSON.stringify(r)}`);
+      return r.value;
+    };
+    // As chunkMessages lays it out: the text is the two ranks' JSON, a comma between.
+    const [sent] = [...chunkMessages(5, [a, b], 'h', 1 << 20)];
+    if (sent === undefined) throw new Error('no chunk');
+    const m = chunk(sent);
+    expect(m.ranks).toEqual([a, b]);
+    expect(m.ranksText?.toString()).toBe(`${A},${B}`);
+    // Whitespace between and inside the elements is kept as sent; it is still exactly a and b.
+    const spaced = chunk(`{"type":"chunk","id":5,"ranks":[ ${A} ,\n${JSON.stringify(b, null, 1)} ]}`);
+    expect(JSON.parse(`[${spaced.ranksText}]`)).toEqual([a, b]);
+    // "ranks" twice: JSON.parse keeps the last array, but the bytes after the prefix hold the first
+    // as well. Storing them would put unchecked JSON, and a second "ranks" key, into the snapshot.
+    for (const hostile of [
+      `{"type":"chunk","id":5,"ranks":[{"injected":1}],"ranks":[${A},${B}]}`,
+      `{"type":"chunk","id":5,"ranks":[{"injected":1}],"id":5,"ranks":[${A},${B}]}`,
+    ]) {
+      const h = chunk(hostile);
+      expect(h.ranks).toEqual([a, b]);
+      expect(h.ranksText).toBeUndefined();
+    }
+    // Any other layout (key order, the id written otherwise, a space before the end): the ranks
+    // are taken, and their JSON made again.
+    for (const other of [
+      `{"id":5,"type":"chunk","ranks":[${A}]}`,
+      `{"type":"chunk","id":5.0,"ranks":[${A}]}`,
+      `{"type":"chunk","id":5,"ranks":[${A}] }`,
+    ]) {
+      const o = chunk(other);
+      expect(o.ranks).toEqual([a]);
+      expect(o.ranksText).toBeUndefined();
+    }
+    // A rank the spec refuses is dropped, and none of the chunk's text is kept.
+    const dropped = chunk(`{"type":"chunk","id":5,"ranks":[${A},${JSON.stringify({ ...b, extra: 1 })}]}`);
+    expect(dropped.ranks).toEqual([a]);
+    expect(dropped.dropped).toHaveLength(1);
+    expect(dropped.ranksText).toBeUndefined();
   });
 
   it('splits an answer into chunks that each fit the message limit', () => {

@@ -22,7 +22,7 @@ import { randomUUID } from 'node:crypto';
 import { type DiscoveredJob, err, type MqdError, mqdError, type RankSnapshot, type Result } from '@mqd/model';
 import type { Namespace } from 'socket.io';
 import type { CaptureParams, CountersParams, LocateTarget, SnapshotResult } from '../agent-protocol.js';
-import type { AgentHub, AgentInfo, HubCapture, HubCounters } from '../hub.js';
+import type { AgentHub, AgentInfo, HubCapture, HubCounters, OnRanks } from '../hub.js';
 import type { LocatedJob, RankTarget, SeenStarter } from '../seams.js';
 
 /** What an instance uses of the agents: AgentHub's public surface. */
@@ -233,9 +233,11 @@ export class ClusterHub implements HubPort {
     host: string,
     ranks: readonly RankTarget[],
     timeoutMs: number,
-    onRanks: (ranks: RankSnapshot[]) => void,
+    onRanks: OnRanks,
     owner: SnapshotOwner = {},
   ): Promise<Result<SnapshotResult>> {
+    // The chunks' text as sent reaches onRanks from a local agent only; forwarded ranks cross as
+    // objects and get their JSON made by the fan-in.
     if (this.local.isConnected(host)) return this.local.snapshot(host, ranks, timeoutMs, onRanks, owner);
     return this.forward<SnapshotResult>(host, 'snapshot', timeoutMs + 2000, { ranks, owner }, onRanks);
   }
