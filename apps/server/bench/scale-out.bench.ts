@@ -9,9 +9,13 @@
 // - one instance (SQLite), 1,000 agents x 100 ranks;
 // - two instances on one PostgreSQL (startPostgres) behind haproxy (startHaproxy): the agents
 //   connect through haproxy (round robin spreads them over both) and the snapshot is asked
-//   through haproxy; skipped with its reason when the cluster mode is not there.
+//   through haproxy; skipped with its reason when the cluster mode is not there;
+// - one instance again with every agent generating its ranks at every read (`live`, the model
+//   of stop 40 and before), no render. The others answer ranks made once after a per-node read
+//   time (`ready`, see AGENT_READ): on this machine the agents share the aggregator's two cores.
 // Measured per scenario: agents connected (fork to the last welcome), POST snapshot -> stored
-// (median of ITERATIONS after one warm-up), where that time goes (timestamps from hooks on the
+// (median of ITERATIONS after one warm-up), the CPU time the agent processes and the instances
+// spend during it, where that time goes (timestamps from hooks on the
 // instance's hub and store objects, and a split of merge / stringify / gzip measured on the
 // stored snapshot), the instance's RSS and heap (now and peak, sampled every 25 ms), JSON and
 // stored bytes, and the dashboard's first render of the job in Debian's chromium
@@ -63,10 +67,52 @@ const median = (xs: readonly number[]) => {
   const m = Math.floor(s.length / 2);
   return s.length % 2 ? (s[m] ?? 0) : ((s[m - 1] ?? 0) + (s[m] ?? 0)) / 2;
 };
+/** This process's CPU time so far (user + system, every thread: libuv's pool and workers too). */
+const cpuMs = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
 const mb = (n: number) => Math.round((n / 1048576) * 10) / 10;
 const round = (n: number) => Math.round(n * 10) / 10;
 
 // --- child: the synthetic agents ---------------------------------------------------------------
+
+/**
+ * How the simulated agents read their ranks (MQD_BENCH_AGENT_READ):
+ * - `ready` (the default, as on a cluster): each agent's ranks are made once, by the first read
+ *   (the bench's untimed warm-up snapshot), and every later read answers the same ranks after a
+ *   fixed per-node read time (MQD_BENCH_NODE_READ_MS, default 150: 64 real ranks read warm in
+ *   63-117 ms, docs/benchmarks.md "Stop 24"). On a cluster each node's agent reads its 100 ranks
+ *   on its own cores, in parallel with the others; here 1,000 agents share the aggregator's two
+ *   cores, so making 125 MB of synthetic ranks at every snapshot measures this machine's CPU,
+ *   not the aggregator. The agents still encode and send every rank at every snapshot with the
+ *   real agent code.
+ * - `live`: every read generates its ranks (`syntheticRingRank`, ~16 µs a rank), as up to stop 40.
+ */
+const AGENT_READ = process.env['MQD_BENCH_AGENT_READ'] === 'live' ? 'live' : 'ready';
+const NODE_READ_MS = Number(process.env['MQD_BENCH_NODE_READ_MS'] ?? 150);
+
+type Reader = import('../src/seams.js').RankReader;
+
+/** `base`'s ranks kept after their first read; later reads answer them after NODE_READ_MS. */
+function readyReader(base: Reader): Reader {
+  const kept = new Map<string, Awaited<ReturnType<Reader['read']>>[number]>();
+  return {
+    mpi: base.mpi,
+    async read(ranks, ro) {
+      const missing = ranks.filter((t) => !kept.has(`${t.rank}:${t.pid}`));
+      if (missing.length > 0) {
+        for (const r of await base.read(missing, ro)) kept.set(`${r.rank}:${r.pid}`, r);
+      } else {
+        await new Promise((res) => setTimeout(res, NODE_READ_MS));
+      }
+      return ranks.flatMap((t) => {
+        const r = kept.get(`${t.rank}:${t.pid}`);
+        return r === undefined ? [] : [r];
+      });
+    },
+  };
+}
 
 /** Agents [from, from + count) of a job of `total` nodes; node 0 also runs the starter. */
 async function runAgents(url: string, from: number, count: number, total: number): Promise<void> {
@@ -86,7 +132,10 @@ async function runAgents(url: string, from: number, count: number, total: number
       token: TOKEN,
       host,
       agentId: host,
-      reader: createFakeReader({ worldSize: total * RANKS_PER_AGENT }),
+      reader:
+        AGENT_READ === 'ready'
+          ? readyReader(createFakeReader({ worldSize: total * RANKS_PER_AGENT }))
+          : createFakeReader({ worldSize: total * RANKS_PER_AGENT }),
       locator: from + k === 0 ? createFakeLocator(job) : null,
       backoff: { initialMs: 200, maxMs: 2000 },
       log: () => {},
@@ -96,6 +145,7 @@ async function runAgents(url: string, from: number, count: number, total: number
   process.on('message', (m) => {
     if (m === 'stop') void Promise.all(agents.map((a) => a.dispose())).then(() => process.exit(0));
     if (m === 'mem') process.send?.({ rss: process.memoryUsage().rss });
+    if (m === 'cpu') process.send?.({ cpuMs: cpuMs() });
   });
   await Promise.all(agents.map((a) => a.whenConnected()));
   process.send?.({ ready: true });
@@ -115,6 +165,8 @@ interface Phases {
   storeEnd: number;
   hosts: number;
   chunks: number;
+  /** Chunks whose ranks' JSON reached the fan-in as the agent sent it (hub.ts OnRanks). */
+  chunksAsSent: number;
 }
 
 async function runServer(spec: { storeUrl: string | null; port: number }): Promise<void> {
@@ -157,6 +209,7 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
         storeEnd: 0,
         hosts: 0,
         chunks: 0,
+        chunksAsSent: 0,
       };
       phases.push(cur);
     }
@@ -168,12 +221,13 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
       host,
       ranks,
       timeoutMs,
-      (rs) => {
+      (rs, text) => {
         const c = now();
         if (p.firstChunk === 0) p.firstChunk = c;
         p.lastChunk = c;
         p.chunks++;
-        onRanks(rs);
+        if (text !== undefined) p.chunksAsSent++;
+        onRanks(rs, text);
       },
       owner,
     ).finally(() => {
@@ -199,6 +253,12 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
     peakHeap = Math.max(peakHeap, m.heapUsed);
   };
   const sampler = setInterval(sample, 25);
+  // Time in garbage collection (the main thread's pauses), for where the snapshot's time goes.
+  let gcMs = 0;
+  const { PerformanceObserver } = await import('node:perf_hooks');
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) gcMs += e.duration;
+  }).observe({ entryTypes: ['gc'] });
   process.on('disconnect', () => process.exit(0));
   process.on('message', (raw) => {
     const m = raw as { cmd: string; id?: string };
@@ -210,6 +270,9 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
           process.send?.({ rss: u.rss, heapUsed: u.heapUsed, peakRss, peakHeap });
           return;
         }
+        case 'cpu':
+          process.send?.({ cpuMs: cpuMs(), gcMs });
+          return;
         case 'resetPeak':
           peakRss = 0;
           peakHeap = 0;
@@ -337,6 +400,8 @@ interface Scenario {
   /** Where agents, the API and the browser go (an instance, or haproxy). */
   readonly url: string;
   readonly render: boolean;
+  /** How the agents read (MQD_BENCH_AGENT_READ in their processes). */
+  readonly agentRead: 'ready' | 'live';
 }
 
 const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
@@ -355,6 +420,7 @@ async function measure(sc: Scenario) {
         {
           execArgv: process.execArgv,
           stdio: 'inherit',
+          env: { ...process.env, MQD_BENCH_AGENT_READ: sc.agentRead },
         },
       ),
     );
@@ -380,6 +446,7 @@ async function measure(sc: Scenario) {
     for (const i of instances) await ask(i.child, { cmd: 'phases' }); // drop the attach's
     const runs: number[] = [];
     const breakdowns: Record<string, number>[] = [];
+    const cpu: { agentProcesses: number; instances: number; instancesGc: number }[] = [];
     let last = { id: '', ranks: 0, ok: 0, bytes: 0, storedBytes: 0 };
     const incomplete: unknown[] = [];
     let gatewayTimeouts = 0;
@@ -387,6 +454,7 @@ async function measure(sc: Scenario) {
     for (let attempt = 0; complete < ITERATIONS && attempt < ITERATIONS + 4; attempt++) {
       await allConnected(instances, sc.agents);
       const before = await storedIds(url, jobId);
+      const cpuBefore = await cpuOf(procs, instances);
       const sent = now();
       const r = await request(`${url}/api/jobs/${jobId}/snapshots`, 'POST');
       let answered = now();
@@ -405,6 +473,7 @@ async function measure(sc: Scenario) {
         instances.map((i) => ask<{ phases: Phases[] }>(i.child, { cmd: 'phases' })),
       );
       const p = all.flatMap((a) => a.phases).find((x) => x.storeEnd > 0);
+      const cpuAfter = await cpuOf(procs, instances);
       if (got.ok !== sc.agents * RANKS_PER_AGENT) {
         // A partial snapshot (agents that did not answer in time on a busy machine): kept in
         // the result, not timed as complete.
@@ -415,6 +484,11 @@ async function measure(sc: Scenario) {
       complete++;
       if (complete === 0) continue; // warm-up
       runs.push(answered - sent);
+      cpu.push({
+        agentProcesses: cpuAfter.agents - cpuBefore.agents,
+        instances: cpuAfter.instances - cpuBefore.instances,
+        instancesGc: cpuAfter.instancesGc - cpuBefore.instancesGc,
+      });
       if (p)
         breakdowns.push({
           requestToFanout: p.fanoutStart - sent,
@@ -427,6 +501,7 @@ async function measure(sc: Scenario) {
           storeToAnswer: answered - p.storeEnd,
           hosts: p.hosts,
           chunks: p.chunks,
+          chunksAsSent: p.chunksAsSent,
         });
     }
     if (last.id === '') throw new Error(`no complete snapshot: ${JSON.stringify(incomplete)}`);
@@ -468,6 +543,18 @@ async function measure(sc: Scenario) {
         runs: runs.map(round),
       },
       whereTheTimeGoesMs: bd,
+      agentRead:
+        sc.agentRead === 'ready'
+          ? `ranks made once, then answered after ${NODE_READ_MS} ms a node (MQD_BENCH_AGENT_READ=ready)`
+          : 'ranks generated at every read (MQD_BENCH_AGENT_READ=live)',
+      // CPU time (user + system, all threads) spent during each timed snapshot, from the request
+      // to its answer: every agent process together, every instance together, and the instances'
+      // garbage-collection pauses (median).
+      cpuDuringSnapshotMs: {
+        agentProcesses: round(median(cpu.map((c) => c.agentProcesses))),
+        instances: round(median(cpu.map((c) => c.instances))),
+        instancesGcPauses: round(median(cpu.map((c) => c.instancesGc))),
+      },
       mergeToGzipSplitMs: Object.fromEntries(Object.entries(split).map(([k, v]) => [k, round(v)])),
       readMs: round(readMs),
       jsonBytes: last.bytes,
@@ -484,6 +571,18 @@ async function measure(sc: Scenario) {
   } finally {
     await Promise.all(procs.map((p) => stopChild(p)));
   }
+}
+
+/** CPU time so far of every agent process together and of every instance together. */
+async function cpuOf(
+  procs: readonly ChildProcess[],
+  instances: readonly Instance[],
+): Promise<{ agents: number; instances: number; instancesGc: number }> {
+  const [a, i] = await Promise.all([
+    Promise.all(procs.map((p) => ask<{ cpuMs: number }>(p, 'cpu').then((m) => m.cpuMs))),
+    Promise.all(instances.map((x) => ask<{ cpuMs: number; gcMs: number }>(x.child, { cmd: 'cpu' }))),
+  ]);
+  return { agents: sum(a), instances: sum(i.map((m) => m.cpuMs)), instancesGc: sum(i.map((m) => m.gcMs)) };
 }
 
 async function storedIds(url: string, jobId: string): Promise<Set<string>> {
@@ -542,11 +641,12 @@ async function firstRender(url: string, jobId: string, snapId: string): Promise<
   }
 }
 
-async function oneInstance(agents: number, render: boolean) {
+async function oneInstance(agents: number, render: boolean, agentRead: 'ready' | 'live' = AGENT_READ) {
   const inst = await startInstance(null);
   try {
     return await measure({
-      name: `one instance (SQLite), ${agents} agents x ${RANKS_PER_AGENT} ranks`,
+      name: `one instance (SQLite), ${agents} agents x ${RANKS_PER_AGENT} ranks${agentRead === 'live' ? ', ranks generated at every read' : ''}`,
+      agentRead,
       agents,
       agentProcs: Math.ceil(agents / AGENTS_PER_PROC),
       instances: [inst],
@@ -606,6 +706,7 @@ async function twoInstances(agents: number, render: boolean) {
         instances: started,
         url: lb.url,
         render,
+        agentRead: AGENT_READ,
       });
     } finally {
       await lb.stop();
@@ -633,7 +734,7 @@ async function main(): Promise<void> {
   }, DEADLINE_MS);
   deadline.unref();
   const loadBefore = loadavg().map(round);
-  const only = process.env['MQD_BENCH_SCENARIOS'] ?? 'baseline,one,two';
+  const only = process.env['MQD_BENCH_SCENARIOS'] ?? 'baseline,one,two,live';
   const baseline = only.includes('baseline') ? await oneInstance(10, true) : null;
   console.log(`scale-out baseline: ${JSON.stringify(baseline)}`);
   const one = only.includes('one') ? await oneInstance(AGENTS, true) : null;
@@ -642,6 +743,9 @@ async function main(): Promise<void> {
     ? await twoInstances(AGENTS, true)
     : { scenario: 'two instances behind haproxy', notRun: 'not asked (MQD_BENCH_SCENARIOS)' };
   console.log(`scale-out two instances: ${JSON.stringify(two)}`);
+  // The stop-40 model beside it: every agent generates its ranks at every read, on these cores.
+  const live = only.includes('live') ? await oneInstance(AGENTS, false, 'live') : null;
+  console.log(`scale-out one instance, ranks generated at every read: ${JSON.stringify(live)}`);
   const render = (x: unknown) =>
     (x as { firstRender?: { firstRenderMs?: number } } | null)?.firstRender?.firstRenderMs;
   const result = {
@@ -655,10 +759,11 @@ async function main(): Promise<void> {
     iterations: ITERATIONS,
     targets: TARGETS,
     limitsRaised: LIMITS,
-    agentsModel: `${Math.ceil(AGENTS / AGENTS_PER_PROC)} node processes x ${AGENTS_PER_PROC} agents for ${AGENTS} agents (each its own socket.io connection and handshake, the real agent code with the fake reader); one node process per agent would need ~50 GB`,
+    agentsModel: `${Math.ceil(AGENTS / AGENTS_PER_PROC)} node processes x ${AGENTS_PER_PROC} agents for ${AGENTS} agents (each its own socket.io connection and handshake, the real agent code with the fake reader; ${AGENT_READ === 'ready' ? `ranks made once, then answered after ${NODE_READ_MS} ms a node` : 'ranks generated at every read'}); one node process per agent would need ~50 GB`,
     baseline,
     oneInstance: one,
     twoInstances: two,
+    oneInstanceRanksGeneratedAtEveryRead: live,
     ratio:
       baseline && one && 'snapshotMs' in one
         ? {
