@@ -2,11 +2,11 @@
 // postgres adapter's NOTIFYs may overtake each other): a snapshot's reply that arrives before the
 // rank chunks it counts waits for them, every rank is passed on once, and the result is the
 // holder's. Two ClusterHubs, each over a fake local hub; no PostgreSQL here (cluster.test.ts has it).
-import { ok, type RankSnapshot, syntheticRingRank } from '@mqd/model';
+import { ok, syntheticRingRank } from '@mqd/model';
 import type { Namespace } from 'socket.io';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ClusterHub } from '../src/cluster/cluster-hub.js';
-import type { AgentHub } from '../src/hub.js';
+import type { AgentHub, OnRanks } from '../src/hub.js';
 
 type Handler = (m: unknown) => void;
 
@@ -36,6 +36,11 @@ function bus() {
 }
 
 const RANKS = [0, 1, 2, 3].map((r) => syntheticRingRank(r, 100 + r, 'node-b', 4, 1, 0));
+const SENT_TEXT = Buffer.from(
+  RANKS.slice(2)
+    .map((r) => JSON.stringify(r, null, 1))
+    .join(' ,'),
+);
 
 /** What a fake local hub was told: its `elsewhere` lookup, and the hosts it dropped. */
 interface FakeLocalSeen {
@@ -68,9 +73,10 @@ function fakeLocal(
     seenStarters: () => [],
     discovered: () => [],
     close: () => undefined,
-    snapshot: async (_h: string, _t: unknown, _ms: number, onRanks: (r: RankSnapshot[]) => void) => {
+    snapshot: async (_h: string, _t: unknown, _ms: number, onRanks: OnRanks) => {
       onRanks(RANKS.slice(0, 2));
-      onRanks(RANKS.slice(2));
+      // The second chunk as its agent sent it (the local hub passes the checked text on).
+      onRanks(RANKS.slice(2), SENT_TEXT);
       return ok({ mpi: { name: 'fake', version: '1' } });
     },
   } as unknown as AgentHub;
@@ -95,8 +101,12 @@ function askAcross() {
   hubs.push(a, holder);
   b.flush();
   const got: number[] = [];
-  const asked = a.snapshot('node-b', [], 5000, (ranks) => got.push(...ranks.map((r) => r.rank)));
-  return { b, got, asked };
+  const texts: (string | undefined)[] = [];
+  const asked = a.snapshot('node-b', [], 5000, (ranks, text) => {
+    got.push(...ranks.map((r) => r.rank));
+    texts.push(text?.toString());
+  });
+  return { b, got, texts, asked };
 }
 
 describe('a forwarded snapshot across instances', () => {
@@ -116,12 +126,14 @@ describe('a forwarded snapshot across instances', () => {
   });
 
   it('chunks first, then the reply: settles at the reply, nothing passed twice', async () => {
-    const { b, got, asked } = askAcross();
+    const { b, got, texts, asked } = askAcross();
     b.flush();
     await new Promise((r) => setImmediate(r));
     expect(b.flush()).toEqual(['mqd:ranks', 'mqd:ranks', 'mqd:reply']);
     expect((await asked).ok).toBe(true);
     expect(got).toEqual([0, 1, 2, 3]);
+    // A chunk the holder had as sent crosses as those bytes, and reaches the asker's fan-in so.
+    expect(texts).toEqual([undefined, SENT_TEXT.toString()]);
   });
 });
 

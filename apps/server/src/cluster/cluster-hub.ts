@@ -81,7 +81,13 @@ interface CallMessage {
 interface RanksMessage {
   readonly id: string;
   readonly to: string;
-  readonly ranks: RankSnapshot[];
+  readonly ranks?: RankSnapshot[];
+  /**
+   * Instead of `ranks`: the chunk's ranks as JSON, as its agent sent them and the holder checked
+   * them (hub.ts OnRanks). Bytes cross the adapter as they are (msgpack's bin), where objects were
+   * encoded twice by the holder and decoded by the asker; the asker stores them as they are.
+   */
+  readonly text?: Uint8Array;
 }
 
 interface ReplyMessage {
@@ -96,13 +102,16 @@ interface Pending {
   readonly host: string;
   readonly holder: string;
   /** The caller's onRanks behind passOnce: a rank is passed on once over every attempt. */
-  readonly onRanks: ((ranks: readonly RankSnapshot[]) => void) | null;
+  readonly onRanks: PassRanks | null;
   readonly settle: (r: Result<unknown> | typeof HOLDER_LOST) => void;
   /** Rank chunks received so far. */
   chunks: number;
   /** The reply, held until the chunks it counts have all arrived. */
   held: { readonly result: Result<unknown>; readonly chunks: number } | null;
 }
+
+/** Ranks passed on from another instance, with their text when it crossed as sent. */
+type PassRanks = (ranks: readonly RankSnapshot[], text?: Buffer) => void;
 
 /** How long a snapshot's reply waits for the chunks it counts that it overtook. */
 const LATE_CHUNKS_MS = 10_000;
@@ -145,7 +154,13 @@ export class ClusterHub implements HubPort {
       // An instance sending chunks is alive, whether or not its state message is late.
       this.heardFrom(p.holder);
       p.chunks++;
-      if (Array.isArray(m.ranks)) p.onRanks?.(m.ranks);
+      const got = ranksOf(m);
+      if (got !== null) p.onRanks?.(got.ranks, got.text);
+      else
+        this.o.log?.warn(
+          { host: p.host, holder: p.holder },
+          'a rank chunk from another instance was unreadable',
+        );
       if (p.held !== null && p.chunks >= p.held.chunks) p.settle(p.held.result);
     });
     nsp.on(EV_LOGINS, (m: { from?: unknown }) => {
@@ -413,7 +428,7 @@ export class ClusterHub implements HubPort {
     method: CallMethod,
     timeoutMs: number,
     params: unknown,
-    onRanks: ((ranks: RankSnapshot[]) => void) | null = null,
+    onRanks: OnRanks | null = null,
   ): Promise<Result<T>> {
     const slack = this.o.forwardSlackMs ?? 3000;
     const deadline = performance.now() + timeoutMs + slack;
@@ -467,11 +482,12 @@ export class ClusterHub implements HubPort {
     return false;
   }
 
-  private passOnce(seen: Set<number>, onRanks: (ranks: RankSnapshot[]) => void) {
-    return (ranks: readonly RankSnapshot[]) => {
+  private passOnce(seen: Set<number>, onRanks: OnRanks): PassRanks {
+    return (ranks, text) => {
       const fresh = ranks.filter((r) => !seen.has(r.rank));
       for (const r of fresh) seen.add(r.rank);
-      if (fresh.length > 0) onRanks(fresh);
+      // The text is the whole chunk's: it goes on only with all of its ranks.
+      if (fresh.length > 0) onRanks(fresh, fresh.length === ranks.length ? text : undefined);
     };
   }
 
@@ -481,7 +497,7 @@ export class ClusterHub implements HubPort {
     method: CallMethod,
     timeoutMs: number,
     params: unknown,
-    onRanks: ((ranks: readonly RankSnapshot[]) => void) | null,
+    onRanks: PassRanks | null,
   ): Promise<Result<unknown> | typeof HOLDER_LOST> {
     const id = randomUUID();
     const wait = timeoutMs + (this.o.forwardSlackMs ?? 3000);
@@ -528,9 +544,14 @@ export class ClusterHub implements HubPort {
   }
 
   private runLocal(c: CallMessage, sent: { chunks: number }): Promise<Result<unknown>> {
-    const onRanks = (ranks: RankSnapshot[]) => {
+    const onRanks: OnRanks = (ranks, text) => {
       sent.chunks++;
-      this.nsp.serverSideEmit(EV_RANKS, { id: c.id, to: c.from, ranks } satisfies RanksMessage);
+      this.nsp.serverSideEmit(
+        EV_RANKS,
+        (text === undefined
+          ? { id: c.id, to: c.from, ranks }
+          : { id: c.id, to: c.from, text }) satisfies RanksMessage,
+      );
     };
     // The local hub adds its own transfer slack to a snapshot: take off what the caller added.
     const timeout = c.method === 'snapshot' ? Math.max(1000, c.timeoutMs - 2000) : c.timeoutMs;
@@ -543,7 +564,7 @@ export class ClusterHub implements HubPort {
     host: string,
     params: unknown,
     timeoutMs: number,
-    onRanks: (ranks: RankSnapshot[]) => void,
+    onRanks: OnRanks,
   ): Promise<Result<unknown>> {
     if (!this.local.isConnected(host)) {
       const e: MqdError = mqdError(
@@ -565,4 +586,17 @@ export class ClusterHub implements HubPort {
         return this.local.capture(host, params as CaptureParams, timeoutMs);
     }
   }
+}
+
+/** A rank chunk from another instance: its ranks, and their text when it crossed as sent. */
+function ranksOf(m: RanksMessage): { ranks: RankSnapshot[]; text?: Buffer } | null {
+  if (m.text instanceof Uint8Array) {
+    const text = Buffer.from(m.text.buffer, m.text.byteOffset, m.text.byteLength);
+    try {
+      return { ranks: JSON.parse(`[${text.toString('utf8')}]`) as RankSnapshot[], text };
+    } catch {
+      return null;
+    }
+  }
+  return Array.isArray(m.ranks) ? { ranks: m.ranks } : null;
 }
