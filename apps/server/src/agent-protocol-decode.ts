@@ -798,65 +798,52 @@ function serverMessage(v: unknown): ServerMessage {
 
 /** Aggregator side: one message from an agent, refused unless it is within size and well formed. */
 export function decodeAgentMessage(data: unknown, maxBytes: number): Result<DecodedAgentMessage, Refusal> {
-  const r = decode(data, maxBytes, agentMessage);
-  if (!r.ok || r.value.type !== 'chunk' || r.value.dropped !== undefined) return r;
   const buf = bytesOf(data);
-  const text = buf === null ? null : ranksTextOf(buf, r.value.id, r.value.ranks.length);
-  return text === null ? r : ok({ ...r.value, ranksText: text });
+  const asSent = buf === null || buf.byteLength > maxBytes ? null : chunkAsSent(buf);
+  return asSent ?? decode(data, maxBytes, agentMessage);
 }
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COMMA = 0x2c;
-const OPEN_ARRAY = 0x5b;
+/** How chunkMessages begins a chunk; the id as JSON writes an integer. */
+const CHUNK_HEAD = /^\{"type":"chunk","id":(0|[1-9][0-9]{0,15}),"ranks":\[/;
 const CLOSE_ARRAY = 0x5d;
-const OPEN_OBJECT = 0x7b;
 const CLOSE_OBJECT = 0x7d;
-const isSpace = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
 
 /**
- * The bytes of a chunk's `ranks` array between its brackets, when `buf` (which JSON.parse has
- * accepted) is laid out as chunkMessages lays it out: `{"type":"chunk","id":ID,"ranks":[`, the
- * elements, `]}`. Null otherwise, and the caller makes each rank's JSON itself.
+ * A chunk laid out as chunkMessages lays it out, `{"type":"chunk","id":ID,"ranks":[` + the
+ * ranks' JSON + `]}`, decoded by parsing its ranks array alone (the bytes from that `[` to the
+ * last `]`), and carrying those ranks' bytes (`ranksText`) when every rank passed the checks.
  *
- * The prefix and suffix alone do not make the middle the array's elements: a repeated key
- * (`[1],"ranks":[{...}` inside) parses to the last array while the middle holds more. So the
- * middle is scanned: outside strings its brackets never close below the array's own level, and
- * it holds `count` elements at that level. Then the array the prefix opens is the one the suffix
- * closes, no key follows it, and the middle is exactly the `count` ranks JSON.parse gave, in order.
+ * Those bytes parse as one array exactly when they are a list of JSON values and nothing more:
+ * a repeated key (`[{...}],"ranks":[...`) does not parse as an array, so unchecked JSON cannot
+ * ride along into the stored snapshot. The whole message is then the same JSON as
+ * {type: 'chunk', id, ranks} (its other bytes are the fixed prefix and `]}`). A rank the checks
+ * drop is dropped as the general path drops it, and the bytes are not kept. Anything else is
+ * null: the general path decodes it, and refuses what it refuses.
  */
-export function ranksTextOf(buf: Buffer, id: number, count: number): Buffer | null {
-  const head = `{"type":"chunk","id":${id},"ranks":[`;
-  const start = head.length;
+function chunkAsSent(buf: Buffer): Result<DecodedAgentMessage, Refusal> | null {
   const end = buf.length - 2;
-  if (end < start || buf[end] !== CLOSE_ARRAY || buf[end + 1] !== CLOSE_OBJECT) return null;
-  if (buf.toString('latin1', 0, start) !== head) return null;
-  let depth = 0;
-  let elements = 0;
-  let inElement = false;
-  for (let i = start; i < end; i++) {
-    const b = buf[i] as number;
-    if (b === QUOTE) {
-      // To the string's closing quote: the first one not escaped (JSON.parse accepted it).
-      for (i++; i < end; i++) {
-        const c = buf[i];
-        if (c === BACKSLASH) i++;
-        else if (c === QUOTE) break;
-      }
-      if (i >= end) return null;
-    } else if (b === OPEN_ARRAY || b === OPEN_OBJECT) depth++;
-    else if (b === CLOSE_ARRAY || b === CLOSE_OBJECT) {
-      if (--depth < 0) return null;
-    } else if (b === COMMA && depth === 0) {
-      inElement = false;
-      continue;
-    } else if (isSpace(b)) continue;
-    if (!inElement) {
-      inElement = true;
-      elements++;
-    }
+  if (buf[end] !== CLOSE_ARRAY || buf[end + 1] !== CLOSE_OBJECT) return null;
+  const head = CHUNK_HEAD.exec(buf.toString('latin1', 0, Math.min(buf.length, 64)));
+  if (head === null || head[1] === undefined) return null;
+  const start = head[0].length;
+  if (start > end) return null;
+  let list: unknown;
+  try {
+    list = JSON.parse(buf.toString('utf8', start - 1, end + 1));
+  } catch {
+    return null;
   }
-  return depth === 0 && elements === count ? buf.subarray(start, end) : null;
+  try {
+    const dropped: DroppedEntry[] = [];
+    const id = reqId(Number(head[1]), 'id');
+    const ranks = chunkRanks(list, 'ranks', dropped);
+    // As the general path gives it: the ranks kept and what was dropped, and then no bytes.
+    if (dropped.length > 0) return ok({ type: 'chunk', id, ranks, dropped });
+    return ok({ type: 'chunk', id, ranks, ranksText: buf.subarray(start, end) });
+  } catch (e) {
+    if (!(e instanceof Invalid)) throw e;
+    return null;
+  }
 }
 
 /** Agent side: one message from the aggregator. */
