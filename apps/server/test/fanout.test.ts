@@ -2,7 +2,7 @@ import { gunzipSync } from 'node:zlib';
 import { type JobSnapshot, syntheticRingDeadlock, syntheticRingRank, validateSnapshot } from '@mqd/model';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AgentHandle, startAgent, startSyntheticAgents } from '../src/agent.js';
-import { createFakeLocator, createFakeReader } from '../src/fakes.js';
+import { createFakeLocator, createFakeReader, type FakeJob } from '../src/fakes.js';
 import { snapshotJson } from '../src/fanout.js';
 import type { RankReader } from '../src/seams.js';
 import { AGENT_TOKEN, json, startServer, type TestServer, waitFor } from './helpers.js';
@@ -40,6 +40,28 @@ async function attach(s: TestServer, starterPid: number, host?: string) {
   return json<{ job: { id: string; rankCount: number; hosts: { host: string; agentConnected: boolean }[] } }>(
     res,
   ).job;
+}
+
+/**
+ * An agent on `host` of the server `s`, reading with `reader` (the synthetic ring of `job`'s
+ * ranks by default) and locating `job`; disposed after the test, connected when it resolves.
+ */
+async function agentOn(
+  s: TestServer,
+  host: string,
+  job: FakeJob,
+  reader: RankReader = createFakeReader({ worldSize: job.hosts.length * job.ranksPerHost }),
+): Promise<AgentHandle> {
+  const a = startAgent({
+    serverUrl: s.url,
+    token: AGENT_TOKEN,
+    host,
+    reader,
+    locator: createFakeLocator(job),
+  });
+  cleanup.push(() => a.dispose());
+  await a.whenConnected();
+  return a;
 }
 
 async function snapshot(s: TestServer, jobId: string): Promise<Meta> {
@@ -223,15 +245,7 @@ describe('fan-out and merge', () => {
   it('stores a snapshot whose answered ranks lie between unanswered ones: the ranks as the agent sent them, the gaps filled', async () => {
     const s = await server();
     const job = { starterPid: 6, uid: 0, command: 'mpirun', hosts: ['a', 'b', 'c'], ranksPerHost: 2 };
-    const b = startAgent({
-      serverUrl: s.url,
-      token: AGENT_TOKEN,
-      host: 'b',
-      reader: createFakeReader({ worldSize: 6 }),
-      locator: createFakeLocator(job),
-    });
-    cleanup.push(() => b.dispose());
-    await b.whenConnected();
+    await agentOn(s, 'b', job);
     const attached = await attach(s, 6, 'b');
     const meta = await snapshot(s, attached.id);
     expect(meta).toMatchObject({ ranks: 6, ok: 2, partial: true, missingRanks: [0, 1, 4, 5] });
@@ -264,15 +278,7 @@ describe('fan-out and merge', () => {
       },
     };
     const job = { starterPid: 9, uid: 0, command: 'mpirun', hosts: ['x'], ranksPerHost: 2 };
-    const a = startAgent({
-      serverUrl: s.url,
-      token: AGENT_TOKEN,
-      host: 'x',
-      reader: flaky,
-      locator: createFakeLocator(job),
-    });
-    cleanup.push(() => a.dispose());
-    await a.whenConnected();
+    await agentOn(s, 'x', job, flaky);
     const attached = await attach(s, 9);
     const first = await snapshot(s, attached.id);
     expect(first).toMatchObject({ ok: 0, errors: 2, missing: 0 });
@@ -295,15 +301,7 @@ describe('snapshot byte budget', () => {
     };
     const make = async (maxSnapshotBytes: number) => {
       const s = await server({ maxSnapshotBytes });
-      const agent = startAgent({
-        serverUrl: s.url,
-        token: AGENT_TOKEN,
-        host: 'n0',
-        reader: createFakeReader({ worldSize: 4 }),
-        locator: createFakeLocator(job),
-      });
-      cleanup.push(() => agent.dispose());
-      await agent.whenConnected();
+      await agentOn(s, 'n0', job);
       const attached = await attach(s, 88, 'n0');
       const res = await s.app.inject({
         method: 'POST',

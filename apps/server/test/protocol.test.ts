@@ -25,6 +25,19 @@ async function server(config = {}) {
   return srv;
 }
 
+/** Attaches starter 7 (whatever agent locates it) as admin and asks one snapshot of it: that reply. */
+async function attachAndSnapshot(s: TestServer) {
+  const att = await s.app.inject({
+    method: 'POST',
+    url: '/api/jobs/attach',
+    headers: s.admin,
+    payload: { starterPid: 7 },
+  });
+  expect(att.statusCode, att.body).toBe(201);
+  const jobId = json<{ job: { id: string } }>(att).job.id;
+  return s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
+}
+
 async function audit(s: TestServer) {
   const res = await s.app.inject({ method: 'GET', url: '/api/admin/activity', headers: s.admin });
   return json<{ entries: { action: string }[] }>(res).entries.map((e) => e.action);
@@ -240,15 +253,7 @@ describe('agent messages', () => {
         );
       }
     });
-    const att = await s.app.inject({
-      method: 'POST',
-      url: '/api/jobs/attach',
-      headers: s.admin,
-      payload: { starterPid: 7 },
-    });
-    expect(att.statusCode, att.body).toBe(201);
-    const jobId = json<{ job: { id: string } }>(att).job.id;
-    const res = await s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
+    const res = await attachAndSnapshot(s);
     expect(json<{ snapshot: { ok: number; missing: number } }>(res).snapshot).toMatchObject({
       ok: 0,
       missing: 1,
@@ -283,15 +288,7 @@ describe('the fan-in stores what it checked', () => {
       for (const c of chunks(id)) a.socket.emit(WIRE_EVENT, c);
       reply('snapshot', { count: 3, mpi: null, durationMicros: 1 });
     });
-    const att = await s.app.inject({
-      method: 'POST',
-      url: '/api/jobs/attach',
-      headers: s.admin,
-      payload: { starterPid: 7 },
-    });
-    expect(att.statusCode, att.body).toBe(201);
-    const jobId = json<{ job: { id: string } }>(att).job.id;
-    const res = await s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
+    const res = await attachAndSnapshot(s);
     expect(res.statusCode, res.body).toBe(201);
     const text = await s.app.mqd.snapshots.json(json<{ snapshot: { id: string } }>(res).snapshot.id);
     if (text === null) throw new Error('not stored');
