@@ -520,34 +520,35 @@ export class SnapshotService {
     let received = 0;
     let lastProgress = 0;
     const onRanks = (ranks: RankSnapshot[], sent?: Buffer) => {
+      // The ranks this job has a slot for, and their slots.
+      const got: RankSnapshot[] = [];
       const idx: number[] = [];
       for (const r of ranks) {
         const i = index.get(r.rank);
-        if (i !== undefined) idx.push(i);
+        if (i !== undefined) {
+          got.push(r);
+          idx.push(i);
+        }
       }
-      // The chunk's JSON as its agent sent it (hub.ts OnRanks), usable when every rank has a slot.
-      const asSent = idx.length === ranks.length ? sent : undefined;
       const lo = idx[0];
       const run = segmented && lo !== undefined && idx.every((i, k) => i === lo + k && filled[i] === 0);
       if (lo !== undefined && !run) segmented = false;
-      const deflatedAsSent = run && asSent !== undefined;
-      for (const r of ranks) {
-        const i = index.get(r.rank);
-        if (i === undefined) continue;
+      // The chunk's JSON as its agent sent it (hub.ts OnRanks), deflated as it is when the chunk
+      // is a run and every rank of it has a slot.
+      const sentRun = run && got.length === ranks.length ? sent : undefined;
+      got.forEach((r, k) => {
+        const i = idx[k] as number;
         if (keep) slots[i] = r;
         folds[i] = rankFold(r);
-        texts[i] = deflatedAsSent ? undefined : JSON.stringify(r);
-      }
+        texts[i] = sentRun === undefined ? JSON.stringify(r) : undefined;
+      });
       if (run && lo !== undefined) {
         for (const i of idx) filled[i] = 1;
-        const text =
-          deflatedAsSent && asSent !== undefined
-            ? asSent
-            : Buffer.from(texts.slice(lo, lo + idx.length).join(','));
+        const text = sentRun ?? Buffer.from(texts.slice(lo, lo + idx.length).join(','));
         const part = deflatePart(text, this.o.gzipLevel);
         // Awaited only if every chunk was a run; never an unhandled rejection meanwhile.
         part.catch(() => undefined);
-        segments.push({ lo, bytes: text.length, asSent: deflatedAsSent, part });
+        segments.push({ lo, bytes: text.length, asSent: sentRun !== undefined, part });
       }
       received += ranks.length;
       const now = performance.now();

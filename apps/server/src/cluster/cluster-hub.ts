@@ -251,8 +251,8 @@ export class ClusterHub implements HubPort {
     onRanks: OnRanks,
     owner: SnapshotOwner = {},
   ): Promise<Result<SnapshotResult>> {
-    // The chunks' text as sent reaches onRanks from a local agent only; forwarded ranks cross as
-    // objects and get their JSON made by the fan-in.
+    // A chunk kept as its agent sent it reaches onRanks with those bytes, from a local agent or
+    // across instances (runLocal sends them, ranksOf reads them).
     if (this.local.isConnected(host)) return this.local.snapshot(host, ranks, timeoutMs, onRanks, owner);
     return this.forward<SnapshotResult>(host, 'snapshot', timeoutMs + 2000, { ranks, owner }, onRanks);
   }
