@@ -167,6 +167,8 @@ interface Phases {
   chunks: number;
   /** Chunks whose ranks' JSON reached the fan-in as the agent sent it (hub.ts OnRanks). */
   chunksAsSent: number;
+  /** Chunks read on another instance that crossed folded and deflated (rank-fold.ts). */
+  chunksFolded: number;
 }
 
 async function runServer(spec: { storeUrl: string | null; port: number }): Promise<void> {
@@ -196,7 +198,7 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
   let cur: Phases | null = null;
   let pending = 0;
   const origSnapshot = hub.snapshot.bind(hub);
-  hub.snapshot = (host, ranks, timeoutMs, onRanks, owner) => {
+  hub.snapshot = (host, ranks, timeoutMs, onRanks, owner, fold) => {
     const t = now();
     if (pending === 0 || cur === null) {
       cur = {
@@ -210,6 +212,7 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
         hosts: 0,
         chunks: 0,
         chunksAsSent: 0,
+        chunksFolded: 0,
       };
       phases.push(cur);
     }
@@ -230,6 +233,19 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
         onRanks(rs, text);
       },
       owner,
+      fold === undefined
+        ? undefined
+        : {
+            level: fold.level,
+            onFolded: (c) => {
+              const t = now();
+              if (p.firstChunk === 0) p.firstChunk = t;
+              p.lastChunk = t;
+              p.chunks++;
+              p.chunksFolded++;
+              fold.onFolded(c);
+            },
+          },
     ).finally(() => {
       pending--;
       p.gathered = now();
@@ -502,6 +518,7 @@ async function measure(sc: Scenario) {
           hosts: p.hosts,
           chunks: p.chunks,
           chunksAsSent: p.chunksAsSent,
+          chunksFolded: p.chunksFolded,
         });
     }
     if (last.id === '') throw new Error(`no complete snapshot: ${JSON.stringify(incomplete)}`);

@@ -3,7 +3,7 @@
 // snapshot, in state agent-missing with the reason, so a partial answer reads as partial.
 import { createHash, randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
-import { constants, gunzip, inflateRawSync } from 'node:zlib';
+import { gunzip } from 'node:zlib';
 import {
   type CoreFileSource,
   err,
@@ -13,8 +13,6 @@ import {
   MqdException,
   mqdError,
   ok,
-  opStateFields,
-  QUEUE_KINDS,
   type RankSnapshot,
   type Result,
   rankNotRead,
@@ -24,9 +22,17 @@ import {
 } from '@mqd/model';
 import type { FastifyBaseLogger } from 'fastify';
 import { AUTO_SNAPSHOTTER } from './auth.js';
-import { type DeflatedPart, deflatePart, type GzipPart, gzipSpliceable, joinGzip } from './gzip-splice.js';
+import {
+  type DeflatedPart,
+  deflatePart,
+  type GzipPart,
+  gzipSpliceable,
+  inflatePart,
+  joinGzip,
+} from './gzip-splice.js';
 import type { AgentHub } from './hub.js';
 import type { SnapshotMetrics } from './metrics.js';
+import { type FoldedRanks, type RankFold, rankFold } from './rank-fold.js';
 import type { MpiInfo, RankTarget } from './seams.js';
 import type { SnapshotRequestKey } from './store.js';
 import type { StorePort } from './store-port.js';
@@ -69,51 +75,6 @@ const GONE = new Set(['MQD_E_NO_SUCH_PID', 'MQD_E_PID_EXITED', 'MQD_E_JOB_ENDED'
  */
 export function summarize(ranks: readonly RankSnapshot[]): SnapshotSummary {
   return summaryOf(ranks.map(rankFold));
-}
-
-/** What the summary needs of one rank: made as its chunk arrives, so the rank can go. */
-export interface RankFold {
-  readonly rank: number;
-  readonly kind: RankSnapshot['state']['kind'];
-  /** The state's error code; null for a rank read. */
-  readonly code: string | null;
-  /** The rank's line of the digest. */
-  readonly line: string;
-  readonly pendingSends: number;
-  readonly pendingReceives: number;
-  readonly unexpected: number;
-}
-
-export function rankFold(r: RankSnapshot): RankFold {
-  const s = r.state;
-  const code = s.kind === 'ok' ? null : s.code;
-  let pendingSends = 0;
-  let pendingReceives = 0;
-  let unexpected = 0;
-  // Parts joined once: a line built with += is a tree of pieces, kept for the whole fan-in (at
-  // 100,000 ranks, ~200 MB more heap to collect than the flat lines).
-  const parts = [`${r.rank}|${s.kind}|${code ?? ''}`];
-  for (const c of r.communicators) {
-    parts.push(`|c${c.id}:${c.size}:${c.localRank}`);
-    for (const q of QUEUE_KINDS) {
-      const ops = c[q];
-      parts.push(`|${q[0]}`);
-      if (ops === null) {
-        parts.push('null');
-        continue;
-      }
-      for (const o of ops) {
-        if (q === 'unexpected') unexpected++;
-        else if (o.status === 'pending') {
-          if (q === 'sends') pendingSends++;
-          else pendingReceives++;
-        }
-        parts.push(`;${opStateFields(o)}`);
-      }
-    }
-  }
-  const line = parts.join('');
-  return { rank: r.rank, kind: s.kind, code, line, pendingSends, pendingReceives, unexpected };
 }
 
 /** The summary of the ranks in slot order, from their folds (summarize's digest, line by line). */
@@ -550,12 +511,44 @@ export class SnapshotService {
         part.catch(() => undefined);
         segments.push({ lo, bytes: text.length, asSent: sentRun !== undefined, part });
       }
-      received += ranks.length;
+      counted(ranks.length);
+    };
+    const counted = (ranks: number) => {
+      received += ranks;
       const now = performance.now();
       if (progress && now - lastProgress > 100) {
         lastProgress = now;
         ui.toJob(job.uid, 'snapshot.progress', { jobId: job.id, received, expected: n });
       }
+    };
+    // A chunk read on another instance, folded and deflated there (rank-fold.ts): when it is a
+    // run of empty slots, it is taken as it is (nothing to parse or deflate here); otherwise its
+    // ranks come back from its bytes and go the way of any chunk.
+    const onFolded = (c: FoldedRanks) => {
+      const idx: number[] = [];
+      for (const f of c.folds) {
+        const i = index.get(f.rank);
+        if (i === undefined) break;
+        idx.push(i);
+      }
+      const lo = idx[0];
+      const run =
+        segmented &&
+        lo !== undefined &&
+        idx.length === c.folds.length &&
+        idx.every((i, k) => i === lo + k && filled[i] === 0);
+      if (!run) {
+        if (c.folds.length > 0) onRanks(JSON.parse(`[${inflatePart(c.part).toString('utf8')}]`));
+        return;
+      }
+      c.folds.forEach((f, k) => {
+        const i = lo + k;
+        folds[i] = f;
+        texts[i] = undefined;
+        filled[i] = 1;
+      });
+      segments.push({ lo, bytes: c.part.length, asSent: true, part: Promise.resolve(c.part) });
+      counted(c.folds.length);
     };
     const failures = new Map<string, MqdError>();
     let mpi: MpiInfo | null = null;
@@ -568,7 +561,8 @@ export class SnapshotService {
           ...(job.uid === 0 ? { ownerUid: 0, allowRoot: true } : { ownerUid: job.uid }),
           ...(light ? { light: true } : {}),
         };
-        const r = await hub.snapshot(host, targets, this.o.snapshotTimeoutMs, onRanks, owner);
+        const fold = compress ? { level: this.o.gzipLevel, onFolded } : undefined;
+        const r = await hub.snapshot(host, targets, this.o.snapshotTimeoutMs, onRanks, owner, fold);
         if (r.ok) {
           mpi ??= r.value.mpi;
           if (r.value.cores) cores.push(...r.value.cores);
@@ -648,7 +642,7 @@ export class SnapshotService {
       // from its deflated bytes, for the slots no later chunk filled again (those have theirs).
       for (const g of segments) {
         if (!g.asSent) continue;
-        const sent = inflateRawSync((await g.part).deflated, { finishFlush: constants.Z_SYNC_FLUSH });
+        const sent = inflatePart(await g.part);
         (JSON.parse(`[${sent.toString('utf8')}]`) as unknown[]).forEach((r, k) => {
           texts[g.lo + k] ??= JSON.stringify(r);
         });

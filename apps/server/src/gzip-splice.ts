@@ -14,7 +14,7 @@
 //
 // A stored gzip that does not end that way (an older snapshot, or one written elsewhere) is not
 // spliceable: spliceGzip returns null and the caller inflates it as before.
-import { constants, crc32, deflateRaw } from 'node:zlib';
+import { constants, crc32, deflateRaw, inflateRawSync } from 'node:zlib';
 
 const GZIP_HEADER = Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]);
 /** The empty stored block of a sync flush, then an empty final fixed-Huffman block. */
@@ -51,6 +51,11 @@ export type GzipPart = { readonly raw: Buffer } | DeflatedPart;
 /** `data` deflated on its own in the thread pool, ending at a sync-flush point. */
 export async function deflatePart(data: Buffer, level: number): Promise<DeflatedPart> {
   return { deflated: await deflateRawAsync(data, level), crc: crc32(data) >>> 0, length: data.length };
+}
+
+/** What a part inflates to (it ends at a sync-flush point, not at a final block). */
+export function inflatePart(part: DeflatedPart): Buffer {
+  return inflateRawSync(part.deflated, { finishFlush: constants.Z_SYNC_FLUSH });
 }
 
 /**

@@ -33,6 +33,7 @@ import {
   WIRE_EVENT,
 } from './agent-protocol.js';
 import { decodeAgentMessage, parseHandshake } from './agent-protocol-decode.js';
+import type { FoldRequest } from './rank-fold.js';
 import type { LocatedJob, MpiInfo, RankTarget, SeenStarter } from './seams.js';
 
 export interface AgentInfo {
@@ -588,6 +589,9 @@ export class AgentHub {
     timeoutMs: number,
     onRanks: OnRanks,
     owner: { readonly ownerUid?: number; readonly allowRoot?: boolean; readonly light?: boolean } = {},
+    // Chunks read here are folded by the caller: only an instance that forwards the read to
+    // another (cluster/cluster-hub.ts) has them folded where they arrive.
+    _fold?: FoldRequest,
   ): Promise<Result<SnapshotResult>> {
     return this.request<SnapshotResult>(
       host,

@@ -2,11 +2,14 @@
 // postgres adapter's NOTIFYs may overtake each other): a snapshot's reply that arrives before the
 // rank chunks it counts waits for them, every rank is passed on once, and the result is the
 // holder's. Two ClusterHubs, each over a fake local hub; no PostgreSQL here (cluster.test.ts has it).
+import { crc32 } from 'node:zlib';
 import { ok, syntheticRingRank } from '@mqd/model';
 import type { Namespace } from 'socket.io';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ClusterHub } from '../src/cluster/cluster-hub.js';
+import { inflatePart } from '../src/gzip-splice.js';
 import type { AgentHub, OnRanks } from '../src/hub.js';
+import { type FoldedRanks, rankFold } from '../src/rank-fold.js';
 
 type Handler = (m: unknown) => void;
 
@@ -42,6 +45,12 @@ const SENT_TEXT = Buffer.from(
     .join(' ,'),
 );
 
+/** Two chunks of two ranks; the second as its agent sent it (the local hub passes the checked text on). */
+function twoChunks(onRanks: OnRanks): void {
+  onRanks(RANKS.slice(0, 2));
+  onRanks(RANKS.slice(2), SENT_TEXT);
+}
+
 /** What a fake local hub was told: its `elsewhere` lookup, and the hosts it dropped. */
 interface FakeLocalSeen {
   elsewhere: ((host: string) => string | null) | null;
@@ -56,6 +65,7 @@ function fakeLocal(
   hosts: string[],
   connectedAt = 1000,
   seen: FakeLocalSeen = { elsewhere: null, dropped: [] },
+  answer: (onRanks: OnRanks) => void = twoChunks,
 ): AgentHub {
   const agents = hosts.map((host) => ({ host, agentId: host, connected: true, connectedAt }));
   return {
@@ -74,9 +84,7 @@ function fakeLocal(
     discovered: () => [],
     close: () => undefined,
     snapshot: async (_h: string, _t: unknown, _ms: number, onRanks: OnRanks) => {
-      onRanks(RANKS.slice(0, 2));
-      // The second chunk as its agent sent it (the local hub passes the checked text on).
-      onRanks(RANKS.slice(2), SENT_TEXT);
+      answer(onRanks);
       return ok({ mpi: { name: 'fake', version: '1' } });
     },
   } as unknown as AgentHub;
@@ -91,10 +99,10 @@ afterEach(() => {
  * Instance a asks for a snapshot of node-b, whose agent is on instance b: both hubs on one bus,
  * their states delivered (a learns that b holds node-b), the call queued.
  */
-function askAcross() {
+function askAcross(fold = false, answer = twoChunks) {
   const b = bus();
   const a = new ClusterHub(fakeLocal([]), b.nsp('a'), { instance: 'a', stateIntervalMs: 60_000 });
-  const holder = new ClusterHub(fakeLocal(['node-b']), b.nsp('b'), {
+  const holder = new ClusterHub(fakeLocal(['node-b'], 1000, undefined, answer), b.nsp('b'), {
     instance: 'b',
     stateIntervalMs: 60_000,
   });
@@ -102,11 +110,19 @@ function askAcross() {
   b.flush();
   const got: number[] = [];
   const texts: (string | undefined)[] = [];
-  const asked = a.snapshot('node-b', [], 5000, (ranks, text) => {
-    got.push(...ranks.map((r) => r.rank));
-    texts.push(text?.toString());
-  });
-  return { b, got, texts, asked };
+  const folded: FoldedRanks[] = [];
+  const asked = a.snapshot(
+    'node-b',
+    [],
+    5000,
+    (ranks, text) => {
+      got.push(...ranks.map((r) => r.rank));
+      texts.push(text?.toString());
+    },
+    {},
+    fold ? { level: 6, onFolded: (c) => folded.push(c) } : undefined,
+  );
+  return { b, got, texts, folded, asked };
 }
 
 describe('a forwarded snapshot across instances', () => {
@@ -133,6 +149,60 @@ describe('a forwarded snapshot across instances', () => {
     expect((await asked).ok).toBe(true);
     expect(got).toEqual([0, 1, 2, 3]);
     // A chunk the holder had as sent crosses as those bytes, and reaches the asker's fan-in so.
+    expect(texts).toEqual([undefined, SENT_TEXT.toString()]);
+  });
+});
+
+describe('a forwarded snapshot to be stored: chunks folded where they arrived', () => {
+  /** Delivers what the holder sends once it has sent its reply (its chunks are deflated first). */
+  async function untilReplied(b: ReturnType<typeof bus>): Promise<string[]> {
+    await vi.waitFor(() => expect(b.queue.map((x) => x.event)).toContain('mqd:reply'), {
+      timeout: 5000,
+      interval: 5,
+    });
+    return b.flush();
+  }
+
+  it('a chunk kept as sent crosses as its folds and deflated bytes; one without its text as ranks', async () => {
+    const { b, got, texts, folded, asked } = askAcross(true);
+    expect(b.flush()).toEqual(['mqd:call']);
+    // The plain chunk at once; the folded one after its deflate, before the reply that counts it.
+    expect(await untilReplied(b)).toEqual(['mqd:ranks', 'mqd:ranks', 'mqd:reply']);
+    expect((await asked).ok).toBe(true);
+    expect(got).toEqual([0, 1]);
+    expect(texts).toEqual([undefined]);
+    expect(folded).toHaveLength(1);
+    const [chunk] = folded;
+    expect(chunk?.folds).toEqual(RANKS.slice(2).map(rankFold));
+    // The bytes are the agent's as sent (whitespace and all), with their CRC and length.
+    expect(chunk && inflatePart(chunk.part).toString()).toBe(SENT_TEXT.toString());
+    expect(chunk?.part).toMatchObject({ length: SENT_TEXT.length, crc: crc32(SENT_TEXT) >>> 0 });
+  });
+
+  it('a folded chunk with ranks passed on already: only the new ranks go on, from its bytes', async () => {
+    // Rank 1 arrives twice (as after a retry on another instance): plainly, then in a kept chunk.
+    const overlap = Buffer.from(
+      RANKS.slice(1)
+        .map((r) => JSON.stringify(r))
+        .join(','),
+    );
+    const { b, got, folded, asked } = askAcross(true, (onRanks) => {
+      onRanks(RANKS.slice(0, 2));
+      onRanks(RANKS.slice(1), overlap);
+    });
+    b.flush();
+    await untilReplied(b);
+    expect((await asked).ok).toBe(true);
+    expect(folded).toEqual([]);
+    expect(got).toEqual([0, 1, 2, 3]);
+  });
+
+  it('a snapshot that is only read (the hang watch) asks for none: its chunks cross as sent', async () => {
+    const { b, texts, folded, asked } = askAcross(false);
+    b.flush();
+    await untilReplied(b);
+    expect((await asked).ok).toBe(true);
+    expect(folded).toEqual([]);
     expect(texts).toEqual([undefined, SENT_TEXT.toString()]);
   });
 });

@@ -9,6 +9,7 @@ import { type PostgresServer, postgresAvailable, startPostgres } from '@mqd/test
 import { io } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAgent, startSyntheticAgents } from '../src/agent.js';
+import { ClusterHub } from '../src/cluster/cluster-hub.js';
 import { createFakeReader } from '../src/fakes.js';
 import {
   ADMIN_TOKEN,
@@ -115,6 +116,11 @@ describe.runIf(postgresAvailable())('two instances on one PostgreSQL', () => {
     );
     expect(viaB.status).toBe(201);
     expect(viaB.body.snapshot).toMatchObject({ ok: 6, ranks: 6 });
+    // The agents' chunks crossed PostgreSQL folded and deflated by A (rank-fold.ts), not as text.
+    const bHub = b.app.mqd.hub;
+    if (!(bHub instanceof ClusterHub)) throw new Error('B has no cluster hub');
+    expect(bHub.chunksIn).toMatchObject({ asSent: 0, ranks: 0 });
+    expect(bHub.chunksIn.folded).toBeGreaterThanOrEqual(2);
 
     // A snapshot taken on A: the browser on B gets its progress and its done event.
     const viaA = await api<{ snapshot: { id: string; ok: number } }>(

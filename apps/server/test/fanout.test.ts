@@ -1,10 +1,20 @@
 import { gunzipSync } from 'node:zlib';
-import { type JobSnapshot, syntheticRingDeadlock, syntheticRingRank, validateSnapshot } from '@mqd/model';
+import {
+  JobId,
+  type JobSnapshot,
+  ok,
+  syntheticRingDeadlock,
+  syntheticRingRank,
+  validateSnapshot,
+} from '@mqd/model';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AgentHandle, startAgent, startSyntheticAgents } from '../src/agent.js';
 import { createFakeLocator, createFakeReader, type FakeJob } from '../src/fakes.js';
-import { snapshotJson } from '../src/fanout.js';
+import { type SnapshotHub, snapshotJson } from '../src/fanout.js';
+import { deflatePart } from '../src/gzip-splice.js';
+import { rankFold } from '../src/rank-fold.js';
 import type { RankReader } from '../src/seams.js';
+import type { JobRecord } from '../src/types.js';
 import { AGENT_TOKEN, json, startServer, type TestServer, waitFor } from './helpers.js';
 
 interface Meta {
@@ -331,5 +341,93 @@ describe('snapshotJson (ranks stringified as they arrive)', () => {
       source: { kind: 'core', cores: [{ rank: 0, path: '/tmp/core.1', pid: 1 }] },
     } as JobSnapshot;
     expect(snapshotJson(cores, texts)).toBe(JSON.stringify(cores));
+  });
+});
+
+describe('chunks folded where they were read (another aggregator instance)', () => {
+  // What a forwarded snapshot's holder sends (cluster-hub.ts): each chunk's folds and its JSON as
+  // sent, deflated. The asker stores them without parsing; the stored snapshot and its summary
+  // must be those of the same chunks arriving as they were sent.
+  const RING = 6;
+  /** A hub whose one host answers in the chunks given (rank numbers), folded or as sent. */
+  const hubOf = (chunks: number[][], folded: boolean): SnapshotHub => ({
+    isConnected: () => true,
+    seenStarters: () => [],
+    snapshot: async (host, _targets, _ms, onRanks, _owner, fold) => {
+      for (const chunk of chunks) {
+        const ranks = chunk.map((r) => syntheticRingRank(r, 30_000 + r, host, RING, 1, 0));
+        // As an agent lays a chunk out (whitespace kept as sent).
+        const text = Buffer.from(ranks.map((r) => JSON.stringify(r)).join(' , '));
+        if (folded && fold !== undefined) {
+          fold.onFolded({ folds: ranks.map(rankFold), part: await deflatePart(text, fold.level) });
+        } else onRanks(ranks, text);
+      }
+      return ok({
+        count: RING,
+        durationMicros: 1000,
+        mpi: { library: 'openmpi', dll: null, lengthUnit: 'bytes' },
+      });
+    },
+  });
+  const JOB: JobRecord = {
+    id: JobId('folded-job'),
+    host: 'h',
+    starterPid: 77,
+    starterStartTime: '1',
+    uid: 0,
+    command: 'mpirun',
+    method: 'mpir',
+    ranks: Array.from({ length: RING }, (_, r) => ({ rank: r, pid: 30_000 + r, host: 'h' })),
+    createdAt: 0,
+    createdBy: 'admin',
+    endedAt: null,
+  };
+  async function storedWith(hub: SnapshotHub): Promise<{ meta: Meta & { digest: string }; text: string }> {
+    const s = await startServer({}, { snapshotHub: hub, clock: () => 1_700_000_000_000 });
+    cleanup.push(() => s.close());
+    await s.app.mqd.store.saveJob(JOB, { who: 'admin', action: 'attach', jobId: JOB.id });
+    const meta = (await snapshot(s, JOB.id)) as Meta & { digest: string };
+    return { meta, text: (await s.app.mqd.snapshots.json(meta.id)) ?? '' };
+  }
+
+  it('stores the same snapshot and summary as the chunks sent as they are, runs or not', async () => {
+    const runs = [
+      [2, 3],
+      [0, 1],
+      [4, 5],
+    ];
+    const sent = await storedWith(hubOf(runs, false));
+    const folded = await storedWith(hubOf(runs, true));
+    // A chunk whose ranks are not a run of slots (5 before 4): the runs are given up, and the
+    // folded chunks' ranks come back from their bytes.
+    const notRuns = await storedWith(
+      hubOf(
+        [
+          [0, 1],
+          [5, 4],
+          [2, 3],
+        ],
+        true,
+      ),
+    );
+    const snap = JSON.parse(sent.text) as JobSnapshot;
+    expect(snap.ranks.map((r) => r.rank)).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(validateSnapshot(snap).ok).toBe(true);
+    // The time the fan-in took is the one field that differs between runs.
+    const timeless = (text: string) => text.replace(/"durationMicros":\d+/, '"durationMicros":0');
+    // Runs: the chunks' bytes as sent (their whitespace too) are stored as they are.
+    expect(sent.text).toContain('} , {');
+    expect(timeless(folded.text)).toBe(timeless(sent.text));
+    // Not runs: the stored text is the snapshot's own JSON, with the same ranks.
+    expect(notRuns.text).toBe(JSON.stringify(JSON.parse(notRuns.text)));
+    expect({ ...JSON.parse(notRuns.text), durationMicros: 0 }).toEqual({ ...snap, durationMicros: 0 });
+    for (const other of [folded, notRuns]) {
+      expect(other.meta).toMatchObject({
+        ranks: 6,
+        ok: 6,
+        pendingSends: sent.meta.pendingSends,
+        digest: sent.meta.digest,
+      });
+    }
   });
 });

@@ -11,7 +11,11 @@
 //          its live agents, their starters and discovered jobs. An instance not heard from for
 //          3 intervals is gone (its hosts are no longer connected anywhere).
 //   call   a request for one host, to the instance holding its agent;
-//   ranks  the rank chunks of a forwarded snapshot as they arrive (live progress crosses too);
+//   ranks  the rank chunks of a forwarded snapshot as they arrive (live progress crosses too).
+//          A snapshot to be stored asks for them folded (rank-fold.ts): the holder folds each
+//          chunk its agent sent and deflates its bytes as sent, and sends those in batches (up
+//          to FOLDED_BATCH_BYTES or FOLDED_BATCH_MS), so a chunk is parsed once in the cluster
+//          and what crosses PostgreSQL is a fraction of its text, in a fraction of the messages;
 //   reply  its one answer (a Result), or a coded error when the holder fails or disappears. A
 //          snapshot's reply says how many rank chunks were sent, not the ranks again: NOTIFYs
 //          sent through different pool connections may overtake each other, so an asker that
@@ -22,7 +26,9 @@ import { randomUUID } from 'node:crypto';
 import { type DiscoveredJob, err, type MqdError, mqdError, type RankSnapshot, type Result } from '@mqd/model';
 import type { Namespace } from 'socket.io';
 import type { CaptureParams, CountersParams, LocateTarget, SnapshotResult } from '../agent-protocol.js';
+import { type DeflatedPart, deflatePart, inflatePart } from '../gzip-splice.js';
 import type { AgentHub, AgentInfo, HubCapture, HubCounters, OnRanks } from '../hub.js';
+import { type FoldedRanks, type FoldRequest, isRankFold, type RankFold, rankFold } from '../rank-fold.js';
 import type { LocatedJob, RankTarget, SeenStarter } from '../seams.js';
 
 /** What an instance uses of the agents: AgentHub's public surface. */
@@ -88,6 +94,24 @@ interface RanksMessage {
    * encoded twice by the holder and decoded by the asker; the asker stores them as they are.
    */
   readonly text?: Uint8Array;
+  /** Instead of either: chunks folded and deflated by the holder (the call asked for `foldLevel`). */
+  readonly folded?: readonly FoldedWire[];
+}
+
+/** A folded chunk on the wire (FoldedRanks, its part's fields flat). */
+interface FoldedWire {
+  readonly folds: readonly RankFold[];
+  readonly deflated: Uint8Array;
+  readonly crc: number;
+  readonly length: number;
+}
+
+/** A snapshot call's params between instances. */
+interface SnapshotCallParams {
+  readonly ranks: RankTarget[];
+  readonly owner: SnapshotOwner;
+  /** Fold the chunks, deflating at this level (FoldRequest.level); absent: send them as they are. */
+  readonly foldLevel?: number;
 }
 
 interface ReplyMessage {
@@ -103,6 +127,8 @@ interface Pending {
   readonly holder: string;
   /** The caller's onRanks behind passOnce: a rank is passed on once over every attempt. */
   readonly onRanks: PassRanks | null;
+  /** Folded chunks' way to the caller, behind passOnce too; null when none were asked for. */
+  readonly onFolded: ((c: FoldedRanks) => void) | null;
   readonly settle: (r: Result<unknown> | typeof HOLDER_LOST) => void;
   /** Rank chunks received so far. */
   chunks: number;
@@ -112,6 +138,11 @@ interface Pending {
 
 /** Ranks passed on from another instance, with their text when it crossed as sent. */
 type PassRanks = (ranks: readonly RankSnapshot[], text?: Buffer) => void;
+
+/** A holder sends its folded chunks when this many deflated bytes wait... */
+const FOLDED_BATCH_BYTES = 256 * 1024;
+/** ...or this long after the first one waits: live progress still moves several times a second. */
+const FOLDED_BATCH_MS = 25;
 
 /** How long a snapshot's reply waits for the chunks it counts that it overtook. */
 const LATE_CHUNKS_MS = 10_000;
@@ -129,6 +160,8 @@ export interface ClusterHubOptions {
 }
 
 export class ClusterHub implements HubPort {
+  /** Rank chunks of forwarded snapshots received here, by how they crossed (tests, the benchmark). */
+  readonly chunksIn = { folded: 0, asSent: 0, ranks: 0 };
   private readonly remote = new Map<string, { state: InstanceState; heardAt: number }>();
   private readonly pending = new Map<string, Pending>();
   private readonly timer: NodeJS.Timeout;
@@ -154,13 +187,30 @@ export class ClusterHub implements HubPort {
       // An instance sending chunks is alive, whether or not its state message is late.
       this.heardFrom(p.holder);
       p.chunks++;
-      const got = ranksOf(m);
-      if (got !== null) p.onRanks?.(got.ranks, got.text);
-      else
-        this.o.log?.warn(
-          { host: p.host, holder: p.holder },
-          'a rank chunk from another instance was unreadable',
-        );
+      if (Array.isArray(m.folded)) {
+        for (const w of m.folded) {
+          const c = foldedOf(w);
+          if (c !== null) {
+            this.chunksIn.folded++;
+            p.onFolded?.(c);
+          } else
+            this.o.log?.warn(
+              { host: p.host, holder: p.holder },
+              'a folded rank chunk from another instance was unreadable',
+            );
+        }
+      } else {
+        const got = ranksOf(m);
+        if (got !== null) {
+          if (got.text === undefined) this.chunksIn.ranks++;
+          else this.chunksIn.asSent++;
+          p.onRanks?.(got.ranks, got.text);
+        } else
+          this.o.log?.warn(
+            { host: p.host, holder: p.holder },
+            'a rank chunk from another instance was unreadable',
+          );
+      }
       if (p.held !== null && p.chunks >= p.held.chunks) p.settle(p.held.result);
     });
     nsp.on(EV_LOGINS, (m: { from?: unknown }) => {
@@ -250,11 +300,18 @@ export class ClusterHub implements HubPort {
     timeoutMs: number,
     onRanks: OnRanks,
     owner: SnapshotOwner = {},
+    fold?: FoldRequest,
   ): Promise<Result<SnapshotResult>> {
-    // A chunk kept as its agent sent it reaches onRanks with those bytes, from a local agent or
-    // across instances (runLocal sends them, ranksOf reads them).
+    // A chunk kept as its agent sent it reaches onRanks with those bytes from a local agent, and
+    // from another instance too unless it came folded (runLocal sends them, ranksOf and
+    // foldedOf read them).
     if (this.local.isConnected(host)) return this.local.snapshot(host, ranks, timeoutMs, onRanks, owner);
-    return this.forward<SnapshotResult>(host, 'snapshot', timeoutMs + 2000, { ranks, owner }, onRanks);
+    const params: SnapshotCallParams = {
+      ranks: [...ranks],
+      owner,
+      ...(fold ? { foldLevel: fold.level } : {}),
+    };
+    return this.forward<SnapshotResult>(host, 'snapshot', timeoutMs + 2000, params, onRanks, fold?.onFolded);
   }
 
   locate(host: string, target: number | LocateTarget, timeoutMs: number): Promise<Result<LocatedJob>> {
@@ -429,11 +486,14 @@ export class ClusterHub implements HubPort {
     timeoutMs: number,
     params: unknown,
     onRanks: OnRanks | null = null,
+    onFolded?: (c: FoldedRanks) => void,
   ): Promise<Result<T>> {
     const slack = this.o.forwardSlackMs ?? 3000;
     const deadline = performance.now() + timeoutMs + slack;
     // Ranks already passed on, over every attempt.
-    const pass = onRanks === null ? null : this.passOnce(new Set<number>(), onRanks);
+    const seen = new Set<number>();
+    const pass = onRanks === null ? null : this.passOnce(seen, onRanks);
+    const passFolded = pass === null || onFolded === undefined ? null : passFoldedOnce(seen, pass, onFolded);
     const lost = (): Result<T> =>
       err(
         mqdError(
@@ -463,7 +523,7 @@ export class ClusterHub implements HubPort {
         continue;
       }
       attempts++;
-      const r = await this.forwardOnce(holder, host, method, remaining, params, pass);
+      const r = await this.forwardOnce(holder, host, method, remaining, params, pass, passFolded);
       if (r !== HOLDER_LOST) return r as Result<T>;
       this.o.log?.warn(
         { host, holder, method },
@@ -498,6 +558,7 @@ export class ClusterHub implements HubPort {
     timeoutMs: number,
     params: unknown,
     onRanks: PassRanks | null,
+    onFolded: ((c: FoldedRanks) => void) | null,
   ): Promise<Result<unknown> | typeof HOLDER_LOST> {
     const id = randomUUID();
     const wait = timeoutMs + (this.o.forwardSlackMs ?? 3000);
@@ -519,7 +580,7 @@ export class ClusterHub implements HubPort {
         clearTimeout(timer);
         resolve(r);
       };
-      this.pending.set(id, { host, holder, onRanks, settle, chunks: 0, held: null });
+      this.pending.set(id, { host, holder, onRanks, onFolded, settle, chunks: 0, held: null });
       const call: CallMessage = { id, from: this.o.instance, to: holder, host, method, timeoutMs, params };
       this.nsp.serverSideEmit(EV_CALL, call);
     });
@@ -543,19 +604,26 @@ export class ClusterHub implements HubPort {
     }
   }
 
-  private runLocal(c: CallMessage, sent: { chunks: number }): Promise<Result<unknown>> {
-    const onRanks: OnRanks = (ranks, text) => {
+  private async runLocal(c: CallMessage, sent: { chunks: number }): Promise<Result<unknown>> {
+    const emit = (m: RanksMessage) => {
       sent.chunks++;
-      this.nsp.serverSideEmit(
-        EV_RANKS,
-        (text === undefined
-          ? { id: c.id, to: c.from, ranks }
-          : { id: c.id, to: c.from, text }) satisfies RanksMessage,
-      );
+      this.nsp.serverSideEmit(EV_RANKS, m);
+    };
+    const level = c.method === 'snapshot' ? (c.params as Partial<SnapshotCallParams>).foldLevel : undefined;
+    const folder = Number.isInteger(level)
+      ? new FoldedOutbox(level as number, (folded) => emit({ id: c.id, to: c.from, folded }))
+      : null;
+    const onRanks: OnRanks = (ranks, text) => {
+      if (text === undefined) emit({ id: c.id, to: c.from, ranks });
+      else if (folder !== null) folder.add(ranks, text);
+      else emit({ id: c.id, to: c.from, text });
     };
     // The local hub adds its own transfer slack to a snapshot: take off what the caller added.
     const timeout = c.method === 'snapshot' ? Math.max(1000, c.timeoutMs - 2000) : c.timeoutMs;
-    return this.runHere(c.method, c.host, c.params, timeout, onRanks);
+    const r = await this.runHere(c.method, c.host, c.params, timeout, onRanks);
+    // Every folded chunk is sent before the reply that counts them.
+    await folder?.drain();
+    return r;
   }
 
   /** A call on this instance's own hub. */
@@ -575,7 +643,7 @@ export class ClusterHub implements HubPort {
     }
     switch (method) {
       case 'snapshot': {
-        const p = params as { ranks: RankTarget[]; owner: SnapshotOwner };
+        const p = params as SnapshotCallParams;
         return this.local.snapshot(host, p.ranks, timeoutMs, onRanks, p.owner);
       }
       case 'locate':
@@ -586,6 +654,95 @@ export class ClusterHub implements HubPort {
         return this.local.capture(host, params as CaptureParams, timeoutMs);
     }
   }
+}
+
+/**
+ * A holder's folded chunks for one forwarded snapshot: each chunk is folded at once (its ranks
+ * can go) and deflated in the thread pool, then sent with the others waiting, in one message.
+ */
+class FoldedOutbox {
+  private batch: FoldedWire[] = [];
+  private bytes = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly deflating = new Set<Promise<void>>();
+  private failure: unknown = null;
+
+  constructor(
+    private readonly level: number,
+    private readonly send: (folded: FoldedWire[]) => void,
+  ) {}
+
+  add(ranks: readonly RankSnapshot[], text: Buffer): void {
+    const folds = ranks.map(rankFold);
+    const p = deflatePart(text, this.level).then(
+      (part) => this.queue(folds, part),
+      (e: unknown) => {
+        this.failure ??= e;
+      },
+    );
+    this.deflating.add(p);
+    void p.finally(() => this.deflating.delete(p));
+  }
+
+  /** Waits for every chunk added to be deflated, and sends what waits. */
+  async drain(): Promise<void> {
+    while (this.deflating.size > 0) await Promise.all(this.deflating);
+    this.flush();
+    if (this.failure !== null) throw this.failure;
+  }
+
+  private queue(folds: readonly RankFold[], part: DeflatedPart): void {
+    this.batch.push({ folds, deflated: part.deflated, crc: part.crc, length: part.length });
+    this.bytes += part.deflated.length;
+    if (this.bytes >= FOLDED_BATCH_BYTES) this.flush();
+    else this.timer ??= setTimeout(() => this.flush(), FOLDED_BATCH_MS);
+  }
+
+  private flush(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    if (this.batch.length === 0) return;
+    const batch = this.batch;
+    this.batch = [];
+    this.bytes = 0;
+    this.send(batch);
+  }
+}
+
+/**
+ * onFolded behind the ranks passed on so far (`seen`, shared with passOnce): a folded chunk
+ * goes on as it is when none of its ranks was passed yet; otherwise its ranks come back from its
+ * bytes and the new ones go the way of unfolded ranks (a retry on another instance after its
+ * holder died).
+ */
+function passFoldedOnce(
+  seen: Set<number>,
+  pass: PassRanks,
+  onFolded: (c: FoldedRanks) => void,
+): (c: FoldedRanks) => void {
+  return (c) => {
+    if (c.folds.some((f) => seen.has(f.rank))) {
+      pass(JSON.parse(`[${inflatePart(c.part).toString('utf8')}]`) as RankSnapshot[]);
+      return;
+    }
+    for (const f of c.folds) seen.add(f.rank);
+    onFolded(c);
+  };
+}
+
+/** A folded chunk from another instance, or null when it is not one. */
+function foldedOf(w: FoldedWire): FoldedRanks | null {
+  if (typeof w !== 'object' || w === null) return null;
+  if (!Array.isArray(w.folds) || !w.folds.every(isRankFold)) return null;
+  if (
+    !(w.deflated instanceof Uint8Array) ||
+    !Number.isSafeInteger(w.length) ||
+    !Number.isSafeInteger(w.crc)
+  ) {
+    return null;
+  }
+  const deflated = Buffer.from(w.deflated.buffer, w.deflated.byteOffset, w.deflated.byteLength);
+  return { folds: w.folds, part: { deflated, crc: w.crc, length: w.length } };
 }
 
 /** A rank chunk from another instance: its ranks, and their text when it crossed as sent. */
