@@ -16,6 +16,8 @@ import { chromium } from 'playwright-core';
 
 const [url, token, jobId, snapId] = process.argv.slice(2);
 const RUNS = Number(process.env.MQD_BENCH_RENDER_RUNS ?? 5);
+/** A page not done by then is recorded as given up (with what it reached), and the runs go on. */
+const GIVE_UP_MS = Number(process.env.MQD_BENCH_RENDER_GIVE_UP_MS ?? 120_000);
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   const m = Math.floor(s.length / 2);
@@ -70,15 +72,36 @@ try {
       const page = await ctx.newPage();
       const errors = [];
       page.on('pageerror', (e) => errors.push(e.message));
+      // What a page that never gets there was doing (stop 41 saw one such page and knew nothing
+      // more): console errors, failed requests and API answers that were not 2xx.
+      page.on('console', (m) => {
+        if (m.type() === 'error') errors.push(`console: ${m.text().slice(0, 300)}`);
+      });
+      page.on('requestfailed', (r) =>
+        errors.push(`request failed: ${r.url()} ${r.failure()?.errorText ?? ''}`),
+      );
+      page.on('response', (r) => {
+        if (r.status() >= 400) errors.push(`HTTP ${r.status()}: ${r.url()}`);
+      });
       const cdp = await ctx.newCDPSession(page);
       await cdp.send('Network.setCacheDisabled', { cacheDisabled: !cached });
       await page.goto(
         `${url}/?view=matrix&job=${encodeURIComponent(jobId)}&snap=${encodeURIComponent(snapId)}`,
       );
-      await page.waitForFunction(() => window.__mqdMarks?.done === true, undefined, {
-        timeout: 300_000,
-        polling: 250,
-      });
+      const gaveUp = await page
+        .waitForFunction(() => window.__mqdMarks?.done === true, undefined, {
+          timeout: GIVE_UP_MS,
+          polling: 250,
+        })
+        .then(
+          () => null,
+          // Not there in time: the run is kept with the marks it reached and what the page shows.
+          async (e) => ({
+            reason: String(e).slice(0, 200),
+            shown: (await page.evaluate(() => document.body?.innerText ?? '').catch(() => '')).slice(0, 600),
+            idle: await page.evaluate(() => document.body?.dataset.mqdIdle ?? null).catch(() => null),
+          }),
+        );
       const m = await page.evaluate(() => ({
         ...window.__mqdMarks,
         jsHeapMb: Math.round((performance.memory?.usedJSHeapSize ?? 0) / 104857.6) / 10,
@@ -93,7 +116,7 @@ try {
             bytes: e.decodedBodySize,
           })),
       }));
-      runs.push({ ...m, errors });
+      runs.push({ ...m, errors, ...(gaveUp === null ? {} : { gaveUp }) });
       await page.close();
     }
     return runs;
@@ -107,7 +130,8 @@ try {
   const runs = await measure(false);
   const warm = await measure(true, 1);
   const returning = await measure(true);
-  const pickOf = (rs, k) => r1(median(rs.map((r) => r[k])));
+  // A run given up has no figure for the marks it did not reach: it counts as never (Infinity).
+  const pickOf = (rs, k) => r1(median(rs.map((r) => r[k] ?? Number.POSITIVE_INFINITY)));
   const pick = (k) => pickOf(runs, k);
   console.log(
     JSON.stringify({
@@ -125,6 +149,7 @@ try {
         warmUpFirstRenderMs: pickOf(warm, 'firstMeaningful'),
         all: returning,
       },
+      gaveUp: [...afterSnapshot, ...runs, ...warm, ...returning].filter((r) => r.gaveUp !== undefined).length,
       firstRenderMs: pick('firstMeaningful'),
       headerMs: pick('header'),
       verdictMs: pick('verdict'),

@@ -24,6 +24,7 @@
 import { type ChildProcess, execFileSync, fork, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import inspector from 'node:inspector/promises';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +35,8 @@ const ITERATIONS = Number(process.env['MQD_BENCH_RUNS'] ?? 3);
 const TARGETS = { snapshotMs: 5000, firstRenderMs: 2000, rssMb: 2048 };
 /** The whole run's deadline (MQD_BENCH_DEADLINE_S, default 1,500 s); it exits with 2 past it. */
 const DEADLINE_MS = Number(process.env['MQD_BENCH_DEADLINE_S'] ?? 1500) * 1000;
+/** MQD_BENCH_PROFILE_SNAPSHOTS=DIR: each instance's CPU profile of each timed snapshot, written there. */
+const PROFILE_SNAPSHOTS = process.env['MQD_BENCH_PROFILE_SNAPSHOTS'] ?? null;
 const TOKEN = 'bench-agent-token-0123456789abcdef';
 const ADMIN = 'bench-admin-token-0123456789abcdef';
 /** Agents per agent process (10 processes for 1,000 agents, 1 for the baseline's 10). */
@@ -276,6 +279,7 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
     for (const e of list.getEntries()) gcMs += e.duration;
   }).observe({ entryTypes: ['gc'] });
   process.on('disconnect', () => process.exit(0));
+  let profiler: inspector.Session | null = null;
   process.on('message', (raw) => {
     const m = raw as { cmd: string; id?: string };
     void (async () => {
@@ -289,6 +293,22 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
         case 'cpu':
           process.send?.({ cpuMs: cpuMs(), gcMs });
           return;
+        // MQD_BENCH_PROFILE_SNAPSHOTS: a CPU profile of this instance around each timed snapshot.
+        case 'profileStart':
+          profiler ??= new inspector.Session();
+          profiler.connect();
+          await profiler.post('Profiler.enable');
+          await profiler.post('Profiler.start');
+          process.send?.({ ok: true });
+          return;
+        case 'profileStop': {
+          if (profiler === null) throw new Error('no profile running');
+          const { profile } = await profiler.post('Profiler.stop');
+          profiler.disconnect();
+          writeFileSync(m.id ?? 'profile.cpuprofile', JSON.stringify(profile));
+          process.send?.({ ok: true });
+          return;
+        }
         case 'resetPeak':
           peakRss = 0;
           peakHeap = 0;
@@ -470,6 +490,8 @@ async function measure(sc: Scenario) {
     for (let attempt = 0; complete < ITERATIONS && attempt < ITERATIONS + 4; attempt++) {
       await allConnected(instances, sc.agents);
       const before = await storedIds(url, jobId);
+      const profileTo = PROFILE_SNAPSHOTS !== null && complete >= 0 ? PROFILE_SNAPSHOTS : null;
+      if (profileTo !== null) for (const i of instances) await ask(i.child, { cmd: 'profileStart' });
       const cpuBefore = await cpuOf(procs, instances);
       const sent = now();
       const r = await request(`${url}/api/jobs/${jobId}/snapshots`, 'POST');
@@ -490,6 +512,12 @@ async function measure(sc: Scenario) {
       );
       const p = all.flatMap((a) => a.phases).find((x) => x.storeEnd > 0);
       const cpuAfter = await cpuOf(procs, instances);
+      if (profileTo !== null) {
+        for (const [k, i] of instances.entries()) {
+          const file = join(profileTo, `${sc.instances.length}i-instance${k}-run${complete + 1}.cpuprofile`);
+          await ask(i.child, { cmd: 'profileStop', id: file });
+        }
+      }
       if (got.ok !== sc.agents * RANKS_PER_AGENT) {
         // A partial snapshot (agents that did not answer in time on a busy machine): kept in
         // the result, not timed as complete.

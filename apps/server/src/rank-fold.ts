@@ -6,6 +6,8 @@
 // deflates its JSON as sent (gzip-splice.ts deflatePart), and the asking instance only joins
 // them. The chunk's JSON is then parsed once in the cluster, where it arrived, and deflated there;
 // what crosses PostgreSQL is the deflated bytes and the folds, not the chunk's text.
+import { promisify } from 'node:util';
+import { deflateRaw, inflateRawSync } from 'node:zlib';
 import { opStateFields, QUEUE_KINDS, type RankSnapshot } from '@mqd/model';
 import type { DeflatedPart } from './gzip-splice.js';
 
@@ -85,4 +87,47 @@ export function isRankFold(x: unknown): x is RankFold {
     Number.isSafeInteger(f.pendingReceives) &&
     Number.isSafeInteger(f.unexpected)
   );
+}
+
+const deflateRawAsync = promisify(deflateRaw);
+
+/** A fold as it crosses between instances: its fields in RankFold's order, no keys. */
+type FoldTuple = [number, string, string | null, string, number, number, number];
+
+/**
+ * Folds for the wire: JSON of tuples, deflated in the thread pool. The digest lines are most of a
+ * fold (~250 bytes a rank) and repeat from rank to rank: deflated, a chunk's folds are a few KB,
+ * not the ~30 KB they take as MessagePack strings (issue 32's scale run).
+ */
+export function encodeFolds(folds: readonly RankFold[], level: number): Promise<Buffer> {
+  const tuples: FoldTuple[] = folds.map((f) => [
+    f.rank,
+    f.kind,
+    f.code,
+    f.line,
+    f.pendingSends,
+    f.pendingReceives,
+    f.unexpected,
+  ]);
+  return deflateRawAsync(Buffer.from(JSON.stringify(tuples)), { level });
+}
+
+/** The folds encodeFolds made, or null when `bytes` are not such folds. */
+export function decodeFolds(bytes: Uint8Array): RankFold[] | null {
+  let tuples: unknown;
+  try {
+    tuples = JSON.parse(inflateRawSync(bytes).toString('utf8'));
+  } catch {
+    return null;
+  }
+  if (!Array.isArray(tuples)) return null;
+  const folds: RankFold[] = [];
+  for (const t of tuples) {
+    if (!Array.isArray(t) || t.length !== 7) return null;
+    const [rank, kind, code, line, pendingSends, pendingReceives, unexpected] = t as unknown[];
+    const f = { rank, kind, code, line, pendingSends, pendingReceives, unexpected };
+    if (!isRankFold(f)) return null;
+    folds.push(f);
+  }
+  return folds;
 }

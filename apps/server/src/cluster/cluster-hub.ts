@@ -13,7 +13,7 @@
 //   call   a request for one host, to the instance holding its agent;
 //   ranks  the rank chunks of a forwarded snapshot as they arrive (live progress crosses too).
 //          A snapshot to be stored asks for them folded (rank-fold.ts): the holder folds each
-//          chunk its agent sent and deflates its bytes as sent, and sends those in batches (up
+//          chunk its agent sent and deflates its bytes as sent and its folds, and sends those in batches (up
 //          to FOLDED_BATCH_BYTES or FOLDED_BATCH_MS), so a chunk is parsed once in the cluster
 //          and what crosses PostgreSQL is a fraction of its text, in a fraction of the messages;
 //   reply  its one answer (a Result), or a coded error when the holder fails or disappears. A
@@ -28,7 +28,7 @@ import type { Namespace } from 'socket.io';
 import type { CaptureParams, CountersParams, LocateTarget, SnapshotResult } from '../agent-protocol.js';
 import { type DeflatedPart, deflatePart, inflatePart } from '../gzip-splice.js';
 import type { AgentHub, AgentInfo, HubCapture, HubCounters, OnRanks } from '../hub.js';
-import { type FoldedRanks, type FoldRequest, isRankFold, type RankFold, rankFold } from '../rank-fold.js';
+import { decodeFolds, encodeFolds, type FoldedRanks, type FoldRequest, rankFold } from '../rank-fold.js';
 import type { LocatedJob, RankTarget, SeenStarter } from '../seams.js';
 
 /** What an instance uses of the agents: AgentHub's public surface. */
@@ -100,7 +100,8 @@ interface RanksMessage {
 
 /** A folded chunk on the wire (FoldedRanks, its part's fields flat). */
 interface FoldedWire {
-  readonly folds: readonly RankFold[];
+  /** The chunk's folds, encoded (rank-fold.ts encodeFolds). */
+  readonly folds: Uint8Array;
   readonly deflated: Uint8Array;
   readonly crc: number;
   readonly length: number;
@@ -673,9 +674,9 @@ class FoldedOutbox {
   ) {}
 
   add(ranks: readonly RankSnapshot[], text: Buffer): void {
-    const folds = ranks.map(rankFold);
-    const p = deflatePart(text, this.level).then(
-      (part) => this.queue(folds, part),
+    const folds = encodeFolds(ranks.map(rankFold), this.level);
+    const p = Promise.all([folds, deflatePart(text, this.level)]).then(
+      ([f, part]) => this.queue(f, part),
       (e: unknown) => {
         this.failure ??= e;
       },
@@ -691,9 +692,9 @@ class FoldedOutbox {
     if (this.failure !== null) throw this.failure;
   }
 
-  private queue(folds: readonly RankFold[], part: DeflatedPart): void {
+  private queue(folds: Buffer, part: DeflatedPart): void {
     this.batch.push({ folds, deflated: part.deflated, crc: part.crc, length: part.length });
-    this.bytes += part.deflated.length;
+    this.bytes += folds.length + part.deflated.length;
     if (this.bytes >= FOLDED_BATCH_BYTES) this.flush();
     else this.timer ??= setTimeout(() => this.flush(), FOLDED_BATCH_MS);
   }
@@ -733,16 +734,12 @@ function passFoldedOnce(
 /** A folded chunk from another instance, or null when it is not one. */
 function foldedOf(w: FoldedWire): FoldedRanks | null {
   if (typeof w !== 'object' || w === null) return null;
-  if (!Array.isArray(w.folds) || !w.folds.every(isRankFold)) return null;
-  if (
-    !(w.deflated instanceof Uint8Array) ||
-    !Number.isSafeInteger(w.length) ||
-    !Number.isSafeInteger(w.crc)
-  ) {
-    return null;
-  }
+  if (!(w.folds instanceof Uint8Array) || !(w.deflated instanceof Uint8Array)) return null;
+  if (!Number.isSafeInteger(w.length) || !Number.isSafeInteger(w.crc)) return null;
+  const folds = decodeFolds(w.folds);
+  if (folds === null) return null;
   const deflated = Buffer.from(w.deflated.buffer, w.deflated.byteOffset, w.deflated.byteLength);
-  return { folds: w.folds, part: { deflated, crc: w.crc, length: w.length } };
+  return { folds, part: { deflated, crc: w.crc, length: w.length } };
 }
 
 /** A rank chunk from another instance: its ranks, and their text when it crossed as sent. */
