@@ -241,18 +241,18 @@ mpich42_found() {
 
 # The stamp's second line: the configure arguments a build was made with, one line.
 stamp_line() { printf 'configure %s\n' "$*"; }
-# CPU time each build took on this kind of machine (stop 25's /proc sampling; MPICH 4.2.1:
-# /usr/bin/time around its build on a loaded machine, 2026-11-27, so an upper bound; README cost
-# table): an estimate to print, wall time is about this over the cores it gets.
+# CPU time each build takes on this kind of machine, built alone (stop 42, /usr/bin/time, idle
+# 2-core machine: Open MPI 4.1.4 659 CPU-s, MPICH 4.2.1 483; the others stop 25's /proc
+# sampling): an estimate to print; every build logs its own when it is done (cpu_seconds).
 build_cpu_minutes() {
   case "$1" in
-    openmpi-4.1.4) echo 7 ;; mpich-4.0.2) echo 5 ;; mpich-4.0.2-ch4) echo 8 ;;
-    openmpi-5.0.7) echo 10 ;; mpich-4.2.1) echo 28 ;; *) echo '?' ;;
+    openmpi-4.1.4) echo 11 ;; mpich-4.0.2) echo 6 ;; mpich-4.0.2-ch4) echo 8 ;;
+    openmpi-5.0.7) echo 10 ;; mpich-4.2.1) echo 8 ;; *) echo '?' ;;
   esac
 }
 
-# build NAME VERSION TARBALL CONFIGURE_ARGS...   (runs in the background, up to four at once,
-# each with make -j$BUILD_JOBS)
+# build NAME VERSION TARBALL CONFIGURE_ARGS...   (runs in the background, in one of the lanes
+# below, with make -j$BUILD_JOBS)
 build_mpi() {
   local name=$1 ver=$2 tarball=$3; shift 3
   local prefix="$MQD_MPI_CACHE/$name-$ver" stamp="$MQD_MPI_CACHE/$name-$ver/.mqd-built"
@@ -270,12 +270,19 @@ build_mpi() {
     if [ -n "${PRE_CONFIGURE:-}" ]; then "$PRE_CONFIGURE" >build.log 2>&1 || exit 1; fi
     ./configure --prefix="$prefix" "$@" >>build.log 2>&1 \
       && make -j"$BUILD_JOBS" >>build.log 2>&1 \
-      && make install >>build.log 2>&1
+      && make install >>build.log 2>&1 \
+      && times >cpu-times
   ) || { kill "$ticker" 2>/dev/null; echo "MQD_E_PROVISION: $name build failed; see the end of $work/build.log" >&2; tail -n 30 "$work/build.log" >&2; exit 1; }
   kill "$ticker" 2>/dev/null || true
   { date -u +%FT%TZ; stamp_line "$@"; } >"$stamp"
+  log "$name $ver: built in $(( $(date +%s) - b0 )) s, $(cpu_seconds "$work/cpu-times") CPU-s"
   rm -rf "$work"
-  log "$name $ver: built in $(( $(date +%s) - b0 )) s"
+}
+
+# The CPU seconds (user + system) of a build's commands, from the `times` its subshell wrote:
+# the second line is its children's, "XmY.YYYs XmY.YYYs".
+cpu_seconds() {
+  sed -n 2p "$1" 2>/dev/null | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); t += a[1] * 60 + a[2] } printf "%d", t }'
 }
 
 # MPICH 4.2.1's datatype engine yaksa generates pack/unpack code for every pair of nested
@@ -428,49 +435,71 @@ all_builds="openmpi-$OMPI_VERSION, mpich-$MPICH_VERSION, openmpi-$OMPI5_VERSION,
 if [ $todo = 0 ]; then
   log "MPI builds: present in $MQD_MPI_CACHE ($all_builds); nothing to build"
 else
-# Sources are fetched one after the other (apt's lock), the builds then run side by side.
-# make -j per build: twice the fair share of the cores, so that a build's serial phases
-# (configure, libtool links, Fortran modules) and the longest build's tail keep both cores
-# busy; on 2 cores: 2 builds -> -j2 each, 4 builds -> -j1 each.
-BUILD_JOBS=$(( (2 * JOBS + todo - 1) / todo ))
+# Sources are fetched first, one after the other (apt's lock). The builds then run in lanes: at
+# most $LANES at once (MQD_BUILD_LANES, default the core count), each with make -j twice its
+# share of the cores, the biggest first (longest processing time first). Stop 41's cold run
+# started all six builds at once at make -j1 (1,904 s of provisioning); one build alone takes
+# less CPU than its share of that (README, "What each build costs"), so at most two run at a
+# time now, each with the cores of its lane.
+LANES=${MQD_BUILD_LANES:-$JOBS}
+[ "$LANES" -le "$todo" ] || LANES=$todo
+[ "$LANES" -ge 1 ] || LANES=1
+BUILD_JOBS=$(( (2 * JOBS + LANES - 1) / LANES ))
 [ "$BUILD_JOBS" -ge 1 ] || BUILD_JOBS=1
-# MPICH 4.2.1 is the longest build by far (~1,200-1,700 CPU-s against 335-590 for each other
-# one): at -j1 it runs its last ~600 CPU-s alone on one core while the other idles (issue 30;
-# README, "What each build costs"). It gets -j$JOBS at least, so its tail takes every core.
-LONG_JOBS=$BUILD_JOBS
-[ "$LONG_JOBS" -ge "$JOBS" ] || LONG_JOBS=$JOBS
 # An explicit MPICH 4.2.1 tarball is checked before anything else happens.
 mpich42_tar=
 if [ $need_mpich42 = 1 ]; then mpich42_tar=$(mpich42_explicit) || exit 1; fi
 ensure_deb_src
 [ $((need_ompi5 + need_mpich42)) = 0 ] || ensure_trixie_src
 apt_update
-if [ $need_ompi = 1 ]; then
-  ompi_tar=$(fetch_orig openmpi "$OMPI_VERSION")
-  build_mpi openmpi "$OMPI_VERSION" "$ompi_tar" "${OMPI_ARGS[@]}" &
-  pids+=($!)
-fi
-if [ $need_mpich = 1 ]; then
-  mpich_tar=$(fetch_orig mpich "$MPICH_VERSION")
-  build_mpi mpich "$MPICH_VERSION" "$mpich_tar" "${MPICH_ARGS[@]}" &
-  pids+=($!)
-fi
-if [ $need_mpichch4 = 1 ]; then
-  mpich_tar=$(fetch_orig mpich "$MPICH_VERSION")
-  build_mpi mpich "$MPICH_CH4_VERSION" "$mpich_tar" "${MPICH_CH4_ARGS[@]}" &
-  pids+=($!)
-fi
+# The queue, biggest build first: NAME|VERSION|TARBALL|ARGS ARRAY|PRE_CONFIGURE.
+queue=()
 if [ $need_ompi5 = 1 ]; then
   ompi5_tar=$(fetch_orig openmpi "$OMPI5_VERSION" "$OMPI5_DEBVER")
   [ -n "$ompi5_tar" ] || { echo "MQD_E_PROVISION: no openmpi_$OMPI5_VERSION.orig.tar.* after apt-get source openmpi=$OMPI5_DEBVER; is deb-src for trixie reachable?" >&2; exit 1; }
-  build_mpi openmpi "$OMPI5_VERSION" "$ompi5_tar" "${OMPI5_ARGS[@]}" &
-  pids+=($!)
+  queue+=("openmpi|$OMPI5_VERSION|$ompi5_tar|OMPI5_ARGS|")
+fi
+if [ $need_ompi = 1 ]; then
+  ompi_tar=$(fetch_orig openmpi "$OMPI_VERSION")
+  queue+=("openmpi|$OMPI_VERSION|$ompi_tar|OMPI_ARGS|")
 fi
 if [ $need_mpich42 = 1 ]; then
   [ -n "$mpich42_tar" ] || mpich42_tar=$(mpich42_found) || exit 1
-  PRE_CONFIGURE=yaksa_shallow BUILD_JOBS=$LONG_JOBS build_mpi mpich "$MPICH42_VERSION" "$mpich42_tar" "${MPICH42_ARGS[@]}" &
-  pids+=($!)
+  queue+=("mpich|$MPICH42_VERSION|$mpich42_tar|MPICH42_ARGS|yaksa_shallow")
 fi
+if [ $need_mpichch4 = 1 ]; then
+  mpich_tar=$(fetch_orig mpich "$MPICH_VERSION")
+  queue+=("mpich|$MPICH_CH4_VERSION|$mpich_tar|MPICH_CH4_ARGS|")
+fi
+if [ $need_mpich = 1 ]; then
+  mpich_tar=$(fetch_orig mpich "$MPICH_VERSION")
+  queue+=("mpich|$MPICH_VERSION|$mpich_tar|MPICH_ARGS|")
+fi
+log "MPI builds: ${#queue[@]} in $LANES lanes, make -j$BUILD_JOBS each, biggest first"
+# run_lanes: the queue's builds, $LANES at a time. A failed build starts no more of them; the
+# ones running finish (a build killed halfway would leave its directory for the next run to
+# remove anyway). Sets lanes_rc.
+run_lanes() {
+  local running=() spec name ver tarball argsname pre fin st keep x
+  lanes_rc=0
+  for spec in "${queue[@]}"; do
+    while [ ${#running[@]} -ge "$LANES" ]; do
+      st=0; wait -n -p fin "${running[@]}" || st=$?
+      [ $st = 0 ] || lanes_rc=1
+      keep=(); for x in "${running[@]}"; do [ "$x" = "$fin" ] || keep+=("$x"); done
+      running=("${keep[@]}")
+    done
+    [ $lanes_rc = 0 ] || break
+    IFS='|' read -r name ver tarball argsname pre <<<"$spec"
+    local -n args_ref=$argsname
+    PRE_CONFIGURE=$pre build_mpi "$name" "$ver" "$tarball" "${args_ref[@]}" &
+    running+=($!)
+    unset -n args_ref
+  done
+  for x in "${running[@]}"; do wait "$x" || lanes_rc=1; done
+}
+run_lanes
+[ $lanes_rc = 0 ] || { wait; exit 1; }
 fi
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done

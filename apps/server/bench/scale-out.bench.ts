@@ -23,7 +23,7 @@
 // deadline; it exits by itself.
 import { type ChildProcess, execFileSync, fork, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import inspector from 'node:inspector/promises';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -482,7 +482,13 @@ async function measure(sc: Scenario) {
     for (const i of instances) await ask(i.child, { cmd: 'phases' }); // drop the attach's
     const runs: number[] = [];
     const breakdowns: Record<string, number>[] = [];
-    const cpu: { agentProcesses: number; instances: number; instancesGc: number }[] = [];
+    const cpu: {
+      agentProcesses: number;
+      instances: number;
+      instancesGc: number;
+      machine: number;
+      machineIdle: number;
+    }[] = [];
     let last = { id: '', ranks: 0, ok: 0, bytes: 0, storedBytes: 0 };
     const incomplete: unknown[] = [];
     let gatewayTimeouts = 0;
@@ -532,6 +538,8 @@ async function measure(sc: Scenario) {
         agentProcesses: cpuAfter.agents - cpuBefore.agents,
         instances: cpuAfter.instances - cpuBefore.instances,
         instancesGc: cpuAfter.instancesGc - cpuBefore.instancesGc,
+        machine: cpuAfter.machine - cpuBefore.machine,
+        machineIdle: cpuAfter.machineIdle - cpuBefore.machineIdle,
       });
       if (p)
         breakdowns.push({
@@ -599,6 +607,10 @@ async function measure(sc: Scenario) {
         agentProcesses: round(median(cpu.map((c) => c.agentProcesses))),
         instances: round(median(cpu.map((c) => c.instances))),
         instancesGcPauses: round(median(cpu.map((c) => c.instancesGc))),
+        // PostgreSQL, haproxy and whatever else ran (machineBusy less agents and instances).
+        otherProcesses: round(median(cpu.map((c) => c.machine - c.agentProcesses - c.instances))),
+        machineBusy: round(median(cpu.map((c) => c.machine))),
+        machineIdle: round(median(cpu.map((c) => c.machineIdle))),
       },
       mergeToGzipSplitMs: Object.fromEntries(Object.entries(split).map(([k, v]) => [k, round(v)])),
       readMs: round(readMs),
@@ -622,12 +634,36 @@ async function measure(sc: Scenario) {
 async function cpuOf(
   procs: readonly ChildProcess[],
   instances: readonly Instance[],
-): Promise<{ agents: number; instances: number; instancesGc: number }> {
+): Promise<{ agents: number; instances: number; instancesGc: number; machine: number; machineIdle: number }> {
   const [a, i] = await Promise.all([
     Promise.all(procs.map((p) => ask<{ cpuMs: number }>(p, 'cpu').then((m) => m.cpuMs))),
     Promise.all(instances.map((x) => ask<{ cpuMs: number; gcMs: number }>(x.child, { cmd: 'cpu' }))),
   ]);
-  return { agents: sum(a), instances: sum(i.map((m) => m.cpuMs)), instancesGc: sum(i.map((m) => m.gcMs)) };
+  const m = machineCpu();
+  return {
+    agents: sum(a),
+    instances: sum(i.map((x) => x.cpuMs)),
+    instancesGc: sum(i.map((x) => x.gcMs)),
+    machine: m.busy,
+    machineIdle: m.idle,
+  };
+}
+
+/**
+ * The whole machine's CPU time so far, busy and idle, in ms over all cores (/proc/stat's cpu
+ * line, USER_HZ ticks): busy less the agents' and instances' own is what PostgreSQL, haproxy and
+ * the rest of the machine took.
+ */
+function machineCpu(): { busy: number; idle: number } {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '';
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = line
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map(Number);
+  const tick = 1000 / 100;
+  const busy = (user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0);
+  return { busy: busy * tick, idle: ((idle ?? 0) + (iowait ?? 0)) * tick };
 }
 
 async function storedIds(url: string, jobId: string): Promise<Set<string>> {
