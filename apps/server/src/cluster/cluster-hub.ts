@@ -13,9 +13,10 @@
 //   call   a request for one host, to the instance holding its agent;
 //   ranks  the rank chunks of a forwarded snapshot as they arrive (live progress crosses too).
 //          A snapshot to be stored asks for them folded (rank-fold.ts): the holder folds each
-//          chunk its agent sent and deflates its bytes as sent and its folds, and sends those in batches (up
-//          to FOLDED_BATCH_BYTES or FOLDED_BATCH_MS), so a chunk is parsed once in the cluster
-//          and what crosses PostgreSQL is a fraction of its text, in a fraction of the messages;
+//          chunk its agent sent, deflates the chunk's bytes as sent and its folds, and sends
+//          them in batches (up to FOLDED_BATCH_BYTES or FOLDED_BATCH_MS). A chunk is parsed
+//          once in the cluster, and a seventh of its bytes cross PostgreSQL, in fewer messages.
+//          An instance that does not ask (a read, or an older version) gets the chunks' text;
 //   reply  its one answer (a Result), or a coded error when the holder fails or disappears. A
 //          snapshot's reply says how many rank chunks were sent, not the ranks again: NOTIFYs
 //          sent through different pool connections may overtake each other, so an asker that
@@ -140,7 +141,7 @@ interface Pending {
 /** Ranks passed on from another instance, with their text when it crossed as sent. */
 type PassRanks = (ranks: readonly RankSnapshot[], text?: Buffer) => void;
 
-/** A holder sends its folded chunks when this many deflated bytes wait... */
+/** A holder sends its folded chunks when this many of their bytes wait (text and folds, deflated)... */
 const FOLDED_BATCH_BYTES = 256 * 1024;
 /** ...or this long after the first one waits: live progress still moves several times a second. */
 const FOLDED_BATCH_MS = 25;
