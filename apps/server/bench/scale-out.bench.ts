@@ -223,15 +223,19 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
     p.fanoutIssued = t;
     p.hosts++;
     pending++;
+    /** A chunk reached the fan-in: its time and count. */
+    const arrived = () => {
+      const c = now();
+      if (p.firstChunk === 0) p.firstChunk = c;
+      p.lastChunk = c;
+      p.chunks++;
+    };
     return origSnapshot(
       host,
       ranks,
       timeoutMs,
       (rs, text) => {
-        const c = now();
-        if (p.firstChunk === 0) p.firstChunk = c;
-        p.lastChunk = c;
-        p.chunks++;
+        arrived();
         if (text !== undefined) p.chunksAsSent++;
         onRanks(rs, text);
       },
@@ -241,10 +245,7 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
         : {
             level: fold.level,
             onFolded: (c) => {
-              const t = now();
-              if (p.firstChunk === 0) p.firstChunk = t;
-              p.lastChunk = t;
-              p.chunks++;
+              arrived();
               p.chunksFolded++;
               fold.onFolded(c);
             },

@@ -22,17 +22,10 @@ import {
 } from '@mqd/model';
 import type { FastifyBaseLogger } from 'fastify';
 import { AUTO_SNAPSHOTTER } from './auth.js';
-import {
-  type DeflatedPart,
-  deflatePart,
-  type GzipPart,
-  gzipSpliceable,
-  inflatePart,
-  joinGzip,
-} from './gzip-splice.js';
+import { type DeflatedPart, deflatePart, type GzipPart, gzipSpliceable, joinGzip } from './gzip-splice.js';
 import type { AgentHub } from './hub.js';
 import type { SnapshotMetrics } from './metrics.js';
-import { type FoldedRanks, type RankFold, rankFold } from './rank-fold.js';
+import { type FoldedRanks, type RankFold, rankFold, ranksOfPart } from './rank-fold.js';
 import type { MpiInfo, RankTarget } from './seams.js';
 import type { SnapshotRequestKey } from './store.js';
 import type { StorePort } from './store-port.js';
@@ -538,7 +531,7 @@ export class SnapshotService {
         idx.length === c.folds.length &&
         idx.every((i, k) => i === lo + k && filled[i] === 0);
       if (!run) {
-        if (c.folds.length > 0) onRanks(JSON.parse(`[${inflatePart(c.part).toString('utf8')}]`));
+        if (c.folds.length > 0) onRanks(ranksOfPart(c.part));
         return;
       }
       c.folds.forEach((f, k) => {
@@ -642,8 +635,7 @@ export class SnapshotService {
       // from its deflated bytes, for the slots no later chunk filled again (those have theirs).
       for (const g of segments) {
         if (!g.asSent) continue;
-        const sent = inflatePart(await g.part);
-        (JSON.parse(`[${sent.toString('utf8')}]`) as unknown[]).forEach((r, k) => {
+        ranksOfPart(await g.part).forEach((r, k) => {
           texts[g.lo + k] ??= JSON.stringify(r);
         });
       }

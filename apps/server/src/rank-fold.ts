@@ -9,7 +9,7 @@
 import { promisify } from 'node:util';
 import { deflateRaw, inflateRawSync } from 'node:zlib';
 import { opStateFields, QUEUE_KINDS, type RankSnapshot } from '@mqd/model';
-import type { DeflatedPart } from './gzip-splice.js';
+import { type DeflatedPart, inflatePart } from './gzip-splice.js';
 
 /** What the summary needs of one rank: made as its chunk arrives, so the rank can go. */
 export interface RankFold {
@@ -56,6 +56,19 @@ export function rankFold(r: RankSnapshot): RankFold {
   return { rank: r.rank, kind: s.kind, code, line, pendingSends, pendingReceives, unexpected };
 }
 
+/**
+ * The ranks of a chunk's JSON as its agent sent it (the ranks' texts joined by commas, no
+ * brackets). Parsed as they are: the instance that had them as sent checked them.
+ */
+export function ranksOfText(text: Buffer): RankSnapshot[] {
+  return JSON.parse(`[${text.toString('utf8')}]`) as RankSnapshot[];
+}
+
+/** The ranks of a chunk deflated as sent (a FoldedRanks part, or a run the fan-in kept). */
+export function ranksOfPart(part: DeflatedPart): RankSnapshot[] {
+  return ranksOfText(inflatePart(part));
+}
+
 /** A chunk of ranks folded and deflated where it arrived: its ranks' folds and their JSON's deflate. */
 export interface FoldedRanks {
   /** One per rank of the chunk, in the chunk's order. */
@@ -75,7 +88,7 @@ export interface FoldRequest {
 }
 
 /** Whether `x` is a fold as rankFold makes it (a chunk from another instance is checked). */
-export function isRankFold(x: unknown): x is RankFold {
+function isRankFold(x: unknown): x is RankFold {
   if (typeof x !== 'object' || x === null) return false;
   const f = x as Record<string, unknown>;
   return (

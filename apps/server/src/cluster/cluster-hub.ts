@@ -27,9 +27,17 @@ import { randomUUID } from 'node:crypto';
 import { type DiscoveredJob, err, type MqdError, mqdError, type RankSnapshot, type Result } from '@mqd/model';
 import type { Namespace } from 'socket.io';
 import type { CaptureParams, CountersParams, LocateTarget, SnapshotResult } from '../agent-protocol.js';
-import { type DeflatedPart, deflatePart, inflatePart } from '../gzip-splice.js';
+import { type DeflatedPart, deflatePart } from '../gzip-splice.js';
 import type { AgentHub, AgentInfo, HubCapture, HubCounters, OnRanks } from '../hub.js';
-import { decodeFolds, encodeFolds, type FoldedRanks, type FoldRequest, rankFold } from '../rank-fold.js';
+import {
+  decodeFolds,
+  encodeFolds,
+  type FoldedRanks,
+  type FoldRequest,
+  rankFold,
+  ranksOfPart,
+  ranksOfText,
+} from '../rank-fold.js';
 import type { LocatedJob, RankTarget, SeenStarter } from '../seams.js';
 
 /** What an instance uses of the agents: AgentHub's public surface. */
@@ -724,7 +732,7 @@ function passFoldedOnce(
 ): (c: FoldedRanks) => void {
   return (c) => {
     if (c.folds.some((f) => seen.has(f.rank))) {
-      pass(JSON.parse(`[${inflatePart(c.part).toString('utf8')}]`) as RankSnapshot[]);
+      pass(ranksOfPart(c.part));
       return;
     }
     for (const f of c.folds) seen.add(f.rank);
@@ -748,7 +756,7 @@ function ranksOf(m: RanksMessage): { ranks: RankSnapshot[]; text?: Buffer } | nu
   if (m.text instanceof Uint8Array) {
     const text = Buffer.from(m.text.buffer, m.text.byteOffset, m.text.byteLength);
     try {
-      return { ranks: JSON.parse(`[${text.toString('utf8')}]`) as RankSnapshot[], text };
+      return { ranks: ranksOfText(text), text };
     } catch {
       return null;
     }
