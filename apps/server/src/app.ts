@@ -92,7 +92,10 @@ export interface AppOptions {
   /** Cluster leases' renewal and lifetime, ms (default 5000 and 15000). */
   readonly leaseMs?: { readonly renew: number; readonly ttl: number };
   /** Snapshot overviews: made on this thread below `inlineBelowRanks` (default 2,000), the worker's heap limit. */
-  readonly overviews?: Pick<OverviewServiceOptions, 'inlineBelowRanks' | 'maxHeapMb' | 'eager' | 'busy'>;
+  readonly overviews?: Pick<
+    OverviewServiceOptions,
+    'inlineBelowRanks' | 'maxHeapMb' | 'eager' | 'busy' | 'aheadQuietMs' | 'aheadRetryMs'
+  >;
 }
 
 /**
@@ -299,11 +302,15 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   }
   const registry = new MetricsRegistry();
   const overviews = new OverviewService({
+    // Overviews made ahead wait while a snapshot is gathered here, or read here for another
+    // instance to store: both would share this machine's cores with the fan-in.
+    busy: () => snapshots.gathering || cluster?.servingSnapshot === true,
     ...opts.overviews,
     store,
     gzipLevel: config.gzipLevel,
     log: app.log,
   });
+  cluster?.onServingSnapshot(() => overviews.yieldToSnapshot());
   app.addHook('onClose', async () => overviews.close());
   const snapshots = new SnapshotService({
     store,

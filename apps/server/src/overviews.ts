@@ -34,8 +34,15 @@ export interface OverviewServiceOptions {
   readonly inlineBelowRanks?: number;
   /** Whether a large snapshot's overview is made ahead of requests when it is stored (default true). */
   readonly eager?: boolean;
-  /** Whether a snapshot is being gathered here now: overviews made ahead wait until none is. */
+  /**
+   * Whether a snapshot is being gathered here now (or read here for another instance to store):
+   * overviews made ahead wait until none has been for `aheadQuietMs`. The server gives its own.
+   */
   readonly busy?: () => boolean;
+  /** How long nothing is gathered before one is made ahead (default 2,000 ms; tests shorten it). */
+  readonly aheadQuietMs?: number;
+  /** How often a waiting one looks again (default 500 ms). */
+  readonly aheadRetryMs?: number;
   readonly log?: { warn(o: object, msg: string): void; info(o: object, msg: string): void };
 }
 
@@ -94,6 +101,7 @@ export class OverviewService {
   private readonly demanded = new Set<string>();
   /** The worker is being stopped because a snapshot started (yieldToSnapshot). */
   private yielding = false;
+  private looks = 0;
   /** When a snapshot was last seen being gathered here (performance.now()). */
   private lastBusy = Number.NEGATIVE_INFINITY;
 
@@ -148,12 +156,13 @@ export class OverviewService {
   private startAhead(): void {
     if (this.closed || this.aheadTimer !== null) return;
     const now = performance.now();
+    this.looks++;
     if (this.o.busy?.() === true) this.lastBusy = now;
-    if (now - this.lastBusy < AHEAD_QUIET_MS || this.current !== null) {
+    if (now - this.lastBusy < (this.o.aheadQuietMs ?? AHEAD_QUIET_MS) || this.current !== null) {
       this.aheadTimer = setTimeout(() => {
         this.aheadTimer = null;
         this.startAhead();
-      }, AHEAD_RETRY_MS);
+      }, this.o.aheadRetryMs ?? AHEAD_RETRY_MS);
       this.aheadTimer.unref();
       return;
     }
@@ -281,6 +290,11 @@ export class OverviewService {
   }
 
   /** For tests: how many overviews wait to be made ahead of requests. */
+  /** For tests: how many times the overviews made ahead looked whether they may start. */
+  get aheadLooks(): number {
+    return this.looks;
+  }
+
   get waitingAhead(): number {
     return this.ahead.size;
   }

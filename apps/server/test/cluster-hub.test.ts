@@ -122,7 +122,7 @@ function askAcross(fold = false, answer = twoChunks) {
     {},
     fold ? { level: 6, onFolded: (c) => folded.push(c) } : undefined,
   );
-  return { b, got, texts, folded, asked };
+  return { b, got, texts, folded, asked, holder };
 }
 
 describe('a forwarded snapshot across instances', () => {
@@ -195,6 +195,26 @@ describe('a forwarded snapshot to be stored: chunks folded where they arrived', 
     expect((await asked).ok).toBe(true);
     expect(folded).toEqual([]);
     expect(got).toEqual([0, 1, 2, 3]);
+  });
+
+  it('the holder is serving a snapshot to be stored while it reads it, and says when it starts; not for a read', async () => {
+    // What the holder's overviews made ahead yield to (app.ts): a fan-in read here for another
+    // instance shares this machine's cores as one gathered here does.
+    for (const fold of [true, false]) {
+      let during: boolean | null = null;
+      let started = 0;
+      const x = askAcross(fold, (onRanks) => {
+        during = x.holder.servingSnapshot;
+        twoChunks(onRanks);
+      });
+      x.holder.onServingSnapshot(() => started++);
+      expect(x.holder.servingSnapshot).toBe(false);
+      x.b.flush();
+      await untilReplied(x.b);
+      expect((await x.asked).ok).toBe(true);
+      expect({ fold, during, started }).toEqual({ fold, during: fold, started: fold ? 1 : 0 });
+      expect(x.holder.servingSnapshot).toBe(false);
+    }
   });
 
   it('a snapshot that is only read (the hang watch) asks for none: its chunks cross as sent', async () => {

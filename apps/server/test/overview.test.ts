@@ -14,7 +14,9 @@ import {
   type SnapshotOverview,
 } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { startSyntheticAgents } from '../src/agent.js';
+import { startAgent, startSyntheticAgents } from '../src/agent.js';
+import { createFakeLocator, createFakeReader } from '../src/fakes.js';
+import type { RankReader } from '../src/seams.js';
 import { AGENT_TOKEN, bodyJson, cleanupAfterEach, serverFor, type TestServer, waitFor } from './helpers.js';
 
 const cleanup = cleanupAfterEach();
@@ -209,6 +211,72 @@ describe('snapshot overviews', () => {
     gathering = false;
     const made = await storedOverview(s, id);
     expect(made, 'made again once nothing is gathered').not.toBeNull();
+  });
+
+  it("the server's own: none made ahead while a snapshot is being gathered here, however long it takes", async () => {
+    // No `busy` given: the server's. The agent's reads wait at a gate the test opens; the first
+    // snapshot's overview waits 300 ms of quiet, and the second snapshot starts within them and
+    // takes longer (issue 32's bench: an overview made during a 5 s fan-in cost it ~1 CPU-s).
+    const s = await serverFor(
+      cleanup,
+      {},
+      { overviews: { inlineBelowRanks: 0, aheadQuietMs: 300, aheadRetryMs: 20 } },
+    );
+    let gate: Promise<void> = Promise.resolve();
+    const base = createFakeReader({ worldSize: 3 });
+    const reader: RankReader = {
+      ...base,
+      read: async (ranks, ro) => {
+        await gate;
+        return base.read(ranks, ro);
+      },
+    };
+    const job = {
+      starterPid: 701,
+      uid: 1000,
+      command: 'mpirun -np 3 ./ring',
+      hosts: ['gate-0'],
+      ranksPerHost: 3,
+    };
+    const agent = startAgent({
+      serverUrl: s.url,
+      token: AGENT_TOKEN,
+      host: 'gate-0',
+      reader,
+      locator: createFakeLocator(job),
+    });
+    cleanup.push(() => agent.dispose());
+    await agent.whenConnected();
+    const att = await s.app.inject({
+      method: 'POST',
+      url: '/api/jobs/attach',
+      headers: s.admin,
+      payload: { host: 'gate-0', starterPid: 701 },
+    });
+    expect(att.statusCode, att.body).toBe(201);
+    const jobId = (bodyJson(att) as { job: { id: string } }).job.id;
+    const take = () =>
+      s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
+    const first = (bodyJson(await take()) as { snapshot: { id: string } }).snapshot.id;
+    const o = s.app.mqd.overviews;
+    let open = () => {};
+    gate = new Promise((r) => {
+      open = r;
+    });
+    const second = take();
+    await waitFor(() => s.app.mqd.snapshots.gathering, 'the second snapshot to be gathered');
+    // Looked again for well over the quiet time while the second is gathered: nothing started.
+    const seen = o.aheadLooks;
+    await waitFor(() => o.aheadLooks >= seen + 40, 'the overview made ahead to look again 40 times');
+    expect(s.app.mqd.snapshots.gathering).toBe(true);
+    expect(o.running, 'no worker while a snapshot is gathered').toBe(false);
+    expect(o.waitingAhead).toBe(1);
+    expect(await s.app.mqd.store.snapshotOverview(first)).toBeNull();
+    open();
+    const taken = await second;
+    expect(taken.statusCode, taken.body).toBe(201);
+    const newest = (bodyJson(taken) as { snapshot: { id: string } }).snapshot.id;
+    expect(await storedOverview(s, newest), 'the newest one made once nothing is gathered').not.toBeNull();
   });
 
   it('a worker that dies costs that overview only: a coded error, the snapshot and the server stay', async () => {

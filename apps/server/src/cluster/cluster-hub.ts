@@ -177,6 +177,9 @@ export class ClusterHub implements HubPort {
   private readonly timer: NodeJS.Timeout;
   private closed = false;
   private loginsChanged: (() => void) | null = null;
+  private servingStarted: (() => void) | null = null;
+  /** Forwarded snapshot calls to be stored elsewhere being served here now. */
+  private serving = 0;
   private soon: NodeJS.Timeout | null = null;
   /** When this instance's state timer last ran: a late one means its own event loop stalled. */
   private lastTick = performance.now();
@@ -270,6 +273,20 @@ export class ClusterHub implements HubPort {
   /** What to do when another instance announces changed logins. */
   onLoginsChanged(fn: () => void): void {
     this.loginsChanged = fn;
+  }
+
+  /**
+   * Told when this instance starts reading its agents for a snapshot another instance will store
+   * (a forwarded call that asks for folded chunks): background work here yields to it as it does
+   * to a snapshot gathered here (overviews.ts).
+   */
+  onServingSnapshot(fn: () => void): void {
+    this.servingStarted = fn;
+  }
+
+  /** Whether this instance is reading its agents for a snapshot another instance will store. */
+  get servingSnapshot(): boolean {
+    return this.serving > 0;
   }
 
   /**
@@ -623,6 +640,10 @@ export class ClusterHub implements HubPort {
     const folder = Number.isInteger(level)
       ? new FoldedOutbox(level as number, (folded) => emit({ id: c.id, to: c.from, folded }))
       : null;
+    if (folder !== null) {
+      this.serving++;
+      this.servingStarted?.();
+    }
     const onRanks: OnRanks = (ranks, text) => {
       if (text === undefined) emit({ id: c.id, to: c.from, ranks });
       else if (folder !== null) folder.add(ranks, text);
@@ -630,10 +651,14 @@ export class ClusterHub implements HubPort {
     };
     // The local hub adds its own transfer slack to a snapshot: take off what the caller added.
     const timeout = c.method === 'snapshot' ? Math.max(1000, c.timeoutMs - 2000) : c.timeoutMs;
-    const r = await this.runHere(c.method, c.host, c.params, timeout, onRanks);
-    // Every folded chunk is sent before the reply that counts them.
-    await folder?.drain();
-    return r;
+    try {
+      const r = await this.runHere(c.method, c.host, c.params, timeout, onRanks);
+      // Every folded chunk is sent before the reply that counts them.
+      await folder?.drain();
+      return r;
+    } finally {
+      if (folder !== null) this.serving--;
+    }
   }
 
   /** A call on this instance's own hub. */
