@@ -154,20 +154,26 @@ describe('a forwarded snapshot across instances', () => {
 });
 
 describe('a forwarded snapshot to be stored: chunks folded where they arrived', () => {
+  /** Whether a queued message is a reply, or a batch of folded chunks holding one. */
+  const replies = (x: { event: string; m: unknown }) =>
+    x.event === 'mqd:reply' ||
+    (x.event === 'mqd:folded' && (x.m as { items: object[] }).items.some((i) => 'reply' in i));
+
   /** Delivers what the holder sends once it has sent its reply (its chunks are deflated first). */
   async function untilReplied(b: ReturnType<typeof bus>): Promise<string[]> {
-    await vi.waitFor(() => expect(b.queue.map((x) => x.event)).toContain('mqd:reply'), {
-      timeout: 5000,
-      interval: 5,
-    });
+    await vi.waitFor(() => expect(b.queue.some(replies)).toBe(true), { timeout: 5000, interval: 5 });
     return b.flush();
   }
 
   it('a chunk kept as sent crosses as its folds and deflated bytes; one without its text as ranks', async () => {
     const { b, got, texts, folded, asked } = askAcross(true);
     expect(b.flush()).toEqual(['mqd:call']);
-    // The plain chunk at once; the folded one after its deflate, before the reply that counts it.
-    expect(await untilReplied(b)).toEqual(['mqd:ranks', 'mqd:ranks', 'mqd:reply']);
+    // The plain chunk at once; the folded one after its deflate, then the reply that counts both,
+    // in one batch.
+    await vi.waitFor(() => expect(b.queue.some(replies)).toBe(true), { timeout: 5000, interval: 5 });
+    const batch = b.queue.find((x) => x.event === 'mqd:folded')?.m as { items: object[] };
+    expect(batch.items.map((i) => Object.keys(i).sort().join())).toEqual(['chunk,id', 'reply']);
+    expect(b.flush()).toEqual(['mqd:ranks', 'mqd:folded']);
     expect((await asked).ok).toBe(true);
     expect(got).toEqual([0, 1]);
     expect(texts).toEqual([undefined]);
@@ -177,6 +183,64 @@ describe('a forwarded snapshot to be stored: chunks folded where they arrived', 
     // The bytes are the agent's as sent (whitespace and all), with their CRC and length.
     expect(chunk && inflatePart(chunk.part).toString()).toBe(SENT_TEXT.toString());
     expect(chunk?.part).toMatchObject({ length: SENT_TEXT.length, crc: crc32(SENT_TEXT) >>> 0 });
+  });
+
+  it('the calls of one fan-out share batches: two hosts’ folded chunks and replies cross in one message', async () => {
+    // A fan-out asks for each host on its own: one message per call put 500 hosts' chunks in 500
+    // messages through the adapter's pool (issue 32's scale run, seconds of queueing).
+    const b = bus();
+    const a = new ClusterHub(fakeLocal([]), b.nsp('a'), { instance: 'a', stateIntervalMs: 60_000 });
+    const texts = ['node-b', 'node-c'].map((h) =>
+      Buffer.from(RANKS.map((r) => JSON.stringify({ ...r, host: h })).join(',')),
+    );
+    const holder = new ClusterHub(
+      fakeLocal(['node-b', 'node-c'], 1000, undefined, (onRanks) => {
+        const text = texts.shift() as Buffer;
+        onRanks(JSON.parse(`[${text.toString()}]`), text);
+      }),
+      b.nsp('b'),
+      { instance: 'b', stateIntervalMs: 60_000 },
+    );
+    hubs.push(a, holder);
+    b.flush();
+    const folded: FoldedRanks[] = [];
+    const fold = { level: 6, onFolded: (c: FoldedRanks) => folded.push(c) };
+    const asked = ['node-b', 'node-c'].map((h) => a.snapshot(h, [], 5000, () => {}, {}, fold));
+    expect(b.flush()).toEqual(['mqd:call', 'mqd:call']);
+    await vi.waitFor(
+      () => expect(b.queue.flatMap((x) => (x.m as { items?: object[] }).items ?? []).length).toBe(4),
+      { timeout: 5000, interval: 5 },
+    );
+    expect(b.flush()).toEqual(['mqd:folded']);
+    for (const r of await Promise.all(asked)) expect(r.ok).toBe(true);
+    expect(folded.map((c) => inflatePart(c.part).toString().includes('node-c')).sort()).toEqual([
+      false,
+      true,
+    ]);
+    expect(a.chunksIn.folded).toBe(2);
+  });
+
+  it('a reply in a batch that overtakes the batch with its chunk waits for it', async () => {
+    const { b, folded, asked } = askAcross(true);
+    b.flush();
+    await vi.waitFor(() => expect(b.queue.some(replies)).toBe(true), { timeout: 5000, interval: 5 });
+    // Split the batch in two (its chunk, then the reply) and deliver the reply's first.
+    const sent = b.queue.splice(0);
+    const batch = sent.find((x) => x.event === 'mqd:folded')?.m as { to: string; items: object[] };
+    const { to, items } = batch;
+    b.queue.push(...sent.filter((x) => x.event !== 'mqd:folded'));
+    b.queue.push({ from: 'b', event: 'mqd:folded', m: { to, items: items.filter((i) => 'reply' in i) } });
+    b.flush();
+    let settled = false;
+    void asked.then(() => {
+      settled = true;
+    });
+    await new Promise((r) => setImmediate(r));
+    expect(settled, 'the reply waits for the chunk it counts').toBe(false);
+    b.queue.push({ from: 'b', event: 'mqd:folded', m: { to, items: items.filter((i) => !('reply' in i)) } });
+    b.flush();
+    expect((await asked).ok).toBe(true);
+    expect(folded).toHaveLength(1);
   });
 
   it('a folded chunk with ranks passed on already: only the new ranks go on, from its bytes', async () => {

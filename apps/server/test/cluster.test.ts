@@ -149,6 +149,41 @@ describe.runIf(postgresAvailable())('two instances on one PostgreSQL', () => {
     expect(opened.body).toContain(viaA.body.snapshot.id);
   });
 
+  it('the adapter’s payload table is unlogged and uncompressed, an older logged one changed at start', async () => {
+    // Folded chunks of a 100,000-rank snapshot cross this table (megabytes a snapshot, kept for
+    // seconds): no write-ahead log for them, no compression of deflated bytes (setup.ts).
+    const db = `cluster_${process.pid}_${++dbs}`;
+    const { Client } = (await import('pg')).default;
+    const admin = new Client({ connectionString: pg.url });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${db}`);
+    await admin.end();
+    const c = new Client({ connectionString: pg.urlOf(db) });
+    await c.connect();
+    cleanup.push(() => c.end());
+    // As an older version made it: logged, compressed payloads.
+    await c.query(
+      'CREATE TABLE socket_io_attachments (id BIGSERIAL UNIQUE, created_at TIMESTAMPTZ DEFAULT NOW(), payload BYTEA)',
+    );
+    const table = async () =>
+      (
+        await c.query<{ persistence: string; storage: string }>(
+          `SELECT c.relpersistence AS persistence, a.attstorage AS storage FROM pg_class c
+             JOIN pg_attribute a ON a.attrelid = c.oid
+            WHERE c.oid = 'socket_io_attachments'::regclass AND a.attname = 'payload'`,
+        )
+      ).rows[0];
+    expect(await table()).toEqual({ persistence: 'p', storage: 'x' });
+    const opts = { clusterTiming: { stateIntervalMs: 200, heartbeatMs: 500 } };
+    const a = await startServer({ storeUrl: pg.urlOf(db) }, opts);
+    cleanup.push(() => a.close());
+    expect(await table()).toEqual({ persistence: 'u', storage: 'e' });
+    // A second instance on it changes nothing and starts.
+    const b = await startServer({ storeUrl: pg.urlOf(db) }, opts);
+    cleanup.push(() => b.close());
+    expect(await table()).toEqual({ persistence: 'u', storage: 'e' });
+  });
+
   it('a logout on A drops the session’s /ui socket on B at once, not at B’s periodic recheck', async () => {
     const { a, b } = await twoInstances();
     const login = await b.app.inject({ method: 'POST', url: '/api/login', payload: { token: ADMIN_TOKEN } });

@@ -12,11 +12,15 @@
 //          3 intervals is gone (its hosts are no longer connected anywhere).
 //   call   a request for one host, to the instance holding its agent;
 //   ranks  the rank chunks of a forwarded snapshot as they arrive (live progress crosses too).
-//          A snapshot to be stored asks for them folded (rank-fold.ts): the holder folds each
-//          chunk its agent sent, deflates the chunk's bytes as sent and its folds, and sends
-//          them in batches (up to FOLDED_BATCH_BYTES or FOLDED_BATCH_MS). A chunk is parsed
-//          once in the cluster, and a seventh of its bytes cross PostgreSQL, in fewer messages.
-//          An instance that does not ask (a read, or an older version) gets the chunks' text;
+//          An instance that does not ask for them folded (a read) gets the chunks' text;
+//   folded a snapshot to be stored asks for its chunks folded (rank-fold.ts): the holder folds
+//          each chunk its agent sent, deflates the chunk's bytes as sent and its folds, and
+//          sends them with the replies of those calls, every call of one asker in one batch
+//          (up to FOLDED_BATCH_BYTES or FOLDED_BATCH_MS): a fan-out asks for each host on its
+//          own, so batches per call held one chunk each, and 500 hosts' messages queued in the
+//          adapter's pool for seconds (issue 32's scale run). A chunk is parsed once in the
+//          cluster, and a seventh of its bytes cross PostgreSQL. Instances of one cluster run
+//          the same MQD version: this wire changes between versions;
 //   reply  its one answer (a Result), or a coded error when the holder fails or disappears. A
 //          snapshot's reply says how many rank chunks were sent, not the ranks again: NOTIFYs
 //          sent through different pool connections may overtake each other, so an asker that
@@ -27,7 +31,7 @@ import { randomUUID } from 'node:crypto';
 import { type DiscoveredJob, err, type MqdError, mqdError, type RankSnapshot, type Result } from '@mqd/model';
 import type { Namespace } from 'socket.io';
 import type { CaptureParams, CountersParams, LocateTarget, SnapshotResult } from '../agent-protocol.js';
-import { type DeflatedPart, deflatePart } from '../gzip-splice.js';
+import { deflatePart } from '../gzip-splice.js';
 import type { AgentHub, AgentInfo, HubCapture, HubCounters, OnRanks } from '../hub.js';
 import {
   decodeFolds,
@@ -68,6 +72,7 @@ const EV_STATE = 'mqd:state';
 const EV_CALL = 'mqd:call';
 const EV_RANKS = 'mqd:ranks';
 const EV_REPLY = 'mqd:reply';
+const EV_FOLDED = 'mqd:folded';
 /** Agents coming and going within this many ms go out in one state message. */
 const PUBLISH_COALESCE_MS = 100;
 /** Logins changed on one instance (logout, revocation, a user's rights): every /ui socket is rechecked. */
@@ -103,8 +108,19 @@ interface RanksMessage {
    * encoded twice by the holder and decoded by the asker; the asker stores them as they are.
    */
   readonly text?: Uint8Array;
-  /** Instead of either: chunks folded and deflated by the holder (the call asked for `foldLevel`). */
-  readonly folded?: readonly FoldedWire[];
+}
+
+/**
+ * Folded chunks and replies of the calls one asker made to this holder with `foldLevel`, in the
+ * order the holder queued them (a call's chunks before its reply); a folded chunk counts as one of
+ * the chunks its call's reply counts.
+ */
+interface FoldedBatchMessage {
+  readonly to: string;
+  readonly items: readonly (
+    | { readonly chunk: FoldedWire; readonly id: string }
+    | { readonly reply: ReplyMessage }
+  )[];
 }
 
 /** A folded chunk on the wire (FoldedRanks, its part's fields flat). */
@@ -174,6 +190,7 @@ export class ClusterHub implements HubPort {
   readonly chunksIn = { folded: 0, asSent: 0, ranks: 0 };
   private readonly remote = new Map<string, { state: InstanceState; heardAt: number }>();
   private readonly pending = new Map<string, Pending>();
+  private readonly outboxes = new Map<string, FoldedOutbox>();
   private readonly timer: NodeJS.Timeout;
   private closed = false;
   private loginsChanged: (() => void) | null = null;
@@ -195,54 +212,46 @@ export class ClusterHub implements HubPort {
     nsp.on(EV_CALL, (c: CallMessage) => void this.onCall(c));
     nsp.on(EV_RANKS, (m: RanksMessage) => {
       if (m.to !== this.o.instance) return;
-      const p = this.pending.get(m.id);
+      const p = this.pendingFrom(m.id);
       if (p === undefined) return;
-      // An instance sending chunks is alive, whether or not its state message is late.
-      this.heardFrom(p.holder);
-      p.chunks++;
-      if (Array.isArray(m.folded)) {
-        for (const w of m.folded) {
-          const c = foldedOf(w);
-          if (c !== null) {
-            this.chunksIn.folded++;
-            p.onFolded?.(c);
-          } else
-            this.o.log?.warn(
-              { host: p.host, holder: p.holder },
-              'a folded rank chunk from another instance was unreadable',
-            );
+      const got = ranksOf(m);
+      if (got !== null) {
+        if (got.text === undefined) this.chunksIn.ranks++;
+        else this.chunksIn.asSent++;
+        p.onRanks?.(got.ranks, got.text);
+      } else
+        this.o.log?.warn(
+          { host: p.host, holder: p.holder },
+          'a rank chunk from another instance was unreadable',
+        );
+      this.counted(p);
+    });
+    nsp.on(EV_FOLDED, (m: FoldedBatchMessage) => {
+      if (m?.to !== this.o.instance || !Array.isArray(m.items)) return;
+      for (const item of m.items) {
+        if ('reply' in item) {
+          this.onReply(item.reply);
+          continue;
         }
-      } else {
-        const got = ranksOf(m);
-        if (got !== null) {
-          if (got.text === undefined) this.chunksIn.ranks++;
-          else this.chunksIn.asSent++;
-          p.onRanks?.(got.ranks, got.text);
+        const p = this.pendingFrom(item.id);
+        if (p === undefined) continue;
+        const c = foldedOf(item.chunk);
+        if (c !== null) {
+          this.chunksIn.folded++;
+          p.onFolded?.(c);
         } else
           this.o.log?.warn(
             { host: p.host, holder: p.holder },
-            'a rank chunk from another instance was unreadable',
+            'a folded rank chunk from another instance was unreadable',
           );
+        this.counted(p);
       }
-      if (p.held !== null && p.chunks >= p.held.chunks) p.settle(p.held.result);
     });
     nsp.on(EV_LOGINS, (m: { from?: unknown }) => {
       if (m?.from !== this.o.instance) this.loginsChanged?.();
     });
     nsp.on(EV_REPLY, (m: ReplyMessage) => {
-      if (m.to !== this.o.instance) return;
-      const p = this.pending.get(m.id);
-      if (p === undefined) return;
-      this.heardFrom(p.holder);
-      const expected = typeof m.chunks === 'number' ? m.chunks : 0;
-      if (p.chunks >= expected) {
-        p.settle(m.result);
-        return;
-      }
-      // Chunks this reply counts are still on their way: settle when they are in, or after
-      // LATE_CHUNKS_MS with what came (the ranks still missing are then unanswered).
-      p.held = { result: m.result, chunks: expected };
-      setTimeout(() => p.settle(m.result), LATE_CHUNKS_MS).unref();
+      if (m.to === this.o.instance) this.onReply(m);
     });
     this.timer = setInterval(() => {
       this.publishState();
@@ -393,6 +402,7 @@ export class ClusterHub implements HubPort {
   close(): void {
     this.closed = true;
     clearInterval(this.timer);
+    for (const o of this.outboxes.values()) o.close();
     if (this.soon !== null) clearTimeout(this.soon);
     for (const p of this.pending.values()) {
       p.settle(err(mqdError('MQD_E_AGENT_MISSING', `this aggregator instance is shutting down`)));
@@ -401,6 +411,45 @@ export class ClusterHub implements HubPort {
   }
 
   // --- between instances
+
+  /** The pending call `id`, its holder heard from (an instance sending chunks is alive). */
+  private pendingFrom(id: string): Pending | undefined {
+    const p = this.pending.get(id);
+    if (p !== undefined) this.heardFrom(p.holder);
+    return p;
+  }
+
+  /** One more of a call's chunks arrived: a reply that waited for it settles once all are in. */
+  private counted(p: Pending): void {
+    p.chunks++;
+    if (p.held !== null && p.chunks >= p.held.chunks) p.settle(p.held.result);
+  }
+
+  private onReply(m: ReplyMessage): void {
+    const p = this.pendingFrom(m?.id);
+    if (p === undefined) return;
+    const expected = typeof m.chunks === 'number' ? m.chunks : 0;
+    if (p.chunks >= expected) {
+      p.settle(m.result);
+      return;
+    }
+    // Chunks this reply counts are still on their way: settle when they are in, or after
+    // LATE_CHUNKS_MS with what came (the ranks still missing are then unanswered).
+    p.held = { result: m.result, chunks: expected };
+    setTimeout(() => p.settle(m.result), LATE_CHUNKS_MS).unref();
+  }
+
+  /** The batch of folded chunks and replies to instance `to` (one per asker). */
+  private outboxTo(to: string): FoldedOutbox {
+    let o = this.outboxes.get(to);
+    if (o === undefined) {
+      o = new FoldedOutbox((items) => {
+        if (!this.closed) this.nsp.serverSideEmit(EV_FOLDED, { to, items } satisfies FoldedBatchMessage);
+      });
+      this.outboxes.set(to, o);
+    }
+    return o;
+  }
 
   private remoteStates(): InstanceState[] {
     this.expire();
@@ -616,48 +665,55 @@ export class ClusterHub implements HubPort {
   private async onCall(c: CallMessage): Promise<void> {
     if (c.to !== this.o.instance || typeof c.id !== 'string' || typeof c.from !== 'string') return;
     const sent = { chunks: 0 };
-    const reply = (result: Result<unknown>) =>
-      this.nsp.serverSideEmit(EV_REPLY, {
+    const level = c.method === 'snapshot' ? (c.params as Partial<SnapshotCallParams>).foldLevel : undefined;
+    // A snapshot to be stored: its chunks folded, sent with its reply in its asker's batch.
+    const folded = Number.isInteger(level) ? { level: level as number, outbox: this.outboxTo(c.from) } : null;
+    const reply = (result: Result<unknown>) => {
+      const m: ReplyMessage = {
         id: c.id,
         to: c.from,
         result,
         ...(c.method === 'snapshot' ? { chunks: sent.chunks } : {}),
-      } satisfies ReplyMessage);
+      };
+      if (folded !== null) folded.outbox.reply(m);
+      else this.nsp.serverSideEmit(EV_REPLY, m);
+    };
     try {
-      reply(await this.runLocal(c, sent));
+      reply(await this.runLocal(c, sent, folded));
     } catch (e) {
       this.o.log?.warn({ method: c.method, host: c.host }, `forwarded ${c.method} failed: ${String(e)}`);
       reply(err(mqdError('MQD_E_INTERNAL', `the instance holding ${c.host}'s agent failed: ${String(e)}`)));
     }
   }
 
-  private async runLocal(c: CallMessage, sent: { chunks: number }): Promise<Result<unknown>> {
+  private async runLocal(
+    c: CallMessage,
+    sent: { chunks: number },
+    folded: { readonly level: number; readonly outbox: FoldedOutbox } | null,
+  ): Promise<Result<unknown>> {
     const emit = (m: RanksMessage) => {
       sent.chunks++;
       this.nsp.serverSideEmit(EV_RANKS, m);
     };
-    const level = c.method === 'snapshot' ? (c.params as Partial<SnapshotCallParams>).foldLevel : undefined;
-    const folder = Number.isInteger(level)
-      ? new FoldedOutbox(level as number, (folded) => emit({ id: c.id, to: c.from, folded }))
-      : null;
-    if (folder !== null) {
+    const call = folded === null ? null : folded.outbox.call(c.id, folded.level, sent);
+    if (call !== null) {
       this.serving++;
       this.servingStarted?.();
     }
     const onRanks: OnRanks = (ranks, text) => {
       if (text === undefined) emit({ id: c.id, to: c.from, ranks });
-      else if (folder !== null) folder.add(ranks, text);
+      else if (call !== null) call.add(ranks, text);
       else emit({ id: c.id, to: c.from, text });
     };
     // The local hub adds its own transfer slack to a snapshot: take off what the caller added.
     const timeout = c.method === 'snapshot' ? Math.max(1000, c.timeoutMs - 2000) : c.timeoutMs;
     try {
       const r = await this.runHere(c.method, c.host, c.params, timeout, onRanks);
-      // Every folded chunk is sent before the reply that counts them.
-      await folder?.drain();
+      // Every folded chunk is queued before the reply that counts them.
+      await call?.done();
       return r;
     } finally {
-      if (folder !== null) this.serving--;
+      if (call !== null) this.serving--;
     }
   }
 
@@ -692,43 +748,66 @@ export class ClusterHub implements HubPort {
 }
 
 /**
- * A holder's folded chunks for one forwarded snapshot: each chunk is folded at once (its ranks
- * can go) and deflated in the thread pool, then sent with the others waiting, in one message.
+ * What a holder sends one asker for its snapshots to be stored: each chunk is folded at once (its
+ * ranks can go) and deflated in the thread pool, then queued; a call's reply is queued once its
+ * chunks are. What waits is sent in one message when FOLDED_BATCH_BYTES wait or FOLDED_BATCH_MS
+ * after the first: the calls of one fan-out (one per host) share the batches.
  */
 class FoldedOutbox {
-  private batch: FoldedWire[] = [];
+  private items: FoldedBatchMessage['items'][number][] = [];
   private bytes = 0;
   private timer: NodeJS.Timeout | null = null;
-  private readonly deflating = new Set<Promise<void>>();
-  private failure: unknown = null;
 
-  constructor(
-    private readonly level: number,
-    private readonly send: (folded: FoldedWire[]) => void,
-  ) {}
+  constructor(private readonly send: (items: FoldedBatchMessage['items']) => void) {}
 
-  add(ranks: readonly RankSnapshot[], text: Buffer): void {
-    const folds = encodeFolds(ranks.map(rankFold), this.level);
-    const p = Promise.all([folds, deflatePart(text, this.level)]).then(
-      ([f, part]) => this.queue(f, part),
-      (e: unknown) => {
-        this.failure ??= e;
+  /** Call `id`'s chunks: `sent.chunks` counts those queued. */
+  call(
+    id: string,
+    level: number,
+    sent: { chunks: number },
+  ): { add(ranks: readonly RankSnapshot[], text: Buffer): void; done(): Promise<void> } {
+    const deflating = new Set<Promise<void>>();
+    let failure: unknown = null;
+    return {
+      add: (ranks, text) => {
+        const folds = encodeFolds(ranks.map(rankFold), level);
+        const p = Promise.all([folds, deflatePart(text, level)]).then(
+          ([f, part]) => {
+            sent.chunks++;
+            this.queue(
+              { id, chunk: { folds: f, deflated: part.deflated, crc: part.crc, length: part.length } },
+              f.length + part.deflated.length,
+            );
+          },
+          (e: unknown) => {
+            failure ??= e;
+          },
+        );
+        deflating.add(p);
+        void p.finally(() => deflating.delete(p));
       },
-    );
-    this.deflating.add(p);
-    void p.finally(() => this.deflating.delete(p));
+      /** Waits for every chunk added to be queued; throws when one could not be. */
+      done: async () => {
+        while (deflating.size > 0) await Promise.all(deflating);
+        if (failure !== null) throw failure;
+      },
+    };
   }
 
-  /** Waits for every chunk added to be deflated, and sends what waits. */
-  async drain(): Promise<void> {
-    while (this.deflating.size > 0) await Promise.all(this.deflating);
-    this.flush();
-    if (this.failure !== null) throw this.failure;
+  /** A call's reply, after its chunks (call().done() was awaited, or the call failed). */
+  reply(m: ReplyMessage): void {
+    this.queue({ reply: m }, 256);
   }
 
-  private queue(folds: Buffer, part: DeflatedPart): void {
-    this.batch.push({ folds, deflated: part.deflated, crc: part.crc, length: part.length });
-    this.bytes += folds.length + part.deflated.length;
+  close(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    this.items = [];
+  }
+
+  private queue(item: FoldedBatchMessage['items'][number], bytes: number): void {
+    this.items.push(item);
+    this.bytes += bytes;
     if (this.bytes >= FOLDED_BATCH_BYTES) this.flush();
     else this.timer ??= setTimeout(() => this.flush(), FOLDED_BATCH_MS);
   }
@@ -736,11 +815,11 @@ class FoldedOutbox {
   private flush(): void {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
-    if (this.batch.length === 0) return;
-    const batch = this.batch;
-    this.batch = [];
+    if (this.items.length === 0) return;
+    const items = this.items;
+    this.items = [];
     this.bytes = 0;
-    this.send(batch);
+    this.send(items);
   }
 }
 

@@ -67,9 +67,7 @@ export async function attachClusterAdapter(
   pool.on('connect', (client) => {
     client.on('error', (e) => onError(e));
   });
-  await pool.query(
-    `CREATE TABLE IF NOT EXISTS ${ATTACHMENTS} (id BIGSERIAL UNIQUE, created_at TIMESTAMPTZ DEFAULT NOW(), payload BYTEA)`,
-  );
+  await prepareAttachments(pool);
   io.adapter(
     createAdapter(pool, {
       tableName: ATTACHMENTS,
@@ -84,6 +82,30 @@ export async function attachClusterAdapter(
       await pool.end().catch(() => undefined);
     },
   };
+}
+
+/**
+ * The adapter's table of payloads over NOTIFY's limit (a snapshot's folded chunks from another
+ * instance: megabytes per 100,000-rank snapshot, gone after the adapter's cleanup interval).
+ * UNLOGGED: no write-ahead log for messages that matter for seconds (a crash of PostgreSQL empties
+ * the table, and the calls waiting on them fail or retry as when an instance dies). Stored without
+ * compression: the payloads are deflated already, and PostgreSQL's own would only cost CPU. A table
+ * made by an older version is changed once (`relpersistence` tells).
+ */
+async function prepareAttachments(pool: pg.Pool): Promise<void> {
+  await pool.query(
+    `CREATE UNLOGGED TABLE IF NOT EXISTS ${ATTACHMENTS} (id BIGSERIAL UNIQUE, created_at TIMESTAMPTZ DEFAULT NOW(), payload BYTEA)`,
+  );
+  const r = await pool.query<{ persistence: string; storage: string }>(
+    `SELECT c.relpersistence AS persistence, a.attstorage AS storage
+       FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+      WHERE c.oid = to_regclass($1) AND a.attname = 'payload'`,
+    [ATTACHMENTS],
+  );
+  const row = r.rows[0];
+  if (row?.persistence === 'p') await pool.query(`ALTER TABLE ${ATTACHMENTS} SET UNLOGGED`);
+  if (row !== undefined && row.storage !== 'e')
+    await pool.query(`ALTER TABLE ${ATTACHMENTS} ALTER COLUMN payload SET STORAGE EXTERNAL`);
 }
 
 /** The hub an instance uses: the cluster's when an adapter crosses instances, else its own. */
