@@ -61,8 +61,15 @@ const browser = await chromium.launch({
 try {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const login = await ctx.newPage();
+  // The page takes the token out of its address before its login request is answered: waiting
+  // for the address alone and closing the page could abort the request, and every page after it
+  // had no session (401s: the "page never done" of stops 41 and 43). Wait for the answer itself.
+  const answered = login.waitForResponse((r) => r.url().endsWith('/api/login'), { timeout: 60_000 });
   await login.goto(`${url}/?token=${encodeURIComponent(token)}`);
-  await login.waitForFunction(() => !location.search.includes('token='), undefined, { timeout: 30_000 });
+  const res = await answered;
+  if (!res.ok()) throw new Error(`login: HTTP ${res.status()} ${(await res.text()).slice(0, 300)}`);
+  if (!(await ctx.cookies()).some((c) => c.name === 'mqd_session'))
+    throw new Error('login: no session cookie');
   await login.close();
   await ctx.addInitScript(MARKS);
   /** `count` pages; `cached`: the browser's HTTP cache (and V8's code cache) on, else off. */

@@ -37,6 +37,13 @@ const TARGETS = { snapshotMs: 5000, firstRenderMs: 2000, rssMb: 2048 };
 const DEADLINE_MS = Number(process.env['MQD_BENCH_DEADLINE_S'] ?? 1500) * 1000;
 /** MQD_BENCH_PROFILE_SNAPSHOTS=DIR: each instance's CPU profile of each timed snapshot, written there. */
 const PROFILE_SNAPSHOTS = process.env['MQD_BENCH_PROFILE_SNAPSHOTS'] ?? null;
+/**
+ * MQD_BENCH_PERF=DIR: the whole machine's on-CPU samples around each timed snapshot (`perf record
+ * -a`, every process and the kernel), for `perf report --sort comm,dso`: unlike the inspector's
+ * profiles, which sample wall time, it tells which process and which part (kernel, V8, libc,
+ * haproxy, PostgreSQL) had the cores when the machine is saturated.
+ */
+const PERF_SNAPSHOTS = process.env['MQD_BENCH_PERF'] ?? null;
 const TOKEN = 'bench-agent-token-0123456789abcdef';
 const ADMIN = 'bench-admin-token-0123456789abcdef';
 /** Agents per agent process (10 processes for 1,000 agents, 1 for the baseline's 10). */
@@ -172,6 +179,12 @@ interface Phases {
   chunksAsSent: number;
   /** Chunks read on another instance that crossed folded and deflated (rank-fold.ts). */
   chunksFolded: number;
+  /** When the last chunk read by this instance's own agents arrived, and the last folded one. */
+  lastLocalChunk: number;
+  lastFoldedChunk: number;
+  /** Arrival times of the local and the folded chunks (for their quantiles). */
+  localAt: number[];
+  foldedAt: number[];
 }
 
 async function runServer(spec: { storeUrl: string | null; port: number }): Promise<void> {
@@ -200,6 +213,49 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
   const phases: Phases[] = [];
   let cur: Phases | null = null;
   let pending = 0;
+  // On a cluster: when this instance's own agents' chunks arrived while it read them for another
+  // instance's snapshot, and when it sent them on folded (absolute ms, to set beside the asker's).
+  const served = {
+    chunksAt: [] as number[],
+    sentAt: [] as number[],
+    sentChunks: 0,
+    batchesInAt: [] as number[],
+  };
+  const inner = hub as unknown as {
+    local?: typeof hub;
+    nsp?: {
+      serverSideEmit(ev: string, m: unknown): unknown;
+      on(ev: string, fn: (m: unknown) => void): unknown;
+    };
+  };
+  if (inner.local !== undefined && inner.nsp !== undefined) {
+    const local = inner.local;
+    const localSnapshot = local.snapshot.bind(local);
+    local.snapshot = (host, ranks, timeoutMs, onRanks, owner, fold) =>
+      localSnapshot(
+        host,
+        ranks,
+        timeoutMs,
+        (rs, text) => {
+          served.chunksAt.push(now());
+          onRanks(rs, text);
+        },
+        owner,
+        fold,
+      );
+    const nsp = inner.nsp;
+    // Batches of folded chunks reaching this instance (the asker), to set beside their sending.
+    nsp.on('mqd:folded', () => served.batchesInAt.push(now()));
+    const emit = nsp.serverSideEmit.bind(nsp);
+    nsp.serverSideEmit = (ev, m) => {
+      const items = (m as { items?: { chunk?: unknown }[] } | null)?.items;
+      if (ev === 'mqd:folded' && Array.isArray(items)) {
+        served.sentAt.push(now());
+        served.sentChunks += items.filter((x) => x.chunk !== undefined).length;
+      }
+      return emit(ev, m);
+    };
+  }
   const origSnapshot = hub.snapshot.bind(hub);
   hub.snapshot = (host, ranks, timeoutMs, onRanks, owner, fold) => {
     const t = now();
@@ -216,6 +272,10 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
         chunks: 0,
         chunksAsSent: 0,
         chunksFolded: 0,
+        lastLocalChunk: 0,
+        lastFoldedChunk: 0,
+        localAt: [],
+        foldedAt: [],
       };
       phases.push(cur);
     }
@@ -236,6 +296,8 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
       timeoutMs,
       (rs, text) => {
         arrived();
+        p.lastLocalChunk = p.lastChunk;
+        p.localAt.push(p.lastChunk);
         if (text !== undefined) p.chunksAsSent++;
         onRanks(rs, text);
       },
@@ -246,6 +308,8 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
             level: fold.level,
             onFolded: (c) => {
               arrived();
+              p.lastFoldedChunk = p.lastChunk;
+              p.foldedAt.push(p.lastChunk);
               p.chunksFolded++;
               fold.onFolded(c);
             },
@@ -316,9 +380,17 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
           sample();
           process.send?.({ ok: true });
           return;
-        case 'phases':
-          process.send?.({ phases: phases.splice(0) });
+        case 'phases': {
+          const s = {
+            batchesInAt: served.batchesInAt.splice(0),
+            chunksAt: served.chunksAt.splice(0),
+            sentAt: served.sentAt.splice(0),
+            sentChunks: served.sentChunks,
+          };
+          served.sentChunks = 0;
+          process.send?.({ phases: phases.splice(0), served: s });
           return;
+        }
         case 'agents': {
           // This instance's own agents (a cluster hub also lists the other instances').
           const local = (hub as unknown as { local?: { agents(): unknown[] } }).local ?? hub;
@@ -443,6 +515,35 @@ interface Scenario {
 
 const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
 
+/** When a quarter, half and three quarters of `at` had come, from `t0` (ms; none when empty). */
+function quantilesFrom(name: string, at: readonly number[], t0: number): Record<string, number> {
+  if (at.length === 0) return {};
+  const sorted = [...at].sort((a, b) => a - b);
+  const q = (f: number) =>
+    (sorted[Math.min(sorted.length - 1, Math.floor(f * sorted.length))] as number) - t0;
+  return { [`${name}Q1`]: q(0.25), [`${name}Q2`]: q(0.5), [`${name}Q3`]: q(0.75) };
+}
+
+/** `perf record -a` into `file` until stop() (MQD_BENCH_PERF). */
+async function perfStart(file: string): Promise<{ stop(): Promise<void> }> {
+  mkdirSync(dirname(file), { recursive: true });
+  const p = spawn('perf', ['record', '-a', '-F', '499', '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  p.stderr?.on('data', (d: Buffer) => {
+    err += d.toString();
+  });
+  // perf is recording once it has opened its file.
+  for (let i = 0; i < 200 && !existsSync(file) && p.exitCode === null; i++)
+    await new Promise((r) => setTimeout(r, 25));
+  if (p.exitCode !== null) throw new Error(`perf record: ${err.slice(0, 300)}`);
+  return {
+    async stop() {
+      p.kill('SIGINT');
+      if (p.exitCode === null) await once(p, 'exit');
+    },
+  };
+}
+
 async function measure(sc: Scenario) {
   const { instances, url } = sc;
   for (const i of instances) await ask(i.child, { cmd: 'resetPeak' });
@@ -499,6 +600,10 @@ async function measure(sc: Scenario) {
       const before = await storedIds(url, jobId);
       const profileTo = PROFILE_SNAPSHOTS !== null && complete >= 0 ? PROFILE_SNAPSHOTS : null;
       if (profileTo !== null) for (const i of instances) await ask(i.child, { cmd: 'profileStart' });
+      const perf =
+        PERF_SNAPSHOTS !== null && complete >= 0
+          ? await perfStart(join(PERF_SNAPSHOTS, `${sc.instances.length}i-run${complete + 1}.perf.data`))
+          : null;
       const cpuBefore = await cpuOf(procs, instances);
       const sent = now();
       const r = await request(`${url}/api/jobs/${jobId}/snapshots`, 'POST');
@@ -515,10 +620,21 @@ async function measure(sc: Scenario) {
       else got = (JSON.parse(r.text) as { snapshot: Meta }).snapshot;
       // The instance that took the snapshot is the one whose hooks saw a store write.
       const all = await Promise.all(
-        instances.map((i) => ask<{ phases: Phases[] }>(i.child, { cmd: 'phases' })),
+        instances.map((i) =>
+          ask<{
+            phases: Phases[];
+            served: { chunksAt: number[]; sentAt: number[]; sentChunks: number; batchesInAt: number[] };
+          }>(i.child, { cmd: 'phases' }),
+        ),
       );
+      const servedAt = all.flatMap((a) => a.served.chunksAt);
+      const sentAt = all.flatMap((a) => a.served.sentAt).sort((x, y) => x - y);
+      // Each batch's way through PostgreSQL: the k-th received less the k-th sent (in order).
+      const inAt = all.flatMap((a) => a.served.batchesInAt).sort((x, y) => x - y);
+      const hop = inAt.map((t, k) => t - (sentAt[k] ?? t));
       const p = all.flatMap((a) => a.phases).find((x) => x.storeEnd > 0);
       const cpuAfter = await cpuOf(procs, instances);
+      await perf?.stop();
       if (profileTo !== null) {
         for (const [k, i] of instances.entries()) {
           const file = join(profileTo, `${sc.instances.length}i-instance${k}-run${complete + 1}.cpuprofile`);
@@ -556,6 +672,17 @@ async function measure(sc: Scenario) {
           chunks: p.chunks,
           chunksAsSent: p.chunksAsSent,
           chunksFolded: p.chunksFolded,
+          toLastLocalChunk: p.lastLocalChunk === 0 ? 0 : p.lastLocalChunk - p.fanoutStart,
+          toLastFoldedChunk: p.lastFoldedChunk === 0 ? 0 : p.lastFoldedChunk - p.fanoutStart,
+          ...quantilesFrom('local', p.localAt, p.fanoutStart),
+          ...quantilesFrom('folded', p.foldedAt, p.fanoutStart),
+          // The other instance: its agents' chunks as they reached it, its folded batches sent.
+          ...quantilesFrom('heldElsewhere', servedAt, p.fanoutStart),
+          ...quantilesFrom('foldedSent', sentAt, p.fanoutStart),
+          ...quantilesFrom('batchHop', hop, 0),
+          ...(sentAt.length === 0
+            ? {}
+            : { foldedBatches: sentAt.length, lastFoldedSent: Math.max(...sentAt) - p.fanoutStart }),
         });
     }
     if (last.id === '') throw new Error(`no complete snapshot: ${JSON.stringify(incomplete)}`);
