@@ -14,7 +14,7 @@
 //
 // A stored gzip that does not end that way (an older snapshot, or one written elsewhere) is not
 // spliceable: spliceGzip returns null and the caller inflates it as before.
-import { constants, crc32, deflateRaw, inflateRawSync } from 'node:zlib';
+import { constants, crc32, deflateRaw, inflateRawSync, type ZlibOptions } from 'node:zlib';
 
 const GZIP_HEADER = Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]);
 /** The empty stored block of a sync flush, then an empty final fixed-Huffman block. */
@@ -31,11 +31,10 @@ const PIECE_BYTES = 8 * 1024 * 1024;
 /** At most this many pieces at once (libuv's thread pool has four threads by default). */
 const MAX_PIECES = 4;
 
-const deflateRawAsync = (data: Buffer, level: number) =>
+/** Raw deflate of `data` in the thread pool (a part ends at a sync-flush point; folds end their stream). */
+export const deflateRawAsync = (data: Buffer, options: ZlibOptions): Promise<Buffer> =>
   new Promise<Buffer>((resolve, reject) =>
-    deflateRaw(data, { level, finishFlush: constants.Z_SYNC_FLUSH }, (e, out) =>
-      e ? reject(e) : resolve(out),
-    ),
+    deflateRaw(data, options, (e, out) => (e ? reject(e) : resolve(out))),
   );
 
 /** Deflate data ending at a sync-flush point, with the CRC-32 and length of what it inflates to. */
@@ -50,7 +49,8 @@ export type GzipPart = { readonly raw: Buffer } | DeflatedPart;
 
 /** `data` deflated on its own in the thread pool, ending at a sync-flush point. */
 export async function deflatePart(data: Buffer, level: number): Promise<DeflatedPart> {
-  return { deflated: await deflateRawAsync(data, level), crc: crc32(data) >>> 0, length: data.length };
+  const deflated = await deflateRawAsync(data, { level, finishFlush: constants.Z_SYNC_FLUSH });
+  return { deflated, crc: crc32(data) >>> 0, length: data.length };
 }
 
 /** What a part inflates to (it ends at a sync-flush point, not at a final block). */

@@ -6,10 +6,9 @@
 // deflates its JSON as sent (gzip-splice.ts deflatePart), and the asking instance only joins
 // them. The chunk's JSON is then parsed once in the cluster, where it arrived, and deflated there;
 // what crosses PostgreSQL is the deflated bytes and the folds, not the chunk's text.
-import { promisify } from 'node:util';
-import { deflateRaw, inflateRawSync } from 'node:zlib';
+import { inflateRawSync } from 'node:zlib';
 import { opStateFields, QUEUE_KINDS, type RankSnapshot } from '@mqd/model';
-import { type DeflatedPart, inflatePart } from './gzip-splice.js';
+import { type DeflatedPart, deflateRawAsync, inflatePart } from './gzip-splice.js';
 
 /** What the summary needs of one rank: made as its chunk arrives, so the rank can go. */
 export interface RankFold {
@@ -101,8 +100,6 @@ function isRankFold(x: unknown): x is RankFold {
     Number.isSafeInteger(f.unexpected)
   );
 }
-
-const deflateRawAsync = promisify(deflateRaw);
 
 /** A fold as it crosses between instances: its fields in RankFold's order, no keys. */
 type FoldTuple = [number, string, string | null, string, number, number, number];
