@@ -31,15 +31,20 @@ afterAll(async () => {
   await pg?.stop();
 });
 
-/** A fresh database for one test and two instances on it (short cluster timings). */
-async function twoInstances(): Promise<{ a: TestServer; b: TestServer; url: string }> {
+/** A fresh database for one test: its URL. */
+async function freshDatabase(): Promise<string> {
   const db = `cluster_${process.pid}_${++dbs}`;
   const { Client } = (await import('pg')).default;
   const c = new Client({ connectionString: pg.url });
   await c.connect();
   await c.query(`CREATE DATABASE ${db}`);
   await c.end();
-  const url = pg.urlOf(db);
+  return pg.urlOf(db);
+}
+
+/** A fresh database for one test and two instances on it (short cluster timings). */
+async function twoInstances(): Promise<{ a: TestServer; b: TestServer; url: string }> {
+  const url = await freshDatabase();
   const opts = {
     clusterTiming: { stateIntervalMs: 200, heartbeatMs: 500 },
     leaseMs: { renew: 200, ttl: 1000 },
@@ -152,13 +157,9 @@ describe.runIf(postgresAvailable())('two instances on one PostgreSQL', () => {
   it('the adapter’s payload table is unlogged and uncompressed, an older logged one changed at start', async () => {
     // Folded chunks of a 100,000-rank snapshot cross this table (megabytes a snapshot, kept for
     // seconds): no write-ahead log for them, no compression of deflated bytes (setup.ts).
-    const db = `cluster_${process.pid}_${++dbs}`;
+    const url = await freshDatabase();
     const { Client } = (await import('pg')).default;
-    const admin = new Client({ connectionString: pg.url });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${db}`);
-    await admin.end();
-    const c = new Client({ connectionString: pg.urlOf(db) });
+    const c = new Client({ connectionString: url });
     await c.connect();
     cleanup.push(() => c.end());
     // As an older version made it: logged, compressed payloads.
@@ -175,11 +176,11 @@ describe.runIf(postgresAvailable())('two instances on one PostgreSQL', () => {
       ).rows[0];
     expect(await table()).toEqual({ persistence: 'p', storage: 'x' });
     const opts = { clusterTiming: { stateIntervalMs: 200, heartbeatMs: 500 } };
-    const a = await startServer({ storeUrl: pg.urlOf(db) }, opts);
+    const a = await startServer({ storeUrl: url }, opts);
     cleanup.push(() => a.close());
     expect(await table()).toEqual({ persistence: 'u', storage: 'e' });
     // A second instance on it changes nothing and starts.
-    const b = await startServer({ storeUrl: pg.urlOf(db) }, opts);
+    const b = await startServer({ storeUrl: url }, opts);
     cleanup.push(() => b.close());
     expect(await table()).toEqual({ persistence: 'u', storage: 'e' });
   });

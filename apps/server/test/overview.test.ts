@@ -21,6 +21,18 @@ import { AGENT_TOKEN, bodyJson, cleanupAfterEach, serverFor, type TestServer, wa
 
 const cleanup = cleanupAfterEach();
 
+/** The id of the job the admin attached by its starter on `host`. */
+async function attached(s: TestServer, host: string, starterPid: number): Promise<string> {
+  const att = await s.app.inject({
+    method: 'POST',
+    url: '/api/jobs/attach',
+    headers: s.admin,
+    payload: { host, starterPid },
+  });
+  expect(att.statusCode, att.body).toBe(201);
+  return (bodyJson(att) as { job: { id: string } }).job.id;
+}
+
 /** A synthetic hung job of `agents` x `ranks`, attached by the admin, with one snapshot taken. */
 async function snapshotOf(s: TestServer, agents: number, ranks: number) {
   const sim = startSyntheticAgents({
@@ -34,14 +46,7 @@ async function snapshotOf(s: TestServer, agents: number, ranks: number) {
   });
   cleanup.push(() => sim.dispose());
   await sim.whenConnected();
-  const att = await s.app.inject({
-    method: 'POST',
-    url: '/api/jobs/attach',
-    headers: s.admin,
-    payload: { host: 'ov-0', starterPid: 700 },
-  });
-  expect(att.statusCode, att.body).toBe(201);
-  const jobId = (bodyJson(att) as { job: { id: string } }).job.id;
+  const jobId = await attached(s, 'ov-0', 700);
   const taken = await s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
   expect(taken.statusCode, taken.body).toBe(201);
   const id = (bodyJson(taken) as { snapshot: { id: string } }).snapshot.id;
@@ -247,14 +252,7 @@ describe('snapshot overviews', () => {
     });
     cleanup.push(() => agent.dispose());
     await agent.whenConnected();
-    const att = await s.app.inject({
-      method: 'POST',
-      url: '/api/jobs/attach',
-      headers: s.admin,
-      payload: { host: 'gate-0', starterPid: 701 },
-    });
-    expect(att.statusCode, att.body).toBe(201);
-    const jobId = (bodyJson(att) as { job: { id: string } }).job.id;
+    const jobId = await attached(s, 'gate-0', 701);
     const take = () =>
       s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
     const first = (bodyJson(await take()) as { snapshot: { id: string } }).snapshot.id;
