@@ -227,13 +227,16 @@ export function rawAgent(
   return { socket, inbox };
 }
 
-/** Attaches the starter `starterPid` (4242: the fake locator's) as the admin; the job's id. */
-export async function attachAsAdmin(s: TestServer, starterPid = 4242): Promise<string> {
+/**
+ * Attaches the starter `starterPid` (4242: the fake locator's) as the admin, on `host` when given;
+ * the job's id.
+ */
+export async function attachAsAdmin(s: TestServer, starterPid = 4242, host?: string): Promise<string> {
   const att = await s.app.inject({
     method: 'POST',
     url: '/api/jobs/attach',
     headers: s.admin,
-    payload: { starterPid },
+    payload: host === undefined ? { starterPid } : { host, starterPid },
   });
   if (att.statusCode !== 201) throw new Error(`attach: ${att.statusCode} ${att.body}`);
   return json<{ job: { id: string } }>(att).job.id;

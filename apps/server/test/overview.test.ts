@@ -17,21 +17,17 @@ import { describe, expect, it } from 'vitest';
 import { startAgent, startSyntheticAgents } from '../src/agent.js';
 import { createFakeLocator, createFakeReader } from '../src/fakes.js';
 import type { RankReader } from '../src/seams.js';
-import { AGENT_TOKEN, bodyJson, cleanupAfterEach, serverFor, type TestServer, waitFor } from './helpers.js';
+import {
+  AGENT_TOKEN,
+  attachAsAdmin,
+  bodyJson,
+  cleanupAfterEach,
+  serverFor,
+  type TestServer,
+  waitFor,
+} from './helpers.js';
 
 const cleanup = cleanupAfterEach();
-
-/** The id of the job the admin attached by its starter on `host`. */
-async function attached(s: TestServer, host: string, starterPid: number): Promise<string> {
-  const att = await s.app.inject({
-    method: 'POST',
-    url: '/api/jobs/attach',
-    headers: s.admin,
-    payload: { host, starterPid },
-  });
-  expect(att.statusCode, att.body).toBe(201);
-  return (bodyJson(att) as { job: { id: string } }).job.id;
-}
 
 /** A synthetic hung job of `agents` x `ranks`, attached by the admin, with one snapshot taken. */
 async function snapshotOf(s: TestServer, agents: number, ranks: number) {
@@ -46,7 +42,7 @@ async function snapshotOf(s: TestServer, agents: number, ranks: number) {
   });
   cleanup.push(() => sim.dispose());
   await sim.whenConnected();
-  const jobId = await attached(s, 'ov-0', 700);
+  const jobId = await attachAsAdmin(s, 700, 'ov-0');
   const taken = await s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
   expect(taken.statusCode, taken.body).toBe(201);
   const id = (bodyJson(taken) as { snapshot: { id: string } }).snapshot.id;
@@ -252,7 +248,7 @@ describe('snapshot overviews', () => {
     });
     cleanup.push(() => agent.dispose());
     await agent.whenConnected();
-    const jobId = await attached(s, 'gate-0', 701);
+    const jobId = await attachAsAdmin(s, 701, 'gate-0');
     const take = () =>
       s.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/snapshots`, headers: s.admin });
     const first = (bodyJson(await take()) as { snapshot: { id: string } }).snapshot.id;
