@@ -23,7 +23,7 @@ import {
 import type { FastifyBaseLogger } from 'fastify';
 import { AUTO_SNAPSHOTTER } from './auth.js';
 import { type DeflatedPart, deflatePart, type GzipPart, gzipSpliceable, joinGzip } from './gzip-splice.js';
-import type { AgentHub } from './hub.js';
+import type { AgentHub, SnapshotWithFold } from './hub.js';
 import type { SnapshotMetrics } from './metrics.js';
 import { type FoldedRanks, type RankFold, rankFold, ranksOfPart } from './rank-fold.js';
 import type { MpiInfo, RankTarget } from './seams.js';
@@ -131,7 +131,9 @@ export interface HungJob {
 }
 
 /** What the snapshot service needs of the agents (the hub; a fake in tests). */
-export type SnapshotHub = Pick<AgentHub, 'snapshot' | 'seenStarters' | 'isConnected'>;
+export type SnapshotHub = Pick<AgentHub, 'seenStarters' | 'isConnected'> & {
+  snapshot: SnapshotWithFold;
+};
 
 /**
  * A snapshot read but not stored yet (the hang watch stores one only when the queues or the

@@ -93,6 +93,15 @@ export const DEFAULT_AGENT_SILENCE_MS = 8000;
  */
 export type OnRanks = (ranks: RankSnapshot[], text?: Buffer) => void;
 
+/**
+ * AgentHub.snapshot with a last argument only an instance that forwards the read to another can
+ * honour (cluster/cluster-hub.ts): chunks read there come folded where they arrived. The local
+ * hub's snapshot, which has no such argument, is one (its chunks are folded by the caller).
+ */
+export type SnapshotWithFold = (
+  ...args: [...Parameters<AgentHub['snapshot']>, fold?: FoldRequest]
+) => ReturnType<AgentHub['snapshot']>;
+
 type Pending = (
   | {
       readonly method: 'snapshot';
@@ -589,9 +598,6 @@ export class AgentHub {
     timeoutMs: number,
     onRanks: OnRanks,
     owner: { readonly ownerUid?: number; readonly allowRoot?: boolean; readonly light?: boolean } = {},
-    // Chunks read here are folded by the caller: only an instance that forwards the read to
-    // another (cluster/cluster-hub.ts) has them folded where they arrive.
-    _fold?: FoldRequest,
   ): Promise<Result<SnapshotResult>> {
     return this.request<SnapshotResult>(
       host,

@@ -32,7 +32,7 @@ import { type DiscoveredJob, err, type MqdError, mqdError, type RankSnapshot, ty
 import type { Namespace } from 'socket.io';
 import type { CaptureParams, CountersParams, LocateTarget, SnapshotResult } from '../agent-protocol.js';
 import { deflatePart } from '../gzip-splice.js';
-import type { AgentHub, AgentInfo, HubCapture, HubCounters, OnRanks } from '../hub.js';
+import type { AgentHub, AgentInfo, HubCapture, HubCounters, OnRanks, SnapshotWithFold } from '../hub.js';
 import {
   decodeFolds,
   encodeFolds,
@@ -47,7 +47,6 @@ import type { LocatedJob, RankTarget, SeenStarter } from '../seams.js';
 /** What an instance uses of the agents: AgentHub's public surface. */
 export type HubPort = Pick<
   AgentHub,
-  | 'snapshot'
   | 'locate'
   | 'counters'
   | 'capture'
@@ -60,7 +59,7 @@ export type HubPort = Pick<
   | 'refusedMessages'
   | 'refusedHandshakes'
   | 'droppedEntries'
->;
+> & { snapshot: SnapshotWithFold };
 
 /** Whose rights a snapshot reads with, and how (AgentHub.snapshot's last argument). */
 type SnapshotOwner = NonNullable<Parameters<AgentHub['snapshot']>[4]>;
