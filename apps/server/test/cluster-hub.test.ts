@@ -218,6 +218,8 @@ describe('a forwarded snapshot to be stored: chunks folded where they arrived', 
       true,
     ]);
     expect(a.chunksIn.folded).toBe(2);
+    // Everything sent, the holder keeps no batch for that asker (a restarted asker is a new one).
+    expect((holder as unknown as { outboxes: Map<string, unknown> }).outboxes.size).toBe(0);
   });
 
   it('a reply in a batch that overtakes the batch with its chunk waits for it', async () => {

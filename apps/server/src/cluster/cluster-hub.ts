@@ -442,9 +442,16 @@ export class ClusterHub implements HubPort {
   private outboxTo(to: string): FoldedOutbox {
     let o = this.outboxes.get(to);
     if (o === undefined) {
-      o = new FoldedOutbox((items) => {
-        if (!this.closed) this.nsp.serverSideEmit(EV_FOLDED, { to, items } satisfies FoldedBatchMessage);
-      });
+      const mine: FoldedOutbox = new FoldedOutbox(
+        (items) => {
+          if (!this.closed) this.nsp.serverSideEmit(EV_FOLDED, { to, items } satisfies FoldedBatchMessage);
+        },
+        // Gone once it has sent everything of every call (an asker that restarts is a new one).
+        () => {
+          if (this.outboxes.get(to) === mine) this.outboxes.delete(to);
+        },
+      );
+      o = mine;
       this.outboxes.set(to, o);
     }
     return o;
@@ -756,8 +763,13 @@ class FoldedOutbox {
   private items: FoldedBatchMessage['items'][number][] = [];
   private bytes = 0;
   private timer: NodeJS.Timeout | null = null;
+  /** Calls whose reply is not queued yet. */
+  private active = 0;
 
-  constructor(private readonly send: (items: FoldedBatchMessage['items']) => void) {}
+  constructor(
+    private readonly send: (items: FoldedBatchMessage['items']) => void,
+    private readonly idle: () => void,
+  ) {}
 
   /** Call `id`'s chunks: `sent.chunks` counts those queued. */
   call(
@@ -765,6 +777,7 @@ class FoldedOutbox {
     level: number,
     sent: { chunks: number },
   ): { add(ranks: readonly RankSnapshot[], text: Buffer): void; done(): Promise<void> } {
+    this.active++;
     const deflating = new Set<Promise<void>>();
     let failure: unknown = null;
     return {
@@ -795,6 +808,7 @@ class FoldedOutbox {
 
   /** A call's reply, after its chunks (call().done() was awaited, or the call failed). */
   reply(m: ReplyMessage): void {
+    this.active--;
     this.queue({ reply: m }, 256);
   }
 
@@ -819,6 +833,7 @@ class FoldedOutbox {
     this.items = [];
     this.bytes = 0;
     this.send(items);
+    if (this.active === 0) this.idle();
   }
 }
 
