@@ -289,12 +289,12 @@ export class OverviewService {
     // The exit handler rejects the current one.
   }
 
-  /** For tests: how many overviews wait to be made ahead of requests. */
   /** For tests: how many times the overviews made ahead looked whether they may start. */
   get aheadLooks(): number {
     return this.looks;
   }
 
+  /** For tests: how many overviews wait to be made ahead of requests. */
   get waitingAhead(): number {
     return this.ahead.size;
   }

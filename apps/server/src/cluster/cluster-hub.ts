@@ -194,8 +194,6 @@ export class ClusterHub implements HubPort {
   private closed = false;
   private loginsChanged: (() => void) | null = null;
   private servingStarted: (() => void) | null = null;
-  /** Forwarded snapshot calls to be stored elsewhere being served here now. */
-  private serving = 0;
   private soon: NodeJS.Timeout | null = null;
   /** When this instance's state timer last ran: a late one means its own event loop stalled. */
   private lastTick = performance.now();
@@ -294,7 +292,8 @@ export class ClusterHub implements HubPort {
 
   /** Whether this instance is reading its agents for a snapshot another instance will store. */
   get servingSnapshot(): boolean {
-    return this.serving > 0;
+    for (const o of this.outboxes.values()) if (o.active > 0) return true;
+    return false;
   }
 
   /**
@@ -702,10 +701,7 @@ export class ClusterHub implements HubPort {
       this.nsp.serverSideEmit(EV_RANKS, m);
     };
     const call = folded === null ? null : folded.outbox.call(c.id, folded.level, sent);
-    if (call !== null) {
-      this.serving++;
-      this.servingStarted?.();
-    }
+    if (call !== null) this.servingStarted?.();
     const onRanks: OnRanks = (ranks, text) => {
       if (text === undefined) emit({ id: c.id, to: c.from, ranks });
       else if (call !== null) call.add(ranks, text);
@@ -713,14 +709,10 @@ export class ClusterHub implements HubPort {
     };
     // The local hub adds its own transfer slack to a snapshot: take off what the caller added.
     const timeout = c.method === 'snapshot' ? Math.max(1000, c.timeoutMs - 2000) : c.timeoutMs;
-    try {
-      const r = await this.runHere(c.method, c.host, c.params, timeout, onRanks);
-      // Every folded chunk is queued before the reply that counts them.
-      await call?.done();
-      return r;
-    } finally {
-      if (call !== null) this.serving--;
-    }
+    const r = await this.runHere(c.method, c.host, c.params, timeout, onRanks);
+    // Every folded chunk is queued before the reply that counts them.
+    await call?.done();
+    return r;
   }
 
   /** A call on this instance's own hub. */
@@ -763,8 +755,12 @@ class FoldedOutbox {
   private items: FoldedBatchMessage['items'][number][] = [];
   private bytes = 0;
   private timer: NodeJS.Timeout | null = null;
-  /** Calls whose reply is not queued yet. */
-  private active = 0;
+  /** Calls whose reply is not queued yet (ClusterHub.servingSnapshot while any is). */
+  private calls = 0;
+
+  get active(): number {
+    return this.calls;
+  }
 
   constructor(
     private readonly send: (items: FoldedBatchMessage['items']) => void,
@@ -777,7 +773,7 @@ class FoldedOutbox {
     level: number,
     sent: { chunks: number },
   ): { add(ranks: readonly RankSnapshot[], text: Buffer): void; done(): Promise<void> } {
-    this.active++;
+    this.calls++;
     const deflating = new Set<Promise<void>>();
     let failure: unknown = null;
     return {
@@ -808,7 +804,7 @@ class FoldedOutbox {
 
   /** A call's reply, after its chunks (call().done() was awaited, or the call failed). */
   reply(m: ReplyMessage): void {
-    this.active--;
+    this.calls--;
     this.queue({ reply: m }, 256);
   }
 
@@ -833,7 +829,7 @@ class FoldedOutbox {
     this.items = [];
     this.bytes = 0;
     this.send(items);
-    if (this.active === 0) this.idle();
+    if (this.calls === 0) this.idle();
   }
 }
 
