@@ -179,10 +179,7 @@ interface Phases {
   chunksAsSent: number;
   /** Chunks read on another instance that crossed folded and deflated (rank-fold.ts). */
   chunksFolded: number;
-  /** When the last chunk read by this instance's own agents arrived, and the last folded one. */
-  lastLocalChunk: number;
-  lastFoldedChunk: number;
-  /** Arrival times of the local and the folded chunks (for their quantiles). */
+  /** Arrival times of the chunks read by this instance's own agents, and of the folded ones. */
   localAt: number[];
   foldedAt: number[];
 }
@@ -218,7 +215,6 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
   const served = {
     chunksAt: [] as number[],
     sentAt: [] as number[],
-    sentChunks: 0,
     batchesInAt: [] as number[],
   };
   const inner = hub as unknown as {
@@ -248,11 +244,7 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
     nsp.on('mqd:folded', () => served.batchesInAt.push(now()));
     const emit = nsp.serverSideEmit.bind(nsp);
     nsp.serverSideEmit = (ev, m) => {
-      const items = (m as { items?: { chunk?: unknown }[] } | null)?.items;
-      if (ev === 'mqd:folded' && Array.isArray(items)) {
-        served.sentAt.push(now());
-        served.sentChunks += items.filter((x) => x.chunk !== undefined).length;
-      }
+      if (ev === 'mqd:folded') served.sentAt.push(now());
       return emit(ev, m);
     };
   }
@@ -272,8 +264,6 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
         chunks: 0,
         chunksAsSent: 0,
         chunksFolded: 0,
-        lastLocalChunk: 0,
-        lastFoldedChunk: 0,
         localAt: [],
         foldedAt: [],
       };
@@ -296,7 +286,6 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
       timeoutMs,
       (rs, text) => {
         arrived();
-        p.lastLocalChunk = p.lastChunk;
         p.localAt.push(p.lastChunk);
         if (text !== undefined) p.chunksAsSent++;
         onRanks(rs, text);
@@ -308,7 +297,6 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
             level: fold.level,
             onFolded: (c) => {
               arrived();
-              p.lastFoldedChunk = p.lastChunk;
               p.foldedAt.push(p.lastChunk);
               p.chunksFolded++;
               fold.onFolded(c);
@@ -385,9 +373,7 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
             batchesInAt: served.batchesInAt.splice(0),
             chunksAt: served.chunksAt.splice(0),
             sentAt: served.sentAt.splice(0),
-            sentChunks: served.sentChunks,
           };
-          served.sentChunks = 0;
           process.send?.({ phases: phases.splice(0), served: s });
           return;
         }
@@ -623,7 +609,7 @@ async function measure(sc: Scenario) {
         instances.map((i) =>
           ask<{
             phases: Phases[];
-            served: { chunksAt: number[]; sentAt: number[]; sentChunks: number; batchesInAt: number[] };
+            served: { chunksAt: number[]; sentAt: number[]; batchesInAt: number[] };
           }>(i.child, { cmd: 'phases' }),
         ),
       );
@@ -672,8 +658,8 @@ async function measure(sc: Scenario) {
           chunks: p.chunks,
           chunksAsSent: p.chunksAsSent,
           chunksFolded: p.chunksFolded,
-          toLastLocalChunk: p.lastLocalChunk === 0 ? 0 : p.lastLocalChunk - p.fanoutStart,
-          toLastFoldedChunk: p.lastFoldedChunk === 0 ? 0 : p.lastFoldedChunk - p.fanoutStart,
+          toLastLocalChunk: p.localAt.length === 0 ? 0 : Math.max(...p.localAt) - p.fanoutStart,
+          toLastFoldedChunk: p.foldedAt.length === 0 ? 0 : Math.max(...p.foldedAt) - p.fanoutStart,
           ...quantilesFrom('local', p.localAt, p.fanoutStart),
           ...quantilesFrom('folded', p.foldedAt, p.fanoutStart),
           // The other instance: its agents' chunks as they reached it, its folded batches sent.
