@@ -4,6 +4,8 @@ import { defineConfig } from 'vitest/config';
 // Tests run on the TypeScript sources of the workspace packages (no build needed for them);
 // child processes that must run compiled JS (the DLL host) find it under dist/.
 const src = (p: string) => fileURLToPath(new URL(p, import.meta.url));
+// At the end of the unit and mpi runs: no process they started is left in a tracing stop.
+const tracingStops = src('./scripts/tracing-stops-teardown.mjs');
 const alias = {
   // Longer keys first (see below): the worker-light subpath of the model.
   '@mqd/model/edge-table': src('./packages/model/src/edges/edge-table.ts'),
@@ -30,6 +32,7 @@ export default defineConfig({
           name: 'unit',
           include: ['packages/*/test/**/*.test.ts', 'apps/*/test/**/*.test.ts'],
           exclude: ['**/*.mpi.test.ts', '**/node_modules/**'],
+          globalSetup: [tracingStops],
           // The attacker tests start `mqd serve`, agents and readers from the sources (tsx) and
           // compile their fakes with cc: seconds on an idle machine, several times that on a
           // loaded one. A hung test still fails, a minute later.
@@ -55,6 +58,7 @@ export default defineConfig({
         test: {
           name: 'mpi',
           include: ['packages/*/test/**/*.mpi.test.ts', 'apps/*/test/**/*.mpi.test.ts'],
+          globalSetup: [tracingStops],
           fileParallelism: false,
           testTimeout: 120_000,
           hookTimeout: 120_000,

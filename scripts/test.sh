@@ -7,6 +7,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
+# This shell's start (clock ticks after boot): every process started after it is the run's.
+run_ticks=$(awk '{print $22}' /proc/$$/stat)
 step() { printf '\n=== %s\n' "$*"; }
 
 step "provision (apt packages, debug MPI builds, node modules)"
@@ -36,6 +38,8 @@ for project in unit mpi e2e; do
   step "vitest project $project"
   npx vitest run --project "$project" --reporter=default --reporter=json --outputFile=".test-results/$project.json" || vitest_rc=1
 done
+step "no process left in a tracing stop"
+node scripts/tracing-stops.mjs --since "$run_ticks" --report .test-results/tracing-stops.json || vitest_rc=1
 step "summary"
 node scripts/summarize-tests.mjs .test-results
 sum_rc=$?

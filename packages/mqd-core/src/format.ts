@@ -28,7 +28,9 @@ function opLine(kind: QueueKind, op: Operation, unit: LengthUnit): string {
   const tag = op.tag === null ? 'ANY' : String(op.tag);
   const extra = op.extraText.length ? `  [${op.extraText.join('; ')}]` : '';
   const len = op.lengthUnknown ? '?' : String(op.length);
-  return `${arrow} ${who(op).padEnd(6)} tag ${tag.padEnd(6)} ${len} ${opLengthUnit(op, unit)}  ${op.status}${extra}`;
+  // The rank's note says why (RankSnapshot.statusCorrections).
+  const status = op.corrected === undefined ? op.status : `${op.status} (corrected)`;
+  return `${arrow} ${who(op).padEnd(6)} tag ${tag.padEnd(6)} ${len} ${opLengthUnit(op, unit)}  ${status}${extra}`;
 }
 
 function dllText(d: NonNullable<RankSnapshot['dll']>): string {
@@ -92,6 +94,9 @@ export function formatSnapshot(s: JobSnapshot, opts: { all?: boolean } = {}): st
     out.push(`\nrank ${r.rank}  pid ${r.pid}  host ${r.host}  ${state}${paused}`);
     if (r.dll && dlls.size > 1) out.push(`  DLL: ${dllText(r.dll)}`, ...dllFieldLines(r.dll, '    '));
     else if (r.dll && !jobNotes) out.push(...dllFieldLines(r.dll, '  '));
+    for (const n of r.statusCorrections ?? []) {
+      out.push(`  ${n.count} status(es) corrected: ${n.message}`);
+    }
     let hidden = 0;
     for (const c of r.communicators) {
       if (

@@ -196,7 +196,16 @@ export class Snapshotter {
    */
   private readonly resolvedDlls = new Map<string, string>();
 
+  /** Set by dispose(): readers asked for afterwards are disposed ones, which start no host. */
+  private disposed = false;
+
   constructor(private readonly hostOptions: ReaderClientOptions = {}) {}
+
+  private client(dll: string | null, id: ReaderIdentity): ReaderClient {
+    const c = new ReaderClient(dll, this.hostOptions, id);
+    if (this.disposed) void c.dispose();
+    return c;
+  }
 
   /** The DLL `pid` names in MPIR_dll_name, resolved by a reader running as the pid's owner. */
   async dllOf(pid: number, opts: { allowRoot?: boolean } = {}): Promise<Result<string, MqdError>> {
@@ -225,7 +234,7 @@ export class Snapshotter {
       if (!h.bound) unbound = h;
     }
     if (unbound) return unbound;
-    const h = new ReaderClient(null, this.hostOptions, id);
+    const h = this.client(null, id);
     this.hosts.set(this.key(id, null), h);
     return h;
   }
@@ -242,7 +251,7 @@ export class Snapshotter {
       const k = `${this.key(id, dll)}#${i}`;
       let h = this.hosts.get(k);
       if (!h) {
-        h = new ReaderClient(dll, this.hostOptions, id);
+        h = this.client(dll, id);
         this.hosts.set(k, h);
       }
       out.push(h);
@@ -261,7 +270,7 @@ export class Snapshotter {
       spare.bind(dll);
       h = spare;
     } else {
-      h = new ReaderClient(dll, this.hostOptions, id);
+      h = this.client(dll, id);
     }
     this.hosts.set(k, h);
     return h;
@@ -684,6 +693,7 @@ export class Snapshotter {
   }
 
   async dispose(): Promise<void> {
+    this.disposed = true;
     await Promise.all([...this.hosts.values()].map((h) => h.dispose()));
     this.hosts.clear();
   }

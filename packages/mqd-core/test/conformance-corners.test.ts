@@ -1,6 +1,6 @@
-// The corners of the MQD interface text (issue 14, item 4) against our conformance DLL and
+// The corners of the MQD interface text against our conformance DLL and
 // target: the cases no real library produces on demand. Each test names its corner; the list
-// is in the package README ("Interface corners (issue 14)").
+// is in the package's REFERENCE.md ("Interface corners").
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -121,7 +121,7 @@ describe('interface corners (issue 14)', () => {
 
   it('corner 4: MPI_COMM_WORLD by identity: a renamed world, a user communicator named MPI_COMM_WORLD', async () => {
     // (validateSnapshot still checks "MPI_COMM_WORLD has no group" by name: snapshot-validate.ts
-    // needs isWorld, see the README's corner list; so no validation here.)
+    // needs isWorld, see REFERENCE.md's corner list; so no validation here.)
     const { r } = await readMode(12, 1);
     const [world, impostor] = r.communicators;
     expect(world).toMatchObject({ id: '0', name: 'renamed_world', world: true, group: null });

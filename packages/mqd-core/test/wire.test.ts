@@ -110,6 +110,10 @@ const inter = deriveGlobalRanks(
 );
 const elementsOp = ops([{ tag: 1 }]);
 for (const op of elementsOp) op.lengthUnit = 'elements';
+// Statuses the library's own state corrected (walk.ts): pending, with the request's fields.
+const correctedOps = ops([{ status: mqs_status.complete, extra: ['Receive: 0x77'] }, { tag: 2 }]);
+for (const op of correctedOps.slice(0, 1))
+  Object.assign(op, { status: 'pending', actual: null, corrected: 'waited-on' });
 
 const SAMPLES: [string, RankSnapshot][] = [
   [
@@ -162,6 +166,12 @@ const SAMPLES: [string, RankSnapshot][] = [
       openmpError: mqdError('MQD_E_OMPD_DISABLED', 'OMP_DEBUG unset'),
     },
   ],
+  [
+    'a rank with statuses corrected from the library',
+    okRank([comm({ id: '0', name: 'MPI_COMM_WORLD', receives: correctedOps })], {
+      statusCorrections: [{ reason: 'waited-on', count: 1, message: 'a thread waits on them' }],
+    }),
+  ],
   ['a rank not read', rankNotRead({ rank: 3, pid: 99, host: 'n2' }, mqdError('MQD_E_PID_EXITED', 'gone'))],
   ['a rank with no operations', okRank([comm({ id: '0', name: 'w', sends: null, receives: null })])],
   ['a rank with empty queues only', okRank([comm({ id: '0', name: 'w' })])],
@@ -187,6 +197,7 @@ describe('rankToWire then rankFromWire', () => {
     expect(all.some((o) => o.systemBuffer)).toBe(true);
     expect(all.some((o) => o.extraText.includes(''))).toBe(true);
     expect(all.some((o) => o.buffer === '0xfffffffffffffff0')).toBe(true);
+    expect(new Set(all.map((o) => o.corrected))).toEqual(new Set([undefined, 'waited-on']));
   });
 
   it('gives each queue its own array, in order, for a deep rank (40,000 operations)', () => {
@@ -250,6 +261,7 @@ describe('a malformed wire is a coded error for its rank', () => {
     ['a buffer missing', () => withOps({ buffers: good().ops.buffers.replace(/,[^,]*$/, '') })],
     ['queue bounds past the rows', () => withOps({ queueStarts: new Uint32Array([0, 1e6]) })],
     ['an invalid status', () => withOps({ flags: good().ops.flags.map(() => 3) })],
+    ['an unknown correction', () => withOps({ flags: good().ops.flags.map((f) => f | (3 << 14)) })],
     [
       'a queue reference out of range',
       () => {

@@ -1,6 +1,6 @@
 // A Linux x86_64 ELF core file: its threads, process facts and memory segments, read from the
 // headers and notes only (cores are gigabytes: memory is read on demand with readCoreBytes).
-// Layouts (struct elf_prstatus, elf_prpsinfo, NT_FILE) are in packages/mqd-core/README.md,
+// Layouts (struct elf_prstatus, elf_prpsinfo, NT_FILE) are in packages/mqd-core/REFERENCE.md,
 // "Core files"; the writer (core-writer.ts) produces the same layout.
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';

@@ -1,7 +1,7 @@
 // Writes an ELF core of a process we hold stopped (gcore without gdb), in the layout the kernel
 // writes: PT_NOTE first (per thread NT_PRSTATUS + NT_FPREGSET, the process's NT_PRPSINFO, NT_AUXV,
 // NT_FILE), then one PT_LOAD per mapping of /proc/PID/maps. What is dumped follows the kernel's
-// default coredump_filter 0x33 (README.md, "Core files"). Registers come from PTRACE_GETREGSET
+// default coredump_filter 0x33 (REFERENCE.md, "Core files"). Registers come from PTRACE_GETREGSET
 // (so this must run on the JS thread that stopped the process), memory from /proc/PID/mem in
 // chunks; the core is written under a temporary name beside `outPath` and renamed at the end.
 import {
@@ -175,7 +175,7 @@ function writeTimeval(b: Buffer, at: number, ticks: bigint): void {
   b.writeBigInt64LE((ticks % BigInt(TICKS_PER_SECOND)) * BigInt(1_000_000 / TICKS_PER_SECOND), at + 8);
 }
 
-/** struct elf_prstatus of one thread (x86_64 offsets: README.md, "Core files"). */
+/** struct elf_prstatus of one thread (x86_64 offsets: REFERENCE.md, "Core files"). */
 function prstatus(pid: number, tid: number, regs: Uint8Array, fpvalid: boolean, main: boolean): Buffer {
   const b = Buffer.alloc(PRSTATUS_BYTES);
   const st = statFields(`/proc/${pid}/task/${tid}/stat`);

@@ -5,7 +5,7 @@
 // sampled entries equal); the OMPD reader reads the TLS relocations of a runtime from them
 // (ompd/elf-symbols.ts). Anything else (ELF32, big-endian, no section headers) answers null and
 // the callers keep libdw's way.
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 
 export const SHT_PROGBITS = 1;
 export const SHT_SYMTAB = 2;
@@ -37,8 +37,13 @@ export class ElfSections {
   static open(path: string): ElfSections | null {
     let fd: number;
     try {
-      fd = openSync(path, 'r');
+      // A target's file names are its owner's to change: a FIFO there must not block this open.
+      fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
     } catch {
+      return null;
+    }
+    if (!fstatSync(fd).isFile()) {
+      closeSync(fd);
       return null;
     }
     const at = (pos: number, len: number) => readAt(fd, pos, len);

@@ -1,6 +1,6 @@
 // Just enough ELF to map files into processes and to vet a DLL before dlopen: the header,
 // the program headers and the GNU build-id note. Symbols and DWARF come from libdw.
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 
 export const EM_X86_64 = 62;
@@ -33,11 +33,15 @@ function readAt(fd: number, pos: number, len: number): Buffer {
   return b.subarray(0, n);
 }
 
-/** Reads the ELF header, program headers and build-id of a file. */
+/**
+ * Reads the ELF header, program headers and build-id of a file. Opened without blocking (a FIFO
+ * named where a library or executable was would otherwise hang the reader in open()); anything
+ * but a regular file is refused before a byte is read.
+ */
 export function readElfInfo(path: string): Result<ElfInfo, MqdError> {
   let fd: number;
   try {
-    fd = openSync(path, 'r');
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     return err(
@@ -48,41 +52,47 @@ export function readElfInfo(path: string): Result<ElfInfo, MqdError> {
     );
   }
   try {
-    const h = readAt(fd, 0, 64);
-    if (h.length < 52 || h[0] !== 0x7f || h[1] !== 0x45 || h[2] !== 0x4c || h[3] !== 0x46) {
-      return err(mqdError('MQD_E_DLL_NOT_ELF', `${path} is not an ELF file`));
-    }
-    const cls = h[4] === 2 ? 64 : h[4] === 1 ? 32 : 0;
-    if (cls === 0) return err(mqdError('MQD_E_DLL_NOT_ELF', `${path} has an unknown ELF class ${h[4]}`));
-    const le = h[5] === 1;
-    const u16 = (b: Buffer, o: number) => (le ? b.readUInt16LE(o) : b.readUInt16BE(o));
-    const u32 = (b: Buffer, o: number) => (le ? b.readUInt32LE(o) : b.readUInt32BE(o));
-    const u64 = (b: Buffer, o: number) => (le ? b.readBigUInt64LE(o) : b.readBigUInt64BE(o));
-    const type = u16(h, 16);
-    const machine = u16(h, 18);
-    const phoff = cls === 64 ? Number(u64(h, 32)) : u32(h, 28);
-    const phentsize = u16(h, cls === 64 ? 54 : 42);
-    const phnum = u16(h, cls === 64 ? 56 : 44);
-    const ph = readAt(fd, phoff, phentsize * phnum);
-    const loads: ElfLoad[] = [];
-    let buildId: string | null = null;
-    for (let i = 0; i < phnum; i++) {
-      const o = i * phentsize;
-      if (o + phentsize > ph.length) break;
-      const pType = u32(ph, o);
-      const offset = cls === 64 ? u64(ph, o + 8) : BigInt(u32(ph, o + 4));
-      const vaddr = cls === 64 ? u64(ph, o + 16) : BigInt(u32(ph, o + 8));
-      const filesz = cls === 64 ? u64(ph, o + 32) : BigInt(u32(ph, o + 16));
-      const memsz = cls === 64 ? u64(ph, o + 40) : BigInt(u32(ph, o + 20));
-      if (pType === PT_LOAD) loads.push({ offset, vaddr, filesz, memsz });
-      if (pType === PT_NOTE && buildId === null && filesz < 65536n) {
-        buildId = gnuBuildId(elfNotes(readAt(fd, Number(offset), Number(filesz)), le).notes);
-      }
-    }
-    return ok({ class: cls, littleEndian: le, type, machine, loads, buildId });
+    if (!fstatSync(fd).isFile()) return err(mqdError('MQD_E_DLL_NOT_ELF', `${path} is not a regular file`));
+    return readElfInfoAt(fd, path);
   } finally {
     closeSync(fd);
   }
+}
+
+/** readElfInfo of a file the caller holds open (`path` names it in messages only). */
+export function readElfInfoAt(fd: number, path: string): Result<ElfInfo, MqdError> {
+  const h = readAt(fd, 0, 64);
+  if (h.length < 52 || h[0] !== 0x7f || h[1] !== 0x45 || h[2] !== 0x4c || h[3] !== 0x46) {
+    return err(mqdError('MQD_E_DLL_NOT_ELF', `${path} is not an ELF file`));
+  }
+  const cls = h[4] === 2 ? 64 : h[4] === 1 ? 32 : 0;
+  if (cls === 0) return err(mqdError('MQD_E_DLL_NOT_ELF', `${path} has an unknown ELF class ${h[4]}`));
+  const le = h[5] === 1;
+  const u16 = (b: Buffer, o: number) => (le ? b.readUInt16LE(o) : b.readUInt16BE(o));
+  const u32 = (b: Buffer, o: number) => (le ? b.readUInt32LE(o) : b.readUInt32BE(o));
+  const u64 = (b: Buffer, o: number) => (le ? b.readBigUInt64LE(o) : b.readBigUInt64BE(o));
+  const type = u16(h, 16);
+  const machine = u16(h, 18);
+  const phoff = cls === 64 ? Number(u64(h, 32)) : u32(h, 28);
+  const phentsize = u16(h, cls === 64 ? 54 : 42);
+  const phnum = u16(h, cls === 64 ? 56 : 44);
+  const ph = readAt(fd, phoff, phentsize * phnum);
+  const loads: ElfLoad[] = [];
+  let buildId: string | null = null;
+  for (let i = 0; i < phnum; i++) {
+    const o = i * phentsize;
+    if (o + phentsize > ph.length) break;
+    const pType = u32(ph, o);
+    const offset = cls === 64 ? u64(ph, o + 8) : BigInt(u32(ph, o + 4));
+    const vaddr = cls === 64 ? u64(ph, o + 16) : BigInt(u32(ph, o + 8));
+    const filesz = cls === 64 ? u64(ph, o + 32) : BigInt(u32(ph, o + 16));
+    const memsz = cls === 64 ? u64(ph, o + 40) : BigInt(u32(ph, o + 20));
+    if (pType === PT_LOAD) loads.push({ offset, vaddr, filesz, memsz });
+    if (pType === PT_NOTE && buildId === null && filesz < 65536n) {
+      buildId = gnuBuildId(elfNotes(readAt(fd, Number(offset), Number(filesz)), le).notes);
+    }
+  }
+  return ok({ class: cls, littleEndian: le, type, machine, loads, buildId });
 }
 
 /** One note of a PT_NOTE segment (an ELF file's, or a core's). */

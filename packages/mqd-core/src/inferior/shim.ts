@@ -226,6 +226,16 @@ export class HotPath {
   }
 
   /**
+   * Records [first, first + count) of this stop copied into `into` (recordSize bytes each), for
+   * a look at a few fields while the rank is still stopped; the full copy waits for the resume.
+   */
+  copyRecords(first: number, count: number, recordSize: number, into: Uint8Array): void {
+    if (count <= 0) return;
+    if (into.byteLength < count * recordSize) throw new Error('copyRecords: the buffer is too small');
+    this.f.opsCopy(into, first, count);
+  }
+
+  /**
    * Every record the walks of this stop read (PENDING_OPERATION.size bytes each, in walk order),
    * copied into JS memory; call it before `endStop`, after the resume.
    */

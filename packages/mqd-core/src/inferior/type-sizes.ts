@@ -4,7 +4,7 @@
 // target_to_host is a plain copy, so only a target whose ABI is this host's can be answered:
 // an ILP32 or big-endian target gets a coded error here, never LP64 numbers that would make the
 // DLL read garbage.
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, openSync, readSync } from 'node:fs';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import { hostMachine, readElfInfo } from './elf.js';
 
@@ -25,7 +25,8 @@ export function targetTypeSizes(exe: string): Result<TypeSizes, MqdError> {
   // e_ident first: a big-endian header would be misread by the full parse.
   const ident = Buffer.alloc(6);
   try {
-    const fd = openSync(exe, 'r');
+    // O_NONBLOCK: the owner may put a FIFO where the executable was; its open must not wait.
+    const fd = openSync(exe, constants.O_RDONLY | constants.O_NONBLOCK);
     try {
       readSync(fd, ident, 0, 6, 0);
     } finally {

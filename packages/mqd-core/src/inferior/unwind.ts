@@ -9,7 +9,14 @@
 // per (build-id, file address) shared by every process mapping the same file, so a warm
 // snapshot symbolises with map lookups only.
 import { accessSync, closeSync, constants as fsConstants, fstatSync, openSync, readFileSync } from 'node:fs';
-import { type Frame, MAX_FRAMES_PER_THREAD, type MqdError, mqdError, type ThreadStack } from '@mqd/model';
+import {
+  type Frame,
+  MAX_FRAMES_PER_THREAD,
+  MAX_THREADS_PER_RANK,
+  type MqdError,
+  mqdError,
+  type ThreadStack,
+} from '@mqd/model';
 import koffi from 'koffi';
 import { nativeFree } from '../native/alloc.js';
 import {
@@ -78,6 +85,22 @@ interface ProcDwfl {
 
 export interface UnwoundRank {
   readonly threads: ThreadStack[];
+  /** Threads past MAX_THREADS_PER_RANK that were not unwound (capThreads). */
+  readonly omitted: number;
+}
+
+/**
+ * The threads a rank's read lists: the main thread, then the others by tid, at most `max`;
+ * decided before any is unwound, so a rank with thousands of threads is not held stopped while
+ * stacks that no snapshot can carry are unwound.
+ */
+export function capThreads(
+  mainTid: number,
+  tids: readonly number[],
+  max: number = MAX_THREADS_PER_RANK,
+): { readonly kept: number[]; readonly omitted: number } {
+  const ordered = [...tids].sort((a, b) => (a === mainTid ? -1 : b === mainTid ? 1 : a - b));
+  return { kept: ordered.slice(0, max), omitted: Math.max(0, ordered.length - max) };
 }
 
 const SYMBOL_CACHE_MAX = 200_000;
@@ -257,7 +280,7 @@ export class Unwinder {
     what: string,
     dwarfAt: DwarfAt | null = null,
   ): UnwoundRank | MqdError {
-    const ordered = [...tids].sort((a, b) => (a === mainTid ? -1 : b === mainTid ? 1 : a - b));
+    const { kept: ordered, omitted } = capThreads(mainTid, tids);
     const threads: ThreadStack[] = [];
     let failures = 0;
     let firstError: string | null = null;
@@ -314,7 +337,7 @@ export class Unwinder {
         `${what}: no thread could be unwound (${firstError ?? 'no frames'})`,
       );
     }
-    return { threads };
+    return { threads, omitted };
   }
 
   /**

@@ -3,7 +3,8 @@
 // turns functions into a C table (native where the shim answers, counted JS elsewhere).
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import koffi from 'koffi';
-import { EM_X86_64, ET_DYN, hostMachine, readElfInfo } from '../inferior/elf.js';
+import { EM_X86_64, ET_DYN, hostMachine } from '../inferior/elf.js';
+import { type HeldLibrary, openLibraryFile } from '../inferior/library-file.js';
 import { HotPath, NATIVE_CALLBACKS, type NativeCallback } from '../inferior/shim.js';
 import { permanentAlloc } from '../native/alloc.js';
 import { dlopen, dlsymAddress, RTLD_NOW } from '../native/libc.js';
@@ -12,35 +13,54 @@ import { ENTRY_POINTS, MQS_INTERFACE_COMPATIBILITY, proto } from './mqs-spec.js'
 export type Fn = (...args: unknown[]) => unknown;
 export type KoffiLib = ReturnType<typeof koffi.load>;
 
-/** A DLL that passed the checks, loaded twice (koffi's library, and dlopen's handle for addresses). */
+/**
+ * A DLL that passed the checks, loaded twice through the same open file (koffi's library, and
+ * dlopen's handle for addresses); `file` stays open while it is loaded (library-file.ts).
+ */
 export interface LoadedDll {
   readonly lib: KoffiLib;
   readonly handle: unknown;
   readonly hot: HotPath;
+  readonly file: HeldLibrary;
 }
 
-/** Vets and loads a DLL: ELF, this machine's architecture, compatibility level 2, width 8. */
+/** Vets and loads a DLL: a regular file, ELF, this machine's architecture, compatibility level 2, width 8. */
 export function loadDll(dllPath: string): Result<LoadedDll, MqdError> {
-  const elf = readElfInfo(dllPath);
-  if (!elf.ok) return elf;
-  if (elf.value.machine !== hostMachine() || elf.value.class !== 64) {
+  const opened = openLibraryFile(dllPath);
+  if (!opened.ok) {
+    const r = opened.error;
+    if (r.elf) return err(r.elf);
     return err(
       mqdError(
-        'MQD_E_DLL_WRONG_ARCH',
-        `${dllPath} is ELF${elf.value.class} machine ${elf.value.machine}; this debugger is ELF64 machine ${EM_X86_64}`,
+        r.missing ? 'MQD_E_DLL_NOT_FOUND' : 'MQD_E_DLL_NOT_ELF',
+        `the DLL ${dllPath} ${r.why}${r.missing ? '' : " (the MPI library's message-queue DLL is a regular ELF shared object)"}`,
       ),
     );
   }
-  if (elf.value.type !== ET_DYN)
-    return err(mqdError('MQD_E_DLL_NOT_ELF', `${dllPath} is not a shared object`));
+  const file = opened.value;
+  const elf = file.elf;
+  const refuse = (e: MqdError) => {
+    file.close();
+    return err(e);
+  };
+  if (elf.machine !== hostMachine() || elf.class !== 64) {
+    return refuse(
+      mqdError(
+        'MQD_E_DLL_WRONG_ARCH',
+        `${dllPath} is ELF${elf.class} machine ${elf.machine}; this debugger is ELF64 machine ${EM_X86_64}`,
+      ),
+    );
+  }
+  if (elf.type !== ET_DYN) return refuse(mqdError('MQD_E_DLL_NOT_ELF', `${dllPath} is not a shared object`));
   const hot = HotPath.get();
-  if (!hot.ok) return hot;
+  if (!hot.ok) return refuse(hot.error);
   let lib: KoffiLib;
   let handle: unknown;
+  // From here on the descriptor stays open whatever happens: the loader may hold its name.
   try {
-    lib = koffi.load(dllPath);
-    // The same file opened again gives koffi's handle back: for entry points' addresses.
-    const h = dlopen(dllPath, RTLD_NOW);
+    lib = koffi.load(file.loadPath);
+    // The same name opened again gives koffi's handle back: for entry points' addresses.
+    const h = dlopen(file.loadPath, RTLD_NOW);
     if (!('handle' in h)) throw new Error(h.error);
     handle = h.handle;
   } catch (e) {
@@ -70,7 +90,7 @@ export function loadDll(dllPath: string): Result<LoadedDll, MqdError> {
       ),
     );
   }
-  return ok({ lib, handle, hot: hot.value });
+  return ok({ lib, handle, hot: hot.value, file });
 }
 
 /**

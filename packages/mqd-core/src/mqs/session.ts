@@ -32,7 +32,13 @@ import { decodeCommunicator, decodeGroup } from './decode.js';
 import { callbackTable, type Fn, type KoffiLib, loadDll, nativeString } from './dll-load.js';
 import { DllTypes } from './dll-types.js';
 import { newestFirstQueue, quirksOfDll } from './libraries/index.js';
-import { type LibraryQuirks, type RankMemory, rankMemory } from './libraries/library.js';
+import {
+  type CompletedCheck,
+  type CorrectedStatus,
+  type LibraryQuirks,
+  type RankMemory,
+  rankMemory,
+} from './libraries/library.js';
 import {
   BASIC_CALLBACKS,
   CALLBACK_FAILURE,
@@ -51,6 +57,7 @@ import {
 import {
   assembleWalk,
   entryBudget,
+  findCorrections,
   MIN_OPERATION_JSON_BYTES,
   QUEUES,
   type QueueName,
@@ -512,10 +519,14 @@ export class MqsSession {
 
   /** The stopped process's symbols, types and memory (through the stop's page cache). */
   memory(t: MqsProcess): RankMemory {
-    return rankMemory(t.image, (addr, len) => {
-      const b = new Uint8Array(len);
-      return this.hot.read(t.key, addr, len, b) ? b : null;
-    });
+    return rankMemory(
+      t.image,
+      (addr, len) => {
+        const b = new Uint8Array(len);
+        return this.hot.read(t.key, addr, len, b) ? b : null;
+      },
+      (addr, into) => this.hot.read(t.key, addr, into.length, into),
+    );
   }
 
   /** The target's type sizes, read from its executable's ELF when it was set up. */
@@ -554,6 +565,20 @@ export class MqsSession {
     // JS memory handed to the DLL for the length of each call: nothing native to free.
     const commBytes = new Uint8Array(COMMUNICATOR.size);
     const out: RawCommunicator[] = [];
+    // The library's own state, for the operations its DLL may call complete wrongly (prepared
+    // once per stop, at the first queue with entries).
+    let check: CompletedCheck | null | undefined;
+    const completedCheck = () => {
+      if (check === undefined) {
+        try {
+          check = this.quirks.completedCheck?.(this.memory(t)) ?? null;
+        } catch (e) {
+          this.dprints.push(`debugger: preparing the status check: ${(e as Error).message}`);
+          check = null;
+        }
+      }
+      return check;
+    };
     const stop = (e: MqdError): Result<RawWalk, MqdError> =>
       ok({ comms: out, error: e, worldId, fortran: this.fortranOf(t, out) });
     for (let guard = 0; guard < 1_000_000; guard++) {
@@ -626,7 +651,18 @@ export class MqsSession {
                 ]
                   .filter((x) => x !== null)
                   .join('; ');
-          queues.push([q, { kind: 'records', first: walk.first, count: walk.count, rc: walk.rc, why }]);
+          const corrections = q === 'unexpected' ? undefined : this.correctionsOf(t, walk, completedCheck);
+          queues.push([
+            q,
+            {
+              kind: 'records',
+              first: walk.first,
+              count: walk.count,
+              rc: walk.rc,
+              why,
+              ...(corrections ? { corrections } : {}),
+            },
+          ]);
         }
         out.push({ header, group, remoteGroup, queues });
       }
@@ -640,6 +676,32 @@ export class MqsSession {
       }
     }
     return ok({ comms: out, error: null, worldId, fortran: this.fortranOf(t, out) });
+  }
+
+  /**
+   * In the stop: the statuses of this walk's records that the library's own state corrects
+   * (LibraryQuirks.completedCheck; walk.ts findCorrections). A corrupt target costs only the
+   * corrections, never the walk.
+   */
+  private correctionsOf(
+    t: MqsProcess,
+    walk: { readonly first: number; readonly count: number },
+    completedCheck: () => CompletedCheck | null,
+  ): ReadonlyMap<number, CorrectedStatus> | undefined {
+    if (walk.count === 0 || !this.quirks.completedCheck) return undefined;
+    const check = completedCheck();
+    if (!check) return undefined;
+    try {
+      return findCorrections(
+        (first, n, into) => this.hot.copyRecords(first, n, PENDING_OPERATION.size, into),
+        walk.first,
+        walk.count,
+        check,
+      );
+    } catch (e) {
+      this.dprints.push(`debugger: checking statuses of pid ${t.pid}: ${(e as Error).message}`);
+      return undefined;
+    }
   }
 
   /** The communicators' Fortran handles, read in the same stop as the walk (issue 14). */
@@ -673,6 +735,7 @@ export class MqsSession {
       unexpectedUnit: this.types.unexpectedLengthUnit(this.library),
       newestFirst: this.newestFirst,
       dllError: (code, what, why) => this.dllError(code, what, undefined, why),
+      ...(this.quirks.correctionNotes ? { correctionNotes: this.quirks.correctionNotes } : {}),
     });
   }
 

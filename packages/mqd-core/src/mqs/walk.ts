@@ -1,10 +1,27 @@
 // What the walk of one stop keeps (raw: the DLL's records stay in the shim until the rank is
 // resumed) and how it becomes the model's communicators afterwards. The walk itself is
 // MqsSession's (it drives the DLL); this file is its data and the pure assembly after the resume.
-import { type Communicator, type LengthUnit, type MqdError, mqdError, type Operation } from '@mqd/model';
+import {
+  type Communicator,
+  type LengthUnit,
+  type MqdError,
+  mqdError,
+  type Operation,
+  type RankSnapshot,
+  STATUS_CORRECTIONS,
+  type StatusCorrection,
+} from '@mqd/model';
 import type { ReadFailure } from '../inferior/memory.js';
 import { type CommunicatorHeader, decodeOperations, deriveGlobalRanks, isWorldHeader } from './decode.js';
-import { mqs_end_of_list, mqs_ok, mqs_op_class, PENDING_OPERATION, WALK_OUT_OF_MEMORY } from './mqs-spec.js';
+import type { CompletedCheck, CorrectedStatus, CorrectionNotes } from './libraries/library.js';
+import {
+  mqs_end_of_list,
+  mqs_ok,
+  mqs_op_class,
+  mqs_status,
+  PENDING_OPERATION,
+  WALK_OUT_OF_MEMORY,
+} from './mqs-spec.js';
 
 export const QUEUES = [
   ['sends', mqs_op_class.pending_sends],
@@ -50,6 +67,8 @@ export type RawQueue =
       readonly rc: number;
       /** Our diagnosis when the walk broke off on a failed callback (never shown to the DLL). */
       readonly why: string | null;
+      /** Statuses the library's own state corrects, by index in walk order (read in the stop). */
+      readonly corrections?: ReadonlyMap<number, CorrectedStatus>;
     }
   /** mqs_setup_operation_iterator said mqs_no_information: the library cannot show this queue. */
   | { readonly kind: 'unavailable'; readonly rc: number }
@@ -87,6 +106,61 @@ export interface WalkFacts {
   readonly newestFirst: ReadonlySet<QueueName>;
   /** The DLL's message for a code, with our diagnosis (MqsSession.dllError). */
   dllError(code: number, what: string, why: string | null): MqdError;
+  /** What each correction means, in the rank's note (LibraryQuirks.correctionNotes). */
+  readonly correctionNotes?: CorrectionNotes;
+}
+
+/** Records looked at per copy out of the shim while checking statuses in the stop. */
+const CHECK_CHUNK = 256;
+
+/**
+ * In the stop: the records among `count` (from `first`) that the DLL reported complete, checked
+ * against the library's own state (`check`), by index in the queue. `copy` copies records of
+ * the stop out of the shim into `into` (whole records, PENDING_OPERATION.size bytes each).
+ */
+export function findCorrections(
+  copy: (first: number, count: number, into: Uint8Array) => void,
+  first: number,
+  count: number,
+  check: CompletedCheck,
+): ReadonlyMap<number, CorrectedStatus> | undefined {
+  const P = PENDING_OPERATION;
+  const chunk = Buffer.alloc(Math.min(count, CHECK_CHUNK) * P.size);
+  const view = new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  const out = new Map<number, CorrectedStatus>();
+  for (let at = 0; at < count; at += CHECK_CHUNK) {
+    const n = Math.min(CHECK_CHUNK, count - at);
+    copy(first + at, n, chunk);
+    for (let i = 0; i < n; i++) {
+      const rec = i * P.size;
+      if (view.getInt32(rec + P.status, true) !== mqs_status.complete) continue;
+      const from = rec + P.extra_text;
+      const nul = chunk.indexOf(0, from);
+      const line = chunk.toString(
+        'latin1',
+        from,
+        nul >= 0 && nul < from + P.extraLineLen ? nul : from + P.extraLineLen,
+      );
+      const c = check(line);
+      if (c !== null) out.set(at + i, c);
+    }
+  }
+  return out.size === 0 ? undefined : out;
+}
+
+/** An operation as the library's own state gives it (the DLL's status replaced). */
+function applyCorrection(op: Operation, c: CorrectedStatus): void {
+  op.status = c.status;
+  if (c.status === 'pending') op.actual = null;
+  op.peer.local = c.peer;
+  // The global rank is derived from the local one with the group (deriveGlobalRanks), as the DLL's.
+  if (c.peer === null) op.peer.global = null;
+  op.tag = c.tag;
+  if (c.length !== null) {
+    op.length = c.length;
+    delete op.lengthUnknown;
+  }
+  op.corrected = c.reason;
 }
 
 /** Turns the walk's raw records into the model's communicators (after the rank resumed). */
@@ -97,8 +171,11 @@ export function assembleWalk(
 ): {
   communicators: Communicator[];
   walkError: MqdError | null;
+  /** The rank's note on the statuses corrected (absent when none). */
+  statusCorrections?: NonNullable<RankSnapshot['statusCorrections']>;
 } {
   let walkError: MqdError | null = null;
+  const corrected = new Map<StatusCorrection, number>();
   const communicators = walk.comms.map(({ header, group, remoteGroup, queues }) => {
     const comm: Communicator = {
       id: header.id,
@@ -144,6 +221,13 @@ export function assembleWalk(
       // Entries counted in another unit than the snapshot's say so (Operation.lengthUnit).
       const unit = q === 'unexpected' ? facts.unexpectedUnit : undefined;
       if (unit !== undefined) for (const op of ops) op.lengthUnit = unit;
+      // Before the order changes: the corrections are indexed in walk order.
+      for (const [i, c] of rq.corrections ?? []) {
+        const op = ops[i];
+        if (!op) continue;
+        applyCorrection(op, c);
+        corrected.set(c.reason, (corrected.get(c.reason) ?? 0) + 1);
+      }
       // MPICH's debugger lists are newest first; matching order is oldest first.
       if (facts.newestFirst.has(q)) ops.reverse();
       comm[q] = ops;
@@ -160,7 +244,17 @@ export function assembleWalk(
     return deriveGlobalRanks(comm);
   });
   // A walk cut short before all communicators were listed outranks a partial queue.
-  return { communicators, walkError: walk.error ?? walkError };
+  const result = { communicators, walkError: walk.error ?? walkError };
+  if (corrected.size === 0) return result;
+  const statusCorrections = STATUS_CORRECTIONS.flatMap((reason) => {
+    const count = corrected.get(reason);
+    if (count === undefined) return [];
+    const message =
+      facts.correctionNotes?.[reason] ??
+      `${facts.libraryName}'s DLL gave these operations a status its library's own state contradicts`;
+    return [{ reason, count, message }];
+  });
+  return { ...result, statusCorrections };
 }
 
 /** The failure of a stop's memory reads that fails the whole read (null: none, or only unmapped reads). */

@@ -21,6 +21,7 @@ const _dlopen = libc.func('void *dlopen(const char *file, int mode)');
 const _dlsym = libc.func('void *dlsym(void *handle, const char *name)');
 const _dlerror = libc.func('const char *dlerror()');
 const _getpid = libc.func('int getpid()');
+const _getppid = libc.func('int getppid()');
 const _strerror = libc.func('const char *strerror(int errnum)');
 export const _memcpy = libc.func('void *memcpy(uintptr_t dst, uintptr_t src, size_t n)');
 export const _strlen = libc.func('size_t strlen(uintptr_t s)');
@@ -76,8 +77,15 @@ export function waitpid(pid: number, options: number): [number, number] {
   return [r < 0 ? -koffi.errno() : r, status[0] ?? 0];
 }
 
-export function setParentDeathSignal(signal: number): void {
-  _prctl(PR_SET_PDEATHSIG, signal, 0, 0, 0);
+/** prctl(PR_SET_PDEATHSIG, signal): 0 or -errno. The kernel sends `signal` when the parent thread ends. */
+export function setParentDeathSignal(signal: number): number {
+  const r = _prctl(PR_SET_PDEATHSIG, signal, 0, 0, 0) as number;
+  return r < 0 ? -koffi.errno() : r;
+}
+
+/** The parent's pid as the kernel says it now (not a value cached at start). */
+export function getppid(): number {
+  return _getppid() as number;
 }
 
 export function getpid(): number {

@@ -13,7 +13,8 @@ import { basename, isAbsolute } from 'node:path';
 import { err, type MqdError, mqdError, ok, type Result } from '@mqd/model';
 import koffi from 'koffi';
 import { debugFileSearch } from '../inferior/debug-search.js';
-import { EM_X86_64, ET_DYN, readElfInfo } from '../inferior/elf.js';
+import { EM_X86_64, ET_DYN } from '../inferior/elf.js';
+import { openLibraryFile } from '../inferior/library-file.js';
 import type { MappedModule } from '../inferior/process-image.js';
 import { targetTypeSizes } from '../inferior/type-sizes.js';
 import { permanentAlloc } from '../native/alloc.js';
@@ -275,19 +276,27 @@ export class OmpdSession {
   }
 
   private load(path: string): Result<OmpdLibrary, MqdError> {
-    const elf = readElfInfo(path);
-    if (!elf.ok) return err(mqdError('MQD_E_OMPD_LOAD', elf.error.message));
-    if (elf.value.class !== 64 || elf.value.machine !== EM_X86_64 || elf.value.type !== ET_DYN) {
+    // Held open and checked first (never blocks, a regular file of bounded size), then loaded
+    // through its held directory: its RUNPATH may be $ORIGIN (library-file.ts).
+    const opened = openLibraryFile(path, 'directory');
+    if (!opened.ok) {
+      const r = opened.error;
+      return err(mqdError('MQD_E_OMPD_LOAD', r.elf ? r.elf.message : `the OMPD library ${path} ${r.why}`));
+    }
+    const file = opened.value;
+    const elf = file.elf;
+    if (elf.class !== 64 || elf.machine !== EM_X86_64 || elf.type !== ET_DYN) {
+      file.close();
       return err(
         mqdError(
           'MQD_E_OMPD_LOAD',
-          `${path} is not an x86_64 ELF64 shared object (class ${elf.value.class}, machine ${elf.value.machine})`,
+          `${path} is not an x86_64 ELF64 shared object (class ${elf.class}, machine ${elf.machine})`,
         ),
       );
     }
     let f: Record<OmpdEntry, Fn>;
     try {
-      const lib = koffi.load(path);
+      const lib = koffi.load(file.loadPath);
       const fns: Partial<Record<OmpdEntry, Fn>> = {};
       for (const [name, sig] of Object.entries(ENTRY_POINTS)) fns[name as OmpdEntry] = lib.func(sig) as Fn;
       f = fns as Record<OmpdEntry, Fn>;

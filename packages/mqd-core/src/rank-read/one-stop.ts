@@ -13,7 +13,7 @@ import {
   rankNotRead,
 } from '@mqd/model';
 import { stopProcess } from '../inferior/stopper.js';
-import { Unwinder, type UnwoundRank } from '../inferior/unwind.js';
+import { capThreads, Unwinder, type UnwoundRank } from '../inferior/unwind.js';
 import {
   type CoreRankRef,
   type MqsProcess,
@@ -133,7 +133,8 @@ export class OneStopReader {
       if (wantStacks) {
         stacks = this.readStacks(t, stop.value.tids);
         if (!('code' in stacks)) mpiArgs = this.readMpiArgs(t, stacks);
-        openMp = this.readOpenMp(t, stop.value.tids, opts.ompd ?? {});
+        // The same threads as the stacks (capThreads): the OpenMP list has the same limit.
+        openMp = this.readOpenMp(t, capThreads(r.pid, stop.value.tids).kept, opts.ompd ?? {});
       }
     } finally {
       // Whatever happened, the rank runs again before anything else: even the copy of the
@@ -185,7 +186,10 @@ export class OneStopReader {
         // As live: the threads of the core's NT_PRSTATUS notes, each with its saved fs_base.
         openMp = this.readOpenMp(
           t,
-          r.core.info.threads.map((x) => x.tid),
+          capThreads(
+            r.core.info.pid,
+            r.core.info.threads.map((x) => x.tid),
+          ).kept,
           // A caller that passes no OMPD options gets the strictest policy, never less than the site's.
           opts.ompd ?? { policy: 'root-owned' },
           {

@@ -40,12 +40,13 @@ export function rankSnapshotOf(session: MqsSession, read: RankRead): RankSnapsho
   if (!comms.ok) {
     return { ...rankNotRead(base, comms.error, 'error', paused), ...stackFields, dll: session.dllInfo() };
   }
-  const { communicators, walkError } = comms.value;
+  const { communicators, walkError, statusCorrections } = comms.value;
   return {
     ...base,
     state: walkError ? { kind: 'error', ...walkError } : { kind: 'ok' },
     pausedMicros: paused,
     communicators,
+    ...(statusCorrections ? { statusCorrections } : {}),
     ...stackFields,
     dll: session.dllInfo(),
   };

@@ -5,6 +5,7 @@
 // not send and no crash raises (SIGKILL from the OOM killer or an admin) is no fault of the DLL:
 // that rank gets MQD_E_READER_KILLED instead (issue 27).
 import type { ChildProcess } from 'node:child_process';
+import type { Socket } from 'node:net';
 import { type MpiLibrary, type MqdError, mqdError, ok, type RankSnapshot, rankNotRead } from '@mqd/model';
 import { libraryOfDll } from '../mqs/libraries/index.js';
 import { credentials } from '../native/libc.js';
@@ -67,6 +68,11 @@ interface Live {
   exited: string | null;
   /** Set when this supervisor sent the SIGKILL (timeout, restart, dispose). */
   killedByUs: boolean;
+  /**
+   * Set when the reader said it still traces threads it could not detach (`retiring`): it gets
+   * no further request and is killed once its answer is in (its end lets those threads go).
+   */
+  retiring: boolean;
 }
 
 /** How a reader ended: on its own (crash, exit) or by a signal from outside. */
@@ -94,8 +100,21 @@ function ownIdentity(): ReaderIdentity {
   return { uid: me.uid, gid: me.gid, switched: false };
 }
 
+/** How long dispose() waits for a SIGKILLed host to be reaped (one in uninterruptible sleep is not). */
+export const DISPOSE_WAIT_MS = 2000;
+
+/** What a rank not read because its supervisor was disposed gets. */
+function shutDown(pid: number): MqdError {
+  return mqdError(
+    'MQD_E_AGENT_MISSING',
+    `pid ${pid} was not read: the agent is shutting down and starts no more readers; take the snapshot again once it runs`,
+  );
+}
+
 export class ReaderClient {
   private live: Live | null = null;
+  /** Set by dispose(): from then on no host is started, and what was asked is answered without one. */
+  private disposed = false;
   private queue: Promise<unknown> = Promise.resolve();
   private nextId = 1;
   /** Hosts started over this supervisor's life (1 = never restarted). */
@@ -140,6 +159,7 @@ export class ReaderClient {
   }
 
   private spawn(): Live {
+    if (this.disposed) throw new Error('ReaderClient: a host was asked for after dispose()');
     // A reader the CLI started before it loaded this code (reader-spawn.ts startReaderEarly), or a new one.
     // One that died meanwhile is not used (its request would fail for nothing).
     const adopted = adoptStartedReader(this.identity);
@@ -158,6 +178,7 @@ export class ReaderClient {
       exitListener: null,
       exited: null,
       killedByUs: false,
+      retiring: false,
       ready: new Promise<void>((resolve, reject) => {
         settle = { resolve, reject };
       }),
@@ -167,7 +188,15 @@ export class ReaderClient {
         this.credentials = m.credentials;
         settle?.resolve();
       } else if (m.type === 'privdrop') live.privdrop = m.error;
-      else live.listener?.(m);
+      else {
+        if (m.type === 'retiring') {
+          live.retiring = true;
+          if (this.live === live) this.live = null;
+        }
+        live.listener?.(m);
+        // Nobody waits on it (a capture's answers come after it): nothing to finish first.
+        if (m.type === 'retiring' && live.listener === null) this.kill(live);
+      }
     };
     const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
       const desc = signal ? `killed by ${signal}` : `exited with code ${code}`;
@@ -187,6 +216,7 @@ export class ReaderClient {
 
   /** Starts the host now if none runs, so its start overlaps the caller's other work. */
   warmUp(): void {
+    if (this.disposed) return;
     if (!this.live || this.live.exited) this.live = this.spawn();
   }
 
@@ -221,15 +251,57 @@ export class ReaderClient {
       return { ranks: [], library: 'unknown', version: '', stats: null, restarts, error: allowed.error };
     }
     while (pending.length > 0) {
+      if (this.disposed) {
+        for (const t of pending) done.set(t.pid, rankNotRead(t, shutDown(t.pid)));
+        break;
+      }
       if (!this.live || this.live.exited) this.live = this.spawn();
       const live = this.live;
+      const answered = done.size;
       const outcome = await this.request(live, pending, keepPids, extra, done);
       if (outcome.kind === 'done') {
         last = outcome;
         break;
       }
+      if (outcome.kind === 'retired') {
+        // Not a fault: the reader ended to let go of threads that never stopped; the rank whose
+        // stop failed has its answer, the rest are read by a fresh reader.
+        const culprit = targets.find((t) => t.pid === outcome.pid);
+        if (culprit && !done.has(culprit.pid)) {
+          done.set(
+            culprit.pid,
+            rankNotRead(
+              culprit,
+              mqdError(
+                'MQD_E_STOP_FAILED',
+                `threads of pid ${culprit.pid} never stopped; the reader ended to let them go`,
+              ),
+            ),
+          );
+        }
+        pending = targets.filter((t) => !done.has(t.pid));
+        // Each retirement costs a rank; one that answered none of ours counts as a restart.
+        if (done.size === answered && ++restarts > maxRestarts) {
+          for (const t of pending) {
+            done.set(
+              t.pid,
+              rankNotRead(
+                t,
+                mqdError('MQD_E_DLL_CRASHED', `gave up after ${restarts} reader restarts in one snapshot`),
+              ),
+            );
+          }
+          break;
+        }
+        continue;
+      }
       if (outcome.kind === 'failed') {
         return { ranks: [], library: 'unknown', version: '', stats: null, restarts, error: outcome.error };
+      }
+      // Killed by dispose(): no culprit, and no fresh host for the rest.
+      if (this.disposed) {
+        pending = targets.filter((t) => !done.has(t.pid));
+        continue;
       }
       // The host crashed, hung or was killed while reading `outcome.pid`: that rank alone pays.
       this.kill(live);
@@ -299,6 +371,7 @@ export class ReaderClient {
   ): Promise<
     | { kind: 'done'; library: MpiLibrary; version: string; stats: ReaderStats }
     | { kind: 'failed'; error: MqdError }
+    | { kind: 'retired'; pid: number }
     | { kind: 'crashed' | 'timeout' | 'killed'; pid: number | null; detail: string; ompd: string | null }
   > {
     try {
@@ -336,6 +409,7 @@ export class ReaderClient {
         if (timer) clearTimeout(timer);
         live.listener = null;
         live.exitListener = null;
+        if (live.retiring) this.kill(live);
         resolve(r);
       };
       live.listener = (m) => {
@@ -370,6 +444,9 @@ export class ReaderClient {
             break;
           case 'failed':
             finish({ kind: 'failed', error: m.error });
+            break;
+          case 'retiring':
+            finish({ kind: 'retired', pid: m.pid });
             break;
           case 'pong':
             break;
@@ -468,6 +545,7 @@ export class ReaderClient {
     wanted: ReadonlySet<number>,
   ): Promise<A[]> {
     const failAll = (e: MqdError): A[] => targets.map((t) => failure(t, e));
+    if (this.disposed) return targets.map((t) => failure(t, shutDown(t.pid)));
     if (!this.live || this.live.exited) this.live = this.spawn();
     const live = this.live;
     try {
@@ -488,6 +566,7 @@ export class ReaderClient {
         clearTimeout(timer);
         live.listener = null;
         live.exitListener = null;
+        if (live.retiring) this.kill(live);
         resolve(r);
       };
       live.listener = (m) => {
@@ -526,14 +605,31 @@ export class ReaderClient {
     return this.live && !this.live.exited ? (this.live.child.pid ?? null) : null;
   }
 
+  /**
+   * Kills the host and starts no other: requests in flight and queued are answered without one.
+   * Waits up to DISPOSE_WAIT_MS for the host to be reaped; one that is not (stuck in the kernel)
+   * no longer keeps this process alive, and dies when it wakes or, with PR_SET_PDEATHSIG, when
+   * this process exits.
+   */
   async dispose(): Promise<void> {
+    this.disposed = true;
     const live = this.live;
     this.live = null;
     if (live && !live.exited) {
-      const gone = new Promise<void>((r) => live.child.once('exit', () => r()));
+      let timer: NodeJS.Timeout | null = null;
+      const gone = new Promise<void>((r) => {
+        live.child.once('exit', () => r());
+        timer = setTimeout(r, DISPOSE_WAIT_MS);
+      });
       live.killedByUs = true;
       live.child.kill('SIGKILL');
       await gone;
+      if (timer) clearTimeout(timer);
+      if (!live.exited) {
+        live.child.unref();
+        live.child.channel?.unref();
+        (live.child.stderr as Socket | null)?.unref();
+      }
     }
   }
 }

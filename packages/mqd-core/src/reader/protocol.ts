@@ -169,4 +169,16 @@ export type ReaderMessage =
       readonly version: string;
       readonly stats: ReaderStats;
     }
-  | { readonly type: 'failed'; readonly id: number; readonly error: MqdError };
+  | { readonly type: 'failed'; readonly id: number; readonly error: MqdError }
+  /**
+   * The reader still traces threads that never reached a stop (stopper.ts lingeringTracees):
+   * only its end lets them go, so it answers nothing more and waits to be killed. Sent after the
+   * rank whose stop failed (a snapshot: instead of `done`; the rest is read by a fresh reader),
+   * before `captured` (a capture).
+   */
+  | {
+      readonly type: 'retiring';
+      readonly id: number;
+      readonly pid: number;
+      readonly tids: readonly number[];
+    };

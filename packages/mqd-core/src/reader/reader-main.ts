@@ -13,8 +13,8 @@ import { OpenedCore } from '../inferior/core-image.js';
 import { writeCore } from '../inferior/core-writer.js';
 import { DebugFileRegistry } from '../inferior/debug-file-registry.js';
 import { rankInEnviron } from '../inferior/proc.js';
-import { stopProcess } from '../inferior/stopper.js';
-import { setParentDeathSignal } from '../native/libc.js';
+import { lingeringTracees, stopProcess } from '../inferior/stopper.js';
+import { getppid, setParentDeathSignal } from '../native/libc.js';
 import type { OmpdReadOptions } from '../ompd/raw.js';
 import { OneStopReader } from '../rank-read/one-stop.js';
 import { dllNamedBy, dllNamedByCore } from './dll-name.js';
@@ -35,8 +35,12 @@ import { SourceExcerpts } from './source-excerpts.js';
 import { rankToWire } from './wire.js';
 
 const SIGKILL = 9;
-setParentDeathSignal(SIGKILL);
-if (process.ppid === 1) process.exit(1); // the parent died before we could ask
+// Never outlive the agent: a host blocked in a DLL (or in the kernel for it) would otherwise stay
+// behind as the owner after the agent is gone. A parent that ended before the prctl left us
+// reparented (to init or a subreaper, so not necessarily pid 1): the parent is checked by pid.
+const expectedParent = Number(process.env['MQD_READER_PARENT'] ?? Number.NaN);
+if (setParentDeathSignal(SIGKILL) < 0) process.exit(1);
+if (Number.isInteger(expectedParent) ? getppid() !== expectedParent : getppid() === 1) process.exit(1);
 const entered = enterReader();
 // Not who the agent asked for: say so and do nothing else (no request is ever handled).
 const credentials = entered.ok ? entered.value : null;
@@ -81,6 +85,26 @@ let currentId = 0;
 let sources = new SourceExcerpts();
 let currentHold = 0;
 
+/**
+ * Set once this reader traces a thread it could not detach (it never reached a stop: a vfork
+ * parent, a thread in a stalled file system's wait). The thread would enter a tracing stop as
+ * soon as it left its wait and stay there while this process lives, so the reader says so
+ * (`retiring`), answers nothing more and waits for its supervisor's SIGKILL: the kernel detaches
+ * every tracee of a tracer that exits. It exits by itself if that does not come.
+ */
+let retired = false;
+const RETIRE_FALLBACK_MS = 5000;
+
+/** True (and `retiring` sent) when a failed stop left threads only this process's end releases. */
+function retireIfTracing(id: number, pid: number): boolean {
+  const left = lingeringTracees();
+  if (left.size === 0) return false;
+  retired = true;
+  send({ type: 'retiring', id, pid, tids: [...left.keys()] });
+  setTimeout(() => process.exit(1), RETIRE_FALLBACK_MS);
+  return true;
+}
+
 function handle(req: ReaderRequest): void {
   if (req.type === 'ping') {
     send({ type: 'pong', id: req.id });
@@ -124,6 +148,7 @@ function handle(req: ReaderRequest): void {
         ? rankNotRead(t, refused)
         : s.snapshotRank(t, { stacks: req.stacks !== false, ompd, ...budget }),
     );
+    if (retireIfTracing(req.id, t.pid)) return;
   }
   // Counters are cumulative over the life of this reader.
   send(
@@ -251,36 +276,56 @@ function resolveCore(pid: number, ref: CoreRef): Resolved {
 
 /** Cores of live ranks, one stop each (the rank runs again as soon as its core is written). */
 function capture(req: CaptureRequest): void {
+  let tracing: number | null = null;
   const answers: Captured[] = req.targets.map((t) => {
-    const refused = refusal(t);
-    if (refused) return { pid: t.pid, rank: t.rank, error: refused };
-    let executable = '';
-    try {
-      executable = readlinkSync(`/proc/${t.pid}/exe`);
-    } catch {
-      executable = '';
+    if (tracing !== null) {
+      return {
+        pid: t.pid,
+        rank: t.rank,
+        error: mqdError(
+          'MQD_E_STOP_FAILED',
+          `not captured: the reader ended to let go of threads of pid ${tracing} that never stopped; capture this rank again`,
+        ),
+      };
     }
-    const stop = stopProcess(t.pid, req.stopTimeoutMs);
-    if (!stop.ok) return { pid: t.pid, rank: t.rank, error: stop.error };
-    const name = `rank-${t.rank}.core`;
-    let written: ReturnType<typeof writeCore>;
-    let paused: number;
-    try {
-      written = writeCore(t.pid, stop.value.tids, join(req.dir, name));
-    } finally {
-      paused = stop.value.resume();
-    }
-    if (!written.ok) return { pid: t.pid, rank: t.rank, error: written.error };
-    return {
-      pid: t.pid,
-      rank: t.rank,
-      core: name,
-      bytes: written.value.bytes,
-      executable,
-      pausedMicros: paused,
-    };
+    const answer = captureOne(req, t);
+    if (lingeringTracees().size > 0) tracing = t.pid;
+    return answer;
   });
+  // `retiring` first: the supervisor must not send this reader another request once it has the answers.
+  if (tracing !== null) retireIfTracing(req.id, tracing);
   send({ type: 'captured', id: req.id, answers });
+}
+
+/** One rank's core: checked, stopped, written, resumed. */
+function captureOne(req: CaptureRequest, t: ReaderRank): Captured {
+  const refused = refusal(t);
+  if (refused) return { pid: t.pid, rank: t.rank, error: refused };
+  let executable = '';
+  try {
+    executable = readlinkSync(`/proc/${t.pid}/exe`);
+  } catch {
+    executable = '';
+  }
+  const stop = stopProcess(t.pid, req.stopTimeoutMs);
+  if (!stop.ok) return { pid: t.pid, rank: t.rank, error: stop.error };
+  const name = `rank-${t.rank}.core`;
+  let written: ReturnType<typeof writeCore>;
+  let paused: number;
+  try {
+    written = writeCore(t.pid, stop.value.tids, join(req.dir, name));
+  } finally {
+    paused = stop.value.resume();
+  }
+  if (!written.ok) return { pid: t.pid, rank: t.rank, error: written.error };
+  return {
+    pid: t.pid,
+    rank: t.rank,
+    core: name,
+    bytes: written.value.bytes,
+    executable,
+    pausedMicros: paused,
+  };
 }
 
 function resolve(req: ResolveRequest): void {
@@ -305,7 +350,7 @@ function refusal(t: ReaderRank): MqdError | null {
 }
 
 process.on('message', (m: ReaderRequest) => {
-  if (!credentials) return;
+  if (!credentials || retired) return;
   try {
     handle(m);
   } catch (e) {

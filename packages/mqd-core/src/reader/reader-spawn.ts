@@ -75,6 +75,9 @@ export function readerForkOptions(id: ReaderIdentity): {
     MQD_READER_UID: String(id.uid),
     MQD_READER_GID: String(id.gid),
     MQD_READER_SWITCHED: id.switched ? '1' : '0',
+    // Who its parent must be once it set PR_SET_PDEATHSIG (reader-main.ts): a parent that died
+    // before then left it reparented to a subreaper or init, which it checks for.
+    MQD_READER_PARENT: String(process.pid),
     // One malloc arena: with glibc's default (8 per core) the blocks of IPC buffers, libdw and
     // koffi calls spread over arenas of several threads and the reader's RSS climbs ~20 MB over
     // 1,000 snapshots without any leak; with one it stays flat (packages/mqd-core/bench/reader-memory.bench.ts).

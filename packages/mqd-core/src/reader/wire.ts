@@ -27,6 +27,7 @@ import {
   type QueueKind,
   type RankSnapshot,
   type Result,
+  STATUS_CORRECTIONS,
 } from '@mqd/model';
 
 /** A communicator with each queue replaced by its index among OpColumns' queues (null stays null). */
@@ -86,7 +87,10 @@ const F_SYSTEM_BUFFER = 1 << 11;
 /** lengthUnit present: 'bytes' or 'elements' (never both). */
 const F_UNIT_BYTES = 1 << 12;
 const F_UNIT_ELEMENTS = 1 << 13;
-const F_ALL = (1 << 14) - 1;
+/** Bits 14-15: `corrected`, as 1 + its index in STATUS_CORRECTIONS (0: absent; room for 3). */
+const CORRECTED_SHIFT = 14;
+const CORRECTED = STATUS_CORRECTIONS.slice(0, 3);
+const F_ALL = (1 << (CORRECTED_SHIFT + 2)) - 1;
 /** Buffers are 0x hex (snapshot-spec.ts): a comma is never part of one. */
 const BUFFER_SEP = ',';
 const QUEUES = ['sends', 'receives', 'unexpected'] as const satisfies readonly QueueKind[];
@@ -109,6 +113,7 @@ const CARRIED: {
     extraText: true,
     buffer: true,
     systemBuffer: true,
+    corrected: true,
   },
   actual: { peer: true, tag: true, length: true },
   peer: { local: true, global: true },
@@ -219,6 +224,11 @@ export function rankToWire(rank: RankSnapshot): WireRank | null {
         }
         if (op.systemBuffer === true) f |= F_SYSTEM_BUFFER;
         else if (op.systemBuffer !== false) return null;
+        if (op.corrected !== undefined) {
+          const k = CORRECTED.indexOf(op.corrected);
+          if (k < 0) return null;
+          f |= (k + 1) << CORRECTED_SHIFT;
+        }
         flags[row] = f;
         const lines = op.extraText;
         if (lines.length > 255) return null;
@@ -330,7 +340,14 @@ export function rankFromWire(w: WireRank): Result<RankSnapshot, MqdError> {
   for (let i = 0; i < rows; i++) {
     const f = flags[i] as number;
     const status = STATUSES[f & 3];
-    if (status === undefined || f > F_ALL || (f & F_UNIT_BYTES && f & F_UNIT_ELEMENTS))
+    const correctedCode = f >> CORRECTED_SHIFT;
+    const corrected = correctedCode === 0 ? undefined : CORRECTED[correctedCode - 1];
+    if (
+      status === undefined ||
+      f > F_ALL ||
+      (f & F_UNIT_BYTES && f & F_UNIT_ELEMENTS) ||
+      (correctedCode !== 0 && corrected === undefined)
+    )
       return err(malformed(pid, `flags of operation ${i}`));
     let actual: ActualMatch | null = null;
     if (f & F_ACTUAL) {
@@ -353,7 +370,7 @@ export function rankFromWire(w: WireRank): Result<RankSnapshot, MqdError> {
       if (s >= nStrings) return err(malformed(pid, 'extra text'));
       lines[j] = strings[s] as string;
     }
-    // The key order of src/mqs/decode.ts (then session.ts's lengthUnit).
+    // The key order of src/mqs/decode.ts (then walk.ts's lengthUnit and corrected).
     const op: Operation = {
       status,
       peer: {
@@ -370,6 +387,7 @@ export function rankFromWire(w: WireRank): Result<RankSnapshot, MqdError> {
     if (f & F_LENGTH_UNKNOWN) op.lengthUnknown = true;
     if (f & F_UNIT_BYTES) op.lengthUnit = 'bytes';
     else if (f & F_UNIT_ELEMENTS) op.lengthUnit = 'elements';
+    if (corrected !== undefined) op.corrected = corrected;
     ops[i] = op;
   }
   if (nActual !== actualLocal.length || line !== extraText.length) return err(malformed(pid, 'row counts'));

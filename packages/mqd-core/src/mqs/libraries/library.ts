@@ -2,7 +2,7 @@
 // interface: each library's quirks live in its own file (open-mpi.ts, mpich.ts, other.ts) and
 // are listed in index.ts, so supporting another library is adding a file there (as speedscope
 // adds an import format), never an `if (library === ...)` in the session.
-import type { MpiLibrary } from '@mqd/model';
+import type { MpiLibrary, OpStatus, StatusCorrection } from '@mqd/model';
 import type { ProcessImage } from '../../inferior/process-image.js';
 
 /** Reads `len` bytes of the stopped target (or core) at `addr`; null when unreadable. */
@@ -15,20 +15,33 @@ export type ReadBytes = (addr: bigint, len: number) => Uint8Array | null;
 export interface RankMemory {
   readonly image: Pick<ProcessImage, 'findSymbol' | 'findType'>;
   bytes: ReadBytes;
+  /** Reads `into.length` bytes at `addr` into `into` (no allocation); false when unreadable. */
+  readInto(addr: bigint, into: Uint8Array): boolean;
   u64(addr: bigint): bigint | null;
   i32(addr: bigint): number | null;
   /** Offset of `field` in the target's type `type` (-1: no such type or field). */
   offsetOf(type: string, field: string): number;
 }
 
-/** A RankMemory over `image` and a byte reader (little-endian: x86_64 targets only). */
+/**
+ * A RankMemory over `image` and a byte reader (little-endian: x86_64 targets only); `readInto`,
+ * when given, reads without allocating (else through `read`).
+ */
 export function rankMemory(
   image: Pick<ProcessImage, 'findSymbol' | 'findType'>,
   read: ReadBytes,
+  readInto?: (addr: bigint, into: Uint8Array) => boolean,
 ): RankMemory {
   return {
     image,
     bytes: read,
+    readInto:
+      readInto ??
+      ((addr, into) => {
+        const b = read(addr, into.length);
+        if (b) into.set(b);
+        return b !== null;
+      }),
     u64: (addr) => {
       const b = read(addr, 8);
       return b ? new DataView(b.buffer, b.byteOffset, 8).getBigUint64(0, true) : null;
@@ -43,6 +56,31 @@ export function rankMemory(
     },
   };
 }
+
+/**
+ * What a library's own state says of an operation whose DLL status it contradicts: the status,
+ * and the operation's desired fields as the request holds them.
+ */
+export interface CorrectedStatus {
+  readonly reason: StatusCorrection;
+  readonly status: OpStatus;
+  /** The peer's rank in the operation's communicator; null = any source. */
+  readonly peer: number | null;
+  /** null = any tag. */
+  readonly tag: number | null;
+  /** In the snapshot's length unit; null when the request's datatype could not be read. */
+  readonly length: number | null;
+}
+
+/**
+ * Checks, in the stop, one operation the DLL reported complete: given line 0 of the extra text
+ * the DLL wrote for it (where a library's DLL names the request), the correction, or null when
+ * the DLL's status stands (or the library's state cannot be read).
+ */
+export type CompletedCheck = (firstLine: string) => CorrectedStatus | null;
+
+/** The user's words for each correction (RankSnapshot.statusCorrections[].message), by library. */
+export type CorrectionNotes = Readonly<Partial<Record<StatusCorrection, string>>>;
 
 /** One MPI library's quirks: what its DLL says, and what only its own structures can tell. */
 export interface LibraryQuirks {
@@ -78,4 +116,12 @@ export interface LibraryQuirks {
    * readable handle map to null. Best effort, read in the stop.
    */
   fortranHandles(mem: RankMemory, ids: readonly string[]): ReadonlyMap<string, number | null>;
+  /**
+   * For a library whose DLL calls some operations complete that are not: a check of each such
+   * operation against the library's own state, made once per stop (it may cache what all
+   * requests share); null when the types it needs are missing. Absent: the DLL is trusted.
+   */
+  completedCheck?(mem: RankMemory): CompletedCheck | null;
+  /** What each correction this library makes means, for the rank's note. */
+  readonly correctionNotes?: CorrectionNotes;
 }

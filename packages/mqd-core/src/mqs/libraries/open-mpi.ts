@@ -2,7 +2,7 @@
 // communicators are listed by their context id (4.x, the 32-bit c_contextid) or c_index (5.x),
 // MPI_COMM_WORLD is id 0, and ompi_mpi_communicators holds every communicator at that id.
 import { LIBRARY_NAME } from '@mqd/model';
-import type { LibraryQuirks, RankMemory } from './library.js';
+import type { CompletedCheck, LibraryQuirks, RankMemory } from './library.js';
 
 /** ompi_communicator_t's c_flags bit for an intercommunicator (communicator/communicator.h). */
 const OMPI_COMM_INTER = 0x1;
@@ -38,11 +38,116 @@ function groupProcs(mem: RankMemory, group: bigint | null): bigint[] | null {
   return out;
 }
 
+// Request facts of 4.1 and 5.0 (ompi/request/request.h, request_dbg.h, wait_sync.h,
+// mca/pml/base/pml_base_request.h): req_complete is a `void *` that is REQUEST_PENDING (0) or
+// REQUEST_COMPLETED (1), or the ompi_wait_sync_t of a thread waiting on the request, installed
+// by a compare-and-swap from REQUEST_PENDING and swapped for REQUEST_COMPLETED only when the
+// request completes. The DLL reads that field through ompi_fetch_bool (non-zero: complete), so
+// a request a thread waits on in MPI_Wait*, or a blocking call under MPI_THREAD_MULTIPLE,
+// reads as complete.
+const REQUEST_COMPLETED = 1;
+/** ompi_request_type_t: OMPI_REQUEST_PML, the only requests in the PML's lists the DLL reads. */
+const OMPI_REQUEST_PML = 0;
+/** ompi_request_state_t: OMPI_REQUEST_ACTIVE. */
+const OMPI_REQUEST_ACTIVE = 2;
+/** MPI_ANY_TAG in Open MPI's mpi.h (MPI_ANY_SOURCE is -1 too: a peer below 0 is any source). */
+const ANY = -1;
+/** The DLL names the request in line 0 of its extra text (ompi_msgq_dll.c fetch_request). */
+const RECEIVE_LINE = 'Receive: 0x';
+const SEND_LINE = 'Send: 0x';
+const HEX = /^[0-9a-f]{1,16}$/;
+const MAX_LENGTH = BigInt(Number.MAX_SAFE_INTEGER);
+/** A wait sync's `count` above this is not one (requests left to complete; Waitall over a huge array still fits). */
+const MAX_SYNC_COUNT = 1 << 30;
+
+/**
+ * The check of a request the DLL called complete: its completion field, state, type and PML
+ * flag, peer, tag, count and datatype size, read in one span from the request (a receive or a
+ * send: both begin with mca_pml_base_request_t, which begins with ompi_request_t). Runs in the
+ * stop for every such request (20,000 in a deep MPI_Waitall): one read into a reused buffer,
+ * numbers rather than BigInts where the value fits.
+ */
+function openMpiCompletedCheck(mem: RankMemory): CompletedCheck | null {
+  const complete = mem.offsetOf('ompi_request_t', 'req_complete');
+  const state = mem.offsetOf('ompi_request_t', 'req_state');
+  const type = mem.offsetOf('ompi_request_t', 'req_type');
+  const pmlComplete = mem.offsetOf('mca_pml_base_request_t', 'req_pml_complete');
+  const peer = mem.offsetOf('mca_pml_base_request_t', 'req_peer');
+  const tag = mem.offsetOf('mca_pml_base_request_t', 'req_tag');
+  const count = mem.offsetOf('mca_pml_base_request_t', 'req_count');
+  const datatype = mem.offsetOf('mca_pml_base_request_t', 'req_datatype');
+  const typeSize = mem.offsetOf('ompi_datatype_t', 'super.size');
+  const ints = [state, type, pmlComplete, peer, tag];
+  const words = [complete, count, datatype];
+  if ([...ints, ...words, typeSize].some((o) => o < 0)) return null;
+  const span = Math.max(...ints.map((o) => o + 4), ...words.map((o) => o + 8));
+  const buf = new Uint8Array(span);
+  const v = new DataView(buf.buffer);
+  // ompi_wait_sync_t.count (offset 0 in 4.1 and 5.0 when the type is not in the debug info).
+  const syncCountAt = BigInt(Math.max(0, mem.offsetOf('ompi_wait_sync_t', 'count')));
+  // Every request of one MPI_Waitall shares its sync, and most their datatype: read each once.
+  const syncs = new Map<bigint, boolean>();
+  const sizes = new Map<bigint, bigint | null>();
+  const isSync = (p: bigint): boolean => {
+    let known = syncs.get(p);
+    if (known === undefined) {
+      const n = p % 8n === 0n ? mem.i32(p + syncCountAt) : null;
+      known = n !== null && n > 0 && n <= MAX_SYNC_COUNT;
+      syncs.set(p, known);
+    }
+    return known;
+  };
+  const sizeOf = (dt: bigint): bigint | null => {
+    let known = sizes.get(dt);
+    if (known === undefined) {
+      known = dt === 0n ? null : mem.u64(dt + BigInt(typeSize));
+      sizes.set(dt, known);
+    }
+    return known;
+  };
+  return (firstLine) => {
+    const at = firstLine.startsWith(RECEIVE_LINE)
+      ? RECEIVE_LINE.length
+      : firstLine.startsWith(SEND_LINE)
+        ? SEND_LINE.length
+        : -1;
+    if (at < 0) return null;
+    const hex = firstLine.slice(at);
+    if (!HEX.test(hex)) return null;
+    if (!mem.readInto(BigInt(`0x${hex}`), buf)) return null;
+    // 0: pending (the DLL said so too); 1: complete, as the DLL says.
+    const low = v.getUint32(complete, true);
+    const high = v.getUint32(complete + 4, true);
+    if (high === 0 && (low === 0 || low === REQUEST_COMPLETED)) return null;
+    if (v.getInt32(type, true) !== OMPI_REQUEST_PML || v.getInt32(state, true) !== OMPI_REQUEST_ACTIVE)
+      return null;
+    // The PML is done with it: the completion is being signalled, the DLL's word stands.
+    if (v.getInt32(pmlComplete, true) !== 0) return null;
+    if (!isSync(v.getBigUint64(complete, true))) return null;
+    const p = v.getInt32(peer, true);
+    const t = v.getInt32(tag, true);
+    const size = sizeOf(v.getBigUint64(datatype, true));
+    const bytes = size === null ? null : v.getBigUint64(count, true) * size;
+    return {
+      reason: 'waited-on',
+      status: 'pending',
+      peer: p < 0 ? null : p,
+      tag: t === ANY ? null : t,
+      length: bytes === null || bytes > MAX_LENGTH ? null : Number(bytes),
+    };
+  };
+}
+
 export const openMpi: LibraryQuirks = {
   library: 'openmpi',
   displayName: LIBRARY_NAME.openmpi,
   claims: (text) => /ompi|Open MPI/i.test(text),
   worldId: () => '0',
+  completedCheck: openMpiCompletedCheck,
+  correctionNotes: {
+    'waited-on':
+      "Open MPI's DLL calls these requests complete; the library's own state says a thread waits on them (their completion field holds the waiting thread's synchronisation object), so they are shown pending",
+  },
 
   /** ompi_mpi_communicators.addr[cid], its c_flags & OMPI_COMM_INTER, c_remote_group. */
   remoteGroup(mem, id) {
