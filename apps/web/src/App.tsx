@@ -5,6 +5,7 @@
 import { assertUnreachable } from '@mqd/model';
 import { lazy, Suspense, useEffect, useState } from 'react';
 import { type Api, isUnauthenticated } from './api.js';
+import { DemoRunBanner } from './DemoRunBanner.js';
 import { Diagnosis } from './Diagnosis.js';
 import { factsOf, type LoadedOverview, type LoadedSnapshot, type Viewed } from './data.js';
 import { markShown } from './first-shown.js';
@@ -170,6 +171,7 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
           />
         </div>
       )}
+      {livePage && <DemoRunBanner job={url.job} setUrl={setUrl} />}
       {url.demo !== null && (
         <div className="banner demo" role="status">
           Demo: a synthetic {url.scenario} job of {url.demo.toLocaleString()} ranks generated in this page,

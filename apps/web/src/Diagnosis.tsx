@@ -1,9 +1,10 @@
 // "Why is the job stuck?": the analysis of @mqd/model above the matrix, the matching order and
 // the stacks, open: the verdict, then one line per group of ranks with the call, the peer, the
-// tag, the communicator and the user's source line, and the deadlock cycle edge by edge; every
-// rank, cell and frame named is a link to that place. The whole paragraph, the collectives and
-// the limits follow. It runs after the first paint (it can take a moment at 16,384 ranks) and
-// once per snapshot.
+// tag, the communicator and the user's source line, the deadlock cycle edge by edge, and the
+// first wait on a rank that will never act again (in MPI_Finalize, gone) with why its message
+// never came; every rank, cell and frame named is a link to that place. The whole paragraph, the
+// collectives and the limits follow. It runs after the first paint (it can take a moment at
+// 16,384 ranks) and once per snapshot.
 import {
   commPhrase,
   compressRanks,
@@ -192,7 +193,7 @@ export function Diagnosis({
   }
   const banner = bannerText(result);
   const d = result.diagnosis;
-  const hasLines = d.cycle !== null || d.groups.length > 0;
+  const hasLines = d.cycle !== null || d.deadEnd !== null || d.groups.length > 0;
   return (
     <details className={`diagnosis verdict-${result.verdict}`} data-testid="diagnosis" open>
       <summary>
@@ -210,6 +211,11 @@ export function Diagnosis({
           {d.cycle !== null && (
             <li className="diagnosis-cycle" data-testid="diagnosis-cycle" data-ranks={d.cycle.ranks}>
               <LineParts line={d.cycle} url={url} setUrl={setUrl} />
+            </li>
+          )}
+          {d.deadEnd !== null && (
+            <li className="diagnosis-dead-end" data-testid="diagnosis-dead-end" data-ranks={d.deadEnd.ranks}>
+              <LineParts line={d.deadEnd} url={url} setUrl={setUrl} />
             </li>
           )}
           {d.groups.map((g) => (

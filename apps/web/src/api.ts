@@ -20,6 +20,7 @@ import {
   decodeResponse,
   ERROR_HINTS,
   err,
+  FLEET_PAGE_MAX,
   IDEMPOTENCY_KEY_HEADER,
   isErrorCode,
   type JobId,
@@ -135,6 +136,11 @@ export type FleetJob = ApiFleetJob;
 export type WatchPolicy = ApiWatchPolicy;
 /** GET /api/fleet: the policy and the jobs this user may see (admins: all). */
 export type Fleet = ApiResponse<'fleet'>;
+/** Which jobs of the fleet one request asks for: `limit` (1..FLEET_PAGE_MAX) from `offset`. */
+export interface FleetPageRequest {
+  readonly limit: number;
+  readonly offset: number;
+}
 
 export interface Api {
   health(signal?: AbortSignal): Promise<ApiResult<ApiResponse<'health'>>>;
@@ -176,8 +182,11 @@ export interface Api {
   /** The newest `limit` audit entries (the server allows 1..1000). */
   activity(limit: number, signal?: AbortSignal): Promise<ApiResult<ActivityEntry[]>>;
   hung(signal?: AbortSignal): Promise<ApiResult<HungJobs>>;
-  /** The discovered jobs this user may see (admins: every one) and the watch policy. */
-  fleet(signal?: AbortSignal): Promise<ApiResult<Fleet>>;
+  /**
+   * A page of the discovered jobs this user may see (admins: every one; live hung jobs first),
+   * their `total`, and the watch policy; default the server's first page.
+   */
+  fleet(signal?: AbortSignal, page?: FleetPageRequest): Promise<ApiResult<Fleet>>;
   /** Admins only, as is setWatchPolicy. */
   watchPolicy(signal?: AbortSignal): Promise<ApiResult<WatchPolicy>>;
   /** Replaces the policy; resolves with the policy the server now applies. */
@@ -530,7 +539,20 @@ export function createApi(opts: ApiOptions = {}): Api {
         signal,
       ),
     hung: (signal) => request('hung', pathOf('hung'), (b) => b, undefined, signal),
-    fleet: (signal) => request('fleet', pathOf('fleet'), (b) => b, undefined, signal),
+    fleet: (signal, page) =>
+      request(
+        'fleet',
+        pathOf(
+          'fleet',
+          {},
+          page === undefined
+            ? ''
+            : `?limit=${Math.max(1, Math.min(FLEET_PAGE_MAX, Math.trunc(page.limit)))}&offset=${Math.max(0, Math.trunc(page.offset))}`,
+        ),
+        (b) => b,
+        undefined,
+        signal,
+      ),
     watchPolicy: (signal) => request('watchPolicy', pathOf('watchPolicy'), (b) => b, undefined, signal),
     setWatchPolicy: (policy) =>
       request('setWatchPolicy', pathOf('setWatchPolicy'), (b) => b, {

@@ -1,5 +1,5 @@
 // Display formatting shared by the views.
-import { type LengthUnit, type Operation, opLengthUnit, type QueueKind } from '@mqd/model';
+import { type LengthUnit, type Operation, opLengthUnit, type QueueKind, type RankSnapshot } from '@mqd/model';
 import type { KindUnit } from './matrix-types.js';
 
 // How a communicator and a program read are the model's (the overview's matrix and header use them).
@@ -151,4 +151,20 @@ export function formatCoreSource(cores: readonly { readonly signal: number }[]):
         ? ` (signal ${formatSignal(signals[0] ?? 0)})`
         : ` (signals ${signals.map(formatSignal).join(', ')})`;
   return `read from ${plural(cores.length, 'core file')}${which}`;
+}
+
+/**
+ * An operation's status as the views show it: "pending (corrected)" when the reader overruled
+ * the DLL (Operation.corrected), so a person sees the DLL said otherwise; the rank's
+ * statusCorrections say why, once (correctionNotes).
+ */
+export function formatOpStatus(op: Pick<Operation, 'status' | 'corrected'>): string {
+  return op.corrected === undefined ? op.status : `${op.status} (corrected)`;
+}
+
+/** The rank's notes on the statuses the reader corrected, one per reason: "12 operations corrected: …". */
+export function correctionNotes(rank: Pick<RankSnapshot, 'statusCorrections'>): string[] {
+  return (rank.statusCorrections ?? []).map(
+    (c) => `${formatCount(c.count)} ${c.count === 1 ? 'operation' : 'operations'} corrected: ${c.message}`,
+  );
 }

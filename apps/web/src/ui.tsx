@@ -1,5 +1,7 @@
 // Small shared pieces of chrome: progress and coded errors, shown where they happen.
+import type { RankSnapshot } from '@mqd/model';
 import type { ApiError } from './api.js';
+import { correctionNotes } from './format.js';
 import { progressLabel, type SnapshotTaking } from './live-events.js';
 
 export function Progress({ what }: { what: string }) {
@@ -78,6 +80,19 @@ export function SnapshotProgressBar({
         <progress max={Math.max(1, state.progress.expected)} value={state.progress.received} />
         <span>{label}</span>
       </span>
+    </div>
+  );
+}
+
+/** Why some statuses read "(corrected)": said once for the rank, not on every row. */
+export function StatusCorrections({ rank }: { rank: Pick<RankSnapshot, 'statusCorrections'> }) {
+  const notes = correctionNotes(rank);
+  if (notes.length === 0) return null;
+  return (
+    <div className="hint" data-testid="rank-status-corrections">
+      {notes.map((n) => (
+        <p key={n}>{n}</p>
+      ))}
     </div>
   );
 }

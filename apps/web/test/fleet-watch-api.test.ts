@@ -23,19 +23,36 @@ function fetchOf(status: number, body: unknown) {
 const policy: ApiWatchPolicy = { ...DEFAULT_WATCH_POLICY, enabled: true, periodSeconds: 2, users: ['alice'] };
 
 describe('hang watch routes', () => {
-  it('decodes the fleet: the policy and every job', async () => {
+  it('decodes the fleet: the policy, the page of jobs and their total', async () => {
     const body = {
       policy,
       jobs: [fleetJob(), fleetJob({ key: 'slurm:2', endedAt: '2026-11-27T03:40:00.000Z' })],
+      total: 2,
+      offset: 0,
     };
     const { api, calls } = fetchOf(200, body);
     const r = await api.fleet();
     expect(r.ok && r.value).toEqual(body);
-    expect(calls.map((c) => `${c.method} ${c.url}`)).toEqual(['GET /api/fleet']);
+    // A page is asked for by limit and offset, the limit kept within what the server allows.
+    await api.fleet(undefined, { limit: 50, offset: 100 });
+    await api.fleet(undefined, { limit: 100_000, offset: -3 });
+    expect(calls.map((c) => `${c.method} ${c.url}`)).toEqual([
+      'GET /api/fleet',
+      'GET /api/fleet?limit=50&offset=100',
+      'GET /api/fleet?limit=500&offset=0',
+    ]);
+    // A reply without its total is not the spec's.
+    const old = await fetchOf(200, { policy, jobs: [] }).api.fleet();
+    expect(!old.ok && old.error.code).toBe('MQD_E_BAD_RESPONSE');
   });
 
   it('refuses a fleet job with a state the spec does not have, naming the field', async () => {
-    const r = await fetchOf(200, { policy, jobs: [{ ...fleetJob(), state: 'stuck' }] }).api.fleet();
+    const r = await fetchOf(200, {
+      policy,
+      jobs: [{ ...fleetJob(), state: 'stuck' }],
+      total: 1,
+      offset: 0,
+    }).api.fleet();
     expect(!r.ok && r.error.code).toBe('MQD_E_BAD_RESPONSE');
     expect(!r.ok && r.error.message).toContain('/jobs/0/state');
   });

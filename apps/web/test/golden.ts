@@ -7,7 +7,7 @@ import type { JobSnapshot } from '@mqd/model';
 
 export const GOLDEN_MPIS = ['openmpi', 'mpich', 'mpichch4', 'openmpi5'] as const;
 export type GoldenMpi = (typeof GOLDEN_MPIS)[number];
-export type GoldenFixture = 'wrong_tag' | 'ring_ssend' | 'collective_mismatch';
+export type GoldenFixture = 'wrong_tag' | 'ring_ssend' | 'collective_mismatch' | 'thread_multiple';
 
 /** The recorded snapshot (validated by apps/cli/test/golden.test.ts). */
 export function golden(mpi: GoldenMpi, fixture: GoldenFixture): JobSnapshot {

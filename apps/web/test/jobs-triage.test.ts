@@ -2,7 +2,8 @@ import type { ApiSnapshotMeta } from '@mqd/model';
 import { jobLabel } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import type { JobSummary, SnapshotListEntry } from '../src/api.js';
-import { historyOf, triageOf } from '../src/jobs/job-triage.js';
+import { bannerText } from '../src/explanation.js';
+import { CHIP_TEXT, historyOf, triageOf } from '../src/jobs/job-triage.js';
 
 describe('jobLabel', () => {
   it('names the program a starter runs, not the starter', () => {
@@ -75,12 +76,20 @@ describe('job triage', () => {
     const h = historyOf(list);
     expect(triageOf(job('running'), h, 'deadlock').chip).toBe('deadlock');
     expect(triageOf(job('running'), h, null).chip).toBe('hung');
-    expect(triageOf(job('running'), h, 'stuck').chip).toBe('hung');
+    expect(triageOf(job('running'), h, 'stuck').chip).toBe('stuck');
     expect(triageOf(job('ended'), h, 'deadlock').chip).toBe('ended');
     const moved = historyOf([...list, meta('s4', '2026-01-01T00:00:04Z', { digest: 'b' })]);
     expect(triageOf(job('running'), moved, 'stuck').chip).toBe('progressing');
     const failedLast = historyOf([...list, meta('s5', '2026-01-01T00:00:05Z', { ok: 0, missing: 4 })]);
     expect(triageOf(job('running'), failedLast, null).chip).toBe('not-read');
     expect(triageOf(job('running'), [], null).chip).toBe('no-snapshot');
+  });
+
+  it("names the model's stuck verdict with the banner's word, unless the queues moved", () => {
+    const t = triageOf(job('running'), historyOf(list), 'stuck');
+    expect(t.chip).toBe('stuck');
+    const banner = bannerText({ verdict: 'stuck', headline: '', lead: '', summary: '' }).verdict;
+    expect(CHIP_TEXT[t.chip]).toBe(banner.toLowerCase());
+    expect(t.why).toContain('every rank is blocked');
   });
 });

@@ -202,6 +202,10 @@ export const ApiHungJob = Type.Object({
 });
 export type ApiHungJob = Static<typeof ApiHungJob>;
 
+/** Jobs per GET /fleet page unless `limit` says otherwise, and the most one page holds. */
+export const FLEET_PAGE_DEFAULT = 200;
+export const FLEET_PAGE_MAX = 500;
+
 /** A live share link. */
 export const ApiShare = Type.Object({
   id: Text,
@@ -209,6 +213,11 @@ export const ApiShare = Type.Object({
   createdBy: Text,
   createdAt: IsoTime,
   expiresAt: IsoTime,
+  /**
+   * Present when the system made the link (`watch`: a hang notification's): no user owns it;
+   * the owner of its job and the admins list and revoke it.
+   */
+  madeBy: Type.Optional(Type.Literal('watch')),
 });
 export type ApiShare = Static<typeof ApiShare>;
 
@@ -548,7 +557,8 @@ export const API_ROUTES = {
     url: '/shares',
     auth: 'user',
     tag: 'shares',
-    summary: 'The live share links this user created (every live link for admins)',
+    summary:
+      "The live share links this user created, and the hang watch's links to this user's jobs (every live link for admins)",
     status: 200,
     response: Type.Object({ shares: Type.Array(ApiShare) }),
     errors: [401],
@@ -620,9 +630,27 @@ export const API_ROUTES = {
     auth: 'user',
     tag: 'watch',
     summary: 'Every MPI job the agents discovered, with its hang-watch state (admins: all; users: their own)',
+    description:
+      'A page of `limit` jobs from `offset`: live hung jobs first, then the other live ones, then ended ones ' +
+      '(newest first in each); `total` counts every job this user may see. Discovery is as the last watch ' +
+      'round (or a background refresh at most every few seconds) left it. Rate limited per user (429 ' +
+      'MQD_E_RATE_LIMITED with Retry-After).',
+    querystring: Type.Object(
+      {
+        limit: Type.Integer({ minimum: 1, maximum: FLEET_PAGE_MAX, default: FLEET_PAGE_DEFAULT }),
+        offset: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 0 }),
+      },
+      { additionalProperties: false },
+    ),
     status: 200,
-    response: Type.Object({ policy: ApiWatchPolicy, jobs: Type.Array(ApiFleetJob) }),
-    errors: [...AUTHED],
+    response: Type.Object({
+      policy: ApiWatchPolicy,
+      jobs: Type.Array(ApiFleetJob),
+      /** Jobs this user may see in all; `jobs` is the page [offset, offset + limit) of them. */
+      total: Count,
+      offset: Count,
+    }),
+    errors: [400, ...AUTHED, 429],
   }),
   watchPolicy: route({
     method: 'GET',

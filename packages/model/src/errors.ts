@@ -15,7 +15,9 @@ export const ERROR_HINTS = {
   MQD_E_PTRACE_DENIED:
     'run as the job owner (or root); with Yama ptrace_scope>=1 also grant CAP_SYS_PTRACE or set kernel.yama.ptrace_scope=0',
   MQD_E_STOP_FAILED:
-    'the process could not be stopped for a consistent read; check that no other debugger is attached (TracerPid in /proc/PID/status)',
+    'the process could not be stopped for a consistent read: check that no other debugger is attached (TracerPid in /proc/PID/status); a thread in an uninterruptible wait (state D: a stalled file system, a vfork() child that neither execs nor exits) cannot stop until it leaves it: the message names the thread and its wait; take the snapshot again once it has left it',
+  MQD_E_THREAD_LIMIT:
+    'the rank has more threads than a snapshot lists: the first ones (the main thread, then by thread id) have their stacks, the rest are only counted; read the others with a debugger (gdb -p PID, thread apply all bt) if they matter',
   MQD_E_FOREIGN_PROCESS:
     'this process belongs to another user than the job owner; it was not stopped or read (an admin may read it explicitly)',
   MQD_E_ROOT_PROCESS:
@@ -109,10 +111,12 @@ export const ERROR_HINTS = {
     "that node's agent stopped answering in the middle of the read (its process is stopped or starved of CPU): check `mqd agent` there (ps -o stat,pcpu -p PID; a T state means SIGSTOP: kill -CONT it), then take the snapshot again; the other nodes' ranks were read",
   MQD_E_AGENT_CONFLICT:
     'an agent for this host is already connected; stop the other agent, or give this one another --host',
+  MQD_E_CLUSTER_SECRET:
+    'the instances on one PostgreSQL store seal their messages to each other with a secret only they hold: give every instance the same file with --cluster-secret-file FILE (MQD_CLUSTER_SECRET_FILE), at least 32 random characters (`openssl rand -base64 48 > FILE`), mode 600, owned by the user running mqd serve',
   MQD_E_BAD_ORIGIN: 'the request came from a page of another origin; open the dashboard from its own URL',
   MQD_E_TOKEN_EXPIRED: 'this login token has expired or was revoked; ask an admin for a new one',
   MQD_E_RESERVED_NAME:
-    "this user name is reserved for MQD itself (the built-in admin, the auto-snapshotter): choose another name (the built-in admin's token is part of the `mqd serve` configuration)",
+    "this user name is reserved for MQD itself (admin: the built-in admin, auto: the auto-snapshotter, watch: the hang watch, system, mqd): choose another name (the built-in admin's token is part of the `mqd serve` configuration)",
   MQD_E_SESSION_CONFLICT:
     'this browser is already signed in as another user; log out first, or confirm the switch in the dashboard (it asks before replacing a session)',
   MQD_E_IDEMPOTENCY_CONFLICT:

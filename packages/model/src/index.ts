@@ -3,6 +3,7 @@ export * from './api-spec.js';
 export * from './api-validate.js';
 export * from './assert.js';
 export * from './brand.js';
+export * from './demo-status.js';
 export * from './disposable.js';
 export * from './edges/index.js';
 export * from './errors.js';

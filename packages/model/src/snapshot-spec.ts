@@ -114,6 +114,21 @@ export const ActualMatch = Type.Object(
 );
 export type ActualMatch = Static<typeof ActualMatch>;
 
+/**
+ * Why the reader replaced the status a library's DLL reported with the one the library's own
+ * state gives (Operation.corrected, RankSnapshot.statusCorrections). Each reason says what the
+ * DLL reported and what the status became:
+ * - `waited-on`: the DLL reported `complete`; the library's own state says a thread waits on the
+ *   request (Open MPI: its completion field holds the waiter's synchronisation object, neither
+ *   0 nor the completed mark 1), so it is `pending`, with the peer, tag and length read from the
+ *   request itself.
+ */
+export const StatusCorrection = Type.Union([Type.Literal('waited-on')]);
+export type StatusCorrection = Static<typeof StatusCorrection>;
+export const STATUS_CORRECTIONS: readonly StatusCorrection[] = ['waited-on'];
+/** A rank's note on one kind of correction (RankSnapshot.statusCorrections[].message). */
+export const MAX_CORRECTION_NOTE_CHARS = 512;
+
 /** One entry of a send, receive or unexpected-message queue. */
 export const Operation = Type.Object(
   {
@@ -145,6 +160,12 @@ export const Operation = Type.Object(
     buffer: Type.String({ pattern: '^0x[0-9a-f]{1,16}$' }),
     /** The send went through a system (MPI_Bsend) buffer. */
     systemBuffer: Type.Boolean(),
+    /**
+     * The reader corrected the status the DLL reported, from the library's own state, for this
+     * reason (StatusCorrection); `status` is then the library's. Absent when the DLL's status
+     * stands, and in snapshots written before the reader corrected statuses.
+     */
+    corrected: Type.Optional(StatusCorrection),
   },
   { additionalProperties: false },
 );
@@ -294,6 +315,17 @@ export const MpiCall = Type.Object(
           communicator: Type.Union([ShortText(64), Type.Null()]),
           /** Element count argument; null when not applicable or unreadable. */
           count: Type.Union([NonNegInt, Type.Null()]),
+          /**
+           * A rooted collective's root (MPI_Bcast, MPI_Reduce, MPI_Gather...), its rank in the
+           * call's communicator; absent or null when not applicable or unreadable.
+           */
+          root: Type.Optional(Type.Union([NonNegInt, Type.Null()])),
+          /**
+           * Bytes of one element of the call's datatype argument, where the library's handle
+           * tells it (MPICH's builtin handles encode it); absent or null when unreadable. With
+           * `count`, the size of the message the call sends or receives.
+           */
+          typeSize: Type.Optional(Type.Union([NonNegInt, Type.Null()])),
         },
         { additionalProperties: false },
       ),
@@ -441,6 +473,23 @@ export const RankSnapshot = Type.Object(
     threads: Type.Optional(Type.Array(ThreadStack, { maxItems: MAX_THREADS_PER_RANK })),
     /** Why the stacks could not be read while the queues could (absent when threads is present or not asked for). */
     stacksError: Type.Optional(CodedError),
+    /**
+     * The rank had more threads than MAX_THREADS_PER_RANK (code MQD_E_THREAD_LIMIT): every one
+     * was stopped for the read, but only the first MAX_THREADS_PER_RANK (the main thread, then
+     * by tid) were unwound and are in `threads` (and read by OMPD); `omitted` more are only
+     * counted. Absent when every thread is listed, when stacks were not read, and in snapshots
+     * written before the cap (an optional field: schema version 1 still opens them).
+     */
+    threadLimit: Type.Optional(
+      Type.Object(
+        {
+          code: ShortText(MAX_CODE_CHARS),
+          message: ShortText(MAX_MESSAGE_CHARS),
+          omitted: Type.Integer({ minimum: 1 }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     /** The MPI call the rank is in, from its stacks; null = in no MPI call ("computing"); absent = stacks not read. */
     mpiCall: Type.Optional(Type.Union([MpiCall, Type.Null()])),
     /**
@@ -476,6 +525,25 @@ export const RankSnapshot = Type.Object(
           ),
         },
         { additionalProperties: false },
+      ),
+    ),
+    /**
+     * The statuses the reader corrected on this rank, one entry per reason (StatusCorrection):
+     * how many operations carry `corrected` with that reason, and what it means in a user's
+     * words ("Open MPI's DLL calls these requests complete; the library's own state says a thread
+     * waits on them"). Absent when no status was corrected (and in older snapshots).
+     */
+    statusCorrections: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            reason: StatusCorrection,
+            count: Type.Integer({ minimum: 1 }),
+            message: ShortText(MAX_CORRECTION_NOTE_CHARS),
+          },
+          { additionalProperties: false },
+        ),
+        { maxItems: STATUS_CORRECTIONS.length },
       ),
     ),
     /**

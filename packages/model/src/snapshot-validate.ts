@@ -32,12 +32,15 @@ export function validateSnapshot(data: unknown): Result<JobSnapshot, MqdError> {
 
 /**
  * The invariants of one rank the schema cannot express, or null when they hold: the OpenMP
- * fields' (openMpInvariant), and per communicator: a queue is null exactly when a reason is
- * given, MPI_COMM_WORLD's group is null (the identity), a group has `size` entries.
+ * fields' (openMpInvariant), the corrected statuses' (correctionInvariant), and per
+ * communicator: a queue is null exactly when a reason is given, MPI_COMM_WORLD's group is null
+ * (the identity), a group has `size` entries.
  */
 export function rankInvariant(r: RankSnapshot): string | null {
   const omp = openMpInvariant(r);
   if (omp !== null) return omp;
+  const corrections = correctionInvariant(r);
+  if (corrections !== null) return corrections;
   for (const c of r.communicators) {
     for (const q of ['sends', 'receives', 'unexpected'] as const) {
       if ((c[q] === null) !== (c.unavailable[q] !== undefined)) {
@@ -48,6 +51,40 @@ export function rankInvariant(r: RankSnapshot): string | null {
     if (c.group !== null && c.group.length !== c.size) {
       return `communicator ${c.id}: group has ${c.group.length} entries for size ${c.size}`;
     }
+  }
+  return null;
+}
+
+/**
+ * A rank's corrected statuses and its note on them agree: each reason is noted once, with the
+ * number of operations that carry it; an operation's correction is never without its note.
+ */
+function correctionInvariant(r: RankSnapshot): string | null {
+  const notes = r.statusCorrections;
+  const counted = new Map<string, number>();
+  for (const c of r.communicators) {
+    for (const q of ['sends', 'receives', 'unexpected'] as const) {
+      for (const op of c[q] ?? []) {
+        if (op.corrected !== undefined) counted.set(op.corrected, (counted.get(op.corrected) ?? 0) + 1);
+      }
+    }
+  }
+  if (notes === undefined) {
+    const [reason] = counted.keys();
+    return reason === undefined
+      ? null
+      : `operations corrected for '${reason}' without a statusCorrections note`;
+  }
+  const seen = new Set<string>();
+  for (const n of notes) {
+    if (seen.has(n.reason)) return `statusCorrections lists '${n.reason}' twice`;
+    seen.add(n.reason);
+    const got = counted.get(n.reason) ?? 0;
+    if (got !== n.count)
+      return `statusCorrections says ${n.count} '${n.reason}' operation(s), the queues have ${got}`;
+  }
+  for (const reason of counted.keys()) {
+    if (!seen.has(reason)) return `operations corrected for '${reason}' without a statusCorrections note`;
   }
   return null;
 }

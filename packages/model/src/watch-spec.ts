@@ -2,7 +2,7 @@
 // the /proc counters it samples without stopping anything, the admin's watch policy, and the
 // fleet as the aggregator lists it. The REST routes that carry them are in api-spec.ts
 // (`fleet`, `watchPolicy`, `setWatchPolicy`); the agent-protocol messages in
-// apps/server/src/agent-protocol.ts. Browser-safe: only @sinclair/typebox.
+// apps/server/src/protocol/agent-protocol.ts. Browser-safe: only @sinclair/typebox.
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import type { JobId as JobIdT, SnapshotId as SnapshotIdT } from './brand.js';
 
@@ -53,6 +53,24 @@ export interface DiscoveredJob {
   readonly watch: 'on' | 'off';
   /** This node's ranks of the job: processes that map an MPI library and name their rank. */
   readonly ranks: readonly DiscoveredRank[];
+}
+
+/** How many jobs of one uid a node's discovery report left out (over its caps). */
+export interface DiscoveryOmitted {
+  readonly uid: number;
+  readonly jobs: number;
+}
+
+/**
+ * One scan of a node: its jobs and whether that list is all there is. A report cut at a cap
+ * (or by a failed read of /proc) is `complete: false`: a job missing from it may still run, so
+ * the aggregator must not take its absence for an end.
+ */
+export interface DiscoveryScan {
+  readonly jobs: readonly DiscoveredJob[];
+  readonly complete: boolean;
+  /** Per uid, the jobs left out; empty when complete (at most one entry per uid). */
+  readonly omitted: readonly DiscoveryOmitted[];
 }
 
 /** What /proc says about one rank, read without stopping it. */

@@ -5,6 +5,7 @@
 // test (e2e/test/cluster.e2e.test.ts) share it. Every process is started here and ended by its
 // pid in stop(), also when a test fails; kill9() is the fault the tests inject.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -72,6 +73,10 @@ const LISTENING = /aggregator at (http:\/\/127\.0\.0\.1:\d+)/;
 
 export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const dir = mkdtempSync(join(tmpdir(), 'mqd-cluster-'));
+  // One secret for every instance's channel through PostgreSQL, from a file as a site gives it.
+  const clusterSecretFile = join(dir, 'cluster.secret');
+  writeFileSync(clusterSecretFile, randomBytes(48).toString('base64'), { mode: 0o600 });
+  chmodSync(clusterSecretFile, 0o600);
   const procs: SpawnedProcess[] = [];
   const children: ChildProcess[] = [];
   const instances: ClusterInstance[] = [];
@@ -123,6 +128,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       MQD_ADMIN_TOKEN: o.adminToken,
       MQD_AGENT_TOKEN: o.agentSecret,
       MQD_STORE_URL: pg.url,
+      MQD_CLUSTER_SECRET_FILE: clusterSecretFile,
       MQD_DATA_DIR: join(dir, `data-${name}`),
     });
     const child = children[children.length - 1] as ChildProcess;

@@ -50,7 +50,11 @@ export {
 export {
   blocksOffMainThread,
   CPP_RING_FRAMES,
+  expectedHangClassCall,
   expectedStackCall,
+  HANG_CLASS_FIXTURES,
+  HANG_CLASS_NP,
+  type HangClassFixture,
   STACK_FIXTURES,
   type StackFixture,
 } from './expected-stacks.js';

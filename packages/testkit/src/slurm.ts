@@ -162,7 +162,7 @@ const MUNGE_SOCKET = '/run/munge/munge.socket.2';
  * this cluster started is its child and stops with it (one found answering is left alone).
  * Clusters of test files that run at the same time would share it: the real-MPI project runs
  * one file at a time. A munged per cluster on its own socket (slurm.conf AuthInfo=socket=...)
- * would lift that limit: docs/status.md #16.
+ * would lift that limit (docs/limits.md).
  */
 function ensureMunge(children: ChildProcess[]): Promise<void> {
   const answers = () => {

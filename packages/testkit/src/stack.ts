@@ -2,7 +2,7 @@
 // eu-stack attaches with ptrace for a few milliseconds, so calls on one pid must not overlap;
 // the launcher checks ranks one after the other.
 import { spawn } from 'node:child_process';
-import { err, ok, Pid, type Result } from '@mqd/model';
+import { err, libraryEntryCall, ok, Pid, type Result } from '@mqd/model';
 import { done, pending, waitFor } from './wait.js';
 
 export interface StackSample {
@@ -104,7 +104,10 @@ export async function rankBlockedIn(pid: Pid, fn: string, anyThread = false): Pr
   const sample = await mainThreadStack(pid, anyThread);
   if (!sample.ok) return { blocked: false, frames: [], error: sample.error };
   const re = frameMatcher(fn);
-  return { blocked: sample.value.frames.some((f) => re.test(f)), frames: sample.value.frames };
+  // Open MPI's MPI_Finalize leaves only the library function it tail-calls on the stack.
+  const call = fn.replace(/^P(?=MPI_)/, '');
+  const blocked = sample.value.frames.some((f) => re.test(f) || libraryEntryCall(f) === call);
+  return { blocked, frames: sample.value.frames };
 }
 
 /**

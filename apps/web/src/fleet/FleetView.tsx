@@ -5,7 +5,7 @@
 // and the audit trail. The jobs reload on the /ui event `fleet.changed`, the agents on agent
 // events; everything is also reloaded on a timer, since "last seen", health and most audit
 // entries come with no event, and the connection may be down.
-import type { ApiWatchPolicy, JobId, SnapshotId } from '@mqd/model';
+import { type ApiWatchPolicy, FLEET_PAGE_DEFAULT, type JobId, type SnapshotId } from '@mqd/model';
 import { useEffect, useState } from 'react';
 import { type ActivityEntry, type FleetAgent, type HungJob, isUnauthenticated, type Me } from '../api.js';
 import { formatAge, formatCount, formatTime, plural } from '../format.js';
@@ -24,6 +24,8 @@ export const FLEET_REFRESH_MS = 10_000;
 export const FLEET_JOBS_REFRESH_MS = 30_000;
 /** Audit entries shown: enough for "what happened lately" without paging. */
 export const ACTIVITY_LIMIT = 50;
+/** Jobs per page of the fleet: the server's default page. */
+export const FLEET_PAGE_SIZE = FLEET_PAGE_DEFAULT;
 
 /** The fleet page for whoever is logged in: their jobs, and for an admin the cluster's. */
 export function FleetPage(props: LivePageProps & { readonly me: Resource<Me> }) {
@@ -40,14 +42,50 @@ export function FleetPage(props: LivePageProps & { readonly me: Resource<Me> }) 
   );
 }
 
+/** Where this page of the fleet is among all the user's jobs, and the way to the others. */
+function FleetPager(props: {
+  readonly offset: number;
+  readonly shown: number;
+  readonly total: number;
+  readonly onPage: (offset: number) => void;
+}) {
+  const { offset, shown, total, onPage } = props;
+  return (
+    <p className="fleet-pager" data-testid="fleet-pager">
+      <span>
+        jobs {formatCount(offset + 1)}–{formatCount(offset + shown)} of {formatCount(total)}
+      </span>{' '}
+      <button type="button" disabled={offset === 0} onClick={() => onPage(offset - FLEET_PAGE_SIZE)}>
+        Previous
+      </button>{' '}
+      <button
+        type="button"
+        disabled={offset + shown >= total}
+        onClick={() => onPage(offset + FLEET_PAGE_SIZE)}
+      >
+        Next
+      </button>
+    </p>
+  );
+}
+
 function WatchedJobs({ api, live, url, setUrl, onUnauthenticated, me }: LivePageProps & { readonly me: Me }) {
-  const [fleet, reloadFleet] = useResource('fleet:jobs', (signal) => api.fleet(signal));
+  // One page of jobs at a time (the server's order: live hung jobs first); `offset` is the page's start.
+  const [offset, setOffset] = useState(0);
+  const [fleet, reloadFleet] = useResource(`fleet:jobs:${offset}`, (signal) =>
+    api.fleet(signal, { limit: FLEET_PAGE_SIZE, offset }),
+  );
   useInterval(true, FLEET_JOBS_REFRESH_MS, reloadFleet);
   useLiveFleet(live, reloadFleet);
   useOnReconnect(live, reloadFleet);
   useEffect(() => {
     if (fleet.status === 'error' && isUnauthenticated(fleet.error)) onUnauthenticated();
   }, [fleet, onUnauthenticated]);
+  // Jobs ended and were dropped past this page's start: back to the first page.
+  const page = shownValue(fleet);
+  useEffect(() => {
+    if (page !== null && page.jobs.length === 0 && page.offset > 0) setOffset(0);
+  }, [page]);
   // The policy as the server answered the last save, said until the page is left.
   const [saved, setSaved] = useState<ApiWatchPolicy | null>(null);
 
@@ -97,6 +135,14 @@ function WatchedJobs({ api, live, url, setUrl, onUnauthenticated, me }: LivePage
         )}
         {value !== null && value.jobs.length > 0 && (
           <>
+            {value.total > value.jobs.length && (
+              <FleetPager
+                offset={value.offset}
+                shown={value.jobs.length}
+                total={value.total}
+                onPage={(o) => setOffset(Math.max(0, o))}
+              />
+            )}
             <FleetJobs
               jobs={value.jobs}
               sort={url.fsort}

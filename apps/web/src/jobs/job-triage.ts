@@ -28,6 +28,7 @@ export type ChipKind =
   | 'deadlock'
   | 'collective-hang'
   | 'openmp-hang'
+  | 'stuck'
   | 'hung'
   | 'progressing'
   | 'idle'
@@ -48,6 +49,8 @@ export const CHIP_TEXT: Record<ChipKind, string> = {
   deadlock: 'deadlock',
   'collective-hang': 'hung in a collective',
   'openmp-hang': 'OpenMP deadlock',
+  // The banner's word for the model's `stuck` verdict (its headline "Stuck"), in the chips' lower case.
+  stuck: 'stuck',
   hung: 'hung',
   progressing: 'progressing',
   idle: 'idle',
@@ -113,6 +116,10 @@ export function triageOf(job: JobSummary, history: readonly HistoryDot[], verdic
     case 'idle':
       return moved === true ? fromDigests() : { chip: 'idle', why: 'Nothing is queued', history };
     case 'stuck':
+      // The model saw one snapshot only: queues that moved since the one before say it is not stuck.
+      return moved === true
+        ? fromDigests()
+        : { chip: 'stuck', why: 'The diagnosis of the newest snapshot: every rank is blocked', history };
     case 'unknown':
       return fromDigests();
     default:

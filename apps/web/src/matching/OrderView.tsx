@@ -21,10 +21,10 @@ import {
 } from '@mqd/model';
 import { useMemo } from 'react';
 import { type ExplanationResult, useExplanation } from '../explanation.js';
-import { commLabel, formatOpSize, formatPeer, formatTag, plural } from '../format.js';
+import { commLabel, formatOpSize, formatOpStatus, formatPeer, formatTag, plural } from '../format.js';
 import { RankPicker } from '../RankPicker.js';
 import { contextOf } from '../snapshot-context.js';
-import { Unavailable } from '../ui.js';
+import { StatusCorrections, Unavailable } from '../ui.js';
 import type { ViewProps } from '../view-types.js';
 import { nearMissWhere, nearMissWhy, reasonText, takenByText } from './order-text.js';
 
@@ -94,7 +94,10 @@ export function OrderView({ url, setUrl, data }: ViewProps) {
       ) : !comm || !order ? (
         <p className="empty">Rank {rank.rank} has no communicators with queues.</p>
       ) : (
-        <OrderBody order={order} caveats={caveats} snapshot={snapshot} setUrl={setUrl} />
+        <>
+          <StatusCorrections rank={rank} />
+          <OrderBody order={order} caveats={caveats} snapshot={snapshot} setUrl={setUrl} />
+        </>
       )}
     </div>
   );
@@ -197,7 +200,9 @@ function OrderBody({
                     </button>
                   )}{' '}
                   tag <strong>{formatTag(op.tag)}</strong> · {formatOpSize(op, unit)}
-                  {op.status !== 'pending' && <span className="badge">{op.status}</span>}
+                  {(op.status !== 'pending' || op.corrected !== undefined) && (
+                    <span className="badge">{formatOpStatus(op)}</span>
+                  )}
                 </li>
               );
             })}
@@ -262,7 +267,9 @@ function ReceiveItem({
         <strong className={row.anySource ? 'wild' : ''}>{formatPeer(op, source)}</strong> tag{' '}
         <strong className={row.anyTag ? 'wild' : ''}>{formatTag(op.tag)}</strong> · up to{' '}
         {formatOpSize(op, unit)}
-        {op.status !== 'pending' && <span className="badge">{op.status}</span>}
+        {(op.status !== 'pending' || op.corrected !== undefined) && (
+          <span className="badge">{formatOpStatus(op)}</span>
+        )}
       </div>
       <div className="order-verdict">
         {op.status === 'complete'

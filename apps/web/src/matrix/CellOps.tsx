@@ -3,7 +3,7 @@
 import { isWildcardPeer, notReadNote, peerGlobalRank, QUEUE_LABEL, snapshotReadStatus } from '@mqd/model';
 import { useMemo } from 'react';
 import type { LoadedSnapshot } from '../data.js';
-import { commLabel, formatCount, formatOpSize, formatPeer, formatTag } from '../format.js';
+import { commLabel, formatCount, formatOpSize, formatOpStatus, formatPeer, formatTag } from '../format.js';
 
 import { KindSwatch } from '../ui.js';
 import type { SetUrl } from '../view-types.js';
@@ -127,7 +127,9 @@ export function CellOps({
                   <td>
                     <KindSwatch color={KIND_COLOR[kind]} />{' '}
                     {kind === 'sends' ? 'send' : kind === 'receives' ? 'recv' : 'unexp'}
-                    {op.status !== 'pending' && <span className="badge">{op.status}</span>}
+                    {(op.status !== 'pending' || op.corrected !== undefined) && (
+                      <span className="badge">{formatOpStatus(op)}</span>
+                    )}
                   </td>
                   <td>{rank.rank}</td>
                   <td

@@ -20,10 +20,18 @@ import {
   unavailableQueueText,
 } from '@mqd/model';
 import { useEffect, useMemo, useRef } from 'react';
-import { commLabel, formatCount, formatMicros, formatOpSize, formatPeer, formatTag } from '../format.js';
+import {
+  commLabel,
+  formatCount,
+  formatMicros,
+  formatOpSize,
+  formatOpStatus,
+  formatPeer,
+  formatTag,
+} from '../format.js';
 import { RankPicker } from '../RankPicker.js';
 import { contextOf } from '../snapshot-context.js';
-import { Unavailable } from '../ui.js';
+import { StatusCorrections, Unavailable } from '../ui.js';
 import { parseFrameParam } from '../url-state.js';
 import type { ViewProps } from '../view-types.js';
 import { OpenMpPanel } from './OpenMpPanel.js';
@@ -93,6 +101,11 @@ export function RankView({ url, setUrl, data }: ViewProps) {
                   <strong>{rank.stacksError.code}</strong> {rank.stacksError.message}
                 </div>
               )}
+              {rank.threadLimit && (
+                <p className="warn" data-testid="rank-thread-limit">
+                  <strong>{rank.threadLimit.code}</strong> {rank.threadLimit.message}
+                </p>
+              )}
               {rank.threads === undefined ? (
                 <p className="muted">Stacks were not read for this rank.</p>
               ) : (
@@ -107,6 +120,7 @@ export function RankView({ url, setUrl, data }: ViewProps) {
               )}
             </section>
             <div className="queues-column">
+              <StatusCorrections rank={rank} />
               <RankComms
                 rank={rank}
                 render={(c) => (
@@ -397,7 +411,7 @@ function OpRow({
     <tr>
       <td>{i}</td>
       <td>
-        {op.status}
+        {formatOpStatus(op)}
         {op.systemBuffer && <span className="badge">Bsend buffer</span>}
       </td>
       <td className={op.peer.local === null ? 'wild' : ''}>

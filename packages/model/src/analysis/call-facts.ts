@@ -4,7 +4,7 @@
 // MPI_Allreduce"). Ranks whose stacks were not read (mpiCall absent) are left to the queues.
 
 import { type CallKind, callKind, isWorldCollective } from '../mpi/calls.js';
-import { foldMpiName } from '../mpi/frames.js';
+import { foldMpiName, userFrame } from '../mpi/frames.js';
 import { isWorld, isWorldLike } from '../mpi/world.js';
 import { jobText, quoteName, ranksPhrase } from '../text.js';
 import { compressRanks } from './ranges.js';
@@ -93,27 +93,54 @@ export function commMembers(ix: SnapshotIndex, keyId: number): Int32Array {
 export interface CallGroup {
   /** "MPI_Barrier", or null for computing / not read. */
   readonly call: string | null;
-  /** computing: in no MPI call; unread: queues or stacks not read; else in `call`. */
-  readonly where: 'call' | 'computing' | 'unread';
+  /** computing: in no MPI call; unread: queues or stacks not read; exited: the process is gone; else in `call`. */
+  readonly where: 'call' | 'computing' | 'unread' | 'exited';
   readonly blocking: boolean;
   /** Name of the call's communicator ("" unnamed); null when it could not be matched. */
   readonly commName: string | null;
   readonly ranks: string;
   readonly rankCount: number;
+  /** The root argument every member of the group gave (a rooted collective whose roots differ), else absent. */
+  readonly root?: number;
+  /** "b.c:17": the source line of the group's first rank, where the mismatch shows it; else absent. */
+  readonly place?: string;
 }
 
 /** "ranks 0-2 in MPI_Barrier on MPI_COMM_WORLD", "rank 3 computing". */
 export function describeCallGroup(g: CallGroup, withComm = true): string {
   const who = ranksPhrase(g.ranks);
-  if (g.where === 'computing') return `${who} computing (in no MPI call)`;
+  const at = g.place === undefined ? '' : ` (${g.place})`;
+  if (g.where === 'computing') return `${who} computing (in no MPI call)${at}`;
   if (g.where === 'unread') return `${who} with no stacks`;
+  if (g.where === 'exited') return `${who} exited${at}`;
+  if (g.root !== undefined) return `${who} in ${jobText(g.call ?? '?')} with root ${g.root}${at}`;
+  if (callKind(g.call ?? '') === 'final') return `${who} in ${jobText(g.call ?? '?')}${at}`;
   const comm =
     !withComm || g.commName === null
       ? g.blocking && callKind(g.call ?? '') === 'collective'
         ? ' on an unknown communicator'
         : ''
       : ` on ${commPhrase(g.commName)}`;
-  return `${who} in ${jobText(g.call ?? '?')}${comm}`;
+  return `${who} in ${jobText(g.call ?? '?')}${comm}${at}`;
+}
+
+/** Collectives with a root argument that every member must give alike. */
+export const ROOTED_COLLECTIVES: ReadonlySet<string> = new Set([
+  'MPI_Bcast',
+  'MPI_Reduce',
+  'MPI_Gather',
+  'MPI_Gatherv',
+  'MPI_Scatter',
+  'MPI_Scatterv',
+]);
+
+/** "b.c:17" for the user frame of the rank at this position, or undefined without one. */
+function placeOf(ix: SnapshotIndex, pos: number): string | undefined {
+  const r = ix.snap.ranks[pos];
+  const u = r === undefined ? null : userFrame(r);
+  if (u === null || u.frame.file === null) return undefined;
+  const file = u.frame.file.slice(u.frame.file.lastIndexOf('/') + 1);
+  return `${jobText(file)}${u.frame.line === null ? '' : `:${u.frame.line}`}`;
 }
 
 /** A communicator's name in a sentence: quoted when it is not one plain token, or "an unnamed communicator". */
@@ -127,7 +154,10 @@ function groupPositions(ix: SnapshotIndex, f: CallFacts, positions: Iterable<num
     const st = f.state[i] ?? CALL_NO_STACKS;
     const ok = ix.ok[i] === 1;
     let g: Omit<CallGroup, 'ranks' | 'rankCount'>;
-    if (
+    const state = ix.snap.ranks[i]?.state;
+    if (state !== undefined && state.kind !== 'ok' && isGoneCode(state.code)) {
+      g = { call: null, where: 'exited', blocking: false, commName: null };
+    } else if (
       st === CALL_NO_STACKS ||
       (!ok && st !== CALL_COMPUTING && st !== CALL_BLOCKED && st !== CALL_POLLING)
     ) {
@@ -201,8 +231,25 @@ export function findCollectiveMismatches(ix: SnapshotIndex, f: CallFacts): Colle
       (g) => g.where !== 'unread' && !(commName !== null && g.commName === null && here.has(g.call)),
     );
     const collectiveHere = known.some((g) => g.blocking && callKind(g.call ?? '') === 'collective');
-    if (!collectiveHere || known.length < 2) return;
-    out.push({ commKey, commName, groups, text: groups.map((g) => describeCallGroup(g)).join(', ') });
+    if (!collectiveHere) return;
+    if (known.length < 2) {
+      const byRoot = rootMismatch(ix, f, members);
+      if (byRoot !== null) out.push({ commKey, commName, groups: byRoot, text: rootText(byRoot, commName) });
+      return;
+    }
+    // Where the ranks that are not in the collective are: their line, not only their call.
+    const placed = groups.map((g) => {
+      if (
+        g.where === 'unread' ||
+        g.where === 'exited' ||
+        (g.blocking && callKind(g.call ?? '') === 'collective')
+      )
+        return g;
+      const first = ix.idxOf(Number.parseInt(g.ranks, 10));
+      const place = first < 0 ? undefined : placeOf(ix, first);
+      return place === undefined ? g : { ...g, place };
+    });
+    out.push({ commKey, commName, groups: placed, text: placed.map((g) => describeCallGroup(g)).join(', ') });
   };
   for (const k of keys) {
     const rep = ix.comms.find((c) => c.keyId === k);
@@ -216,4 +263,65 @@ export function findCollectiveMismatches(ix: SnapshotIndex, f: CallFacts): Colle
     );
   }
   return out.sort((a, b) => (b.groups[0]?.rankCount ?? 0) - (a.groups[0]?.rankCount ?? 0));
+}
+
+/**
+ * Members all in the same rooted collective whose root arguments differ: groups by root, the
+ * largest first (each with the line of its first rank). Null when the call has no root, a root
+ * is unreadable on every member, or they agree.
+ */
+function rootMismatch(ix: SnapshotIndex, f: CallFacts, members: Int32Array): CallGroup[] | null {
+  const byRoot = new Map<number, number[]>();
+  let call: string | null = null;
+  for (const m of members) {
+    const fn = f.fn[m] ?? null;
+    if (fn === null || f.state[m] !== CALL_BLOCKED || !ROOTED_COLLECTIVES.has(fn)) return null;
+    call = fn;
+    const root = ix.snap.ranks[m]?.mpiCall?.args?.root;
+    if (root === undefined || root === null) continue;
+    const e = byRoot.get(root);
+    const rank = ix.rankOf[m] ?? 0;
+    if (e) e.push(rank);
+    else byRoot.set(root, [rank]);
+  }
+  if (byRoot.size < 2 || call === null) return null;
+  const ce = ix.comms[f.commIdx[members[0] ?? -1] ?? -1];
+  return [...byRoot]
+    .map(([root, ranks]) => ({ root, ranks }))
+    .sort((a, b) => b.ranks.length - a.ranks.length || (a.ranks[0] ?? 0) - (b.ranks[0] ?? 0))
+    .map(({ root, ranks }) => {
+      const place = placeOf(ix, ix.idxOf(ranks[0] ?? 0));
+      return {
+        call,
+        where: 'call' as const,
+        blocking: true,
+        commName: ce === undefined ? null : ce.comm.name,
+        ranks: compressRanks(ranks),
+        rankCount: ranks.length,
+        root,
+        ...(place === undefined ? {} : { place }),
+      };
+    });
+}
+
+/** "ranks 0-2 in MPI_Reduce with root 0 (b.c:17), rank 3 with root 1 (b.c:19)". */
+function rootText(groups: readonly CallGroup[], _commName: string | null): string {
+  return groups
+    .map((g, i) => {
+      const who = ranksPhrase(g.ranks);
+      const at = g.place === undefined ? '' : ` (${g.place})`;
+      return i === 0 ? describeCallGroup(g) : `${who} with root ${g.root}${at}`;
+    })
+    .join(', ');
+}
+
+/**
+ * Codes of a rank the reader found gone (its pid no longer exists, it exited during the read,
+ * or it is a zombie): a process that has ended will never send or receive again.
+ */
+const GONE_CODES: ReadonlySet<string> = new Set(['MQD_E_NO_SUCH_PID', 'MQD_E_PID_EXITED', 'MQD_E_ZOMBIE']);
+
+/** The reader's code for a rank says its process has ended. */
+export function isGoneCode(code: string): boolean {
+  return GONE_CODES.has(code);
 }

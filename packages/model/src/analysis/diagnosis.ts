@@ -12,7 +12,15 @@ import { jobText, quoteName, ranksPhrase } from '../text.js';
 import { CALL_BLOCKED, CALL_COMPUTING, CALL_NO_STACKS, CALL_POLLING } from './call-facts.js';
 import { compressRanks } from './ranges.js';
 import type { SnapshotIndex } from './snapshot-index.js';
-import { type DeadlockCycle, edgeCell, type RankWait, rankWaits, type WaitGraph } from './wait-graph.js';
+import {
+  type DeadEndWait,
+  type DeadlockCycle,
+  edgeCell,
+  type RankWait,
+  rankWaits,
+  type WaitGraph,
+} from './wait-graph.js';
+import { DEAD_FINAL, DEAD_GONE } from './wait-types.js';
 
 /** A frame of one rank: the thread and its depth (0 = innermost), as in RankSnapshot.threads. */
 export interface FrameRef {
@@ -45,6 +53,12 @@ export interface DiagnosisLine {
 export interface DiagnosisLines {
   /** The first deadlock cycle, edge by edge; null when there is none. */
   readonly cycle: DiagnosisLine | null;
+  /**
+   * The first wait on a rank that will never act again ("Rank 1 waits in MPI_Recv for a message
+   * from rank 0, tag 5, at a.c:31; rank 0 is in MPI_Finalize (a.c:40) and will never send it."),
+   * followed by why the message never came where the snapshot tells; null when there is none.
+   */
+  readonly deadEnd: DiagnosisLine | null;
   /** Groups of ranks with the same facts, blocked ones first, then in rank order. */
   readonly groups: DiagnosisLine[];
   /** Groups before the cut to maxGroups. */
@@ -130,6 +144,20 @@ function facts(ix: SnapshotIndex, g: WaitGraph, pos: number): RankFacts {
         ];
   if (ix.ok[pos] === 0 && r.state.kind !== 'ok') {
     const code = jobText(r.state.code);
+    if (g.dead[pos] === DEAD_GONE) {
+      return {
+        pos,
+        rank,
+        key: `gone\u0000${code}`,
+        targets: [],
+        user: null,
+        describe: (_p, many) => [
+          text(
+            ` ${many ? 'have' : 'has'} exited (${code}): ${many ? 'they' : 'it'} will never send or receive again`,
+          ),
+        ],
+      };
+    }
     return {
       pos,
       rank,
@@ -184,6 +212,21 @@ function facts(ix: SnapshotIndex, g: WaitGraph, pos: number): RankFacts {
       ],
     };
   }
+  if (g.dead[pos] === DEAD_FINAL) {
+    return {
+      pos,
+      rank,
+      key: `final\u0000${fn}\u0000${where}`,
+      targets: [],
+      user,
+      describe: (_p, many) => [
+        verb(many, ' is in ', ' are in '),
+        name(fn ?? '?'),
+        text(' and will never send or receive again'),
+        ...at(),
+      ],
+    };
+  }
   const inCall = (): DiagnosisPart[] => (st === CALL_BLOCKED && fn !== null ? [text(' in '), name(fn)] : []);
   const onComm = (): DiagnosisPart[] => (comm === null ? [] : [text(', on '), commName(comm)]);
   const key = [
@@ -203,7 +246,15 @@ function facts(ix: SnapshotIndex, g: WaitGraph, pos: number): RankFacts {
       ...onCollComm(),
       text(' for '),
       ...peers,
-      text(targets.length === 1 ? ', which is not in it' : ', which are not in it'),
+      text(
+        targets.every((t) => g.dead[t] === DEAD_FINAL)
+          ? `, which ${targets.length === 1 ? 'is' : 'are'} in ${jobText(g.calls.fn[targets[0] ?? -1] ?? 'MPI_Finalize')} and will never enter it`
+          : targets.every((t) => g.dead[t] === DEAD_GONE)
+            ? `, which ${targets.length === 1 ? 'has' : 'have'} exited`
+            : targets.length === 1
+              ? ', which is not in it'
+              : ', which are not in it',
+      ),
       ...at(),
     ];
   } else if (any !== undefined && single.length === 0) {
@@ -298,6 +349,7 @@ export function diagnosisLines(
   g: WaitGraph,
   cycles: readonly DeadlockCycle[],
   opts: DiagnosisOptions = {},
+  deadEnds: readonly DeadEndWait[] = [],
 ): DiagnosisLines {
   const maxGroups = opts.maxGroups ?? 12;
   const byKey = new Map<string, RankFacts[]>();
@@ -337,8 +389,10 @@ export function diagnosisLines(
   // In rank order, as a person reads a job: rank 0's story first.
   groups.sort((a, b) => a.w - b.w || a.first - b.first);
   const c = cycles[0];
+  const d = deadEnds[0];
   return {
     cycle: c === undefined ? null : cycleLine(ix, g, c, opts.maxCycleEdges ?? 8),
+    deadEnd: d === undefined ? null : deadEndLine(ix, g, d, deadEnds.length),
     groups: groups.slice(0, maxGroups).map((x) => x.build()),
     groupTotal: groups.length,
   };
@@ -399,4 +453,199 @@ function cycleLine(ix: SnapshotIndex, g: WaitGraph, c: DeadlockCycle, maxEdges: 
   });
   if (shown.length < c.edges.length) parts.push(text(` / and ${c.edges.length - shown.length} more waits`));
   return line(c.ranks, parts);
+}
+
+/** "a.c:31" for a rank's user frame as a link, or null without stacks. */
+function placePart(ix: SnapshotIndex, rank: number): DiagnosisPart | null {
+  const r = ix.snap.ranks[ix.idxOf(rank)];
+  const u = r === undefined ? null : userFrame(r);
+  return u === null
+    ? null
+    : { kind: 'frame', text: placeText(u), rank, frame: { tid: u.tid, index: u.index } };
+}
+
+/**
+ * "Rank 1 waits in MPI_Recv for a message from rank 0, tag 5, at a.c:31; rank 0 is in
+ * MPI_Finalize (a.c:40) and will never send it." and, where the snapshot tells, why the message
+ * never came.
+ */
+function deadEndLine(ix: SnapshotIndex, g: WaitGraph, d: DeadEndWait, shown: number): DiagnosisLine {
+  const from = ix.idxOf(d.from);
+  const to = ix.idxOf(d.to);
+  // The wait on that rank itself, before a wildcard one it could also satisfy.
+  const op = d.ops.find((o) => o.evidence !== 'wildcard-receive') ?? d.ops[0];
+  const coll = d.ops.length > 0 && d.ops.every((o) => o.evidence === 'collective-call');
+  const receiving = op?.queue === 'receives' && !coll;
+  const fn = g.calls.fn[from] ?? null;
+  const parts: DiagnosisPart[] = [rankLink(ix, d.from, `Rank ${d.from}`), text(' waits')];
+  if (fn !== null) parts.push(text(' in '), name(fn));
+  parts.push(text(coll ? ' for ' : receiving ? ' for a message from ' : ' to send to '));
+  parts.push(rankLink(ix, d.to, `rank ${d.to}`));
+  const w =
+    op === undefined
+      ? undefined
+      : rankWaits(g, from).find((x) => x.op.index === op.index && x.op.queue === op.queue && x.target === to);
+  const tag = coll ? null : w === undefined ? (op?.tag ?? null) : waitTag(ix, from, w);
+  if (tag !== null) parts.push(text(`, tag ${tag}`));
+  const here = placePart(ix, d.from);
+  if (here !== null) parts.push(text(', at '), here);
+  parts.push(text('; '), rankLink(ix, d.to, `rank ${d.to}`));
+  const what = coll ? 'enter it' : receiving ? 'send it' : 'receive it';
+  if (g.dead[to] === DEAD_FINAL) {
+    const there = placePart(ix, d.to);
+    parts.push(text(' is in '), name(g.calls.fn[to] ?? 'MPI_Finalize'));
+    if (there !== null) parts.push(text(' ('), there, text(')'));
+    parts.push(text(` and will never ${what}.`));
+  } else {
+    const st = ix.snap.ranks[to]?.state;
+    const code = st === undefined || st.kind === 'ok' ? '' : ` (${jobText(st.code)})`;
+    parts.push(text(` has exited${code} and will never ${what}.`));
+  }
+  if (receiving && op !== undefined && w !== undefined) parts.push(...whyNoMessage(ix, from, to, w, tag));
+  if (shown > 1)
+    parts.push(
+      text(
+        ` ${shown - 1 === 1 ? 'One more wait is' : `${shown - 1} more waits are`} on ranks that will never act again.`,
+      ),
+    );
+  return line([d.from], parts);
+}
+
+/** Tags match when either side is MPI_ANY_TAG (null). */
+function tagsMatch(want: number | null, got: number | null): boolean {
+  return want === null || got === null || want === got;
+}
+
+/**
+ * Why the message a dead-end receive waits for never came, from what the snapshot shows: a
+ * message from that peer with another tag or on another communicator (unexpected at the waiter,
+ * or a send still pending at the peer), a receive from MPI_ANY_SOURCE that took it (a message
+ * race), the same message sent to another rank; else that no queue shows a send, and whether
+ * the library could have shown one.
+ */
+function whyNoMessage(
+  ix: SnapshotIndex,
+  from: number,
+  to: number,
+  w: RankWait,
+  tag: number | null,
+): DiagnosisPart[] {
+  const want = w.op;
+  const peer = rankLink(ix, ix.rankOf[to] ?? 0, `rank ${ix.rankOf[to] ?? 0}`);
+  const waiter = ix.rankOf[from] ?? 0;
+  const keyId = want.commKey === '' ? -1 : ix.keyIdOf(want.commKey);
+  const commOf = (ce: { comm: { name: string } }) => commName(ce.comm.name);
+  let hidden = false;
+  // 1. Near misses at the waiter: unexpected messages from the peer.
+  for (let ci = ix.commStart[from] ?? 0; ci < (ix.commStart[from + 1] ?? 0); ci++) {
+    const ce = ix.comms[ci];
+    if (ce === undefined || ce.internal) continue;
+    if (ce.comm.unexpected === null) hidden = true;
+    for (const u of ce.comm.unexpected ?? []) {
+      if (ix.peerIdx(u.peer, ce) !== to) continue;
+      const sameComm = keyId < 0 || ce.keyId === keyId;
+      if (sameComm && tagsMatch(tag, u.tag)) continue;
+      const sent = u.tag === null ? '' : ` with tag ${u.tag}`;
+      return [
+        text(' '),
+        capitalRank(peer),
+        text(`'s message${sent}`),
+        ...(sameComm ? [] : [text(' on '), commOf(ce)]),
+        text(` is unexpected at rank ${waiter}: it differs in ${sameComm ? 'tag' : 'communicator'}.`),
+      ];
+    }
+  }
+  // 2. The peer's pending sends to the waiter with another tag or communicator.
+  for (let ci = ix.commStart[to] ?? 0; ci < (ix.commStart[to + 1] ?? 0); ci++) {
+    const ce = ix.comms[ci];
+    if (ce === undefined || ce.internal) continue;
+    for (const s of ce.comm.sends ?? []) {
+      if (s.status !== 'pending' || ix.peerIdx(s.peer, ce) !== from) continue;
+      const sameComm = keyId < 0 || ce.keyId === keyId;
+      if (sameComm && tagsMatch(tag, s.tag)) continue;
+      return [
+        text(' '),
+        capitalRank(peer),
+        text(`'s send to rank ${waiter}${s.tag === null ? '' : ` with tag ${s.tag}`}`),
+        ...(sameComm ? [] : [text(' on '), commOf(ce)]),
+        text(` is pending: it differs in ${sameComm ? 'tag' : 'communicator'}.`),
+      ];
+    }
+  }
+  // 3. A message race: a receive from MPI_ANY_SOURCE at the waiter already matched the peer's message.
+  for (let ci = ix.commStart[from] ?? 0; ci < (ix.commStart[from + 1] ?? 0); ci++) {
+    const ce = ix.comms[ci];
+    if (ce === undefined || ce.internal || (keyId >= 0 && ce.keyId !== keyId)) continue;
+    for (const r of ce.comm.receives ?? []) {
+      if (r.status === 'pending' || r.peer.local !== null || !tagsMatch(tag, r.tag)) continue;
+      const actual = r.actual === null ? -1 : ix.peerIdx(r.actual.peer, ce);
+      if (actual !== to) continue;
+      return [
+        text(
+          ` A message race: rank ${waiter}'s receive from any source${r.tag === null ? '' : ` (tag ${r.tag})`} took `,
+        ),
+        peer,
+        text(
+          `'s message${r.actual?.tag === null || r.actual?.tag === undefined ? '' : ` (tag ${r.actual.tag})`} first, so this receive waits for a second one that is never sent.`,
+        ),
+      ];
+    }
+  }
+  // 3b. The peer lists the very send as done, yet the receive it would match still waits: Open
+  // MPI marks an inactive persistent request (MPI_Send_init, never MPI_Start) complete.
+  for (let ci = ix.commStart[to] ?? 0; ci < (ix.commStart[to + 1] ?? 0); ci++) {
+    const ce = ix.comms[ci];
+    if (ce === undefined || ce.internal || (keyId >= 0 && ce.keyId !== keyId)) continue;
+    for (const s of ce.comm.sends ?? []) {
+      if (s.status === 'pending' || ix.peerIdx(s.peer, ce) !== from || !tagsMatch(tag, s.tag)) continue;
+      return [
+        text(' '),
+        capitalRank(peer),
+        text(
+          ` lists a send to rank ${waiter}${s.tag === null ? '' : ` with tag ${s.tag}`} that this receive would match as ${s.status}, yet the receive still waits: a send that was never started (a persistent MPI_Send_init without MPI_Start) reads so, as does a message an earlier receive took.`,
+        ),
+      ];
+    }
+  }
+  // 4. The message went elsewhere: another rank holds it unexpected, or the peer's send to another rank is pending.
+  for (const ce of ix.comms) {
+    if (ce.internal || ce.rankIdx === from || (keyId >= 0 && ce.keyId !== keyId)) continue;
+    for (const u of ce.comm.unexpected ?? []) {
+      if (ix.peerIdx(u.peer, ce) !== to || !tagsMatch(tag, u.tag)) continue;
+      return [
+        text(' '),
+        capitalRank(peer),
+        text(`'s message${u.tag === null ? '' : ` with tag ${u.tag}`} is unexpected at `),
+        rankLink(ix, ce.rank, `rank ${ce.rank}`),
+        text(`: sent to the wrong rank.`),
+      ];
+    }
+  }
+  const senders = ix.comms.filter((ce) => ce.rankIdx === to && !ce.internal);
+  const sendsHidden = senders.some((ce) => ce.comm.sends === null);
+  if (hidden || sendsHidden) {
+    return [
+      text(' No queue shows a message from '),
+      peer,
+      text(
+        ` to rank ${waiter}, but ${hidden ? 'this library shows no unexpected messages' : "the sender's send queue is not visible"}: one with another tag or communicator may have arrived unseen.`,
+      ),
+    ];
+  }
+  // Nothing is queued anywhere: the peer got where it is without that send (or an earlier
+  // receive, now complete and gone from the queues, took the message).
+  const there = placePart(ix, ix.rankOf[to] ?? 0);
+  return [
+    text(' No queue holds a message from '),
+    peer,
+    text(` to rank ${waiter} with any tag: `),
+    { ...peer, text: `rank ${ix.rankOf[to] ?? 0}` },
+    text(' reached '),
+    ...(there === null ? [text('where it is')] : [there]),
+    text(' without sending it, or an earlier receive took it.'),
+  ];
+}
+
+function capitalRank(p: DiagnosisPart): DiagnosisPart {
+  return { ...p, text: p.text.charAt(0).toUpperCase() + p.text.slice(1) };
 }

@@ -1,12 +1,13 @@
 // An explanation in words: the summary's headline and lead (summarize, used by explainSnapshot)
 // and the plain-text report the CLI prints (formatExplanation).
 import { assertUnreachable } from '../assert.js';
+import { callKind } from '../mpi/calls.js';
 import { jobText, ranksPhrase as ranksText } from '../text.js';
 import { commPhrase, describeCallGroup } from './call-facts.js';
 import type { Explanation } from './explain-types.js';
 import type { NearMiss } from './near-miss.js';
 import { compressRanks } from './ranges.js';
-import type { DeadlockCycle, EdgeEvidence, WaitAnalysis } from './wait-graph.js';
+import type { DeadlockCycle, EdgeEvidence, WaitAnalysis, WaitEdgeOp } from './wait-graph.js';
 
 const ARROW = ' -> ';
 
@@ -41,6 +42,13 @@ function evidenceCounts(c: DeadlockCycle): string {
   for (const e of c.edges)
     for (const op of e.ops) counts.set(op.evidence, (counts.get(op.evidence) ?? 0) + 1);
   return [...counts].map(([k, v]) => `${v} ${EVIDENCE_WORDS[k][v === 1 ? 0 : 1]}`).join(', ');
+}
+
+/** Whole seconds from one ISO time to another; null when either does not parse. */
+function secondsBetween(from: string, to: string): number | null {
+  const a = Date.parse(from);
+  const b = Date.parse(to);
+  return Number.isNaN(a) || Number.isNaN(b) ? null : Math.round((b - a) / 1000);
 }
 
 function plural(n: number, one: string, many = `${one}s`): string {
@@ -80,8 +88,19 @@ export function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis):
     case 'deadlock': {
       const d = e.deadlock;
       if (d === null) break;
-      head('Deadlock', `${d.count} of ${e.rankCount} ranks can never proceed.`);
       const c = d.cycles[0];
+      const dead = e.diagnosis.deadEnd;
+      if (c === undefined && dead !== null) {
+        // No cycle: the waits end on ranks that will never act again.
+        head('Deadlock', dead.text);
+        parts.push(`${d.count} of ${e.rankCount} ranks can never proceed.`);
+        break;
+      }
+      if (e.sendCycle) {
+        // The sizes are the cause: say them first.
+        head('Deadlock', e.sendCycle.text);
+        parts.push(`${d.count} of ${e.rankCount} ranks can never proceed.`);
+      } else head('Deadlock', `${d.count} of ${e.rankCount} ranks can never proceed.`);
       if (c !== undefined) {
         const more = d.cycleTotal > 1 ? ` (${d.cycleTotal} cycles; the first)` : '';
         const comp =
@@ -104,6 +123,18 @@ export function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis):
       } else if (d.blockedBehind !== '') {
         parts.push(`Also blocked, waiting on the cycle: ${ranksText(d.blockedBehind)}.`);
       }
+      // A collective that waits on the cycle's ranks is its consequence, not a second cause.
+      for (const mm of e.collectiveMismatches.slice(0, 2)) {
+        const inColl = mm.groups.filter(
+          (g) => g.where === 'call' && g.blocking && callKind(g.call ?? '') === 'collective',
+        );
+        if (inColl.length === 0) continue;
+        const who = inColl.map((g) => describeCallGroup(g)).join(', ');
+        parts.push(
+          `${capitalize(who)} ${inColl.length === 1 && inColl[0]?.rankCount === 1 ? 'waits' : 'wait'} for ranks held by the cycle: a consequence of the deadlock, not its cause.`,
+        );
+      }
+      if (c !== undefined && dead !== null) parts.push(`Also: ${dead.text}`);
       break;
     }
     case 'collective-hang': {
@@ -111,12 +142,16 @@ export function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis):
       if (mm !== undefined) {
         const on = mm.commName === null ? '' : ` on ${commPhrase(mm.commName)}`;
         const allBlocked = mm.groups.every((g) => g.where !== 'call' || g.blocking);
-        const settled = mm.groups.every((g) => g.where === 'unread' || (g.where === 'call' && g.blocking));
+        const settled = mm.groups.every(
+          (g) => g.where === 'unread' || g.where === 'exited' || (g.where === 'call' && g.blocking),
+        );
         head(
           `Collective hang${on}`,
-          settled
-            ? `${mm.text}; they can never meet.`
-            : `${mm.text}; the collective cannot complete until the others enter it.`,
+          mm.groups.some((g) => g.root !== undefined)
+            ? `${mm.text}: the roots differ, so it can never complete.`
+            : settled
+              ? `${mm.text}; they can never meet.`
+              : `${mm.text}; the collective cannot complete until the others enter it.`,
         );
         if (!(settled && allBlocked) && last === undefined) {
           parts.push('Ranks outside MPI may still get there: take another snapshot to confirm.');
@@ -175,11 +210,27 @@ export function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis):
       break;
     }
     case 'stuck': {
-      if (last === undefined) break;
+      if (last === undefined) {
+        // One snapshot, every rank blocked, and no rule proves why: say what is known.
+        head(
+          'Stuck',
+          `every rank is blocked in an MPI call and none can act to release the others, though no rule here proves a deadlock.`,
+        );
+        if (e.rootsUnread !== '') {
+          parts.push(
+            `The root argument could not be read on ${ranksText(e.rootsUnread)} (the MPI library keeps it optimised out): members that disagree on the root cannot be told from a collective still running.`,
+          );
+        }
+        parts.push('Take another snapshot: if nothing moves, the job is hung.');
+        break;
+      }
+      const secs = secondsBetween(last.from, last.to);
       head(
         'Stuck',
-        `${plural(last.counts.pendingAfter, 'operation')} pending and nothing moved between ${last.from} and ${last.to}.`,
+        `${plural(last.counts.pendingAfter, 'operation')} pending and nothing moved between ${last.from} and ${last.to}${secs === null ? '' : ` (${secs} s)`}.`,
       );
+      if (e.allBlocked)
+        parts.push('Every rank is blocked in an MPI call: none can act to release the others.');
       break;
     }
     case 'progressing': {
@@ -205,9 +256,16 @@ export function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis):
     case 'unknown':
       if (w.rankCount - w.unknownRanks.length === 0) head('Unknown', 'no rank could be read.');
       else {
+        const free = e.waits.waitingOnFree !== '' ? e.waits.waitingOnFree : e.computing;
+        const one = !/[-,]/.test(free);
+        const waiting = w.waitingRanks === 1 ? '1 rank waits' : `${w.waitingRanks} ranks wait`;
         head(
           `No deadlock${e.partial ? ' among the readable ranks' : ''}`,
-          `${plural(w.waitingRanks, 'rank')} wait, but every wait can still be satisfied.`,
+          free === '' && e.completing !== ''
+            ? `${capitalize(ranksText(e.completing))} ${/[-,]/.test(e.completing) ? 'are' : 'is'} in a collective every member has entered: it can complete.`
+            : free === ''
+              ? `${waiting}, but every wait can still be satisfied.`
+              : `${waiting}, but ${ranksText(free)} can still act (${one ? 'it is' : 'they are'} not blocked in MPI) and satisfy ${w.waitingRanks === 1 ? 'it' : 'them'}.`,
         );
         parts.push('One snapshot cannot tell a hang from a slow job: take another to compare.');
       }
@@ -271,6 +329,20 @@ export function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis):
 
 const MAX_EDGES_SHOWN = 6;
 
+/** The operations behind one wait, for the CLI's details. */
+function opsText(ops: readonly WaitEdgeOp[]): string {
+  return ops
+    .map((o) =>
+      o.call === undefined
+        ? `${o.evidence} ${commPhrase(o.commName)} ${o.queue}[${o.index}]@${o.rank} tag ${o.tag ?? 'any'}`
+        : // A call's tag comes from its frame: null there is MPI_ANY_TAG or unreadable
+          // (MPICH keeps a blocking call's tag only as an entry value), so say "?"; a
+          // collective has none.
+          `${o.evidence} ${jobText(o.call)}@${o.rank}${o.index >= 0 ? ` (${commPhrase(o.commName)} ${o.queue}[${o.index}])` : ''}${o.evidence === 'collective-call' ? '' : ` tag ${o.tag ?? '?'}`}`,
+    )
+    .join('; ');
+}
+
 /** Plain text for the CLI: the summary first, then the details, each list cut short. */
 export function formatExplanation(e: Explanation): string {
   const out: string[] = [];
@@ -294,24 +366,25 @@ export function formatExplanation(e: Explanation): string {
         `cycle ${i + 1}: ${plural(c.ranks.length, 'rank')}${c.certain ? '' : ' (partly inferred)'}: ${cyclePath(c.ranks)}`,
       );
       for (const edge of c.edges.slice(0, MAX_EDGES_SHOWN)) {
-        const ops = edge.ops
-          .map((o) =>
-            o.call === undefined
-              ? `${o.evidence} ${commPhrase(o.commName)} ${o.queue}[${o.index}]@${o.rank} tag ${o.tag ?? 'any'}`
-              : // A call's tag comes from its frame: null there is MPI_ANY_TAG or unreadable
-                // (MPICH keeps a blocking call's tag only as an entry value), so say "?"; a
-                // collective has none.
-                `${o.evidence} ${jobText(o.call)}@${o.rank}${o.index >= 0 ? ` (${commPhrase(o.commName)} ${o.queue}[${o.index}])` : ''}${o.evidence === 'collective-call' ? '' : ` tag ${o.tag ?? '?'}`}`,
-          )
-          .join('; ');
-        out.push(`  ${edge.from} -> ${edge.to}: ${ops}`);
+        out.push(`  ${edge.from} -> ${edge.to}: ${opsText(edge.ops)}`);
       }
       if (c.edges.length > MAX_EDGES_SHOWN) out.push(`  ... ${c.edges.length - MAX_EDGES_SHOWN} more edges`);
     });
+    for (const d of e.deadlock.deadEnds) {
+      const why = d.reason === 'final' ? 'in MPI_Finalize or MPI_Abort' : 'exited';
+      out.push(`dead end: ${d.from} -> ${d.to} (${why}): ${opsText(d.ops)}`);
+    }
+    if (e.deadlock.deadEndTotal > e.deadlock.deadEnds.length) {
+      out.push(`... ${e.deadlock.deadEndTotal - e.deadlock.deadEnds.length} more dead ends`);
+    }
     if (e.deadlock.cycleTotal > e.deadlock.cycles.length) {
       out.push(`... ${e.deadlock.cycleTotal - e.deadlock.cycles.length} more cycles`);
     }
-    if (e.deadlock.blockedBehind) out.push(`blocked behind the cycles: ${e.deadlock.blockedBehind}`);
+    if (e.deadlock.blockedBehind) {
+      const behind =
+        e.deadlock.cycles.length === 0 && e.deadlock.deadEnds.length > 0 ? 'dead ends' : 'cycles';
+      out.push(`blocked behind the ${behind}: ${e.deadlock.blockedBehind}`);
+    }
   }
   if (e.dependsOnUnknown) out.push(`deadlocked if the unread ranks are blocked: ${e.dependsOnUnknown}`);
   for (const c of e.collectives) {

@@ -6,7 +6,8 @@ import type { DiagnosisLines } from './diagnosis.js';
 import type { NearMiss } from './near-miss.js';
 import type { OpenMpSummary } from './openmp.js';
 import type { ProgressStep } from './progress.js';
-import type { DeadlockCycle } from './wait-graph.js';
+import type { SendCycle } from './send-cycle.js';
+import type { DeadEndWait, DeadlockCycle } from './wait-graph.js';
 
 /**
  * `openmp-hang`: some rank can never proceed because of OpenMP alone (its threads wait for
@@ -110,7 +111,21 @@ export interface Explanation {
     readonly cycles: DeadlockCycle[];
     readonly cycleTotal: number;
     readonly blockedBehind: string;
+    /** Waits on ranks that will never act again (the first few): a hang with no cycle. */
+    readonly deadEnds: DeadEndWait[];
+    readonly deadEndTotal: number;
   } | null;
+  /** Ranks that will never send or receive again (in MPI_Finalize or MPI_Abort, or exited), as ranges. */
+  readonly finished: string;
+  /**
+   * Every readable rank is blocked in an MPI call (its stacks say so) and none can still act,
+   * though no rule proves a hang: the `stuck` verdict of one snapshot. False otherwise.
+   */
+  readonly allBlocked: boolean;
+  /** Ranks in a blocking collective every member of its communicator has entered: it can complete. */
+  readonly completing: string;
+  /** Ranks in a rooted collective (MPI_Reduce, MPI_Bcast...) whose root argument could not be read. */
+  readonly rootsUnread: string;
   /** Ranks that would be deadlocked if the unread ranks are blocked too (empty when none are unread). */
   readonly dependsOnUnknown: string;
   readonly collectives: CollectiveSummary[];
@@ -145,6 +160,11 @@ export interface Explanation {
    * the first cycle edge by edge, as linkable parts (diagnosis.ts).
    */
   readonly diagnosis: DiagnosisLines;
+  /**
+   * The first cycle when every rank of it waits in MPI_Send: the message size that made the
+   * sends wait for receives, and the library's eager limit. Absent otherwise.
+   */
+  readonly sendCycle?: SendCycle;
 }
 
 export interface ExplainOptions {

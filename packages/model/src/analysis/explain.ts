@@ -4,7 +4,7 @@
 // Its shape is explain-types.ts; its words (summary, formatExplanation) are explain-text.ts.
 import type { JobSnapshot, QueueKind, RankState } from '../snapshot-spec.js';
 import { jobText, ranksPhrase as ranksText } from '../text.js';
-import { CALL_BLOCKED, callGroups, findCollectiveMismatches } from './call-facts.js';
+import { CALL_BLOCKED, callGroups, findCollectiveMismatches, ROOTED_COLLECTIVES } from './call-facts.js';
 import { rankClasses } from './classes.js';
 import { diagnosisLines } from './diagnosis.js';
 import { summarize } from './explain-text.js';
@@ -21,8 +21,10 @@ import { findNearMisses } from './near-miss.js';
 import { analyzeOpenMp, type OpenMpSummary } from './openmp.js';
 import { progressAcross } from './progress.js';
 import { compressRanks } from './ranges.js';
+import { type SendCycle, sendCycle } from './send-cycle.js';
 import { SnapshotIndex } from './snapshot-index.js';
-import { analyzeWaits, buildWaitGraph, KIND_SINGLE, type WaitAnalysis } from './wait-graph.js';
+import { analyzeWaits, buildWaitGraph, isGoneCode, KIND_SINGLE, type WaitAnalysis } from './wait-graph.js';
+import { DEAD_NONE, type DeadlockCycle } from './wait-types.js';
 
 export { formatExplanation } from './explain-text.js';
 export * from './explain-types.js';
@@ -56,13 +58,27 @@ export function explainSnapshot(
   }));
   const calls = callGroups(ix, graph.calls);
   const mismatches = findCollectiveMismatches(ix, graph.calls);
+  // A rank in MPI_Finalize waits for nothing the job still owes it.
+  const blockedLive = graph.calls.state.some((s, i) => s === CALL_BLOCKED && graph.dead[i] === DEAD_NONE);
   const anythingPending =
     waits.clauses > 0 ||
     waits.unresolvedWaits > 0 ||
     waits.outsideWaits > 0 ||
     waits.collectives.length > 0 ||
-    graph.calls.state.includes(CALL_BLOCKED) ||
+    blockedLive ||
     hasPending(snap);
+  const completing = completingCollective(ix, graph);
+  const rootsUnread: number[] = [];
+  for (let i = 0; i < ix.n; i++) {
+    const args = ix.snap.ranks[i]?.mpiCall?.args;
+    if (graph.calls.state[i] !== CALL_BLOCKED || !ROOTED_COLLECTIVES.has(graph.calls.fn[i] ?? '')) continue;
+    if (args?.root === undefined || args.root === null) rootsUnread.push(ix.rankOf[i] ?? 0);
+  }
+  const allBlocked = blockedLive && completing.length === 0 && everyRankBlocked(ix, graph);
+  // A cycle of point-to-point waits is the cause of any collective that waits on its ranks.
+  const p2pCycle = waits.cycles.some((c) =>
+    c.edges.every((x) => x.ops.some((o) => o.evidence !== 'collective-call')),
+  );
   const readable = waits.rankCount - waits.unknownRanks.length;
   const openmp = analyzeOpenMp(snap);
   const behindOpenMp = waitersOn(graph, ix, openmp.deadlockedRanks);
@@ -70,6 +86,7 @@ export function explainSnapshot(
 
   let verdict: Verdict;
   if (readable === 0) verdict = 'unknown';
+  else if (p2pCycle) verdict = 'deadlock';
   else if (mismatches.length > 0) verdict = 'collective-hang';
   else if (waits.deadlocked.length > 0) verdict = 'deadlock';
   // An OpenMP deadlock is certain in one snapshot: no thread of the rank runs to release it.
@@ -79,6 +96,8 @@ export function explainSnapshot(
     else verdict = last.verdict;
   } else if (collectives.length > 0) verdict = 'collective-hang';
   else if (!anythingPending) verdict = 'idle';
+  // The last resort: no rule proves the hang, but no rank can act to end it either.
+  else if (allBlocked) verdict = 'stuck';
   else verdict = 'unknown';
 
   const partialReasons = unknownReasons(snap);
@@ -116,7 +135,13 @@ export function explainSnapshot(
             cycles: waits.cycles,
             cycleTotal: waits.cycleTotal,
             blockedBehind: compressRanks(waits.blockedBehind),
+            deadEnds: waits.deadEnds,
+            deadEndTotal: waits.deadEndTotal,
           },
+    finished: compressRanks(waits.finished),
+    allBlocked,
+    completing: compressRanks(completing),
+    rootsUnread: compressRanks(rootsUnread),
     dependsOnUnknown: compressRanks(waits.dependsOnUnknown),
     collectives,
     nearMisses: near.items,
@@ -131,9 +156,16 @@ export function explainSnapshot(
     computing: compressRanks(waits.computing),
     openmp,
     behindOpenMp: compressRanks(behindOpenMp),
-    diagnosis: diagnosisLines(ix, graph, waits.cycles),
+    diagnosis: diagnosisLines(ix, graph, waits.cycles, {}, waits.deadEnds),
+    // Absent rather than null when there is none: the explanation's other readers need not know it.
+    ...sendCycleOf(ix, waits.cycles[0]),
   };
   return { ...base, ...summarize(base, waits) };
+}
+
+function sendCycleOf(ix: SnapshotIndex, c: DeadlockCycle | undefined): { sendCycle?: SendCycle } {
+  const s = c === undefined ? null : sendCycle(ix, c);
+  return s === null ? {} : { sendCycle: s };
 }
 
 /** The wait-for analysis alone: deadlocked ranks, their cycles, collectives in progress. */
@@ -169,6 +201,37 @@ function waitersOn(
   return [...out];
 }
 
+/**
+ * Every rank was read (or is gone) and its stacks put it in a blocking MPI call (or in
+ * MPI_Finalize): no rank computes or polls, so none can act to end the waits.
+ */
+function everyRankBlocked(ix: SnapshotIndex, graph: ReturnType<typeof buildWaitGraph>): boolean {
+  for (let i = 0; i < ix.n; i++) {
+    if (graph.dead[i] !== DEAD_NONE) continue;
+    if (ix.ok[i] === 0 || graph.calls.state[i] !== CALL_BLOCKED) return false;
+  }
+  return true;
+}
+
+/**
+ * Ranks in a blocking collective that every member of its communicator has entered (no wait
+ * clause on an absent member): the collective can complete, so they are not stuck.
+ */
+function completingCollective(ix: SnapshotIndex, graph: ReturnType<typeof buildWaitGraph>): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < ix.n; i++) {
+    if (graph.calls.state[i] !== CALL_BLOCKED || graph.calls.kind[i] !== 'collective') continue;
+    const start = graph.byRank.start[i] ?? 0;
+    if ((graph.byRank.start[i + 1] ?? 0) !== start) continue;
+    // A rooted collective whose root could not be read may be one whose roots differ.
+    const fn = graph.calls.fn[i] ?? '';
+    const root = ix.snap.ranks[i]?.mpiCall?.args?.root;
+    if (ROOTED_COLLECTIVES.has(fn) && (root === undefined || root === null)) continue;
+    out.push(ix.rankOf[i] ?? 0);
+  }
+  return out;
+}
+
 function hasPending(snap: JobSnapshot): boolean {
   for (const r of snap.ranks) {
     if (r.state.kind !== 'ok') continue;
@@ -197,9 +260,10 @@ function unknownReasons(snap: JobSnapshot): string[] {
     if (e) e.ranks.push(r.rank);
     else byCode.set(r.state.code, { ranks: [r.rank], kind: r.state.kind, message: r.state.message });
   }
-  return [...byCode].map(
-    ([code, e]) =>
-      `${ranksText(compressRanks(e.ranks))} could not be read (${NOT_READ_WORDS[e.kind]}, ${jobText(code)}: ${jobText(e.message, 512)}): assumed able to proceed, so a deadlock that needs ${e.ranks.length === 1 ? 'it' : 'them'} blocked is not reported`,
+  return [...byCode].map(([code, e]) =>
+    isGoneCode(code)
+      ? `${ranksText(compressRanks(e.ranks))} ${e.ranks.length === 1 ? 'has' : 'have'} exited (${jobText(code)}: ${jobText(e.message, 512)}): ${e.ranks.length === 1 ? 'it' : 'they'} will never send or receive again`
+      : `${ranksText(compressRanks(e.ranks))} could not be read (${NOT_READ_WORDS[e.kind]}, ${jobText(code)}: ${jobText(e.message, 512)}): assumed able to proceed, so a deadlock that needs ${e.ranks.length === 1 ? 'it' : 'them'} blocked is not reported`,
   );
 }
 

@@ -11,6 +11,7 @@ export * from './openmp.js';
 export * from './progress.js';
 export * from './ranges.js';
 export * from './rank-detail.js';
+export * from './send-cycle.js';
 export * from './snapshot-index.js';
 export * from './stack-text.js';
 export * from './stack-tree.js';

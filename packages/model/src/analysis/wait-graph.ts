@@ -26,11 +26,14 @@ import {
   type CallFacts,
   callFacts,
   commMembers,
+  isGoneCode,
 } from './call-facts.js';
 import { isCollectiveInternal } from './comm.js';
 import { at, csr, IntVec } from './csr.js';
 import { type CommEntry, QUEUE_CODE, type SnapshotIndex } from './snapshot-index.js';
 import {
+  DEAD_FINAL,
+  DEAD_GONE,
   EV_ANY,
   EV_CALL,
   EV_COLLECTIVE,
@@ -45,9 +48,11 @@ import {
   type WaitGraph,
 } from './wait-types.js';
 
+export { isGoneCode } from './call-facts.js';
 export { analyzeWaits, collectives, edgeCell, type RankWait, rankWaits } from './wait-solve.js';
 export {
   type CollectiveInProgress,
+  type DeadEndWait,
   type DeadlockCycle,
   type EdgeEvidence,
   KIND_SINGLE,
@@ -87,6 +92,11 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
   const callComm = new Int32Array(n);
   const callQueue = new Uint8Array(n);
   const covered = new Uint8Array(n);
+  const dead = new Uint8Array(n);
+  for (let i = 0; i < n; i++) {
+    const st = ix.snap.ranks[i]?.state;
+    if (st !== undefined && st.kind !== 'ok' && isGoneCode(st.code)) dead[i] = DEAD_GONE;
+  }
 
   const add = (
     rank: number,
@@ -127,6 +137,12 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
       }
       if (st !== CALL_BLOCKED || ok[i] === 0) continue;
       const kind = calls.kind[i];
+      if (kind === 'final') {
+        // Whatever MPI_Finalize waits for inside, this rank's own sends and receives are over.
+        fromStacks[i] = 1;
+        dead[i] = DEAD_FINAL;
+        continue;
+      }
       const ci = at(calls.commIdx, i);
       const ce = comms[ci];
       if (kind === 'collective') {
@@ -370,6 +386,7 @@ export function buildWaitGraph(ix: SnapshotIndex): WaitGraph {
     outsideWaits: outside,
     outsideRanks: [...outsideRanks].sort((a, b) => a - b),
     calls,
+    dead,
     collOps,
   };
 }

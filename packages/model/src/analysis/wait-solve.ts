@@ -7,6 +7,9 @@ import { at, type Csr, csr, IntVec } from './csr.js';
 import { QUEUE_OF_CODE } from './snapshot-index.js';
 import {
   type CollectiveInProgress,
+  DEAD_GONE,
+  DEAD_NONE,
+  type DeadEndWait,
   type DeadlockCycle,
   EV_CALL,
   EV_COLLECTIVE,
@@ -60,8 +63,15 @@ export function analyzeWaits(g: WaitGraph, opts: WaitOptions = {}): WaitAnalysis
     }
   }
 
+  // A rank that will never act again is no more deadlocked than one that returned: only the
+  // ranks that wait on it are.
   const deadlocked: number[] = [];
-  for (let i = 0; i < n; i++) if (released[i] === 0) deadlocked.push(i);
+  const finished: number[] = [];
+  for (let i = 0; i < n; i++) {
+    if (g.dead[i] !== DEAD_NONE) finished.push(i);
+    else if (released[i] === 0) deadlocked.push(i);
+  }
+  const { deadEnds, deadEndTotal } = deadEndWaits(g, deadlocked, sat, opts.maxDeadEnds ?? 16);
 
   // Waited for, yet blocked in nothing the queues show (no p2p wait, no collective wait).
   const busy = new Uint8Array(n);
@@ -101,11 +111,47 @@ export function analyzeWaits(g: WaitGraph, opts: WaitOptions = {}): WaitAnalysis
     cycles,
     cycleTotal,
     blockedBehind: toRanks(deadlocked.filter((i) => inCycleComponent[i] !== 1)),
+    finished: toRanks(finished),
+    deadEnds,
+    deadEndTotal,
     dependsOnUnknown,
     waitingOnFree: toRanks(indicesOf(waitingOnFree)),
     collectives: collectives(g),
     computing: toRanks(indicesWhere(g.calls.state, (s) => s === CALL_COMPUTING || s === CALL_POLLING)),
   };
+}
+
+/** The deadlocked ranks' unsatisfied waits on a single rank that will never act again. */
+function deadEndWaits(
+  g: WaitGraph,
+  deadlocked: readonly number[],
+  sat: Uint8Array,
+  max: number,
+): { deadEnds: DeadEndWait[]; deadEndTotal: number } {
+  const deadEnds: DeadEndWait[] = [];
+  let deadEndTotal = 0;
+  for (const w of deadlocked) {
+    const targets = new Set<number>();
+    const end = at(g.byRank.start, w + 1);
+    for (let p = at(g.byRank.start, w); p < end; p++) {
+      const k = at(g.byRank.items, p);
+      const t = at(g.cTarget, k);
+      if (sat[k] === 1 || g.cKind[k] !== KIND_SINGLE || g.dead[t] === DEAD_NONE) continue;
+      targets.add(t);
+    }
+    for (const t of targets) {
+      deadEndTotal++;
+      if (deadEnds.length >= max) continue;
+      const e = edgeBetween(g, w, t, sat);
+      deadEnds.push({
+        from: e.from,
+        to: e.to,
+        ops: e.ops,
+        reason: g.dead[t] === DEAD_GONE ? 'gone' : 'final',
+      });
+    }
+  }
+  return { deadEnds, deadEndTotal };
 }
 
 function* indicesWhere(xs: Uint8Array, pred: (x: number) => boolean): Iterable<number> {
@@ -155,6 +201,7 @@ function solve(
   for (let i = 0; i < n; i++) {
     const count = at(byRank.start, i + 1) - at(byRank.start, i);
     remaining[i] = count;
+    if (g.dead[i] !== DEAD_NONE) continue;
     if (ix.ok[i] === 0 ? unknownReleasable : count === 0) release(i);
   }
   if (unknownReleasable) {

@@ -90,6 +90,26 @@ export interface CollectiveInProgress {
   readonly lateWaitOn: number[];
 }
 
+/**
+ * Why a rank will never act again (WaitGraph.dead): it is in MPI_Finalize or MPI_Abort (its
+ * stacks say so), or its process is gone (the snapshot could not read it because it exited).
+ * A wait on such a rank can never be satisfied: the wait-for analysis's dead ends.
+ */
+export const DEAD_NONE = 0;
+export const DEAD_FINAL = 1;
+export const DEAD_GONE = 2;
+
+/** A blocked rank's wait on a rank that will never act again. */
+export interface DeadEndWait {
+  /** World rank that waits. */
+  readonly from: number;
+  /** World rank waited for, which will never act again. */
+  readonly to: number;
+  readonly ops: WaitEdgeOp[];
+  /** Why `to` will not act: in MPI_Finalize / MPI_Abort (`final`), or its process is gone. */
+  readonly reason: 'final' | 'gone';
+}
+
 export interface WaitAnalysis {
   readonly rankCount: number;
   /** World ranks whose queues were not read (state not ok): unknowns, assumed able to proceed. */
@@ -113,8 +133,14 @@ export interface WaitAnalysis {
   readonly cycles: DeadlockCycle[];
   /** Cycles found before the output limit cut the list. */
   readonly cycleTotal: number;
-  /** Deadlocked ranks in no cycle: they wait on ranks that are (or on nobody at all). */
+  /** Deadlocked ranks in no cycle: they wait on ranks that are, on dead ends, or on nobody at all. */
   readonly blockedBehind: number[];
+  /** World ranks that will never act again (in MPI_Finalize or MPI_Abort, or gone), sorted. */
+  readonly finished: number[];
+  /** Deadlocked ranks' waits on those (the first few, by waiting rank): hangs with no cycle. */
+  readonly deadEnds: DeadEndWait[];
+  /** deadEnds before the cut. */
+  readonly deadEndTotal: number;
   /** Ranks that can proceed only if the unknown ranks can: deadlocked if those are blocked too. */
   readonly dependsOnUnknown: number[];
   /** Ranks that waiting ranks wait for directly but that are not blocked themselves. */
@@ -127,6 +153,8 @@ export interface WaitAnalysis {
 export interface WaitOptions {
   /** At most this many cycles in the result (default 100); cycleTotal still counts all. */
   readonly maxCycles?: number;
+  /** At most this many dead-end waits in the result (default 16); deadEndTotal counts all. */
+  readonly maxDeadEnds?: number;
 }
 
 export const KIND_SINGLE = 0;
@@ -158,6 +186,8 @@ export interface WaitGraph {
   readonly outsideRanks: number[];
   /** The stacks' facts (mpiCall per rank). */
   readonly calls: CallFacts;
+  /** Per rank position, DEAD_*: the rank will never act again (never released by the solver). */
+  readonly dead: Uint8Array;
   /** Collective-internal operations: communicator key, rank, target, and 1 for a wait (0 for an arrival). */
   readonly collOps: {
     readonly keyId: IntVec;

@@ -181,7 +181,17 @@ function proof(last: JobSnapshot, previous: JobSnapshot | null): Proof {
   const group = e.diagnosis.groups[0]?.text ?? '';
   const first = e.headline !== '' && /^Ranks? /.test(group) ? `r${group.slice(1)}` : group;
   const head = e.headline === '' ? '' : `${e.headline}: `;
-  const line = first === '' ? (e.summary.split(/(?<=\.)\s/)[0] ?? e.summary) : `${head}${first}`;
+  // A wait on a rank that will never act, or a collective whose members cannot meet: the
+  // verdict's own statement names both sides, where the first group names only one.
+  const stated =
+    (e.verdict === 'deadlock' && e.deadlock?.cycles.length === 0 && e.diagnosis.deadEnd !== null) ||
+    (e.verdict === 'collective-hang' && e.collectiveMismatches.length > 0);
+  const lead = e.lead.split(/(?<=\.)\s/)[0] ?? e.lead;
+  const line = stated
+    ? `${head}${lead}`
+    : first === ''
+      ? (e.summary.split(/(?<=\.)\s/)[0] ?? e.summary)
+      : `${head}${first}`;
   return { proven, least: [...least].sort((x, y) => x - y), line: clipLine(line) };
 }
 

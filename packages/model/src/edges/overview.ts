@@ -22,7 +22,7 @@
 // columns (owner, commPos, opPos) are not sent: they index the whole snapshot, and
 // fillEdgePositions fills them from it when it arrives (`positions` false until then). 23 bytes
 // an edge, where the table holds 39. A change of format comes with a migration that empties the
-// stored overviews (apps/server/src/store-schema.ts).
+// stored overviews (apps/server/src/store/store-schema.ts).
 import { explainSnapshot } from '../analysis/explain.js';
 import type { Explanation } from '../analysis/explain-types.js';
 import { type SnapshotReadStatus, snapshotReadStatus } from '../analysis/history.js';

@@ -18,6 +18,11 @@ export type CallKind =
   | 'sendrecv'
   /** Blocks until every member of the communicator has entered the same collective. */
   | 'collective'
+  /**
+   * The rank will never send or receive again: MPI_Finalize (whatever it waits for inside, a
+   * message the user's code did not send before it will never come) and MPI_Abort.
+   */
+  | 'final'
   /** Returns by itself (Test*, Iprobe, Isend, ...): the rank is polling or working. */
   | 'nonblocking';
 
@@ -50,14 +55,15 @@ const COLLECTIVES = [
   'MPI_Cart_create',
   'MPI_Win_fence',
   'MPI_Win_create',
-  'MPI_Finalize',
 ];
+const FINALS = ['MPI_Finalize', 'MPI_Abort'];
 const KINDS = new Map<string, CallKind>([
   ...SENDS.map((f) => [f, 'send'] as const),
   ...RECEIVES.map((f) => [f, 'receive'] as const),
   ...WAITS.map((f) => [f, 'wait'] as const),
   ...SENDRECVS.map((f) => [f, 'sendrecv'] as const),
   ...COLLECTIVES.map((f) => [f, 'collective'] as const),
+  ...FINALS.map((f) => [f, 'final'] as const),
 ]);
 
 export function callKind(fn: string): CallKind {

@@ -48,6 +48,24 @@ export function mpichInternalName(fn: string | null): string | null {
   return m === null ? null : `MPI_${m[1]}`;
 }
 
+/**
+ * Library functions that stand for the public call that entered them, where that call's own
+ * frame is gone: Open MPI's MPI_Finalize and MPI_Abort end in a tail call (PMPI_Finalize jumps to
+ * ompi_mpi_finalize), so a rank blocked in MPI_Finalize shows only `ompi_mpi_finalize < main`.
+ */
+const LIBRARY_ENTRIES: ReadonlyMap<string, string> = new Map([
+  ['ompi_mpi_finalize', 'MPI_Finalize'],
+  ['ompi_mpi_abort', 'MPI_Abort'],
+]);
+
+/** `ompi_mpi_finalize` -> `MPI_Finalize` (see LIBRARY_ENTRIES); null for any other name. */
+export function libraryEntryCall(fn: string | null): string | null {
+  if (fn === null) return null;
+  const bare = bareName(fn);
+  const at = bare.indexOf('@');
+  return LIBRARY_ENTRIES.get(at < 0 ? bare : bare.slice(0, at)) ?? null;
+}
+
 /** The module (a path or a bare file name) is the MPI library itself. */
 export function isMpiLibraryModule(module: string | null): boolean {
   return module !== null && MPI_LIBRARY.test(module);
@@ -62,7 +80,7 @@ export function mpiCallOfFrame(f: FrameName): string | null {
   const pub = publicMpiName(f.function);
   if (pub !== null) return pub;
   if (f.module !== null && !isMpiLibraryModule(f.module)) return null;
-  return mpichInternalName(f.function);
+  return mpichInternalName(f.function) ?? libraryEntryCall(f.function);
 }
 
 /** The frame is an MPI call's (see mpiCallOfFrame): the rows the views mark as MPI. */
@@ -120,14 +138,15 @@ export function findMpiCall(threads: readonly ThreadStack[]): MpiFrame | null {
  * is unlikely to share them: other libraries (libfabric, hwloc, libevent) go by their module.
  */
 const RUNTIME_FUNCTION =
-  /^(?:P?MPIX?_|internal_[A-Z]|MPIR_|MPID|MPIU_|MPII_|MPL_|MPIC_|MPIO_|ADIOI?_|ompi_|mca_|opal_|orte_|prte_|prrte_|pmix|PMIx_|PMI2?_|ucp_|uct_|ucs_|__libc_|__GI_|__pthread|pthread_|start_thread$|_start$|clone3?$|__clone|poll$|__poll|ppoll$|epoll_|select$|__select|nanosleep$|__nanosleep|clock_nanosleep|__clock_nanosleep|sched_yield$|__sched_yield|syscall$|__futex|futex|__lll_|usleep$|sleep$|__sleep|read$|__read|write$|__write|recv$|__recv|recvmsg$|sendmsg$)/;
+  /^(?:P?MPIX?_|internal_[A-Z]|MPIR_|MPID|MPIU_|MPII_|MPL_|MPIC_|MPIO_|ADIOI?_|ompi_|mca_|opal_|orte_|prte_|prrte_|pmix|PMIx_|PMI2?_|ucp_|uct_|ucs_|__libc_|__GI_|__pthread|pthread_|start_thread$|_start$|clone3?$|__clone|poll$|__poll|ppoll$|epoll_|select$|__select|nanosleep$|__nanosleep|clock_nanosleep|__clock_nanosleep|sched_yield$|__sched_yield|__vdso_|syscall$|__futex|futex|__lll_|usleep$|sleep$|__sleep|read$|__read|write$|__write|recv$|__recv|recvmsg$|sendmsg$)/;
 
 /**
  * Shared objects of the MPI library and its runtime (with Open MPI's plugins, mca_FRAMEWORK_COMPONENT.so,
- * e.g. the PMIx progress thread of mca_pmix_pmix3x.so), and the C library and dynamic loader.
+ * e.g. the PMIx progress thread of mca_pmix_pmix3x.so), the C library and dynamic loader, and the
+ * kernel's vDSO (MPICH's progress loop reads the clock there: `__vdso_clock_gettime`).
  */
 const RUNTIME_MODULE =
-  /^(?:libmpi(?:ch|cxx|fort|_mpifh|_usempi\w*)?|libmpich\w*|libpmpi|libopen-(?:pal|rte)|libopen-orted\w*|libpmix|libprrte|libpmi2?|libucp|libuct|libucs|libucm|libfabric|libpsm\w*|libhwloc|libevent\w*|libc|libpthread|ld-linux[\w-]*|ld|mca_\w+\.so)(?:[.-]|$)/;
+  /^(?:libmpi(?:ch|cxx|fort|_mpifh|_usempi\w*)?|libmpich\w*|libpmpi|libopen-(?:pal|rte)|libopen-orted\w*|libpmix|libprrte|libpmi2?|libucp|libuct|libucs|libucm|libfabric|libpsm\w*|libhwloc|libevent\w*|libc|libpthread|ld-linux[\w-]*|ld|linux-vdso|linux-gate|mca_\w+\.so)(?:[.-]|$)/;
 
 function moduleBase(path: string): string {
   const i = path.lastIndexOf('/');

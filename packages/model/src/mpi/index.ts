@@ -12,7 +12,8 @@
  *   SnapshotIndex (analysis/snapshot-index.ts: worldSize, positionOf, peerRank, peerIdx) is
  *   the one index built on them.
  * - library.ts: what each library's DLL can show. LIBRARY_NAME, QUEUE_LABEL, LIBRARY_QUEUES
- *   (QueueVisibility), unavailableQueueText, libraryCaveats, openMpiPml, lengthUnitWords; the
+ *   (QueueVisibility), unavailableQueueText, libraryCaveats, openMpiPml, lengthUnitWords,
+ *   EAGER_LIMITS (EagerLimit) with eagerLimitText and bytesText; the
  *   unit itself is lengthUnitOfLibrary/opLengthUnit in snapshot-spec.ts (part of the format).
  * - calls.ts: what a call does to its caller. callKind (CallKind), isBlockingCall,
  *   isWorldCollective, callState (CallState), callCommunicator.

@@ -131,3 +131,56 @@ export function libraryCaveats(snap: Pick<JobSnapshot, 'mpi' | 'ranks'>): string
   if (snap.mpi.dll === null) out.push('No message-queue DLL could be loaded for this job.');
   return out;
 }
+
+/** A library's default eager limit over one transport: above it a send waits for its receive. */
+export interface EagerLimit {
+  /** The layer and transport ("ob1 over shared memory"). */
+  readonly transport: string;
+  readonly bytes: number;
+  /** The parameter that changes it. */
+  readonly parameter: string;
+}
+
+/**
+ * Default eager limits, where they are fixed by the library rather than by a network provider:
+ * Open MPI 4.1 and 5.0 ob1 (btl vader/sm 4 KiB, btl tcp 64 KiB), MPICH ch3 (128 KiB over tcp).
+ * MPICH ch4 takes its limit from the transport (libfabric provider, shared-memory cells): not
+ * listed, so a sentence says it is unknown. Empty for a library we do not know.
+ */
+export const EAGER_LIMITS: Readonly<Record<MpiLibrary, readonly EagerLimit[]>> = {
+  openmpi: [
+    {
+      transport: 'ob1 over shared memory',
+      bytes: 4096,
+      parameter: 'btl_vader_eager_limit (btl_sm_eager_limit in 5.0)',
+    },
+    { transport: 'ob1 over TCP', bytes: 65536, parameter: 'btl_tcp_eager_limit' },
+  ],
+  mpich: [{ transport: 'ch3 over TCP', bytes: 131072, parameter: 'MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE' }],
+  unknown: [],
+};
+
+/** "1 MiB", "64 KiB", "100 B": a message size in binary units, exact when it is a whole number. */
+export function bytesText(n: number): string {
+  const units: [number, string][] = [
+    [1024 ** 3, 'GiB'],
+    [1024 ** 2, 'MiB'],
+    [1024, 'KiB'],
+  ];
+  for (const [u, name] of units) {
+    if (n >= u) {
+      const v = n / u;
+      return `${Number.isInteger(v) ? v : v.toFixed(1)} ${name}`;
+    }
+  }
+  return `${n} B`;
+}
+
+/** The eager limits of a library in a clause: "Open MPI defaults: 4 KiB for ob1 over shared memory, ...". */
+export function eagerLimitText(library: MpiLibrary): string {
+  const limits = EAGER_LIMITS[library];
+  if (limits.length === 0) return 'unknown for this library';
+  const list = limits.map((l) => `${bytesText(l.bytes)} for ${l.transport}`).join(', ');
+  const rest = library === 'mpich' ? '; ch4: set by the transport, unknown' : '';
+  return `${LIBRARY_NAME[library]} defaults: ${list}${rest}`;
+}

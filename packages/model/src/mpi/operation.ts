@@ -1,6 +1,6 @@
 // "The same operation" across reads of one rank: the one definition that the progress verdict
 // (analysis/progress.ts), the history walk under the timeline (analysis/history.ts) and the
-// server's "looks hung" digest (apps/server/src/fanout.ts) share, so they cannot disagree on
+// server's "looks hung" digest (apps/server/src/fanout/fanout.ts) share, so they cannot disagree on
 // whether a job moved.
 //
 // An operation is identified by what the library fixes when it is posted and keeps while it

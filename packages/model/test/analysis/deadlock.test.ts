@@ -29,6 +29,8 @@ describe('deadlock: send cycles', () => {
       ranks: '0-1',
       cycleTotal: 1,
       blockedBehind: '',
+      deadEnds: [],
+      deadEndTotal: 0,
       cycles: [
         {
           ranks: [0, 1],
