@@ -55,8 +55,11 @@ const EXTERNAL = [
   // Open MPI and ORTE (ompi/..., orte/...) and files of them cited by name.
   /^(ompi|orte)\//,
   /^(communicator\/communicator\.h|ompi_common_dll\.c|ompi_debuggers\.c|orted_mpir_breakpoint\.c)$/,
+  /^(ompi_msgq_dll\.c|request_dbg\.h|wait_sync\.h|mca\/pml\/base\/pml_base_request\.h)$/,
   // The standards' and runtimes' headers: Fortran MPI, PMIx, OpenMP and OMPD.
-  /^(mpif\.h|pmix_common\.h|omp\.h|omp-tools\.h|ompd-types\.h)$/,
+  /^(mpi\.h|mpif\.h|pmix_common\.h|omp\.h|omp-tools\.h|ompd-types\.h)$/,
+  // A user's program in the diagnosis' example sentences (a.c:31): one letter, no such file.
+  /^[a-z]\.c$/,
   // The house style's models (Perfetto's ui/src/..., fastify's lib/...).
   /^ui\/src\//,
   /^lib\/errors\.js$/,

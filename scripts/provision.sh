@@ -18,7 +18,7 @@
 # Usage: scripts/provision.sh [--no-node] [--only-apt] [--only MPI[,MPI...]] [--no-openmp]
 #   --only openmpi|mpich|mpichch4|openmpi5|mpich42: build just those MPI builds (the demo's first
 #   run builds only the one it runs: npm run demo); --no-openmp: skip the OpenMP runtime.
-# MPICH 4.2.1's source is looked for in this order (README "Where MPICH 4.2.1 comes from"):
+# MPICH 4.2.1's source is looked for in this order (docs/provisioning.md, "Where MPICH 4.2.1 comes from"):
 #   1. MQD_MPICH42_TARBALL=/path/mpich-4.2.1.tar.gz, an explicit tarball;
 #   2. Debian trixie's source package mpich=4.3.0+really4.2.1-1 (apt checks it against the .dsc);
 #   3. a local sources folder, $MQD_SOURCES_DIR (default the shared/sources folder beside the checkout's;
@@ -306,7 +306,7 @@ yaksa_shallow() {
 
 # ---- 3. LLVM's OpenMP runtime with OMPD ----------------------------------------------
 # Debian's libomp.so is stripped: the ompd_* symbols libompd.so looks up are LOCAL, only in
-# .symtab (packages/mqd-core/README.md, "OpenMP (OMPD)"). Built from Debian's own source, the
+# .symtab (packages/mqd-core/REFERENCE.md, "OpenMP (OMPD)"). Built from Debian's own source, the
 # runtime keeps .symtab. Only openmp/ and the shared CMake modules are extracted, only the omp
 # and ompd targets are built (about 20 s on 2 cores), and only the four files the fixtures and
 # the OMPD reader need are installed. $ORIGIN: libompd.so needs libomp.so beside it at dlopen.
@@ -437,10 +437,10 @@ if [ $todo = 0 ]; then
 else
 # Sources are fetched first, one after the other (apt's lock). The builds then run in lanes: at
 # most $LANES at once (MQD_BUILD_LANES, default the core count), each with make -j twice its
-# share of the cores, the biggest first (longest processing time first). Stop 41's cold run
-# started all six builds at once at make -j1 (1,904 s of provisioning); one build alone takes
-# less CPU than its share of that (README, "What each build costs"), so at most two run at a
-# time now, each with the cores of its lane.
+# share of the cores, the biggest first (longest processing time first). Every build at once
+# at make -j1 took 1,904 s of provisioning where two lanes take 1,508 s: one build alone takes
+# less CPU than its share of that (docs/provisioning.md, "What each build costs"), so at most
+# two run at a time, each with the cores of its lane.
 LANES=${MQD_BUILD_LANES:-$JOBS}
 [ "$LANES" -le "$todo" ] || LANES=$todo
 [ "$LANES" -ge 1 ] || LANES=1

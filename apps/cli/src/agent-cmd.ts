@@ -7,7 +7,7 @@ import { isAbsolute } from 'node:path';
 import { mqdError } from '@mqd/model';
 import { normaliseHost } from '@mqd/mpir';
 import { isLoopback, startAgent } from '@mqd/server/agent';
-import { DLL_POLICIES, parseDllPolicy, untilSignal } from './cli-common.js';
+import { closeWithin, DLL_POLICIES, parseDllPolicy, SHUTDOWN_BOUND_MS, untilSignal } from './cli-common.js';
 import { commandArgs } from './command-args.js';
 import { ProcJobDiscovery } from './real-discovery.js';
 import { MpirJobLocator } from './real-locator.js';
@@ -108,7 +108,9 @@ export async function agentCommand(
   });
   io.out(`mqd agent ${agent.agentId} for host ${agent.host} connecting to ${values.server}`);
   await (opts.untilStopped ?? untilSignal());
-  await agent[Symbol.asyncDispose]();
-  await reader.dispose();
-  return 0;
+  // The readers go at once, beside the agent: a read in flight then ends instead of starting hosts.
+  if (await closeWithin(() => Promise.all([agent[Symbol.asyncDispose](), reader.dispose()]))) return 0;
+  io.err(`mqd agent: the shutdown did not finish in ${SHUTDOWN_BOUND_MS} ms; exiting anyway`);
+  if (opts.untilStopped === undefined) process.exit(1);
+  return 1;
 }

@@ -17,3 +17,26 @@ export function untilSignal(): Promise<NodeJS.Signals> {
 }
 
 export { DLL_POLICIES };
+
+/**
+ * How long `mqd serve` and `mqd agent` wait for their shutdown (the aggregator's requests, the
+ * agent, the reader hosts) before they exit anyway: the hosts were SIGKILLed when it began, and
+ * one still stuck in the kernel gets SIGKILL again from PR_SET_PDEATHSIG when this process ends.
+ */
+export const SHUTDOWN_BOUND_MS = 10_000;
+
+/** Runs `close`; false when it did not finish within `boundMs` (the caller then exits). */
+export async function closeWithin(
+  close: () => Promise<unknown>,
+  boundMs = SHUTDOWN_BOUND_MS,
+): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), boundMs);
+  });
+  try {
+    return await Promise.race([close().then(() => true as const), bound]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

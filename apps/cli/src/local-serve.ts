@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import type { DllPolicy } from '@mqd/core';
 import { normaliseHost } from '@mqd/mpir';
 import { type Served, type ServeOptions, type ServerConfig, serve } from '@mqd/server';
+import type { LocalSeams } from './demo-seams.js';
 import { ProcJobDiscovery } from './real-discovery.js';
 import { MpirJobLocator } from './real-locator.js';
 import { CoreRankReader } from './real-reader.js';
@@ -16,16 +17,26 @@ export interface LocalServe {
 
 export async function serveWithLocalAgent(
   config: ServerConfig,
-  opts: { localAgent?: boolean; dllPolicy?: DllPolicy; print?: (line: string) => void } = {},
+  opts: {
+    localAgent?: boolean;
+    dllPolicy?: DllPolicy;
+    print?: (line: string) => void;
+    /** Wraps the agent's seams (the demo adds its stand-in job: demo-seams.ts). */
+    seams?: (real: LocalSeams) => LocalSeams;
+  } = {},
 ): Promise<LocalServe> {
   const reader = opts.localAgent === false ? null : new CoreRankReader(undefined, opts.dllPolicy ?? 'any');
   const here = normaliseHost(hostname());
   // The in-process agent's job discovery and counters (the hang watch).
+  const real: LocalSeams | null = reader
+    ? { reader, locator: new MpirJobLocator(here), discovery: new ProcJobDiscovery(here) }
+    : null;
+  const seams = real && opts.seams ? opts.seams(real) : real;
   const options: ServeOptions = {
     config,
-    reader,
-    locator: reader ? new MpirJobLocator(here) : null,
-    discovery: reader ? new ProcJobDiscovery(here) : null,
+    reader: seams?.reader ?? null,
+    locator: seams?.locator ?? null,
+    discovery: seams?.discovery ?? null,
     localHost: here,
     print: opts.print ?? (() => {}),
     // The server log goes to stderr at config.logLevel (--log-level, MQD_LOG_LEVEL).
@@ -35,8 +46,9 @@ export async function serveWithLocalAgent(
   return {
     served,
     async close() {
-      await served.close();
-      await reader?.dispose();
+      // The readers go at once, beside the server: a read in flight (the watch's, a user's) then
+      // ends with a coded error instead of starting new hosts while the requests drain.
+      await Promise.all([served.close(), reader?.dispose()]);
     },
   };
 }

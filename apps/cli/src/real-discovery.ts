@@ -3,13 +3,13 @@
 // status, and Slurm's `scontrol listpids` to check the ranks of Slurm jobs where slurmd answers.
 // Counters are read from /proc the same way (rankCounters): nothing is ever stopped or traced.
 
-import type { DiscoveredJob } from '@mqd/model';
+import type { DiscoveredJob, DiscoveryScan } from '@mqd/model';
 import {
   type CounterTarget,
   clockTicksPerSecond,
   DiscoveryCache,
   defaultSlurmRunner,
-  discoverJobs,
+  discoverNode,
   rankCounters,
   type SlurmRunner,
 } from '@mqd/mpir';
@@ -29,7 +29,12 @@ export class ProcJobDiscovery implements JobDiscovery {
   ) {}
 
   async discover(): Promise<readonly DiscoveredJob[]> {
-    return discoverJobs({
+    return (await this.scan()).jobs;
+  }
+
+  /** One scan, with whether a cap cut it (per uid, then per node: discoverNode's fair share). */
+  async scan(): Promise<DiscoveryScan> {
+    return discoverNode({
       host: this.host,
       cache: this.cache,
       slurm: this.opts.slurm === undefined ? defaultSlurmRunner : this.opts.slurm,

@@ -8,8 +8,9 @@ import { fileURLToPath } from 'node:url';
 import { mqdError } from '@mqd/model';
 import { normaliseHost } from '@mqd/mpir';
 import { configHelp, dropSecretsFromEnv, hostAgentToken, loadConfig } from '@mqd/server';
-import { DLL_POLICIES, parseDllPolicy, untilSignal } from './cli-common.js';
+import { closeWithin, DLL_POLICIES, parseDllPolicy, SHUTDOWN_BOUND_MS, untilSignal } from './cli-common.js';
 import { commandArgs } from './command-args.js';
+import type { LocalSeams } from './demo-seams.js';
 import { serveWithLocalAgent } from './local-serve.js';
 import { takeSecret } from './secret-file.js';
 import { AGENT_USAGE, type Io, SERVE_USAGE_HEAD } from './usage.js';
@@ -46,7 +47,7 @@ function defaultWebRoot(): string | null {
 export async function serveCommand(
   argv: string[],
   io: Io,
-  opts: { untilStopped?: Promise<unknown> } = {},
+  opts: { untilStopped?: Promise<unknown>; seams?: (real: LocalSeams) => LocalSeams } = {},
 ): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
     io.out(serveUsage());
@@ -75,8 +76,12 @@ export async function serveCommand(
     localAgent: !noAgent,
     dllPolicy,
     print: (l) => io.out(l),
+    ...(opts.seams ? { seams: opts.seams } : {}),
   });
   await (opts.untilStopped ?? untilSignal());
-  await local.close();
-  return 0;
+  if (await closeWithin(() => local.close())) return 0;
+  io.err(`mqd serve: the shutdown did not finish in ${SHUTDOWN_BOUND_MS} ms; exiting anyway`);
+  // Whatever still holds the event loop (a request that never ends) must not keep root's process.
+  if (opts.untilStopped === undefined) process.exit(1);
+  return 1;
 }

@@ -48,10 +48,11 @@ describe('golden snapshots', () => {
     const valid = validateSnapshot(snapshot);
     expect(valid.ok ? 'valid' : valid.error.message).toBe('valid');
     const explanation = explainSnapshot(snapshot);
-    // ch4: MQD reads no MPI_Mprobe arguments (docs/status.md #14), and a probe makes no queue
-    // entry, so nothing says whom the ranks wait for: the analysis says it cannot tell.
+    // ch4: MQD reads no MPI_Mprobe arguments (docs/limits.md), and a probe makes no queue
+    // entry, so nothing says whom the ranks wait for; every rank is blocked in it, so the
+    // analysis says stuck (never "no deadlock").
     const want: { verdict: Verdict; cycle?: number[] } | undefined =
-      mpi === 'mpichch4' && fixture === 'probe_wait' ? { verdict: 'unknown' } : EXPECTED[fixture];
+      mpi === 'mpichch4' && fixture === 'probe_wait' ? { verdict: 'stuck' } : EXPECTED[fixture];
     expect(explanation.verdict).toBe(want?.verdict);
     if (want?.cycle) expect(explanation.deadlock?.cycles[0]?.ranks).toEqual(want.cycle);
     const text = snapshotText(snapshot, { stackTree: buildStackTree(snapshot), explanation });

@@ -72,7 +72,7 @@ const round = (n: number) => Math.round(n * 10) / 10;
 
 /** Child process: the synthetic agents. */
 async function runAgents(url: string, agents: number, ranksPerAgent: number): Promise<void> {
-  const { startSyntheticAgents } = await import('../src/agent.js');
+  const { startSyntheticAgents } = await import('../src/synthetic/synthetic-agents.js');
   const sim = startSyntheticAgents({
     serverUrl: url,
     token: TOKEN,
@@ -102,7 +102,7 @@ async function request(
 }
 
 async function scenario(sc: Scenario): Promise<Measured> {
-  const { buildApp } = await import('../src/app.js');
+  const { buildApp } = await import('../src/http/app.js');
   const dataDir = mkdtempSync(join(tmpdir(), 'mqd-fanin-'));
   const app = await buildApp({
     config: {

@@ -45,6 +45,8 @@ const PROFILE_SNAPSHOTS = process.env['MQD_BENCH_PROFILE_SNAPSHOTS'] ?? null;
  */
 const PERF_SNAPSHOTS = process.env['MQD_BENCH_PERF'] ?? null;
 const TOKEN = 'bench-agent-token-0123456789abcdef';
+/** The instances' channel secret: the synthetic agents use the shared token, so it is a setting of its own. */
+const CLUSTER_SECRET = 'bench-cluster-secret-0123456789abcdef';
 const ADMIN = 'bench-admin-token-0123456789abcdef';
 /** Agents per agent process (10 processes for 1,000 agents, 1 for the baseline's 10). */
 const AGENTS_PER_PROC = Number(process.env['MQD_BENCH_AGENTS_PER_PROC'] ?? 100);
@@ -92,7 +94,7 @@ const round = (n: number) => Math.round(n * 10) / 10;
  * - `ready` (the default, as on a cluster): each agent's ranks are made once, by the first read
  *   (the bench's untimed warm-up snapshot), and every later read answers the same ranks after a
  *   fixed per-node read time (MQD_BENCH_NODE_READ_MS, default 150: 64 real ranks read warm in
- *   63-117 ms, docs/benchmarks.md "Stop 24"). On a cluster each node's agent reads its 100 ranks
+ *   63-117 ms, docs/benchmarks.md "Many real ranks on one node"). On a cluster each node's agent reads its 100 ranks
  *   on its own cores, in parallel with the others; here 1,000 agents share the aggregator's two
  *   cores, so making 125 MB of synthetic ranks at every snapshot measures this machine's CPU,
  *   not the aggregator. The agents still encode and send every rank at every snapshot with the
@@ -102,7 +104,7 @@ const round = (n: number) => Math.round(n * 10) / 10;
 const AGENT_READ = process.env['MQD_BENCH_AGENT_READ'] === 'live' ? 'live' : 'ready';
 const NODE_READ_MS = Number(process.env['MQD_BENCH_NODE_READ_MS'] ?? 150);
 
-type Reader = import('../src/seams.js').RankReader;
+type Reader = import('../src/shared/seams.js').RankReader;
 
 /** `base`'s ranks kept after their first read; later reads answer them after NODE_READ_MS. */
 function readyReader(base: Reader): Reader {
@@ -126,8 +128,8 @@ function readyReader(base: Reader): Reader {
 
 /** Agents [from, from + count) of a job of `total` nodes; node 0 also runs the starter. */
 async function runAgents(url: string, from: number, count: number, total: number): Promise<void> {
-  const { startAgent } = await import('../src/agent.js');
-  const { createFakeLocator, createFakeReader } = await import('../src/fakes.js');
+  const { startAgent } = await import('../src/agent/agent.js');
+  const { createFakeLocator, createFakeReader } = await import('../src/synthetic/fakes.js');
   const hosts = Array.from({ length: total }, (_, i) => `sim-${i}`);
   const job = {
     starterPid: STARTER_PID,
@@ -185,7 +187,7 @@ interface Phases {
 }
 
 async function runServer(spec: { storeUrl: string | null; port: number }): Promise<void> {
-  const { buildApp } = await import('../src/app.js');
+  const { buildApp } = await import('../src/http/app.js');
   const dataDir = mkdtempSync(join(tmpdir(), 'mqd-scale-'));
   const config: Record<string, unknown> = {
     dataDir,
@@ -194,6 +196,7 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
     agentToken: TOKEN,
     adminToken: ADMIN,
     allowSharedAgentToken: true,
+    clusterSecret: CLUSTER_SECRET,
     webRoot: join(ROOT, 'apps', 'web', 'dist'),
     ...LIMITS,
     ...(spec.storeUrl === null ? {} : { storeUrl: spec.storeUrl }),
@@ -390,8 +393,8 @@ async function runServer(spec: { storeUrl: string | null; port: number }): Promi
           // when the chunks are not runs of consecutive ranks: join them (snapshotJson) and gzip
           // the whole (gzipSpliceable: pieces side by side). When every chunk is a run (these
           // agents' are), each is deflated as it arrives instead: whereTheTimeGoesMs shows that.
-          const { summarize, snapshotJson } = await import('../src/fanout.js');
-          const { gzipSpliceable } = await import('../src/gzip-splice.js');
+          const { summarize, snapshotJson } = await import('../src/fanout/fanout.js');
+          const { gzipSpliceable } = await import('../src/hub/gzip-splice.js');
           const text = await snapshots.json(m.id ?? '');
           if (text === null) throw new Error('snapshot gone');
           const snap = JSON.parse(text) as { ranks: { rank: number }[] };
@@ -871,7 +874,7 @@ async function clusterUnavailable(): Promise<string | null> {
   const { postgresAvailable, haproxyAvailable } = await import('@mqd/testkit');
   if (!postgresAvailable()) return 'postgresql-15 is not installed';
   if (!haproxyAvailable()) return 'haproxy is not installed';
-  const { DEFAULT_CONFIG } = await import('../src/config.js');
+  const { DEFAULT_CONFIG } = await import('../src/http/config.js');
   if (!('storeUrl' in DEFAULT_CONFIG)) return 'the server config has no storeUrl (--store postgres://...)';
   if (!existsSync(join(ROOT, 'apps', 'server', 'src', 'store-open.ts')))
     return 'buildApp does not open a PostgreSQL store yet (no store-open.ts)';

@@ -2,7 +2,7 @@
 // outside. argv: URL TOKEN HOST READ_MS. Prints CONNECTED once welcomed, and READING when a read
 // starts; each read takes READ_MS milliseconds (or ends when the request is abandoned).
 import { syntheticRingRank } from '@mqd/model';
-import { startAgent } from '../src/agent.js';
+import { startAgent } from '../src/agent/agent.js';
 
 const [url, token, host, readMs] = process.argv.slice(2);
 if (url === undefined || token === undefined || host === undefined || readMs === undefined)

@@ -14,8 +14,9 @@ import type { DiscoveredJob } from '@mqd/model';
 import { clockTicksPerSecond, rankCounters } from '@mqd/mpir';
 import { Server } from 'socket.io';
 import { describe, expect, it } from 'vitest';
-import { startAgent, startSyntheticAgents } from '../src/agent.js';
-import { statusMessage } from '../src/agent-messages.js';
+import { startAgent } from '../src/agent/agent.js';
+import { statusMessage } from '../src/agent/agent-messages.js';
+import { AgentHub, type HubEvent } from '../src/hub/hub.js';
 import {
   AGENT_NAMESPACE,
   type AgentHealth,
@@ -23,11 +24,16 @@ import {
   encodeMessage,
   MAX_COMMAND_CHARS,
   type ServerMessage,
-} from '../src/agent-protocol.js';
-import { decodeAgentMessage, decodeServerMessage } from '../src/agent-protocol-decode.js';
-import { createFakeDiscovery, createFakeReader, type FakeJob, fakeDiscoveredJob } from '../src/fakes.js';
-import { AgentHub, type HubEvent } from '../src/hub.js';
-import type { JobDiscovery } from '../src/seams.js';
+} from '../src/protocol/agent-protocol.js';
+import { decodeAgentMessage, decodeServerMessage } from '../src/protocol/agent-protocol-decode.js';
+import type { JobDiscovery } from '../src/shared/seams.js';
+import {
+  createFakeDiscovery,
+  createFakeReader,
+  type FakeJob,
+  fakeDiscoveredJob,
+} from '../src/synthetic/fakes.js';
+import { startSyntheticAgents } from '../src/synthetic/synthetic-agents.js';
 import type { WatchAgents } from '../src/watch/source.js';
 import { AGENT_TOKEN, cleanupAfterEach, waitFor } from './helpers.js';
 
@@ -84,6 +90,8 @@ describe('status.discovered on the wire', () => {
       mpi: null,
       jobs: [],
       discovered: [slurmJob, starterJob],
+      // An agent that says nothing of its scan: complete, as the list is under its cap.
+      discoveryScan: { complete: true, omitted: [] },
     });
   });
 

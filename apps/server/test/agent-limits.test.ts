@@ -20,12 +20,12 @@ import {
   validateSnapshot,
 } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { startAgent } from '../src/agent.js';
-import { rankBudget } from '../src/agent-messages.js';
-import { encodeMessage } from '../src/agent-protocol.js';
-import { checkRanks, decodeAgentMessage } from '../src/agent-protocol-decode.js';
-import { createFakeLocator, createFakeReader } from '../src/fakes.js';
-import type { RankReader, RankTarget } from '../src/seams.js';
+import { startAgent } from '../src/agent/agent.js';
+import { rankBudget } from '../src/agent/agent-messages.js';
+import { encodeMessage } from '../src/protocol/agent-protocol.js';
+import { checkRanks, decodeAgentMessage } from '../src/protocol/agent-protocol-decode.js';
+import type { RankReader, RankTarget } from '../src/shared/seams.js';
+import { createFakeLocator, createFakeReader } from '../src/synthetic/fakes.js';
 import { AGENT_TOKEN, attachAsAdmin, cleanupAfterEach, json, startServer } from './helpers.js';
 
 const cleanup = cleanupAfterEach();

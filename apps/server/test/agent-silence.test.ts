@@ -5,9 +5,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { startAgent } from '../src/agent.js';
-import { createFakeLocator, createFakeReader } from '../src/fakes.js';
-import { hostAgentToken } from '../src/hub.js';
+import { startAgent } from '../src/agent/agent.js';
+import { hostAgentToken } from '../src/hub/hub.js';
+import { createFakeLocator, createFakeReader } from '../src/synthetic/fakes.js';
 import { AGENT_TOKEN, attachAsAdmin, cleanupAfterEach, json, startServer, waitFor } from './helpers.js';
 
 const CHILD = fileURLToPath(new URL('./agent-child.ts', import.meta.url));

@@ -1,8 +1,9 @@
 import { io } from 'socket.io-client';
 import { describe, expect, it } from 'vitest';
-import { type AgentEvent, backoffDelay, startAgent, startSyntheticAgents } from '../src/agent.js';
-import { buildApp } from '../src/app.js';
-import { createFakeReader } from '../src/fakes.js';
+import { type AgentEvent, backoffDelay, startAgent } from '../src/agent/agent.js';
+import { buildApp } from '../src/http/app.js';
+import { createFakeReader } from '../src/synthetic/fakes.js';
+import { startSyntheticAgents } from '../src/synthetic/synthetic-agents.js';
 import { ADMIN_TOKEN, AGENT_TOKEN, cleanupAfterEach, json, startServer, waitFor } from './helpers.js';
 
 const cleanup = cleanupAfterEach();

@@ -21,7 +21,7 @@ import {
 import type { LightMyRequestResponse } from 'fastify';
 import { io, type Socket } from 'socket.io-client';
 import { describe, expect, it } from 'vitest';
-import { startSyntheticAgents } from '../src/agent.js';
+import { startSyntheticAgents } from '../src/synthetic/synthetic-agents.js';
 import {
   ADMIN_TOKEN,
   AGENT_TOKEN,

@@ -1,7 +1,8 @@
 import { gunzipSync } from 'node:zlib';
 import { type JobSnapshot, validateSnapshot } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { startSyntheticAgents } from '../src/agent.js';
+import { MIGRATION_HISTORY } from '../src/store/store-schema.js';
+import { startSyntheticAgents } from '../src/synthetic/synthetic-agents.js';
 import {
   ADMIN_TOKEN,
   AGENT_TOKEN,
@@ -62,7 +63,11 @@ describe('authentication', () => {
       }
     }
     const health = await s.app.inject({ method: 'GET', url: '/api/health' });
-    expect(json(health)).toMatchObject({ status: 'ok', protocol: 3, schemaVersion: 8 });
+    expect(json(health)).toMatchObject({
+      status: 'ok',
+      protocol: 3,
+      schemaVersion: Math.max(...MIGRATION_HISTORY.map((m) => m.version)),
+    });
   });
 
   it('logs in with the admin token and then works with the session cookie or bearer', async () => {

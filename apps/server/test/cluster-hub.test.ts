@@ -3,13 +3,13 @@
 // rank chunks it counts waits for them, every rank is passed on once, and the result is the
 // holder's. Two ClusterHubs, each over a fake local hub; no PostgreSQL here (cluster.test.ts has it).
 import { crc32 } from 'node:zlib';
-import { ok, syntheticRingRank } from '@mqd/model';
+import { checkRank, ok, type RankSnapshot, syntheticRingRank } from '@mqd/model';
 import type { Namespace } from 'socket.io';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ClusterHub } from '../src/cluster/cluster-hub.js';
-import { inflatePart } from '../src/gzip-splice.js';
-import type { AgentHub, OnRanks } from '../src/hub.js';
-import { type FoldedRanks, rankFold } from '../src/rank-fold.js';
+import { ClusterHub, clusterMessageSender } from '../src/cluster/cluster-hub.js';
+import { inflatePart } from '../src/hub/gzip-splice.js';
+import type { AgentHub, OnRanks } from '../src/hub/hub.js';
+import { type FoldedRanks, rankFold } from '../src/hub/rank-fold.js';
 
 type Handler = (m: unknown) => void;
 
@@ -82,6 +82,7 @@ function fakeLocal(
     agents: () => agents.filter((a) => hosts.includes(a.host)),
     seenStarters: () => [],
     discovered: () => [],
+    discoveryScans: () => [],
     close: () => undefined,
     snapshot: async (_h: string, _t: unknown, _ms: number, onRanks: OnRanks) => {
       answer(onRanks);
@@ -91,6 +92,14 @@ function fakeLocal(
 }
 
 const hubs: ClusterHub[] = [];
+
+/** The call message queued on the bus (its id names the call). */
+function ensureCall(m: unknown): { id: string } {
+  if (typeof m !== 'object' || m === null || typeof (m as { id?: unknown }).id !== 'string') {
+    throw new Error('no call was queued');
+  }
+  return m as { id: string };
+}
 afterEach(() => {
   for (const h of hubs.splice(0)) h.close();
 });
@@ -139,6 +148,48 @@ describe('a forwarded snapshot across instances', () => {
     const r = await asked;
     expect(r.ok).toBe(true);
     expect(got.sort()).toEqual([0, 1, 2, 3]);
+  });
+
+  it('chunks and a reply for the call from another instance than its holder are ignored', async () => {
+    // An instance of the cluster (sealed, so authenticated) still speaks only for itself: it
+    // cannot answer a call that went to another one.
+    const { b, got, asked } = askAcross();
+    const { id } = ensureCall(b.queue.find((x) => x.event === 'mqd:call')?.m);
+    b.flush();
+    await new Promise((r) => setImmediate(r));
+    b.queue.unshift(
+      { from: 'c', event: 'mqd:ranks', m: { id, from: 'c', to: 'a', ranks: [RANKS[3]] } },
+      {
+        from: 'c',
+        event: 'mqd:reply',
+        m: { id, from: 'c', to: 'a', result: ok({ mpi: { name: 'c' } }), chunks: 1 },
+      },
+    );
+    b.flush();
+    const r = await asked;
+    expect(r.ok && r.value.mpi).toEqual({ name: 'fake', version: '1' });
+    expect(got.sort()).toEqual([0, 1, 2, 3]);
+  });
+
+  it('a chunk with a rank the snapshot spec refuses is not passed on', async () => {
+    const bad = { ...RANKS[0], rank: -1 } as RankSnapshot;
+    expect(checkRank(bad)).not.toBeNull();
+    const { b, got, asked } = askAcross(false, (onRanks) => {
+      onRanks([bad, ...RANKS.slice(1, 2)]);
+      onRanks(RANKS.slice(2), SENT_TEXT);
+    });
+    b.flush();
+    await new Promise((r) => setImmediate(r));
+    expect(b.flush()).toEqual(['mqd:ranks', 'mqd:ranks', 'mqd:reply']);
+    expect((await asked).ok).toBe(true);
+    expect(got.sort()).toEqual([2, 3]);
+  });
+
+  it('names the sender of each message as the adapter checks it against the sealing instance', () => {
+    expect(clusterMessageSender(['mqd:state', { instance: 'a', from: 'b' }])).toBe('a');
+    expect(clusterMessageSender(['mqd:call', { from: 'b' }])).toBe('b');
+    expect(clusterMessageSender(['mqd:reply', {}])).toBeNull();
+    expect(clusterMessageSender('mqd:call')).toBeNull();
   });
 
   it('chunks first, then the reply: settles at the reply, nothing passed twice', async () => {
@@ -228,10 +279,18 @@ describe('a forwarded snapshot to be stored: chunks folded where they arrived', 
     await vi.waitFor(() => expect(b.queue.some(replies)).toBe(true), { timeout: 5000, interval: 5 });
     // Split the batch in two (its chunk, then the reply) and deliver the reply's first.
     const sent = b.queue.splice(0);
-    const batch = sent.find((x) => x.event === 'mqd:folded')?.m as { to: string; items: object[] };
-    const { to, items } = batch;
+    const batch = sent.find((x) => x.event === 'mqd:folded')?.m as {
+      from: string;
+      to: string;
+      items: object[];
+    };
+    const { from, to, items } = batch;
     b.queue.push(...sent.filter((x) => x.event !== 'mqd:folded'));
-    b.queue.push({ from: 'b', event: 'mqd:folded', m: { to, items: items.filter((i) => 'reply' in i) } });
+    b.queue.push({
+      from: 'b',
+      event: 'mqd:folded',
+      m: { from, to, items: items.filter((i) => 'reply' in i) },
+    });
     b.flush();
     let settled = false;
     void asked.then(() => {
@@ -239,7 +298,11 @@ describe('a forwarded snapshot to be stored: chunks folded where they arrived', 
     });
     await new Promise((r) => setImmediate(r));
     expect(settled, 'the reply waits for the chunk it counts').toBe(false);
-    b.queue.push({ from: 'b', event: 'mqd:folded', m: { to, items: items.filter((i) => !('reply' in i)) } });
+    b.queue.push({
+      from: 'b',
+      event: 'mqd:folded',
+      m: { from, to, items: items.filter((i) => !('reply' in i)) },
+    });
     b.flush();
     expect((await asked).ok).toBe(true);
     expect(folded).toHaveLength(1);

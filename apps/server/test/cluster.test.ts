@@ -8,9 +8,10 @@
 import { type PostgresServer, postgresAvailable, startPostgres } from '@mqd/testkit';
 import { io } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startAgent, startSyntheticAgents } from '../src/agent.js';
+import { startAgent } from '../src/agent/agent.js';
 import { ClusterHub } from '../src/cluster/cluster-hub.js';
-import { createFakeReader } from '../src/fakes.js';
+import { createFakeReader } from '../src/synthetic/fakes.js';
+import { startSyntheticAgents } from '../src/synthetic/synthetic-agents.js';
 import {
   ADMIN_TOKEN,
   AGENT_TOKEN,
@@ -21,6 +22,8 @@ import {
 } from './helpers.js';
 
 const cleanup = cleanupAfterEach();
+/** Every instance of a cluster seals its messages with one secret (the shared agent token is on). */
+const CLUSTER_SECRET = 'cluster-test-secret-0123456789abcdef';
 let pg: PostgresServer;
 let dbs = 0;
 
@@ -49,9 +52,9 @@ async function twoInstances(): Promise<{ a: TestServer; b: TestServer; url: stri
     clusterTiming: { stateIntervalMs: 200, heartbeatMs: 500 },
     leaseMs: { renew: 200, ttl: 1000 },
   };
-  const a = await startServer({ storeUrl: url }, opts);
+  const a = await startServer({ storeUrl: url, clusterSecret: CLUSTER_SECRET }, opts);
   cleanup.push(() => a.close());
-  const b = await startServer({ storeUrl: url }, opts);
+  const b = await startServer({ storeUrl: url, clusterSecret: CLUSTER_SECRET }, opts);
   cleanup.push(() => b.close());
   return { a, b, url };
 }
@@ -176,11 +179,11 @@ describe.runIf(postgresAvailable())('two instances on one PostgreSQL', () => {
       ).rows[0];
     expect(await table()).toEqual({ persistence: 'p', storage: 'x' });
     const opts = { clusterTiming: { stateIntervalMs: 200, heartbeatMs: 500 } };
-    const a = await startServer({ storeUrl: url }, opts);
+    const a = await startServer({ storeUrl: url, clusterSecret: CLUSTER_SECRET }, opts);
     cleanup.push(() => a.close());
     expect(await table()).toEqual({ persistence: 'u', storage: 'e' });
     // A second instance on it changes nothing and starts.
-    const b = await startServer({ storeUrl: url }, opts);
+    const b = await startServer({ storeUrl: url, clusterSecret: CLUSTER_SECRET }, opts);
     cleanup.push(() => b.close());
     expect(await table()).toEqual({ persistence: 'u', storage: 'e' });
   });

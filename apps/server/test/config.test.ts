@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_CONFIG, loadConfig } from '../src/config.js';
+import { DEFAULT_CONFIG, loadConfig } from '../src/http/config.js';
 
 describe('loadConfig', () => {
   it('takes defaults, then MQD_* variables, then CLI flags', () => {

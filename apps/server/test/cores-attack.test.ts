@@ -7,8 +7,8 @@ import { spawn } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startAgent } from '../src/agent.js';
-import { createFakeReader, FAKE_CORE_MAGIC, withFakeCores } from '../src/fakes.js';
+import { startAgent } from '../src/agent/agent.js';
+import { createFakeReader, FAKE_CORE_MAGIC, withFakeCores } from '../src/synthetic/fakes.js';
 import { AGENT_TOKEN, cleanupAfterEach, createUser, startServer } from './helpers.js';
 
 const NOBODY = 65534;

@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type JobSnapshot, validateSnapshot } from '@mqd/model';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startAgent } from '../src/agent.js';
-import { loadConfig } from '../src/config.js';
-import { createFakeReader, FAKE_CORE_MAGIC, withFakeCores } from '../src/fakes.js';
+import { startAgent } from '../src/agent/agent.js';
+import { loadConfig } from '../src/http/config.js';
+import { createFakeReader, FAKE_CORE_MAGIC, withFakeCores } from '../src/synthetic/fakes.js';
 import { AGENT_TOKEN, cleanupAfterEach, createUser, json, startServer, type TestServer } from './helpers.js';
 
 const cleanup = cleanupAfterEach();

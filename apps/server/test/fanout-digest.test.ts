@@ -4,7 +4,7 @@
 // buffer flag, so a re-posted receive looked hung to the server and moving to the model.
 import { compareSnapshots, type JobSnapshot, type Operation, type RankSnapshot } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { summarize } from '../src/fanout.js';
+import { summarize } from '../src/fanout/fanout.js';
 
 function op(over: Partial<Operation> = {}): Operation {
   return {

@@ -8,13 +8,14 @@ import {
   validateSnapshot,
 } from '@mqd/model';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type AgentHandle, startAgent, startSyntheticAgents } from '../src/agent.js';
-import { createFakeLocator, createFakeReader, type FakeJob } from '../src/fakes.js';
-import { type SnapshotHub, snapshotJson } from '../src/fanout.js';
-import { deflatePart } from '../src/gzip-splice.js';
-import { rankFold } from '../src/rank-fold.js';
-import type { RankReader } from '../src/seams.js';
-import type { JobRecord } from '../src/types.js';
+import { type AgentHandle, startAgent } from '../src/agent/agent.js';
+import { type SnapshotHub, snapshotJson } from '../src/fanout/fanout.js';
+import { deflatePart } from '../src/hub/gzip-splice.js';
+import { rankFold } from '../src/hub/rank-fold.js';
+import type { RankReader } from '../src/shared/seams.js';
+import type { JobRecord } from '../src/shared/types.js';
+import { createFakeLocator, createFakeReader, type FakeJob } from '../src/synthetic/fakes.js';
+import { startSyntheticAgents } from '../src/synthetic/synthetic-agents.js';
 import { AGENT_TOKEN, json, startServer, type TestServer, waitFor } from './helpers.js';
 
 interface Meta {

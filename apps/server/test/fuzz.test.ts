@@ -5,8 +5,8 @@
 import { prng } from '@mqd/model';
 import { io } from 'socket.io-client';
 import { describe, expect, it } from 'vitest';
-import { AGENT_PROTOCOL_VERSION, WIRE_EVENT } from '../src/agent-protocol.js';
-import { hostAgentToken } from '../src/hub.js';
+import { hostAgentToken } from '../src/hub/hub.js';
+import { AGENT_PROTOCOL_VERSION, WIRE_EVENT } from '../src/protocol/agent-protocol.js';
 import {
   ADMIN_TOKEN,
   AGENT_TOKEN,

@@ -7,8 +7,8 @@ import { readFileSync } from 'node:fs';
 import { decodeResponse, type JobSnapshot } from '@mqd/model';
 import { goldenFile, listGolden } from '@mqd/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startAgent } from '../src/agent.js';
-import { createFakeLocator, createFixedReader } from '../src/fakes.js';
+import { startAgent } from '../src/agent/agent.js';
+import { createFakeLocator, createFixedReader } from '../src/synthetic/fakes.js';
 import { AGENT_TOKEN, json, startServer, type TestServer } from './helpers.js';
 
 let s: TestServer;

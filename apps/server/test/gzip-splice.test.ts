@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { crc32, gunzipSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { crc32Combine, gzipSpliceable, isSpliceable, spliceGzip } from '../src/gzip-splice.js';
+import { crc32Combine, gzipSpliceable, isSpliceable, spliceGzip } from '../src/hub/gzip-splice.js';
 
 const json = JSON.stringify({
   ranks: Array.from({ length: 5000 }, (_, i) => ({ rank: i, note: 'é'.repeat(i % 5) })),

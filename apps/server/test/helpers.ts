@@ -6,16 +6,16 @@ import { API_ROUTES, decodeErrorBody, decodeResponse, type RouteName, validateSn
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { io, type Socket } from 'socket.io-client';
 import { afterEach } from 'vitest';
+import { type AppOptions, buildApp } from '../src/http/app.js';
+import type { ServerConfig } from '../src/http/config.js';
 import {
   AGENT_NAMESPACE,
   AGENT_PROTOCOL_VERSION,
   type ServerMessage,
   WIRE_EVENT,
-} from '../src/agent-protocol.js';
-import { decodeServerMessage } from '../src/agent-protocol-decode.js';
-import { type AppOptions, buildApp } from '../src/app.js';
-import type { ServerConfig } from '../src/config.js';
-import { SqliteStore } from '../src/store.js';
+} from '../src/protocol/agent-protocol.js';
+import { decodeServerMessage } from '../src/protocol/agent-protocol-decode.js';
+import { SqliteStore } from '../src/store/store.js';
 
 export const AGENT_TOKEN = 'agent-token-for-tests-0123456789';
 export const ADMIN_TOKEN = 'admin-token-for-tests-0123456789';

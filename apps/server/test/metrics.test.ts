@@ -5,7 +5,7 @@
 
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startSyntheticAgents } from '../src/agent.js';
+import { startSyntheticAgents } from '../src/synthetic/synthetic-agents.js';
 import { AGENT_TOKEN, createUser, json, startServer, type TestServer, waitFor } from './helpers.js';
 
 const METRICS_TOKEN = 'metrics-token-for-tests-0123456789';

@@ -5,8 +5,8 @@
 // error naming the field.
 import { type RankSnapshot, syntheticOpenMpJob } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { encodeMessage, WIRE_EVENT } from '../src/agent-protocol.js';
-import { checkRanks } from '../src/agent-protocol-decode.js';
+import { encodeMessage, WIRE_EVENT } from '../src/protocol/agent-protocol.js';
+import { checkRanks } from '../src/protocol/agent-protocol-decode.js';
 import { cleanupAfterEach, hello, rawAgent, serverFor, specAccepts, waitFor } from './helpers.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };

@@ -14,9 +14,10 @@ import {
   type SnapshotOverview,
 } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { startAgent, startSyntheticAgents } from '../src/agent.js';
-import { createFakeLocator, createFakeReader } from '../src/fakes.js';
-import type { RankReader } from '../src/seams.js';
+import { startAgent } from '../src/agent/agent.js';
+import type { RankReader } from '../src/shared/seams.js';
+import { createFakeLocator, createFakeReader } from '../src/synthetic/fakes.js';
+import { startSyntheticAgents } from '../src/synthetic/synthetic-agents.js';
 import {
   AGENT_TOKEN,
   attachAsAdmin,

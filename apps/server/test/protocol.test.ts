@@ -2,14 +2,14 @@ import { readFileSync } from 'node:fs';
 import { type RankSnapshot, syntheticRingRank } from '@mqd/model';
 import type { Socket } from 'socket.io-client';
 import { describe, expect, it } from 'vitest';
-import { chunkMessages } from '../src/agent-messages.js';
+import { chunkMessages } from '../src/agent/agent-messages.js';
 import {
   AGENT_PROTOCOL_VERSION,
   encodeMessage,
   type ServerMessage,
   WIRE_EVENT,
-} from '../src/agent-protocol.js';
-import { decodeAgentMessage, decodeServerMessage } from '../src/agent-protocol-decode.js';
+} from '../src/protocol/agent-protocol.js';
+import { decodeAgentMessage, decodeServerMessage } from '../src/protocol/agent-protocol-decode.js';
 import { cleanupAfterEach, hello, json, rawAgent, startServer, type TestServer, waitFor } from './helpers.js';
 
 const cleanup = cleanupAfterEach();

@@ -4,7 +4,7 @@
 import { deflateRawSync } from 'node:zlib';
 import { mqdError, rankNotRead, syntheticRingRank } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { decodeFolds, encodeFolds, rankFold } from '../src/rank-fold.js';
+import { decodeFolds, encodeFolds, rankFold } from '../src/hub/rank-fold.js';
 
 const RANKS = [
   ...[0, 1, 2].map((r) => syntheticRingRank(r, 100 + r, 'n1', 4, 1, 0)),

@@ -3,7 +3,7 @@
 // ways a broken or hostile agent could, and both must agree on each mutation.
 import { type RankSnapshot, syntheticRingRank } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { checkRanks } from '../src/agent-protocol-decode.js';
+import { checkRanks } from '../src/protocol/agent-protocol-decode.js';
 import { specAccepts } from './helpers.js';
 
 const mpichRank: RankSnapshot = {

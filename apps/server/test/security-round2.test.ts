@@ -10,10 +10,10 @@ import { join } from 'node:path';
 import { err, JobId, mqdError, ok, type Result } from '@mqd/model';
 import { io, type Socket } from 'socket.io-client';
 import { describe, expect, it } from 'vitest';
-import { startAgent } from '../src/agent.js';
-import { buildApp, serverLogger } from '../src/app.js';
-import { createFakeReader } from '../src/fakes.js';
-import type { LocatedJob } from '../src/seams.js';
+import { startAgent } from '../src/agent/agent.js';
+import { buildApp, serverLogger } from '../src/http/app.js';
+import type { LocatedJob } from '../src/shared/seams.js';
+import { createFakeReader } from '../src/synthetic/fakes.js';
 import {
   ADMIN_TOKEN,
   AGENT_TOKEN,

@@ -8,13 +8,13 @@ import { join } from 'node:path';
 import { err, MqdException, mqdError, ok, type Result } from '@mqd/model';
 import { io } from 'socket.io-client';
 import { describe, expect, it } from 'vitest';
-import { startAgent } from '../src/agent.js';
-import { buildApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import { createFakeReader } from '../src/fakes.js';
-import { hostAgentToken } from '../src/hub.js';
-import type { JobLocator, LocatedJob, RankTarget, ReadOptions } from '../src/seams.js';
-import { SqliteStore } from '../src/store.js';
+import { startAgent } from '../src/agent/agent.js';
+import { buildApp } from '../src/http/app.js';
+import { loadConfig } from '../src/http/config.js';
+import { hostAgentToken } from '../src/hub/hub.js';
+import type { JobLocator, LocatedJob, RankTarget, ReadOptions } from '../src/shared/seams.js';
+import { SqliteStore } from '../src/store/store.js';
+import { createFakeReader } from '../src/synthetic/fakes.js';
 import {
   AGENT_TOKEN,
   cleanupAfterEach,

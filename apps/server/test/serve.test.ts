@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
-import { createFakeLocator, createFakeReader } from '../src/fakes.js';
-import { serve } from '../src/serve.js';
+import { loadConfig } from '../src/http/config.js';
+import { serve } from '../src/http/serve.js';
+import { createFakeLocator, createFakeReader } from '../src/synthetic/fakes.js';
 import { waitFor } from './helpers.js';
 
 describe('serve', () => {

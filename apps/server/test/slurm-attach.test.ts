@@ -5,9 +5,9 @@
 // apps/cli/test/slurm-multinode.mpi.test.ts). Every refusal leaves nothing stored.
 import { err, mqdError, ok, type Result } from '@mqd/model';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startAgent } from '../src/agent.js';
-import { createFakeReader } from '../src/fakes.js';
-import type { JobLocator, LocatedJob } from '../src/seams.js';
+import { startAgent } from '../src/agent/agent.js';
+import type { JobLocator, LocatedJob } from '../src/shared/seams.js';
+import { createFakeReader } from '../src/synthetic/fakes.js';
 import { AGENT_TOKEN, createUser, json, startServer, type TestServer } from './helpers.js';
 
 const cleanup: (() => Promise<void> | void)[] = [];

@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cacheControlOf } from '../src/app.js';
+import { cacheControlOf } from '../src/http/app.js';
 import { cleanupAfterEach, startServer } from './helpers.js';
 
 const cleanup = cleanupAfterEach();

@@ -14,12 +14,12 @@ import { type PostgresServer, startPostgres } from '@mqd/testkit';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { httpStatus } from '../src/http.js';
-import { type NewSnapshot, type RetentionPolicy, SqliteStore } from '../src/store.js';
-import { PgStore } from '../src/store-pg.js';
-import type { StorePort } from '../src/store-port.js';
-import { MIGRATION_HISTORY, type Migration, migrationsFor } from '../src/store-schema.js';
-import type { JobRecord, SnapshotMeta, WatchJobInfo, WatchSampleRecord } from '../src/types.js';
+import { httpStatus } from '../src/http/http.js';
+import type { JobRecord, SnapshotMeta, WatchJobInfo, WatchSampleRecord } from '../src/shared/types.js';
+import { type NewSnapshot, type RetentionPolicy, SqliteStore } from '../src/store/store.js';
+import { PgStore } from '../src/store/store-pg.js';
+import type { StorePort } from '../src/store/store-port.js';
+import { MIGRATION_HISTORY, type Migration, migrationsFor } from '../src/store/store-schema.js';
 import { json, startServer } from './helpers.js';
 
 /** Epoch ms past 2^32 (and past a 32-bit INTEGER): timestamps must come back as these numbers. */
@@ -472,7 +472,7 @@ describe.each([sqlite, postgres])('store contract on $name', (b) => {
     expect(await s.liveShare('a')).toEqual(share('a', 'alice', T0));
     expect(await s.liveShare('zz')).toBeNull();
     expect((await s.liveShares(null)).map((x) => x.id)).toEqual(['b', 'a']);
-    expect((await s.liveShares('alice')).map((x) => x.id)).toEqual(['a']);
+    expect((await s.liveShares({ name: 'alice', uid: 1000 })).map((x) => x.id)).toEqual(['a']);
     clock.now = T0 + 1000;
     expect(await s.liveShare('a')).toBeNull();
     expect((await s.liveShares(null)).map((x) => x.id)).toEqual(['b']);
@@ -1044,7 +1044,11 @@ describe('PostgreSQL out of reach', () => {
 
   it('mqd serve opens PgStore itself from --store (config.storeUrl), and closes it with the server', async () => {
     const url = await postgres.fresh();
-    const app = await startServer({ storeUrl: url });
+    // The test servers accept the shared agent token: on PostgreSQL that needs a cluster secret.
+    const app = await startServer({
+      storeUrl: url,
+      clusterSecret: 'store-contract-cluster-secret-0123456789',
+    });
     let closed = false;
     try {
       const store = app.app.mqd.store;

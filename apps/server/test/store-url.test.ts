@@ -1,9 +1,9 @@
 // --store / MQD_STORE_URL: which store a value picks, what is refused, and that the URL's
 // password never shows (errors, the redacted form, the environment once read).
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
-import { dropSecretsFromEnv } from '../src/secrets.js';
-import { describeStore, parseStoreUrl, redactStoreUrl } from '../src/store-url.js';
+import { loadConfig } from '../src/http/config.js';
+import { dropSecretsFromEnv } from '../src/shared/secrets.js';
+import { describeStore, parseStoreUrl, redactStoreUrl } from '../src/store/store-url.js';
 
 const PASSWORD = 'pw-Zq81x';
 

@@ -7,9 +7,9 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { JobId, SnapshotId } from '@mqd/model';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type NewSnapshot, type RetentionPolicy, SqliteStore } from '../src/store.js';
-import { MIGRATIONS } from '../src/store-schema.js';
-import type { JobRecord, SnapshotMeta } from '../src/types.js';
+import type { JobRecord, SnapshotMeta } from '../src/shared/types.js';
+import { type NewSnapshot, type RetentionPolicy, SqliteStore } from '../src/store/store.js';
+import { MIGRATIONS } from '../src/store/store-schema.js';
 
 const dirs: string[] = [];
 const stores: SqliteStore[] = [];

@@ -4,7 +4,7 @@
 // ordinary snapshot path, stores that first snapshot, and the job ends when the agents stop
 // reporting it. The rounds are run by the test (no timer fires by itself).
 import { describe, expect, it } from 'vitest';
-import { startSyntheticAgents } from '../src/agent.js';
+import { startSyntheticAgents } from '../src/synthetic/synthetic-agents.js';
 import type { Timers } from '../src/watch/watcher.js';
 import { AGENT_TOKEN, bodyJson, cleanupAfterEach, startServer, waitFor } from './helpers.js';
 

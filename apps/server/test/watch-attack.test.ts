@@ -10,8 +10,8 @@
 // apps/cli/test/watch-attack.test.ts.
 import type { ApiFleetJob, DiscoveredJob } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { startSyntheticAgents } from '../src/agent.js';
-import type { CountersParams } from '../src/seams.js';
+import type { CountersParams } from '../src/shared/seams.js';
+import { startSyntheticAgents } from '../src/synthetic/synthetic-agents.js';
 import type { Timers } from '../src/watch/watcher.js';
 import {
   ADMIN_TOKEN,

@@ -18,9 +18,9 @@ import {
   syntheticStacksJob,
 } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { decodeServerMessage } from '../src/agent-protocol-decode.js';
-import { loadConfig, watchPolicyOf } from '../src/config.js';
-import type { SnapshotHub } from '../src/fanout.js';
+import type { SnapshotHub } from '../src/fanout/fanout.js';
+import { loadConfig, watchPolicyOf } from '../src/http/config.js';
+import { decodeServerMessage } from '../src/protocol/agent-protocol-decode.js';
 import type { CaptureAgents, CaptureReply } from '../src/watch/capture.js';
 import type { CountersReply, CounterTarget, WatchAgents } from '../src/watch/source.js';
 import type { Timers } from '../src/watch/watcher.js';

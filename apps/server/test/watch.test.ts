@@ -24,8 +24,8 @@ import {
 } from '@mqd/model';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { describe, expect, it } from 'vitest';
-import type { SnapshotHub } from '../src/fanout.js';
-import { SqliteStore } from '../src/store.js';
+import type { SnapshotHub } from '../src/fanout/fanout.js';
+import { SqliteStore } from '../src/store/store.js';
 import { mergeDiscovered, programOf } from '../src/watch/cluster.js';
 import type { SlurmQuery } from '../src/watch/end-reason.js';
 import type { CountersReply, WatchAgents } from '../src/watch/source.js';

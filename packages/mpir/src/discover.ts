@@ -8,6 +8,12 @@
 // protocol wants a starter key to name the entry's starterPid), never mixed in. Everything a
 // user controls (command lines, names, environment values) is clipped or validated here. Processes that vanish mid-scan are skipped.
 //
+// Caps are shared fairly: each uid keeps at most `jobsPerUid` jobs (its oldest), and the node's
+// `jobs` are split between uids by max-min fair share, so one user's thousand look-alike
+// processes cannot push another user's (or root's) jobs out of the report. A report cut at a
+// cap says so (`complete: false`, with how many jobs of each uid were left out): the
+// aggregator ends a job only when a complete report no longer lists it.
+//
 // Cost: environ is read once per process (cached by pid, start time and comm: an exec changes
 // comm, a fork that has not exec'd yet keeps its parent's), maps only for processes that name a
 // rank, and `scontrol listpids` once per Slurm job until a rank it did not list shows up. A
@@ -29,6 +35,8 @@ import {
   clipText,
   type DiscoveredJob,
   type DiscoveredRank,
+  type DiscoveryOmitted,
+  type DiscoveryScan,
   type MqdError,
   mqdError,
   type RankCounters,
@@ -46,6 +54,8 @@ export const DISCOVERY_LIMITS = {
   nameChars: 128,
   /** Jobs one scan reports. */
   jobs: 1024,
+  /** Jobs of one uid one scan reports (its oldest), before the node's fair share of `jobs`. */
+  jobsPerUid: 256,
   /** Ranks of one job on one node. */
   ranks: 16_384,
   /** Slurm job ids: digits only, at most this many. */
@@ -122,9 +132,26 @@ export interface DiscoverOptions {
   readonly cache?: DiscoveryCache;
   /** Where to report what was left out (a failed listpids). */
   readonly log?: (line: string) => void;
+  /** What is read of /proc; default the real one (a test passes a table of its own). */
+  readonly procfs?: ProcSource;
+  /** Caps; default DISCOVERY_LIMITS' (a test passes small ones). */
+  readonly limits?: { readonly jobs: number; readonly jobsPerUid: number };
 }
 
-interface Proc {
+/**
+ * The reads discovery makes of /proc, each null (or false) when the process is gone or the
+ * file unreadable. `list` is null when /proc itself cannot be listed: nothing is known then.
+ */
+export interface ProcSource {
+  list(): readonly Proc[] | null;
+  environ(pid: number): ReadonlyMap<string, string> | null;
+  mapsMpi(pid: number): boolean | null;
+  uid(pid: number): number | null;
+  cmdline(pid: number): string | null;
+}
+
+/** One process as /proc/PID/stat names it. */
+export interface Proc {
   readonly pid: number;
   readonly ppid: number;
   readonly comm: string;
@@ -192,40 +219,53 @@ function envFacts(env: ReadonlyMap<string, string>): EnvFacts {
   };
 }
 
-function listProcs(): Map<number, Proc> {
-  const out = new Map<number, Proc>();
+function listProcs(): Proc[] | null {
+  const out: Proc[] = [];
   let names: string[];
   try {
     names = readdirSync('/proc');
   } catch {
-    return out;
+    return null;
   }
   for (const name of names) {
     if (!DIGITS.test(name)) continue;
     const st = readProcStat(Number(name));
     // Gone between readdir and read, or a zombie: not part of any job any more.
     if (st === null || st.state === 'Z' || st.state === 'X') continue;
-    out.set(st.pid, { pid: st.pid, ppid: st.ppid, comm: st.comm, startTime: st.startTime });
+    out.push({ pid: st.pid, ppid: st.ppid, comm: st.comm, startTime: st.startTime });
   }
   return out;
 }
 
-function commandOf(pid: number): string | null {
+function cmdlineOf(pid: number): string | null {
   try {
-    const raw = readFileSync(`/proc/${pid}/cmdline`, 'latin1');
-    // Clipped first: a 2 MB command line is not scanned character by character.
-    const args = raw
-      .slice(0, 4 * DISCOVERY_LIMITS.commandChars)
-      .replace(/\0+$/, '')
-      .split('\0');
-    return clipText(noControls(args.join(' '), ' '), DISCOVERY_LIMITS.commandChars);
+    return readFileSync(`/proc/${pid}/cmdline`, 'latin1');
   } catch {
     return null;
   }
 }
 
-function uidOf(pid: number): number | null {
-  return procCredentials(pid)?.uids[0] ?? null;
+/** The real /proc. */
+export const REAL_PROCFS: ProcSource = {
+  list: listProcs,
+  environ: readEnviron,
+  mapsMpi: (pid) => {
+    const m = mapsMpiLibrary(pid);
+    return m.ok ? m.value : null;
+  },
+  uid: (pid) => procCredentials(pid)?.uids[0] ?? null,
+  cmdline: cmdlineOf,
+};
+
+function commandOf(pid: number, fs: ProcSource): string | null {
+  const raw = fs.cmdline(pid);
+  if (raw === null) return null;
+  // Clipped first: a 2 MB command line is not scanned character by character.
+  const args = raw
+    .slice(0, 4 * DISCOVERY_LIMITS.commandChars)
+    .replace(/\0+$/, '')
+    .split('\0');
+  return clipText(noControls(args.join(' '), ' '), DISCOVERY_LIMITS.commandChars);
 }
 
 let bootMs: number | null = null;
@@ -344,6 +384,7 @@ function makeJob(
   group: readonly FoundRank[],
   uid: number,
   starter: { proc: Proc; facts: EnvFacts | null } | null,
+  fs: ProcSource,
 ): DiscoveredJob | null {
   const ranks: DiscoveredRank[] = [];
   const seenRanks = new Set<number>();
@@ -357,7 +398,7 @@ function makeJob(
   if (ranks.length === 0) return null;
   const earliest = group.reduce((a, b) => (BigInt(b.proc.startTime) < BigInt(a.proc.startTime) ? b : a));
   const head = starter?.proc ?? earliest.proc;
-  const command = commandOf(head.pid) ?? commandOf(earliest.proc.pid);
+  const command = commandOf(head.pid, fs) ?? commandOf(earliest.proc.pid, fs);
   if (command === null) return null; // vanished meanwhile
   const facts = group.map((r) => r.facts);
   const pick = <K extends 'jobName' | 'partition' | 'account'>(k: K) =>
@@ -387,14 +428,85 @@ function makeJob(
   };
 }
 
-function cachedFacts(p: Proc, cache: DiscoveryCache): EnvFacts | null {
+function cachedFacts(p: Proc, cache: DiscoveryCache, fs: ProcSource): EnvFacts | null {
   const k = `${p.pid}:${p.startTime}:${p.comm}`;
   if (cache.env.has(k)) return cache.env.get(k) ?? null;
-  const env = readEnviron(p.pid);
+  const env = fs.environ(p.pid);
   const facts = env === null ? null : envFacts(env);
   // An unreadable environment is not cached: the process may still be exec'ing.
   if (facts !== null) cache.env.set(k, facts);
   return facts;
+}
+
+/** One entry before it is built: what the fair share orders and counts. */
+interface Candidate {
+  readonly uid: number;
+  /** Start time of the entry's head (its starter or its earliest rank), ticks after boot. */
+  readonly start: bigint;
+  readonly pid: number;
+  build(): DiscoveredJob | null;
+}
+
+/**
+ * Which entries a scan keeps: per uid its oldest `jobsPerUid` (oldest first, so the same jobs
+ * stay in the report scan after scan), then `jobs` split by max-min fair share (every uid gets
+ * as many as it has up to an equal share; what small uids leave goes to the others). Returns
+ * the kept candidates interleaved by uid (uid order, each uid's oldest first), so that a list
+ * cut further on (the agent's message size) still cuts each uid's newest first, and the
+ * number left out per uid.
+ */
+export function fairShare<T extends { readonly uid: number; readonly start: bigint; readonly pid: number }>(
+  candidates: readonly T[],
+  limits: { readonly jobs: number; readonly jobsPerUid: number },
+): { kept: T[]; omitted: DiscoveryOmitted[] } {
+  const byUid = new Map<number, T[]>();
+  for (const c of candidates) {
+    const list = byUid.get(c.uid);
+    if (list) list.push(c);
+    else byUid.set(c.uid, [c]);
+  }
+  const uids = [...byUid.keys()].sort((a, b) => a - b);
+  for (const list of byUid.values()) {
+    list.sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.pid - b.pid));
+  }
+  // Water-filling: uids wanting no more than an equal share of what is left get all they want.
+  const want = new Map(uids.map((u) => [u, Math.min(byUid.get(u)?.length ?? 0, limits.jobsPerUid)]));
+  const grant = new Map<number, number>();
+  let left = Math.max(0, limits.jobs);
+  let open = [...uids].sort((a, b) => (want.get(a) ?? 0) - (want.get(b) ?? 0) || a - b);
+  while (open.length > 0) {
+    const share = Math.floor(left / open.length);
+    const small = open.filter((u) => (want.get(u) ?? 0) <= share);
+    if (small.length === 0) {
+      // Everyone left wants more than a share: each gets the share, the lowest uids one more.
+      let extra = left - share * open.length;
+      for (const u of [...open].sort((a, b) => a - b)) {
+        grant.set(u, share + (extra > 0 ? 1 : 0));
+        if (extra > 0) extra--;
+      }
+      break;
+    }
+    for (const u of small) {
+      grant.set(u, want.get(u) ?? 0);
+      left -= want.get(u) ?? 0;
+    }
+    open = open.filter((u) => (want.get(u) ?? 0) > share);
+  }
+  const kept: T[] = [];
+  const omitted: DiscoveryOmitted[] = [];
+  for (const u of uids) {
+    const n = byUid.get(u)?.length ?? 0;
+    const g = grant.get(u) ?? 0;
+    if (g < n) omitted.push({ uid: u, jobs: n - g });
+  }
+  const most = Math.max(0, ...uids.map((u) => grant.get(u) ?? 0));
+  for (let i = 0; i < most; i++) {
+    for (const u of uids) {
+      const c = byUid.get(u)?.[i];
+      if (c !== undefined && i < (grant.get(u) ?? 0)) kept.push(c);
+    }
+  }
+  return { kept, omitted };
 }
 
 /**
@@ -402,9 +514,23 @@ function cachedFacts(p: Proc, cache: DiscoveryCache): EnvFacts | null {
  * Run as root to see every user's jobs; as a user, only that user's.
  */
 export function discoverJobs(o: DiscoverOptions = {}): DiscoveredJob[] {
+  return [...discoverNode(o).jobs];
+}
+
+/**
+ * discoverJobs with what the list leaves out: `complete` is false when /proc could not be
+ * listed or a cap cut the list (then `omitted` says, per uid, how many jobs were left out).
+ */
+export function discoverNode(o: DiscoverOptions = {}): DiscoveryScan {
   const cache = o.cache ?? new DiscoveryCache();
   const host = o.host ?? localHost().short;
-  const procs = listProcs();
+  const fs = o.procfs ?? REAL_PROCFS;
+  const listed = fs.list();
+  if (listed === null) {
+    o.log?.('discovery: /proc could not be listed; the report is empty and incomplete');
+    return { jobs: [], complete: false, omitted: [] };
+  }
+  const procs = new Map<number, Proc>(listed.map((p) => [p.pid, p]));
   const live = new Set<string>();
   const found: FoundRank[] = [];
   for (const p of procs.values()) {
@@ -412,7 +538,7 @@ export function discoverJobs(o: DiscoverOptions = {}): DiscoveredJob[] {
     live.add(`${id}:${p.comm}`);
     live.add(id);
     if (STARTER_NAMES.has(p.comm) || p.pid === process.pid) continue;
-    const facts = cachedFacts(p, cache);
+    const facts = cachedFacts(p, cache, fs);
     if (facts === null || facts.rank === null) continue;
     if (!cache.mpi.has(id)) {
       const wait = cache.noMpi.get(id) ?? 0;
@@ -420,8 +546,7 @@ export function discoverJobs(o: DiscoverOptions = {}): DiscoveredJob[] {
         cache.noMpi.set(id, wait - 1);
         continue;
       }
-      const mpi = mapsMpiLibrary(p.pid);
-      if (!mpi.ok || !mpi.value) {
+      if (fs.mapsMpi(p.pid) !== true) {
         // No MPI library (yet), or gone: looked at again a few scans later.
         cache.noMpi.set(id, NO_MPI_RECHECK_SCANS);
         continue;
@@ -429,7 +554,7 @@ export function discoverJobs(o: DiscoverOptions = {}): DiscoveredJob[] {
       cache.noMpi.delete(id);
       cache.mpi.add(id);
     }
-    const uid = uidOf(p.pid);
+    const uid = fs.uid(p.pid);
     if (uid === null) continue;
     found.push({ proc: p, facts, uid, starter: facts.slurmJob === null ? outermostStarter(p, procs) : null });
   }
@@ -451,16 +576,17 @@ export function discoverJobs(o: DiscoverOptions = {}): DiscoveredJob[] {
     if (g) g.ranks.push(r);
     else groups.set(key, { ranks: [r], starter: r.starter ?? (r.facts.slurmJob === null ? r.proc : null) });
   }
-  const jobs: DiscoveredJob[] = [];
+  // Entries are built (command lines read) only for what the fair share keeps.
+  const candidates: Candidate[] = [];
   for (const [key, g] of groups) {
     let ranks = g.ranks;
     if (key.startsWith('slurm:')) {
-      const listed = slurmListed(key.slice('slurm:'.length), ranks, procs, o, cache);
-      if (listed !== null) ranks = ranks.filter((r) => listed.has(`${r.proc.pid}:${r.proc.startTime}`));
+      const ok = slurmListed(key.slice('slurm:'.length), ranks, procs, o, cache);
+      if (ok !== null) ranks = ranks.filter((r) => ok.has(`${r.proc.pid}:${r.proc.startTime}`));
     }
     if (ranks.length === 0) continue;
     const starterUid =
-      g.starter !== null && g.starter.pid !== ranks[0]?.proc.pid ? uidOf(g.starter.pid) : null;
+      g.starter !== null && g.starter.pid !== ranks[0]?.proc.pid ? fs.uid(g.starter.pid) : null;
     const earliest = ranks.reduce((a, b) => (BigInt(b.proc.startTime) < BigInt(a.proc.startTime) ? b : a));
     const ownerUid = starterUid ?? earliest.uid;
     const byUid = new Map<number, FoundRank[]>();
@@ -469,20 +595,34 @@ export function discoverJobs(o: DiscoverOptions = {}): DiscoveredJob[] {
       if (list) list.push(r);
       else byUid.set(r.uid, [r]);
     }
-    // The job's own uid first; ranks of any other uid each in their own entry.
-    const uids = [...byUid.keys()].sort((a, b) => (a === ownerUid ? -1 : b === ownerUid ? 1 : a - b));
-    for (const uid of uids) {
-      const mine = byUid.get(uid) ?? [];
+    for (const [uid, mine] of byUid) {
       const starter =
-        g.starter !== null && uid === ownerUid && g.starter.pid !== mine[0]?.proc.pid
-          ? { proc: g.starter, facts: cachedFacts(g.starter, cache) }
-          : null;
-      const job = makeJob(host, key, mine, uid, starter);
-      if (job !== null) jobs.push(job);
-      if (jobs.length >= DISCOVERY_LIMITS.jobs) return jobs;
+        g.starter !== null && uid === ownerUid && g.starter.pid !== mine[0]?.proc.pid ? g.starter : null;
+      const first = mine.reduce((a, b) => (BigInt(b.proc.startTime) < BigInt(a.proc.startTime) ? b : a));
+      const head = starter ?? first.proc;
+      candidates.push({
+        uid,
+        start: BigInt(head.startTime),
+        pid: head.pid,
+        build: () =>
+          makeJob(
+            host,
+            key,
+            mine,
+            uid,
+            starter === null ? null : { proc: starter, facts: cachedFacts(starter, cache, fs) },
+            fs,
+          ),
+      });
     }
   }
-  return jobs;
+  const { kept, omitted } = fairShare(candidates, o.limits ?? DISCOVERY_LIMITS);
+  const jobs: DiscoveredJob[] = [];
+  for (const c of kept) {
+    const job = c.build();
+    if (job !== null) jobs.push(job);
+  }
+  return { jobs, complete: omitted.length === 0, omitted };
 }
 
 // --- counters ------------------------------------------------------------------------------

@@ -14,17 +14,19 @@ import {
 } from '@mqd/model';
 import {
   type AgentHealth,
+  type DiscoveryScanInfo,
   encodeMessage,
   MAX_COMMAND_CHARS,
   MAX_DISCOVERED_JOBS,
+  MAX_DISCOVERY_OMITTED,
   MAX_METHOD_CHARS,
   MAX_RANKS_PER_REQUEST,
   MAX_REQUEST_ID,
   MAX_SEEN_JOBS,
   MAX_SLURM_NAME_CHARS,
-} from './agent-protocol.js';
-import { checkRanks } from './agent-protocol-decode.js';
-import type { LocatedJob, MpiInfo, RankTarget, SeenStarter } from './seams.js';
+} from '../protocol/agent-protocol.js';
+import { checkRanks } from '../protocol/agent-protocol-decode.js';
+import type { LocatedJob, MpiInfo, RankTarget, SeenStarter } from '../shared/seams.js';
 
 // --- what a local user controls, kept within the protocol's limits ----------------------
 // Anyone on the node can start a process named mpirun with a 2 MB command line, or a job whose
@@ -78,7 +80,8 @@ export function clipCore(c: CoreFileSource): CoreFileSource {
 /**
  * The status message, listing as many of `jobs` (at most MAX_SEEN_JOBS, commands clipped) and
  * then of `discovered` (at most MAX_DISCOVERED_JOBS, clipped) as fit `maxBytes`; `omitted` and
- * `omittedDiscovered` count the entries left out. Every starter is at most ~25 KB of JSON
+ * `omittedDiscovered` count the entries left out; `discoveryScan` (sent as status.discoveryScan)
+ * is `scan` with the entries the message left out added. Every starter is at most ~25 KB of JSON
  * (4,096 escaped characters), so only a node with hundreds of long ones loses any.
  */
 export function statusMessage(
@@ -87,11 +90,24 @@ export function statusMessage(
   jobs: readonly SeenStarter[],
   maxBytes: number,
   discovered: readonly DiscoveredJob[] = [],
-): { readonly bytes: Buffer; readonly omitted: number; readonly omittedDiscovered: number } {
+  scan: DiscoveryScanInfo = { complete: true, omitted: [] },
+): {
+  readonly bytes: Buffer;
+  readonly omitted: number;
+  readonly omittedDiscovered: number;
+  readonly discoveryScan: DiscoveryScanInfo;
+} {
   const listed = jobs.slice(0, MAX_SEEN_JOBS).map(clipStarter);
   const found = discovered.slice(0, MAX_DISCOVERED_JOBS).map(clipDiscovered);
-  const empty = encodeMessage({ type: 'status', health, mpi, jobs: [], discovered: [] });
-  let size = empty.byteLength;
+  // Room for the scan's own field as it may end up: every uid left out, with a big count.
+  const uids = new Set([...scan.omitted.map((o) => o.uid), ...discovered.map((j) => j.uid)]);
+  const widest: DiscoveryScanInfo = {
+    complete: false,
+    omitted: [...uids].slice(0, MAX_DISCOVERY_OMITTED).map((uid) => ({ uid, jobs: 0x7fffffff })),
+  };
+  const empty = (s: DiscoveryScanInfo) =>
+    encodeMessage({ type: 'status', health, mpi, jobs: [], discovered: [], discoveryScan: s });
+  let size = empty(widest).byteLength;
   const fitting = <T>(items: readonly T[]): number => {
     let fit = 0;
     for (const j of items) {
@@ -104,21 +120,48 @@ export function statusMessage(
   };
   const fit = fitting(listed);
   const fitFound = fitting(found);
+  // What the message leaves out of the scan's list is left out of the report like a cap's cut.
+  const left = new Map(scan.omitted.map((o) => [o.uid, o.jobs]));
+  for (const j of discovered.slice(fitFound)) left.set(j.uid, (left.get(j.uid) ?? 0) + 1);
+  const discoveryScan: DiscoveryScanInfo = {
+    complete: scan.complete && fitFound === discovered.length,
+    omitted: [...left]
+      .sort((a, b) => a[0] - b[0])
+      .slice(0, MAX_DISCOVERY_OMITTED)
+      .map(([uid, n]) => ({ uid, jobs: n })),
+  };
   const bytes =
     fit === 0 && fitFound === 0
-      ? empty
+      ? empty(discoveryScan)
       : encodeMessage({
           type: 'status',
           health,
           mpi,
           jobs: listed.slice(0, fit),
           discovered: found.slice(0, fitFound),
+          discoveryScan,
         });
-  return { bytes, omitted: jobs.length - fit, omittedDiscovered: discovered.length - fitFound };
+  return {
+    bytes,
+    omitted: jobs.length - fit,
+    omittedDiscovered: discovered.length - fitFound,
+    discoveryScan,
+  };
 }
 
-export function errorRank(t: RankTarget, host: string, e: MqdError): RankSnapshot {
-  return rankNotRead({ ...t, host }, e);
+export function errorRank(
+  t: RankTarget,
+  host: string,
+  e: MqdError,
+  pausedMicros: number | null = null,
+): RankSnapshot {
+  return rankNotRead({ ...t, host }, e, 'error', pausedMicros);
+}
+
+/** A rank's stop as the reader measured it, when it is a count of microseconds. */
+function stopOf(r: RankSnapshot): number | null {
+  const p: unknown = r.pausedMicros;
+  return typeof p === 'number' && Number.isSafeInteger(p) && p >= 0 ? p : null;
 }
 
 /**
@@ -150,10 +193,12 @@ export function completeAnswer(
     const v = checkRanks([r]);
     const t = targets[i];
     if (v.ok || t === undefined) return r;
+    // The rank was stopped for what it produced: its stop is kept, so the hang watch charges it.
     return errorRank(
       t,
       host,
       mqdError('MQD_E_INTERNAL', `the rank reader produced an invalid snapshot at ${v.error}`),
+      r.pid === t.pid ? stopOf(r) : null,
     );
   });
 }
@@ -186,6 +231,7 @@ export function* chunkMessages(id: number, ranks: readonly RankSnapshot[], host:
             'MQD_E_READ_BUDGET',
             `the snapshot of rank ${r.rank} is ${n} bytes, over the ${maxBytes}-byte message limit`,
           ),
+          stopOf(r),
         ),
       );
       n = Buffer.byteLength(s);

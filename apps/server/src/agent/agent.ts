@@ -22,15 +22,6 @@ import {
 } from '@mqd/model';
 import { io, type Socket } from 'socket.io-client';
 import {
-  chunkMessages,
-  clipCore,
-  clipLocated,
-  clipMpi,
-  completeAnswer,
-  rankBudget,
-  statusMessage,
-} from './agent-messages.js';
-import {
   AGENT_NAMESPACE,
   AGENT_PROTOCOL_VERSION,
   type AgentHandshake,
@@ -41,6 +32,7 @@ import {
   type CountersResult,
   DEFAULT_KEEPALIVE_MS,
   DEFAULT_MAX_MESSAGE_BYTES,
+  type DiscoveryScanInfo,
   encodeMessage,
   fromWire,
   type LocateTarget,
@@ -49,17 +41,8 @@ import {
   type SnapshotParams,
   WIRE_EVENT,
   type WireError,
-} from './agent-protocol.js';
-import { decodeServerMessage } from './agent-protocol-decode.js';
-import { coreFileAllowed, coreFilesOwner, resolveCoreDir } from './core-dirs.js';
-import {
-  createFakeDiscovery,
-  createFakeLocator,
-  createFakeReader,
-  type FakeDiscovery,
-  type FakeJob,
-  fakeDiscoveredJob,
-} from './fakes.js';
+} from '../protocol/agent-protocol.js';
+import { decodeServerMessage } from '../protocol/agent-protocol-decode.js';
 import type {
   CoreRead,
   CounterError,
@@ -69,7 +52,17 @@ import type {
   LocatedJob,
   RankReader,
   SeenStarter,
-} from './seams.js';
+} from '../shared/seams.js';
+import {
+  chunkMessages,
+  clipCore,
+  clipLocated,
+  clipMpi,
+  completeAnswer,
+  rankBudget,
+  statusMessage,
+} from './agent-messages.js';
+import { coreFileAllowed, coreFilesOwner, resolveCoreDir } from './core-dirs.js';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -193,6 +186,7 @@ export function startAgent(opts: AgentOptions): AgentHandle {
   let keepaliveTimer: NodeJS.Timeout | null = null;
   let omittedBefore = 0;
   let omittedFoundBefore = 0;
+  let leftOutBefore = '';
   let waiters: (() => void)[] = [];
   const startedAt = Date.now();
 
@@ -251,8 +245,18 @@ export function startAgent(opts: AgentOptions): AgentHandle {
       log(`agent ${agentId}: listing starters failed: ${lastError.message}`);
     }
     let discovered: readonly DiscoveredJob[] = [];
+    // No discovery, or a failed one, knows nothing of the node's jobs: an incomplete report.
+    let scan: DiscoveryScanInfo = { complete: false, omitted: [] };
     try {
-      discovered = (await opts.discovery?.discover()) ?? [];
+      const d = opts.discovery;
+      if (d?.scan) {
+        const s = await d.scan();
+        discovered = s.jobs;
+        scan = { complete: s.complete, omitted: s.omitted };
+      } else if (d) {
+        discovered = await d.discover();
+        scan = { complete: discovered.length <= MAX_DISCOVERED_JOBS, omitted: [] };
+      }
     } catch (e) {
       lastError = toMqdError(e, 'MQD_E_INTERNAL');
       log(`agent ${agentId}: discovering jobs failed: ${lastError.message}`);
@@ -266,7 +270,7 @@ export function startAgent(opts: AgentOptions): AgentHandle {
       activeRequests: active.size,
       lastError,
     };
-    const status = statusMessage(health, clipMpi(opts.reader.mpi), jobs, maxBytes, discovered);
+    const status = statusMessage(health, clipMpi(opts.reader.mpi), jobs, maxBytes, discovered, scan);
     if (status.omitted > 0 && status.omitted !== omittedBefore) {
       log(
         `agent ${agentId}: ${status.omitted} of ${jobs.length} MPI starters left out of the status (over ${MAX_SEEN_JOBS} or the ${maxBytes}-byte message limit)`,
@@ -279,6 +283,13 @@ export function startAgent(opts: AgentOptions): AgentHandle {
       );
     }
     omittedFoundBefore = status.omittedDiscovered;
+    const leftOut = status.discoveryScan.omitted.map((o) => `${o.jobs} of uid ${o.uid}`).join(', ');
+    if (leftOut !== leftOutBefore && leftOut !== '') {
+      log(
+        `agent ${agentId}: discovery left jobs out of its report (over the per-uid or per-node caps): ${leftOut}; their absence ends none of them`,
+      );
+    }
+    leftOutBefore = leftOut;
     send(status.bytes);
   };
 
@@ -742,88 +753,6 @@ export function startAgent(opts: AgentOptions): AgentHandle {
     simulateDrop() {
       // Closing the engine (not the socket) is what a network failure looks like to both ends.
       socket.io.engine?.close();
-    },
-    dispose,
-    [Symbol.asyncDispose]: dispose,
-  };
-}
-
-// --- synthetic mode ---------------------------------------------------------------------
-
-export interface SyntheticAgentsOptions {
-  readonly serverUrl: string;
-  readonly token: string;
-  /** Number of simulated nodes, each with its own agent. */
-  readonly agents: number;
-  /** Ranks per node. */
-  readonly ranksPerAgent: number;
-  readonly starterPid?: number;
-  readonly uid?: number;
-  readonly command?: string;
-  readonly seed?: number;
-  readonly evolve?: boolean;
-  readonly hostPrefix?: string;
-  readonly backoff?: BackoffOptions;
-  readonly log?: (line: string) => void;
-  /** Each node's agent reports the job in status.discovered and answers counters (fakes.ts). */
-  readonly discovery?: boolean;
-  /** How often the agents report (and rescan), ms; default: as the aggregator asks. */
-  readonly statusIntervalMs?: number;
-}
-
-export interface SyntheticAgents extends AsyncDisposable {
-  readonly agents: readonly AgentHandle[];
-  readonly job: FakeJob;
-  /** Per agent (same order), with `discovery`: its fake discovery, to change jobs and counters. */
-  readonly discoveries: readonly FakeDiscovery[];
-  whenConnected(): Promise<void>;
-  dispose(): Promise<void>;
-}
-
-/**
- * N simulated nodes of one MPI job, M ranks each: node 0 also runs the starter, so attaching
- * to `job.starterPid` on host `${hostPrefix}0` finds all N*M ranks.
- */
-export function startSyntheticAgents(o: SyntheticAgentsOptions): SyntheticAgents {
-  const prefix = o.hostPrefix ?? 'sim-';
-  const job: FakeJob = {
-    starterPid: o.starterPid ?? 4242,
-    uid: o.uid ?? 1000,
-    command: o.command ?? `mpirun -np ${o.agents * o.ranksPerAgent} ./ring`,
-    hosts: Array.from({ length: o.agents }, (_, i) => `${prefix}${i}`),
-    ranksPerHost: o.ranksPerAgent,
-  };
-  const worldSize = o.agents * o.ranksPerAgent;
-  const discoveries = o.discovery
-    ? job.hosts.map((host) => createFakeDiscovery([fakeDiscoveredJob(job, host)]))
-    : [];
-  const agents = job.hosts.map((host, i) =>
-    startAgent({
-      serverUrl: o.serverUrl,
-      token: o.token,
-      host,
-      agentId: `${host}`,
-      reader: createFakeReader({
-        worldSize,
-        ...(o.seed === undefined ? {} : { seed: o.seed }),
-        ...(o.evolve === undefined ? {} : { evolve: o.evolve }),
-      }),
-      locator: i === 0 ? createFakeLocator(job) : null,
-      discovery: discoveries[i] ?? null,
-      ...(o.statusIntervalMs === undefined ? {} : { statusIntervalMs: o.statusIntervalMs }),
-      ...(o.backoff ? { backoff: o.backoff } : {}),
-      ...(o.log ? { log: o.log } : {}),
-    }),
-  );
-  const dispose = async () => {
-    await Promise.all(agents.map((a) => a.dispose()));
-  };
-  return {
-    agents,
-    job,
-    discoveries,
-    whenConnected: async () => {
-      await Promise.all(agents.map((a) => a.whenConnected()));
     },
     dispose,
     [Symbol.asyncDispose]: dispose,

@@ -4,19 +4,30 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { BlockList, isIPv4 } from 'node:net';
 import { err, mqdError, ok, type Result } from '@mqd/model';
-import type { StorePort } from './store-port.js';
-import type { User } from './types.js';
+import type { User } from '../shared/types.js';
+import type { StorePort } from '../store/store-port.js';
 
 export const SESSION_COOKIE = 'mqd_session';
 export const ADMIN_NAME = 'admin';
 /** Who auto-snapshots are by (their createdBy and audit rows). */
 export const AUTO_SNAPSHOTTER = 'auto';
+/** Who the hang watch acts as in the audit trail and on the snapshots and share links it makes. */
+export const WATCH_PRINCIPAL = 'watch';
 /**
- * Names MQD itself acts under: a user created with one would replace the configured admin until
- * a restart, or pass for the auto-snapshotter in the audit trail. Compared case-insensitively,
- * so 'Admin' cannot pose as either.
+ * Names MQD itself acts under (and two it keeps for itself): a user created with one would
+ * replace the configured admin until a restart, or pass for the auto-snapshotter or the hang
+ * watch in the audit trail. Compared case-insensitively, so 'Admin' cannot pose as any. What a
+ * principal may do never rests on its name alone: the watch's share links are marked as made
+ * by the system in the store (ShareRecord.madeBy), so a user named 'watch' from before the name
+ * was reserved owns none of them.
  */
-export const RESERVED_NAMES: readonly string[] = [ADMIN_NAME, AUTO_SNAPSHOTTER];
+export const RESERVED_NAMES: readonly string[] = [
+  ADMIN_NAME,
+  AUTO_SNAPSHOTTER,
+  WATCH_PRINCIPAL,
+  'system',
+  'mqd',
+];
 export const isReservedName = (name: string): boolean => RESERVED_NAMES.includes(name.toLowerCase());
 
 /**

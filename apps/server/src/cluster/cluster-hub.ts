@@ -4,9 +4,14 @@
 // the host's agent is connected here, and otherwise forwarded to the instance that has it.
 //
 // The wire between instances is socket.io's serverSideEmit on a namespace no client may join,
-// carried by the cluster adapter (@socket.io/postgres-adapter: PostgreSQL NOTIFY, big payloads
-// in a table), so no extra service is needed. Every message is a broadcast that names its
-// addressee; the others ignore it:
+// carried by the cluster adapter (sealed-adapter.ts: PostgreSQL NOTIFY, big payloads in a
+// table), so no extra service is needed. Every message is sealed with the cluster secret, and
+// names its sender (`from`, a state its `instance`), which the adapter checks against the
+// instance that sealed it (clusterMessageSender): so a call's allowRoot and owner uid, a state's
+// agents, a reply, come from an instance of this cluster speaking for itself. A receiver still
+// checks what it is given: ranks by the snapshot spec's validator, a state's shape, and a
+// chunk or reply only from the instance its call went to. Every message is a broadcast that
+// names its addressee; the others ignore it:
 //   state  every instance, every stateIntervalMs and at once when an agent comes or goes:
 //          its live agents, their starters and discovered jobs. An instance not heard from for
 //          3 intervals is gone (its hosts are no longer connected anywhere).
@@ -28,11 +33,18 @@
 //          settles. Each rank is passed on once, whatever arrives twice. Sending every rank a
 //          second time in the reply doubled what crossed PostgreSQL (issue 32's scale run).
 import { randomUUID } from 'node:crypto';
-import { type DiscoveredJob, err, type MqdError, mqdError, type RankSnapshot, type Result } from '@mqd/model';
+import {
+  checkRank,
+  type DiscoveredJob,
+  err,
+  type MqdError,
+  mqdError,
+  type RankSnapshot,
+  type Result,
+} from '@mqd/model';
 import type { Namespace } from 'socket.io';
-import type { CaptureParams, CountersParams, LocateTarget, SnapshotResult } from '../agent-protocol.js';
-import { deflatePart } from '../gzip-splice.js';
-import type { AgentHub, AgentInfo, HubCapture, HubCounters, OnRanks, SnapshotWithFold } from '../hub.js';
+import { deflatePart } from '../hub/gzip-splice.js';
+import type { AgentHub, AgentInfo, HubCapture, HubCounters, OnRanks, SnapshotWithFold } from '../hub/hub.js';
 import {
   decodeFolds,
   encodeFolds,
@@ -41,8 +53,15 @@ import {
   rankFold,
   ranksOfPart,
   ranksOfText,
-} from '../rank-fold.js';
-import type { LocatedJob, RankTarget, SeenStarter } from '../seams.js';
+} from '../hub/rank-fold.js';
+import type {
+  CaptureParams,
+  CountersParams,
+  DiscoveryScanReport,
+  LocateTarget,
+  SnapshotResult,
+} from '../protocol/agent-protocol.js';
+import type { LocatedJob, RankTarget, SeenStarter } from '../shared/seams.js';
 
 /** What an instance uses of the agents: AgentHub's public surface. */
 export type HubPort = Pick<
@@ -51,6 +70,7 @@ export type HubPort = Pick<
   | 'counters'
   | 'capture'
   | 'discovered'
+  | 'discoveryScans'
   | 'isConnected'
   | 'hosts'
   | 'agents'
@@ -83,9 +103,12 @@ export interface InstanceState {
   readonly agents: readonly AgentInfo[];
   readonly starters: readonly { host: string; starter: SeenStarter }[];
   readonly discovered: readonly { host: string; job: DiscoveredJob; at: number }[];
+  /** Whether each agent's report is complete (AgentHub.discoveryScans); absent: none is. */
+  readonly discoveryScans?: readonly DiscoveryScanReport[];
 }
 
-type CallMethod = 'snapshot' | 'locate' | 'counters' | 'capture';
+const CALL_METHODS = ['snapshot', 'locate', 'counters', 'capture'] as const;
+type CallMethod = (typeof CALL_METHODS)[number];
 
 interface CallMessage {
   readonly id: string;
@@ -99,6 +122,8 @@ interface CallMessage {
 
 interface RanksMessage {
   readonly id: string;
+  /** The holder sending the chunk. */
+  readonly from: string;
   readonly to: string;
   readonly ranks?: RankSnapshot[];
   /**
@@ -115,6 +140,7 @@ interface RanksMessage {
  * the chunks its call's reply counts.
  */
 interface FoldedBatchMessage {
+  readonly from: string;
   readonly to: string;
   readonly items: readonly (
     | { readonly chunk: FoldedWire; readonly id: string }
@@ -141,6 +167,7 @@ interface SnapshotCallParams {
 
 interface ReplyMessage {
   readonly id: string;
+  readonly from: string;
   readonly to: string;
   readonly result: Result<unknown>;
   /** A snapshot's rank chunks sent before this reply (see the header). */
@@ -205,11 +232,11 @@ export class ClusterHub implements HubPort {
   ) {
     nsp.use((_socket, next) => next(new Error('this namespace is for aggregator instances only')));
     local.setElsewhere((host) => this.liveHolderOf(host));
-    nsp.on(EV_STATE, (s: InstanceState) => this.onState(s));
+    nsp.on(EV_STATE, (s: unknown) => this.onState(s));
     nsp.on(EV_CALL, (c: CallMessage) => void this.onCall(c));
     nsp.on(EV_RANKS, (m: RanksMessage) => {
-      if (m.to !== this.o.instance) return;
-      const p = this.pendingFrom(m.id);
+      if (m?.to !== this.o.instance) return;
+      const p = this.pendingFrom(m.id, m.from);
       if (p === undefined) return;
       const got = ranksOf(m);
       if (got !== null) {
@@ -226,11 +253,13 @@ export class ClusterHub implements HubPort {
     nsp.on(EV_FOLDED, (m: FoldedBatchMessage) => {
       if (m?.to !== this.o.instance || !Array.isArray(m.items)) return;
       for (const item of m.items) {
+        if (typeof item !== 'object' || item === null) continue;
         if ('reply' in item) {
-          this.onReply(item.reply);
+          // A reply speaks for the batch's sender, whatever it says inside.
+          this.onReply({ ...item.reply, from: m.from });
           continue;
         }
-        const p = this.pendingFrom(item.id);
+        const p = this.pendingFrom(item.id, m.from);
         if (p === undefined) continue;
         const c = foldedOf(item.chunk);
         if (c !== null) {
@@ -248,7 +277,7 @@ export class ClusterHub implements HubPort {
       if (m?.from !== this.o.instance) this.loginsChanged?.();
     });
     nsp.on(EV_REPLY, (m: ReplyMessage) => {
-      if (m.to === this.o.instance) this.onReply(m);
+      if (m?.to === this.o.instance) this.onReply(m);
     });
     this.timer = setInterval(() => {
       this.publishState();
@@ -322,6 +351,7 @@ export class ClusterHub implements HubPort {
       agents: this.local.agents().filter((a) => a.connected),
       starters: this.local.seenStarters(),
       discovered: this.local.discovered(),
+      discoveryScans: this.local.discoveryScans(),
     };
     this.nsp.serverSideEmit(EV_STATE, state);
   }
@@ -369,6 +399,15 @@ export class ClusterHub implements HubPort {
     return [...mine, ...this.remoteStates().flatMap((s) => s.discovered.filter((d) => !here.has(d.host)))];
   }
 
+  discoveryScans(): DiscoveryScanReport[] {
+    const mine = this.local.discoveryScans();
+    const here = new Set(this.local.hosts());
+    return [
+      ...mine,
+      ...this.remoteStates().flatMap((s) => (s.discoveryScans ?? []).filter((d) => !here.has(d.host))),
+    ];
+  }
+
   isConnected(host: string): boolean {
     return this.local.isConnected(host) || this.holderOf(host) !== null;
   }
@@ -410,10 +449,15 @@ export class ClusterHub implements HubPort {
 
   // --- between instances
 
-  /** The pending call `id`, its holder heard from (an instance sending chunks is alive). */
-  private pendingFrom(id: string): Pending | undefined {
+  /**
+   * The pending call `id` when `from` is the instance it went to, its holder heard from (an
+   * instance sending chunks is alive). Another instance's chunks or reply for it are ignored.
+   */
+  private pendingFrom(id: unknown, from: unknown): Pending | undefined {
+    if (typeof id !== 'string') return undefined;
     const p = this.pending.get(id);
-    if (p !== undefined) this.heardFrom(p.holder);
+    if (p === undefined || p.holder !== from) return undefined;
+    this.heardFrom(p.holder);
     return p;
   }
 
@@ -424,7 +468,7 @@ export class ClusterHub implements HubPort {
   }
 
   private onReply(m: ReplyMessage): void {
-    const p = this.pendingFrom(m?.id);
+    const p = this.pendingFrom(m?.id, m?.from);
     if (p === undefined) return;
     const expected = typeof m.chunks === 'number' ? m.chunks : 0;
     if (p.chunks >= expected) {
@@ -443,7 +487,12 @@ export class ClusterHub implements HubPort {
     if (o === undefined) {
       const mine: FoldedOutbox = new FoldedOutbox(
         (items) => {
-          if (!this.closed) this.nsp.serverSideEmit(EV_FOLDED, { to, items } satisfies FoldedBatchMessage);
+          if (!this.closed)
+            this.nsp.serverSideEmit(EV_FOLDED, {
+              from: this.o.instance,
+              to,
+              items,
+            } satisfies FoldedBatchMessage);
         },
         // Gone once it has sent everything of every call (an asker that restarts is a new one).
         () => {
@@ -486,8 +535,15 @@ export class ClusterHub implements HubPort {
     return null;
   }
 
-  private onState(s: InstanceState): void {
-    if (s.instance === this.o.instance || typeof s.instance !== 'string') return;
+  private onState(s: unknown): void {
+    if (!isInstanceState(s)) {
+      this.o.log?.warn(
+        {},
+        'a state message from another instance is mis-shaped (another MQD version?): ignored',
+      );
+      return;
+    }
+    if (s.instance === this.o.instance) return;
     this.remote.set(s.instance, { state: s, heardAt: performance.now() });
     this.settleConflicts(s);
   }
@@ -668,7 +724,18 @@ export class ClusterHub implements HubPort {
   }
 
   private async onCall(c: CallMessage): Promise<void> {
-    if (c.to !== this.o.instance || typeof c.id !== 'string' || typeof c.from !== 'string') return;
+    if (c?.to !== this.o.instance || typeof c.id !== 'string' || typeof c.from !== 'string') return;
+    if (
+      typeof c.host !== 'string' ||
+      !CALL_METHODS.includes(c.method) ||
+      !Number.isSafeInteger(c.timeoutMs)
+    ) {
+      this.o.log?.warn(
+        { from: c.from },
+        'a call from another instance is mis-shaped (another MQD version?): ignored',
+      );
+      return;
+    }
     const sent = { chunks: 0 };
     const level = c.method === 'snapshot' ? (c.params as Partial<SnapshotCallParams>).foldLevel : undefined;
     // A snapshot to be stored: its chunks folded, sent with its reply in its asker's batch.
@@ -676,6 +743,7 @@ export class ClusterHub implements HubPort {
     const reply = (result: Result<unknown>) => {
       const m: ReplyMessage = {
         id: c.id,
+        from: this.o.instance,
         to: c.from,
         result,
         ...(c.method === 'snapshot' ? { chunks: sent.chunks } : {}),
@@ -703,9 +771,9 @@ export class ClusterHub implements HubPort {
     const call = folded === null ? null : folded.outbox.call(c.id, folded.level, sent);
     if (call !== null) this.servingStarted?.();
     const onRanks: OnRanks = (ranks, text) => {
-      if (text === undefined) emit({ id: c.id, to: c.from, ranks });
+      if (text === undefined) emit({ id: c.id, from: this.o.instance, to: c.from, ranks });
       else if (call !== null) call.add(ranks, text);
-      else emit({ id: c.id, to: c.from, text });
+      else emit({ id: c.id, from: this.o.instance, to: c.from, text });
     };
     // The local hub adds its own transfer slack to a snapshot: take off what the caller added.
     const timeout = c.method === 'snapshot' ? Math.max(1000, c.timeoutMs - 2000) : c.timeoutMs;
@@ -865,15 +933,55 @@ function foldedOf(w: FoldedWire): FoldedRanks | null {
   return { folds, part: { deflated, crc: w.crc, length: w.length } };
 }
 
-/** A rank chunk from another instance: its ranks, and their text when it crossed as sent. */
+/**
+ * A rank chunk from another instance: its ranks, and their text when it crossed as sent; null
+ * when it is not one, or a rank in it is not one by the snapshot spec's validator (the holder
+ * checked them as its agent sent them: one that fails here is a bug, and is not stored).
+ */
 function ranksOf(m: RanksMessage): { ranks: RankSnapshot[]; text?: Buffer } | null {
   if (m.text instanceof Uint8Array) {
     const text = Buffer.from(m.text.buffer, m.text.byteOffset, m.text.byteLength);
+    let ranks: unknown;
     try {
-      return { ranks: ranksOfText(text), text };
-    } catch {
-      return null;
+      ranks = ranksOfText(text);
+    } catch (e) {
+      if (e instanceof SyntaxError) return null;
+      throw e;
     }
+    return allRanks(ranks) ? { ranks, text } : null;
   }
-  return Array.isArray(m.ranks) ? { ranks: m.ranks } : null;
+  return allRanks(m.ranks) ? { ranks: m.ranks } : null;
+}
+
+function allRanks(v: unknown): v is RankSnapshot[] {
+  return Array.isArray(v) && v.every((r) => checkRank(r) === null);
+}
+
+/**
+ * Which instance a message of the cluster namespace says it is from: a state's `instance`,
+ * every other message's `from`; null when it names none (sealed-adapter.ts drops a message
+ * whose sender is not the instance that sealed it).
+ */
+export function clusterMessageSender(packet: unknown): string | null {
+  if (!Array.isArray(packet)) return null;
+  const [event, m] = packet as [unknown, unknown];
+  if (typeof m !== 'object' || m === null) return null;
+  const says = event === EV_STATE ? (m as { instance?: unknown }).instance : (m as { from?: unknown }).from;
+  return typeof says === 'string' ? says : null;
+}
+
+/** A state's shape, checked before its agents are believed (settleConflicts reads them). */
+function isInstanceState(v: unknown): v is InstanceState {
+  if (typeof v !== 'object' || v === null) return false;
+  const s = v as Partial<Record<keyof InstanceState, unknown>>;
+  const hosted = (xs: unknown) =>
+    Array.isArray(xs) && xs.every((x) => typeof x === 'object' && x !== null && typeof x.host === 'string');
+  return (
+    typeof s.instance === 'string' &&
+    hosted(s.agents) &&
+    (s.agents as unknown[]).every((a) => Number.isFinite((a as { connectedAt?: unknown }).connectedAt)) &&
+    hosted(s.starters) &&
+    hosted(s.discovered) &&
+    (s.discoveryScans === undefined || hosted(s.discoveryScans))
+  );
 }

@@ -5,7 +5,7 @@
 // its holder dies (kill -9) another instance takes the work over within ttlMs + renewMs.
 // holds() is synchronous: the timers of the background work ask it before each round.
 // With SQLite there is one instance and tryLease always gives the lease to it.
-import type { StorePort } from '../store-port.js';
+import type { StorePort } from '../store/store-port.js';
 
 export interface LeasesOptions {
   readonly renewMs: number;

@@ -1,20 +1,22 @@
 // How buildApp turns one aggregator into an instance of several (issue 32). On the PostgreSQL
 // store every instance pointed at the same database is one cluster:
-//   - socket.io's rooms and serverSideEmit cross instances through @socket.io/postgres-adapter
-//     (a pool of its own: its LISTEN connection and NOTIFYs never wait behind store queries),
-//     so a browser on instance B gets the progress and done events of a snapshot taken on A;
+//   - socket.io's rooms and serverSideEmit cross instances through PostgreSQL NOTIFY, every
+//     message sealed with the cluster secret (sealed-adapter.ts, seal.ts; a pool of its own: its
+//     LISTEN connection and NOTIFYs never wait behind store queries), so a browser on instance B
+//     gets the progress and done events of a snapshot taken on A;
 //   - ClusterHub answers for agents connected to other instances (cluster-hub.ts);
 //   - Leases run the background work once per cluster (leases.ts).
 // On SQLite there is one instance: no adapter, the local hub, and every lease is held.
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { createAdapter } from '@socket.io/postgres-adapter';
 import pg from 'pg';
 import type { Server as SocketServer } from 'socket.io';
-import type { AgentHub } from '../hub.js';
-import type { StorePort } from '../store-port.js';
-import { parseStoreUrl } from '../store-url.js';
-import { CLUSTER_NAMESPACE, ClusterHub, type HubPort } from './cluster-hub.js';
+import type { AgentHub } from '../hub/hub.js';
+import type { StorePort } from '../store/store-port.js';
+import { parseStoreUrl } from '../store/store-url.js';
+import { CLUSTER_NAMESPACE, ClusterHub, clusterMessageSender, type HubPort } from './cluster-hub.js';
+import { Sealer } from './seal.js';
+import { createSealedAdapter, type DroppedCounts, type DropReason } from './sealed-adapter.js';
 
 /** The table the adapter keeps payloads over NOTIFY's 8000 bytes in (its default name). */
 const ATTACHMENTS = 'socket_io_attachments';
@@ -43,6 +45,22 @@ export interface ClusterAdapterHandle {
    * pool.end() alone would wait for that client forever.
    */
   close(namespaces: readonly string[]): Promise<void>;
+  /** Messages on the channel this instance dropped, by why (none sealed with this cluster's secret...). */
+  readonly dropped: Readonly<DroppedCounts>;
+  /** Messages from other instances opened and accepted. */
+  readonly accepted: () => number;
+}
+
+export interface ClusterChannelOptions {
+  readonly timing: ClusterTiming;
+  /** This instance's id (newInstanceId): sealed into its messages. */
+  readonly instance: string;
+  /** The cluster secret (config.ts clusterSecretOf): every instance of the cluster has the same. */
+  readonly secret: string;
+  readonly onError: (e: Error) => void;
+  /** A message on the channel was dropped (counted in /metrics). */
+  readonly onDrop?: (why: DropReason) => void;
+  readonly log?: { warn(obj: object, msg: string): void };
 }
 
 /**
@@ -53,8 +71,7 @@ export async function attachClusterAdapter(
   io: SocketServer,
   store: StorePort,
   storeUrl: string | null,
-  timing: ClusterTiming,
-  onError: (e: Error) => void,
+  o: ClusterChannelOptions,
 ): Promise<ClusterAdapterHandle | null> {
   if (store.dialect !== 'postgres' || storeUrl === null) return null;
   const where = parseStoreUrl(storeUrl);
@@ -65,22 +82,25 @@ export async function attachClusterAdapter(
   // raise an unhandled 'error' event, which would end the process.
   pool.on('error', () => undefined);
   pool.on('connect', (client) => {
-    client.on('error', (e) => onError(e));
+    client.on('error', (e) => o.onError(e));
   });
   await prepareAttachments(pool);
-  io.adapter(
-    createAdapter(pool, {
-      tableName: ATTACHMENTS,
-      heartbeatInterval: timing.heartbeatMs,
-      heartbeatTimeout: timing.heartbeatMs * 3,
-      errorHandler: onError,
-    }),
-  );
+  const { factory, channel } = createSealedAdapter(pool, new Sealer(o.secret, o.instance), {
+    table: ATTACHMENTS,
+    heartbeatMs: o.timing.heartbeatMs,
+    senderOf: (nsp, packet) => (nsp === CLUSTER_NAMESPACE ? clusterMessageSender(packet) : undefined),
+    onError: o.onError,
+    ...(o.onDrop ? { onDrop: o.onDrop } : {}),
+    ...(o.log ? { log: o.log } : {}),
+  });
+  io.adapter(factory as unknown as Parameters<SocketServer['adapter']>[0]);
   return {
     close: async (namespaces) => {
       for (const name of ['/', ...namespaces]) await io.of(name).adapter.close();
       await pool.end().catch(() => undefined);
     },
+    dropped: channel.dropped,
+    accepted: () => channel.accepted,
   };
 }
 
@@ -96,13 +116,17 @@ async function prepareAttachments(pool: pg.Pool): Promise<void> {
   await pool.query(
     `CREATE UNLOGGED TABLE IF NOT EXISTS ${ATTACHMENTS} (id BIGSERIAL UNIQUE, created_at TIMESTAMPTZ DEFAULT NOW(), payload BYTEA)`,
   );
-  const r = await pool.query<{ persistence: string; storage: string }>(
-    `SELECT c.relpersistence AS persistence, a.attstorage AS storage
+  const r = await pool.query<{ persistence: string; storage: string; acl: string | null }>(
+    `SELECT c.relpersistence AS persistence, a.attstorage AS storage, c.relacl::text AS acl
        FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
       WHERE c.oid = to_regclass($1) AND a.attname = 'payload'`,
     [ATTACHMENTS],
   );
   const row = r.rows[0];
+  // Other roles of the database read nothing here, sealed as it is (docs/deploy/postgres.md):
+  // a grant to PUBLIC (an aclitem with no grantee, "=r/owner") is taken back.
+  if (row?.acl != null && /(^|[{,])=/.test(row.acl))
+    await pool.query(`REVOKE ALL ON ${ATTACHMENTS} FROM PUBLIC`);
   if (row?.persistence === 'p') await pool.query(`ALTER TABLE ${ATTACHMENTS} SET UNLOGGED`);
   if (row !== undefined && row.storage !== 'e')
     await pool.query(`ALTER TABLE ${ATTACHMENTS} ALTER COLUMN payload SET STORAGE EXTERNAL`);

@@ -21,15 +21,26 @@ import {
   type UiEventPayload,
 } from '@mqd/model';
 import type { FastifyBaseLogger } from 'fastify';
-import { AUTO_SNAPSHOTTER } from './auth.js';
-import { type DeflatedPart, deflatePart, type GzipPart, gzipSpliceable, joinGzip } from './gzip-splice.js';
-import type { AgentHub, SnapshotWithFold } from './hub.js';
-import type { SnapshotMetrics } from './metrics.js';
-import { type FoldedRanks, type RankFold, rankFold, ranksOfPart } from './rank-fold.js';
-import type { MpiInfo, RankTarget } from './seams.js';
-import type { SnapshotRequestKey } from './store.js';
-import type { StorePort } from './store-port.js';
-import { type JobRecord, MAX_LISTED_MISSING, type SnapshotMeta, type SnapshotSummary } from './types.js';
+import { AUTO_SNAPSHOTTER } from '../auth/auth.js';
+import {
+  type DeflatedPart,
+  deflatePart,
+  type GzipPart,
+  gzipSpliceable,
+  joinGzip,
+} from '../hub/gzip-splice.js';
+import type { AgentHub, SnapshotWithFold } from '../hub/hub.js';
+import { type FoldedRanks, type RankFold, rankFold, ranksOfPart } from '../hub/rank-fold.js';
+import type { SnapshotMetrics } from '../shared/metrics.js';
+import type { MpiInfo, RankTarget } from '../shared/seams.js';
+import {
+  type JobRecord,
+  MAX_LISTED_MISSING,
+  type SnapshotMeta,
+  type SnapshotSummary,
+} from '../shared/types.js';
+import type { SnapshotRequestKey } from '../store/store.js';
+import type { StorePort } from '../store/store-port.js';
 
 const gunzipAsync = promisify(gunzip);
 

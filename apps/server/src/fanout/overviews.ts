@@ -9,7 +9,7 @@
 // ahead of any request once the snapshot is stored: the newest snapshot of each job only, and
 // only once no snapshot has been gathered here for 2 s (`busy`; one that starts meanwhile stops
 // it, `yieldToSnapshot`, and it is made again afterwards). Made alongside a fan-in on the same
-// cores, it cost the next 100,000-rank snapshot 4 s and 800 MB (docs/benchmarks.md, stop 38).
+// cores, it cost the next 100,000-rank snapshot 4 s and 800 MB (measured with apps/server/bench/scale-out.bench.ts).
 // A request someone waits for is never held back or stopped. The worker is one thread,
 // started on first use and kept; requests queue for it one at a
 // time (the explanation is CPU-bound: two at once would only share the same cores). A worker
@@ -22,8 +22,8 @@ import { promisify } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import { gunzip, gzip } from 'node:zlib';
 import { buildOverview, encodeOverview, type JobSnapshot, MqdException, mqdError } from '@mqd/model';
+import type { StorePort } from '../store/store-port.js';
 import type { OverviewReply, OverviewRequest } from './overview-worker.js';
-import type { StorePort } from './store-port.js';
 
 export interface OverviewServiceOptions {
   readonly store: StorePort;

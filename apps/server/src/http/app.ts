@@ -22,18 +22,28 @@ import swagger from '@fastify/swagger';
 import { MqdException, mqdError, watchVerdict } from '@mqd/model';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { Server as SocketServer } from 'socket.io';
-import { AGENT_NAMESPACE } from './agent-protocol.js';
-import { Auth, newToken } from './auth.js';
-import { CLUSTER_NAMESPACE, type ClusterHub } from './cluster/cluster-hub.js';
-import { Leases } from './cluster/leases.js';
+import { Auth, newToken } from '../auth/auth.js';
+import { CLUSTER_NAMESPACE, type ClusterHub } from '../cluster/cluster-hub.js';
+import { Leases } from '../cluster/leases.js';
 import {
   attachClusterAdapter,
   type ClusterTiming,
   clusterHub,
   DEFAULT_CLUSTER_TIMING,
   newInstanceId,
-} from './cluster/setup.js';
+} from '../cluster/setup.js';
+import { type SnapshotHub, SnapshotService, type UiEvents } from '../fanout/fanout.js';
+import { OverviewService, type OverviewServiceOptions } from '../fanout/overviews.js';
+import { AgentHub } from '../hub/hub.js';
+import { AGENT_NAMESPACE } from '../protocol/agent-protocol.js';
+import { Counter, MetricsRegistry, snapshotMetrics, watchMetrics } from '../shared/metrics.js';
+import { openStore } from '../store/store-open.js';
+import type { StorePort } from '../store/store-port.js';
+import { defaultSlurmQuery, type SlurmQuery } from '../watch/end-reason.js';
+import type { WatchAgents, WatchVerdictFn } from '../watch/source.js';
+import { type Timers, WATCHER, Watcher } from '../watch/watcher.js';
 import {
+  clusterSecretOf,
   DEFAULT_CONFIG,
   type LogLevel,
   parseCidr,
@@ -41,11 +51,7 @@ import {
   type ServerConfig,
   watchPolicyOf,
 } from './config.js';
-import { type SnapshotHub, SnapshotService, type UiEvents } from './fanout.js';
 import { errorBody } from './http.js';
-import { AgentHub } from './hub.js';
-import { MetricsRegistry, snapshotMetrics, watchMetrics } from './metrics.js';
-import { OverviewService, type OverviewServiceOptions } from './overviews.js';
 import { agentsHubPlugin } from './plugins/agents-hub.js';
 import { apiPlugin } from './plugins/api.js';
 import type { Services } from './plugins/common.js';
@@ -53,12 +59,7 @@ import { fleetPlugin } from './plugins/fleet.js';
 import { addServiceGauges, metricsPlugin } from './plugins/metrics.js';
 import { storePlugin } from './plugins/store.js';
 import { SHARED_SCHEMAS } from './schemas.js';
-import { openStore } from './store-open.js';
-import type { StorePort } from './store-port.js';
 import { jobRooms, UiSessions } from './ui-sessions.js';
-import { defaultSlurmQuery, type SlurmQuery } from './watch/end-reason.js';
-import type { WatchAgents, WatchVerdictFn } from './watch/source.js';
-import { type Timers, WATCHER, Watcher } from './watch/watcher.js';
 
 export type { PluginOpts, Services } from './plugins/common.js';
 
@@ -167,6 +168,14 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     trustProxy: config.trustedProxies.length > 0 ? [...config.trustedProxies] : false,
   });
 
+  // Refused before the store is opened: a cluster without a channel secret of its own (config.ts).
+  const agentToken = config.agentToken ?? newToken();
+  const clusterSecret = clusterSecretOf(config, agentToken);
+  if (!clusterSecret.ok) throw new MqdException(clusterSecret.error);
+  const clusterDropped = new Counter(
+    'mqd_cluster_dropped_messages_total',
+    'Messages on the cluster channel (PostgreSQL NOTIFY) dropped, by reason: unsealed, forged, stale, replayed, wrong-sender, malformed. Any rise means another database role writes to the channel (docs/deploy/postgres.md).',
+  );
   const ownsStore = opts.store === undefined;
   const store: StorePort =
     opts.store ??
@@ -200,7 +209,6 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     }),
   });
   const adminToken = await auth.ensureAdmin(config.adminToken);
-  const agentToken = config.agentToken ?? newToken();
 
   const io = new SocketServer(app.server, {
     serveClient: false,
@@ -218,9 +226,15 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
   // goes in before any namespace is made.
   const instance = newInstanceId();
   const timing = opts.clusterTiming ?? DEFAULT_CLUSTER_TIMING;
-  const adapter = await attachClusterAdapter(io, store, config.storeUrl, timing, (e) =>
-    app.log.warn({ err: String(e) }, 'the cluster adapter failed (socket.io between instances)'),
-  );
+  const adapter = await attachClusterAdapter(io, store, config.storeUrl, {
+    timing,
+    instance,
+    secret: clusterSecret.value,
+    onError: (e) =>
+      app.log.warn({ err: String(e) }, 'the cluster adapter failed (socket.io between instances)'),
+    onDrop: (reason) => clusterDropped.inc({ reason }),
+    log: app.log,
+  });
   const leases = new Leases(store, instance, {
     renewMs: opts.leaseMs?.renew ?? 5000,
     ttlMs: opts.leaseMs?.ttl ?? 15_000,
@@ -301,6 +315,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
     });
   }
   const registry = new MetricsRegistry();
+  registry.add(clusterDropped);
   const overviews = new OverviewService({
     // Overviews made ahead wait while a snapshot is gathered here, or read here for another
     // instance to store: both would share this machine's cores with the fan-in.

@@ -14,9 +14,11 @@ import {
   ok,
   type Result,
 } from '@mqd/model';
-import { DEFAULT_MAX_MESSAGE_BYTES } from './agent-protocol.js';
-import { readSecretFile } from './secrets.js';
-import { parseStoreUrl } from './store-url.js';
+import { derivedClusterSecret, MIN_CLUSTER_SECRET_CHARS } from '../cluster/seal.js';
+import { DEFAULT_MAX_MESSAGE_BYTES } from '../protocol/agent-protocol.js';
+import { isLoopback } from '../shared/loopback.js';
+import { readSecretFile } from '../shared/secrets.js';
+import { parseStoreUrl } from '../store/store-url.js';
 
 export const SERVER_VERSION = '0.1.0';
 
@@ -56,6 +58,11 @@ export interface ServerConfig {
   readonly allowInsecureHttp: boolean;
   /** Agents may present the shared agent token instead of their per-host token. */
   readonly allowSharedAgentToken: boolean;
+  /**
+   * The secret every instance of a cluster (one PostgreSQL store) seals its messages to the
+   * others with (cluster/seal.ts); null: derived from the agent secret (clusterSecretOf).
+   */
+  readonly clusterSecret: string | null;
   /** Largest snapshot JSON kept, bytes (MQD_E_TOO_LARGE above it). */
   readonly maxSnapshotBytes: number;
   /** Audit rows and ended jobs older than this are removed by the hourly sweep; 0 = never. */
@@ -69,6 +76,8 @@ export interface ServerConfig {
   /** Expensive requests (snapshot, attach, share, login) per user per window. */
   readonly rateLimitMax: number;
   readonly rateLimitWindowMs: number;
+  /** GET /api/fleet requests per user per rate-limit window. */
+  readonly fleetRateLimitMax: number;
   /** Largest agent message accepted, bytes. */
   readonly maxMessageBytes: number;
   /** Snapshot every attached job this often; 0 = never. */
@@ -117,6 +126,7 @@ type Kind =
   | 'string'
   | 'token'
   | 'tokenFile'
+  | 'clusterSecretFile'
   | 'header'
   | 'list'
   | 'bool'
@@ -235,6 +245,13 @@ const SETTINGS: readonly Setting[] = [
     help: 'accept the shared agent token from any host (default: per-host tokens only)',
   },
   {
+    key: 'clusterSecret',
+    flag: 'cluster-secret-file',
+    env: 'MQD_CLUSTER_SECRET_FILE',
+    kind: 'clusterSecretFile',
+    help: 'file holding the secret the instances on one PostgreSQL store seal their messages with (mode 600, the same on every instance; needed with --allow-shared-agent-token)',
+  },
+  {
     key: 'maxSnapshotBytes',
     flag: 'max-snapshot-bytes',
     env: 'MQD_MAX_SNAPSHOT_BYTES',
@@ -301,6 +318,15 @@ const SETTINGS: readonly Setting[] = [
     min: 100,
     max: 86_400_000,
     help: 'rate-limit window',
+  },
+  {
+    key: 'fleetRateLimitMax',
+    flag: 'fleet-rate-limit-max',
+    env: 'MQD_FLEET_RATE_LIMIT_MAX',
+    kind: 'int',
+    min: 1,
+    max: 1_000_000,
+    help: 'GET /api/fleet requests per window per user',
   },
   {
     key: 'maxMessageBytes',
@@ -484,6 +510,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   tlsKey: null,
   allowInsecureHttp: false,
   allowSharedAgentToken: false,
+  clusterSecret: null,
   maxSnapshotBytes: 1024 * 1024 * 1024,
   auditRetentionSeconds: 90 * 86400,
   publicUrl: null,
@@ -492,6 +519,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   maxSnapshotAgeSeconds: 7 * 86400,
   rateLimitMax: 30,
   rateLimitWindowMs: 60_000,
+  fleetRateLimitMax: 60,
   maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
   autoSnapshotSeconds: 0,
   snapshotTimeoutMs: 30_000,
@@ -562,6 +590,15 @@ function parseValue(s: Setting, raw: string, from: string): Result<string | numb
       // Never quote the file: it is a secret, right or wrong.
       return file.value.length < 16
         ? bad(`the token in ${raw} has fewer than 16 characters`)
+        : ok(file.value);
+    }
+    case 'clusterSecretFile': {
+      const file = readSecretFile(raw);
+      const refused = (why: string) => err(mqdError('MQD_E_CLUSTER_SECRET', `${from}: ${why}`));
+      if (!file.ok) return refused(file.message);
+      // Never quote the file: it is a secret, right or wrong.
+      return file.value.length < MIN_CLUSTER_SECRET_CHARS
+        ? refused(`the secret in ${raw} has fewer than ${MIN_CLUSTER_SECRET_CHARS} characters`)
         : ok(file.value);
     }
     case 'header':
@@ -646,7 +683,7 @@ export function loadConfig(src: ConfigSources = {}): Result<ServerConfig, MqdErr
   // A credential given both itself and as a file: which one is meant is not guessed.
   const credentialFrom = new Map<keyof ServerConfig, string>();
   const conflict = (s: Setting, from: string): MqdError | null => {
-    if (s.kind !== 'token' && s.kind !== 'tokenFile') return null;
+    if (s.kind !== 'token' && s.kind !== 'tokenFile' && s.kind !== 'clusterSecretFile') return null;
     const before = credentialFrom.get(s.key);
     credentialFrom.set(s.key, from);
     return before === undefined || before === from || sameSetting(before, from)
@@ -740,15 +777,47 @@ export function loadConfig(src: ConfigSources = {}): Result<ServerConfig, MqdErr
       ),
     );
   }
+  if (cfg.agentToken !== null) {
+    const cluster = clusterSecretOf(cfg, cfg.agentToken);
+    if (!cluster.ok) return cluster;
+  }
   if (cfg.shareTtlSeconds > cfg.maxShareTtlSeconds) {
     return err(mqdError('MQD_E_USAGE', 'share-ttl-seconds must not exceed max-share-ttl-seconds'));
   }
   return ok(cfg);
 }
 
-/** 127.0.0.0/8, ::1 and localhost: addresses no other machine can reach. */
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+/**
+ * The secret this instance seals its messages to the other instances of its cluster with, when
+ * its store is PostgreSQL (cluster/seal.ts); `agentSecret` is the agent secret in use (given, or
+ * generated at start). The file's when given. Otherwise derived from the agent secret, which
+ * the agents do not hold when they present per-host tokens; when the shared agent token is
+ * allowed they do, and a file is required.
+ */
+export function clusterSecretOf(
+  cfg: Pick<ServerConfig, 'storeUrl' | 'allowSharedAgentToken' | 'clusterSecret'>,
+  agentSecret: string,
+): Result<string, MqdError> {
+  if (cfg.clusterSecret !== null) {
+    return cfg.clusterSecret.length < MIN_CLUSTER_SECRET_CHARS
+      ? err(
+          mqdError(
+            'MQD_E_CLUSTER_SECRET',
+            `the cluster secret has fewer than ${MIN_CLUSTER_SECRET_CHARS} characters`,
+          ),
+        )
+      : ok(cfg.clusterSecret);
+  }
+  const where = cfg.storeUrl === null ? null : parseStoreUrl(cfg.storeUrl);
+  if (cfg.allowSharedAgentToken && where?.ok === true && where.value.kind === 'postgres') {
+    return err(
+      mqdError(
+        'MQD_E_CLUSTER_SECRET',
+        '--allow-shared-agent-token on a PostgreSQL store gives every agent the agent secret, from which the instances would otherwise derive the secret of their own channel',
+      ),
+    );
+  }
+  return ok(derivedClusterSecret(agentSecret));
 }
 
 /** An address or CIDR block as [address, prefix, family], or null when it is neither. */

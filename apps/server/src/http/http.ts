@@ -16,14 +16,15 @@ import {
   mqdError,
   SnapshotId,
 } from '@mqd/model';
-import { type HungJob, looksHung } from './fanout.js';
-import type { AgentInfo } from './hub.js';
-import type { AuditEntry, JobRecord, ShareRecord, SnapshotMeta, User } from './types.js';
+import { type HungJob, looksHung } from '../fanout/fanout.js';
+import type { AgentInfo } from '../hub/hub.js';
+import type { AuditEntry, JobRecord, ShareRecord, SnapshotMeta, User } from '../shared/types.js';
 
 export function httpStatus(code: ErrorCode): number {
   switch (code) {
     case 'MQD_E_USAGE':
     case 'MQD_E_BAD_INPUT':
+    case 'MQD_E_CLUSTER_SECRET':
       return 400;
     case 'MQD_E_UNAUTHENTICATED':
       return 401;
@@ -41,6 +42,7 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_IDEMPOTENCY_CONFLICT':
       return 409;
     case 'MQD_E_TOO_LARGE':
+    case 'MQD_E_THREAD_LIMIT':
       return 413;
     case 'MQD_E_STORE_READONLY':
     case 'MQD_E_STORE_CORRUPT':
@@ -226,4 +228,5 @@ export const shareJson = (x: ShareRecord): ApiShare => ({
   createdBy: x.createdBy,
   createdAt: iso(x.createdAt),
   expiresAt: iso(x.expiresAt),
+  ...(x.madeBy === undefined ? {} : { madeBy: x.madeBy }),
 });

@@ -2,12 +2,15 @@
 // node it runs on, and the login URL printed the way Jupyter does it.
 import { hostname } from 'node:os';
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
-import { type AgentHandle, startAgent } from './agent.js';
+import { type AgentHandle, startAgent } from '../agent/agent.js';
+import { hostAgentToken } from '../hub/hub.js';
+import type { JobDiscovery, JobLocator, RankReader } from '../shared/seams.js';
+import { describeStore } from '../store/store-url.js';
 import { buildApp, serverLogger } from './app.js';
 import type { ServerConfig } from './config.js';
-import { hostAgentToken } from './hub.js';
-import type { JobDiscovery, JobLocator, RankReader } from './seams.js';
-import { describeStore } from './store-url.js';
+
+/** How long close() lets the requests under way finish before it closes their connections. */
+export const CLOSE_GRACE_MS = 5000;
 
 export interface ServeOptions {
   readonly config: ServerConfig;
@@ -86,7 +89,15 @@ export async function serve(o: ServeOptions): Promise<Served> {
 
   const close = async () => {
     await agent?.dispose();
-    await app.close();
+    // A client's keep-alive connection that Node does not count as idle (seen after a snapshot
+    // answered while its agent went away) holds app.close() until the connection times out,
+    // over a minute: after a grace for the requests under way, what is left is closed.
+    const cut = setTimeout(() => app.server.closeAllConnections(), CLOSE_GRACE_MS);
+    try {
+      await app.close();
+    } finally {
+      clearTimeout(cut);
+    }
   };
   return { app, url, loginUrl, adminToken, agentToken, agent, close, [Symbol.asyncDispose]: close };
 }

@@ -5,8 +5,8 @@
 // reaches a socket whose REST requests would be refused.
 import { MqdException } from '@mqd/model';
 import type { Namespace, Socket } from 'socket.io';
-import { type Auth, type Credential, canSee } from './auth.js';
-import type { User } from './types.js';
+import { type Auth, type Credential, canSee } from '../auth/auth.js';
+import type { User } from '../shared/types.js';
 
 const ADMINS = 'admins';
 const uidRoom = (uid: number) => `uid:${uid}`;

@@ -23,18 +23,21 @@ import {
   type CountersParams,
   DEFAULT_KEEPALIVE_MS,
   type DecodedAgentMessage,
+  type DiscoveryScanInfo,
+  type DiscoveryScanReport,
   type DroppedEntry,
   encodeMessage,
   fromWire,
   type LocateTarget,
+  MAX_DISCOVERED_JOBS,
   type Refusal,
   type ServerMessage,
   type SnapshotResult,
   WIRE_EVENT,
-} from './agent-protocol.js';
-import { decodeAgentMessage, parseHandshake } from './agent-protocol-decode.js';
+} from '../protocol/agent-protocol.js';
+import { decodeAgentMessage, parseHandshake } from '../protocol/agent-protocol-decode.js';
+import type { LocatedJob, MpiInfo, RankTarget, SeenStarter } from '../shared/seams.js';
 import type { FoldRequest } from './rank-fold.js';
-import type { LocatedJob, MpiInfo, RankTarget, SeenStarter } from './seams.js';
 
 export interface AgentInfo {
   readonly agentId: string;
@@ -148,6 +151,8 @@ class AgentConn {
   discovered: readonly DiscoveredJob[] = [];
   discoveredAt = 0;
   discoveredJson = '[]';
+  /** Whether the last status's list is every job of the node: none came yet, so it is not. */
+  discoveryScan: DiscoveryScanInfo = { complete: false, omitted: [] };
   messages = 0;
   refused = 0;
   /** Checks the open requests' silence while there are any. */
@@ -428,6 +433,10 @@ export class AgentHub {
         {
           const json = JSON.stringify(msg.discovered);
           conn.discovered = msg.discovered;
+          conn.discoveryScan = msg.discoveryScan ?? {
+            complete: msg.discovered.length < MAX_DISCOVERED_JOBS,
+            omitted: [],
+          };
           if (json !== conn.discoveredJson) {
             conn.discoveredJson = json;
             this.opts.onEvent?.({ kind: 'discovered', host: conn.hs.host, jobs: msg.discovered });
@@ -674,6 +683,20 @@ export class AgentHub {
     return [...this.live.values()].flatMap((c) =>
       c.discovered.map((job) => ({ host: c.hs.host, job, at: c.discoveredAt })),
     );
+  }
+
+  /**
+   * Per connected agent, whether its latest report lists every job of its host (a report cut at
+   * a cap does not: a job missing from it may still run) and how many jobs of each uid it left
+   * out. An agent that has sent no status yet reports nothing complete.
+   */
+  discoveryScans(): DiscoveryScanReport[] {
+    return [...this.live.values()].map((c) => ({
+      host: c.hs.host,
+      complete: c.discoveryScan.complete,
+      omitted: c.discoveryScan.omitted,
+      at: c.discoveredAt,
+    }));
   }
 
   /** Where else (another aggregator instance) a host's agent is connected: see `elsewhere`. */

@@ -13,6 +13,7 @@ import {
   checkRank,
   type DiscoveredJob,
   type DiscoveredRank,
+  type DiscoveryOmitted,
   ensureExists,
   err,
   LengthUnit,
@@ -30,12 +31,26 @@ import {
   type Result,
   SLURM_JOB_RE,
 } from '@mqd/model';
+import type {
+  CapturedRank,
+  CaptureParams,
+  CaptureResult,
+  CounterError,
+  CountersParams,
+  CountersResult,
+  LocatedJob,
+  LocatedRank,
+  MpiInfo,
+  RankTarget,
+  SeenStarter,
+} from '../shared/seams.js';
 import {
   type AgentHandshake,
   type AgentHealth,
   type AgentMessage,
   CAPTURE_NAME_RE,
   type DecodedAgentMessage,
+  type DiscoveryScanInfo,
   type Dropped,
   type DroppedEntry,
   type LocateTarget,
@@ -43,6 +58,7 @@ import {
   MAX_COMMAND_CHARS,
   MAX_DISCOVERED_JOBS,
   MAX_DISCOVERED_KEY_CHARS,
+  MAX_DISCOVERY_OMITTED,
   MAX_METHOD_CHARS,
   MAX_OTHER_NODES,
   MAX_RANKS_PER_REQUEST,
@@ -56,19 +72,6 @@ import {
   type SnapshotResult,
   type WireError,
 } from './agent-protocol.js';
-import type {
-  CapturedRank,
-  CaptureParams,
-  CaptureResult,
-  CounterError,
-  CountersParams,
-  CountersResult,
-  LocatedJob,
-  LocatedRank,
-  MpiInfo,
-  RankTarget,
-  SeenStarter,
-} from './seams.js';
 
 /** Every key of every variant of a union (keyof a union is only the keys all variants share). */
 type AllKeys<T> = T extends unknown ? keyof T : never;
@@ -430,6 +433,44 @@ function discoveredJob(v: unknown, path: string): DiscoveredJob {
   };
 }
 
+const DISCOVERY_SCAN_FIELDS = fields<DiscoveryScanInfo>({ complete: true, omitted: true });
+const DISCOVERY_OMITTED_FIELDS = fields<DiscoveryOmitted>({ uid: true, jobs: true });
+
+/**
+ * status.discoveryScan, read with what became of `discovered`: a report the aggregator dropped
+ * entries of is incomplete, whatever the agent said; so is a malformed field (dropped). An
+ * agent that sends none: complete unless the list is at its cap.
+ */
+function discoveryScan(
+  v: unknown,
+  listed: number,
+  droppedJobs: number,
+  dropped: DroppedEntry[],
+): DiscoveryScanInfo {
+  let scan: DiscoveryScanInfo;
+  if (v === undefined) scan = { complete: listed < MAX_DISCOVERED_JOBS, omitted: [] };
+  else {
+    try {
+      const o = obj(v, 'discoveryScan', DISCOVERY_SCAN_FIELDS);
+      if (typeof o['complete'] !== 'boolean') fail('discoveryScan.complete', 'expected a boolean');
+      const seen = new Set<number>();
+      const omitted = arr(o['omitted'], 'discoveryScan.omitted', MAX_DISCOVERY_OMITTED).map((x, i) => {
+        const e = obj(x, `discoveryScan.omitted[${i}]`, DISCOVERY_OMITTED_FIELDS);
+        const uid = uidNo(e['uid'], `discoveryScan.omitted[${i}].uid`);
+        if (seen.has(uid)) fail(`discoveryScan.omitted[${i}].uid`, 'named twice');
+        seen.add(uid);
+        return { uid, jobs: int(e['jobs'], `discoveryScan.omitted[${i}].jobs`, 1, 0x7fffffff) };
+      });
+      scan = { complete: o['complete'] && omitted.length === 0, omitted };
+    } catch (e) {
+      if (!(e instanceof Invalid)) throw e;
+      dropped.push({ why: e.message });
+      scan = { complete: false, omitted: [] };
+    }
+  }
+  return droppedJobs > 0 ? { ...scan, complete: false } : scan;
+}
+
 /** A status's discovered jobs: a malformed one is dropped alone (local users start them). */
 function discoveredJobs(v: unknown, dropped: DroppedEntry[]): DiscoveredJob[] {
   const out: DiscoveredJob[] = [];
@@ -642,6 +683,19 @@ function seenStarters(v: unknown, dropped: DroppedEntry[]): SeenStarter[] {
   return out;
 }
 
+function discoveredWithScan(
+  o: Obj,
+  dropped: DroppedEntry[],
+): { discovered: DiscoveredJob[]; discoveryScan: DiscoveryScanInfo } {
+  const before = dropped.length;
+  const discovered = discoveredJobs(o['discovered'], dropped);
+  const droppedJobs = dropped.length - before;
+  return {
+    discovered,
+    discoveryScan: discoveryScan(o['discoveryScan'], discovered.length + droppedJobs, droppedJobs, dropped),
+  };
+}
+
 function agentMessage(v: unknown, dropped: DroppedEntry[]): AgentMessage {
   const type = oneOf((v as Obj | null)?.['type'], 'type', ['status', 'chunk', 'alive', 'reply'] as const);
   switch (type) {
@@ -655,6 +709,7 @@ function agentMessage(v: unknown, dropped: DroppedEntry[]): AgentMessage {
           mpi: true,
           jobs: true,
           discovered: true,
+          discoveryScan: true,
         }),
       );
       const h = obj(o['health'], 'health', HEALTH_FIELDS);
@@ -670,7 +725,7 @@ function agentMessage(v: unknown, dropped: DroppedEntry[]): AgentMessage {
         },
         mpi: mpiInfo(o['mpi'], 'mpi'),
         jobs: seenStarters(o['jobs'], dropped),
-        discovered: discoveredJobs(o['discovered'], dropped),
+        ...discoveredWithScan(o, dropped),
       };
     }
     case 'chunk': {

@@ -91,6 +91,15 @@
 //            or starter): (key, uid) names a job, and entries of different uids must never be
 //            merged. The agent lists after the starters as many entries as fit maxMessageBytes;
 //            a malformed entry is dropped by the aggregator alone, the rest of the status kept.
+//            discoveryScan {complete, omitted: [{uid, jobs}]} (optional; absent from agents that
+//            predate it): whether `discovered` is every job the node runs. complete is false when
+//            the scan was cut at a cap (DISCOVERY_LIMITS: per uid, then per node), the message
+//            size cut entries, /proc could not be listed or discovery failed; omitted says per
+//            uid (<= MAX_DISCOVERY_OMITTED entries) how many jobs were left out. A job missing
+//            from an incomplete report has not ended: the aggregator ends a job on a complete
+//            report only (or when its ranks are verifiably gone). Without the field, a report
+//            of MAX_DISCOVERED_JOBS entries (or one the aggregator dropped entries of) is taken
+//            as incomplete.
 //   alive    {type, ids}
 //            the agent is still at work on these open requests (sent every keepaliveMs while
 //            any is open); resets each one's silence deadline.
@@ -136,6 +145,7 @@
 import {
   type CoreFileSource,
   type DiscoveredJob,
+  type DiscoveryOmitted,
   type ErrorCode,
   ensureExists,
   isErrorCode,
@@ -153,7 +163,7 @@ import type {
   MpiInfo,
   RankTarget,
   SeenStarter,
-} from './seams.js';
+} from '../shared/seams.js';
 
 export type {
   CapturedRank,
@@ -162,7 +172,7 @@ export type {
   CounterError,
   CountersParams,
   CountersResult,
-} from './seams.js';
+} from '../shared/seams.js';
 
 /** 3: status.discovered and the `counters` request (the hang watch, issue #31). */
 export const AGENT_PROTOCOL_VERSION = 3 as const;
@@ -194,6 +204,20 @@ export const MAX_DISCOVERED_JOBS = 1024;
 export const MAX_SLURM_NAME_CHARS = 128;
 /** A discovered job's key: `starter:` + a host (<= 255) + `:PID:STARTTIME`. */
 export const MAX_DISCOVERED_KEY_CHARS = 320;
+/** Uids status.discoveryScan.omitted names (one entry per uid). */
+export const MAX_DISCOVERY_OMITTED = 1024;
+
+/** status.discoveryScan: whether status.discovered lists every job of the node, and what it left out. */
+export interface DiscoveryScanInfo {
+  readonly complete: boolean;
+  readonly omitted: readonly DiscoveryOmitted[];
+}
+
+/** One node's latest discoveryScan as the aggregator keeps it: its host, and when it came (clock ms). */
+export interface DiscoveryScanReport extends DiscoveryScanInfo {
+  readonly host: string;
+  readonly at: number;
+}
 
 export type RequestMethod = 'snapshot' | 'locate' | 'counters' | 'capture';
 /** A capture directory's name (CaptureParams.name): one path component. */
@@ -325,6 +349,7 @@ export type AgentMessage =
       readonly mpi: MpiInfo | null;
       readonly jobs: readonly SeenStarter[];
       readonly discovered: readonly DiscoveredJob[];
+      readonly discoveryScan?: DiscoveryScanInfo;
     }
   | { readonly type: 'chunk'; readonly id: number; readonly ranks: RankSnapshot[] }
   | { readonly type: 'alive'; readonly ids: readonly number[] }

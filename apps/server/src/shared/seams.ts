@@ -6,6 +6,7 @@ import type {
   CoreFileSource,
   DiscoveredJob,
   DiscoveredRank,
+  DiscoveryScan,
   LengthUnit,
   MpiLibrary,
   RankCounters,
@@ -212,6 +213,12 @@ export interface CountersResult {
  */
 export interface JobDiscovery {
   discover(): Promise<readonly DiscoveredJob[]>;
+  /**
+   * The jobs with whether the list is all the node runs (a scan cut at a cap is not): the agent
+   * calls this instead of discover() when it is there. Absent: a list is complete when it is
+   * within MAX_DISCOVERED_JOBS.
+   */
+  scan?(): Promise<DiscoveryScan>;
   /**
    * The /proc counters of ranks of this node, read without stopping them, with the checks of
    * a snapshot (start time, owner): the real one is packages/mpir rankCounters (wrapped in

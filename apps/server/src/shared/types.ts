@@ -68,9 +68,21 @@ export interface SnapshotMeta extends SnapshotSummary {
 export interface ShareRecord {
   readonly id: string;
   readonly snapshotId: SnapshotId;
+  /** A user's name, or the system principal's (a reserved name) when `madeBy` is set. */
   readonly createdBy: string;
   readonly createdAt: number;
   readonly expiresAt: number;
+  /**
+   * Set when the system made the link (the hang watch): then no user owns it by name; the
+   * owner of its snapshot's job and the admins see and revoke it.
+   */
+  readonly madeBy?: 'watch';
+}
+
+/** Whose live share links a list shows: a user's own, and the system's of jobs of their uid (never uid 0). */
+export interface ShareViewer {
+  readonly name: string;
+  readonly uid: number | null;
 }
 
 export type AuditAction =

@@ -21,31 +21,11 @@ import {
 } from '@mqd/model';
 import pg from 'pg';
 import type {
-  NewAudit,
-  NewSnapshot,
-  RetentionPolicy,
-  SnapshotRequestKey,
-  WatchVerdictUpdate,
-} from './store.js';
-import type { StorePort } from './store-port.js';
-import {
-  type JobRow,
-  META_COLUMNS,
-  type Migration,
-  migrationsFor,
-  type SnapshotRow,
-  toJob,
-  toMeta,
-  toUser,
-  toWatchJob,
-  type UserRow,
-  type WatchJobRow,
-} from './store-schema.js';
-import type {
   AuditAction,
   AuditEntry,
   JobRecord,
   ShareRecord,
+  ShareViewer,
   SnapshotMeta,
   StoredWatchPolicy,
   User,
@@ -53,7 +33,33 @@ import type {
   WatchJobInfo,
   WatchJobRecord,
   WatchSampleRecord,
-} from './types.js';
+} from '../shared/types.js';
+import type {
+  NewAudit,
+  NewSnapshot,
+  RetentionPolicy,
+  SnapshotRequestKey,
+  WatchVerdictUpdate,
+} from './store.js';
+import type { FleetPage, FleetPageQuery, StorePort } from './store-port.js';
+import {
+  FLEET_ORDER,
+  type FleetSampleRow,
+  fleetEntries,
+  type JobRow,
+  META_COLUMNS,
+  type Migration,
+  migrationsFor,
+  type ShareRow,
+  type SnapshotRow,
+  toJob,
+  toMeta,
+  toShareRecord,
+  toUser,
+  toWatchJob,
+  type UserRow,
+  type WatchJobRow,
+} from './store-schema.js';
 
 /** pg_advisory_lock's key while migrating ("mqd" + "mig" in ASCII). */
 const MIGRATION_LOCK = 0x6d7164_6d6967;
@@ -153,22 +159,6 @@ const toEpisode = (r: EpisodeRow): WatchEpisode => ({
   snapshotId: r.snapshot_id === null ? null : SnapshotId(r.snapshot_id),
   shareId: r.share_id,
   notifiedAt: r.notified_at,
-});
-
-interface ShareRow {
-  id: string;
-  snapshot_id: string;
-  created_by: string;
-  created_at: number;
-  expires_at: number;
-}
-
-const toShare = (r: ShareRow): ShareRecord => ({
-  id: r.id,
-  snapshotId: SnapshotId(r.snapshot_id),
-  createdBy: r.created_by,
-  createdAt: r.created_at,
-  expiresAt: r.expires_at,
 });
 
 export class PgStore implements StorePort {
@@ -748,21 +738,26 @@ export class PgStore implements StorePort {
   async insertShare(share: ShareRecord, audit: NewAudit): Promise<void> {
     await this.tx(async (c) => {
       await c.query(
-        'INSERT INTO shares (id, snapshot_id, created_by, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)',
-        [share.id, share.snapshotId, share.createdBy, share.createdAt, share.expiresAt],
+        'INSERT INTO shares (id, snapshot_id, created_by, created_at, expires_at, made_by) VALUES ($1, $2, $3, $4, $5, $6)',
+        [share.id, share.snapshotId, share.createdBy, share.createdAt, share.expiresAt, share.madeBy ?? null],
       );
       await this.insertAudit(c, audit);
     });
   }
 
-  async liveShares(who: string | null): Promise<ShareRecord[]> {
+  /** As SqliteStore.liveShares: the user's own by name (never a system-made one), the system's by the job's uid. */
+  async liveShares(viewer: ShareViewer | null): Promise<ShareRecord[]> {
     return (
       await this.q<ShareRow>(
-        `SELECT id, snapshot_id, created_by, created_at, expires_at FROM shares
-         WHERE expires_at > $1 AND ($2::text IS NULL OR created_by = $2) ORDER BY created_at DESC LIMIT 1000`,
-        [this.clock(), who],
+        `SELECT s.id, s.snapshot_id, s.created_by, s.created_at, s.expires_at, s.made_by FROM shares s
+         WHERE s.expires_at > $1 AND (NOT $2::boolean
+           OR (s.made_by IS NULL AND s.created_by = $3::text)
+           OR (s.made_by IS NOT NULL AND $4::integer IS NOT NULL AND $4::integer <> 0 AND EXISTS (
+             SELECT 1 FROM snapshots n JOIN jobs j ON j.id = n.job_id WHERE n.id = s.snapshot_id AND j.uid = $4::integer)))
+         ORDER BY s.created_at DESC LIMIT 1000`,
+        [this.clock(), viewer !== null, viewer?.name ?? null, viewer?.uid ?? null],
       )
-    ).map(toShare);
+    ).map(toShareRecord);
   }
 
   async revokeShare(id: string, audit: NewAudit): Promise<void> {
@@ -774,10 +769,10 @@ export class PgStore implements StorePort {
 
   async liveShare(id: string): Promise<ShareRecord | null> {
     const r = await this.q<ShareRow>(
-      'SELECT id, snapshot_id, created_by, created_at, expires_at FROM shares WHERE id = $1 AND expires_at > $2',
+      'SELECT id, snapshot_id, created_by, created_at, expires_at, made_by FROM shares WHERE id = $1 AND expires_at > $2',
       [id, this.clock()],
     );
-    return r[0] ? toShare(r[0]) : null;
+    return r[0] ? toShareRecord(r[0]) : null;
   }
 
   // --- audit
@@ -982,6 +977,33 @@ export class PgStore implements StorePort {
       stopMicros: r.stop_micros,
       snapshotId: r.snapshot_id === null ? null : SnapshotId(r.snapshot_id),
     }));
+  }
+
+  async fleetPage(q: FleetPageQuery): Promise<FleetPage> {
+    const where = '($1::integer IS NULL OR (uid = $1::integer AND uid <> 0))';
+    const total = Number(
+      (await this.q<{ n: number }>(`SELECT COUNT(*) AS n FROM watch_jobs WHERE ${where}`, [q.uid]))[0]?.n ??
+        0,
+    );
+    const jobs = await this.q<WatchJobRow>(
+      `SELECT * FROM watch_jobs WHERE ${where} ORDER BY ${FLEET_ORDER} LIMIT $2 OFFSET $3`,
+      [q.uid, q.limit, q.offset],
+    );
+    if (jobs.length === 0) return { total, jobs: [] };
+    const samples = await this.q<FleetSampleRow>(
+      `SELECT watch_id, at, state, snapshot_id, n FROM (
+         SELECT watch_id, at, state, snapshot_id,
+           ROW_NUMBER() OVER (PARTITION BY watch_id ORDER BY at DESC, id DESC) AS rn,
+           COUNT(*) OVER (PARTITION BY watch_id) AS n
+         FROM watch_samples WHERE watch_id = ANY($1::text[])
+       ) w WHERE rn <= $2 ORDER BY watch_id, rn`,
+      [jobs.map((j) => j.id), q.history],
+    );
+    const users = await this.q<{ uid: number; name: string }>(
+      'SELECT uid, name FROM users WHERE uid = ANY($1::integer[]) ORDER BY is_admin, id',
+      [[...new Set(jobs.map((j) => j.uid))]],
+    );
+    return { total, jobs: fleetEntries(jobs, samples, users) };
   }
 
   async countWatchSamples(watchId: string): Promise<number> {

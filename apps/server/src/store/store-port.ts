@@ -14,6 +14,7 @@ import type {
   AuditEntry,
   JobRecord,
   ShareRecord,
+  ShareViewer,
   SnapshotMeta,
   StoredWatchPolicy,
   User,
@@ -21,7 +22,7 @@ import type {
   WatchJobInfo,
   WatchJobRecord,
   WatchSampleRecord,
-} from './types.js';
+} from '../shared/types.js';
 
 /** A user's key for one snapshot request (the Idempotency-Key header). */
 export interface SnapshotRequestKey {
@@ -61,6 +62,33 @@ export interface NewAudit {
   readonly jobId?: string | null;
   readonly snapshotId?: string | null;
   readonly detail?: string;
+}
+
+/** A page of the fleet (GET /api/fleet), read in a few queries whatever the page's size. */
+export interface FleetPageQuery {
+  /** null: every job (an admin); else this uid's jobs, never uid 0's (canSee). */
+  readonly uid: number | null;
+  readonly limit: number;
+  readonly offset: number;
+  /** Newest samples kept per job in `history`. */
+  readonly history: number;
+}
+
+export interface FleetPageEntry {
+  readonly job: WatchJobRecord;
+  /** The name of a user of the job's uid (as userNameOfUid), or null. */
+  readonly user: string | null;
+  /** Samples stored for the job in all. */
+  readonly samples: number;
+  /** Its newest samples, oldest first. */
+  readonly history: readonly Pick<WatchSampleRecord, 'at' | 'state' | 'snapshotId'>[];
+}
+
+export interface FleetPage {
+  /** Jobs the query matches in all. */
+  readonly total: number;
+  /** Live hung jobs first, then the other live ones, then the ended ones; newest first in each. */
+  readonly jobs: readonly FleetPageEntry[];
 }
 
 export interface StorePort {
@@ -146,7 +174,8 @@ export interface StorePort {
 
   // share links
   insertShare(share: ShareRecord, audit: NewAudit): Promise<void>;
-  liveShares(who: string | null): Promise<ShareRecord[]>;
+  /** Live shares `viewer` may list (null: everyone's), newest first; see ShareViewer. */
+  liveShares(viewer: ShareViewer | null): Promise<ShareRecord[]>;
   revokeShare(id: string, audit: NewAudit): Promise<void>;
   liveShare(id: string): Promise<ShareRecord | null>;
 
@@ -172,6 +201,8 @@ export interface StorePort {
   insertWatchSample(sample: WatchSampleRecord, v: WatchVerdictUpdate): Promise<void>;
   watchSamples(watchId: string, limit: number): Promise<WatchSampleRecord[]>;
   countWatchSamples(watchId: string): Promise<number>;
+  /** One fleet page with each job's samples count, newest samples and user name: four queries. */
+  fleetPage(q: FleetPageQuery): Promise<FleetPage>;
   openEpisode(watchId: string): Promise<WatchEpisode | null>;
   episodes(watchId: string): Promise<WatchEpisode[]>;
   openWatchEpisode(e: {

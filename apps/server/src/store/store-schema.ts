@@ -2,8 +2,16 @@
 // them back, with their mapping to the aggregator's records (types.ts). The store (store.ts)
 // owns the queries and transactions.
 import { JobId, SnapshotId, type WatchConfidence, type WatchState } from '@mqd/model';
-import type { LocatedRank } from './seams.js';
-import type { JobRecord, SnapshotMeta, User, WatchJobInfo, WatchJobRecord } from './types.js';
+import type { LocatedRank } from '../shared/seams.js';
+import type {
+  JobRecord,
+  ShareRecord,
+  SnapshotMeta,
+  User,
+  WatchJobInfo,
+  WatchJobRecord,
+} from '../shared/types.js';
+import type { FleetPageEntry } from './store-port.js';
 
 export interface Migration {
   readonly version: number;
@@ -217,6 +225,17 @@ const SQLITE_STEPS: readonly Migration[] = [
     version: 8,
     sql: `DELETE FROM snapshot_overviews;`,
   },
+  {
+    // Share links the system makes (the hang watch's) are marked so, owned by no user name: a
+    // user named like the watch owns none of them; the job's owner and the admins see them.
+    // The watch's links so far are the ones its episodes name.
+    version: 9,
+    sql: `
+      ALTER TABLE shares ADD COLUMN made_by TEXT;
+      UPDATE shares SET made_by = 'watch'
+        WHERE id IN (SELECT share_id FROM watch_episodes WHERE share_id IS NOT NULL);
+    `,
+  },
 ];
 
 /**
@@ -380,6 +399,11 @@ const POSTGRES_STEPS: Readonly<Record<number, string>> = {
     );
   `,
   8: `DELETE FROM snapshot_overviews;`,
+  9: `
+    ALTER TABLE shares ADD COLUMN made_by TEXT;
+    UPDATE shares SET made_by = 'watch'
+      WHERE id IN (SELECT share_id FROM watch_episodes WHERE share_id IS NOT NULL);
+  `,
 };
 
 /** The one history: every numbered step with its SQL per dialect. */
@@ -522,3 +546,71 @@ export const toWatchJob = (r: WatchJobRow): WatchJobRecord => ({
   lastDigest: r.last_digest,
   lastStateStored: r.last_state_stored,
 });
+
+export interface ShareRow {
+  id: string;
+  snapshot_id: string;
+  created_by: string;
+  created_at: number;
+  expires_at: number;
+  made_by: string | null;
+}
+
+export const toShareRecord = (r: ShareRow): ShareRecord => ({
+  id: r.id,
+  snapshotId: SnapshotId(r.snapshot_id),
+  createdBy: r.created_by,
+  createdAt: Number(r.created_at),
+  expiresAt: Number(r.expires_at),
+  // Only the hang watch makes links today; any other marker is still no user's.
+  ...(r.made_by === null ? {} : { madeBy: 'watch' as const }),
+});
+
+/** The fleet's order (FleetPage.jobs), the same in both dialects. */
+export const FLEET_ORDER = `CASE WHEN ended_at IS NULL AND state = 'hung' THEN 0 WHEN ended_at IS NULL THEN 1 ELSE 2 END,
+  first_seen DESC, id`;
+
+/** A user name per uid, as userNameOfUid picks it (a non-admin first, then the oldest). */
+export function namesByUid(rows: readonly { uid: number; name: string }[]): Map<number, string> {
+  const names = new Map<number, string>();
+  for (const r of rows) if (!names.has(r.uid)) names.set(r.uid, r.name);
+  return names;
+}
+
+export interface FleetSampleRow {
+  watch_id: string;
+  at: number;
+  state: WatchState;
+  snapshot_id: string | null;
+  n: number;
+}
+
+/** The fleet page from its rows: each job with its samples (oldest first), count and user. */
+export function fleetEntries(
+  jobs: readonly WatchJobRow[],
+  samples: readonly FleetSampleRow[],
+  users: readonly { uid: number; name: string }[],
+): FleetPageEntry[] {
+  const names = namesByUid(users);
+  const byJob = new Map<string, { n: number; history: FleetPageEntry['history'][number][] }>();
+  for (const r of samples) {
+    const e = byJob.get(r.watch_id) ?? { n: Number(r.n), history: [] };
+    e.history.push({
+      at: Number(r.at),
+      state: r.state,
+      snapshotId: r.snapshot_id === null ? null : SnapshotId(r.snapshot_id),
+    });
+    byJob.set(r.watch_id, e);
+  }
+  return jobs.map((row) => {
+    const job = toWatchJob(row);
+    const e = byJob.get(job.id);
+    return {
+      job,
+      user: names.get(job.uid) ?? null,
+      samples: e?.n ?? 0,
+      // Read newest first (the window's row numbers); the fleet draws oldest first.
+      history: (e?.history ?? []).reverse(),
+    };
+  });
+}

@@ -19,6 +19,22 @@ import {
 } from '@mqd/model';
 import Database from 'better-sqlite3';
 import type {
+  AuditAction,
+  AuditEntry,
+  JobRecord,
+  ShareRecord,
+  ShareViewer,
+  SnapshotMeta,
+  StoredWatchPolicy,
+  User,
+  WatchEpisode,
+  WatchJobInfo,
+  WatchJobRecord,
+  WatchSampleRecord,
+} from '../shared/types.js';
+import type {
+  FleetPage,
+  FleetPageQuery,
   NewAudit,
   NewSnapshot,
   RetentionPolicy,
@@ -27,31 +43,23 @@ import type {
   WatchVerdictUpdate,
 } from './store-port.js';
 import {
+  FLEET_ORDER,
+  type FleetSampleRow,
+  fleetEntries,
   type JobRow,
   META_COLUMNS,
   MIGRATIONS,
   type Migration,
+  type ShareRow,
   type SnapshotRow,
   toJob,
   toMeta,
+  toShareRecord,
   toUser,
   toWatchJob,
   type UserRow,
   type WatchJobRow,
 } from './store-schema.js';
-import type {
-  AuditAction,
-  AuditEntry,
-  JobRecord,
-  ShareRecord,
-  SnapshotMeta,
-  StoredWatchPolicy,
-  User,
-  WatchEpisode,
-  WatchJobInfo,
-  WatchJobRecord,
-  WatchSampleRecord,
-} from './types.js';
 
 // The records the port's methods take are declared with it; importers of store.js keep them.
 export type { NewAudit, NewSnapshot, RetentionPolicy, SnapshotRequestKey, WatchVerdictUpdate };
@@ -627,35 +635,39 @@ export class SqliteStore implements StorePort {
       this.db.transaction(() => {
         this.db
           .prepare(
-            'INSERT INTO shares (id, snapshot_id, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?)',
+            'INSERT INTO shares (id, snapshot_id, created_by, created_at, expires_at, made_by) VALUES (?, ?, ?, ?, ?, ?)',
           )
-          .run(share.id, share.snapshotId, share.createdBy, share.createdAt, share.expiresAt);
+          .run(
+            share.id,
+            share.snapshotId,
+            share.createdBy,
+            share.createdAt,
+            share.expiresAt,
+            share.madeBy ?? null,
+          );
         this.insertAudit(audit);
       })();
     });
   }
 
-  /** Live shares created by `who` (null = everyone's), newest first. */
-  async liveShares(who: string | null): Promise<ShareRecord[]> {
+  /**
+   * Live shares `viewer` may list (null = everyone's), newest first: the ones the user made
+   * (never a system-made one by its name), and the system's of jobs of the user's uid but 0.
+   */
+  async liveShares(viewer: ShareViewer | null): Promise<ShareRecord[]> {
+    const name = viewer?.name ?? null;
+    const uid = viewer?.uid ?? null;
     const rows = this.db
       .prepare(
-        `SELECT id, snapshot_id, created_by, created_at, expires_at FROM shares
-         WHERE expires_at > ? AND (? IS NULL OR created_by = ?) ORDER BY created_at DESC LIMIT 1000`,
+        `SELECT s.id, s.snapshot_id, s.created_by, s.created_at, s.expires_at, s.made_by FROM shares s
+         WHERE s.expires_at > ? AND (? = 0
+           OR (s.made_by IS NULL AND s.created_by = ?)
+           OR (s.made_by IS NOT NULL AND ? IS NOT NULL AND ? <> 0 AND EXISTS (
+             SELECT 1 FROM snapshots n JOIN jobs j ON j.id = n.job_id WHERE n.id = s.snapshot_id AND j.uid = ?)))
+         ORDER BY s.created_at DESC LIMIT 1000`,
       )
-      .all(this.clock(), who, who) as {
-      id: string;
-      snapshot_id: string;
-      created_by: string;
-      created_at: number;
-      expires_at: number;
-    }[];
-    return rows.map((r) => ({
-      id: r.id,
-      snapshotId: SnapshotId(r.snapshot_id),
-      createdBy: r.created_by,
-      createdAt: r.created_at,
-      expiresAt: r.expires_at,
-    }));
+      .all(this.clock(), viewer === null ? 0 : 1, name, uid, uid, uid) as ShareRow[];
+    return rows.map(toShareRecord);
   }
 
   async revokeShare(id: string, audit: NewAudit): Promise<void> {
@@ -671,19 +683,10 @@ export class SqliteStore implements StorePort {
   async liveShare(id: string): Promise<ShareRecord | null> {
     const r = this.db
       .prepare(
-        'SELECT id, snapshot_id, created_by, created_at, expires_at FROM shares WHERE id = ? AND expires_at > ?',
+        'SELECT id, snapshot_id, created_by, created_at, expires_at, made_by FROM shares WHERE id = ? AND expires_at > ?',
       )
-      .get(id, this.clock()) as
-      | { id: string; snapshot_id: string; created_by: string; created_at: number; expires_at: number }
-      | undefined;
-    if (!r) return null;
-    return {
-      id: r.id,
-      snapshotId: SnapshotId(r.snapshot_id),
-      createdBy: r.created_by,
-      createdAt: r.created_at,
-      expiresAt: r.expires_at,
-    };
+      .get(id, this.clock()) as ShareRow | undefined;
+    return r ? toShareRecord(r) : null;
   }
 
   // --- audit
@@ -893,6 +896,36 @@ export class SqliteStore implements StorePort {
       stopMicros: r.stop_micros,
       snapshotId: r.snapshot_id === null ? null : SnapshotId(r.snapshot_id),
     }));
+  }
+
+  async fleetPage(q: FleetPageQuery): Promise<FleetPage> {
+    const where = '(? IS NULL OR (uid = ? AND uid <> 0))';
+    const total = (
+      this.db.prepare(`SELECT COUNT(*) AS n FROM watch_jobs WHERE ${where}`).get(q.uid, q.uid) as {
+        n: number;
+      }
+    ).n;
+    const jobs = this.db
+      .prepare(`SELECT * FROM watch_jobs WHERE ${where} ORDER BY ${FLEET_ORDER} LIMIT ? OFFSET ?`)
+      .all(q.uid, q.uid, q.limit, q.offset) as WatchJobRow[];
+    if (jobs.length === 0) return { total, jobs: [] };
+    const ids = JSON.stringify(jobs.map((j) => j.id));
+    const samples = this.db
+      .prepare(
+        `SELECT watch_id, at, state, snapshot_id, n FROM (
+           SELECT watch_id, at, state, snapshot_id,
+             ROW_NUMBER() OVER (PARTITION BY watch_id ORDER BY at DESC, id DESC) AS rn,
+             COUNT(*) OVER (PARTITION BY watch_id) AS n
+           FROM watch_samples WHERE watch_id IN (SELECT value FROM json_each(?))
+         ) WHERE rn <= ? ORDER BY watch_id, rn`,
+      )
+      .all(ids, q.history) as FleetSampleRow[];
+    const users = this.db
+      .prepare(
+        'SELECT uid, name FROM users WHERE uid IN (SELECT value FROM json_each(?)) ORDER BY is_admin, id',
+      )
+      .all(JSON.stringify([...new Set(jobs.map((j) => j.uid))])) as { uid: number; name: string }[];
+    return { total, jobs: fleetEntries(jobs, samples, users) };
   }
 
   async countWatchSamples(watchId: string): Promise<number> {

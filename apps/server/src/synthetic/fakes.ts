@@ -30,7 +30,7 @@ import type {
   RankTarget,
   ReadOptions,
   SeenStarter,
-} from './seams.js';
+} from '../shared/seams.js';
 
 export const FAKE_MPI: MpiInfo = {
   library: 'openmpi',

@@ -3,7 +3,7 @@
 // `capture`) has it; a WatchAgents without it (a test's fake) keeps no cores. Each node's
 // agent writes its ranks' cores as the job's owner into `<its first --core-dir>/<name>`.
 import type { ApiFleetCores, Result } from '@mqd/model';
-import type { HubCapture } from '../hub.js';
+import type { HubCapture } from '../hub/hub.js';
 import type { CounterTarget, WatchAgents } from './source.js';
 
 /** The answer of one node: the directory written and each asked rank's core or error (the hub's). */

@@ -4,9 +4,9 @@
 // as a store job (as an attach would make it, method 'discovered'), so the dashboard's job
 // views and SnapshotService work on it unchanged.
 import { type DiscoveredJob, JobId, jobLabel } from '@mqd/model';
-import { DISCOVERED_METHOD, newId } from '../fanout.js';
-import type { LocatedRank } from '../seams.js';
-import type { JobRecord, WatchJobInfo } from '../types.js';
+import { DISCOVERED_METHOD, newId } from '../fanout/fanout.js';
+import type { LocatedRank } from '../shared/seams.js';
+import type { JobRecord, WatchJobInfo } from '../shared/types.js';
 
 /** One rank of a cluster job, with the node it runs on. */
 export interface ClusterRank {

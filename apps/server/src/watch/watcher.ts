@@ -18,24 +18,50 @@ import {
   type WatchSample,
   type WatchState,
 } from '@mqd/model';
-import type { ReadSnapshot, SnapshotService, UiEvents } from '../fanout.js';
-import { KeyedLock } from '../lock.js';
-import type { JobStateSeries, WatchMetrics } from '../metrics.js';
-import type { StorePort } from '../store-port.js';
-import type { JobRecord, User, WatchJobRecord } from '../types.js';
+import { WATCH_PRINCIPAL } from '../auth/auth.js';
+import type { ReadSnapshot, SnapshotService, UiEvents } from '../fanout/fanout.js';
+import { KeyedLock } from '../shared/lock.js';
+import type { JobStateSeries, WatchMetrics } from '../shared/metrics.js';
+import type { JobRecord, User, WatchJobRecord } from '../shared/types.js';
+import type { StorePort } from '../store/store-port.js';
 import { canCapture, captureName, fleetCores } from './capture.js';
 import { type ClusterJob, infoOf, jobRecordOf, mergeDiscovered } from './cluster.js';
 import { type SlurmQuery, slurmEndReason } from './end-reason.js';
 import { type HangNotice, sendWebhooks, webhookBody } from './notify.js';
 import type { CounterTarget, WatchAgents, WatchVerdictFn } from './source.js';
 
-/** Who the watcher acts as in the audit trail and on the snapshots it stores. */
-export const WATCHER = 'watch';
+/** Who the watcher acts as in the audit trail and on the snapshots it stores (a reserved name). */
+export const WATCHER = WATCH_PRINCIPAL;
 const HOUR_MS = 3_600_000;
 /** Samples the fleet view draws per job. */
 export const FLEET_HISTORY = 24;
+/** The oldest discovery a fleet request answers from before it starts a refresh, ms. */
+export const FLEET_REFRESH_MS = 5_000;
+
+/** A fleet page: the jobs of [offset, offset + limit) and how many the user may see in all. */
+export interface FleetAnswer {
+  readonly total: number;
+  readonly jobs: ApiFleetJob[];
+}
 /** Jobs whose latest kept cores the fleet remembers (in memory; the directories stay on disk). */
 export const MAX_KEPT_CORES = 10_000;
+/**
+ * Discovered jobs of one uid registered at once (live store jobs): beyond, a uid's jobs are
+ * counted, not stored, so one user's thousand look-alike processes leave no thousand jobs.
+ */
+export const MAX_LIVE_JOBS_PER_UID = 64;
+/** Registrations (new, reopened or re-laid-out jobs, each an audit row) of one uid per hour. */
+export const MAX_REGISTRATIONS_PER_UID_HOUR = 256;
+/** Jobs missing from an incomplete report whose ranks one round checks are gone (counters). */
+export const MAX_END_CHECKS_PER_ROUND = 32;
+/** Ended jobs whose stop history is kept for when they reappear (within the hour it covers). */
+export const MAX_KEPT_STOP_HISTORIES = 10_000;
+/** Codes of a counters error that say the rank's process is gone (exited, or its pid reused). */
+const GONE_CODES: ReadonlySet<string> = new Set([
+  'MQD_E_PID_EXITED',
+  'MQD_E_PID_REUSED',
+  'MQD_E_NO_SUCH_PID',
+]);
 
 export interface Timers {
   setTimeout(fn: () => void, ms: number): unknown;
@@ -84,7 +110,14 @@ export interface WatcherOptions {
   readonly webhookTimeoutMs?: number;
   /** How long a node's agent may take to write a hung job's cores (policy captureCores), ms. */
   readonly captureTimeoutMs?: number;
+  /** Default MAX_LIVE_JOBS_PER_UID. */
+  readonly maxLiveJobsPerUid?: number;
+  /** Default MAX_REGISTRATIONS_PER_UID_HOUR. */
+  readonly maxRegistrationsPerUidHour?: number;
 }
+
+/** Per rank: its stops (epoch ms, micros), the last hour's. */
+type StopHistory = Map<number, { at: number; micros: number }[]>;
 
 /** A sample in the job's window, with the stored snapshot that has its queues (if any). */
 interface WindowEntry {
@@ -98,7 +131,7 @@ interface Live {
   mode: WatchMode;
   window: WindowEntry[];
   /** Per rank: the stops of the last hour (epoch ms, micros). */
-  stops: Map<number, { at: number; micros: number }[]>;
+  stops: StopHistory;
 }
 
 export class Watcher {
@@ -113,12 +146,29 @@ export class Watcher {
   /** Per watched job: the cores kept at its latest hang (policy captureCores), in memory. */
   private readonly cores = new Map<string, ApiFleetCores>();
   /**
+   * The stop history of ended jobs, by watch id (uid, host, starter pid and start time, or the
+   * Slurm job): a job that reappears (an incomplete report, a node that came back) goes on with
+   * it, so ending a job never hands it a fresh stop budget.
+   */
+  private readonly endedStops = new Map<string, StopHistory>();
+  /** Per uid, this hour's registrations (hour = floor(clock / HOUR_MS)). */
+  private readonly registrations = new Map<number, { hour: number; used: number }>();
+  /** Per uid, the discovered jobs the last refresh did not register (logged when it changes). */
+  private unregistered = new Map<number, number>();
+  /** Per uid, the hour (floor(clock / HOUR_MS)) its unregistered jobs were last audited. */
+  private readonly limitAudited = new Map<number, number>();
+  /** The left-out jobs of incomplete reports, as last logged (`host uid:n,...`). */
+  private leftOutLogged = '';
+  /**
    * refresh() one at a time: it reads the store, decides from `live` (this process's own) and
    * writes (saveJob, upsertWatchJob, endWatchJob); a round's refresh and a fleet request's at
    * once would otherwise both register a new job. In-process is enough: the live jobs are this
-   * process's, and one instance runs the watch (docs/scale-out-plan.md, step 4).
+   * process's, and one instance runs the watch (its lease: docs/architecture.md).
    */
   private readonly refreshLock = new KeyedLock();
+  /** When the last refresh started (clock ms), and the background one under way (refreshSoon). */
+  private refreshedAt = Number.NEGATIVE_INFINITY;
+  private refreshing: Promise<void> | null = null;
 
   constructor(private readonly o: WatcherOptions) {
     this.policy = o.policy;
@@ -217,7 +267,10 @@ export class Watcher {
    * `touch`: a round moves every job's last-seen time (a fleet request writes only changes).
    */
   refresh(touch = false): Promise<Live[]> {
-    return this.refreshLock.run('refresh', () => this.refreshNow(touch));
+    return this.refreshLock.run('refresh', () => {
+      this.refreshedAt = this.o.clock();
+      return this.refreshNow(touch);
+    });
   }
 
   private async refreshNow(touch: boolean): Promise<Live[]> {
@@ -235,14 +288,22 @@ export class Watcher {
       return [];
     }
     this.discoveryFailed = false;
-    const clusters = mergeDiscovered(reports);
+    // The oldest first: under the per-uid bounds, a uid's long-running jobs keep their places.
+    const clusters = mergeDiscovered(reports).sort(
+      (a, b) => a.first.startedAt - b.first.startedAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+    );
+    const complete = this.completeHosts();
+    const known = await store.watchJobs(null);
+    const knownById = new Map(known.map((w) => [w.id, w]));
+    const liveOfUid = new Map<number, number>();
+    for (const w of known) if (w.endedAt === null) liveOfUid.set(w.uid, (liveOfUid.get(w.uid) ?? 0) + 1);
+    const unregistered = new Map<number, number>();
     let changed = false;
     const seen = new Set<string>();
     for (const c of clusters) {
       if (c.ranks.length === 0) continue;
-      seen.add(c.id);
       const prior = this.live.get(c.id);
-      const stored = prior === undefined ? await store.watchJob(c.id) : null;
+      const stored = prior === undefined ? (knownById.get(c.id) ?? null) : null;
       const layoutChanged =
         prior === undefined ||
         prior.job.ranks.length !== c.ranks.length ||
@@ -250,6 +311,22 @@ export class Watcher {
           const n = c.ranks[i];
           return n === undefined || n.pid !== r.pid || n.host !== r.host || n.startTime !== r.startTime;
         });
+      const registers = layoutChanged || stored?.endedAt != null;
+      // A new (or reopened) job takes one of its uid's live places; any registration one of
+      // its uid's hourly ones. Beyond either: counted, not stored (the job stays unwatched).
+      const opens = prior === undefined && (stored === null || stored.endedAt !== null);
+      if (
+        registers &&
+        ((opens && (liveOfUid.get(c.uid) ?? 0) >= (this.o.maxLiveJobsPerUid ?? MAX_LIVE_JOBS_PER_UID)) ||
+          !this.registrationAllowed(c.uid, now))
+      ) {
+        unregistered.set(c.uid, (unregistered.get(c.uid) ?? 0) + 1);
+        // A known job whose new layout is refused keeps its place (and its old layout).
+        if (prior !== undefined || stored?.endedAt === null) seen.add(c.id);
+        continue;
+      }
+      if (opens) liveOfUid.set(c.uid, (liveOfUid.get(c.uid) ?? 0) + 1);
+      seen.add(c.id);
       let job = prior?.job ?? null;
       if (layoutChanged || stored?.endedAt != null) {
         const existingId = prior?.job.id ?? stored?.jobId ?? null;
@@ -279,7 +356,14 @@ export class Watcher {
           info: infoOf(c),
           at: now,
         });
-      const l: Live = prior ?? { cluster: c, job, mode: 'on', window: [], stops: new Map() };
+      const l: Live = prior ?? {
+        cluster: c,
+        job,
+        mode: 'on',
+        window: [],
+        stops: this.endedStops.get(c.id) ?? new Map(),
+      };
+      this.endedStops.delete(c.id);
       l.cluster = c;
       l.job = job;
       const mode = await this.modeOf(c, now, l);
@@ -287,10 +371,20 @@ export class Watcher {
       l.mode = mode;
       this.live.set(c.id, l);
     }
-    for (const w of await store.watchJobs(null)) {
+    await this.registrationLimits(unregistered, now);
+    let checks = MAX_END_CHECKS_PER_ROUND;
+    for (const w of known) {
       if (w.endedAt !== null || seen.has(w.id)) continue;
       // Not reported: ended, unless no agent of its nodes is connected (then nobody knows).
-      if (!w.info.nodes.some((h) => this.o.agents.isConnected(h))) continue;
+      const connected = w.info.nodes.filter((h) => this.o.agents.isConnected(h));
+      if (connected.length === 0) continue;
+      // A node whose report was cut at a cap may have left it out: its ranks must be seen gone.
+      const unsure = connected.filter((h) => !complete(h));
+      if (unsure.length > 0) {
+        if (checks <= 0) continue;
+        checks--;
+        if (!(await this.ranksGone(w, unsure))) continue;
+      }
       await this.end(w, now);
       changed = true;
     }
@@ -303,6 +397,8 @@ export class Watcher {
     const { store } = this.o;
     await store.endWatchJob(w.id, now, null);
     if (w.jobId !== null) await store.markJobEnded(w.jobId, now);
+    const l = this.live.get(w.id);
+    if (l !== undefined && l.stops.size > 0) this.keepStops(w.id, l.stops, now);
     this.live.delete(w.id);
     this.o.log?.info({ event: 'watch.ended', job: w.key, uid: w.uid }, 'a watched job ended');
     const slurm = this.o.slurm;
@@ -322,6 +418,113 @@ export class Watcher {
       );
     this.pending.add(p);
     void p.finally(() => this.pending.delete(p));
+  }
+
+  /**
+   * Whether a host's latest report lists every job it runs. Hubs that predate the scans (a
+   * test's fake) have every connected host's report complete.
+   */
+  private completeHosts(): (host: string) => boolean {
+    const scans = this.o.agents.discoveryScans?.();
+    if (scans === undefined) return () => true;
+    const done = new Set<string>();
+    const left: string[] = [];
+    for (const s of scans) {
+      if (s.complete) done.add(s.host);
+      else if (s.omitted.length > 0)
+        left.push(`${s.host} ${s.omitted.map((o) => `uid ${o.uid}: ${o.jobs}`).join(', ')}`);
+    }
+    const text = left.sort().join('; ');
+    if (text !== this.leftOutLogged && text !== '') {
+      this.o.log?.warn(
+        { event: 'watch.discovery-incomplete', leftOut: text.slice(0, 2000) },
+        `discovery reports cut at their caps (jobs left out per node and uid: ${text.slice(0, 500)}); a job missing from them ends only once its ranks are gone`,
+      );
+    }
+    this.leftOutLogged = text;
+    return (h) => done.has(h);
+  }
+
+  /** One more registration of `uid` this hour, if its hourly bound allows. */
+  private registrationAllowed(uid: number, now: number): boolean {
+    const hour = Math.floor(now / HOUR_MS);
+    let r = this.registrations.get(uid);
+    if (r === undefined || r.hour !== hour) {
+      r = { hour, used: 0 };
+      this.registrations.set(uid, r);
+    }
+    if (r.used >= (this.o.maxRegistrationsPerUidHour ?? MAX_REGISTRATIONS_PER_UID_HOUR)) return false;
+    r.used++;
+    return true;
+  }
+
+  /**
+   * Logs (when the counts change) and audits (once per uid and hour: the rows stay bounded)
+   * the discovered jobs the per-uid bounds kept out of the store.
+   */
+  private async registrationLimits(unregistered: Map<number, number>, now: number): Promise<void> {
+    const hour = Math.floor(now / HOUR_MS);
+    for (const [uid, r] of this.registrations) if (r.hour !== hour) this.registrations.delete(uid);
+    for (const [uid, h] of this.limitAudited) if (h !== hour) this.limitAudited.delete(uid);
+    for (const [uid, n] of unregistered) {
+      if (this.unregistered.get(uid) === n) continue;
+      this.o.log?.warn(
+        { event: 'watch.register-limit', uid, jobs: n },
+        `uid ${uid}: ${n} discovered jobs not registered (at most ${this.o.maxLiveJobsPerUid ?? MAX_LIVE_JOBS_PER_UID} live jobs and ${this.o.maxRegistrationsPerUidHour ?? MAX_REGISTRATIONS_PER_UID_HOUR} registrations per uid and hour); they are not watched`,
+      );
+      if (this.limitAudited.get(uid) !== hour) {
+        this.limitAudited.set(uid, hour);
+        await this.o.store.audit({
+          who: WATCHER,
+          action: 'watch-register',
+          detail: `uid ${uid}: ${n} discovered jobs over the per-uid bounds, not registered`,
+        });
+      }
+    }
+    this.unregistered = unregistered;
+  }
+
+  /**
+   * Whether every rank of `w` on `hosts` is verifiably gone: the agent's counters say each one's
+   * process exited or its pid has another start time. Anything less (no answer, a live rank,
+   * no ranks known) is not proof.
+   */
+  private async ranksGone(w: WatchJobRecord, hosts: readonly string[]): Promise<boolean> {
+    if (w.jobId === null) return false;
+    const job = await this.o.store.job(w.jobId);
+    if (job === null) return false;
+    for (const host of hosts) {
+      const ranks: CounterTarget[] = job.ranks.flatMap((r) =>
+        r.host === host && r.startTime !== undefined
+          ? [{ rank: r.rank, pid: r.pid, startTime: r.startTime }]
+          : [],
+      );
+      if (ranks.length === 0) return false;
+      const reply = await this.o.agents.counters(
+        host,
+        { ranks, ownerUid: w.uid },
+        this.o.countersTimeoutMs ?? 10_000,
+      );
+      if (!reply.ok || reply.value.ranks.length > 0) return false;
+      const gone = new Set(reply.value.errors.filter((e) => GONE_CODES.has(e.error.code)).map((e) => e.rank));
+      if (!ranks.every((r) => gone.has(r.rank))) return false;
+    }
+    return true;
+  }
+
+  /** Keeps an ended job's stop history (its last hour's), the oldest forgotten past the cap. */
+  private keepStops(id: string, stops: StopHistory, now: number): void {
+    for (const [rank, list] of stops) {
+      const recent = list.filter((x) => x.at > now - HOUR_MS);
+      if (recent.length > 0) stops.set(rank, recent);
+      else stops.delete(rank);
+    }
+    this.endedStops.delete(id);
+    if (stops.size > 0) this.endedStops.set(id, stops);
+    for (const k of this.endedStops.keys()) {
+      if (this.endedStops.size <= MAX_KEPT_STOP_HISTORIES) break;
+      this.endedStops.delete(k);
+    }
   }
 
   private async inPolicy(c: ClusterJob): Promise<boolean> {
@@ -408,11 +611,11 @@ export class Watcher {
     if (l.mode === 'on') {
       // Light: no forced collection in the reader after it (fanout.ts read).
       const r = await this.o.snapshots.read(l.job, WATCHER, { light: true });
-      // A read where no rank answered (agents gone or silent) is no snapshot: not stored.
-      if (r.ok && r.value.summary.ok > 0) {
-        read = r.value;
+      if (r.ok) {
+        // Every stop is charged, an error rank's too (stopped, then its read failed): else a
+        // rank that always fails would be stopped again every sample, budget or not.
         let total = 0;
-        for (const rank of read.snapshot.ranks) {
+        for (const rank of r.value.snapshot.ranks) {
           if (rank.pausedMicros === null) continue;
           total += rank.pausedMicros;
           const list = l.stops.get(rank.rank) ?? [];
@@ -421,6 +624,8 @@ export class Watcher {
         }
         this.o.metrics?.stopped(total / 1e6);
       }
+      // A read where no rank answered (agents gone or silent) is no snapshot: not stored.
+      if (r.ok && r.value.summary.ok > 0) read = r.value;
     } else if (l.mode === 'budget') {
       this.o.metrics?.budgetSkipped();
     }
@@ -589,6 +794,7 @@ export class Watcher {
           createdBy: WATCHER,
           createdAt: now,
           expiresAt: now + this.o.shareTtlSeconds * 1000,
+          madeBy: 'watch',
         },
         { who: WATCHER, action: 'share', jobId: l.job.id, snapshotId, detail: `hang of ${l.cluster.key}` },
       );
@@ -651,32 +857,25 @@ export class Watcher {
     void p.finally(() => this.pending.delete(p));
   }
 
-  /** The fleet as `user` may see it: admins every job, users their uid's. */
-  async fleet(user: User): Promise<ApiFleetJob[]> {
-    await this.refresh();
-    const { store, clock } = this.o;
-    const now = clock();
-    const jobs = user.admin
-      ? await store.watchJobs(null)
-      : user.uid === null
-        ? []
-        : await store.watchJobs(user.uid);
-    const visible = jobs.filter((w) => user.admin || w.uid !== 0);
-    // The store's part of each job, read at once; the rest below is this process's.
-    const reads = await Promise.all(
-      visible.map(async (w) => {
-        const [history, user, samples] = await Promise.all([
-          store.watchSamples(w.id, FLEET_HISTORY),
-          store.userNameOfUid(w.uid),
-          store.countWatchSamples(w.id),
-        ]);
-        return { history: history.reverse(), user, samples };
-      }),
-    );
-    return visible.map((w, i): ApiFleetJob => {
+  /**
+   * A page of the fleet as `user` may see it (admins every job, users their uid's, never uid
+   * 0's): a few store queries whatever the page's size (StorePort.fleetPage), and discovery as
+   * the last round or refresh left it; one refresh starts in the background when that is older
+   * than FLEET_REFRESH_MS (with the watch off, nothing else refreshes it).
+   */
+  async fleet(user: User, page: { limit: number; offset: number }): Promise<FleetAnswer> {
+    this.refreshSoon();
+    if (!user.admin && user.uid === null) return { total: 0, jobs: [] };
+    const now = this.o.clock();
+    const read = await this.o.store.fleetPage({
+      uid: user.admin ? null : user.uid,
+      limit: page.limit,
+      offset: page.offset,
+      history: FLEET_HISTORY,
+    });
+    const iso = (t: number) => new Date(t).toISOString();
+    const jobs = read.jobs.map(({ job: w, user: userName, samples, history }): ApiFleetJob => {
       const l = this.live.get(w.id);
-      const { history, user: userName, samples } = reads[i] ?? { history: [], user: null, samples: 0 };
-      const iso = (t: number) => new Date(t).toISOString();
       return {
         key: w.key,
         jobId: w.jobId,
@@ -710,6 +909,25 @@ export class Watcher {
         cores: this.cores.get(w.id) ?? null,
       };
     });
+    return { total: read.total, jobs };
+  }
+
+  /** Starts one discovery refresh unless one runs or the last is younger than FLEET_REFRESH_MS. */
+  private refreshSoon(): void {
+    if (this.closed || this.refreshing !== null) return;
+    if (this.o.clock() - this.refreshedAt < FLEET_REFRESH_MS) return;
+    const p = this.refresh()
+      .then(() => undefined)
+      // Outside any request: a store failure is logged, never an unhandled rejection.
+      .catch((e: unknown) =>
+        this.o.log?.warn({ event: 'watch.refresh', err: String(e) }, 'a fleet refresh failed'),
+      )
+      .finally(() => {
+        this.refreshing = null;
+        this.pending.delete(p);
+      });
+    this.refreshing = p;
+    this.pending.add(p);
   }
 
   /** mqd_job_state: each live discovered job's state. */

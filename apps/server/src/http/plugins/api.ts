@@ -3,8 +3,8 @@
 
 import { MqdException, API_ROUTES as R } from '@mqd/model';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
-import { AGENT_PROTOCOL_VERSION } from '../agent-protocol.js';
-import { SESSION_COOKIE } from '../auth.js';
+import { SESSION_COOKIE } from '../../auth/auth.js';
+import { AGENT_PROTOCOL_VERSION } from '../../protocol/agent-protocol.js';
 import { SERVER_VERSION } from '../config.js';
 import { fail, userJson } from '../http.js';
 import { routeOf } from '../schemas.js';

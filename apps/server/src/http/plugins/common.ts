@@ -6,16 +6,16 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ensureExists } from '@mqd/model';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Server as SocketServer } from 'socket.io';
-import type { Auth } from '../auth.js';
-import type { HubPort } from '../cluster/cluster-hub.js';
-import type { Leases } from '../cluster/leases.js';
+import type { Auth } from '../../auth/auth.js';
+import type { HubPort } from '../../cluster/cluster-hub.js';
+import type { Leases } from '../../cluster/leases.js';
+import type { SnapshotService, UiEvents } from '../../fanout/fanout.js';
+import type { OverviewService } from '../../fanout/overviews.js';
+import type { User } from '../../shared/types.js';
+import type { StorePort } from '../../store/store-port.js';
+import type { Watcher } from '../../watch/watcher.js';
 import type { ServerConfig } from '../config.js';
-import type { SnapshotService, UiEvents } from '../fanout.js';
-import type { OverviewService } from '../overviews.js';
-import type { StorePort } from '../store-port.js';
-import type { User } from '../types.js';
 import type { UiSessions } from '../ui-sessions.js';
-import type { Watcher } from '../watch/watcher.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

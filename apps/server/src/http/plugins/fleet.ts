@@ -1,10 +1,11 @@
 // The hang watch's routes: GET /api/fleet (every discovered job with its watch state; admins
-// see all, users their own uid's) and the admins' watch policy (GET/POST /api/admin/watch,
+// see all, users their own uid's; a page at a time, rate limited per user: with a thousand
+// jobs an unbounded list made every request, and everyone else's, wait) and the admins' watch policy (GET/POST /api/admin/watch,
 // kept in the store, audited). Registered beside the authed routes with the same login check.
 import { MqdException, API_ROUTES as R } from '@mqd/model';
 import type { FastifyPluginAsync } from 'fastify';
+import { KeyedLock } from '../../shared/lock.js';
 import { fail } from '../http.js';
-import { KeyedLock } from '../lock.js';
 import { routeOf } from '../schemas.js';
 import { currentUser, type PluginOpts, typed } from './common.js';
 
@@ -25,10 +26,13 @@ export const fleetPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }
 
   app.route({
     ...routeOf(R.fleet),
-    handler: async (req) => ({
-      policy: s.watcher.currentPolicy(),
-      jobs: await s.watcher.fleet(currentUser(req)),
-    }),
+    // Per user (the limiter's key after the login hook); a dashboard reloads on fleet.changed.
+    config: { rateLimit: { max: s.config.fleetRateLimitMax, timeWindow: s.config.rateLimitWindowMs } },
+    handler: async (req) => {
+      const { limit, offset } = req.query;
+      const page = await s.watcher.fleet(currentUser(req), { limit, offset });
+      return { policy: s.watcher.currentPolicy(), jobs: page.jobs, total: page.total, offset };
+    },
   });
 
   app.route({

@@ -8,13 +8,13 @@ import {
   type UiEventPayload,
 } from '@mqd/model';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
-import type { LocateTarget } from '../agent-protocol.js';
-import { canSee } from '../auth.js';
-import { resolveCoreDir } from '../core-dirs.js';
-import { newId } from '../fanout.js';
+import { resolveCoreDir } from '../../agent/core-dirs.js';
+import { canSee } from '../../auth/auth.js';
+import { newId } from '../../fanout/fanout.js';
+import type { LocateTarget } from '../../protocol/agent-protocol.js';
+import type { JobRecord, User } from '../../shared/types.js';
 import { fail, jobJson, metaJson } from '../http.js';
 import { routeOf } from '../schemas.js';
-import type { JobRecord, User } from '../types.js';
 import { currentUser, type PluginOpts, rateLimited, type Services, typed } from './common.js';
 
 /** The job, if it exists and this user may see it; otherwise the request ends with a coded error. */

@@ -8,9 +8,9 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { MqdException, mqdError, WATCH_STATES } from '@mqd/model';
 import type { FastifyPluginAsync } from 'fastify';
-import { hashToken } from '../auth.js';
-import { tokenMatches } from '../hub.js';
-import { Gauge, type MetricsRegistry, PROMETHEUS_CONTENT_TYPE } from '../metrics.js';
+import { hashToken } from '../../auth/auth.js';
+import { tokenMatches } from '../../hub/hub.js';
+import { Gauge, type MetricsRegistry, PROMETHEUS_CONTENT_TYPE } from '../../shared/metrics.js';
 import type { PluginOpts } from './common.js';
 
 export interface MetricsPluginOpts extends PluginOpts {

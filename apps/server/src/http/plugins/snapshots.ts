@@ -5,10 +5,11 @@ import { promisify } from 'node:util';
 import { gunzip } from 'node:zlib';
 import { type ApiSnapshotWithMeta, OVERVIEW_MEDIA_TYPE, API_ROUTES as R, shareBody } from '@mqd/model';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { spliceGzip } from '../gzip-splice.js';
+import { canSee } from '../../auth/auth.js';
+import { spliceGzip } from '../../hub/gzip-splice.js';
+import type { ShareRecord, SnapshotMeta, User } from '../../shared/types.js';
 import { fail, metaJson, shareJson } from '../http.js';
 import { routeOf } from '../schemas.js';
-import type { SnapshotMeta, User } from '../types.js';
 import { currentUser, type PluginOpts, rateLimited, type Services, typed } from './common.js';
 import { jobFor } from './jobs.js';
 
@@ -173,7 +174,11 @@ export const sharesPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts
     ...routeOf(R.shares),
     handler: async (req) => {
       const user = currentUser(req);
-      return { shares: (await s.store.liveShares(user.admin ? null : user.name)).map(shareJson) };
+      return {
+        shares: (await s.store.liveShares(user.admin ? null : { name: user.name, uid: user.uid })).map(
+          shareJson,
+        ),
+      };
     },
   });
 
@@ -183,8 +188,9 @@ export const sharesPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts
       const user = currentUser(req);
       const share =
         (await s.store.liveShare(req.params.id)) ?? fail('MQD_E_NOT_FOUND', 'no such live share link');
-      // Only its creator (or an admin) revokes a link; others learn nothing about it.
-      if (!user.admin && share.createdBy !== user.name) fail('MQD_E_NOT_FOUND', 'no such live share link');
+      // Its creator, the owner of the job of a system-made link, or an admin revokes a link;
+      // others learn nothing about it.
+      if (!(await mayRevoke(s, user, share))) fail('MQD_E_NOT_FOUND', 'no such live share link');
       await s.store.revokeShare(share.id, {
         who: user.name,
         action: 'share',
@@ -195,3 +201,17 @@ export const sharesPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts
     },
   });
 };
+
+/**
+ * Who may revoke (and list) a share link: an admin; its maker, for a user's link (by name); for a
+ * system-made one (the hang watch's, `madeBy`), whoever sees its snapshot's job (canSee: the
+ * job's uid, never uid 0 but for admins), never by a name, so no user named like the system
+ * acts as it.
+ */
+async function mayRevoke(s: Services, user: User, share: ShareRecord): Promise<boolean> {
+  if (user.admin) return true;
+  if (share.madeBy === undefined) return share.createdBy === user.name;
+  const meta = await s.store.snapshotMeta(share.snapshotId);
+  const job = meta === null ? null : await s.store.job(meta.jobId);
+  return job !== null && canSee(user, job);
+}
