@@ -74,8 +74,7 @@ export function sendCycle(ix: SnapshotIndex, c: DeadlockCycle): SendCycle | null
     if (p !== null) places.add(p);
   }
   const limits = EAGER_LIMITS[ix.snap.mpi.library];
-  const bytes =
-    sizes.length === c.edges.length ? Math.max(...sizes) : sizes.length > 0 ? Math.max(...sizes) : null;
+  const bytes = sizes.length > 0 ? Math.max(...sizes) : null;
   const count = bytes === null && counts.length > 0 ? Math.max(...counts) : null;
   const even = sizes.length === c.edges.length && sizes.every((s) => s === sizes[0]);
   const size =
