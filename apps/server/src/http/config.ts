@@ -519,7 +519,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   maxSnapshotAgeSeconds: 7 * 86400,
   rateLimitMax: 30,
   rateLimitWindowMs: 60_000,
-  fleetRateLimitMax: 60,
+  fleetRateLimitMax: 600,
   maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
   autoSnapshotSeconds: 0,
   snapshotTimeoutMs: 30_000,
