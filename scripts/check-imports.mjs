@@ -36,7 +36,7 @@ const RULES = {
   ],
   'apps/cli': [NODE, '@mqd/model', '@mqd/core', '@mqd/mpir', '@mqd/server'],
   // e2e drives the whole product: it may start the server and the CLI's real seams; axe-core
-  // checks each page for accessibility violations (issue 28 item 9).
+  // checks each page for accessibility violations.
   e2e: [
     NODE,
     '@mqd/model',

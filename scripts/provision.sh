@@ -374,7 +374,7 @@ OMPI_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2" FCFLAGS="-g -O2"
 # MPICH 4.0.2 with ch3:nemesis (4.0's other device), Fortran (gfortran >= 10 needs
 # -fallow-argument-mismatch for the mpif.h bindings, and configure stops without it) and C++:
 # MPICH 4.0.2's language bindings for the Fortran/C++ fixtures. Debian's hwloc and no ROMIO
-# (MPI-IO, which no fixture uses), as MPICH 4.2.1 (issue 30).
+# (MPI-IO, which no fixture uses), as MPICH 4.2.1.
 MPICH_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2"
   FFLAGS="-g -O2 -fallow-argument-mismatch" FCFLAGS="-g -O2 -fallow-argument-mismatch"
   --enable-debuginfo --enable-shared --disable-static
@@ -383,7 +383,7 @@ MPICH_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2"
 # MPICH 4.0.2 with ch4, MPICH 4.x's default device: ch4:ofi over Debian's libfabric (its tcp
 # provider brings a one-node job up; ch4's posix shared-memory module carries the messages).
 # No Fortran or C++ bindings: they are the ch3 build's, which the language fixtures use
-# (languages.mpi.test.ts, SAME_BINDINGS_AS); no ROMIO; Debian's hwloc (issue 30). The datatype
+# (languages.mpi.test.ts, SAME_BINDINGS_AS); no ROMIO; Debian's hwloc. The datatype
 # engine is dataloop (ch3's): ch4 defaults to yaksa, ~600 generated pack/unpack files that
 # double the build, and nothing the queue DLL reads depends on it (docs/mpi-facts.md, "MPICH ch4").
 MPICH_CH4_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2"

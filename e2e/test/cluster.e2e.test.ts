@@ -1,4 +1,4 @@
-// Several aggregators behind one address, in the browser (issue 32): two `mqd serve` processes on
+// Several aggregators behind one address, in the browser: two `mqd serve` processes on
 // one real PostgreSQL 15, Debian's haproxy in front, a real `mqd agent` connected through haproxy
 // and a real hung wrong_tag job (@mqd/testkit startCluster). Each page is pinned to one instance
 // by haproxy's own stickiness cookie (MQDSRV), which is how a site's browsers stay on theirs;
@@ -8,7 +8,7 @@
 //      made on b opens on a, read-only, with the same diagnosis.
 //   2. Faults, and what each page shows: kill -9 of the instance holding the agent (and one of
 //      the pages) while the other page takes a snapshot; then PostgreSQL stopped and started.
-// Not about the MPI library: one build (issue 30). Every wait is on a condition; every process is
+// Not about the MPI library: one build. Every wait is on a condition; every process is
 // ended by its pid in afterAll, also when a test fails.
 import { hostname } from 'node:os';
 import { normaliseHost } from '@mqd/mpir';

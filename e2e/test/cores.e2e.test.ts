@@ -1,4 +1,4 @@
-// The dashboard opens a hung job's core files as a job (issue 17): a real hung Open MPI
+// The dashboard opens a hung job's core files as a job: a real hung Open MPI
 // fixture (wrong_tag) is attached and snapshotted live in chromium, Debian's gdb writes one core
 // per rank (gcore), the job is killed, and the real aggregator (started with --core-dir on the
 // cores' parent directory; its local agent runs the real locator and reader) opens the

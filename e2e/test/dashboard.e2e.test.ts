@@ -123,7 +123,7 @@ describe.each(MPI_NAMES)('%s job in the dashboard', (mpi) => {
     await shared.page.getByTestId('read-only-banner').waitFor();
     expect(await shared.page.getByTestId('read-only-banner').innerText()).toMatch(/frozen snapshot taken/i);
     expect(await shared.page.getByTestId('share-button').count()).toBe(0);
-    // The link keeps the picture it was made from (issue 28 item 7): the timeline, then the
+    // The link keeps the picture it was made from: the timeline, then the
     // matrix one key away.
     await shared.page.getByTestId('timeline-canvas').waitFor();
     await shared.page.keyboard.press('m');

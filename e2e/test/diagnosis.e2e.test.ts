@@ -1,4 +1,4 @@
-// The diagnosis first (issue 28 item 1), in Debian's chromium against the real aggregator and a
+// The diagnosis first, in Debian's chromium against the real aggregator and a
 // real hung wrong_tag job: right after the snapshot (the page it lands on) the diagnosis is open
 // and names rank 0's tag 99 and rank 1's tag 1 with the source lines of their receives; clicking
 // a rank it names opens that rank with its frame selected. The expected lines are read from the
@@ -67,7 +67,7 @@ describe.each(MPI_NAMES)('%s wrong_tag: the diagnosis first', (mpi) => {
     expect(row0).toMatch(/\bmain\b/);
     expect(row0).toContain(`wrong_tag.c:${LINE_99}`);
     // The detail leads with rank 0's sentence and the source around its line, read by the
-    // reader as the job's owner (issue 28 item 6): the line's own text, highlighted.
+    // reader as the job's owner: the line's own text, highlighted.
     expect((await page.getByTestId('rank-sentence').innerText()).trim()).toBe(
       `Rank 0 waits in MPI_Recv for a message from rank 1, tag 99, on MPI_COMM_WORLD, at wrong_tag.c:${LINE_99} in main`,
     );

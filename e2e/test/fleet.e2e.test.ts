@@ -1,4 +1,4 @@
-// The Fleet view (issue #31 item 7) in Debian's chromium against the real aggregator with the
+// The Fleet view in Debian's chromium against the real aggregator with the
 // hang watch on and a short period, and real jobs that nobody attaches: a wrong_tag job (ranks 0
 // and 1 wait for each other), compute_loop (every rank computes outside MPI) and slow_bcast (rank
 // 0 sleeps a second, then broadcasts: slow, not hung). The watcher discovers them, samples them
@@ -67,7 +67,7 @@ async function waitForState(page: Page, starterPid: number, state: string, name:
   }
 }
 
-// One build (issue 30): the Fleet view draws the watch's verdicts the same for any MPI. The
+// One build: the Fleet view draws the watch's verdicts the same for any MPI. The
 // watch's verdicts on real MPICH jobs (a deadlock, compute_loop, slow_bcast) are
 // apps/cli/test/watch-slurm.mpi.test.ts's, so Open MPI here keeps both families under the watch.
 describe.each(MPI_NAMES.slice(0, 1))('%s: the Fleet view finds a hung job nobody attached', (mpi) => {

@@ -1,4 +1,4 @@
-// The OpenMP panel (issue 15) in Debian's chromium against the real aggregator and agent, on real
+// The OpenMP panel in Debian's chromium against the real aggregator and agent, on real
 // hybrid MPI+OpenMP jobs (fixtures/hybrid, LLVM's OMPD-enabled runtime, OMP_DEBUG=enabled):
 // the job attached through the form, a snapshot taken, then the diagnosis's OpenMP line across
 // ranks and the rank view's thread table. omp_single_recv under both MPIs (one thread of each
@@ -29,7 +29,7 @@ async function attachAndSnapshot(
 
 async function openDiagnosis(page: Page): Promise<string> {
   const diagnosis = page.getByTestId('diagnosis');
-  // The diagnosis is open by default (issue 28 item 1): a click on its summary would fold it.
+  // The diagnosis is open by default: a click on its summary would fold it.
   await diagnosis.locator('summary').waitFor();
   return (await diagnosis.textContent()) ?? '';
 }
@@ -40,7 +40,7 @@ async function openRank(page: Page): Promise<void> {
   await idle(page);
 }
 
-// One build (issue 30): the page asserts the same OpenMP threads under either MPI, and what MQD
+// One build: the page asserts the same OpenMP threads under either MPI, and what MQD
 // reads of them beside every MPI build is packages/mqd-core/test/ompd.mpi.test.ts's.
 describe.each(MPI_NAMES.slice(0, 1))('%s: a hybrid job in the dashboard', (mpi) => {
   it('omp_single_recv: one thread in MPI_Recv, its team at the barrier, in words and in the rank view', async () => {

@@ -1,4 +1,4 @@
-// A large snapshot opens from its overview (issue 32), in Debian's chromium against the real
+// A large snapshot opens from its overview, in Debian's chromium against the real
 // aggregator and four real agents in this process (the fake reader of @mqd/server: 2,400 ranks
 // of a hung ring, no MPI build needed; what is tested is how the page loads). The verdict and the
 // matrix must be on screen before the whole snapshot is even asked for, say what the whole

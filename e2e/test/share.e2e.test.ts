@@ -1,4 +1,4 @@
-// Share links keep the picture (issue 28 item 7): a link made from a filtered Stacks view of a real
+// Share links keep the picture: a link made from a filtered Stacks view of a real
 // hung job (function search, all threads, a selected node) opens that view in a fresh browser
 // context (no session: the share is all it has), read-only, with the same filter text and the
 // same selected frame and ranks. Every wait is on a condition.

@@ -1,4 +1,4 @@
-// The dashboard attaches a two-node Slurm job by its id (issue 16), in chromium. A real two-node
+// The dashboard attaches a two-node Slurm job by its id, in chromium. A real two-node
 // Slurm of network namespaces (@mqd/testkit startSlurm({netns}): slurmctld in the aggregator's
 // namespace, a slurmd in node1's and in node2's, each node with its own host name), a hung MPICH
 // wrong_tag fixture sbatch'ed -N2 (ranks 0-1 on node1, 2-3 on node2, talking TCP over the veths),

@@ -1,4 +1,4 @@
-// The dashboard attaches a Slurm job by its id (issue 16): a real one-node Slurm (Debian's
+// The dashboard attaches a Slurm job by its id: a real one-node Slurm (Debian's
 // munge, slurmctld, slurmd), a hung MPICH fixture submitted with sbatch, the real aggregator
 // with its local agent (real reader, real locator: scontrol on this node), and chromium typing
 // the job id into the attach form. Every wait is on a condition.

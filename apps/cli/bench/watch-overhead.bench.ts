@@ -1,4 +1,4 @@
-// The hang watch's cost to the jobs it watches (issue #31). Run from the repository root:
+// The hang watch's cost to the jobs it watches. Run from the repository root:
 //   node --conditions=source --import tsx apps/cli/bench/watch-overhead.bench.ts
 // (--conditions=source: the workspace packages from their TypeScript sources, as in the tests)
 //

@@ -1,7 +1,7 @@
 // Build step (`npm run build`, after tsc; never imported by the CLI): `mqd snapshot` as one file.
 // A cold `mqd snapshot` loaded ~330 ES modules (the command, @mqd/model with TypeBox, @mqd/mpir,
 // @mqd/core) before doing anything: 0.5-0.7 s on the 2-core machine under load, against 0.3 s
-// for the same code in one file (issue 12). esbuild (vite's, in node_modules) bundles the
+// for the same code in one file. esbuild (vite's, in node_modules) bundles the
 // command with the workspace packages it uses into dist/snapshot-cmd.bundle.js, which main.ts
 // loads when it exists; koffi (native) stays external.
 //

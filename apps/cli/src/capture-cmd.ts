@@ -1,5 +1,5 @@
 // `mqd capture (--attach STARTER_PID | --slurm JOBID | --pid PID[:RANK] ...) --out DIR [--json]`
-// One core per rank and a manifest (issue 17): the job's state, to read after it is killed or
+// One core per rank and a manifest: the job's state, to read after it is killed or
 // to hand to someone else (`mqd snapshot --cores DIR`). Run as root, nothing of the job's
 // reaches root's rights: what goes into DIR is made by processes that are the job's owner
 // (capture-owner.ts), the job owner is the starter's for --attach (attach-owner.ts).

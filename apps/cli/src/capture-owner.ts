@@ -3,7 +3,7 @@
 // sysroot and writes the manifest. Root itself only ever creates the directory when the owner
 // cannot (no write access above it), below directories no other user can change, and gives
 // that one new directory to the owner through a descriptor opened O_NOFOLLOW: nothing is
-// chowned by path, nothing recursively, nothing it did not create (issue 27).
+// chowned by path, nothing recursively, nothing it did not create.
 import { closeSync, existsSync, fchownSync, lstatSync, mkdirSync, realpathSync } from 'node:fs';
 import { dirname, resolve, sep } from 'node:path';
 import { openDirNoFollow, type ReaderCredentials } from '@mqd/core';

@@ -1,4 +1,4 @@
-// The hang watch's cores (issue 31 item 6): what an agent's reader does for a `capture` request
+// The hang watch's cores: what an agent's reader does for a `capture` request
 // (apps/server agent.ts handleCapture). The same machinery as `mqd capture` (capture-cmd.ts):
 // the owner child (capture-owner.ts) finds or creates the directory and writes the manifest as
 // the job's owner, root creates the directory only when the owner cannot and only below

@@ -1,6 +1,6 @@
 // Which process `mqd snapshot ARGS` reads first, read from its arguments without loading the
 // command: main.ts starts the reader for that process's owner (@mqd/core/reader-spawn) while the
-// command's code loads, so the two node starts of a cold `mqd snapshot` overlap (issue 12). A
+// command's code loads, so the two node starts of a cold `mqd snapshot` overlap. A
 // guess only: the command parses its arguments itself, and a reader started for nothing is
 // killed at exit. Core files and Slurm jobs name no pid here: their reader starts as before.
 

@@ -119,7 +119,7 @@ export class MpirJobLocator implements JobLocator {
    * The cores of `dir` (a real path the agent has checked against its allowed roots): ranks
    * from the capture manifest or the files' names (rank-N), each core's pid and command from
    * its notes (headers only: memory is read later, by a reader running as the files' owner).
-   * Root reads these headers, so nothing here follows a path twice (issue 27): the directory is
+   * Root reads these headers, so nothing here follows a path twice: the directory is
    * held open (O_DIRECTORY|O_NOFOLLOW) and must still be at `dir`; the listing, the manifest and
    * every core are reached through that descriptor; each core is opened once
    * (O_NOFOLLOW|O_NONBLOCK: a symlink or FIFO put in its place is refused, never followed or

@@ -1,7 +1,7 @@
-// Several aggregators as a site runs them (issue 32): two `mqd serve` processes on one real
+// Several aggregators as a site runs them: two `mqd serve` processes on one real
 // PostgreSQL 15 and Debian's haproxy in front (testkit startCluster), a
 // real `mqd agent` that connects through haproxy, and a real hung MPI job (wrong_tag). The
-// server paths are not about the MPI library: one build (issue 30).
+// server paths are not about the MPI library: one build.
 //   - a snapshot asked of the instance that does not hold the agent is read through the other;
 //   - kill -9 of the instance holding the agent while a snapshot is asked of the other: the
 //     agent reconnects through haproxy, the snapshot finishes with every rank read, and a retry

@@ -1,4 +1,4 @@
-// Message queues and stacks from core files (issue 17), on REAL hung jobs of both MPIs, with the
+// Message queues and stacks from core files, on REAL hung jobs of both MPIs, with the
 // built CLI as a user runs it: for every hang fixture, `mqd capture` writes one core per rank
 // and `mqd snapshot --cores DIR` gives the snapshot `mqd snapshot` gave live just before
 // (queues, groups, names, the MPI call and the main thread's stack). Cores made by the kernel

@@ -1,4 +1,4 @@
-// The hang analysis on real hung jobs (issue 7): the ring of synchronous sends is one cycle
+// The hang analysis on real hung jobs: the ring of synchronous sends is one cycle
 // through every rank, and the receive waiting for a tag that never comes is a tag near miss
 // where the library shows both sides.
 

@@ -8,7 +8,7 @@
 // (packages/testkit/src/expected-queues.ts, each library's differences there and in
 // docs/mpi-facts.md), so a golden can never be re-recorded away from the specification. This
 // check once launched each hang fixture a second time per build (the mqd-core snapshot test for
-// the 4.x builds, a test of its own for the others); one launch does both now (issue 30).
+// the 4.x builds, a test of its own for the others); one launch does both now.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { processState, tracerPid } from '@mqd/core';
@@ -30,7 +30,7 @@ const UPDATE = process.env['UPDATE_GOLDEN'] === '1';
 const rig = fixtureRig();
 const { snapshotter } = rig;
 
-// The four builds (issue 14). MPICH 4.2.1 runs only where it was built (the archive mirror here
+// The four builds. MPICH 4.2.1 runs only where it was built (the archive mirror here
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();

@@ -14,7 +14,7 @@ afterEach(async () => {
 afterAll(() => disposeAll());
 
 // The locator child (run as the starter's owner) against attachStarter in-process: MQD's
-// plumbing, one build (issue 30); attachStarter itself reads each starter's MPIR table in
+// plumbing, one build; attachStarter itself reads each starter's MPIR table in
 // packages/mpir/test/attach.mpi.test.ts under both 4.x builds.
 describe.each(MPI_NAMES.slice(0, 1))('%s: locating as the starter owner', (mpi) => {
   it('gives the MPIR ranks with their start times', async () => {

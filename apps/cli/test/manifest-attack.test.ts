@@ -1,5 +1,5 @@
 // A core directory's manifest.json planted by a real unprivileged user (uid 65534 via setpriv),
-// opened by root (issue 27, item 3): a FIFO named manifest.json once blocked the server's event
+// opened by root: a FIFO named manifest.json once blocked the server's event
 // loop for as long as the user wanted; a link to a root-only file came back in the error text.
 // The server (`mqd serve` with its in-process agent, run as root) runs in a child process, so a
 // blocked event loop shows as a health check that does not answer instead of a hung test.

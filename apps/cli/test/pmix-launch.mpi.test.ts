@@ -1,4 +1,4 @@
-// Launch under the tool through PMIx (issue 14): Open MPI 5's `mpirun` execs PRRTE's prterun,
+// Launch under the tool through PMIx: Open MPI 5's `mpirun` execs PRRTE's prterun,
 // which has no MPIR symbols. `mqd run` recognises prterun by what it maps, starts it with its
 // ranks held in PMIx_Init (`--runtime-options stop-in-init`), reads the table as a PMIx tool,
 // takes the optional first snapshot, and releases the ranks (PMIX_DEBUGGER_RELEASE). Real jobs

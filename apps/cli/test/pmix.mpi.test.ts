@@ -1,4 +1,4 @@
-// PMIx tool attach (issue 14): Open MPI 5's mpirun (prterun) has no MPIR process table; `mqd
+// PMIx tool attach: Open MPI 5's mpirun (prterun) has no MPIR process table; `mqd
 // ranks --attach PID` connects to its PMIx server as a tool (the launcher's own libpmix through
 // koffi, packages/mqd-core/src/native/pmix.ts) and asks for the job's process table. Real jobs
 // of the Open MPI 5.0.7 build; the CLI as a user runs it.

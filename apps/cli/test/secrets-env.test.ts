@@ -1,4 +1,4 @@
-// Root's credentials never reach a user's code (issue 27, item 2). `mqd serve` as root with
+// Root's credentials never reach a user's code. `mqd serve` as root with
 // MQD_ADMIN_TOKEN, MQD_AGENT_TOKEN and MQD_METRICS_TOKEN in its environment (as its --help used
 // to offer): a user (uid 65534 via setpriv) runs a process that looks like a rank and names their
 // own library, whose constructor writes the environment it was given to a file of theirs, and

@@ -40,7 +40,7 @@ const stable = (s: JobSnapshot) =>
     })),
   }));
 
-// The server and the agent's REST path are not the library's: one build (issue 30). The agent's
+// The server and the agent's REST path are not the library's: one build. The agent's
 // locator and reader under each MPI are locate-owner and the mqd-core tests'.
 describe.each(MPI_NAMES.slice(0, 1))('%s: aggregator + agent on a real hung job', (mpi) => {
   it('attaches by starter pid and stores the snapshot mqd-core reports', async () => {

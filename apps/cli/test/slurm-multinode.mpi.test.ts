@@ -1,4 +1,4 @@
-// Jobs by Slurm id across two nodes (issue 16), on a real two-node Slurm: Debian's slurmctld in
+// Jobs by Slurm id across two nodes, on a real two-node Slurm: Debian's slurmctld in
 // one network namespace and a slurmd in each of two others (node1, node2: NodeAddr inside them,
 // each with its own host name; packages/testkit/src/slurm.ts `startSlurm({netns})`). A hung
 // fixture is sbatch'ed on both nodes (-N2, two ranks per node) with the MPI's own starter inside

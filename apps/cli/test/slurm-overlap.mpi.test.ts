@@ -1,4 +1,4 @@
-// The agent a user starts inside their own Slurm job (issue 16), for clusters without a
+// The agent a user starts inside their own Slurm job, for clusters without a
 // site-wide agent: `srun --overlap --jobid JOBID --ntasks-per-node=1 mqd agent ...`, run by a
 // real unprivileged user (uid 65534, setpriv) on a real one-node Slurm
 // (packages/testkit/src/slurm.ts). The user's hung fixture is sbatch'ed as that user; the
@@ -141,7 +141,7 @@ async function loginOfUser(): Promise<string> {
 }
 
 // The user's agent in a step of their job, its credentials and its refusal of root's job are
-// Slurm's and MQD's, not the MPI library's: one build (issue 30). Each MPI's starter under Slurm
+// Slurm's and MQD's, not the MPI library's: one build. Each MPI's starter under Slurm
 // is slurm.mpi.test.ts's and slurm-multinode.mpi.test.ts's.
 describe('mqd agent started by the user with srun --overlap inside their job', () => {
   it.each(MPI_NAMES.slice(0, 1))(

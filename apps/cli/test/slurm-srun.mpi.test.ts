@@ -1,4 +1,4 @@
-// Ranks started by srun itself (issue 16 item 4), on a real one-node Slurm (Debian's 22.05;
+// Ranks started by srun itself, on a real one-node Slurm (Debian's 22.05;
 // packages/testkit/src/slurm.ts): a hung fixture sbatch'ed as `srun --mpi=<plugin> fixture`, so
 // the ranks are slurmstepd's children in step 0 and no MPI starter runs. `mqd ranks --slurm` and
 // `mqd snapshot --slurm` — the built CLI — find every rank from `scontrol listpids` and its

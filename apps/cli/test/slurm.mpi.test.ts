@@ -1,4 +1,4 @@
-// Jobs by Slurm id (issue 16), on a real one-node Slurm (Debian's slurmctld, slurmd, munge;
+// Jobs by Slurm id, on a real one-node Slurm (Debian's slurmctld, slurmd, munge;
 // packages/testkit/src/slurm.ts): a hung fixture submitted with `sbatch` (the MPI's own starter
 // inside the allocation), then `mqd ranks --slurm JOBID` and `mqd snapshot --slurm JOBID` —
 // the built CLI, as a user runs it — find every rank from Slurm and read exactly the queues the

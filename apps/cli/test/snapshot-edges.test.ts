@@ -1,4 +1,4 @@
-// Rough edges of `mqd snapshot --pid` (issue 13): a pid that names no process says
+// Rough edges of `mqd snapshot --pid`: a pid that names no process says
 // MQD_E_NO_SUCH_PID (as `mqd ranks` does), and a process with no MPI rank is reported as what it
 // is, an unidentified process, not as a rank numbered 2147483647.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';

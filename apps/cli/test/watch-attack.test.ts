@@ -1,4 +1,4 @@
-// The hang watch's controls attacked by a real unprivileged user (issue #31): every "rank" here
+// The hang watch's controls attacked by a real unprivileged user: every "rank" here
 // is a real process of uid 65534 (setpriv), `sleep` with Open MPI's libmpi.so preloaded (it maps
 // an MPI library) and a rank variable in its environment, scanned by the real discovery
 // (packages/mpir discoverJobs through apps/cli ProcJobDiscovery, as root) and watched by a real

@@ -1,4 +1,4 @@
-// The agent's half of the hang watch's cores (issue 31 item 6) against a real unprivileged
+// The agent's half of the hang watch's cores against a real unprivileged
 // owner (uid 65534 via setpriv): `mqd serve`'s in-process agent, asked through the hub's
 // `capture` request, writes the directory, the core and the manifest as that owner under its
 // --core-dir (root writes nothing there), refuses a request that names another owner, refuses

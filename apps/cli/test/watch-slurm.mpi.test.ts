@@ -1,4 +1,4 @@
-// The hang watch on a real two-node Slurm (issue #31): nobody attaches anything. Four sbatch
+// The hang watch on a real two-node Slurm: nobody attaches anything. Four sbatch
 // jobs run side by side on the network-namespace cluster of packages/testkit (startSlurmRig):
 // a ring deadlock over both nodes (ring_ssend, -N2), a job computing outside MPI
 // (compute_loop), one that progresses slowly (slow_bcast: rank 0 sleeps, then broadcasts), and

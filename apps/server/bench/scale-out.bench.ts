@@ -1,4 +1,4 @@
-// Scale-out benchmark (issue 32 item 4): 1,000 synthetic agents x 100 ranks = 100,000 ranks.
+// Scale-out benchmark: 1,000 synthetic agents x 100 ranks = 100,000 ranks.
 // Run from the repository root (after npm run build: the dashboard is served from apps/web/dist):
 //   npx tsx apps/server/bench/scale-out.bench.ts
 // Every aggregator runs in its own child process (`--serve`), so its RSS and heap are its own;

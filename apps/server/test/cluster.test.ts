@@ -1,5 +1,5 @@
 // Two aggregator instances on one real PostgreSQL 15 (testkit startPostgres), each its own
-// Fastify + socket.io server in this process (issue 32): the agents are connected to instance
+// Fastify + socket.io server in this process: the agents are connected to instance
 // A only, and everything is asked of instance B. B must find the agent on A (ClusterHub), read
 // through it, store once; a /ui browser on B sees the progress and done events of a snapshot
 // taken on A; a share link made on A opens on B; background work runs on exactly one instance

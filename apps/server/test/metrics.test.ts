@@ -1,4 +1,4 @@
-// /metrics (issue 16): Prometheus text format, checked with an independent parser
+// /metrics: Prometheus text format, checked with an independent parser
 // (parse-prometheus-text-format, from npm), after real work: synthetic agents answer a
 // snapshot in which some ranks fail, so every family has something to count. Who may scrape:
 // the metrics token or an admin; a user or nobody gets a coded refusal.

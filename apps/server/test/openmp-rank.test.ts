@@ -1,4 +1,4 @@
-// Ranks with OpenMP threads (issue 15) on the agent wire: the hand-written rank guard accepts
+// Ranks with OpenMP threads on the agent wire: the hand-written rank guard accepts
 // and refuses exactly what the snapshot spec's validator does on every mutation of hybrid
 // ranks (openmp, openmpError, ThreadStack.ompState and their invariants), and a hybrid rank
 // travels from an agent through the hub intact while a malformed one is refused with a coded

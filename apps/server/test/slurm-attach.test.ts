@@ -1,4 +1,4 @@
-// Attaching a Slurm job that runs on several nodes (issue 16): the agent on the node asked
+// Attaching a Slurm job that runs on several nodes: the agent on the node asked
 // locates its own ranks and names the job's other nodes (`otherNodes`); the aggregator asks each
 // of those nodes' agents for theirs and merges them into one job. Real aggregator and real
 // agents over socket.io, synthetic locators and readers (the real two-node Slurm case is

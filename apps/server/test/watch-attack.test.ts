@@ -1,4 +1,4 @@
-// The hang watch's aggregator side attacked through what users control (issue #31): two real
+// The hang watch's aggregator side attacked through what users control: two real
 // agents over socket.io (fakes.ts' discovery, its reports replaced by what a node would report
 // when uid 65534 forges membership) feed a real server's watcher. The user's entries named with
 // root's and another user's Slurm job ids (and MQD_WATCH=off) stay entries of uid 65534 across

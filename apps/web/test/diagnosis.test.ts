@@ -1,5 +1,5 @@
 // The diagnosis as a person reads it (server-rendered markup of the real component): names from
-// the job stay quoted and isolated, whatever characters they hold (issue 27 item 6).
+// the job stay quoted and isolated, whatever characters they hold.
 import type { JobSnapshot } from '@mqd/model';
 import { createElement } from 'react';
 import { renderToStaticMarkup } from 'react-dom/server';

@@ -1,4 +1,4 @@
-// What the dashboard shows of a hybrid job's OpenMP threads (issue 15), rendered to static
+// What the dashboard shows of a hybrid job's OpenMP threads, rendered to static
 // markup (node, no DOM): the rank view's OpenMP panel and each thread's state, the stacks
 // view's states of the threads through a frame, and the diagnosis's summary across ranks.
 // The test ids and texts asserted here are the ones the e2e test looks for.

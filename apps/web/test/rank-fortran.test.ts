@@ -1,4 +1,4 @@
-// The rank view shows each communicator's Fortran handle (issue 14) where the reader found one,
+// The rank view shows each communicator's Fortran handle where the reader found one,
 // and nothing where the snapshot has none (older agents, libraries it does not know).
 import { type JobSnapshot, syntheticRingDeadlock } from '@mqd/model';
 import { createElement } from 'react';

@@ -1,4 +1,4 @@
-// The rank view leads with the rank's sentence and its source excerpt (issue 28 item 6), over
+// The rank view leads with the rank's sentence and its source excerpt, over
 // real golden snapshots: the sentence names call, peer, tag, communicator and line; the
 // excerpt shows the line highlighted, as text only; "source not readable" with the reason
 // otherwise; caveats only when they apply; the library's quiet communicators folded.

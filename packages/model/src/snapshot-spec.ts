@@ -338,7 +338,7 @@ export type MpiCall = Static<typeof MpiCall>;
 
 /**
  * One OpenMP thread of a rank as the OpenMP runtime's own OMPD library (`libompd.so`) describes
- * it (issue 15), read in the same stop as the queues and stacks. Only threads the runtime knows
+ * it, read in the same stop as the queues and stacks. Only threads the runtime knows
  * (its workers and the initial thread) are listed; an MPI progress thread is not.
  */
 export const OmpThread = Type.Object(
@@ -412,7 +412,7 @@ export const OpenMpRuntime = Type.Object(
 );
 export type OpenMpRuntime = Static<typeof OpenMpRuntime>;
 
-// Source excerpts (issue 28 item 6): a few lines around the user's frame of each thread, read
+// Source excerpts: a few lines around the user's frame of each thread, read
 // by the reader as the job's owner from the file the frame's line table names.
 /** Lines kept on each side of an excerpt's line. */
 export const SOURCE_CONTEXT_LINES = 6;
@@ -494,7 +494,7 @@ export const RankSnapshot = Type.Object(
     mpiCall: Type.Optional(Type.Union([MpiCall, Type.Null()])),
     /**
      * The rank's OpenMP threads, read through the runtime's OMPD library in the same stop as the
-     * queues (issue 15): null = the rank has no OpenMP runtime; absent = not read (stacks not asked
+     * queues: null = the rank has no OpenMP runtime; absent = not read (stacks not asked
      * for, never stopped, or OMPD unavailable: then openmpError says why and what to do).
      */
     openmp: Type.Optional(Type.Union([OpenMpRuntime, Type.Null()])),
@@ -646,7 +646,7 @@ export const JobSnapshot = Type.Object(
      */
     unidentified: Type.Optional(Type.Array(UnidentifiedProcess, { maxItems: 1 << 20 })),
     /**
-     * Where the ranks were read from when not from running processes: core files (issue 17).
+     * Where the ranks were read from when not from running processes: core files.
      * Absent for a live snapshot. Ranks of a core snapshot have pausedMicros 0.
      */
     source: Type.Optional(SnapshotSource),

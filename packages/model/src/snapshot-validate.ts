@@ -155,7 +155,7 @@ function fault(e: ValueError): RankFault {
 }
 
 /**
- * The OpenMP fields' invariants (issue 15), or null when they hold: openmp and openmpError
+ * The OpenMP fields' invariants, or null when they hold: openmp and openmpError
  * exclusive (an error means the runtime was not read); one OmpThread per tid; a thread's
  * ompState only with an OpenMP thread of the same tid, and equal to its state.
  */

@@ -1,4 +1,4 @@
-// Synthetic hybrid MPI+OpenMP jobs (issue 15) for tests and the dashboard's demo: the four
+// Synthetic hybrid MPI+OpenMP jobs for tests and the dashboard's demo: the four
 // situations of the hybrid fixtures (fixtures/hybrid/), shaped the way LLVM's OpenMP runtime
 // reports them through its OMPD library and the way Open MPI's DLL shows the queues:
 // - `single-recv`: in each rank, thread 0 of a team of 4 is in MPI_Recv inside `omp single`

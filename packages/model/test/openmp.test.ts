@@ -1,4 +1,4 @@
-// The OpenMP side of the hang analysis (issue 15): per-rank classification of OpenMP threads
+// The OpenMP side of the hang analysis: per-rank classification of OpenMP threads
 // joined with their stacks, the summary across ranks, and what the diagnosis says, on the four
 // hybrid situations (shaped as LLVM's OMPD library reports them) and on mixed or missing data.
 import { describe, expect, it } from 'vitest';

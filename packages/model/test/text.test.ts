@@ -1,4 +1,4 @@
-// Names from the job are untrusted text (issue 27 item 6): a communicator named
+// Names from the job are untrusted text: a communicator named
 // "x. VERDICT: NO DEADLOCK" with a right-to-left override must not read as part of the verdict.
 import {
   explainSnapshot,

@@ -1,4 +1,4 @@
-// Launch under the tool through PMIx (issue 14): Open MPI 5's `mpirun` execs PRRTE's prterun,
+// Launch under the tool through PMIx: Open MPI 5's `mpirun` execs PRRTE's prterun,
 // which has no MPIR symbols (no MPIR_Breakpoint to stop at, no MPIR_proctable to read). PRRTE
 // holds the application instead: with `--runtime-options stop-in-init` (the bare
 // `--stop-in-init` that `prterun --help` lists is accepted and ignored by PRRTE 3.0.8; see

@@ -1,4 +1,4 @@
-// Cold CLI (issue 12): `mqd --help` against `node -e 0`, and a cold `mqd snapshot` of a real hung
+// Cold CLI: `mqd --help` against `node -e 0`, and a cold `mqd snapshot` of a real hung
 // 4-rank ring_ssend job (a fresh node process, its reader child, the DLL, the read, the print),
 // both MPIs. Run: npm run bench (builds first: the CLI runs from apps/cli/dist as a user runs it).
 // Figures, medians over MQD_BENCH_RUNS rounds (default 7), everything alternated in each round:

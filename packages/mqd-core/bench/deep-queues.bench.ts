@@ -1,4 +1,4 @@
-// Deep queues (issue 12): one rank holding 20,000 posted receives and 20,000 unexpected
+// Deep queues: one rank holding 20,000 posted receives and 20,000 unexpected
 // messages (fixtures/mpi/deep_queues.c, np=2) against a 3-rank ring_ssend snapshot in the same
 // run, both MPIs. Run: npm run bench (builds first; the reader runs from dist/ as in production).
 // Figures, medians over MQD_BENCH_RUNS rounds (default 5), the two jobs alive side by side and

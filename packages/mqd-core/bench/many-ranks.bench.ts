@@ -1,4 +1,4 @@
-// 64 real MPI ranks on one node (issue 12): a hung `ring_ssend` np=64 of Open MPI 4.1.4 and of
+// 64 real MPI ranks on one node: a hung `ring_ssend` np=64 of Open MPI 4.1.4 and of
 // MPICH 4.0.2 ch3, warm snapshots (queues and stacks in the same stop) by the default pool of
 // readers (one per core) against one reader, alternated in each round; medians. On 2 cores 64
 // busy-polling ranks oversubscribe the machine 32 times: every rank is reniced to 19 once it is

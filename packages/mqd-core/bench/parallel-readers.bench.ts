@@ -1,4 +1,4 @@
-// Many ranks on one node (issue 12): the ranks of one DLL read by parallel reader children
+// Many ranks on one node: the ranks of one DLL read by parallel reader children
 // (bounded by cores) against one reader, in the same run. 64 busy-polling MPI ranks would
 // oversubscribe this 2-core machine 32 times and measure the scheduler, so the ranks here are 64
 // conformance targets (native/conformance: an MPI-like library and its own mqs_* DLL, queues on

@@ -1,4 +1,4 @@
-// Memory of the reader over many snapshots (issue 12): a serve-like loop, one Snapshotter taking
+// Memory of the reader over many snapshots: a serve-like loop, one Snapshotter taking
 // warm snapshots (stacks on, as `mqd serve` does) of a real hung 4-rank ring_ssend, both MPIs.
 // RSS of this process and of its reader children (/proc/PID/status VmRSS) is sampled at
 // snapshots 1, 250, 500, 750, 1,000, 2,000 and 4,000; the target is growth <= 3 MB from 250 to

@@ -1,4 +1,4 @@
-// The warm path (issue 12): a warm 4-rank snapshot through the API against its floor, a direct
+// The warm path: a warm 4-rank snapshot through the API against its floor, a direct
 // resolved read of the same queues in this process, in the same run, both MPIs.
 // Run: npm run bench (builds first; the reader runs from dist/ as in production).
 // - api: `Snapshotter.snapshot` of the 4 ranks of ring_ssend, warm (same Snapshotter), queues

@@ -94,7 +94,7 @@ export interface SnapshotOptions {
   readonly maxRankBytes?: number;
 }
 
-/** A core file to read as one rank (issue 17). */
+/** A core file to read as one rank. */
 export interface CoreSnapshotTarget {
   readonly path: string;
   /** MPI_COMM_WORLD rank; default: from the environment in the core, else from the file's name (rank-N). */

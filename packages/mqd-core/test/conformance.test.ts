@@ -63,7 +63,7 @@ describe('conformance DLL: the data', () => {
         tag: 42,
         length: 4,
         actual: null,
-        // The DLL's lines in their places: [1] is empty, [2] is not (issue 14).
+        // The DLL's lines in their places: [1] is empty, [2] is not.
         extraText: ['mqdtest send', '', 'line three'],
         buffer: expect.stringMatching(/^0x[0-9a-f]+$/),
         systemBuffer: false,

@@ -1,4 +1,4 @@
-// ELF cores (issue 17): writeCore of the conformance target stopped the way a snapshot stops a
+// ELF cores: writeCore of the conformance target stopped the way a snapshot stops a
 // rank, read back by readCoreInfo/readCoreBytes and checked against the live process; Debian's
 // gdb and eu-readelf as independent readers of our core, gdb's gcore as an independent writer
 // for our reader; bad cores each with their code; the writer's failure paths.

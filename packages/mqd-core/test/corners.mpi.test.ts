@@ -15,7 +15,7 @@ import { fixtureRig } from './fixture-rig.js';
 const rig = fixtureRig();
 const { snapshotter } = rig;
 
-// The four builds (issue 14). MPICH 4.2.1 runs only where it was built (the archive mirror here
+// The four builds. MPICH 4.2.1 runs only where it was built (the archive mirror here
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();

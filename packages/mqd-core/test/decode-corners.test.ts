@@ -1,4 +1,4 @@
-// The pure parts of the interface corners (issue 14): extra_text lines in place, unknown
+// The pure parts of the interface corners: extra_text lines in place, unknown
 // lengths, the world by identity, intercommunicator peers through the remote group, and the
 // model's one world helper.
 import { type Communicator, commKey, isWorld, type Operation, peerGlobalRank } from '@mqd/model';

@@ -1,4 +1,4 @@
-// Fortran and C++ versions of ring_ssend, wrong_tag and split_wildcard (issue 14, item 3) on
+// Fortran and C++ versions of ring_ssend, wrong_tag and split_wildcard on
 // real MPI jobs: their queues must equal the C fixtures' (the same expected tables the C
 // versions are checked against), communicator names set from Fortran show, and every
 // communicator carries its Fortran handle — checked against what the program itself holds
@@ -39,7 +39,7 @@ interface Case {
 }
 
 const BUILT = ALL_MPI_NAMES.filter(mpiAvailable);
-// MPICH 4.0.2 ch4 is left out (issue 30): its Fortran and C++ bindings are the ch3 build's, from
+// MPICH 4.0.2 ch4 is left out: its Fortran and C++ bindings are the ch3 build's, from
 // the same 4.0.2 source (the binding layer sits above the device), and a Fortran or C++ program's
 // queues are the requests of the C calls the bindings make, which apps/cli/test/golden.mpi.test.ts reads
 // under ch4 with the C fixtures. Every other build has bindings of its own version.

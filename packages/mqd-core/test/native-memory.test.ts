@@ -1,4 +1,4 @@
-// Native memory of the reader (issue 12): every koffi block has an owner (src/native/alloc.ts)
+// Native memory of the reader: every koffi block has an owner (src/native/alloc.ts)
 // and the shim's buffers are reused, so N snapshots leave the counts where one left them.
 // Reads the conformance target in this process, with stacks (libdw, the unwinder) and the
 // DLL's type lookups (sizeof, field_offset), the paths that used to leak.

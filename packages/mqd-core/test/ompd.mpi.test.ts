@@ -1,4 +1,4 @@
-// OpenMP inside REAL hybrid MPI+OpenMP ranks (issue 15), read by OUR reader: every hybrid
+// OpenMP inside REAL hybrid MPI+OpenMP ranks, read by OUR reader: every hybrid
 // fixture (fixtures/hybrid) under Open MPI 4.1.4, MPICH 4.0.2 and Open MPI 5.0.7 (MPICH 4.2.1 where
 // built), np 2, snapshotted with the Snapshotter
 // (queues, stacks and OpenMP threads in one stop per rank). Each rank's OpenMP threads equal
@@ -167,7 +167,7 @@ function expectQueues(where: string, r: RankSnapshot, fixture: HybridFixture): v
   }
 }
 
-// The four builds (issue 14). MPICH 4.2.1 runs only where it was built (the archive mirror here
+// The four builds. MPICH 4.2.1 runs only where it was built (the archive mirror here
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();
@@ -323,7 +323,7 @@ describe.each(MATRIX)('%s', (mpi) => {
 });
 
 // The reader's own behaviour (OMP_DEBUG unset, repeated reads, a crashing libompd): the OpenMP
-// runtime's and MQD's, not the MPI library's, so one build (issue 30): Open MPI 4.1.4, whose
+// runtime's and MQD's, not the MPI library's, so one build: Open MPI 4.1.4, whose
 // ranks carry the most runtime threads beside the OpenMP team.
 describe.each(MPI_NAMES.slice(0, 1))('%s', (mpi) => {
   const label = `${MPI_LABELS[mpi]} ${MPI_VERSIONS[mpi]}`;

@@ -1,4 +1,4 @@
-// OMPD in the reader (issue 15), unit project: a real OpenMP program on LLVM's OMPD-enabled
+// OMPD in the reader, unit project: a real OpenMP program on LLVM's OMPD-enabled
 // runtime (native/ompd/omp_target.c), read through readOpenMp and through the whole reader path
 // (Snapshotter → reader child → OneStopReader.snapshotRank: queues, stacks and OpenMP in one stop),
 // checked against LLVM's gdb OMPD plugin; a libompd that crashes or loops costs one read.

@@ -1,4 +1,4 @@
-// Root's environment never reaches a user's code (issue 27, item 2). The agent runs as root with
+// Root's environment never reaches a user's code. The agent runs as root with
 // its credentials in its environment (MQD_ADMIN_TOKEN, MQD_AGENT_TOKEN, MQD_METRICS_TOKEN, as
 // `mqd serve --help` used to offer); a user (uid 65534 via setpriv) runs a process that looks like
 // a rank and names their own library, whose constructor writes the environment it was given to a

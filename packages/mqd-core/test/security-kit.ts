@@ -17,7 +17,7 @@ export interface Attacker {
   readonly evil: string;
   /** Where the evil DLL's constructor appends `euid=N uid=N`. */
   readonly out: string;
-  /** The same DLL built to also write the environment it was given to `envOut` (issue 27). */
+  /** The same DLL built to also write the environment it was given to `envOut`. */
   readonly evilEnv: string;
   readonly envOut: string;
   dispose(): void;

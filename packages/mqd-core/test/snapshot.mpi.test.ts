@@ -15,7 +15,7 @@ import { fixtureRig } from './fixture-rig.js';
 const rig = fixtureRig();
 const { snapshotter } = rig;
 
-// What the reader and the Snapshotter do, not the library: one build (issue 30). A helper killed
+// What the reader and the Snapshotter do, not the library: one build. A helper killed
 // while it holds a rank stopped, and a second snapshot reusing the first one's setup.
 describe.each(MPI_NAMES.slice(0, 1))('%s: the snapshotting process on a real hung job', (mpi) => {
   it('kill -9 of the snapshotting process while a rank is stopped leaves every rank running', async () => {

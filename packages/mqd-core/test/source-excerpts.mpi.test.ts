@@ -1,4 +1,4 @@
-// Source excerpts on a real hung job (issue 28 item 6): wrong_tag's rank 0 waits in MPI_Recv at
+// Source excerpts on a real hung job: wrong_tag's rank 0 waits in MPI_Recv at
 // wrong_tag.c:36; the reader, after the stop, reads the lines around it from the file the
 // executable's line table names, and a rank at the same place of the same host borrows the
 // excerpt an earlier rank carries instead of repeating it.
@@ -14,7 +14,7 @@ const SOURCE = fileURLToPath(new URL('../../../fixtures/mpi/wrong_tag.c', import
 const line = (n: number) => readFileSync(SOURCE, 'utf8').split('\n')[n - 1] ?? '';
 
 // One build: the excerpt is read from the fixture's own line table and source file, which no MPI
-// library touches (issue 30); the frames it starts from are stacks.mpi.test.ts's, under every
+// library touches; the frames it starts from are stacks.mpi.test.ts's, under every
 // build. Open MPI 4.1.4: its ranks have runtime threads (PMIx, progress) that must carry no excerpt.
 const BUILDS = mpiMatrix().filter((m): m is AnyMpiName => m === 'openmpi');
 

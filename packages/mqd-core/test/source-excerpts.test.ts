@@ -1,4 +1,4 @@
-// The source excerpt reader (issue 28 item 6): the lines around a user frame, only from a
+// The source excerpt reader: the lines around a user frame, only from a
 // regular file of bounded size, never blocking on a FIFO, and with the identity of whoever
 // reads (the reader runs as the job's owner): a file the owner cannot read is a reason, not
 // its lines; a root reader shows only files every user may read.

@@ -1,4 +1,4 @@
-// Stacks from the core of a REAL hung rank (issue 17): one rank of `collective_mismatch` under
+// Stacks from the core of a REAL hung rank: one rank of `collective_mismatch` under
 // Open MPI and MPICH is unwound live (stopped, unwound, resumed), then dumped with Debian's gdb
 // (`gcore`); the core's main thread must be in the same MPI call as the live unwind, with the
 // same frames from that call outwards and the same arguments read from the core's memory.

@@ -1,4 +1,4 @@
-// Call stacks from ELF core files (issue 17): the conformance target (extra threads, a deep
+// Call stacks from ELF core files: the conformance target (extra threads, a deep
 // recursion) is stopped and unwound live, resumed, dumped with Debian's gdb (`gcore`) and killed;
 // the core must give the same threads and frames as the live unwind, the same main-thread
 // functions as eu-stack reading the core, the same frame registers and arguments, coded errors

@@ -81,14 +81,14 @@ function expectedPeerTag(
   }
 }
 
-// The four builds (issue 14). MPICH 4.2.1 runs only where it was built (the archive mirror here
+// The four builds. MPICH 4.2.1 runs only where it was built (the archive mirror here
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();
 
 // collective_two built with its debug info in a separate file (.gnu_debuglink) changes where the
 // unwinder finds the fixture's own lines, not the MPI library's frames (the library is the same
-// file as for collective_two): one build (issue 30).
+// file as for collective_two): one build.
 const DEBUGLINK_BUILD: AnyMpiName = 'openmpi';
 const fixturesOf = (mpi: AnyMpiName): readonly StackFixture[] =>
   STACK_FIXTURES.filter((f) => f !== 'collective_two_debuglink' || mpi === DEBUGLINK_BUILD);

@@ -46,7 +46,7 @@ function queuesOf(s: JobSnapshot, named: readonly (readonly string[])[]) {
 }
 
 // The readers' credentials are MQD's security control, the same under every MPI: one build
-// (issue 30); the queues it compares are apps/cli/test/golden.mpi.test.ts's under every build.
+//; the queues it compares are apps/cli/test/golden.mpi.test.ts's under every build.
 describe.each(MPI_NAMES.slice(0, 1))('%s: a job of uid 65534 read by a root agent for that user', (mpi) => {
   it('shows the expected queues, read by a reader running as 65534', async () => {
     const binary = fixtureBinary(mpi, FIXTURE);

@@ -1,4 +1,4 @@
-// Several aggregators as a site runs them (issue 32), for the tests that need real processes: a
+// Several aggregators as a site runs them, for the tests that need real processes: a
 // PostgreSQL 15 of the test's own (startPostgres), `mqd serve` instances on it, Debian's haproxy
 // in front (startHaproxy, a stickiness cookie MQDSRV naming the instance), and real `mqd agent`s
 // that connect through haproxy. The CLI test (apps/cli/test/cluster.mpi.test.ts) and the browser

@@ -10,7 +10,7 @@ export type MpiName = 'openmpi' | 'mpich';
 export const MPI_NAMES: readonly MpiName[] = ['openmpi', 'mpich'];
 
 /**
- * The newer builds scripts/provision.sh also makes (issue 14): Open MPI 5.0.7 (PRRTE's prterun,
+ * The newer builds scripts/provision.sh also makes: Open MPI 5.0.7 (PRRTE's prterun,
  * bundled PMIx), MPICH 4.2.1 (ch4; only from MQD_MPICH42_TARBALL: the archive serves no source
  * for it) and MPICH 4.0.2 built a second time with ch4:ofi, MPICH 4.x's default device
  * (`mpichch4`). Kept out of MpiName until every switch over MpiName handles them; AnyMpiName is

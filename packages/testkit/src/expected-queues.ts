@@ -130,7 +130,7 @@ export const MPI_QUEUE_TRAITS: Readonly<Record<MpiName, MpiQueueTraits>> = {
 };
 
 /**
- * The same traits for the newer builds (issue 14), each difference from its family's older build
+ * The same traits for the newer builds, each difference from its family's older build
  * with the reason; apps/cli/test/golden.mpi.test.ts checks them against the real DLLs.
  */
 export const NEW_MPI_QUEUE_TRAITS: Readonly<Record<NewMpiName, MpiQueueTraits>> = {
@@ -402,7 +402,7 @@ export function expectedQueues(mpi: AnyMpiName, fixture: HangFixture, np = 4): E
   }
 }
 
-// ---- Interface corners (issue 14): fixtures/mpi/{intercomm,bsend,no_dll_name}.c ----------
+// ---- Interface corners: fixtures/mpi/{intercomm,bsend,no_dll_name}.c ----------
 
 /** Fixtures for the corners of the MQD interface (packages/mqd-core/test/corners.mpi.test.ts). */
 export type CornerFixture = 'intercomm' | 'bsend' | 'no_dll_name';

@@ -40,7 +40,7 @@ afterAll(async () => {
 });
 
 // The fixtures and the oracle checked on their own, without MQD: under one build of each family
-// (issue 30). Under every build (MPICH 4.2.1 and the ch4 and Open MPI 5 builds too),
+//. Under every build (MPICH 4.2.1 and the ch4 and Open MPI 5 builds too),
 // packages/mqd-core/test/ompd.mpi.test.ts reads the same fixtures with MQD and requires each
 // thread to equal both EXPECTED_OPENMP and this oracle on the same rank, the MPI call on its
 // thread's stack and the queues: a fixture or oracle that broke under any build fails there.

@@ -25,7 +25,7 @@ import {
 } from '@mqd/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 
-// The four builds (issue 14). MPICH 4.2.1 runs only where it was built (the archive mirror here
+// The four builds. MPICH 4.2.1 runs only where it was built (the archive mirror here
 // serves no source for it, docs/mpi-facts.md); otherwise its row checks the coded error that
 // says so and how to build it.
 const MATRIX = mpiMatrix();

@@ -1,4 +1,4 @@
-// Several aggregators behind one address (issue 32): an agent is connected to one instance, but
+// Several aggregators behind one address: an agent is connected to one instance, but
 // a snapshot, a locate or a watch sample may be asked of any. ClusterHub is what the rest of an
 // instance uses instead of its own AgentHub: the same methods, answered by the local hub when
 // the host's agent is connected here, and otherwise forwarded to the instance that has it.

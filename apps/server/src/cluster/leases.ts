@@ -1,4 +1,4 @@
-// Background work that must run once per cluster, not once per instance (issue 32): the
+// Background work that must run once per cluster, not once per instance: the
 // auto-snapshots, the retention sweep and the hang watch's rounds. Each is a named lease in the
 // store (StorePort.tryLease: a row with its holder and expiry, taken when free, expired or
 // already ours). Every instance renews its leases every renewMs; a lease lives ttlMs, so when

@@ -1,4 +1,4 @@
-// How buildApp turns one aggregator into an instance of several (issue 32). On the PostgreSQL
+// How buildApp turns one aggregator into an instance of several. On the PostgreSQL
 // store every instance pointed at the same database is one cluster:
 //   - socket.io's rooms and serverSideEmit cross instances through PostgreSQL NOTIFY, every
 //     message sealed with the cluster secret (sealed-adapter.ts, seal.ts; a pool of its own: its

@@ -1,4 +1,4 @@
-// Snapshot overviews (issue 32): what the dashboard draws first of a stored snapshot (the
+// Snapshot overviews: what the dashboard draws first of a stored snapshot (the
 // explanation, the matrix's edge table, the header; @mqd/model's edges/overview.ts), computed
 // once per snapshot and kept in the store beside it. A request for one not made yet (an older
 // snapshot, another instance's still under way, a restart) makes it then. Every

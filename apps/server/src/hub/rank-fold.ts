@@ -1,5 +1,5 @@
 // What a stored snapshot needs of each rank, made as the rank's chunk arrives so the parsed rank
-// can go (issue 32): its fold (counts and its line of the queue digest, fanout.ts summaryOf).
+// can go: its fold (counts and its line of the queue digest, fanout.ts summaryOf).
 //
 // Between aggregator instances (cluster/cluster-hub.ts) a snapshot's chunks read by an agent on
 // another instance can cross already folded: the instance holding the agent folds the chunk and

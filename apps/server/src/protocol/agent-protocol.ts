@@ -370,7 +370,7 @@ export interface ChunkText {
   /**
    * The chunk's ranks as JSON texts joined by commas, exactly as received (a view of the
    * message's bytes): the array's elements, checked to be nothing else, in the order of `ranks`.
-   * The aggregator stores it as it is instead of making each rank's JSON again (issue 32).
+   * The aggregator stores it as it is instead of making each rank's JSON again.
    */
   readonly ranksText?: Buffer;
 }

@@ -55,7 +55,7 @@ export const SECRET_ENV_NAME = /^MQD_(\w*(TOKEN|SECRET)\w*|WATCH_WEBHOOKS?|STORE
 /**
  * Removes every credential variable from `env` (default: this process's), once the
  * configuration has been read: a child started later, a library loaded later, finds none
- * (issue 27). Children of user jobs also get an allow-listed environment
+ *. Children of user jobs also get an allow-listed environment
  * (packages/mqd-core/src/reader/reader-spawn.ts childEnv); this covers whatever else is spawned.
  * Returns the names removed.
  */

@@ -1,4 +1,4 @@
-// Which store `mqd serve` opens (issue 32): `--store URL` / MQD_STORE_URL. A postgres:// or
+// Which store `mqd serve` opens: `--store URL` / MQD_STORE_URL. A postgres:// or
 // postgresql:// URL opens PgStore on that database (shared by every instance pointed at it);
 // nothing, `sqlite:` or a directory keeps SqliteStore in --data-dir (or that directory), the
 // embedded default. The URL may carry a password: it is never quoted in an error, a log line

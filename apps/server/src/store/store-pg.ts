@@ -1,4 +1,4 @@
-// The store on PostgreSQL (issue 32): the same StorePort as SqliteStore, over a pool of
+// The store on PostgreSQL: the same StorePort as SqliteStore, over a pool of
 // node-postgres clients, so several aggregators can share one database. The schema is the
 // PostgreSQL side of the one migration history (store-schema.ts), applied under an advisory
 // lock so instances starting together migrate once. Every method that writes more than one

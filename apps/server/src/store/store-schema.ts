@@ -114,7 +114,7 @@ const SQLITE_STEPS: readonly Migration[] = [
     `,
   },
   {
-    // Jobs read from core files (issue 17): the directory of their cores; NULL for live jobs.
+    // Jobs read from core files: the directory of their cores; NULL for live jobs.
     version: 3,
     sql: `
       ALTER TABLE jobs ADD COLUMN cores_dir TEXT;
@@ -122,7 +122,7 @@ const SQLITE_STEPS: readonly Migration[] = [
     `,
   },
   {
-    // Idempotent snapshot requests (issue 27): a client's key (per user) -> the snapshot its
+    // Idempotent snapshot requests: a client's key (per user) -> the snapshot its
     // request stored, written in the snapshot's own transaction, so a retry after a lost answer
     // finds it; it goes with the snapshot (retention) and with the user.
     version: 4,
@@ -196,7 +196,7 @@ const SQLITE_STEPS: readonly Migration[] = [
     `,
   },
   {
-    // Leases (issue 32): background work (auto-snapshots, retention, the watch's rounds) runs
+    // Leases: background work (auto-snapshots, retention, the watch's rounds) runs
     // once per cluster of aggregators: the holder of the named lease until it expires.
     version: 6,
     sql: `
@@ -208,7 +208,7 @@ const SQLITE_STEPS: readonly Migration[] = [
     `,
   },
   {
-    // Snapshot overviews (issue 32): what the dashboard draws first (explanation, edge table,
+    // Snapshot overviews: what the dashboard draws first (explanation, edge table,
     // header), computed once per snapshot (@mqd/model's encodeOverview, gzipped). Gone with
     // their snapshot.
     version: 7,

@@ -1,4 +1,4 @@
-// Where the store is (issue 32): the --store / MQD_STORE_URL value parsed, and the form of it
+// Where the store is: the --store / MQD_STORE_URL value parsed, and the form of it
 // that may be shown. No store code here: the configuration (config.ts, which the agent also
 // loads) checks the value without loading SQLite or pg; store-open.ts opens it.
 import { isAbsolute } from 'node:path';

@@ -1,4 +1,4 @@
-// The hang watch's jobs table (issue #31 item 7): every MPI job the agents discovered that this
+// The hang watch's jobs table: every MPI job the agents discovered that this
 // user may see, with its watch mode, state chip, least-progressed ranks, diagnosis and a small
 // history of its samples; the program is a link to the snapshot behind the verdict (for an
 // ended job, its last one: "last seen"). The words come from fleet-text.ts; this file lays them

@@ -1,4 +1,4 @@
-// The words of the Fleet view's jobs table (issue #31 item 7): the watch mode, the state chip,
+// The words of the Fleet view's jobs table: the watch mode, the state chip,
 // "since", the least-progressed ranks, a job's program line, the order of the rows, and the
 // policy in words. The model decides every state (analysis/watch.ts, on the server); this file
 // only says it. Pure: no DOM, no React, so it is tested in node (test/fleet-text.test.ts).

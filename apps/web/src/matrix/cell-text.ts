@@ -47,7 +47,7 @@ function kindCounts(counts: readonly number[]): string {
 }
 
 /**
- * The any-sender strip's two meanings counted apart (issue 29): "MPI_ANY_SOURCE: 3 posted
+ * The any-sender strip's two meanings counted apart: "MPI_ANY_SOURCE: 3 posted
  * receives; sender unknown: 1 posted receive". Per kind, indexed by KIND_INDEX.
  */
 export function anySenderText(wildcard: readonly number[], unknown: readonly number[]): string {

@@ -556,7 +556,7 @@ export class MatrixRenderer {
     const segment = Math.max(blockPx, 3);
     this.flushBuckets((c) => [x + c * blockPx + (blockPx - segment) / 2, sy, segment, STRIP]);
     // Segments holding operations whose sender is unknown (not MPI_ANY_SOURCE): a dark base under
-    // the colour, so the two stay apart on the one strip (issue 29).
+    // the colour, so the two stay apart on the one strip.
     ctx.fillStyle = UNKNOWN_SENDER_CSS;
     const u = level.anyRowUnknown;
     for (let c = bc0; c < bc1; c++) {

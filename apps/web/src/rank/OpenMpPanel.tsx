@@ -1,4 +1,4 @@
-// A rank's OpenMP threads (issue 15), as the runtime's OMPD library read them in the same stop
+// A rank's OpenMP threads, as the runtime's OMPD library read them in the same stop
 // as the queues: state, wait id, parallel region and task of each, the thread inside the MPI
 // call marked with that call, and the model's one-line picture of the rank (rankOpenMp). The
 // model classifies; this only draws.

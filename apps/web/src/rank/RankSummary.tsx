@@ -1,4 +1,4 @@
-// What the rank view leads with (issue 28 item 6): the blocking call as one sentence, the
+// What the rank view leads with: the blocking call as one sentence, the
 // diagnosis's own facts for this rank (the model's rankSentence), then the source around the
 // user's frame (or the frame a link selected), read by the reader as the job's owner and
 // carried in the snapshot (RankSnapshot.sources), so a frozen share link shows it too. The

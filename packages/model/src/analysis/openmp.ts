@@ -1,4 +1,4 @@
-// OpenMP inside each rank (issue 15): what the rank's OpenMP threads (RankSnapshot.openmp, read
+// OpenMP inside each rank: what the rank's OpenMP threads (RankSnapshot.openmp, read
 // through the runtime's own OMPD library) say about why the rank does not move. A rank that
 // looks stuck in MPI_Recv may be one thread of a team inside `omp single` while its teammates
 // wait at the barrier for it; a rank that looks like it computes (in no MPI call) may be a team

@@ -1,4 +1,4 @@
-// What the rank view leads with (issue 28 item 6): the rank's blocking call as one sentence,
+// What the rank view leads with: the rank's blocking call as one sentence,
 // the diagnosis's own line for that rank (diagnosis.ts rankDiagnosisLine), and the source
 // around the user's frame. Also the one rule for which frames get a source excerpt, used by the
 // reader that reads them (packages/mqd-core/src/reader/source-excerpts.ts) and by the views that

@@ -1,7 +1,7 @@
 // A snapshot's overview: what the dashboard draws first (the header, the diagnosis, the message
 // matrix), computed once per stored snapshot on the server and sent in one compact body, so a
 // 100,000-rank job's verdict and matrix are on screen before its 125 MB of ranks have arrived
-// (issue 32). The explanation is the model's own (explainSnapshot), the matrix's table the model's
+//. The explanation is the model's own (explainSnapshot), the matrix's table the model's
 // own (buildEdges), its first level the model's own pyramid (firstScreenLevel): the page that
 // later holds the whole snapshot takes the explanation and the table from here instead of
 // computing them again, so the two can never disagree.

@@ -1,4 +1,4 @@
-// The stack tree as the Stacks view reads it (issue 28 item 5): user frames by function and
+// The stack tree as the Stacks view reads it: user frames by function and
 // line, straight chains as one row, the frames inside an MPI call folded, the runtime's own
 // threads hidden, and outliers judged on the user's frames and the MPI call only. Real recorded
 // snapshots (fixtures/golden) where the point is what MPI really shows; hand-built stacks

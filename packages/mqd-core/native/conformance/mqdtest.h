@@ -41,7 +41,7 @@ enum {
   MQDTEST_BADPTR = 5,
   MQDTEST_NOQUEUES = 6,
   MQDTEST_NO_UNEXPECTED = 7,
-  /* Interface corners (issue 14): DLL errors in the walk, and data the real libraries rarely show. */
+  /* Interface corners: DLL errors in the walk, and data the real libraries rarely show. */
   MQDTEST_FAIL_GET_COMM = 8,   /* mqs_get_communicator fails on the second communicator */
   MQDTEST_FAIL_NEXT_COMM = 9,  /* mqs_next_communicator fails after the first */
   MQDTEST_FAIL_SETUP_OPS = 10, /* mqs_setup_operation_iterator(receives) fails with a DLL error */

@@ -1,4 +1,4 @@
-/* The hot callbacks of the mqs_* interface, answered in C (issue 12).
+/* The hot callbacks of the mqs_* interface, answered in C.
  *
  * A DLL walking a deep queue calls fetch_data ~20 times per entry; through koffi each call was
  * a trip into JavaScript (~13 us with its page-cache lookup). Here the process callbacks
@@ -49,7 +49,7 @@
 #define WALK_OUT_OF_MEMORY (-1)
 enum { FAIL_NONE = 0, FAIL_UNMAPPED = 1, FAIL_DENIED = 2, FAIL_GONE = 3, FAIL_BUDGET = 4, FAIL_MISSING = 5 };
 
-/* A core file's memory (issue 17): address ranges served by pread from a file (the core's own
+/* A core file's memory: address ranges served by pread from a file (the core's own
  * segments, or a file the process had mapped), or known to have existed but be absent from the
  * core (fd -1). Sorted by start, disjoint; set by JavaScript (src/inferior/core-image.ts). */
 typedef struct {

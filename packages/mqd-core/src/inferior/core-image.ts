@@ -1,4 +1,4 @@
-// A core file as the reader sees a process (issue 17): its address space as regions that the
+// A core file as the reader sees a process: its address space as regions that the
 // native hot path serves by pread (the core's own segments first; pages the kernel left out
 // from the files the process had mapped, when those are still the same files), its modules
 // from the NT_FILE note (symbols and types as for a live process), and small reads in

@@ -9,7 +9,7 @@ import { allocIovecs, EFAULT, EIO, EPERM, ESRCH, type IovecPair, vmRead } from '
 const PAGE = 4096;
 const PAGE_MASK = ~(BigInt(PAGE) - 1n);
 
-/** 'missing': a core file lacks memory the process had (issue 17). */
+/** 'missing': a core file lacks memory the process had. */
 export type ReadFailure = 'unmapped' | 'denied' | 'gone' | 'budget' | 'missing';
 
 export interface ReadStats {

@@ -125,7 +125,7 @@ export function processState(pid: number): string | null {
 /**
  * True when `pid` has exited and waits for its parent to reap it (state Z, or X while it is
  * being reaped): it has no memory or threads left to read, and ptrace refuses it with EPERM,
- * which must not read as a permission problem (issue 27).
+ * which must not read as a permission problem.
  */
 export function isZombie(pid: number): boolean {
   const state = processState(pid);

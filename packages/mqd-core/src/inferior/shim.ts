@@ -1,7 +1,7 @@
 // The native hot path (native/shim/mqd_shim.c, built into dist/shim/ by `npm run build`): the
 // process callbacks a DLL calls thousands of times per rank (fetch_data & co.) answered in C
 // from tables this module fills, reads through process_vm_readv with a page cache valid for
-// one stop, and whole queue walks without a trip back into JavaScript (issue 12).
+// one stop, and whole queue walks without a trip back into JavaScript.
 // The library keeps process-wide state, so keys are allocated here, unique in the process,
 // even when several MqsSessions share it (tests).
 import { existsSync } from 'node:fs';

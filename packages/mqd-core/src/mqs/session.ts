@@ -93,7 +93,7 @@ export interface RankRef {
   readonly host: string;
 }
 
-/** A rank read from a core file (issue 17); `pid` is a negative key standing for the core. */
+/** A rank read from a core file; `pid` is a negative key standing for the core. */
 export interface CoreRankRef extends RankRef {
   readonly core: OpenedCore;
 }
@@ -704,7 +704,7 @@ export class MqsSession {
     }
   }
 
-  /** The communicators' Fortran handles, read in the same stop as the walk (issue 14). */
+  /** The communicators' Fortran handles, read in the same stop as the walk. */
   private fortranOf(t: MqsProcess, comms: readonly RawCommunicator[]): ReadonlyMap<string, number | null> {
     return this.quirks.fortranHandles(
       this.memory(t),

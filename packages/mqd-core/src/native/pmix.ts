@@ -1,4 +1,4 @@
-// A PMIx tool connection to a launcher (issue 14): Open MPI 5's `mpirun` (prterun) has no MPIR
+// A PMIx tool connection to a launcher: Open MPI 5's `mpirun` (prterun) has no MPIR
 // process table; it is a PMIx server, and a tool asks it for the job's processes. This loads the
 // launcher's own libpmix (the one it maps: same version on both ends), connects to the server
 // of that pid (PMIX_SERVER_PIDINFO), asks for its namespaces and the job's process table

@@ -1,4 +1,4 @@
-// The OMPD host of a reader (issue 15): finds a stopped rank's OpenMP runtime, loads the OMPD
+// The OMPD host of a reader: finds a stopped rank's OpenMP runtime, loads the OMPD
 // library it names (`ompd_dll_locations`), serves that library's callbacks over the same target
 // access as the queue walk (the shim's page cache, the process image's symbols, the stopped
 // threads' registers) and reads every OpenMP thread's state, parallel region and task in the

@@ -230,7 +230,7 @@ export class OneStopReader {
     return readMpiArgs(this.unwinder, t.pid, t.image, this.session.memory(t), this.session.quirks, stacks);
   }
 
-  /** The rank's OpenMP threads through its runtime's OMPD library, in the stop or from a core (issue 15). */
+  /** The rank's OpenMP threads through its runtime's OMPD library, in the stop or from a core. */
   private readOpenMp(
     t: MqsProcess,
     tids: readonly number[],

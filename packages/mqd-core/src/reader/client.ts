@@ -3,7 +3,7 @@
 // it was reading gets MQD_E_DLL_CRASHED / MQD_E_DLL_TIMEOUT, and the ranks not read yet are
 // read by the fresh host. Nothing else is lost. A host killed by a signal this supervisor did
 // not send and no crash raises (SIGKILL from the OOM killer or an admin) is no fault of the DLL:
-// that rank gets MQD_E_READER_KILLED instead (issue 27).
+// that rank gets MQD_E_READER_KILLED instead.
 import type { ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { type MpiLibrary, type MqdError, mqdError, ok, type RankSnapshot, rankNotRead } from '@mqd/model';

@@ -13,7 +13,7 @@ import type { WireRank } from './wire.js';
  */
 export type RankWire = 'columns' | 'objects';
 
-/** A core file to read instead of a live process (issue 17). */
+/** A core file to read instead of a live process. */
 export interface CoreRef {
   readonly path: string;
   readonly exe?: string;

@@ -238,7 +238,7 @@ function readCore(
 
 /**
  * A reader root started as someone (switched) reads only cores of that uid: root chose the
- * identity from the path's owner, and the file there may have been replaced since (issue 27).
+ * identity from the path's owner, and the file there may have been replaced since.
  */
 const coreOwner =
   credentials !== null && process.env['MQD_READER_SWITCHED'] === '1' ? credentials.uid : undefined;

@@ -28,7 +28,7 @@ export const identityKey = (id: ReaderIdentity): string => `${id.uid}:${id.gid}:
  * The variables a child that handles a user's job inherits from us, by name or prefix; nothing
  * else. The agent runs as root with its credentials in its environment (MQD_ADMIN_TOKEN,
  * MQD_AGENT_TOKEN, ...), and its children run the user's code (the MQD DLL, libompd, PMIx) as the
- * user: what they get is theirs to read (issue 27).
+ * user: what they get is theirs to read.
  *   PATH, LANG/LANGUAGE/LC_*, TZ: how any program runs;
  *   TMPDIR, PMIX_SYSTEM_TMPDIR, PMIX_SERVER_TMPDIR, PMIX_MCA_*: where and how a PMIx tool finds
  *     the launcher's rendezvous files (native/pmix.ts, in the locate child), as the site set them;

@@ -1,4 +1,4 @@
-// Source excerpts (issue 28 item 6): a few lines around the user's frame of each thread, read by
+// Source excerpts: a few lines around the user's frame of each thread, read by
 // the reader after the rank runs again, so with the job owner's identity (reader/identity.ts)
 // and never with more. Only files a frame of the snapshot names are opened (the DWARF line
 // tables the unwinder read: model sourcePlaces), each opened O_NONBLOCK (a FIFO's open returns

@@ -1,5 +1,5 @@
 // The compact wire of one rank's operations, from a reader (reader-main.ts) to its supervisor
-// (client.ts) over Node's IPC channel (issue 12). The one spec of that format: both ends use it.
+// (client.ts) over Node's IPC channel. The one spec of that format: both ends use it.
 //
 // Why: a deep rank (40,000 operations) sent as a RankSnapshot object graph is ~6 MB and
 // ~160,000 objects through the V8 serializer; serialising it in the reader and deserialising it

@@ -1,7 +1,7 @@
 // GET /metrics: the aggregator's state in Prometheus text format, for the admins' Prometheus.
 // Who may scrape: a bearer with the metrics token (--metrics-token / MQD_METRICS_TOKEN, so a
 // Prometheus server needs no admin rights), or an admin (token or session). Jobs and users are
-// counted, except in mqd_job_state (issue 31): each live discovered job's hang-watch state with
+// counted, except in mqd_job_state: each live discovered job's hang-watch state with
 // its job id, user and partition, which is what the admins' hang alert needs.
 
 import { statSync } from 'node:fs';

@@ -112,7 +112,7 @@ export interface LibraryQuirks {
    */
   commIdOfHandle(mem: RankMemory, handle: bigint): string | null;
   /**
-   * What MPI_Comm_c2f returns for each communicator id the DLL gave (issue 14); ids with no
+   * What MPI_Comm_c2f returns for each communicator id the DLL gave; ids with no
    * readable handle map to null. Best effort, read in the stop.
    */
   fortranHandles(mem: RankMemory, ids: readonly string[]): ReadonlyMap<string, number | null>;
