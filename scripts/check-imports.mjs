@@ -29,9 +29,9 @@ const RULES = {
     'socket.io',
     'socket.io-client',
     'better-sqlite3',
-    // The PostgreSQL store (store-pg.ts, issue 32): node-postgres, pure JS.
+    // The PostgreSQL store (store-pg.ts): node-postgres, pure JS.
     'pg',
-    // socket.io between aggregator instances through PostgreSQL (cluster/setup.ts, issue 32).
+    // socket.io between aggregator instances through PostgreSQL (cluster/setup.ts).
     '@socket.io/postgres-adapter',
   ],
   'apps/cli': [NODE, '@mqd/model', '@mqd/core', '@mqd/mpir', '@mqd/server'],

@@ -63,7 +63,7 @@ try {
   const login = await ctx.newPage();
   // The page takes the token out of its address before its login request is answered: waiting
   // for the address alone and closing the page could abort the request, and every page after it
-  // had no session (401s: the "page never done" of stops 41 and 43). Wait for the answer itself.
+  // had no session (401s: a "page never done"). Wait for the answer itself.
   const answered = login.waitForResponse((r) => r.url().endsWith('/api/login'), { timeout: 60_000 });
   await login.goto(`${url}/?token=${encodeURIComponent(token)}`);
   const res = await answered;
@@ -79,8 +79,7 @@ try {
       const page = await ctx.newPage();
       const errors = [];
       page.on('pageerror', (e) => errors.push(e.message));
-      // What a page that never gets there was doing (stop 41 saw one such page and knew nothing
-      // more): console errors, failed requests and API answers that were not 2xx.
+      // What a page that never gets there was doing: console errors, failed requests and API answers that were not 2xx.
       page.on('console', (m) => {
         if (m.type() === 'error') errors.push(`console: ${m.text().slice(0, 300)}`);
       });

@@ -1,4 +1,4 @@
-// Rough edges of the dashboard (issue #13, part 7) in Debian's chromium against the real
+// Rough edges of the dashboard in Debian's chromium against the real
 // aggregator. The job is simulated (the server's fake locator and a fixed reader serving the
 // model's 4-rank ring deadlock) on two agents, node-a and node-b, so a snapshot can be held
 // half-read: node-b's reader waits on a gate the test opens. Every wait is on a condition.

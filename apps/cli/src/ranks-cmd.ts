@@ -48,7 +48,7 @@ export function formatJobRanks(job: JobRanks): string {
  * attachStarter(pid) as the starter's owner. Run as root, a user's starter (its ELF and DWARF
  * files, its memory, and the libpmix it maps, which the PMIx method loads) is read by a locate
  * child that is that user (locate-as-owner.ts), never by root: a fake starter mapping its own
- * "libpmix.so" once had its constructor run as root here (issue 27 audit, docs/root-paths.md).
+ * "libpmix.so" once had its constructor run as root here (docs/root-paths.md).
  * Root's own starter, and any starter when we are not root, are read in this process.
  */
 async function attachForRanks(pid: number, method: MethodChoice): Promise<Result<JobRanks, MqdError>> {

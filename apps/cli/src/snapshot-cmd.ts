@@ -125,7 +125,7 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
   const snapOpts = {
     ...(values.dll !== undefined ? { dll: values.dll } : {}),
     // The text without --stacks or --explain shows no thread: the ranks are not unwound (a cold
-    // unwind indexes every mapped module of each rank; issue 12's cold CLI target).
+    // unwind indexes every mapped module of each rank).
     ...(values.json || values.stacks || values.explain ? {} : { stacks: false }),
     // Root's own job may be read only when Slurm says it is root's (the agent's rule too).
     ...(ownerUid !== undefined ? { ownerUid, allowRoot: ownerUid === 0 } : {}),

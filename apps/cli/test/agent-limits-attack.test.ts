@@ -1,4 +1,4 @@
-// Issue 27 item 4, replayed by a real unprivileged user: uid 65534 (setpriv) starts processes
+// Agent limits, replayed by a real unprivileged user: uid 65534 (setpriv) starts processes
 // named mpirun (a copy of /bin/sleep) with a 5,000-character command line and five with ~1.9 MB
 // ones (ARG_MAX is 2 MB). Before, the first made every status of the node's agent fail
 // validation (new jobs stopped appearing) and the five pushed the status over the message cap

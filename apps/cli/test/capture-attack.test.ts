@@ -1,5 +1,5 @@
 // `mqd capture` and `mqd snapshot --attach` run as root against a real unprivileged user
-// (uid 65534 via setpriv), issue 27: a fake rank naming /etc/shadow as its DLL, links planted
+// (uid 65534 via setpriv): a fake rank naming /etc/shadow as its DLL, links planted
 // in and as the capture directory, and a fake starter listing root's process. The commands run
 // in this (root) process, as `mqd` would run them; the attacker's processes and files are its own.
 import { execFileSync } from 'node:child_process';
@@ -99,7 +99,7 @@ async function fakeRank(dll: string): Promise<Started> {
   return r;
 }
 
-describe('mqd capture --bundle run as root, against uid 65534 (issue 27)', () => {
+describe('mqd capture --bundle run as root, against uid 65534', () => {
   it('the capture directory is made by a child that is the owner: uid/gid 65534, no groups, NO_NEW_PRIVS', async () => {
     const owner = new CaptureOwner(NOBODY, NOBODY);
     try {
@@ -211,7 +211,7 @@ describe('mqd capture --bundle run as root, against uid 65534 (issue 27)', () =>
   });
 });
 
-describe("--attach run as root: the starter's owner is the job owner (issue 27, 6e)", () => {
+describe("--attach run as root: the starter's owner is the job owner", () => {
   it("a fake starter of 65534 listing root's process: refused with MQD_E_FOREIGN_PROCESS, never stopped", async () => {
     rmSync(a.out, { force: true });
     const victim = await startProcess([a.rank, a.evil], { asRoot: true, env: { OMPI_COMM_WORLD_RANK: '0' } });

@@ -1,5 +1,5 @@
 // The agent's core locator (MpirJobLocator.locateCores, run as root) against a real
-// unprivileged user (uid 65534 via setpriv), issue 27's root-side audit (docs/root-paths.md):
+// unprivileged user (uid 65534 via setpriv), the root-side audit (docs/root-paths.md):
 // root reads each core's headers (its pid and command line) to list the job, so a core it
 // checked by path and then reopened by path could be another file by then (a root core's
 // command line shown to the user). Now each core is opened once without following a link,

@@ -137,7 +137,7 @@ describe('mqd capture --bundle of a hybrid MPI+OpenMP job', () => {
 // environment: OMPI_COMM_WORLD_RANK, PMI_RANK), on one fixture: the kernel dumps what `mqd capture`
 // dumps (the same coredump_filter 0x33, core-writer.ts), and the captured cores above already show
 // every fixture's queue memory is in such a core. wrong_tag has both a posted receive and
-// unexpected messages (issue 30: what the other four fixtures added here was that memory again).
+// unexpected messages (the other four fixtures would add only that memory again).
 const KERNEL_CORE_FIXTURES = ['wrong_tag'] as const;
 
 describe.each(MPI_NAMES)('%s: cores the kernel wrote', (mpi) => {

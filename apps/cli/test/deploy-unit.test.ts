@@ -1,4 +1,4 @@
-// The systemd unit shipped for site agents (docs/deploy/mqd-agent.service, issue 16): systemd's
+// The systemd unit shipped for site agents (docs/deploy/mqd-agent.service): systemd's
 // own checker accepts it (`systemd-analyze verify`, with ExecStart pointed at this checkout's
 // built CLI instead of /usr/local/bin/mqd), its ExecStart names the `mqd` command of this
 // package, and `mqd agent` accepts exactly those flags (the real command, run in-process with

@@ -68,7 +68,7 @@ describe('a receive waiting for a tag that never comes', () => {
   });
 });
 
-// Issue 10: the diagnosis over stacks and queues, on real jobs (the stacks come from the same
+// The diagnosis over stacks and queues, on real jobs (the stacks come from the same
 // stop as the queues).
 describe.each(['openmpi', 'mpich'] as const)('%s: diagnosis from stacks and queues', (mpi) => {
   it('ranks in different collectives: collective-hang naming each call and its ranks', async () => {

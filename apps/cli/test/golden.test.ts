@@ -36,7 +36,7 @@ const load = (mpi: AnyMpiName, fixture: string) =>
   JSON.parse(readFileSync(goldenFile(mpi, fixture, 'snapshot.json'), 'utf8')) as JobSnapshot;
 
 describe('golden snapshots', () => {
-  // Every build golden.mpi.test.ts records (MPICH 4.2.1 where it was built: recorded here, stop 23).
+  // Every build golden.mpi.test.ts records (MPICH 4.2.1 where it was built).
   it('cover every recorded fixture on Open MPI 4.1.4 and 5.0.7, MPICH 4.0.2 (ch3 and ch4) and 4.2.1', () => {
     for (const mpi of ['openmpi', 'mpich', 'openmpi5', 'mpichch4', 'mpich42']) {
       expect(golden.filter(([m]) => m === mpi).map(([, f]) => f)).toEqual(Object.keys(EXPECTED).sort());

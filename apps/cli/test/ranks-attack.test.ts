@@ -1,5 +1,5 @@
 // `mqd ranks --attach PID` run as root against a starter of a real unprivileged user (uid 65534
-// via setpriv), found by issue 27's root-side audit (docs/root-paths.md): a starter without
+// via setpriv), found by the root-side audit (docs/root-paths.md): a starter without
 // MPIR symbols that maps a file named libpmix.so is asked for its job through PMIx, which loads
 // that library. Root used to load it in its own process, running the user's constructor as
 // uid 0; now a locate child that is the starter's owner does (locate-as-owner.ts).

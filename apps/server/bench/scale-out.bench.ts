@@ -10,8 +10,8 @@
 // - two instances on one PostgreSQL (startPostgres) behind haproxy (startHaproxy): the agents
 //   connect through haproxy (round robin spreads them over both) and the snapshot is asked
 //   through haproxy; skipped with its reason when the cluster mode is not there;
-// - one instance again with every agent generating its ranks at every read (`live`, the model
-//   of stop 40 and before), no render. The others answer ranks made once after a per-node read
+// - one instance again with every agent generating its ranks at every read (`live`, the
+//   baseline), no render. The others answer ranks made once after a per-node read
 //   time (`ready`, see AGENT_READ): on this machine the agents share the aggregator's two cores.
 // Measured per scenario: agents connected (fork to the last welcome), POST snapshot -> stored
 // (median of ITERATIONS after one warm-up), the CPU time the agent processes and the instances
@@ -99,7 +99,7 @@ const round = (n: number) => Math.round(n * 10) / 10;
  *   cores, so making 125 MB of synthetic ranks at every snapshot measures this machine's CPU,
  *   not the aggregator. The agents still encode and send every rank at every snapshot with the
  *   real agent code.
- * - `live`: every read generates its ranks (`syntheticRingRank`, ~16 µs a rank), as up to stop 40.
+ * - `live`: every read generates its ranks (`syntheticRingRank`, ~16 µs a rank): the baseline.
  */
 const AGENT_READ = process.env['MQD_BENCH_AGENT_READ'] === 'live' ? 'live' : 'ready';
 const NODE_READ_MS = Number(process.env['MQD_BENCH_NODE_READ_MS'] ?? 150);

@@ -1,4 +1,4 @@
-// Issue 27 item 10: the agent protocol's check was looser than the snapshot spec (1,040-character
+// The agent protocol's check is no looser than the snapshot spec (1,040-character
 // dll.missingFields entries where the spec allows 512), so a snapshot was stored with 201 and then
 // refused by the decoder the dashboard and share links use. The guard is now the spec's own
 // validator (checkRank); here every text limit the spec exports, and its list caps, are tried at

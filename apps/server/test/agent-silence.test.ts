@@ -1,4 +1,4 @@
-// Issue 27 item 11a: a frozen agent (SIGSTOP) made the user wait the whole 32 s deadline with no
+// A frozen agent (SIGSTOP) must not make the user wait the whole 32 s deadline with no
 // progress. Agents now say `alive` every keepaliveMs while they work, and the hub fails a request
 // whose agent says nothing for its silence deadline with MQD_E_AGENT_SILENT; the other nodes'
 // ranks still arrive. The agent here is a real process (agent-child.ts), really stopped.

@@ -238,7 +238,7 @@ describe('a forwarded snapshot to be stored: chunks folded where they arrived', 
 
   it('the calls of one fan-out share batches: two hosts’ folded chunks and replies cross in one message', async () => {
     // A fan-out asks for each host on its own: one message per call put 500 hosts' chunks in 500
-    // messages through the adapter's pool (issue 32's scale run, seconds of queueing).
+    // messages through the adapter's pool (seconds of queueing at 100,000 ranks).
     const b = bus();
     const a = new ClusterHub(fakeLocal([]), b.nsp('a'), { instance: 'a', stateIntervalMs: 60_000 });
     const texts = ['node-b', 'node-c'].map((h) =>

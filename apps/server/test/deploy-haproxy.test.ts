@@ -1,5 +1,5 @@
 // The example haproxy configuration of docs/deploy/ (several `mqd serve` instances behind one
-// address, issue 32) is one haproxy accepts: `haproxy -c` on it, with a throwaway certificate
+// address) is one haproxy accepts: `haproxy -c` on it, with a throwaway certificate
 // in place of the site's. What the shape does with real instances (stickiness, a killed
 // instance taken out of the rotation) is tested with the same shape in the cluster tests.
 import { execFileSync, spawnSync } from 'node:child_process';

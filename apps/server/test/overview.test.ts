@@ -218,7 +218,7 @@ describe('snapshot overviews', () => {
   it("the server's own: none made ahead while a snapshot is being gathered here, however long it takes", async () => {
     // No `busy` given: the server's. The agent's reads wait at a gate the test opens; the first
     // snapshot's overview waits 300 ms of quiet, and the second snapshot starts within them and
-    // takes longer (issue 32's bench: an overview made during a 5 s fan-in cost it ~1 CPU-s).
+    // takes longer (in the scale-out bench an overview made during a 5 s fan-in cost it ~1 CPU-s).
     const s = await serverFor(
       cleanup,
       {},

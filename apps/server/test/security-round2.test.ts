@@ -1,4 +1,4 @@
-// Issue 27, the aggregator's part: each attack or fault replayed as a remote client or a user
+// The aggregator's security controls: each attack or fault replayed as a remote client or a user
 // with a dashboard account would run it, failing when its control is broken. A revoked login
 // keeps its /ui socket, a user mapped to uid 0 lists and hears root's jobs, a `?token=` link
 // swaps an admin's session, a failed snapshot is invisible (no event, no log line), `{"uid":

@@ -1,4 +1,4 @@
-// Issue 11 exploits, each as a test that fails when its control is broken: a malformed cookie
+// Exploits, each as a test that fails when its control is broken: a malformed cookie
 // kills the server, pid reuse hands user A's job to user B, a full disk ends the process, a
 // corrupt database starts anyway, the data files are world-readable.
 import { execFileSync } from 'node:child_process';

@@ -1,5 +1,5 @@
 // The dashboard's files and how long a browser may keep them: a built asset named by its content
-// hash is immutable (a returning page reuses it and V8's code cache: issue 32's first render);
+// hash is immutable (a returning page reuses it and V8's code cache: a faster first render);
 // index.html, which names the current assets, the single-page routes and the unhashed files are
 // asked again each time, so a new build shows at once.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// Issue 29: the matrix's any-sender strip holds receives posted with MPI_ANY_SOURCE (the model's
+// The matrix's any-sender strip holds receives posted with MPI_ANY_SOURCE (the model's
 // PEER_ANY) and operations whose sender cannot be resolved (PEER_UNKNOWN). They share the strip
 // but the edge table, the pyramid, the tooltip, the cell list and the legend keep them apart.
 

@@ -1,4 +1,4 @@
-// Issue 27, the dashboard's part: a failed snapshot ends every viewer's progress with the coded
+// The dashboard's security controls: a failed snapshot ends every viewer's progress with the coded
 // message (snapshot.failed), a snapshot request whose answer is lost is asked again with the
 // same Idempotency-Key (never a second snapshot), and a ?token= login switches users only when
 // the person confirmed it.

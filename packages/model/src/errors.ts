@@ -59,7 +59,7 @@ export const ERROR_HINTS = {
     "this MPI library does not record this queue; look at the other side (the peer's sends or receives) for the same messages",
   MQD_E_NO_QUEUES:
     'this process has no message queues the DLL can read (MPI not initialised yet, or a library without queue debugging support)',
-  // --- OpenMP (OMPD, issue 15)
+  // --- OpenMP (OMPD)
   MQD_E_OMPD_DISABLED:
     "the rank's OpenMP runtime keeps no debugging state: run the job with OMP_DEBUG=enabled in its environment (LLVM's libomp keeps OMPD state only then) and take another snapshot",
   MQD_E_OMPD_LOAD:

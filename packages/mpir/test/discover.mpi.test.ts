@@ -1,4 +1,4 @@
-// Discovery of REAL MPI jobs on this node (the hang watch, issue #31): Open MPI 4.1.4 mpirun jobs
+// Discovery of REAL MPI jobs on this node (the hang watch): Open MPI 4.1.4 mpirun jobs
 // of the ring fixture, one of them run by a real unprivileged user (uid 65534 via setpriv), are
 // found by a /proc scan with the ranks their READY lines name; nothing is stopped or traced;
 // MQD_WATCH=off shows as watch 'off'; a process that only fakes a rank variable is no rank; an

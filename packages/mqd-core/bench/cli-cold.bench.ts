@@ -8,7 +8,7 @@
 //   the tsc output would be loaded without it (dist/snapshot-cmd.js: ~330 modules);
 // - text: `mqd snapshot --pid ...` (text: the ranks are not unwound);
 // - textLate: the same with MQD_EARLY_READER=0 (the reader starts when the command asks for it,
-//   as before stop 24: the baseline of the early reader);
+//   the baseline of the early reader);
 // - json: `mqd snapshot --json --pid ...` (stacks read in the same stops, as the JSON carries them).
 // The ranks poll without end. On a node each has its own core; on these 2 cores they compete with
 // the command, so they run at nice 19 (MPICH ch3's polling still slows any process beside it:

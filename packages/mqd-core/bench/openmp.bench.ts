@@ -1,4 +1,4 @@
-// What reading OpenMP through the runtime's libompd adds to a rank's stop (issue 15; the
+// What reading OpenMP through the runtime's libompd adds to a rank's stop (the
 // one-stop design's budget for everything beyond the queues is a few milliseconds per rank).
 // Run: npm run bench (or: node --conditions=source --import tsx packages/mqd-core/bench/openmp.bench.ts).
 // Baseline in the same run, same Snapshotter, same fixture, same MPI: two hybrid omp_single_recv

@@ -5,7 +5,7 @@
 // 1,000. The baseline in the same run is the growth over the first 250 (set-up, caches, JIT),
 // which is allowed. The run goes on to 4,000 because a polling rank's main thread reaches rarer
 // pcs late (a library's DWARF first needed at snapshot ~1,700 was a step of ~9 MB per rank
-// before the unwinder read each file's DWARF once, stop 25).
+// until the unwinder read each file's DWARF once).
 // A second pass reads 32 polling Open MPI ranks with one reader, 800 snapshots: each rank stops
 // at other pcs of its progress loop, so what a reader keeps per rank shows as growth from
 // snapshot 100 to 800 (target: <= 3 MB, the same bound).

@@ -1,4 +1,4 @@
-// What unwinding every thread in the same stop costs (issue 10: < 2 ms per rank for one thread
+// What unwinding every thread in the same stop costs (target: < 2 ms per rank for one thread
 // of ~20 frames; 64 ranks on one node in < 500 ms warm).
 // Run: npm run bench (or: node --conditions=source --import tsx packages/mqd-core/bench/stacks.bench.ts).
 // Baseline in the same run, on the same ranks, with the same warm Snapshotter: snapshots taken

@@ -29,7 +29,7 @@ async function readMode(mode: number, rank = 0): Promise<{ snapshot: JobSnapshot
   return { snapshot, r: rankOf(snapshot, rank) };
 }
 
-describe('interface corners (issue 14)', () => {
+describe('interface corners', () => {
   it('corner 1: failed callbacks answer mqs_no_information, our diagnosis stays ours', async () => {
     // The DLL's mqs_setup_process fails with err_private_code unless a missing symbol, a missing
     // function and a read of address 0 each return exactly mqs_no_information (1).

@@ -1,4 +1,4 @@
-// A reader that root starts as a core file's owner reads only that owner's file (issue 27, the
+// A reader that root starts as a core file's owner reads only that owner's file (the
 // root-side audit in docs/root-paths.md). Root picks the reader's uid from the path's owner
 // (Snapshotter.snapshotCores: stat, then the reader opens the path): a core the user swaps in
 // after that stat would otherwise be parsed, and its DLL resolved, by a reader of the old

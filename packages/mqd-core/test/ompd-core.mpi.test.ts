@@ -1,4 +1,4 @@
-// OpenMP threads from core files (issues 15 + 17), on REAL hybrid MPI+OpenMP jobs of both MPIs:
+// OpenMP threads from core files, on REAL hybrid MPI+OpenMP jobs of both MPIs:
 // a live snapshot (queues, stacks and OpenMP in one stop per rank), then cores of every rank
 // written by the Snapshotter's capture (`mqd capture`), the job killed, and the cores read: each
 // rank's `openmp` equals the live one (threads by tid: state, thread number, team, task, wait id)

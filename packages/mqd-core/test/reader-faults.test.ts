@@ -1,4 +1,4 @@
-// Faults that are nobody's permission problem and no DLL's crash (issue 27, 11b/11c), injected
+// Faults that are nobody's permission problem and no DLL's crash, injected
 // by the test: a rank that became a zombie (exited, its parent does not reap it) and a reader
 // killed with SIGKILL from outside MQD (what the OOM killer or an admin does). Each must reach the
 // user as what it is, and the next read must work.

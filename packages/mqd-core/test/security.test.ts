@@ -249,7 +249,7 @@ describe('DLL policy root-owned', () => {
   });
 });
 
-describe('core files (issue 17)', () => {
+describe('core files', () => {
   it("a user's core that names their own library: root reads it, the library runs as the user", async () => {
     rmSync(a.out, { force: true });
     const rank = await startProcess([a.rank, a.evil], { env: { OMPI_COMM_WORLD_RANK: '0' } });

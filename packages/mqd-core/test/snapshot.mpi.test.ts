@@ -3,7 +3,7 @@
 // fixture shows under every build (exactly the expected queues of
 // packages/testkit/src/expected-queues.ts and fixtures/mpi/README.md, in matching order, with
 // the communicators' names, sizes and groups) is checked by apps/cli/test/golden.mpi.test.ts on
-// the same live snapshot that it compares with the golden one (issue 30: one launch, not two).
+// the same live snapshot that it compares with the golden one (one launch, not two).
 
 import type { JobSnapshot } from '@mqd/model';
 import { MPI_NAMES, queueDll } from '@mqd/testkit';

@@ -1,4 +1,4 @@
-// Issue 27 item 5: a 37.7 MB rank (200k unexpected messages) was walked, decoded, sent and
+// A 37.7 MB rank (200k unexpected messages) was walked, decoded, sent and
 // serialised whole before the agent's message cap refused it (health 6 s, RSS 97 -> 376 MB, on
 // every snapshot). The byte budget now applies in the reader's walk: a rank whose queue entries
 // alone need more than maxRankBytes (at MIN_OPERATION_JSON_BYTES each) is stopped there, one

@@ -32,7 +32,7 @@ export interface ClusterInstance {
   /** Its id as /api/health says it (host plus random, per process). */
   readonly id: string;
   output(): string;
-  /** kill -9: the fault of issue 32. */
+  /** kill -9: an instance dies. */
   kill9(): void;
   alive(): boolean;
 }

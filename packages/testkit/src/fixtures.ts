@@ -41,8 +41,8 @@ export function mpiMissingMessage(mpi: AnyMpiName): string {
 }
 
 /**
- * The real-MPI test matrix: every build provisioning makes, MPICH 4.2.1 included (issue 30:
- * provisioning fails with a coded error rather than leave a build out, so a missing build here
+ * The real-MPI test matrix: every build provisioning makes, MPICH 4.2.1 included
+ * (provisioning fails with a coded error rather than leave a build out, so a missing build here
  * fails its tests with mpiMissingMessage instead of shrinking the matrix).
  */
 export function mpiMatrix(): readonly AnyMpiName[] {

@@ -1,4 +1,4 @@
-// Debian's haproxy in front of several `mqd serve` instances, for the tests of issue 32: one
+// Debian's haproxy in front of several `mqd serve` instances, for the scale-out tests: one
 // address on 127.0.0.1, round robin with a cookie that keeps a browser on the instance it
 // started with (socket.io's polling transport needs that), a TCP health check every 300 ms so
 // an instance that was killed is out of the rotation within a second, and `option redispatch`

@@ -1,4 +1,4 @@
-// Hybrid MPI+OpenMP fixtures (fixtures/hybrid/*.c, issue 15): the OMPD-enabled OpenMP runtime
+// Hybrid MPI+OpenMP fixtures (fixtures/hybrid/*.c): the OMPD-enabled OpenMP runtime
 // they link, their binaries, the OpenMP thread states each rank must show, and an independent
 // oracle that reads those states with LLVM's own gdb OMPD plugin.
 import { spawn } from 'node:child_process';

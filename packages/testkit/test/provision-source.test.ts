@@ -1,4 +1,4 @@
-// Issue 30: provisioning uses an MPICH 4.2.1 tarball only when its sha256 is a known one. A copy
+// Provisioning uses an MPICH 4.2.1 tarball only when its sha256 is a known one. A copy
 // with one byte changed is refused with MQD_E_SOURCE_CHECKSUM naming the file and both sums, and
 // nothing is built from it (no build directory, no install directory, no stamp). The run uses
 // its own MQD_MPI_CACHE, so the machine's builds are never touched; the explicit tarball is
@@ -82,7 +82,7 @@ describe('provisioning checks the MPICH 4.2.1 tarball before using it', () => {
   });
 });
 
-// Issue 30, cost: MPICH 4.2.1 is built over Debian's libfabric and hwloc (libfabric-dev and
+// Cost: MPICH 4.2.1 is built over Debian's libfabric and hwloc (libfabric-dev and
 // libhwloc-dev, which provisioning installs) instead of the copies embedded in its tarball:
 // the embedded libfabric alone builds every provider. What the debugger sees stays as it was:
 // ch4:ofi, --enable-debuginfo (libtvmpich.so), Fortran and C++, the yaksa datatype engine.
@@ -120,7 +120,7 @@ describe('MPICH 4.2.1 is configured over Debian libraries, not its embedded ones
   });
 });
 
-// Issue 30, cold budget: no build compiles a bundled hwloc or libevent, or an MPI-IO it never
+// Cold budget: no build compiles a bundled hwloc or libevent, or an MPI-IO it never
 // runs; MPICH 4.0.2's ch4 build leaves the language bindings to the ch3 build, whose bindings
 // the Fortran/C++ fixtures use for both (languages.mpi.test.ts, SAME_BINDINGS_AS).
 describe('every MPI build leaves out what no test reads', () => {

@@ -23,7 +23,7 @@
 //          sends them with the replies of those calls, every call of one asker in one batch
 //          (up to FOLDED_BATCH_BYTES or FOLDED_BATCH_MS): a fan-out asks for each host on its
 //          own, so batches per call held one chunk each, and 500 hosts' messages queued in the
-//          adapter's pool for seconds (issue 32's scale run). A chunk is parsed once in the
+//          adapter's pool for seconds (seen at 100,000 ranks). A chunk is parsed once in the
 //          cluster, and a seventh of its bytes cross PostgreSQL. Instances of one cluster run
 //          the same MQD version: this wire changes between versions;
 //   reply  its one answer (a Result), or a coded error when the holder fails or disappears. A
@@ -31,7 +31,7 @@
 //          sent through different pool connections may overtake each other, so an asker that
 //          has fewer chunks than that waits for the rest (up to LATE_CHUNKS_MS) before it
 //          settles. Each rank is passed on once, whatever arrives twice. Sending every rank a
-//          second time in the reply doubled what crossed PostgreSQL (issue 32's scale run).
+//          second time in the reply doubled what crossed PostgreSQL (at 100,000 ranks).
 import { randomUUID } from 'node:crypto';
 import {
   checkRank,
@@ -329,7 +329,7 @@ export class ClusterHub implements HubPort {
    * Tells the other instances about this one's agents soon (call it when an agent comes or goes):
    * the changes of one moment go out as one state message. A thousand agents reconnecting at
    * once would otherwise send a thousand states of up to a thousand agents each through
-   * PostgreSQL (issue 32's scale run).
+   * PostgreSQL (at 100,000 ranks).
    */
   publishSoon(): void {
     if (this.closed || this.soon !== null) return;

@@ -1,5 +1,5 @@
 // Stored snapshots go out compressed as they are stored, inside the API's envelope
-// (`{"meta":...,"snapshot":<stored>}`), without inflating and deflating them again (issue 32: a
+// (`{"meta":...,"snapshot":<stored>}`), without inflating and deflating them again (a
 // 100,000-rank snapshot is 125 MB of JSON and 9 MB of gzip; inflating it, building the envelope
 // and sending it uncompressed was most of the dashboard's wait).
 //

@@ -107,7 +107,7 @@ type FoldTuple = [number, string, string | null, string, number, number, number]
 /**
  * Folds for the wire: JSON of tuples, deflated in the thread pool. The digest lines are most of a
  * fold (~250 bytes a rank) and repeat from rank to rank: deflated, a chunk's folds are a few KB,
- * not the ~30 KB they take as MessagePack strings (issue 32's scale run).
+ * not the ~30 KB they take as MessagePack strings (at 100,000 ranks).
  */
 export function encodeFolds(folds: readonly RankFold[], level: number): Promise<Buffer> {
   const tuples: FoldTuple[] = folds.map((f) => [

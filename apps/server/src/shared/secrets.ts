@@ -9,7 +9,7 @@ const MAX_SECRET_FILE_BYTES = 64 * 1024;
  * A credential file: owned by us (root), not readable or writable by group or others, so no
  * other user of the node can read the token it holds. Opened once (without blocking on a FIFO)
  * and checked on that descriptor, so the file read is the file checked, not one swapped in at
- * its path after the check (issue 27 audit, docs/root-paths.md).
+ * its path after the check (docs/root-paths.md).
  */
 export function readSecretFile(path: string): { ok: true; value: string } | { ok: false; message: string } {
   let fd: number;

@@ -2,7 +2,7 @@
    path fixed at build time: the reader's environment is not the attacker's). It has no mqs_*
    entry points, so a reader that loads it answers with a coded error. Built with
    -DEVIL_ENV_OUT="/path" it also writes the environment it was given there, one variable a
-   line: what a user's code learns of root's environment (issue 27). */
+   line: what a user's code learns of root's environment. */
 #include <stdio.h>
 #include <unistd.h>
 

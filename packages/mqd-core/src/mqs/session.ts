@@ -747,7 +747,7 @@ export class MqsSession {
   /**
    * The DLL that read a rank, recorded on the rank (MPMD jobs read by two DLLs). Its texts come
    * from the DLL the job names and the field names it asks for: cut to the snapshot spec's
-   * limits here, so the rank is never refused downstream (issue 27: a 1,040-character
+   * limits here, so the rank is never refused downstream (a 1,040-character
    * missingFields entry was stored, then refused by the dashboard's decoder).
    */
   dllInfo(): { path: string; version: string; missingFields?: string[]; renamedFields?: string[] } {

@@ -1,5 +1,5 @@
 // Every native (koffi) allocation of MQD goes through here, so each has an owner and can be
-// counted (issue 12: the reader grew ~34 KB per snapshot from blocks nobody freed). Three kinds:
+// counted (a reader once grew ~34 KB per snapshot from blocks nobody freed). Three kinds:
 // - permanent: C keeps a pointer to it for the life of the process (callback tables, Dwfl
 //   callbacks, strings handed to a DLL); allocated once per owner, never freed;
 // - owned: scratch that belongs to an object (a DebugFile, an Unwinder) and is freed by its

@@ -46,7 +46,7 @@ export interface RankReadOptions {
 export class OneStopReader {
   /** libdw unwinder for the stacks read in the same stop (created on first use). */
   private unwinder: Unwinder | null = null;
-  /** The OMPD session for the OpenMP threads read in the same stop (created on first use, issue 15). */
+  /** The OMPD session for the OpenMP threads read in the same stop (created on first use). */
   private ompdSession: OmpdSession | null = null;
 
   private constructor(

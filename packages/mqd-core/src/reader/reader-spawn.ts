@@ -1,7 +1,7 @@
 // Starting a reader child, with node's builtins only, so that `mqd snapshot` can start the
 // reader it will need before it loads its own code (apps/cli/src/main.ts): the CLI's node start
 // and bundle load then overlap the reader's node start and bundle load instead of preceding them
-// (issue 12, cold CLI). ReaderClient (client.ts) forks its reader here too, and adopts a started one
+// (the cold CLI). ReaderClient (client.ts) forks its reader here too, and adopts a started one
 // of the same identity and entry if there is one. Nothing here reads a target: the child checks
 // who it is and waits to be asked (reader-main.ts); one nobody adopts is killed when we exit.
 import { type ChildProcess, fork } from 'node:child_process';
