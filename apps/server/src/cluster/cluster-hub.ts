@@ -3,57 +3,12 @@
 // instance uses instead of its own AgentHub: the same methods, answered by the local hub when
 // the host's agent is connected here, and otherwise forwarded to the instance that has it.
 //
-// The wire between instances is socket.io's serverSideEmit on a namespace no client may join,
-// carried by the cluster adapter (sealed-adapter.ts: PostgreSQL NOTIFY, big payloads in a
-// table), so no extra service is needed. Every message is sealed with the cluster secret, and
-// names its sender (`from`, a state its `instance`), which the adapter checks against the
-// instance that sealed it (clusterMessageSender): so a call's allowRoot and owner uid, a state's
-// agents, a reply, come from an instance of this cluster speaking for itself. A receiver still
-// checks what it is given: ranks by the snapshot spec's validator, a state's shape, and a
-// chunk or reply only from the instance its call went to. Every message is a broadcast that
-// names its addressee; the others ignore it:
-//   state  every instance, every stateIntervalMs and at once when an agent comes or goes:
-//          its live agents, their starters and discovered jobs. An instance not heard from for
-//          3 intervals is gone (its hosts are no longer connected anywhere).
-//   call   a request for one host, to the instance holding its agent;
-//   ranks  the rank chunks of a forwarded snapshot as they arrive (live progress crosses too).
-//          An instance that does not ask for them folded (a read) gets the chunks' text;
-//   folded a snapshot to be stored asks for its chunks folded (rank-fold.ts): the holder folds
-//          each chunk its agent sent, deflates the chunk's bytes as sent and its folds, and
-//          sends them with the replies of those calls, every call of one asker in one batch
-//          (up to FOLDED_BATCH_BYTES or FOLDED_BATCH_MS): a fan-out asks for each host on its
-//          own, so batches per call held one chunk each, and 500 hosts' messages queued in the
-//          adapter's pool for seconds (seen at 100,000 ranks). A chunk is parsed once in the
-//          cluster, and a seventh of its bytes cross PostgreSQL. Instances of one cluster run
-//          the same MQD version: this wire changes between versions;
-//   reply  its one answer (a Result), or a coded error when the holder fails or disappears. A
-//          snapshot's reply says how many rank chunks were sent, not the ranks again: NOTIFYs
-//          sent through different pool connections may overtake each other, so an asker that
-//          has fewer chunks than that waits for the rest (up to LATE_CHUNKS_MS) before it
-//          settles. Each rank is passed on once, whatever arrives twice. Sending every rank a
-//          second time in the reply doubled what crossed PostgreSQL (at 100,000 ranks).
+// The wire is in cluster-wire.ts; the folded batches a holder sends in folded-outbox.ts.
 import { randomUUID } from 'node:crypto';
-import {
-  checkRank,
-  type DiscoveredJob,
-  err,
-  type MqdError,
-  mqdError,
-  type RankSnapshot,
-  type Result,
-} from '@mqd/model';
+import { type DiscoveredJob, err, type MqdError, mqdError, type Result } from '@mqd/model';
 import type { Namespace } from 'socket.io';
-import { deflatePart } from '../hub/gzip-splice.js';
 import type { AgentHub, AgentInfo, HubCapture, HubCounters, OnRanks, SnapshotWithFold } from '../hub/hub.js';
-import {
-  decodeFolds,
-  encodeFolds,
-  type FoldedRanks,
-  type FoldRequest,
-  rankFold,
-  ranksOfPart,
-  ranksOfText,
-} from '../hub/rank-fold.js';
+import type { FoldedRanks, FoldRequest } from '../hub/rank-fold.js';
 import type {
   CaptureParams,
   CountersParams,
@@ -62,6 +17,27 @@ import type {
   SnapshotResult,
 } from '../protocol/agent-protocol.js';
 import type { LocatedJob, RankTarget, SeenStarter } from '../shared/seams.js';
+import {
+  CALL_METHODS,
+  type CallMessage,
+  type CallMethod,
+  EV_CALL,
+  EV_FOLDED,
+  EV_LOGINS,
+  EV_RANKS,
+  EV_REPLY,
+  EV_STATE,
+  type FoldedBatchMessage,
+  foldedOf,
+  type InstanceState,
+  isInstanceState,
+  type RanksMessage,
+  type ReplyMessage,
+  ranksOf,
+  type SnapshotCallParams,
+  type SnapshotOwner,
+} from './cluster-wire.js';
+import { FoldedOutbox, type PassRanks, passFoldedOnce } from './folded-outbox.js';
 
 /** What an instance uses of the agents: AgentHub's public surface. */
 export type HubPort = Pick<
@@ -81,98 +57,8 @@ export type HubPort = Pick<
   | 'droppedEntries'
 > & { snapshot: SnapshotWithFold };
 
-/** Whose rights a snapshot reads with, and how (AgentHub.snapshot's last argument). */
-type SnapshotOwner = NonNullable<Parameters<AgentHub['snapshot']>[4]>;
-
-/** The namespace of the instances' own traffic; a client that tries to join it is refused. */
-export const CLUSTER_NAMESPACE = '/cluster';
-
-const EV_STATE = 'mqd:state';
-const EV_CALL = 'mqd:call';
-const EV_RANKS = 'mqd:ranks';
-const EV_REPLY = 'mqd:reply';
-const EV_FOLDED = 'mqd:folded';
 /** Agents coming and going within this many ms go out in one state message. */
 const PUBLISH_COALESCE_MS = 100;
-/** Logins changed on one instance (logout, revocation, a user's rights): every /ui socket is rechecked. */
-const EV_LOGINS = 'mqd:logins';
-
-/** What one instance tells the others about its agents. */
-export interface InstanceState {
-  readonly instance: string;
-  readonly agents: readonly AgentInfo[];
-  readonly starters: readonly { host: string; starter: SeenStarter }[];
-  readonly discovered: readonly { host: string; job: DiscoveredJob; at: number }[];
-  /** Whether each agent's report is complete (AgentHub.discoveryScans); absent: none is. */
-  readonly discoveryScans?: readonly DiscoveryScanReport[];
-}
-
-const CALL_METHODS = ['snapshot', 'locate', 'counters', 'capture'] as const;
-type CallMethod = (typeof CALL_METHODS)[number];
-
-interface CallMessage {
-  readonly id: string;
-  readonly from: string;
-  readonly to: string;
-  readonly host: string;
-  readonly method: CallMethod;
-  readonly timeoutMs: number;
-  readonly params: unknown;
-}
-
-interface RanksMessage {
-  readonly id: string;
-  /** The holder sending the chunk. */
-  readonly from: string;
-  readonly to: string;
-  readonly ranks?: RankSnapshot[];
-  /**
-   * Instead of `ranks`: the chunk's ranks as JSON, as its agent sent them and the holder checked
-   * them (hub.ts OnRanks). Bytes cross the adapter as they are (msgpack's bin), where objects were
-   * encoded twice by the holder and decoded by the asker; the asker stores them as they are.
-   */
-  readonly text?: Uint8Array;
-}
-
-/**
- * Folded chunks and replies of the calls one asker made to this holder with `foldLevel`, in the
- * order the holder queued them (a call's chunks before its reply); a folded chunk counts as one of
- * the chunks its call's reply counts.
- */
-interface FoldedBatchMessage {
-  readonly from: string;
-  readonly to: string;
-  readonly items: readonly (
-    | { readonly chunk: FoldedWire; readonly id: string }
-    | { readonly reply: ReplyMessage }
-  )[];
-}
-
-/** A folded chunk on the wire (FoldedRanks, its part's fields flat). */
-interface FoldedWire {
-  /** The chunk's folds, encoded (rank-fold.ts encodeFolds). */
-  readonly folds: Uint8Array;
-  readonly deflated: Uint8Array;
-  readonly crc: number;
-  readonly length: number;
-}
-
-/** A snapshot call's params between instances. */
-interface SnapshotCallParams {
-  readonly ranks: RankTarget[];
-  readonly owner: SnapshotOwner;
-  /** Fold the chunks, deflating at this level (FoldRequest.level); absent: send them as they are. */
-  readonly foldLevel?: number;
-}
-
-interface ReplyMessage {
-  readonly id: string;
-  readonly from: string;
-  readonly to: string;
-  readonly result: Result<unknown>;
-  /** A snapshot's rank chunks sent before this reply (see the header). */
-  readonly chunks?: number;
-}
 
 interface Pending {
   readonly host: string;
@@ -187,14 +73,6 @@ interface Pending {
   /** The reply, held until the chunks it counts have all arrived. */
   held: { readonly result: Result<unknown>; readonly chunks: number } | null;
 }
-
-/** Ranks passed on from another instance, with their text when it crossed as sent. */
-type PassRanks = (ranks: readonly RankSnapshot[], text?: Buffer) => void;
-
-/** A holder sends its folded chunks when this many of their bytes wait (text and folds, deflated)... */
-const FOLDED_BATCH_BYTES = 256 * 1024;
-/** ...or this long after the first one waits: live progress still moves several times a second. */
-const FOLDED_BATCH_MS = 25;
 
 /** How long a snapshot's reply waits for the chunks it counts that it overtook. */
 const LATE_CHUNKS_MS = 10_000;
@@ -811,177 +689,4 @@ export class ClusterHub implements HubPort {
         return this.local.capture(host, params as CaptureParams, timeoutMs);
     }
   }
-}
-
-/**
- * What a holder sends one asker for its snapshots to be stored: each chunk is folded at once (its
- * ranks can go) and deflated in the thread pool, then queued; a call's reply is queued once its
- * chunks are. What waits is sent in one message when FOLDED_BATCH_BYTES wait or FOLDED_BATCH_MS
- * after the first: the calls of one fan-out (one per host) share the batches.
- */
-class FoldedOutbox {
-  private items: FoldedBatchMessage['items'][number][] = [];
-  private bytes = 0;
-  private timer: NodeJS.Timeout | null = null;
-  /** Calls whose reply is not queued yet (ClusterHub.servingSnapshot while any is). */
-  private calls = 0;
-
-  get active(): number {
-    return this.calls;
-  }
-
-  constructor(
-    private readonly send: (items: FoldedBatchMessage['items']) => void,
-    private readonly idle: () => void,
-  ) {}
-
-  /** Call `id`'s chunks: `sent.chunks` counts those queued. */
-  call(
-    id: string,
-    level: number,
-    sent: { chunks: number },
-  ): { add(ranks: readonly RankSnapshot[], text: Buffer): void; done(): Promise<void> } {
-    this.calls++;
-    const deflating = new Set<Promise<void>>();
-    let failure: unknown = null;
-    return {
-      add: (ranks, text) => {
-        const folds = encodeFolds(ranks.map(rankFold), level);
-        const p = Promise.all([folds, deflatePart(text, level)]).then(
-          ([f, part]) => {
-            sent.chunks++;
-            this.queue(
-              { id, chunk: { folds: f, deflated: part.deflated, crc: part.crc, length: part.length } },
-              f.length + part.deflated.length,
-            );
-          },
-          (e: unknown) => {
-            failure ??= e;
-          },
-        );
-        deflating.add(p);
-        void p.finally(() => deflating.delete(p));
-      },
-      /** Waits for every chunk added to be queued; throws when one could not be. */
-      done: async () => {
-        while (deflating.size > 0) await Promise.all(deflating);
-        if (failure !== null) throw failure;
-      },
-    };
-  }
-
-  /** A call's reply, after its chunks (call().done() was awaited, or the call failed). */
-  reply(m: ReplyMessage): void {
-    this.calls--;
-    this.queue({ reply: m }, 256);
-  }
-
-  close(): void {
-    if (this.timer !== null) clearTimeout(this.timer);
-    this.timer = null;
-    this.items = [];
-  }
-
-  private queue(item: FoldedBatchMessage['items'][number], bytes: number): void {
-    this.items.push(item);
-    this.bytes += bytes;
-    if (this.bytes >= FOLDED_BATCH_BYTES) this.flush();
-    else this.timer ??= setTimeout(() => this.flush(), FOLDED_BATCH_MS);
-  }
-
-  private flush(): void {
-    if (this.timer !== null) clearTimeout(this.timer);
-    this.timer = null;
-    if (this.items.length === 0) return;
-    const items = this.items;
-    this.items = [];
-    this.bytes = 0;
-    this.send(items);
-    if (this.calls === 0) this.idle();
-  }
-}
-
-/**
- * onFolded behind the ranks passed on so far (`seen`, shared with passOnce): a folded chunk
- * goes on as it is when none of its ranks was passed yet; otherwise its ranks come back from its
- * bytes and the new ones go the way of unfolded ranks (a retry on another instance after its
- * holder died).
- */
-function passFoldedOnce(
-  seen: Set<number>,
-  pass: PassRanks,
-  onFolded: (c: FoldedRanks) => void,
-): (c: FoldedRanks) => void {
-  return (c) => {
-    if (c.folds.some((f) => seen.has(f.rank))) {
-      pass(ranksOfPart(c.part));
-      return;
-    }
-    for (const f of c.folds) seen.add(f.rank);
-    onFolded(c);
-  };
-}
-
-/** A folded chunk from another instance, or null when it is not one. */
-function foldedOf(w: FoldedWire): FoldedRanks | null {
-  if (typeof w !== 'object' || w === null) return null;
-  if (!(w.folds instanceof Uint8Array) || !(w.deflated instanceof Uint8Array)) return null;
-  if (!Number.isSafeInteger(w.length) || !Number.isSafeInteger(w.crc)) return null;
-  const folds = decodeFolds(w.folds);
-  if (folds === null) return null;
-  const deflated = Buffer.from(w.deflated.buffer, w.deflated.byteOffset, w.deflated.byteLength);
-  return { folds, part: { deflated, crc: w.crc, length: w.length } };
-}
-
-/**
- * A rank chunk from another instance: its ranks, and their text when it crossed as sent; null
- * when it is not one, or a rank in it is not one by the snapshot spec's validator (the holder
- * checked them as its agent sent them: one that fails here is a bug, and is not stored).
- */
-function ranksOf(m: RanksMessage): { ranks: RankSnapshot[]; text?: Buffer } | null {
-  if (m.text instanceof Uint8Array) {
-    const text = Buffer.from(m.text.buffer, m.text.byteOffset, m.text.byteLength);
-    let ranks: unknown;
-    try {
-      ranks = ranksOfText(text);
-    } catch (e) {
-      if (e instanceof SyntaxError) return null;
-      throw e;
-    }
-    return allRanks(ranks) ? { ranks, text } : null;
-  }
-  return allRanks(m.ranks) ? { ranks: m.ranks } : null;
-}
-
-function allRanks(v: unknown): v is RankSnapshot[] {
-  return Array.isArray(v) && v.every((r) => checkRank(r) === null);
-}
-
-/**
- * Which instance a message of the cluster namespace says it is from: a state's `instance`,
- * every other message's `from`; null when it names none (sealed-adapter.ts drops a message
- * whose sender is not the instance that sealed it).
- */
-export function clusterMessageSender(packet: unknown): string | null {
-  if (!Array.isArray(packet)) return null;
-  const [event, m] = packet as [unknown, unknown];
-  if (typeof m !== 'object' || m === null) return null;
-  const says = event === EV_STATE ? (m as { instance?: unknown }).instance : (m as { from?: unknown }).from;
-  return typeof says === 'string' ? says : null;
-}
-
-/** A state's shape, checked before its agents are believed (settleConflicts reads them). */
-function isInstanceState(v: unknown): v is InstanceState {
-  if (typeof v !== 'object' || v === null) return false;
-  const s = v as Partial<Record<keyof InstanceState, unknown>>;
-  const hosted = (xs: unknown) =>
-    Array.isArray(xs) && xs.every((x) => typeof x === 'object' && x !== null && typeof x.host === 'string');
-  return (
-    typeof s.instance === 'string' &&
-    hosted(s.agents) &&
-    (s.agents as unknown[]).every((a) => Number.isFinite((a as { connectedAt?: unknown }).connectedAt)) &&
-    hosted(s.starters) &&
-    hosted(s.discovered) &&
-    (s.discoveryScans === undefined || hosted(s.discoveryScans))
-  );
 }

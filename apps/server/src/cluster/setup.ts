@@ -14,7 +14,8 @@ import type { Server as SocketServer } from 'socket.io';
 import type { AgentHub } from '../hub/hub.js';
 import type { StorePort } from '../store/store-port.js';
 import { parseStoreUrl } from '../store/store-url.js';
-import { CLUSTER_NAMESPACE, ClusterHub, clusterMessageSender, type HubPort } from './cluster-hub.js';
+import { ClusterHub, type HubPort } from './cluster-hub.js';
+import { CLUSTER_NAMESPACE, clusterMessageSender } from './cluster-wire.js';
 import { Sealer } from './seal.js';
 import { createSealedAdapter, type DroppedCounts, type DropReason } from './sealed-adapter.js';
 

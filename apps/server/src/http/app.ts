@@ -23,7 +23,8 @@ import { MqdException, mqdError, watchVerdict } from '@mqd/model';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { Server as SocketServer } from 'socket.io';
 import { Auth, newToken } from '../auth/auth.js';
-import { CLUSTER_NAMESPACE, type ClusterHub } from '../cluster/cluster-hub.js';
+import type { ClusterHub } from '../cluster/cluster-hub.js';
+import { CLUSTER_NAMESPACE } from '../cluster/cluster-wire.js';
 import { Leases } from '../cluster/leases.js';
 import {
   attachClusterAdapter,
