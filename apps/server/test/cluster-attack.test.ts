@@ -30,7 +30,6 @@ const NAMESPACES = ['/', '/ui', '/agents', '/cluster'];
 const channelOf = (nsp: string) => `${SEALED_CHANNEL_PREFIX}#${nsp}`;
 
 let pgServer: PostgresServer;
-let dbs = 0;
 
 beforeAll(async () => {
   if (postgresAvailable()) pgServer = await startPostgres();
@@ -62,13 +61,11 @@ interface Rig {
 
 /** A fresh database, instances A and B on it, A's agent for HOST, and the intruder listening. */
 async function rig(): Promise<Rig> {
-  const db = `attack_${process.pid}_${++dbs}`;
+  const url = await pgServer.createDatabase('attack');
   const su = await client(pgServer.url);
-  await su.query(`CREATE DATABASE ${db}`);
   await su.query(
     `DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'mqd_intruder') THEN CREATE ROLE mqd_intruder LOGIN; END IF; END $$`,
   );
-  const url = pgServer.urlOf(db);
   const opts = {
     clusterTiming: { stateIntervalMs: 200, heartbeatMs: 500 },
     leaseMs: { renew: 200, ttl: 1000 },

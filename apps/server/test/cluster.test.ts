@@ -25,7 +25,6 @@ const cleanup = cleanupAfterEach();
 /** Every instance of a cluster seals its messages with one secret (the shared agent token is on). */
 const CLUSTER_SECRET = 'cluster-test-secret-0123456789abcdef';
 let pg: PostgresServer;
-let dbs = 0;
 
 beforeAll(async () => {
   if (postgresAvailable()) pg = await startPostgres();
@@ -35,15 +34,7 @@ afterAll(async () => {
 });
 
 /** A fresh database for one test: its URL. */
-async function freshDatabase(): Promise<string> {
-  const db = `cluster_${process.pid}_${++dbs}`;
-  const { Client } = (await import('pg')).default;
-  const c = new Client({ connectionString: pg.url });
-  await c.connect();
-  await c.query(`CREATE DATABASE ${db}`);
-  await c.end();
-  return pg.urlOf(db);
-}
+const freshDatabase = (): Promise<string> => pg.createDatabase('cluster');
 
 /** A fresh database for one test and two instances on it (short cluster timings). */
 async function twoInstances(): Promise<{ a: TestServer; b: TestServer; url: string }> {

@@ -19,7 +19,6 @@ import {
   syntheticStacksJob,
 } from '@mqd/model';
 import { type PostgresServer, startPostgres } from '@mqd/testkit';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken, RESERVED_NAMES } from '../src/auth/auth.js';
 import type { SnapshotHub } from '../src/fanout/fanout.js';
@@ -589,31 +588,18 @@ describe('/api/fleet cost is bounded', () => {
 // --- the store's side, on both dialects -------------------------------------------------------
 
 let postgres: PostgresServer | undefined;
-let pgAdmin: pg.Client | undefined;
-let databases = 0;
 
 beforeAll(async () => {
   postgres = await startPostgres();
-  pgAdmin = new pg.Client({ connectionString: postgres.url });
-  await pgAdmin.connect();
 });
 
 afterAll(async () => {
-  try {
-    await pgAdmin?.end();
-  } finally {
-    await postgres?.stop();
-  }
+  await postgres?.stop();
 });
 
 async function pgStore(): Promise<StorePort> {
-  const name = `mqd_swf_${++databases}`;
-  await pgAdmin?.query(`CREATE DATABASE ${name}`);
-  const store = await PgStore.open(
-    (postgres as PostgresServer).urlOf(name),
-    { maxSnapshotsPerJob: 0, maxAgeSeconds: 0 },
-    () => T0,
-  );
+  const url = await (postgres as PostgresServer).createDatabase('mqd_swf');
+  const store = await PgStore.open(url, { maxSnapshotsPerJob: 0, maxAgeSeconds: 0 }, () => T0);
   cleanup.push(() => store.close());
   return store;
 }

@@ -22,8 +22,10 @@ const PG_USER = 'postgres';
 export interface PostgresServer {
   /** postgresql://postgres@/postgres?host=DIR&port=PORT: the superuser on the `postgres` database. */
   readonly url: string;
-  /** The URL of another database of this server (create it first: CREATE DATABASE). */
+  /** The URL of another database of this server (create it first: createDatabase). */
   urlOf(database: string): string;
+  /** Creates a new, empty database named `prefix` and a number unique on this server; its URL. */
+  createDatabase(prefix: string): Promise<string>;
   /** The socket directory (also the server's temporary directory). */
   readonly dir: string;
   readonly port: number;
@@ -160,9 +162,17 @@ export async function startPostgres(): Promise<PostgresServer> {
 
   const urlOf = (database: string) =>
     `postgresql://${PG_USER}@/${encodeURIComponent(database)}?host=${encodeURIComponent(dir)}&port=${port}`;
+  let databases = 0;
+  const createDatabase = async (prefix: string) => {
+    if (!/^[a-z][a-z0-9_]{0,40}$/.test(prefix)) throw new Error(`not a database name prefix: ${prefix}`);
+    const name = `${prefix}_${++databases}`;
+    await asPostgres('createdb', ['-h', dir, '-p', String(port), '-U', PG_USER, name], dir);
+    return urlOf(name);
+  };
   return {
     url: urlOf('postgres'),
     urlOf,
+    createDatabase,
     dir,
     port,
     down,
