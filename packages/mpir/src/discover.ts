@@ -19,27 +19,16 @@
 // rank, and `scontrol listpids` once per Slurm job until a rank it did not list shows up. A
 // steady node costs one readdir and one stat read per process per scan.
 //
-// Also here: rankCounters, the per-rank /proc counters the agent's `counters` request answers,
-// read without stopping anything.
+// The per-rank /proc counters the agent's `counters` request answers are in counters.ts.
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import {
-  checkTarget,
-  parseProcStat,
-  procCredentials,
-  RANK_ENV_VARS,
-  readEnviron,
-  readProcStat,
-} from '@mqd/core';
+import { procCredentials, RANK_ENV_VARS, readEnviron, readProcStat } from '@mqd/core';
 import {
   clipText,
   type DiscoveredJob,
   type DiscoveredRank,
   type DiscoveryOmitted,
   type DiscoveryScan,
-  type MqdError,
-  mqdError,
-  type RankCounters,
   WATCH_OPT_OUT_VARIABLE,
 } from '@mqd/model';
 import { localHost } from './host.js';
@@ -623,83 +612,4 @@ export function discoverNode(o: DiscoverOptions = {}): DiscoveryScan {
     if (job !== null) jobs.push(job);
   }
   return { jobs, complete: omitted.length === 0, omitted };
-}
-
-// --- counters ------------------------------------------------------------------------------
-
-/** One rank whose counters are asked for: pid and start time pin the process. */
-export interface CounterTarget {
-  readonly rank: number;
-  readonly pid: number;
-  readonly startTime: string;
-}
-
-export interface RankCountersRead {
-  readonly ranks: RankCounters[];
-  readonly errors: { readonly rank: number; readonly error: MqdError }[];
-}
-
-function switchesOf(pid: number): number | null {
-  let tids: string[];
-  try {
-    tids = readdirSync(`/proc/${pid}/task`);
-  } catch {
-    return null;
-  }
-  let sum = 0;
-  for (const tid of tids) {
-    let status: string;
-    try {
-      status = readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8');
-    } catch {
-      continue; // a thread that ended meanwhile: its switches went with it
-    }
-    sum += Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? 0);
-    sum += Number(/^nonvoluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? 0);
-  }
-  return sum;
-}
-
-function readOne(t: CounterTarget, ownerUid: number): RankCounters | MqdError {
-  // The rules of a snapshot (start time, owner), except that a uid-0 job's own counters are
-  // read for it: nothing is stopped and no memory is read.
-  const refused = checkTarget(t.pid, { ownerUid, allowRoot: ownerUid === 0, startTime: t.startTime });
-  if (refused !== null) return refused;
-  let text: string;
-  try {
-    text = readFileSync(`/proc/${t.pid}/stat`, 'utf8');
-  } catch {
-    return mqdError('MQD_E_PID_EXITED', `pid ${t.pid} (rank ${t.rank}) exited while its counters were read`);
-  }
-  const s = parseProcStat(text);
-  if (s === null || !Number.isSafeInteger(s.cpuTicks))
-    return mqdError('MQD_E_INTERNAL', `/proc/${t.pid}/stat could not be parsed`);
-  if (s.startTime !== t.startTime) {
-    return mqdError(
-      'MQD_E_PID_REUSED',
-      `pid ${t.pid} started at tick ${s.startTime}, rank ${t.rank} at tick ${t.startTime}`,
-    );
-  }
-  const switches = switchesOf(t.pid);
-  // Read again last: a pid reused during the read must not pass for the rank.
-  if (switches === null || readProcStat(t.pid)?.startTime !== t.startTime) {
-    return mqdError('MQD_E_PID_EXITED', `pid ${t.pid} (rank ${t.rank}) exited while its counters were read`);
-  }
-  return { rank: t.rank, cpuTicks: s.cpuTicks, switches, state: s.state };
-}
-
-/**
- * The /proc counters of ranks (RankCounters: CPU ticks and context switches of every thread,
- * the main thread's state), read without stopping them. Each pid must still have its start
- * time and belong to `ownerUid`; one that does not is an error for that rank alone.
- */
-export function rankCounters(targets: readonly CounterTarget[], ownerUid: number): RankCountersRead {
-  const ranks: RankCounters[] = [];
-  const errors: { rank: number; error: MqdError }[] = [];
-  for (const t of targets) {
-    const r = readOne(t, ownerUid);
-    if ('code' in r) errors.push({ rank: t.rank, error: r });
-    else ranks.push(r);
-  }
-  return { ranks, errors };
 }

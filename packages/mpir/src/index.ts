@@ -10,7 +10,6 @@ export {
   readMpirTable,
 } from './attach.js';
 export {
-  type CounterTarget,
   clockTicksPerSecond,
   DISCOVERY_LIMITS,
   type DiscoverOptions,
@@ -20,13 +19,12 @@ export {
   fairShare,
   type Proc,
   type ProcSource,
-  type RankCountersRead,
   REAL_PROCFS,
-  rankCounters,
   STARTER_NAMES,
   startTimeToEpochMs,
   watchOptedOut,
 } from './discover.js';
+export { type CounterTarget, type RankCountersRead, rankCounters } from './counters.js';
 export { type LocalHost, localHost, normaliseHost } from './host.js';
 export {
   type AcquisitionMethod,
