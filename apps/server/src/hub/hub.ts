@@ -1,8 +1,3 @@
-// The agents hub: the aggregator's end of agent-protocol.ts. It authenticates agents, keeps
-// one live connection per host, validates every message at the edge (a refused message is
-// answered with `refused` and leaves no trace), and turns requests into promises of Results
-// that settle exactly once: on the reply, on timeout, on the agent's silence, or on disconnect.
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import {
   clipText,
   type DiscoveredJob,
@@ -10,7 +5,6 @@ import {
   type MqdError,
   mqdError,
   ok,
-  type RankCounters,
   type RankSnapshot,
   type Result,
 } from '@mqd/model';
@@ -18,12 +12,10 @@ import type { Namespace, Socket } from 'socket.io';
 import {
   AGENT_PROTOCOL_VERSION,
   type AgentHandshake,
-  type AgentHealth,
   type CaptureParams,
   type CountersParams,
   DEFAULT_KEEPALIVE_MS,
   type DecodedAgentMessage,
-  type DiscoveryScanInfo,
   type DiscoveryScanReport,
   type DroppedEntry,
   encodeMessage,
@@ -36,26 +28,21 @@ import {
   WIRE_EVENT,
 } from '../protocol/agent-protocol.js';
 import { decodeAgentMessage, parseHandshake } from '../protocol/agent-protocol-decode.js';
-import type { LocatedJob, MpiInfo, RankTarget, SeenStarter } from '../shared/seams.js';
+import type { LocatedJob, RankTarget, SeenStarter } from '../shared/seams.js';
+import {
+  AgentConn,
+  type AgentInfo,
+  type HubCapture,
+  type HubCounters,
+  type OnRanks,
+  type Pending,
+} from './agent-conn.js';
 import type { FoldRequest } from './rank-fold.js';
 
-export interface AgentInfo {
-  readonly agentId: string;
-  readonly host: string;
-  readonly version: string;
-  readonly connected: boolean;
-  readonly connectedAt: number;
-  readonly lastSeenAt: number;
-  readonly disconnectedAt: number | null;
-  readonly health: AgentHealth | null;
-  readonly mpi: MpiInfo | null;
-  readonly jobs: readonly SeenStarter[];
-  readonly messages: number;
-  readonly refused: number;
-  readonly pending: number;
-  /** The aggregator instance holding the agent's connection (set by the cluster hub). */
-  readonly instance?: string;
-}
+export type { AgentInfo, HubCapture, HubCounters, OnRanks } from './agent-conn.js';
+import { hostAgentToken, tokenDigest, tokenMatches } from './agent-token.js';
+
+export { hostAgentToken, tokenMatches } from './agent-token.js';
 
 export type HubEvent =
   | { readonly kind: 'connect'; readonly agent: AgentInfo }
@@ -90,13 +77,6 @@ export interface HubOptions {
 export const DEFAULT_AGENT_SILENCE_MS = 8000;
 
 /**
- * Where a snapshot request's accepted ranks go as their chunks arrive. `text`, when given, is
- * their JSON as the agent sent it, joined by commas in the order of `ranks` (every rank of the
- * chunk was kept): the fan-in stores it instead of making each rank's JSON again.
- */
-export type OnRanks = (ranks: RankSnapshot[], text?: Buffer) => void;
-
-/**
  * AgentHub.snapshot with a last argument only an instance that forwards the read to another can
  * honour (cluster/cluster-hub.ts): chunks read there come folded where they arrived. The local
  * hub's snapshot, which has no such argument, is one (its chunks are folded by the caller).
@@ -105,128 +85,7 @@ export type SnapshotWithFold = (
   ...args: [...Parameters<AgentHub['snapshot']>, fold?: FoldRequest]
 ) => ReturnType<AgentHub['snapshot']>;
 
-type Pending = (
-  | {
-      readonly method: 'snapshot';
-      /** rank -> pid the agent was asked for. */
-      readonly expected: Map<number, number>;
-      readonly seen: Set<number>;
-      readonly onRanks: OnRanks;
-      readonly settle: (r: Result<SnapshotResult>) => void;
-      readonly timer: NodeJS.Timeout;
-    }
-  | {
-      readonly method: 'locate';
-      readonly settle: (r: Result<LocatedJob>) => void;
-      readonly timer: NodeJS.Timeout;
-    }
-  | {
-      readonly method: 'counters';
-      /** The ranks asked for: an answer for any other is dropped. */
-      readonly asked: ReadonlySet<number>;
-      readonly settle: (r: Result<HubCounters>) => void;
-      readonly timer: NodeJS.Timeout;
-    }
-  | {
-      readonly method: 'capture';
-      /** The ranks asked for: an answer for any other is dropped. */
-      readonly asked: ReadonlySet<number>;
-      readonly settle: (r: Result<HubCapture>) => void;
-      readonly timer: NodeJS.Timeout;
-    }
-) & {
-  /** performance.now() when the agent last said something about this request (or it was sent). */
-  heardAt: number;
-};
-
-class AgentConn {
-  nextId = 1;
-  readonly pending = new Map<number, Pending>();
-  lastSeenAt: number;
-  disconnectedAt: number | null = null;
-  health: AgentHealth | null = null;
-  mpi: MpiInfo | null = null;
-  jobs: readonly SeenStarter[] = [];
-  /** The jobs of the last status, when it came (clock ms), and its JSON to see a change. */
-  discovered: readonly DiscoveredJob[] = [];
-  discoveredAt = 0;
-  discoveredJson = '[]';
-  /** Whether the last status's list is every job of the node: none came yet, so it is not. */
-  discoveryScan: DiscoveryScanInfo = { complete: false, omitted: [] };
-  messages = 0;
-  refused = 0;
-  /** Checks the open requests' silence while there are any. */
-  silenceTimer: NodeJS.Timeout | null = null;
-  constructor(
-    readonly socket: Socket,
-    readonly hs: AgentHandshake,
-    readonly connectedAt: number,
-  ) {
-    this.lastSeenAt = connectedAt;
-  }
-  info(): AgentInfo {
-    return {
-      agentId: this.hs.agentId,
-      host: this.hs.host,
-      version: this.hs.version,
-      connected: this.disconnectedAt === null,
-      connectedAt: this.connectedAt,
-      lastSeenAt: this.lastSeenAt,
-      disconnectedAt: this.disconnectedAt,
-      health: this.health,
-      mpi: this.mpi,
-      jobs: this.jobs,
-      messages: this.messages,
-      refused: this.refused,
-      pending: this.pending.size,
-    };
-  }
-}
-
-const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
-
-/** Constant-time token check: both sides hashed first so neither length nor prefix leaks. */
-export function tokenMatches(given: unknown, expectedDigest: Buffer): boolean {
-  return typeof given === 'string' && timingSafeEqual(digest(given), expectedDigest);
-}
-
-/**
- * The credential of one node: HMAC-SHA256 of its host name under the aggregator's agent secret.
- * A node's token is worthless for any other host name, so a stolen token cannot impersonate
- * the agent of another node (`mqd agent-token --host NAME` prints it; see SECURITY.md).
- */
-export function hostAgentToken(secret: string, host: string): string {
-  return `h1.${createHmac('sha256', secret).update(`mqd-agent:${host}`, 'utf8').digest('base64url')}`;
-}
-
 const MAX_GONE = 256;
-
-/**
- * What AgentHub.counters gives: the agent's CountersResult with its errors as MqdErrors (a
- * code of ours, else MQD_E_INTERNAL). Every asked rank is in `ranks` or in `errors`.
- */
-export interface HubCounters {
-  readonly ranks: RankCounters[];
-  readonly errors: { rank: number; error: MqdError }[];
-  /** USER_HZ of the agent's node: the unit of cpuTicks. */
-  readonly clockTicksPerSecond: number;
-  /** Epoch ms of the read, on the agent's node. */
-  readonly at: number;
-}
-
-/** What AgentHub.capture gives: the agent's CaptureResult, its errors as MqdErrors. */
-export interface HubCapture {
-  readonly dir: string;
-  readonly ranks: {
-    readonly rank: number;
-    readonly pid: number;
-    readonly core: string | null;
-    readonly bytes: number;
-    /** How long the rank was stopped for its core, microseconds. */
-    readonly pausedMicros: number;
-    readonly error: MqdError | null;
-  }[];
-}
 
 export class AgentHub {
   private readonly live = new Map<string, AgentConn>();
@@ -248,7 +107,7 @@ export class AgentHub {
     private readonly nsp: Namespace,
     private readonly opts: HubOptions,
   ) {
-    this.tokenDigest = digest(opts.agentToken);
+    this.tokenDigest = tokenDigest(opts.agentToken);
     const sharedAllowed = opts.allowSharedToken ?? false;
     nsp.use((socket, next) => {
       const auth = socket.handshake.auth as Record<string, unknown> | undefined;
@@ -261,7 +120,7 @@ export class AgentHub {
         const shared = sharedAllowed && tokenMatches(auth?.['token'], this.tokenDigest);
         return refuse(shared ? hs.error : mqdError('MQD_E_UNAUTHENTICATED', 'agent token missing or wrong'));
       }
-      const perHost = digest(hostAgentToken(opts.agentToken, hs.value.host));
+      const perHost = tokenDigest(hostAgentToken(opts.agentToken, hs.value.host));
       const given = hs.value.token;
       if (!tokenMatches(given, perHost) && !(sharedAllowed && tokenMatches(given, this.tokenDigest))) {
         return refuse(
