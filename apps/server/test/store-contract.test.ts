@@ -20,7 +20,7 @@ import { type NewSnapshot, type RetentionPolicy, SqliteStore } from '../src/stor
 import { PgStore } from '../src/store/store-pg.js';
 import type { StorePort } from '../src/store/store-port.js';
 import { MIGRATION_HISTORY, type Migration, migrationsFor } from '../src/store/store-schema.js';
-import { json, startServer } from './helpers.js';
+import { createUser, json, startServer } from './helpers.js';
 
 /** Epoch ms past 2^32 (and past a 32-bit INTEGER): timestamps must come back as these numbers. */
 const T0 = 1_764_000_000_000;
@@ -114,7 +114,8 @@ const job = (id: string, at: number, over: Partial<JobRecord> = {}): JobRecord =
   ...over,
 });
 
-function snap(id: string, jobId: string, takenAt: number): NewSnapshot {
+/** A snapshot; its queue digest is its own unless `digest` names a run of equal ones. */
+function snap(id: string, jobId: string, takenAt: number, digest = `d-${id}`): NewSnapshot {
   const meta: SnapshotMeta = {
     id: SnapshotId(id),
     jobId: JobId(jobId),
@@ -130,7 +131,7 @@ function snap(id: string, jobId: string, takenAt: number): NewSnapshot {
     pendingSends: 1,
     pendingReceives: 1,
     unexpected: 0,
-    digest: 'd',
+    digest,
     missingRanks: [3, 7],
   };
   return { meta, gz: gzipSync(`{"id":"${id}"}`) };
@@ -359,7 +360,7 @@ describe.each([sqlite, postgres])('store contract on $name', (b) => {
     expect((await s.activity(100)).filter((a) => a.action === 'snapshot')).toHaveLength(7);
   });
 
-  it('keeps at most N snapshots per job, and none older than the maximum age', async () => {
+  it("keeps at most N snapshots per job, and none older than the maximum age but a live job's newest", async () => {
     const clock = { now: T0 };
     const s = await fresh(clock, { maxSnapshotsPerJob: 2, maxAgeSeconds: 100 });
     await s.saveJob(job('j1', T0), audit);
@@ -369,14 +370,125 @@ describe.each([sqlite, postgres])('store contract on $name', (b) => {
     await s.insertSnapshot(snap('b', 'j1', T0), audit);
     expect(await s.insertSnapshot(snap('c', 'j1', T0), audit)).toEqual({ removed: 1 });
     expect((await s.snapshots('j1', 10)).map((m) => m.id)).toEqual(['c', 'b']);
-    // Age: 'o' (and j1's old ones) go on the next insert past 100 s, or on a sweep.
+    // Age: j1's old ones go on the next insert past 100 s; j2's 'o' is its newest, and j2 runs.
     clock.now = T0 + 100_001;
-    expect(await s.insertSnapshot(snap('d', 'j1', clock.now), audit)).toEqual({ removed: 3 });
-    expect(await s.countSnapshots()).toBe(1);
-    await s.insertSnapshot(snap('e', 'j2', clock.now), audit);
+    expect(await s.insertSnapshot(snap('d', 'j1', clock.now), audit)).toEqual({ removed: 2 });
+    expect((await s.snapshots('j2', 10)).map((m) => m.id)).toEqual(['o']);
+    expect(await s.insertSnapshot(snap('e', 'j2', clock.now), audit)).toEqual({ removed: 1 });
+    // Once j2 ended, its newest is as old as any other: a sweep drops it; j1's newest stays.
     clock.now += 100_001;
+    await s.markJobEnded(JobId('j2'), clock.now);
+    expect(await s.sweep()).toBe(1);
+    expect((await s.snapshots('j1', 10)).map((m) => m.id)).toEqual(['d']);
+    expect(await s.countSnapshots()).toBe(1);
+  });
+
+  it("keeps the first snapshot of each run of equal ones, the watch's, the shared and the newest", async () => {
+    const clock = { now: T0 };
+    const s = await fresh(clock, { maxSnapshotsPerJob: 4, maxAgeSeconds: 0 });
+    await s.saveJob(job('j1', T0), audit);
+    // Two watched jobs on j1 (one Slurm job id under two owners, say), each with its episodes.
+    const w = '1000:slurm:7';
+    const other = '2000:slurm:7';
+    await s.upsertWatchJob({ id: w, key: 'slurm:7', uid: 1000, jobId: JobId('j1'), info, at: T0 });
+    await s.upsertWatchJob({ id: other, key: 'slurm:7', uid: 2000, jobId: JobId('j1'), info, at: T0 });
+    const share = (id: string, snapshotId: string, ttl: number) =>
+      s.insertShare(
+        {
+          id,
+          snapshotId: SnapshotId(snapshotId),
+          createdBy: 'alice',
+          createdAt: clock.now,
+          expiresAt: clock.now + ttl,
+        },
+        { who: 'alice', action: 'share' },
+      );
+    // 150 equal snapshots (one every 15 s), then a change, then 29 more equal to it.
+    for (let i = 1; i <= 180; i++) {
+      clock.now = T0 + i * 15_000;
+      const id = i <= 150 ? `a${i}` : `b${i - 150}`;
+      await s.insertSnapshot(snap(id, 'j1', clock.now, i <= 150 ? 'A' : 'B'), {
+        ...audit,
+        jobId: 'j1',
+        snapshotId: id,
+      });
+      // The watch's notification of the open hang names a20, its verdict's evidence a40; a60 is
+      // shared for a day, a70 for a minute, a90 by a link revoked at once; the other watched
+      // job's hang of a100 ended at a101.
+      if (id === 'a20' || id === 'a100') {
+        await s.openWatchEpisode({
+          watchId: id === 'a20' ? w : other,
+          startedAt: clock.now,
+          snapshotId: SnapshotId(id),
+          shareId: null,
+        });
+      }
+      if (id === 'a40')
+        await s.insertWatchSample(sample(clock.now), { ...verdict, evidenceSnapshotId: SnapshotId(id) });
+      if (id === 'a60') await share('day', id, 86_400_000);
+      if (id === 'a70') await share('minute', id, 60_000);
+      if (id === 'a90') {
+        await share('revoked', id, 86_400_000);
+        await s.revokeShare('revoked', { who: 'alice', action: 'share' });
+      }
+      if (id === 'a101') await s.closeWatchEpisode(other, clock.now);
+    }
+    const kept = (await s.snapshots('j1', 1000)).map((m) => m.id).reverse();
+    expect(kept).toEqual(['a1', 'a20', 'a40', 'a60', 'b1', 'b27', 'b28', 'b29', 'b30']);
+    expect(await s.liveShare('day')).not.toBeNull();
+    // What retention removed is told from what was never stored.
+    expect(await s.removedSnapshotJob('a2')).toBe('j1');
+    expect(await s.removedSnapshotJob('a70')).toBe('j1');
+    expect(await s.removedSnapshotJob('a100')).toBe('j1');
+    expect(await s.removedSnapshotJob('a1')).toBeNull();
+    expect(await s.removedSnapshotJob('never')).toBeNull();
+  });
+
+  it('answers a snapshot retention removed with its job and where its newest opens, to those who see the job', async () => {
+    const clock = { now: Date.now() };
+    const s = await fresh(clock, { maxSnapshotsPerJob: 1, maxAgeSeconds: 0 });
+    const app = await startServer({}, { store: s });
+    try {
+      await s.saveJob(job('j1', clock.now), audit);
+      for (const id of ['p1', 'p2'])
+        await s.insertSnapshot(snap(id, 'j1', clock.now), { ...audit, jobId: 'j1', snapshotId: id });
+      const get = async (id: string, headers: Record<string, string>) => {
+        const res = await app.app.inject({ method: 'GET', url: `/api/snapshots/${id}`, headers });
+        expect(res.statusCode).toBe(404);
+        return json<{ code: string; message: string }>(res);
+      };
+      expect(await get('p1', app.admin)).toEqual({
+        statusCode: 404,
+        code: 'MQD_E_NOT_FOUND',
+        message:
+          "MQD_E_NOT_FOUND: snapshot p1 of job j1 was removed by retention; the job's newest snapshot opens at /?view=matrix&job=j1: check the id; it may have been removed by retention",
+      });
+      // Another uid's user learns nothing of the job; an id never stored is just not there.
+      const bob = await createUser(app.app, 'bob', 2000);
+      expect((await get('p1', bob)).message).toMatch(/^MQD_E_NOT_FOUND: no snapshot p1: /);
+      expect((await get('nope', app.admin)).message).toMatch(/^MQD_E_NOT_FOUND: no snapshot nope: /);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("under the age limit, keeps the first snapshot of a running job's current run", async () => {
+    const clock = { now: T0 };
+    const s = await fresh(clock, { maxSnapshotsPerJob: 0, maxAgeSeconds: 60 });
+    await s.saveJob(job('j1', T0), audit);
+    for (let i = 0; i < 4; i++) {
+      clock.now = T0 + i * 30_000;
+      await s.insertSnapshot(snap(`x${i}`, 'j1', clock.now, i === 0 ? 'X' : 'Y'), audit);
+    }
+    // x0 (a run of its own) and x1 (the current run's first) are past 60 s: x1 stays.
+    expect((await s.snapshots('j1', 10)).map((m) => m.id)).toEqual(['x3', 'x2', 'x1']);
+    clock.now = T0 + 200_000;
+    expect(await s.sweep()).toBe(1);
+    expect((await s.snapshots('j1', 10)).map((m) => m.id)).toEqual(['x3', 'x1']);
+    // An ended job keeps nothing past the age limit.
+    await s.markJobEnded(JobId('j1'), clock.now);
     expect(await s.sweep()).toBe(2);
-    expect(await s.countSnapshots()).toBe(0);
+    expect(await s.countSnapshots('j1')).toBe(0);
   });
 
   it("keeps a snapshot's first overview while the snapshot is kept, and none for a snapshot not stored", async () => {
@@ -770,13 +882,13 @@ describe.each([sqlite, postgres])('store contract on $name', (b) => {
     expect(await s.snapshotData('a1')).toBeNull();
   });
 
-  it('(from store.test.ts) drops snapshots older than the maximum age, and their share links with them', async () => {
+  it('(from store.test.ts) drops snapshots older than the maximum age once their share links expired, and the links with them', async () => {
     const clock = { now: 0 };
     const s = await fresh(clock, { maxSnapshotsPerJob: 0, maxAgeSeconds: 60 });
     await s.saveJob(job('j1', 0), { who: 'admin', action: 'attach' });
     await s.insertSnapshot(snap('old', 'j1', 0), audit);
     await s.insertShare(
-      { id: 'sh', snapshotId: SnapshotId('old'), createdBy: 'admin', createdAt: 0, expiresAt: 1e12 },
+      { id: 'sh', snapshotId: SnapshotId('old'), createdBy: 'admin', createdAt: 0, expiresAt: 70_000 },
       {
         who: 'admin',
         action: 'share',
@@ -785,13 +897,14 @@ describe.each([sqlite, postgres])('store contract on $name', (b) => {
     clock.now = 30_000;
     await s.insertSnapshot(snap('mid', 'j1', 30_000), audit);
     expect(await s.countSnapshots('j1')).toBe(2);
+    // The share link is live: its snapshot stays past the age limit.
     clock.now = 60_001;
-    expect(await s.sweep()).toBe(1);
-    expect((await s.snapshots('j1', 10)).map((m) => m.id)).toEqual(['mid']);
-    expect(await s.liveShare('sh')).toBeNull();
+    expect(await s.sweep()).toBe(0);
+    expect((await s.liveShare('sh'))?.snapshotId).toBe('old');
     clock.now = 100_000;
     await s.insertSnapshot(snap('new', 'j1', 100_000), audit);
     expect((await s.snapshots('j1', 10)).map((m) => m.id)).toEqual(['new']);
+    expect(await s.liveShare('sh')).toBeNull();
   });
 
   it('(from store.test.ts) finds users by token hash and sessions until they expire', async () => {

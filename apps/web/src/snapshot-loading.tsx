@@ -1,6 +1,7 @@
 // Which snapshot the page shows and its loading: the synthetic demo, a share (`/s/<id>`), or a
-// live snapshot (`snap=`, or the latest of `job=` when the link names no snapshot); and what a
-// view of one snapshot shows while there is none yet.
+// live snapshot (`snap=`, or the latest of `job=` when the link names no snapshot, or names one
+// no longer stored: then a one-line notice says so); and what a view of one snapshot shows while
+// there is none yet.
 //
 // A stored or shared snapshot loads in steps: first the server's overview of it, read as it
 // arrives: its first part (the explanation, the header, the matrix's first level: ~0.5 MB for
@@ -10,9 +11,9 @@
 // overview's explanation and edge table instead of computing them again. An overview that fails
 // costs nothing but time: the whole snapshot is loaded as before.
 
-import type { JobSnapshot, OverviewFirst, SnapshotOverview } from '@mqd/model';
+import type { JobId, JobSnapshot, OverviewFirst, SnapshotId, SnapshotOverview } from '@mqd/model';
 import { useEffect, useMemo, useState } from 'react';
-import type { Api, ApiError, SnapshotListEntry } from './api.js';
+import type { Api, ApiError, ApiResult, SnapshotListEntry, StoredSnapshot } from './api.js';
 import { cachedSnapshot, type LoadedOverview, type LoadedSnapshot, rememberSnapshot } from './data.js';
 import { demoSnapshot } from './demo.js';
 import { arrived, markShown, whenFirstFrame, whenShown } from './first-shown.js';
@@ -31,6 +32,56 @@ export interface ViewedSnapshot {
   readonly error: ApiError | null;
   /** The job's snapshots, looked up when the link names a job and no snapshot. */
   readonly latest: Resource<SnapshotListEntry[]>;
+  /**
+   * "Snapshot N was removed by retention; showing the newest snapshot of job J, taken HH:MM"
+   * while the page shows the newest snapshot in place of one a link named; else null.
+   */
+  readonly notice: string | null;
+}
+
+/** A stored snapshot, and the one the link named when this one is shown in its place. */
+type LiveSnapshot = StoredSnapshot & {
+  readonly replaces?: { readonly id: SnapshotId; readonly removed: boolean };
+};
+
+/** The newest snapshot shown in place of `from` (pruned, or never stored). */
+interface Replaced {
+  readonly from: SnapshotId;
+  readonly removed: boolean;
+  readonly job: JobId;
+  readonly to: SnapshotId;
+  readonly takenAt: string;
+}
+
+const clockOf = (iso: string) =>
+  new Date(iso).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+
+/** The notice's sentence. */
+export function replacedNotice(r: Replaced): string {
+  const what = r.removed ? 'was removed by retention' : 'is not stored';
+  return `Snapshot ${r.from} ${what}; showing the newest snapshot of job ${r.job}, taken ${clockOf(r.takenAt)}`;
+}
+
+/**
+ * A snapshot the link names, by id; when it is not stored and the link names its job (`job=`),
+ * the job's newest snapshot instead, marked with the one it replaces. Without `job=`, or when the
+ * job has none, the coded error stays.
+ */
+async function loadLive(
+  api: Api,
+  id: SnapshotId,
+  job: JobId | null,
+  signal: AbortSignal,
+): Promise<ApiResult<LiveSnapshot>> {
+  const r = await api.snapshot(id, signal);
+  if (r.ok || r.error.code !== 'MQD_E_NOT_FOUND' || job === null) return r;
+  const list = await api.snapshots(job, signal);
+  const newest = list.ok ? latestSnapshot(list.value) : null;
+  if (newest === null || newest.id === id) return r;
+  const n = await api.snapshot(newest.id, signal);
+  if (!n.ok) return r;
+  const removed = r.error.message.includes('was removed by retention');
+  return { ok: true, value: { ...n.value, replaces: { id, removed } } };
 }
 
 /** Loads the snapshot the URL names; `paused` (the page is at the login form) looks nothing up. */
@@ -69,6 +120,7 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
   }, [latestFor, latest, setUrl]);
 
   const snapId = url.snap;
+  const [replaced, setReplaced] = useState<Replaced | null>(null);
   const liveKey = url.demo !== null || url.share !== null || snapId === null ? null : `snap:${snapId}`;
   const [liveOverview] = useOverview(
     api,
@@ -79,19 +131,39 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
     false,
     onFirst,
   );
-  const [live] = useResource(liveKey, async (signal) => {
+  const jobOfLink = url.job;
+  const [live] = useResource<LiveSnapshot>(liveKey, async (signal) => {
     if (snapId === null || liveKey === null)
       throw new Error('unreachable: the loader runs only with a snapshot id');
     const hit = cachedSnapshot(snapId);
     if (hit) return { ok: true, value: { id: snapId, ...hit } } as const;
     if (gated) await whenShown(liveKey);
-    const r = await api.snapshot(snapId, signal);
+    const r = await loadLive(api, snapId, jobOfLink, signal);
     if (r.ok) {
-      seedFromOverview(liveKey, r.value.snapshot);
-      rememberSnapshot(r.value.id, r.value);
+      const { id, jobId, takenAt, snapshot } = r.value;
+      if (id === snapId) seedFromOverview(liveKey, snapshot);
+      rememberSnapshot(id, { jobId, takenAt, snapshot });
     }
     return r;
   });
+  // The newest snapshot came in place of the one named: the URL names it, the notice says why.
+  useEffect(() => {
+    if (live.status !== 'ready') return;
+    const v = live.value;
+    if (v.replaces === undefined) return;
+    setReplaced({
+      from: v.replaces.id,
+      removed: v.replaces.removed,
+      job: v.jobId,
+      to: v.id,
+      takenAt: v.takenAt,
+    });
+    setUrl({ snap: v.id }, 'replace');
+  }, [live, setUrl]);
+  const notice =
+    replaced !== null && url.share === null && url.snap === replaced.to && url.job === replaced.job
+      ? replacedNotice(replaced)
+      : null;
 
   const data: LoadedSnapshot | null = useMemo(() => {
     if (url.demo !== null) return demoSnapshot(url.demo, url.scenario);
@@ -163,15 +235,31 @@ export function useViewedSnapshot(api: Api, url: UrlState, setUrl: SetUrl, pause
       loading: shared.status === 'loading',
       error: shared.status === 'error' ? shared.error : null,
       latest,
+      notice: null,
     };
   }
   return {
     data,
     early,
-    loading: live.status === 'loading' || latest.status === 'loading',
+    loading:
+      live.status === 'loading' ||
+      latest.status === 'loading' ||
+      // The newest snapshot in place of the one named, until the URL names it.
+      (live.status === 'ready' && live.value.id !== url.snap),
     error: live.status === 'error' ? live.error : latest.status === 'error' ? latest.error : null,
     latest,
+    notice,
   };
+}
+
+/** The notice of a snapshot shown in place of the one a link named (ViewedSnapshot.notice). */
+export function SnapshotNotice({ viewed }: { viewed: ViewedSnapshot }) {
+  if (viewed.notice === null) return null;
+  return (
+    <div className="banner" role="status" data-testid="snapshot-notice">
+      {viewed.notice}
+    </div>
+  );
 }
 
 /**

@@ -11,14 +11,7 @@
 // lasts (the pool reconnects by itself); disk full (53100) or a read-only server (25006) is
 // MQD_E_STORE_READONLY, as SQLite's full disk. Epoch-ms BIGINTs come back as JS numbers (a
 // per-pool type parser: they stay far below 2^53), bytea as Buffers.
-import {
-  type ApiWatchPolicy,
-  type JobId,
-  MqdException,
-  mqdError,
-  SnapshotId,
-  type WatchState,
-} from '@mqd/model';
+import { type ApiWatchPolicy, JobId, MqdException, mqdError, SnapshotId, type WatchState } from '@mqd/model';
 import pg from 'pg';
 import type {
   AuditAction,
@@ -42,6 +35,12 @@ import type {
   WatchVerdictUpdate,
 } from './store.js';
 import type { FleetPage, FleetPageQuery, StorePort } from './store-port.js';
+import {
+  ageRetentionSql,
+  countRetentionSql,
+  PG_AGE_PLACEHOLDERS,
+  PG_COUNT_PLACEHOLDERS,
+} from './store-retention.js';
 import {
   FLEET_ORDER,
   type FleetSampleRow,
@@ -650,25 +649,23 @@ export class PgStore implements StorePort {
     return row[0] ? toMeta(row[0]) : null;
   }
 
+  /** Retention of one job's snapshots after an insert (store-retention.ts says what stays). */
   private async applyRetention(c: Q, jobId: string): Promise<number> {
     let removed = 0;
     const { maxSnapshotsPerJob, maxAgeSeconds } = this.retention;
+    const now = this.clock();
     if (maxSnapshotsPerJob > 0) {
       removed +=
-        (
-          await c.query(
-            `DELETE FROM snapshots WHERE job_id = $1 AND rowid NOT IN (
-               SELECT rowid FROM snapshots WHERE job_id = $1 ORDER BY taken_at DESC, rowid DESC LIMIT $2)`,
-            [jobId, maxSnapshotsPerJob],
-          )
-        ).rowCount ?? 0;
-    }
-    if (maxAgeSeconds > 0) {
-      removed +=
-        (await c.query('DELETE FROM snapshots WHERE taken_at < $1', [this.clock() - maxAgeSeconds * 1000]))
+        (await c.query(countRetentionSql(PG_COUNT_PLACEHOLDERS), [jobId, maxSnapshotsPerJob, now]))
           .rowCount ?? 0;
     }
+    if (maxAgeSeconds > 0) removed += await this.applyAgeLimit(c, now);
     return removed;
+  }
+
+  private async applyAgeLimit(c: Q, now: number): Promise<number> {
+    const cutoff = now - this.retention.maxAgeSeconds * 1000;
+    return (await c.query(ageRetentionSql(PG_AGE_PLACEHOLDERS), [cutoff, now])).rowCount ?? 0;
   }
 
   async sweep(): Promise<number> {
@@ -684,7 +681,7 @@ export class PgStore implements StorePort {
       if (this.retention.maxAgeSeconds <= 0) return 0;
       const cutoff = this.clock() - this.retention.maxAgeSeconds * 1000;
       await c.query('DELETE FROM watch_samples WHERE at < $1', [cutoff]);
-      return (await c.query('DELETE FROM snapshots WHERE taken_at < $1', [cutoff])).rowCount ?? 0;
+      return this.applyAgeLimit(c, this.clock());
     });
   }
 
@@ -723,6 +720,15 @@ export class PgStore implements StorePort {
         [jobId, limit],
       )
     ).map(toMeta);
+  }
+
+  async removedSnapshotJob(id: string): Promise<JobId | null> {
+    const r = await this.q<{ job_id: string }>(
+      `SELECT job_id FROM audit WHERE snapshot_id = $1 AND action = 'snapshot' AND job_id IS NOT NULL
+         AND NOT EXISTS (SELECT 1 FROM snapshots WHERE id = $1) LIMIT 1`,
+      [id],
+    );
+    return r[0] ? JobId(r[0].job_id) : null;
   }
 
   async countSnapshots(jobId?: string): Promise<number> {

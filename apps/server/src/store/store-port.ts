@@ -31,9 +31,12 @@ export interface SnapshotRequestKey {
 }
 
 export interface RetentionPolicy {
-  /** Snapshots kept per job, newest first; 0 = unlimited. */
+  /**
+   * Snapshots kept per job, newest first, beside the evidence kept past it (store-retention.ts:
+   * the first of each of the newest N runs of equal ones, the watch's, the shared); 0 = unlimited.
+   */
   readonly maxSnapshotsPerJob: number;
-  /** Snapshots older than this are dropped; 0 = forever. */
+  /** Snapshots older than this are dropped, but the evidence store-retention.ts keeps; 0 = forever. */
   readonly maxAgeSeconds: number;
   /** Audit rows, and jobs ended, older than this are dropped by sweep(); 0 or absent = forever. */
   readonly auditAgeSeconds?: number;
@@ -170,6 +173,11 @@ export interface StorePort {
    */
   putSnapshotOverview(id: string, body: Buffer): Promise<boolean>;
   snapshots(jobId: string, limit: number): Promise<SnapshotMeta[]>;
+  /**
+   * The job of a snapshot that was stored and is no longer (retention removed it), from its
+   * audit row; null for an id never stored, one still kept, or one whose audit row is gone.
+   */
+  removedSnapshotJob(id: string): Promise<JobId | null>;
   countSnapshots(jobId?: string): Promise<number>;
 
   // share links

@@ -236,6 +236,12 @@ const SQLITE_STEPS: readonly Migration[] = [
         WHERE id IN (SELECT share_id FROM watch_episodes WHERE share_id IS NOT NULL);
     `,
   },
+  {
+    // A snapshot id retention removed is told from one never stored by its audit row: looked up
+    // by snapshot id.
+    version: 10,
+    sql: `CREATE INDEX audit_snapshot ON audit(snapshot_id) WHERE snapshot_id IS NOT NULL;`,
+  },
 ];
 
 /**
@@ -404,6 +410,7 @@ const POSTGRES_STEPS: Readonly<Record<number, string>> = {
     UPDATE shares SET made_by = 'watch'
       WHERE id IN (SELECT share_id FROM watch_episodes WHERE share_id IS NOT NULL);
   `,
+  10: `CREATE INDEX audit_snapshot ON audit(snapshot_id) WHERE snapshot_id IS NOT NULL;`,
 };
 
 /** The one history: every numbered step with its SQL per dialect. */

@@ -9,14 +9,7 @@
 // so each method (and its transaction) runs whole before any other JavaScript does.
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  type ApiWatchPolicy,
-  type JobId,
-  MqdException,
-  mqdError,
-  SnapshotId,
-  type WatchState,
-} from '@mqd/model';
+import { type ApiWatchPolicy, JobId, MqdException, mqdError, SnapshotId, type WatchState } from '@mqd/model';
 import Database from 'better-sqlite3';
 import type {
   AuditAction,
@@ -42,6 +35,7 @@ import type {
   StorePort,
   WatchVerdictUpdate,
 } from './store-port.js';
+import { ageRetentionSql, countRetentionSql, SQLITE_PLACEHOLDERS } from './store-retention.js';
 import {
   FLEET_ORDER,
   type FleetSampleRow,
@@ -533,23 +527,24 @@ export class SqliteStore implements StorePort {
     return row ? toMeta(row) : null;
   }
 
+  /** Retention of one job's snapshots after an insert (store-retention.ts says what stays). */
   private applyRetention(jobId: string): number {
     let removed = 0;
     const { maxSnapshotsPerJob, maxAgeSeconds } = this.retention;
+    const now = this.clock();
     if (maxSnapshotsPerJob > 0) {
       removed += this.db
-        .prepare(
-          `DELETE FROM snapshots WHERE job_id = @jobId AND rowid NOT IN (
-             SELECT rowid FROM snapshots WHERE job_id = @jobId ORDER BY taken_at DESC, rowid DESC LIMIT @keep)`,
-        )
-        .run({ jobId, keep: maxSnapshotsPerJob }).changes;
+        .prepare(countRetentionSql(SQLITE_PLACEHOLDERS))
+        .run({ jobId, keep: maxSnapshotsPerJob, now }).changes;
     }
-    if (maxAgeSeconds > 0) {
-      removed += this.db
-        .prepare('DELETE FROM snapshots WHERE taken_at < ?')
-        .run(this.clock() - maxAgeSeconds * 1000).changes;
-    }
+    if (maxAgeSeconds > 0) removed += this.applyAgeLimit(now);
     return removed;
+  }
+
+  private applyAgeLimit(now: number): number {
+    return this.db
+      .prepare(ageRetentionSql(SQLITE_PLACEHOLDERS))
+      .run({ cutoff: now - this.retention.maxAgeSeconds * 1000, now }).changes;
   }
 
   /** Runs the age part of retention now (also done on every insert), and drops dead sessions. */
@@ -571,9 +566,7 @@ export class SqliteStore implements StorePort {
           .run(this.clock() - this.retention.maxAgeSeconds * 1000);
       }
       if (this.retention.maxAgeSeconds <= 0) return 0;
-      return this.db
-        .prepare('DELETE FROM snapshots WHERE taken_at < ?')
-        .run(this.clock() - this.retention.maxAgeSeconds * 1000).changes;
+      return this.applyAgeLimit(this.clock());
     });
   }
 
@@ -617,6 +610,16 @@ export class SqliteStore implements StorePort {
         )
         .all(jobId, limit) as SnapshotRow[]
     ).map(toMeta);
+  }
+
+  async removedSnapshotJob(id: string): Promise<JobId | null> {
+    const r = this.db
+      .prepare(
+        `SELECT job_id FROM audit WHERE snapshot_id = ? AND action = 'snapshot' AND job_id IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM snapshots WHERE id = ?) LIMIT 1`,
+      )
+      .get(id, id) as { job_id: string } | undefined;
+    return r ? JobId(r.job_id) : null;
   }
 
   async countSnapshots(jobId?: string): Promise<number> {

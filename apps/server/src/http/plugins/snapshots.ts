@@ -14,9 +14,23 @@ import { currentUser, type PluginOpts, rateLimited, type Services, typed } from 
 import { jobFor } from './jobs.js';
 
 async function snapshotFor(s: Services, user: User, id: string): Promise<SnapshotMeta> {
-  const meta = (await s.store.snapshotMeta(id)) ?? fail('MQD_E_NOT_FOUND', `no snapshot ${id}`);
+  const meta = (await s.store.snapshotMeta(id)) ?? (await notStored(s, user, id));
   await jobFor(s, user, meta.jobId);
   return meta;
+}
+
+/**
+ * Ends a request for a snapshot not stored: one retention removed names its job, and where its
+ * newest snapshot opens, to those who may see the job; any other is just not there.
+ */
+async function notStored(s: Services, user: User, id: string): Promise<never> {
+  const jobId = await s.store.removedSnapshotJob(id);
+  const job = jobId === null ? null : await s.store.job(jobId);
+  if (job === null || !canSee(user, job)) return fail('MQD_E_NOT_FOUND', `no snapshot ${id}`);
+  return fail(
+    'MQD_E_NOT_FOUND',
+    `snapshot ${id} of job ${job.id} was removed by retention; the job's newest snapshot opens at /?view=matrix&job=${encodeURIComponent(job.id)}`,
+  );
 }
 
 async function storedJson(s: Services, meta: SnapshotMeta): Promise<string> {
