@@ -1,3 +1,4 @@
+export * from './agent-spec.js';
 export * from './analysis/index.js';
 export * from './api-spec.js';
 export * from './api-validate.js';

@@ -26,101 +26,6 @@ export const SERVER_VERSION = '0.1.0';
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-export interface ServerConfig {
-  /** TCP port; 0 = any free port. */
-  readonly port: number;
-  /** Address to listen on; 127.0.0.1 unless the aggregator must be reachable from other nodes. */
-  readonly host: string;
-  /** Directory of mqd.sqlite, or ':memory:' for a store that ends with the process. */
-  readonly dataDir: string;
-  /**
-   * --store / MQD_STORE_URL: postgres://... opens the PostgreSQL store (store-open.ts); null,
-   * `sqlite:` or a directory keeps SQLite. A secret (it may hold a password): never shown.
-   */
-  readonly storeUrl: string | null;
-  /** Shared token of the agents; null = generate one at start (printed). */
-  readonly agentToken: string | null;
-  /** Login token of the admin user; null = generate one at start (printed with the URL). */
-  readonly adminToken: string | null;
-  /** Bearer token that may read /metrics (and nothing else); null: admins only. */
-  readonly metricsToken: string | null;
-  /** Request header naming the user, set by a trusted reverse proxy; null = not trusted. */
-  readonly proxyUserHeader: string | null;
-  /**
-   * Addresses or CIDR blocks of the reverse proxies whose proxyUserHeader is believed
-   * (comma-separated on the command line); the header from any other peer is ignored.
-   */
-  readonly trustedProxies: readonly string[];
-  /** PEM files of the server's TLS certificate and key; both null = plain HTTP. */
-  readonly tlsCert: string | null;
-  readonly tlsKey: string | null;
-  /** Plain HTTP on a non-loopback address (agent tokens and sessions readable on the wire). */
-  readonly allowInsecureHttp: boolean;
-  /** Agents may present the shared agent token instead of their per-host token. */
-  readonly allowSharedAgentToken: boolean;
-  /**
-   * The secret every instance of a cluster (one PostgreSQL store) seals its messages to the
-   * others with (cluster/seal.ts); null: derived from the agent secret (clusterSecretOf).
-   */
-  readonly clusterSecret: string | null;
-  /** Largest snapshot JSON kept, bytes (MQD_E_TOO_LARGE above it). */
-  readonly maxSnapshotBytes: number;
-  /** Audit rows and ended jobs older than this are removed by the hourly sweep; 0 = never. */
-  readonly auditRetentionSeconds: number;
-  /** Base URL for share links; null = derived from each request's Host. */
-  readonly publicUrl: string | null;
-  /** Directory of the built dashboard to serve at /; null = API only. */
-  readonly webRoot: string | null;
-  readonly maxSnapshotsPerJob: number;
-  readonly maxSnapshotAgeSeconds: number;
-  /** Expensive requests (snapshot, attach, share, login) per user per window. */
-  readonly rateLimitMax: number;
-  readonly rateLimitWindowMs: number;
-  /** GET /api/fleet requests per user per rate-limit window. */
-  readonly fleetRateLimitMax: number;
-  /** Largest agent message accepted, bytes. */
-  readonly maxMessageBytes: number;
-  /** Snapshot every attached job this often; 0 = never. */
-  readonly autoSnapshotSeconds: number;
-  /** How long an agent has to answer a snapshot request. */
-  readonly snapshotTimeoutMs: number;
-  /** A request whose agent says nothing for this long fails with MQD_E_AGENT_SILENT (hub.ts). */
-  readonly agentSilenceMs: number;
-  /** A job is reported hung when this many consecutive snapshots have equal queues. */
-  readonly hungSnapshots: number;
-  readonly shareTtlSeconds: number;
-  readonly maxShareTtlSeconds: number;
-  readonly sessionTtlSeconds: number;
-  /** Life of the login tokens given to users (POST /api/admin/users); 0 = never expire. */
-  readonly loginTokenTtlSeconds: number;
-  /** gzip level of stored snapshots (1 = fastest). */
-  readonly gzipLevel: number;
-  /**
-   * Directories whose core files users may open as jobs (attach `{coresDir}`), each an absolute
-   * path; a core directory must resolve (symlinks followed) inside one. Empty: no cores.
-   */
-  readonly coreDirs: readonly string[];
-  /** Least severe level the server log (stderr, one JSON line per event) writes. */
-  readonly logLevel: LogLevel;
-  // The hang watch (docs/hang-watch.md). These seed the stored policy at the first start;
-  // after that the admins' POST /api/admin/watch decides (the store keeps it).
-  readonly watchEnabled: boolean;
-  readonly watchPeriodSeconds: number;
-  readonly watchUsers: readonly string[];
-  readonly watchPartitions: readonly string[];
-  readonly watchAccounts: readonly string[];
-  /** Stop time any one rank may spend stopped by the watcher per hour, ms. */
-  readonly watchStopBudgetMs: number;
-  readonly watchHungAfter: number;
-  /** Where hang notifications are POSTed (never logged or shown whole: they carry secrets). */
-  readonly watchWebhooks: readonly string[];
-  /**
-   * Keep `mqd capture` cores of a job when it becomes hung (once per episode), in a
-   * subdirectory of the first --core-dir; refused without a core directory.
-   */
-  readonly watchCaptureCores: boolean;
-}
-
 type Kind =
   | 'int'
   | 'string'
@@ -136,28 +41,57 @@ type Kind =
   | 'names'
   | 'urls'
   | 'store';
+/** One setting: its config key, flag, variable, kind of value (how it is parsed and checked), default and help. */
 interface Setting {
-  readonly key: keyof ServerConfig;
+  readonly key: string;
   readonly flag: string;
   readonly env: string;
   readonly kind: Kind;
   readonly min?: number;
   readonly max?: number;
+  readonly default: unknown;
+  /** The default as the docs show it, when its value is not (a path under the home directory). */
+  readonly shown?: string;
   readonly help: string;
 }
 
-const SETTINGS: readonly Setting[] = [
-  { key: 'port', flag: 'port', env: 'MQD_PORT', kind: 'int', min: 0, max: 65535, help: 'TCP port' },
+/**
+ * Every setting of `mqd serve`, once: the config type (ServerConfig), the defaults
+ * (DEFAULT_CONFIG), `--help` (configHelp) and the table in docs/configuration.md (configTable,
+ * regenerated by `node scripts/config-table.mjs`) are made from it. Rows that share a key are
+ * two ways to give one value (a credential itself, or the file holding it).
+ */
+const SETTINGS = [
+  {
+    key: 'port',
+    default: 8080,
+    flag: 'port',
+    env: 'MQD_PORT',
+    kind: 'int',
+    min: 0,
+    max: 65535,
+    help: 'TCP port',
+  },
   {
     key: 'logLevel',
+    default: 'info',
     flag: 'log-level',
     env: 'MQD_LOG_LEVEL',
     kind: 'level',
     help: 'server log level on stderr (fatal, error, warn, info, debug, trace, silent)',
   },
-  { key: 'host', flag: 'host', env: 'MQD_HOST', kind: 'string', help: 'listen address' },
+  {
+    key: 'host',
+    default: '127.0.0.1',
+    flag: 'host',
+    env: 'MQD_HOST',
+    kind: 'string',
+    help: 'listen address',
+  },
   {
     key: 'dataDir',
+    default: join(homedir(), '.local', 'share', 'mqd'),
+    shown: '~/.local/share/mqd',
     flag: 'data-dir',
     env: 'MQD_DATA_DIR',
     kind: 'string',
@@ -165,6 +99,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'storeUrl',
+    default: null,
     flag: 'store',
     env: 'MQD_STORE_URL',
     kind: 'store',
@@ -174,6 +109,8 @@ const SETTINGS: readonly Setting[] = [
   // inherited by what we start. Both are read once and then dropped from the environment.
   {
     key: 'agentToken',
+    default: null,
+    shown: 'generated at start',
     flag: 'agent-token-file',
     env: 'MQD_AGENT_TOKEN_FILE',
     kind: 'tokenFile',
@@ -181,6 +118,8 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'agentToken',
+    default: null,
+    shown: 'generated at start',
     flag: 'agent-token',
     env: 'MQD_AGENT_TOKEN',
     kind: 'token',
@@ -188,6 +127,8 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'adminToken',
+    default: null,
+    shown: 'generated at start',
     flag: 'admin-token-file',
     env: 'MQD_ADMIN_TOKEN_FILE',
     kind: 'tokenFile',
@@ -195,6 +136,8 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'adminToken',
+    default: null,
+    shown: 'generated at start',
     flag: 'admin-token',
     env: 'MQD_ADMIN_TOKEN',
     kind: 'token',
@@ -202,6 +145,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'metricsToken',
+    default: null,
     flag: 'metrics-token-file',
     env: 'MQD_METRICS_TOKEN_FILE',
     kind: 'tokenFile',
@@ -209,6 +153,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'metricsToken',
+    default: null,
     flag: 'metrics-token',
     env: 'MQD_METRICS_TOKEN',
     kind: 'token',
@@ -216,6 +161,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'proxyUserHeader',
+    default: null,
     flag: 'proxy-user-header',
     env: 'MQD_PROXY_USER_HEADER',
     kind: 'header',
@@ -223,15 +169,31 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'trustedProxies',
+    default: [],
     flag: 'trusted-proxy',
     env: 'MQD_TRUSTED_PROXY',
     kind: 'list',
     help: 'proxy addresses/CIDRs whose user header is believed (comma-separated)',
   },
-  { key: 'tlsCert', flag: 'tls-cert', env: 'MQD_TLS_CERT', kind: 'string', help: 'TLS certificate (PEM)' },
-  { key: 'tlsKey', flag: 'tls-key', env: 'MQD_TLS_KEY', kind: 'string', help: 'TLS private key (PEM)' },
+  {
+    key: 'tlsCert',
+    default: null,
+    flag: 'tls-cert',
+    env: 'MQD_TLS_CERT',
+    kind: 'string',
+    help: 'TLS certificate (PEM)',
+  },
+  {
+    key: 'tlsKey',
+    default: null,
+    flag: 'tls-key',
+    env: 'MQD_TLS_KEY',
+    kind: 'string',
+    help: 'TLS private key (PEM)',
+  },
   {
     key: 'allowInsecureHttp',
+    default: false,
     flag: 'allow-insecure-http',
     env: 'MQD_ALLOW_INSECURE_HTTP',
     kind: 'bool',
@@ -239,6 +201,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'allowSharedAgentToken',
+    default: false,
     flag: 'allow-shared-agent-token',
     env: 'MQD_ALLOW_SHARED_AGENT_TOKEN',
     kind: 'bool',
@@ -246,6 +209,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'clusterSecret',
+    default: null,
     flag: 'cluster-secret-file',
     env: 'MQD_CLUSTER_SECRET_FILE',
     kind: 'clusterSecretFile',
@@ -253,6 +217,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'maxSnapshotBytes',
+    default: 1024 * 1024 * 1024,
     flag: 'max-snapshot-bytes',
     env: 'MQD_MAX_SNAPSHOT_BYTES',
     kind: 'int',
@@ -262,6 +227,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'auditRetentionSeconds',
+    default: 90 * 86400,
     flag: 'audit-retention-seconds',
     env: 'MQD_AUDIT_RETENTION_SECONDS',
     kind: 'int',
@@ -271,6 +237,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'publicUrl',
+    default: null,
     flag: 'public-url',
     env: 'MQD_PUBLIC_URL',
     kind: 'string',
@@ -278,6 +245,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'webRoot',
+    default: null,
     flag: 'web-root',
     env: 'MQD_WEB_ROOT',
     kind: 'string',
@@ -285,6 +253,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'maxSnapshotsPerJob',
+    default: 100,
     flag: 'max-snapshots-per-job',
     env: 'MQD_MAX_SNAPSHOTS_PER_JOB',
     kind: 'int',
@@ -294,6 +263,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'maxSnapshotAgeSeconds',
+    default: 7 * 86400,
     flag: 'max-snapshot-age-seconds',
     env: 'MQD_MAX_SNAPSHOT_AGE_SECONDS',
     kind: 'int',
@@ -303,6 +273,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'rateLimitMax',
+    default: 30,
     flag: 'rate-limit-max',
     env: 'MQD_RATE_LIMIT_MAX',
     kind: 'int',
@@ -312,6 +283,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'rateLimitWindowMs',
+    default: 60_000,
     flag: 'rate-limit-window-ms',
     env: 'MQD_RATE_LIMIT_WINDOW_MS',
     kind: 'int',
@@ -321,6 +293,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'fleetRateLimitMax',
+    default: 600,
     flag: 'fleet-rate-limit-max',
     env: 'MQD_FLEET_RATE_LIMIT_MAX',
     kind: 'int',
@@ -330,6 +303,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'maxMessageBytes',
+    default: DEFAULT_MAX_MESSAGE_BYTES,
     flag: 'max-message-bytes',
     env: 'MQD_MAX_MESSAGE_BYTES',
     kind: 'int',
@@ -339,6 +313,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'autoSnapshotSeconds',
+    default: 0,
     flag: 'auto-snapshot-seconds',
     env: 'MQD_AUTO_SNAPSHOT_SECONDS',
     kind: 'int',
@@ -348,6 +323,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'snapshotTimeoutMs',
+    default: 30_000,
     flag: 'snapshot-timeout-ms',
     env: 'MQD_SNAPSHOT_TIMEOUT_MS',
     kind: 'int',
@@ -357,6 +333,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'agentSilenceMs',
+    default: 8000,
     flag: 'agent-silence-ms',
     env: 'MQD_AGENT_SILENCE_MS',
     kind: 'int',
@@ -366,6 +343,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'hungSnapshots',
+    default: 3,
     flag: 'hung-snapshots',
     env: 'MQD_HUNG_SNAPSHOTS',
     kind: 'int',
@@ -375,6 +353,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'shareTtlSeconds',
+    default: 7 * 86400,
     flag: 'share-ttl-seconds',
     env: 'MQD_SHARE_TTL_SECONDS',
     kind: 'int',
@@ -384,6 +363,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'maxShareTtlSeconds',
+    default: 30 * 86400,
     flag: 'max-share-ttl-seconds',
     env: 'MQD_MAX_SHARE_TTL_SECONDS',
     kind: 'int',
@@ -393,6 +373,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'sessionTtlSeconds',
+    default: 12 * 3600,
     flag: 'session-ttl-seconds',
     env: 'MQD_SESSION_TTL_SECONDS',
     kind: 'int',
@@ -402,6 +383,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'loginTokenTtlSeconds',
+    default: 30 * 86400,
     flag: 'login-token-ttl-seconds',
     env: 'MQD_LOGIN_TOKEN_TTL_SECONDS',
     kind: 'int',
@@ -411,6 +393,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'coreDirs',
+    default: [],
     flag: 'core-dir',
     env: 'MQD_CORE_DIRS',
     kind: 'dirs',
@@ -418,6 +401,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'watchEnabled',
+    default: DEFAULT_WATCH_POLICY.enabled,
     flag: 'watch',
     env: 'MQD_WATCH_ENABLED',
     kind: 'onoff',
@@ -425,6 +409,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'watchPeriodSeconds',
+    default: DEFAULT_WATCH_POLICY.periodSeconds,
     flag: 'watch-period',
     env: 'MQD_WATCH_PERIOD',
     kind: 'int',
@@ -434,6 +419,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'watchUsers',
+    default: DEFAULT_WATCH_POLICY.users,
     flag: 'watch-users',
     env: 'MQD_WATCH_USERS',
     kind: 'names',
@@ -441,6 +427,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'watchPartitions',
+    default: DEFAULT_WATCH_POLICY.partitions,
     flag: 'watch-partitions',
     env: 'MQD_WATCH_PARTITIONS',
     kind: 'names',
@@ -448,6 +435,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'watchAccounts',
+    default: DEFAULT_WATCH_POLICY.accounts,
     flag: 'watch-accounts',
     env: 'MQD_WATCH_ACCOUNTS',
     kind: 'names',
@@ -455,6 +443,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'watchStopBudgetMs',
+    default: DEFAULT_WATCH_POLICY.stopBudgetMsPerRankHour,
     flag: 'watch-stop-budget',
     env: 'MQD_WATCH_STOP_BUDGET',
     kind: 'int',
@@ -464,6 +453,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'watchHungAfter',
+    default: DEFAULT_WATCH_POLICY.hungAfterSamples,
     flag: 'watch-hung-after',
     env: 'MQD_WATCH_HUNG_AFTER',
     kind: 'int',
@@ -473,6 +463,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'watchWebhooks',
+    default: [],
     flag: 'watch-webhook',
     env: 'MQD_WATCH_WEBHOOKS',
     kind: 'urls',
@@ -480,6 +471,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'watchCaptureCores',
+    default: false,
     flag: 'watch-capture-cores',
     env: 'MQD_WATCH_CAPTURE_CORES',
     kind: 'onoff',
@@ -487,6 +479,7 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     key: 'gzipLevel',
+    default: 3,
     flag: 'gzip-level',
     env: 'MQD_GZIP_LEVEL',
     kind: 'int',
@@ -494,54 +487,34 @@ const SETTINGS: readonly Setting[] = [
     max: 9,
     help: 'gzip level',
   },
-];
+] as const satisfies readonly Setting[];
 
-export const DEFAULT_CONFIG: ServerConfig = {
-  port: 8080,
-  host: '127.0.0.1',
-  dataDir: join(homedir(), '.local', 'share', 'mqd'),
-  storeUrl: null,
-  agentToken: null,
-  adminToken: null,
-  metricsToken: null,
-  proxyUserHeader: null,
-  trustedProxies: [],
-  tlsCert: null,
-  tlsKey: null,
-  allowInsecureHttp: false,
-  allowSharedAgentToken: false,
-  clusterSecret: null,
-  maxSnapshotBytes: 1024 * 1024 * 1024,
-  auditRetentionSeconds: 90 * 86400,
-  publicUrl: null,
-  webRoot: null,
-  maxSnapshotsPerJob: 100,
-  maxSnapshotAgeSeconds: 7 * 86400,
-  rateLimitMax: 30,
-  rateLimitWindowMs: 60_000,
-  fleetRateLimitMax: 600,
-  maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
-  autoSnapshotSeconds: 0,
-  snapshotTimeoutMs: 30_000,
-  agentSilenceMs: 8000,
-  hungSnapshots: 3,
-  shareTtlSeconds: 7 * 86400,
-  maxShareTtlSeconds: 30 * 86400,
-  sessionTtlSeconds: 12 * 3600,
-  loginTokenTtlSeconds: 30 * 86400,
-  gzipLevel: 3,
-  coreDirs: [],
-  logLevel: 'info',
-  watchEnabled: DEFAULT_WATCH_POLICY.enabled,
-  watchPeriodSeconds: DEFAULT_WATCH_POLICY.periodSeconds,
-  watchUsers: DEFAULT_WATCH_POLICY.users,
-  watchPartitions: DEFAULT_WATCH_POLICY.partitions,
-  watchAccounts: DEFAULT_WATCH_POLICY.accounts,
-  watchStopBudgetMs: DEFAULT_WATCH_POLICY.stopBudgetMsPerRankHour,
-  watchHungAfter: DEFAULT_WATCH_POLICY.hungAfterSamples,
-  watchWebhooks: [],
-  watchCaptureCores: false,
+/** The value each kind of setting holds. */
+interface KindValue {
+  readonly int: number;
+  readonly string: string;
+  readonly token: string;
+  readonly tokenFile: string;
+  readonly clusterSecretFile: string;
+  readonly header: string;
+  readonly list: readonly string[];
+  readonly bool: boolean;
+  readonly dirs: readonly string[];
+  readonly level: LogLevel;
+  readonly onoff: boolean;
+  readonly names: readonly string[];
+  readonly urls: readonly string[];
+  readonly store: string;
+}
+type Row = (typeof SETTINGS)[number];
+/** The aggregator's configuration: one field per key of SETTINGS, null where its default is. */
+export type ServerConfig = {
+  readonly [R in Row as R['key']]: KindValue[R['kind']] | (R['default'] extends null ? null : never);
 };
+
+export const DEFAULT_CONFIG: ServerConfig = Object.fromEntries(
+  SETTINGS.map((s) => [s.key, s.default]),
+) as unknown as ServerConfig;
 
 /** The watch policy the flags give (the store's until an admin replaces it). */
 export function watchPolicyOf(c: ServerConfig): ApiWatchPolicy {
@@ -566,6 +539,72 @@ function sameSetting(a: string, b: string): boolean {
 /** `--flag value` help lines, for the CLI's --help. */
 export function configHelp(): string {
   return SETTINGS.map((s) => `  --${s.flag.padEnd(26)} ${s.env.padEnd(30)} ${s.help}`).join('\n');
+}
+
+/** What each kind of setting takes, as the docs' table says it. */
+const KIND_TAKES: Record<Kind, string> = {
+  int: 'whole number',
+  string: 'text',
+  token: 'secret, 16+ characters',
+  tokenFile: 'file, mode 600, 16+ characters',
+  clusterSecretFile: `file, mode 600, ${MIN_CLUSTER_SECRET_CHARS}+ characters`,
+  header: 'header name',
+  list: 'addresses or CIDR blocks',
+  bool: 'a switch (the variable: 1, true, yes or 0, false, no)',
+  dirs: 'absolute directories',
+  level: LOG_LEVELS.join(', '),
+  onoff: 'on or off',
+  names: 'names',
+  urls: 'http(s) URLs',
+  store: 'postgres:// URL, sqlite: or a directory',
+};
+
+function shownDefault(s: Setting): string {
+  const v = s.default;
+  if (s.shown !== undefined) return s.shown;
+  if (v === null || (Array.isArray(v) && v.length === 0)) return 'none';
+  if (typeof v === 'boolean') return s.kind === 'onoff' ? (v ? 'on' : 'off') : String(v);
+  return `\`${Array.isArray(v) ? v.join(',') : String(v)}\``;
+}
+
+/** The rows of the settings table in docs/configuration.md: one per flag. */
+export function configTableRows(): string[][] {
+  const code = (x: string) => `\`${x}\``;
+  return [
+    ['setting', 'flag', 'variable', 'takes', 'default', 'meaning'],
+    ...SETTINGS.map((s: Setting) => [
+      s.key,
+      code(`--${s.flag}`),
+      code(s.env),
+      s.kind === 'int'
+        ? `${KIND_TAKES.int} in [${s.min ?? 0}, ${s.max ?? Number.MAX_SAFE_INTEGER}]`
+        : KIND_TAKES[s.kind],
+      shownDefault(s),
+      s.help.replaceAll('|', '\\|'),
+    ]),
+  ];
+}
+
+/** The settings table as Markdown, its columns padded. */
+export function configTable(): string {
+  const rows = configTableRows();
+  const width = (rows[0] ?? []).map((_, i) => Math.max(3, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (r: readonly string[]) => `| ${r.map((c, i) => c.padEnd(width[i] ?? 0)).join(' | ')} |`;
+  const [head = [], ...body] = rows;
+  return [line(head), line(width.map((w) => '-'.repeat(w))), ...body.map(line)].join('\n');
+}
+
+/** The marks around the generated table in docs/configuration.md. */
+export const CONFIG_TABLE_BEGIN =
+  '<!-- settings: made by `node scripts/config-table.mjs` from apps/server/src/http/config.ts -->';
+export const CONFIG_TABLE_END = '<!-- end of settings -->';
+
+/** `markdown` with the text between the marks replaced by the table; null when a mark is missing. */
+export function withConfigTable(markdown: string): string | null {
+  const begin = markdown.indexOf(CONFIG_TABLE_BEGIN);
+  const end = markdown.indexOf(CONFIG_TABLE_END);
+  if (begin < 0 || end < begin) return null;
+  return `${markdown.slice(0, begin + CONFIG_TABLE_BEGIN.length)}\n\n${configTable()}\n\n${markdown.slice(end)}`;
 }
 
 function parseValue(s: Setting, raw: string, from: string): Result<string | number | boolean | string[]> {
@@ -681,7 +720,7 @@ export function loadConfig(src: ConfigSources = {}): Result<ServerConfig, MqdErr
   const out: Record<string, unknown> = { ...DEFAULT_CONFIG };
   const env = src.env ?? {};
   // A credential given both itself and as a file: which one is meant is not guessed.
-  const credentialFrom = new Map<keyof ServerConfig, string>();
+  const credentialFrom = new Map<string, string>();
   const conflict = (s: Setting, from: string): MqdError | null => {
     if (s.kind !== 'token' && s.kind !== 'tokenFile' && s.kind !== 'clusterSecretFile') return null;
     const before = credentialFrom.get(s.key);

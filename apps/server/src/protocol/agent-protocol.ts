@@ -1,7 +1,7 @@
 // The agent <-> aggregator wire protocol: the one spec for what a per-node agent
 // (`mqd agent --server URL --token T`) and the aggregator say to each other.
-// Both ends decode with agent-protocol-decode.ts, whose guards are compile-checked against the
-// message types below and take the limits of the snapshot's fields from the snapshot spec.
+// The messages' shapes and limits are one TypeBox spec, packages/model agent-spec.ts; the types
+// here are made from it, and both ends decode with agent-protocol-decode.ts, which compiles it.
 //
 // Transport
 // - socket.io 4 on the aggregator's HTTP server, namespace `/agents` (AGENT_NAMESPACE).
@@ -143,28 +143,44 @@
 // - A rank the agent cannot read is still answered (state error), never silently dropped;
 //   ranks the aggregator never hears about become `agent-missing` in the merged snapshot.
 import {
-  type CoreFileSource,
-  type DiscoveredJob,
-  type DiscoveryOmitted,
+  type AgentMessage,
+  type DiscoveryScanInfo,
   type ErrorCode,
-  ensureExists,
   isErrorCode,
-  JobSnapshot,
   type MqdError,
   mqdError,
-  type RankSnapshot,
+  type ServerMessage,
+  type WireError,
 } from '@mqd/model';
-import type {
-  CaptureParams,
-  CaptureResult,
-  CountersParams,
-  CountersResult,
-  LocatedJob,
-  MpiInfo,
-  RankTarget,
-  SeenStarter,
-} from '../shared/seams.js';
 
+export {
+  AGENT_PROTOCOL_VERSION,
+  CAPTURE_NAME_RE,
+  MAX_ALIVE_IDS,
+  MAX_COMMAND_CHARS,
+  MAX_DISCOVERED_JOBS,
+  MAX_DISCOVERED_KEY_CHARS,
+  MAX_DISCOVERY_OMITTED,
+  MAX_METHOD_CHARS,
+  MAX_OTHER_NODES,
+  MAX_RANKS_PER_REQUEST,
+  MAX_REQUEST_ID,
+  MAX_SEEN_JOBS,
+  MAX_SLURM_NAME_CHARS,
+} from '@mqd/model';
+export type {
+  AgentHandshake,
+  AgentHealth,
+  AgentMessage,
+  DiscoveryScanInfo,
+  LocateTarget,
+  ReplyMessage,
+  RequestMethod,
+  ServerMessage,
+  SnapshotParams,
+  SnapshotResult,
+  WireError,
+} from '@mqd/model';
 export type {
   CapturedRank,
   CaptureParams,
@@ -174,186 +190,18 @@ export type {
   CountersResult,
 } from '../shared/seams.js';
 
-/** 3: status.discovered and the `counters` request (the hang watch, issue #31). */
-export const AGENT_PROTOCOL_VERSION = 3 as const;
 export const AGENT_NAMESPACE = '/agents';
 export const UI_NAMESPACE = '/ui';
 export const WIRE_EVENT = 'mqd';
 export const DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
-/** Ranks one request names, one chunk carries, one reply counts: as many as a snapshot holds. */
-export const MAX_RANKS_PER_REQUEST: number = ensureExists(
-  JobSnapshot.properties.ranks.maxItems,
-  'JobSnapshot.ranks.maxItems',
-);
-export const MAX_SEEN_JOBS = 1024;
-/** A starter's or a located job's command line, in UTF-16 units; longer ones are cut (clipText). */
-export const MAX_COMMAND_CHARS = 4096;
-/** LocatedJob.method, in UTF-16 units. */
-export const MAX_METHOD_CHARS = 64;
 /** Default for welcome.keepaliveMs: how often an agent says it is still at work on a request. */
 export const DEFAULT_KEEPALIVE_MS = 2000;
-/** Request ids one `alive` message lists (an agent has a handful open at a time). */
-export const MAX_ALIVE_IDS = 4096;
-/** Request ids are in [1, MAX_REQUEST_ID]. */
-export const MAX_REQUEST_ID = 0x7fffffff;
-/** Nodes a located Slurm job names besides the agent's own (a job spans at most this many). */
-export const MAX_OTHER_NODES = 65_536;
-/** Discovered jobs one status lists (DiscoveredJob). */
-export const MAX_DISCOVERED_JOBS = 1024;
-/** A discovered Slurm job's name, partition and account, in UTF-16 units; longer ones are cut. */
-export const MAX_SLURM_NAME_CHARS = 128;
-/** A discovered job's key: `starter:` + a host (<= 255) + `:PID:STARTTIME`. */
-export const MAX_DISCOVERED_KEY_CHARS = 320;
-/** Uids status.discoveryScan.omitted names (one entry per uid). */
-export const MAX_DISCOVERY_OMITTED = 1024;
-
-/** status.discoveryScan: whether status.discovered lists every job of the node, and what it left out. */
-export interface DiscoveryScanInfo {
-  readonly complete: boolean;
-  readonly omitted: readonly DiscoveryOmitted[];
-}
 
 /** One node's latest discoveryScan as the aggregator keeps it: its host, and when it came (clock ms). */
 export interface DiscoveryScanReport extends DiscoveryScanInfo {
   readonly host: string;
   readonly at: number;
 }
-
-export type RequestMethod = 'snapshot' | 'locate' | 'counters' | 'capture';
-/** A capture directory's name (CaptureParams.name): one path component. */
-export const CAPTURE_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
-
-export interface WireError {
-  readonly code: string;
-  readonly message: string;
-}
-
-export interface AgentHandshake {
-  readonly token: string;
-  readonly protocol: number;
-  readonly agentId: string;
-  readonly host: string;
-  readonly version: string;
-}
-
-export interface AgentHealth {
-  readonly rssBytes: number;
-  readonly heapUsedBytes: number;
-  readonly uptimeSeconds: number;
-  readonly loadAverage1m: number;
-  readonly activeRequests: number;
-  readonly lastError: WireError | null;
-}
-
-export interface SnapshotParams {
-  readonly ranks: readonly RankTarget[];
-  readonly timeoutMs: number;
-  /** The job owner's uid: the agent reads only ranks of this uid (ReadOptions.ownerUid). */
-  readonly ownerUid?: number;
-  /** An admin asked to read uid-0 ranks (ReadOptions.allowRoot); never set for other users. */
-  readonly allowRoot?: boolean;
-  /** The hang watch's sample (ReadOptions.light): no forced collection in the reader after it. */
-  readonly light?: boolean;
-}
-
-export interface SnapshotResult {
-  readonly count: number;
-  readonly mpi: MpiInfo | null;
-  readonly durationMicros: number;
-  /** A core job: the cores read (JobSnapshot.source.cores). */
-  readonly cores?: readonly CoreFileSource[];
-}
-
-export type ServerMessage =
-  | {
-      readonly type: 'welcome';
-      readonly protocol: number;
-      readonly agentId: string;
-      readonly maxMessageBytes: number;
-      readonly statusIntervalMs: number;
-      readonly keepaliveMs: number;
-    }
-  | {
-      readonly type: 'request';
-      readonly id: number;
-      readonly method: 'snapshot';
-      readonly params: SnapshotParams;
-    }
-  | {
-      readonly type: 'request';
-      readonly id: number;
-      readonly method: 'locate';
-      readonly params: LocateTarget;
-    }
-  | {
-      readonly type: 'request';
-      readonly id: number;
-      readonly method: 'counters';
-      readonly params: CountersParams;
-    }
-  | {
-      readonly type: 'request';
-      readonly id: number;
-      readonly method: 'capture';
-      readonly params: CaptureParams;
-    }
-  | { readonly type: 'refused'; readonly refId: number | null; readonly error: WireError };
-
-/** What a locate request names: a starter pid on the node, or a Slurm job id ("1234", "1234.0"). */
-export type LocateTarget =
-  | { readonly starterPid: number }
-  | { readonly slurmJob: string }
-  | { readonly coresDir: string };
-
-export type ReplyMessage =
-  | {
-      readonly type: 'reply';
-      readonly id: number;
-      readonly method: 'snapshot';
-      readonly ok: true;
-      readonly result: SnapshotResult;
-    }
-  | {
-      readonly type: 'reply';
-      readonly id: number;
-      readonly method: 'locate';
-      readonly ok: true;
-      readonly result: LocatedJob;
-    }
-  | {
-      readonly type: 'reply';
-      readonly id: number;
-      readonly method: 'counters';
-      readonly ok: true;
-      readonly result: CountersResult;
-    }
-  | {
-      readonly type: 'reply';
-      readonly id: number;
-      readonly method: 'capture';
-      readonly ok: true;
-      readonly result: CaptureResult;
-    }
-  | {
-      readonly type: 'reply';
-      readonly id: number;
-      readonly method: RequestMethod;
-      readonly ok: false;
-      readonly error: WireError;
-    };
-
-export type AgentMessage =
-  | {
-      readonly type: 'status';
-      readonly health: AgentHealth;
-      readonly mpi: MpiInfo | null;
-      readonly jobs: readonly SeenStarter[];
-      readonly discovered: readonly DiscoveredJob[];
-      readonly discoveryScan?: DiscoveryScanInfo;
-    }
-  | { readonly type: 'chunk'; readonly id: number; readonly ranks: RankSnapshot[] }
-  | { readonly type: 'alive'; readonly ids: readonly number[] }
-  | ReplyMessage;
 
 /**
  * What decodeAgentMessage gives: the message with what was valid in it, and the entries it

@@ -3,40 +3,35 @@
 // mpirun, packages/mpir) are injected as options, so this package never loads koffi itself and
 // tests run against the fakes in fakes.ts.
 import type {
+  CaptureResult,
   CoreFileSource,
+  CountersParams,
+  CountersResult,
   DiscoveredJob,
   DiscoveredRank,
   DiscoveryScan,
-  LengthUnit,
-  MpiLibrary,
-  RankCounters,
+  LocatedJob,
+  MpiInfo,
   RankSnapshot,
+  RankTarget,
   Result,
+  SeenStarter,
 } from '@mqd/model';
 
-/** What the agent knows about the MPI library of the ranks it reads (JobSnapshot.mpi). */
-export interface MpiInfo {
-  readonly library: MpiLibrary;
-  /** Path of the message-queue DLL in use; null when none could be loaded. */
-  readonly dll: string | null;
-  readonly lengthUnit: LengthUnit;
-}
-
-/** One rank to read on this node. */
-export interface RankTarget {
-  readonly rank: number;
-  readonly pid: number;
-  /**
-   * The process's start time (field 22 of /proc/PID/stat, clock ticks since boot, decimal) when
-   * the job was located: with (host, pid) it pins the identity, so a reused pid is refused.
-   */
-  readonly startTime?: string;
-  /**
-   * The rank's core file (a job read from cores): its path on this node. The agent reads it
-   * with RankReader.readCores, after checking it lies in a directory it allows.
-   */
-  readonly core?: string;
-}
+// The shapes the agent protocol carries are the protocol's (packages/model agent-spec.ts).
+export type {
+  CapturedRank,
+  CaptureParams,
+  CaptureResult,
+  CounterError,
+  CountersParams,
+  CountersResult,
+  LocatedJob,
+  LocatedRank,
+  MpiInfo,
+  RankTarget,
+  SeenStarter,
+} from '@mqd/model';
 
 export interface ReadOptions {
   /** This node's name, for RankSnapshot.host. */
@@ -95,79 +90,9 @@ export interface RankReader {
   ): Promise<Result<CaptureResult>>;
 }
 
-/** Parameters of a `capture` request: ranks pinned by start time, their owner, the directory's name. */
-export interface CaptureParams {
-  readonly ranks: readonly DiscoveredRank[];
-  readonly ownerUid: number;
-  /** One path component: the agent writes into `<its first core dir>/<name>`. */
-  readonly name: string;
-}
-
-/** One rank of a capture: its core's file name and size, or why it has none. */
-export interface CapturedRank {
-  readonly rank: number;
-  readonly pid: number;
-  /** The core's file name in `dir`; null when it was not written. */
-  readonly core: string | null;
-  readonly bytes: number;
-  /** How long the rank was stopped for its core, microseconds (0 when it was not stopped). */
-  readonly pausedMicros: number;
-  readonly error: { readonly code: string; readonly message: string } | null;
-}
-
-/** The answer to a `capture` request: the directory (real path) and every asked rank. */
-export interface CaptureResult {
-  readonly dir: string;
-  readonly ranks: readonly CapturedRank[];
-}
-
 export interface CoreRead {
   readonly ranks: RankSnapshot[];
   readonly cores: CoreFileSource[];
-}
-
-/** A rank of a located job and the node it runs on. */
-export interface LocatedRank {
-  readonly rank: number;
-  readonly pid: number;
-  readonly host: string;
-  /** /proc/PID/stat start time when the locator could read it (ranks on the starter's node). */
-  readonly startTime?: string;
-  /** The rank's core file, for a job read from cores. */
-  readonly core?: string;
-}
-
-export interface LocatedJob {
-  readonly ranks: readonly LocatedRank[];
-  /** How the ranks were found, e.g. "mpir-proctable" or "process-tree". */
-  readonly method: string;
-  /** Owner of the starter: only this uid (or an admin) sees and snapshots the job. */
-  readonly uid: number;
-  /** The starter's command line, for display. */
-  readonly command: string;
-  /** The starter's /proc/PID/stat start time: (host, pid, startTime) is the job's identity. */
-  readonly starterStartTime: string;
-  /**
-   * The pid that stands for the job on this node when it was not located by a starter pid
-   * (a Slurm job: its first process here, the batch script or the first task).
-   */
-  readonly starterPid?: number;
-  /** A job read from cores: the directory (real path) its cores were found in. */
-  readonly coresDir?: string;
-  /**
-   * A Slurm job that runs on more nodes than this one: those nodes (Slurm's names, normalised
-   * as hosts are). Their ranks are theirs to locate: the aggregator asks each node's agent.
-   */
-  readonly otherNodes?: readonly string[];
-}
-
-/** An MPI starter (mpirun/mpiexec) an agent sees on its node, before anyone attaches to it. */
-export interface SeenStarter {
-  readonly starterPid: number;
-  readonly uid: number;
-  readonly command: string;
-  /** /proc/PID/stat start time (see LocatedJob.starterStartTime). */
-  readonly startTime?: string;
 }
 
 /** Finds the ranks of a job from its starter; runs on the starter's node. */
@@ -183,28 +108,6 @@ export interface JobLocator {
   locateCores?(dir: string): Promise<Result<LocatedJob>>;
   /** Starters visible on this node, reported in the agent's status; optional. */
   list?(): Promise<readonly SeenStarter[]>;
-}
-
-/** What a `counters` request names: ranks pinned by start time, and the uid they must belong to. */
-export interface CountersParams {
-  readonly ranks: readonly DiscoveredRank[];
-  readonly ownerUid: number;
-}
-
-/** A rank whose counters could not be read, and why (MQD_E_PID_REUSED, MQD_E_FOREIGN_PROCESS...). */
-export interface CounterError {
-  readonly rank: number;
-  readonly error: { readonly code: string; readonly message: string };
-}
-
-/** The answer to a `counters` request: every asked rank in `ranks` or in `errors`. */
-export interface CountersResult {
-  readonly ranks: readonly RankCounters[];
-  readonly errors: readonly CounterError[];
-  /** USER_HZ: the unit of RankCounters.cpuTicks. */
-  readonly clockTicksPerSecond: number;
-  /** Epoch ms of the read. */
-  readonly at: number;
 }
 
 /**
