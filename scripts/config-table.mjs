@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Regenerates the settings table of docs/configuration.md from the one settings table,
-// apps/server/src/http/config.ts SETTINGS (the rest of the page is left as it is).
+// apps/server/src/http/settings.ts SETTINGS (the rest of the page is left as it is).
 //   node scripts/config-table.mjs           rewrite the table
 //   node scripts/config-table.mjs --check   exit 1 when the page's table differs
 // The unit test apps/server/test/config-table.test.ts fails when they differ.
@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 
 const self = fileURLToPath(import.meta.url);
 if (!process.execArgv.includes('tsx')) {
-  // config.ts is TypeScript: run again with tsx, resolving the workspace's packages to their sources.
+  // config-docs.ts is TypeScript: run again with tsx, resolving the workspace's packages to their sources.
   const r = spawnSync(
     process.execPath,
     ['--conditions=source', '--import', 'tsx', self, ...process.argv.slice(2)],
@@ -20,7 +20,7 @@ if (!process.execArgv.includes('tsx')) {
 }
 
 const { withConfigTable, CONFIG_TABLE_BEGIN, CONFIG_TABLE_END } = await import(
-  new URL('../apps/server/src/http/config.ts', import.meta.url).href
+  new URL('../apps/server/src/http/config-docs.ts', import.meta.url).href
 );
 const page = new URL('../docs/configuration.md', import.meta.url);
 const before = readFileSync(page, 'utf8');
@@ -34,7 +34,7 @@ if (after === null) {
 if (process.argv.includes('--check')) {
   if (after !== before) {
     console.error(
-      'docs/configuration.md: the settings table differs from config.ts; run node scripts/config-table.mjs',
+      'docs/configuration.md: the settings table differs from settings.ts; run node scripts/config-table.mjs',
     );
     process.exit(1);
   }
