@@ -39,7 +39,8 @@ export interface NearMiss {
   /** The receive's source or the send's destination, as a world rank; null = MPI_ANY_SOURCE or unknown. */
   readonly peer: number | null;
   readonly tag: number | null;
-  readonly candidates: NearMissCandidate[];
+  /** The first MAX_NEAR_MISS_CANDIDATES in queue order; identical entries share one list. */
+  readonly candidates: readonly NearMissCandidate[];
   /** Queues this reasoning needed but could not see, and which side it reasoned from instead. */
   readonly notes: string[];
 }
@@ -55,6 +56,17 @@ export interface NearMissOptions {
   /** At most this many entries (default 1000). */
   readonly limit?: number;
 }
+
+/** Candidates kept per entry: the text names the first; a deep queue must not make millions. */
+export const MAX_NEAR_MISS_CANDIDATES = 8;
+
+/** What one scan found: whether any candidate, and the first few. */
+interface Scan {
+  readonly found: boolean;
+  readonly candidates: readonly NearMissCandidate[];
+}
+
+const sideKey = (at: number, w: MatchSide) => `${at}|${w.keyId}|${w.peer}|${w.local}|${w.tag}`;
 
 export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): NearMissResult {
   const limit = opts.limit ?? 1000;
@@ -82,6 +94,8 @@ export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): N
   const sendsTo = csr(n, destOf, sendAt);
   const items: NearMiss[] = [];
   let total = 0;
+  const receiveScans = new Map<string, Scan>();
+  const sendScans = new Map<string, Scan & { readonly hiddenReceives: boolean }>();
   const worldOf = (idx: number) => (idx >= 0 ? (ix.rankOf[idx] ?? null) : null);
   const candidate = (
     ce: CommEntry,
@@ -123,6 +137,7 @@ export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): N
         if (out === null) return true;
         found = true;
         out.push(candidate(ue, 'unexpected', mi, have.peer, msg, m));
+        if (out.length >= MAX_NEAR_MISS_CANDIDATES) return true;
       }
     }
     const sEnd = sendsTo.start[i + 1] ?? 0;
@@ -137,6 +152,7 @@ export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): N
       if (out === null) return true;
       found = true;
       out.push(candidate(se, 'sends', si, se.rankIdx, send, m));
+      if (out.length >= MAX_NEAR_MISS_CANDIDATES) return true;
     }
     return found;
   };
@@ -154,11 +170,17 @@ export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): N
         const recv = receives[index];
         if (recv === undefined || !isUserPending(ce, recv)) continue;
         const want = receiveSide(ix, ce, recv);
-        // Past the limit only the count matters: stop at the first candidate, build nothing.
+        // Identical receives (a deep queue of one kind) find the same candidates: scanned once.
+        const key = sideKey(i, want);
+        let scan = receiveScans.get(key);
+        if (scan === undefined) {
+          const out: NearMissCandidate[] = [];
+          scan = { found: scanReceive(i, start, end, want, out), candidates: out };
+          receiveScans.set(key, scan);
+        }
         const building = items.length < limit;
-        const candidates: NearMissCandidate[] = [];
-        const counted = scanReceive(i, start, end, want, building ? candidates : null);
-        if (!counted) continue;
+        const { candidates } = scan;
+        if (!scan.found) continue;
         total++;
         if (!building) continue;
         const notes = receiveNotes(ix, ce, want.peer, hiddenUnexpected);
@@ -182,33 +204,39 @@ export function findNearMisses(ix: SnapshotIndex, opts: NearMissOptions = {}): N
         const dest = ix.peerIdx(send.peer, ce);
         if (dest < 0 || ok[dest] === 0) continue;
         const have = sendSide(ce, send);
-        const building = items.length < limit;
-        const candidates: NearMissCandidate[] = [];
-        let counted = false;
-        let hiddenReceives = false;
-        const dStart = ix.commStart[dest] ?? 0;
-        const dEnd = ix.commStart[dest + 1] ?? 0;
-        scan: for (let cj = dStart; cj < dEnd; cj++) {
-          const de = comms[cj];
-          const queue = de?.comm.receives;
-          if (de === undefined || queue === undefined) continue;
-          if (queue === null) {
-            if (de.keyId === ce.keyId) hiddenReceives = true;
-            continue;
+        // Identical sends to one rank meet the same receives there: scanned once.
+        const key = sideKey(dest, have);
+        let scan = sendScans.get(key);
+        if (scan === undefined) {
+          const out: NearMissCandidate[] = [];
+          let hidden = false;
+          const dStart = ix.commStart[dest] ?? 0;
+          const dEnd = ix.commStart[dest + 1] ?? 0;
+          receivesAt: for (let cj = dStart; cj < dEnd; cj++) {
+            const de = comms[cj];
+            const queue = de?.comm.receives;
+            if (de === undefined || queue === undefined) continue;
+            if (queue === null) {
+              if (de.keyId === ce.keyId) hidden = true;
+              continue;
+            }
+            for (let ri = 0; ri < queue.length; ri++) {
+              const recv = queue[ri];
+              if (recv === undefined || !isUserPending(de, recv)) continue;
+              const want = receiveSide(ix, de, recv);
+              const m = diffMask(want, have);
+              // Exactly one field: a full match is already listed under the receive.
+              if (m === 0 || !isNear(m)) continue;
+              out.push(candidate(de, 'receives', ri, want.peer, recv, m));
+              if (out.length >= MAX_NEAR_MISS_CANDIDATES) break receivesAt;
+            }
           }
-          for (let ri = 0; ri < queue.length; ri++) {
-            const recv = queue[ri];
-            if (recv === undefined || !isUserPending(de, recv)) continue;
-            const want = receiveSide(ix, de, recv);
-            const m = diffMask(want, have);
-            // Exactly one field: a full match is already listed under the receive.
-            if (m === 0 || !isNear(m)) continue;
-            counted = true;
-            if (!building) break scan;
-            candidates.push(candidate(de, 'receives', ri, want.peer, recv, m));
-          }
+          scan = { found: out.length > 0, candidates: out, hiddenReceives: hidden };
+          sendScans.set(key, scan);
         }
-        if (!counted) continue;
+        const building = items.length < limit;
+        const { candidates, hiddenReceives } = scan;
+        if (!scan.found) continue;
         total++;
         if (!building) continue;
         const notes = hiddenReceives
