@@ -29,7 +29,7 @@ const RULES = {
     'socket.io',
     'socket.io-client',
     'better-sqlite3',
-    // The PostgreSQL store (store-pg.ts): node-postgres, pure JS.
+    // The PostgreSQL store (store/dialect-pg.ts): node-postgres, pure JS.
     'pg',
     // socket.io between aggregator instances through PostgreSQL (cluster/setup.ts).
     '@socket.io/postgres-adapter',

@@ -15,7 +15,7 @@ import {
   WIRE_EVENT,
 } from '../src/protocol/agent-protocol.js';
 import { decodeServerMessage } from '../src/protocol/agent-protocol-decode.js';
-import { SqliteStore } from '../src/store/store.js';
+import { SqliteStore } from '../src/store/dialect-sqlite.js';
 
 export const AGENT_TOKEN = 'agent-token-for-tests-0123456789';
 export const ADMIN_TOKEN = 'admin-token-for-tests-0123456789';

@@ -13,7 +13,7 @@ import { buildApp } from '../src/http/app.js';
 import { loadConfig } from '../src/http/config.js';
 import { hostAgentToken } from '../src/hub/hub.js';
 import type { JobLocator, LocatedJob, RankTarget, ReadOptions } from '../src/shared/seams.js';
-import { SqliteStore } from '../src/store/store.js';
+import { SqliteStore } from '../src/store/dialect-sqlite.js';
 import { createFakeReader } from '../src/synthetic/fakes.js';
 import {
   AGENT_TOKEN,

@@ -16,9 +16,9 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { httpStatus } from '../src/http/http.js';
 import type { JobRecord, SnapshotMeta, WatchJobInfo, WatchSampleRecord } from '../src/shared/types.js';
-import { type NewSnapshot, type RetentionPolicy, SqliteStore } from '../src/store/store.js';
-import { PgStore } from '../src/store/store-pg.js';
-import type { StorePort } from '../src/store/store-port.js';
+import { PgStore } from '../src/store/dialect-pg.js';
+import { SqliteStore } from '../src/store/dialect-sqlite.js';
+import type { NewSnapshot, RetentionPolicy, StorePort } from '../src/store/store-port.js';
 import { MIGRATION_HISTORY, type Migration, migrationsFor } from '../src/store/store-schema.js';
 import { createUser, json, startServer } from './helpers.js';
 

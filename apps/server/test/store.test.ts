@@ -8,7 +8,8 @@ import { gzipSync } from 'node:zlib';
 import { JobId, SnapshotId } from '@mqd/model';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { JobRecord, SnapshotMeta } from '../src/shared/types.js';
-import { type NewSnapshot, type RetentionPolicy, SqliteStore } from '../src/store/store.js';
+import { SqliteStore } from '../src/store/dialect-sqlite.js';
+import type { NewSnapshot, RetentionPolicy } from '../src/store/store-port.js';
 import { MIGRATIONS } from '../src/store/store-schema.js';
 
 const dirs: string[] = [];

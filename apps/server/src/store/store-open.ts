@@ -5,9 +5,9 @@
 // or an API answer (redactStoreUrl gives the form that may be shown), and MQD_STORE_URL leaves
 // the environment once read (secrets.ts).
 import { MqdException } from '@mqd/model';
-import { type RetentionPolicy, SqliteStore } from './store.js';
-import { PgStore } from './store-pg.js';
-import type { StorePort } from './store-port.js';
+import { PgStore } from './dialect-pg.js';
+import { SqliteStore } from './dialect-sqlite.js';
+import type { RetentionPolicy, StorePort } from './store-port.js';
 import { parseStoreUrl, type StoreLocation } from './store-url.js';
 
 export { describeStore, parseStoreUrl, redactStoreUrl, type StoreLocation } from './store-url.js';

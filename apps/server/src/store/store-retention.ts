@@ -1,5 +1,5 @@
-// Which snapshots retention removes: the same SQL for both dialects (SQLite names its
-// parameters @name, PostgreSQL $n). Equal snapshots are those of equal queue digests
+// Which snapshots retention removes: one SQL text for both dialects (parameters @name, as
+// every query of sql-store.ts). Equal snapshots are those of equal queue digests
 // (SnapshotMeta.digest); a run is a job's consecutive equal snapshots in the order taken.
 //
 // Kept whatever the limits, per job:
@@ -12,25 +12,6 @@
 // So the first snapshot of a hang, and the links printed or sent for it, stay while the job is
 // hung; the count limit still bounds a job whose every snapshot differs (each is its own run).
 
-/** How a dialect names the query's parameters. */
-export interface Placeholders {
-  readonly jobId: string;
-  readonly keep: string;
-  readonly now: string;
-  readonly cutoff: string;
-}
-
-export const SQLITE_PLACEHOLDERS: Placeholders = {
-  jobId: '@jobId',
-  keep: '@keep',
-  now: '@now',
-  cutoff: '@cutoff',
-};
-
-/** PostgreSQL's: the count query takes ($1 job, $2 keep, $3 now), the age one ($1 cutoff, $2 now). */
-export const PG_COUNT_PLACEHOLDERS: Placeholders = { jobId: '$1', keep: '$2', now: '$3', cutoff: '' };
-export const PG_AGE_PLACEHOLDERS: Placeholders = { jobId: '', keep: '', now: '$2', cutoff: '$1' };
-
 /** 1 where a snapshot starts a run of its job (its digest differs from the one before), else 0. */
 const STARTS_RUN = `CASE WHEN LAG(digest) OVER (PARTITION BY job_id ORDER BY taken_at, rowid) = digest
   THEN 0 ELSE 1 END`;
@@ -40,39 +21,36 @@ const POINTED_AT = `
   SELECT evidence_snapshot_id FROM watch_jobs WHERE evidence_snapshot_id IS NOT NULL
   UNION SELECT last_snapshot_id FROM watch_jobs WHERE last_snapshot_id IS NOT NULL
   UNION SELECT snapshot_id FROM watch_episodes WHERE ended_at IS NULL AND snapshot_id IS NOT NULL`;
-const shared = (p: Placeholders) => `SELECT snapshot_id FROM shares WHERE expires_at > ${p.now}`;
+const SHARED = 'SELECT snapshot_id FROM shares WHERE expires_at > @now';
 
 /** Deletes one job's snapshots past the count limit (parameters: jobId, keep, now). */
-export function countRetentionSql(p: Placeholders): string {
-  return `
+export const COUNT_RETENTION_SQL = `
     WITH seq AS (
       SELECT id, taken_at, rowid AS r,
         ROW_NUMBER() OVER (ORDER BY taken_at DESC, rowid DESC) AS newest,
         ${STARTS_RUN} AS starts_run
-      FROM snapshots WHERE job_id = ${p.jobId}
+      FROM snapshots WHERE job_id = @jobId
     ),
     run_firsts AS (
-      SELECT id FROM seq WHERE starts_run = 1 ORDER BY taken_at DESC, r DESC LIMIT ${p.keep}
+      SELECT id FROM seq WHERE starts_run = 1 ORDER BY taken_at DESC, r DESC LIMIT @keep
     )
-    DELETE FROM snapshots WHERE job_id = ${p.jobId}
-      AND id IN (SELECT id FROM seq WHERE newest > ${p.keep})
+    DELETE FROM snapshots WHERE job_id = @jobId
+      AND id IN (SELECT id FROM seq WHERE newest > @keep)
       AND id NOT IN (SELECT id FROM run_firsts)
       AND id NOT IN (${POINTED_AT})
-      AND id NOT IN (${shared(p)})`;
-}
+      AND id NOT IN (${SHARED})`;
 
 /**
  * Deletes the snapshots older than the age limit (parameters: cutoff, now). Only the jobs that
  * have such snapshots are ordered into runs.
  */
-export function ageRetentionSql(p: Placeholders): string {
-  return `
+export const AGE_RETENTION_SQL = `
     WITH seq AS (
       SELECT id, job_id, taken_at, rowid AS r,
         ROW_NUMBER() OVER (PARTITION BY job_id ORDER BY taken_at DESC, rowid DESC) AS newest,
         ${STARTS_RUN} AS starts_run
       FROM snapshots
-      WHERE job_id IN (SELECT DISTINCT job_id FROM snapshots WHERE taken_at < ${p.cutoff})
+      WHERE job_id IN (SELECT DISTINCT job_id FROM snapshots WHERE taken_at < @cutoff)
         AND job_id IN (SELECT id FROM jobs WHERE ended_at IS NULL)
     ),
     current_run AS (
@@ -84,7 +62,6 @@ export function ageRetentionSql(p: Placeholders): string {
       UNION SELECT id FROM current_run WHERE k = 1
       UNION SELECT id FROM seq WHERE id IN (${POINTED_AT})
     )
-    DELETE FROM snapshots WHERE taken_at < ${p.cutoff}
+    DELETE FROM snapshots WHERE taken_at < @cutoff
       AND id NOT IN (SELECT id FROM live_kept)
-      AND id NOT IN (${shared(p)})`;
-}
+      AND id NOT IN (${SHARED})`;

@@ -1,5 +1,5 @@
 // The store's tables: the migrations that make them (append only) and the row shapes that read
-// them back, with their mapping to the aggregator's records (types.ts). The store (store.ts)
+// them back, with their mapping to the aggregator's records (types.ts). The store (sql-store.ts)
 // owns the queries and transactions.
 import { JobId, SnapshotId, type WatchConfidence, type WatchState } from '@mqd/model';
 import type { LocatedRank } from '../shared/seams.js';
