@@ -81,7 +81,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # ---- 1. Debian packages ------------------------------------------------------------
 PKGS=(build-essential gfortran dpkg-dev file elfutils libdw1 libdw-dev libelf-dev dwz chromium
-      sqlite3 iproute2 procps perl python3 autoconf automake libtool xz-utils bzip2 ca-certificates openssl util-linux
+      sqlite3 iproute2 procps perl python3 python3-mpi4py autoconf automake libtool xz-utils bzip2 ca-certificates openssl util-linux
       slurmctld slurmd slurm-client munge cmake clang-16 libomp-16-dev gdb
       libpmix-dev  # Slurm's mpi/pmix plugin dlopens pmix2/lib/libpmix.so, which only the -dev package ships
       # MPICH ch4:ofi links Debian's libfabric with its static dependencies (pkg-config --static)

@@ -48,6 +48,11 @@ export interface LaunchOptions {
    */
   readonly language?: FixtureLanguage;
   /**
+   * What each rank runs instead of a built fixture: an absolute program and its arguments, e.g.
+   * ['/usr/bin/python3', '/…/fixtures/python/wrong_tag.py']; `fixture` then only names the job.
+   */
+  readonly program?: readonly [string, ...string[]];
+  /**
    * Number of ranks; 4 by default (fixtures/mpi/README.md documents the queues for 4), 2 for
    * hybrid fixtures.
    */
@@ -404,11 +409,13 @@ export async function launchFixture(opts: LaunchOptions): Promise<FixtureJob> {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_LAUNCH_TIMEOUT_MS;
   if (!Number.isInteger(np) || np < 1) throw new RangeError(`np must be a positive integer, got ${np}`);
   requireMpi(opts.mpi);
-  const binary = hybrid
-    ? hybridBinary(opts.mpi, opts.fixture)
-    : opts.language !== undefined
-      ? languageBinary(opts.mpi, opts.language, opts.fixture)
-      : fixtureBinary(opts.mpi, opts.fixture);
+  const binary = opts.program
+    ? opts.program[0]
+    : hybrid
+      ? hybridBinary(opts.mpi, opts.fixture)
+      : opts.language !== undefined
+        ? languageBinary(opts.mpi, opts.language, opts.fixture)
+        : fixtureBinary(opts.mpi, opts.fixture);
   const cmd = starterCommand(opts.mpi, np, binary);
   const env: Record<string, string | undefined> = {
     ...process.env,
@@ -423,7 +430,8 @@ export async function launchFixture(opts: LaunchOptions): Promise<FixtureJob> {
   // Through setpriv --pdeathsig: if this process dies without disposing the job (a test worker
   // killed by a native crash), the starter is killed with it and takes its ranks down, instead
   // of leaving a hung job (some spin) on the machine.
-  const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', cmd.file, ...cmd.args], {
+  const programArgs = opts.program?.slice(1) ?? [];
+  const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', cmd.file, ...cmd.args, ...programArgs], {
     cwd: dirname(binary),
     env,
     // Its own process group, so the job can be killed as a group and a ^C of the test runner
