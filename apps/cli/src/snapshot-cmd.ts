@@ -1,9 +1,17 @@
-// `mqd snapshot (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] ... | --core CORE ... | --cores DIR) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]`
+// `mqd snapshot (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] ... | --core CORE ... | --cores DIR) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]] [--eval EXPR [--frame FUNC]]...`
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type CoreSnapshotTarget, type SnapshotTarget, Snapshotter } from '@mqd/core';
-import { buildStackTree, explainSnapshot, mqdError } from '@mqd/model';
+import {
+  buildStackTree,
+  type EvalRequest,
+  explainSnapshot,
+  MAX_EVAL_EXPRESSIONS,
+  mqdError,
+  summarizeValues,
+  valueGroupsText,
+} from '@mqd/model';
 import { parseSlurmJob, slurmRanks } from '@mqd/mpir';
 import { attachAsOwner } from './attach-owner.js';
 import { coresFromDir, coresFromTokens, SYSROOT_NAME } from './core-args.js';
@@ -26,6 +34,8 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
     core?: string[];
     cores?: string;
     sysroot?: string;
+    eval?: string[];
+    frame?: string[];
   };
   let tokens: Parameters<typeof coresFromTokens>[0] = [];
   try {
@@ -47,6 +57,8 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
         exe: { type: 'string', multiple: true },
         cores: { type: 'string' },
         sysroot: { type: 'string' },
+        eval: { type: 'string', multiple: true },
+        frame: { type: 'string', multiple: true },
       },
       strict: true,
       tokens: true,
@@ -58,6 +70,17 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
   if (values.help) {
     io.out(SNAPSHOT_USAGE);
     return 0;
+  }
+  const evals = evalsFromTokens(tokens);
+  if ('code' in evals) {
+    io.err(`${evals.message}\n${SNAPSHOT_USAGE}`);
+    return 2;
+  }
+  if (evals.length > 0 && (values.core !== undefined || values.cores !== undefined)) {
+    io.err(
+      `${mqdError('MQD_E_USAGE', '--eval reads live ranks (--attach, --slurm, --pid), not cores').message}\n${SNAPSHOT_USAGE}`,
+    );
+    return 2;
   }
   const targets: SnapshotTarget[] = [];
   for (const p of values.pid ?? []) {
@@ -126,7 +149,8 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
     ...(values.dll !== undefined ? { dll: values.dll } : {}),
     // The text without --stacks or --explain shows no thread: the ranks are not unwound (a cold
     // unwind indexes every mapped module of each rank).
-    ...(values.json || values.stacks || values.explain ? {} : { stacks: false }),
+    ...(values.json || values.stacks || values.explain || evals.length > 0 ? {} : { stacks: false }),
+    ...(evals.length > 0 ? { evals } : {}),
     // Root's own job may be read only when Slurm says it is root's (the agent's rule too).
     ...(ownerUid !== undefined ? { ownerUid, allowRoot: ownerUid === 0 } : {}),
   };
@@ -168,10 +192,17 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
       : null;
     if (values.json) {
       // The bare snapshot stays the default shape; extras wrap it beside `snapshot`.
-      const extras = { ...(stackTree ? { stackTree } : {}), ...(explanation ? { explanation } : {}) };
-      io.out(JSON.stringify(stackTree || explanation ? { snapshot, ...extras } : snapshot, null, 2));
+      const valueSummaries = evals.length > 0 ? summarizeValues(snapshot.ranks) : null;
+      const extras = {
+        ...(stackTree ? { stackTree } : {}),
+        ...(explanation ? { explanation } : {}),
+        ...(valueSummaries ? { values: valueSummaries } : {}),
+      };
+      const wrapped = stackTree || explanation || valueSummaries;
+      io.out(JSON.stringify(wrapped ? { snapshot, ...extras } : snapshot, null, 2));
     } else {
       io.out(snapshotText(snapshot, { all: values.all ?? false, stackTree, explanation }));
+      if (evals.length > 0) io.out(valuesText(snapshot.ranks));
     }
     const okRanks = snapshot.ranks.filter((r) => r.state.kind === 'ok').length;
     const unidentified = snapshot.unidentified ?? [];
@@ -186,6 +217,44 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
   } finally {
     await snapshotter.dispose();
   }
+}
+
+/** Each `--eval EXPR`, with the `--frame FUNC` that follows it (before the next --eval). */
+function evalsFromTokens(
+  tokens: Parameters<typeof coresFromTokens>[0],
+): EvalRequest[] | ReturnType<typeof mqdError> {
+  const out: { expr: string; frame?: string }[] = [];
+  for (const t of tokens) {
+    if (t.kind !== 'option' || t.value === undefined) continue;
+    if (t.name === 'eval') out.push({ expr: t.value });
+    else if (t.name === 'frame') {
+      const last = out[out.length - 1];
+      if (last === undefined || last.frame !== undefined) {
+        return mqdError(
+          'MQD_E_USAGE',
+          `--frame ${t.value} names the frame of the --eval before it: give --eval EXPR first`,
+        );
+      }
+      last.frame = t.value;
+    }
+  }
+  if (out.length > MAX_EVAL_EXPRESSIONS) {
+    return mqdError(
+      'MQD_E_USAGE',
+      `at most ${MAX_EVAL_EXPRESSIONS} --eval expressions per snapshot, not ${out.length}`,
+    );
+  }
+  return out;
+}
+
+/** Each expression's value per rank, grouped: `counter (in main): ranks 0-2,4-7: 42; rank 3: 41`. */
+function valuesText(ranks: Parameters<typeof summarizeValues>[0]): string {
+  const lines = ['values:'];
+  for (const s of summarizeValues(ranks)) {
+    const where = s.frame !== null ? ` (in ${s.frame})` : '';
+    lines.push(`  ${s.expr}${where}: ${valueGroupsText(s)}`);
+  }
+  return lines.join('\n');
 }
 
 /** `--exe EXE` with `--cores DIR`: the last one given. */

@@ -20,6 +20,7 @@ exit codes: 0 ok, 1 nothing could be read, 2 usage, 3 partial (some ranks failed
 export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] [--pid ...]
                      | --core CORE [--rank N] [--exe EXE] [--core ...] | --cores DIR)
                     [--sysroot DIR] [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]
+                    [--eval EXPR [--frame FUNC]]...
   Stops each MPI process for a few milliseconds, reads its message queues through the MPI
   library's debugger DLL and prints them. RANK defaults to the rank in the process environment.
   --attach PID the pid of mpirun/mpiexec: its ranks on this host are found through MPIR
@@ -42,7 +43,14 @@ export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --slu
   --stacks     print the stacks merged into a call-prefix tree (STAT style: ranks per frame as
                ranges), with the classes of identical stacks and the outliers
                (with --json: {snapshot, stackTree[, explanation]})
-  --all-threads  with --stacks: every thread of every rank, not only the main thread`;
+  --all-threads  with --stacks: every thread of every rank, not only the main thread
+  --eval EXPR  read EXPR on every rank in the same stop and print its value per rank, grouped
+               ("ranks 0-2,4-7: 42; rank 3: 41"); repeatable. C-like and read-only: names,
+               members (. ->), elements [i], slices [a:b] (a to b-1), *p, casts ((int)x,
+               (struct s *)p); names resolve in the frame, then its unit's statics, then globals
+               (with --json: {snapshot, values})
+  --frame FUNC the frame of the --eval before it: the innermost frame of function FUNC
+               (default: the innermost user frame, outside the MPI and C libraries)`;
 
 export const CAPTURE_USAGE = `usage: mqd capture (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] [--pid ...]) --out DIR [--bundle] [--json]
   Writes one core file per rank (rank-N.core, an ELF core like the kernel's, without gdb) and

@@ -11,6 +11,7 @@ import { availableParallelism } from 'node:os';
 import { basename } from 'node:path';
 import {
   clipText,
+  type EvalRequest,
   err,
   isErrorCode,
   type JobSnapshot,
@@ -92,6 +93,11 @@ export interface SnapshotOptions {
    * never built, serialised or sent whole. Default: no such budget.
    */
   readonly maxRankBytes?: number;
+  /**
+   * Expressions read on every rank in the same stop as its queues (RankSnapshot.values), each in
+   * the frame it names or the innermost user frame. Default: none.
+   */
+  readonly evals?: readonly EvalRequest[];
 }
 
 /** A core file to read as one rank. */
@@ -440,6 +446,7 @@ export class Snapshotter {
             ...(opts.holdStoppedMs !== undefined ? { holdStoppedMs: opts.holdStoppedMs } : {}),
             ...(opts.stacks !== undefined ? { stacks: opts.stacks } : {}),
             ...(opts.light === true ? { light: true } : {}),
+            ...(opts.evals !== undefined && opts.evals.length > 0 ? { evals: opts.evals } : {}),
             ...(opts.onStopped ? { onStopped: opts.onStopped } : {}),
           });
         }),

@@ -1,5 +1,5 @@
 import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type AnyMpiName, MPI_LABELS, MPI_VERSIONS } from './config.js';
 import { type CompileStep, compileCached, mpiPrefix, requireMpi } from './fixtures.js';
@@ -66,7 +66,11 @@ export function languageBinary(mpi: AnyMpiName, language: FixtureLanguage, name:
   const bin = join(mpiPrefix(mpi), 'bin');
   const compile = (tmp: string): CompileStep => {
     if (language === 'fortran')
-      return { file: join(bin, 'mpifort'), args: ['-g', '-O0', '-Wall', '-o', tmp, source] };
+      // Module files (a fixture's own `module`) go beside the binary, never into the sources.
+      return {
+        file: join(bin, 'mpifort'),
+        args: ['-g', '-O0', '-Wall', '-J', dirname(tmp), '-o', tmp, source],
+      };
     if (existsSync(join(bin, 'mpicxx')))
       return { file: join(bin, 'mpicxx'), args: ['-g', '-O0', '-Wall', `-I${cHeaders}`, '-o', tmp, source] };
     // An MPICH built without its C++ wrapper: its mpicc drives g++ when told the language.

@@ -6,7 +6,15 @@
 // that rank gets MQD_E_READER_KILLED instead.
 import type { ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
-import { type MpiLibrary, type MqdError, mqdError, ok, type RankSnapshot, rankNotRead } from '@mqd/model';
+import {
+  type EvalRequest,
+  type MpiLibrary,
+  type MqdError,
+  mqdError,
+  ok,
+  type RankSnapshot,
+  rankNotRead,
+} from '@mqd/model';
 import { libraryOfDll } from '../mqs/libraries/index.js';
 import { credentials } from '../native/libc.js';
 import { checkDllPolicy, type DllPolicy } from '../policy/dll-policy.js';
@@ -229,6 +237,7 @@ export class ReaderClient {
       onStopped?: (pid: number) => void;
       stacks?: boolean;
       light?: boolean;
+      evals?: readonly EvalRequest[];
     } = {},
   ): Promise<ReaderRun> {
     const run = this.queue.then(() => this.run(targets, keepPids, extra));
@@ -239,7 +248,13 @@ export class ReaderClient {
   private async run(
     targets: readonly ReaderRank[],
     keepPids: readonly number[],
-    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void; stacks?: boolean; light?: boolean },
+    extra: {
+      holdStoppedMs?: number;
+      onStopped?: (pid: number) => void;
+      stacks?: boolean;
+      light?: boolean;
+      evals?: readonly EvalRequest[];
+    },
   ): Promise<ReaderRun> {
     const done = new Map<number, RankSnapshot>();
     let pending = [...targets];
@@ -366,7 +381,13 @@ export class ReaderClient {
     live: Live,
     targets: readonly ReaderRank[],
     keepPids: readonly number[],
-    extra: { holdStoppedMs?: number; onStopped?: (pid: number) => void; stacks?: boolean; light?: boolean },
+    extra: {
+      holdStoppedMs?: number;
+      onStopped?: (pid: number) => void;
+      stacks?: boolean;
+      light?: boolean;
+      evals?: readonly EvalRequest[];
+    },
     done: Map<number, RankSnapshot>,
   ): Promise<
     | { kind: 'done'; library: MpiLibrary; version: string; stats: ReaderStats }
@@ -471,6 +492,7 @@ export class ReaderClient {
         ...(extra.holdStoppedMs !== undefined ? { holdStoppedMs: extra.holdStoppedMs } : {}),
         ...(extra.stacks !== undefined ? { stacks: extra.stacks } : {}),
         ...(extra.light === true ? { light: true } : {}),
+        ...(extra.evals !== undefined && extra.evals.length > 0 ? { evals: extra.evals } : {}),
         ...(this.opts.dllPolicy !== undefined ? { ompdPolicy: this.opts.dllPolicy } : {}),
         ompdRefused: { ...this.ompdRefused },
         ...(this.opts.wire !== undefined ? { wire: this.opts.wire } : {}),

@@ -2,7 +2,7 @@
 // One request at a time per host; replies carry the request id. The host streams one `rank`
 // message per rank as soon as it is read, announced by `begin`, so that when the host dies
 // the supervisor knows exactly which rank it was reading (that rank alone gets the error).
-import type { MpiLibrary, MqdError, RankSnapshot } from '@mqd/model';
+import type { EvalRequest, MpiLibrary, MqdError, RankSnapshot } from '@mqd/model';
 import type { DllPolicy } from '../policy/dll-policy.js';
 import type { ReaderCredentials } from './identity.js';
 import type { WireRank } from './wire.js';
@@ -68,6 +68,8 @@ export interface SnapshotRequest {
    * (reader-main.ts collectIfGrown). Default false.
    */
   readonly light?: boolean;
+  /** Expressions read on every rank in its stop (RankSnapshot.values); absent: none. */
+  readonly evals?: readonly EvalRequest[];
 }
 
 export interface ResolveTarget {

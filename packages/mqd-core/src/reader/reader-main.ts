@@ -130,7 +130,10 @@ function handle(req: ReaderRequest): void {
   for (const t of req.targets) {
     send({ type: 'begin', id: req.id, pid: t.pid });
     // The rank's byte budget bounds its walk (nothing that large is decoded or sent back).
-    const budget = t.maxRankBytes !== undefined ? { maxRankBytes: t.maxRankBytes } : {};
+    const budget = {
+      ...(t.maxRankBytes !== undefined ? { maxRankBytes: t.maxRankBytes } : {}),
+      ...(req.evals !== undefined && req.evals.length > 0 ? { evals: req.evals } : {}),
+    };
     const ompd: OmpdReadOptions = {
       ...(req.ompdPolicy !== undefined ? { policy: req.ompdPolicy } : {}),
       ...(req.ompdRefused !== undefined ? { refused: req.ompdRefused } : {}),
