@@ -259,6 +259,45 @@ describe.each(MATRIX)('%s: stacks of real hung jobs', (mpi) => {
     }
   });
 
+  it("intercomm: a receive's peer on an intercommunicator is mapped through the remote group", async () => {
+    // Every rank blocks in MPI_Recv(source = its local rank l, on "mqd_inter"): a rank of the
+    // OTHER half, world rank np/2 + l for a low rank, l for a high one (fixtures/mpi/intercomm.c).
+    const job = await rig.launch({ mpi, fixture: 'intercomm', np: 4 });
+    const snapshot = await snap(job);
+    let mapped = 0;
+    for (const r of snapshot.ranks) {
+      const where = `${mpi} intercomm rank ${r.rank}`;
+      const inter = r.communicators.find((c) => c.name === 'mqd_inter');
+      const args = r.mpiCall?.args ?? null;
+      expect([where, r.mpiCall?.function]).toEqual([where, 'MPI_Recv']);
+      const l = r.rank < 2 ? r.rank : r.rank - 2;
+      const remote = r.rank < 2 ? 2 + l : l;
+      if (args?.peer?.local === null || args?.peer?.local === undefined) continue;
+      expect([where, args.peer.local]).toEqual([where, l]);
+      // The remote group's rank l (through the local group it would be this rank itself).
+      if (args.communicator !== null) {
+        expect([where, args.communicator]).toEqual([where, inter?.id]);
+        expect([where, args.peer.global]).toEqual([where, remote]);
+        mapped++;
+      }
+    }
+    // Open MPI 4.1.4 keeps the source dead at the call (expectedPeerTag); the others read it.
+    if (mpi !== 'openmpi') expect(mapped).toBe(4);
+  });
+
+  it('collective_two: the count, datatype size and operation of MPI_Allreduce, read in the stop', async () => {
+    // Rank 3 is in MPI_Allreduce(1 int, MPI_SUM, MPI_COMM_WORLD).
+    const job = await rig.launch({ mpi, fixture: 'collective_two', np: 4 });
+    const snapshot = await snap(job);
+    const r = snapshot.ranks.find((x) => x.rank === 3);
+    const args = r?.mpiCall?.args ?? null;
+    expect(r?.mpiCall?.function).toBe('MPI_Allreduce');
+    const got = { count: args?.count ?? null, typeSize: args?.typeSize ?? null, op: args?.op ?? null };
+    // Every build here reads all three: from the call's frame or, where the library's debug
+    // info lost them there, from its allreduce algorithm's frame inside it.
+    expect([mpi, got]).toEqual([mpi, { count: 1, typeSize: 4, op: 'MPI_SUM' }]);
+  });
+
   it('ssend_complete_ring: how the DLL reports the blocked synchronous sends', async () => {
     const job = await rig.launch({ mpi, fixture: 'ssend_complete_ring', np: 4 });
     const counts = { complete: 0, pending: 0, matched: 0, hidden: 0, snapshots: 5 };

@@ -102,6 +102,11 @@ export interface CallGroup {
   readonly rankCount: number;
   /** The root argument every member of the group gave (a rooted collective whose roots differ), else absent. */
   readonly root?: number;
+  /**
+   * The arguments every member of the group gave, where members of one collective disagree on
+   * them ("4 × 4 B", "MPI_SUM", "count or datatype not readable"), else absent.
+   */
+  readonly args?: string;
   /** "b.c:17": the source line of the group's first rank, where the mismatch shows it; else absent. */
   readonly place?: string;
 }
@@ -114,6 +119,7 @@ export function describeCallGroup(g: CallGroup, withComm = true): string {
   if (g.where === 'unread') return `${who} with no stacks`;
   if (g.where === 'exited') return `${who} exited${at}`;
   if (g.root !== undefined) return `${who} in ${jobText(g.call ?? '?')} with root ${g.root}${at}`;
+  if (g.args !== undefined) return `${who} in ${jobText(g.call ?? '?')} with ${g.args}${at}`;
   if (callKind(g.call ?? '') === 'final') return `${who} in ${jobText(g.call ?? '?')}${at}`;
   const comm =
     !withComm || g.commName === null
@@ -202,6 +208,11 @@ export interface CollectiveMismatch {
   readonly groups: CallGroup[];
   /** "ranks 0-2 in MPI_Barrier on MPI_COMM_WORLD, rank 3 in MPI_Allreduce on MPI_COMM_WORLD". */
   readonly text: string;
+  /**
+   * Every member is in the same collective, and what they disagree on: its root, its type
+   * signature (count × type size) or its operation. Absent when they are in different calls.
+   */
+  readonly differs?: 'root' | 'signature' | 'operation';
 }
 
 /**
@@ -234,7 +245,12 @@ export function findCollectiveMismatches(ix: SnapshotIndex, f: CallFacts): Colle
     if (!collectiveHere) return;
     if (known.length < 2) {
       const byRoot = rootMismatch(ix, f, members);
-      if (byRoot !== null) out.push({ commKey, commName, groups: byRoot, text: rootText(byRoot, commName) });
+      if (byRoot !== null) {
+        out.push({ commKey, commName, groups: byRoot, text: withText(byRoot), differs: 'root' });
+        return;
+      }
+      const byArgs = argsMismatch(ix, f, members);
+      if (byArgs !== null) out.push({ commKey, commName, ...byArgs, text: withText(byArgs.groups) });
       return;
     }
     // Where the ranks that are not in the collective are: their line, not only their call.
@@ -304,15 +320,100 @@ function rootMismatch(ix: SnapshotIndex, f: CallFacts, members: Int32Array): Cal
     });
 }
 
-/** "ranks 0-2 in MPI_Reduce with root 0 (b.c:17), rank 3 with root 1 (b.c:19)". */
-function rootText(groups: readonly CallGroup[], _commName: string | null): string {
+/**
+ * "ranks 0-2 in MPI_Reduce with root 0 (b.c:17), rank 3 with root 1 (b.c:19)", "ranks 0-2 in
+ * MPI_Allreduce with 4 × 4 B (b.c:17), rank 3 with 8 × 4 B (b.c:17)".
+ */
+function withText(groups: readonly CallGroup[]): string {
   return groups
     .map((g, i) => {
       const who = ranksPhrase(g.ranks);
       const at = g.place === undefined ? '' : ` (${g.place})`;
-      return i === 0 ? describeCallGroup(g) : `${who} with root ${g.root}${at}`;
+      const what = g.root === undefined ? g.args : `root ${g.root}`;
+      return i === 0 ? describeCallGroup(g) : `${who} with ${what}${at}`;
     })
     .join(', ');
+}
+
+/** Collectives whose members all give one count and datatype (a type signature); the reductions an operation too. */
+export const SIGNED_COLLECTIVES: ReadonlySet<string> = new Set([
+  'MPI_Bcast',
+  'MPI_Reduce',
+  'MPI_Allreduce',
+  'MPI_Scan',
+  'MPI_Exscan',
+]);
+const REDUCTIONS: ReadonlySet<string> = new Set(['MPI_Reduce', 'MPI_Allreduce', 'MPI_Scan', 'MPI_Exscan']);
+
+/** The arguments that did not read: said, never guessed. */
+const NOT_READABLE = 'count or datatype not readable';
+
+/**
+ * Members all in the same collective with a count and datatype (and, for a reduction, an
+ * operation) whose type signatures differ (count × type size, in bytes) or whose operations
+ * differ: groups by what they gave, the largest first, each with the line of its first rank.
+ * A member whose count or type size did not read is its own group ("not readable"): it proves
+ * nothing either way. Null when they agree as far as they read, or the call has no signature.
+ */
+function argsMismatch(
+  ix: SnapshotIndex,
+  f: CallFacts,
+  members: Int32Array,
+): { groups: CallGroup[]; differs: 'signature' | 'operation' } | null {
+  let call: string | null = null;
+  const bytes = new Set<number>();
+  const ops = new Set<string>();
+  const per: { rank: number; sig: string | null; op: string | null }[] = [];
+  for (const m of members) {
+    const fn = f.fn[m] ?? null;
+    if (fn === null || f.state[m] !== CALL_BLOCKED || !SIGNED_COLLECTIVES.has(fn)) return null;
+    if (call !== null && call !== fn) return null;
+    call = fn;
+    const a = ix.snap.ranks[m]?.mpiCall?.args;
+    const count = a?.count ?? null;
+    const size = a?.typeSize ?? null;
+    const sig = count === null || size === null ? null : `${count} × ${size} B`;
+    if (count !== null && size !== null) bytes.add(count * size);
+    const op = REDUCTIONS.has(fn) ? (a?.op ?? null) : null;
+    if (op !== null) ops.add(op);
+    per.push({ rank: ix.rankOf[m] ?? 0, sig, op });
+  }
+  if (call === null) return null;
+  const differs = bytes.size >= 2 ? 'signature' : ops.size >= 2 ? 'operation' : null;
+  if (differs === null) return null;
+  const label = (p: (typeof per)[number]): string => {
+    const sig = p.sig ?? NOT_READABLE;
+    if (differs === 'signature') return sig;
+    return p.op === null ? 'an operation not readable' : jobText(p.op);
+  };
+  const byArgs = new Map<string, number[]>();
+  for (const p of per) {
+    const k = label(p);
+    const e = byArgs.get(k);
+    if (e) e.push(p.rank);
+    else byArgs.set(k, [p.rank]);
+  }
+  const ce = ix.comms[f.commIdx[members[0] ?? -1] ?? -1];
+  const unread = (k: string) => k === NOT_READABLE || k === 'an operation not readable';
+  const groups = [...byArgs]
+    .sort(
+      ([ka, a], [kb, b]) =>
+        Number(unread(ka)) - Number(unread(kb)) || b.length - a.length || (a[0] ?? 0) - (b[0] ?? 0),
+    )
+    .map(([args, ranks]) => {
+      const place = placeOf(ix, ix.idxOf(ranks[0] ?? 0));
+      return {
+        call: call as string,
+        where: 'call' as const,
+        blocking: true,
+        commName: ce === undefined ? null : ce.comm.name,
+        ranks: compressRanks(ranks),
+        rankCount: ranks.length,
+        args,
+        ...(place === undefined ? {} : { place }),
+      };
+    });
+  return { groups, differs };
 }
 
 /**

@@ -3,7 +3,7 @@
 import { assertUnreachable } from '../assert.js';
 import { callKind } from '../mpi/calls.js';
 import { jobText, ranksPhrase as ranksText } from '../text.js';
-import { commPhrase, describeCallGroup } from './call-facts.js';
+import { type CollectiveMismatch, commPhrase, describeCallGroup } from './call-facts.js';
 import type { Explanation } from './explain-types.js';
 import type { NearMiss } from './near-miss.js';
 import { compressRanks } from './ranges.js';
@@ -72,6 +72,13 @@ function describeNearMiss(m: NearMiss): string {
 }
 
 type Summary = Pick<Explanation, 'summary' | 'headline' | 'lead'>;
+
+/** What the members of one collective disagree on, as the verdict says it. */
+const DIFFERS_WORDS: Readonly<Record<NonNullable<CollectiveMismatch['differs']>, string>> = {
+  root: 'the roots differ',
+  signature: 'the type signatures (count × type size) differ',
+  operation: 'the operations differ',
+};
 
 export function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis): Summary {
   const parts: string[] = [];
@@ -147,8 +154,8 @@ export function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis):
         );
         head(
           `Collective hang${on}`,
-          mm.groups.some((g) => g.root !== undefined)
-            ? `${mm.text}: the roots differ, so it can never complete.`
+          mm.differs !== undefined
+            ? `${mm.text}: ${DIFFERS_WORDS[mm.differs]}, so it can never complete.`
             : settled
               ? `${mm.text}; they can never meet.`
               : `${mm.text}; the collective cannot complete until the others enter it.`,

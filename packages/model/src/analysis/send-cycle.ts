@@ -5,7 +5,7 @@
 
 import { callKind } from '../mpi/calls.js';
 import { foldMpiName, userFrame } from '../mpi/frames.js';
-import { bytesText, EAGER_LIMITS, eagerLimitText } from '../mpi/library.js';
+import { bytesText, EAGER_LIMITS, eagerLimitText, LIBRARY_FACTS } from '../mpi/library.js';
 import { jobText, ranksPhrase } from '../text.js';
 import { compressRanks } from './ranges.js';
 import type { SnapshotIndex } from './snapshot-index.js';
@@ -35,7 +35,7 @@ function sendSize(
   const count = a?.count ?? null;
   if (count !== null && typeSize !== null) return { bytes: count * typeSize, count };
   // Open MPI lists a blocking send that waits for its receive, with its length in bytes.
-  if (ix.snap.mpi.library === 'openmpi') {
+  if (LIBRARY_FACTS[ix.snap.mpi.library].listsBlockedSendBytes) {
     for (const c of r.communicators) {
       for (const op of c.sends ?? []) {
         if (op.status === 'pending' && op.peer.global === to) return { bytes: op.length, count };

@@ -16,8 +16,9 @@
 // This file builds the graph (buildWaitGraph); wait-solve.ts solves it (analyzeWaits, cycles,
 // collectives); wait-types.ts holds the shapes both use.
 
+import { LIBRARY_FACTS } from '../mpi/library.js';
 import { isWorldLike, PEER_ANY, PEER_UNKNOWN, peerGlobalRank } from '../mpi/world.js';
-import type { QueueKind } from '../snapshot-spec.js';
+import type { MpiLibrary, QueueKind } from '../snapshot-spec.js';
 import {
   CALL_BLOCKED,
   CALL_COMPUTING,
@@ -430,7 +431,7 @@ function collectiveSets(ix: SnapshotIndex, calls: CallFacts): Map<number, Collec
 
 /**
  * An unexpected message at R from S says S sent; if S's send queue cannot show that send
- * (null, or MPICH's, which omits blocking sends), S may still be blocked in it (synchronous
+ * (null, or one that omits blocking sends: LIBRARY_FACTS), S may still be blocked in it (synchronous
  * or rendezvous), so S waits for R. A send S's queue does show gives a direct edge instead.
  */
 function senderMayBeBlocked(
@@ -438,11 +439,11 @@ function senderMayBeBlocked(
   sender: number,
   at: CommEntry,
   tag: number | null,
-  library: string,
+  library: MpiLibrary,
 ): boolean {
   const sc = ix.findComm(sender, at.keyId);
   if (sc === undefined || sc.comm.sends === null) return true;
-  if (library !== 'mpich') return false;
+  if (!LIBRARY_FACTS[library].sendQueueOmitsBlockingSends) return false;
   for (const op of sc.comm.sends) {
     if (op.status === 'pending' && op.tag === tag && ix.peerIdx(op.peer, sc) === at.rankIdx) return false;
   }

@@ -37,6 +37,30 @@ export const LIBRARY_QUEUES: Readonly<Record<MpiLibrary, Readonly<Record<QueueKi
   unknown: { sends: 'unknown', receives: 'unknown', unexpected: 'unknown' },
 };
 
+/** How a library's queues read where the analysis must know it, one entry per library. */
+export interface LibraryFacts {
+  /**
+   * The send queue lists only nonblocking sends (MPICH's MPIR_Sendq): a rank blocked in
+   * MPI_Send or MPI_Ssend may be behind an unexpected message at its receiver that its own
+   * queue does not show.
+   */
+  readonly sendQueueOmitsBlockingSends: boolean;
+  /** The DLL hides collective-internal traffic: ranks inside a collective show nothing pending. */
+  readonly hidesCollectiveTraffic: boolean;
+  /** A blocking send that waits for its receive is listed pending with its length in bytes. */
+  readonly listsBlockedSendBytes: boolean;
+}
+
+export const LIBRARY_FACTS: Readonly<Record<MpiLibrary, LibraryFacts>> = {
+  openmpi: { sendQueueOmitsBlockingSends: false, hidesCollectiveTraffic: true, listsBlockedSendBytes: true },
+  mpich: { sendQueueOmitsBlockingSends: true, hidesCollectiveTraffic: false, listsBlockedSendBytes: false },
+  unknown: {
+    sendQueueOmitsBlockingSends: false,
+    hidesCollectiveTraffic: false,
+    listsBlockedSendBytes: false,
+  },
+};
+
 /** The words for a length unit ("bytes", "element counts"). */
 export function lengthUnitWords(unit: LengthUnit): string {
   switch (unit) {
@@ -160,6 +184,13 @@ export const EAGER_LIMITS: Readonly<Record<MpiLibrary, readonly EagerLimit[]>> =
   unknown: [],
 };
 
+/** What the eager limits leave unsaid, per library (MPICH ch4's comes from its transport). */
+const EAGER_LIMIT_NOTE: Readonly<Record<MpiLibrary, string>> = {
+  openmpi: '',
+  mpich: '; ch4: set by the transport, unknown',
+  unknown: '',
+};
+
 /** "1 MiB", "64 KiB", "100 B": a message size in binary units, exact when it is a whole number. */
 export function bytesText(n: number): string {
   const units: [number, string][] = [
@@ -181,6 +212,5 @@ export function eagerLimitText(library: MpiLibrary): string {
   const limits = EAGER_LIMITS[library];
   if (limits.length === 0) return 'unknown for this library';
   const list = limits.map((l) => `${bytesText(l.bytes)} for ${l.transport}`).join(', ');
-  const rest = library === 'mpich' ? '; ch4: set by the transport, unknown' : '';
-  return `${LIBRARY_NAME[library]} defaults: ${list}${rest}`;
+  return `${LIBRARY_NAME[library]} defaults: ${list}${EAGER_LIMIT_NOTE[library]}`;
 }

@@ -81,7 +81,7 @@ describe('the diagnosis names tags and source lines (real golden snapshots)', ()
       expect(sourceText('collective_mismatch.c', lr)).toContain('MPI_Recv');
       const d = explainSnapshot(s).diagnosis;
       expect(d.groups.map((g) => g.text)).toEqual([
-        `Ranks 0-2 wait in MPI_Barrier on MPI_COMM_WORLD for rank 3, which is not in it, at collective_mismatch.c:${lb} in main`,
+        `Ranks 0-2 wait in MPI_Barrier on MPI_COMM_WORLD for rank 3, at collective_mismatch.c:${lb} in main; rank 3 never entered it: it is in MPI_Recv at collective_mismatch.c:${lr}`,
         `Rank 3 waits in MPI_Recv for a message from any rank, tag 1234, on MPI_COMM_WORLD, at collective_mismatch.c:${lr} in main`,
       ]);
     },
