@@ -249,7 +249,8 @@ describe.each(MPI_NAMES)('%s wrong_tag job in the Stacks view', (mpi) => {
     );
     const stacks = page.getByTestId('stack-classes');
     expect(await stacks.textContent()).toContain('main at wrong_tag.c:36');
-    expect(await page.getByTestId('stack-outliers').textContent()).toContain('0');
+    // Rank 0 stands apart, but 1 of 4 ranks is a quarter of the job: no outlier is named.
+    expect(await page.getByTestId('stack-outliers').count()).toBe(0);
     // Merged by function: one stack, main for all four ranks.
     await page.getByTestId('stacks-by').getByRole('button', { name: 'By function' }).click();
     await idle(page);

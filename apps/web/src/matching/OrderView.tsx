@@ -5,6 +5,7 @@
 // near misses); this view draws it. The explanation adds only its coded limits on matching.
 import {
   assertUnreachable,
+  type EntryGroup,
   type Explanation,
   type JobSnapshot,
   type Limit,
@@ -14,17 +15,28 @@ import {
   matchingOrder,
   type NearMissLine,
   type ReceiveNearMisses,
+  positionsText,
   type ReceiveRow,
+  type SendRow,
   suggestedOrderComm,
   suggestedOrderRank,
+  type UnexpectedRow,
   unavailableQueueText,
 } from '@mqd/model';
-import { useMemo } from 'react';
+import { type ReactNode, useMemo, useState } from 'react';
 import { type ExplanationResult, useExplanation } from '../explanation.js';
-import { commLabel, formatOpSize, formatOpStatus, formatPeer, formatTag, plural } from '../format.js';
+import {
+  commLabel,
+  formatCount,
+  formatOpSize,
+  formatOpStatus,
+  formatPeer,
+  formatTag,
+  plural,
+} from '../format.js';
 import { RankPicker } from '../RankPicker.js';
 import { contextOf } from '../snapshot-context.js';
-import { StatusCorrections, Unavailable } from '../ui.js';
+import { CodedText, StatusCorrections } from '../ui.js';
 import type { ViewProps } from '../view-types.js';
 import { nearMissWhere, nearMissWhy, reasonText, takenByText } from './order-text.js';
 
@@ -89,7 +101,7 @@ export function OrderView({ url, setUrl, data }: ViewProps) {
         <p className="empty">Rank {rankNo ?? '?'} is not in this snapshot.</p>
       ) : rank.state.kind !== 'ok' ? (
         <div className="error" role="alert">
-          <strong>{rank.state.code}</strong> {rank.state.message}
+          <CodedText error={rank.state} />
         </div>
       ) : !comm || !order ? (
         <p className="empty">Rank {rank.rank} has no communicators with queues.</p>
@@ -100,6 +112,75 @@ export function OrderView({ url, setUrl, data }: ViewProps) {
         </>
       )}
     </div>
+  );
+}
+
+/** Groups drawn at first; the rest behind one button (a queue can hold 20,000 kinds of message). */
+const GROUPS_SHOWN = 100;
+/** Entries listed when a group is opened in queue order. */
+const ENTRIES_SHOWN = 200;
+
+/** A peer as the rows say it: "rank 1", "ANY", "local 3 (world ?)". */
+function peerText(op: Parameters<typeof formatPeer>[0], resolved: number | null): string {
+  const p = formatPeer(op, resolved);
+  return /^\d/.test(p) ? `rank ${p}` : p;
+}
+
+/** "20,000 ×" before a group's line; nothing for a single entry. */
+function Count({ n }: { n: number }) {
+  if (n === 1) return null;
+  return (
+    <strong className="count" data-testid="order-group-count">
+      {formatCount(n)} ×{' '}
+    </strong>
+  );
+}
+
+/** A queue the library cannot show, said once: the reader's own report (the DLL's return code) on hover. */
+function QueueUnknown({ text, reason }: { text: string; reason: string | undefined }) {
+  return (
+    <div className="unavailable" role="note" data-testid="queue-unavailable" title={reason}>
+      <p>{text}</p>
+    </div>
+  );
+}
+
+/** The first GROUPS_SHOWN groups, then a button for the rest. */
+function GroupList<T>({
+  groups,
+  label,
+  render,
+}: {
+  groups: readonly EntryGroup<T>[];
+  /** What a group is, for the button ("kinds of receive"). */
+  label: string;
+  render: (g: EntryGroup<T>) => ReactNode;
+}) {
+  const [all, setAll] = useState(false);
+  const shown = all ? groups : groups.slice(0, GROUPS_SHOWN);
+  return (
+    <>
+      <ol className="order-list">{shown.map(render)}</ol>
+      {groups.length > shown.length && (
+        <button type="button" className="link" onClick={() => setAll(true)}>
+          Show all {formatCount(groups.length)} {label} ({formatCount(groups.length - shown.length)} more)
+        </button>
+      )}
+    </>
+  );
+}
+
+/** A group's entries one by one, in queue order, drawn only once opened. */
+function InOrder({ count, what, children }: { count: number; what: string; children: () => ReactNode }) {
+  const [open, setOpen] = useState(false);
+  if (count === 1) return null;
+  return (
+    <details onToggle={(e) => setOpen(e.currentTarget.open)}>
+      <summary>
+        The {formatCount(count)} {what} in queue order
+      </summary>
+      {open && children()}
+    </details>
   );
 }
 
@@ -117,14 +198,19 @@ function OrderBody({
   const unit = snapshot.mpi.lengthUnit;
   const library = snapshot.mpi.library;
   const { comm, rank } = order;
+  // A limit this view already states as an unknown queue of this rank is not said again.
+  const said = new Set<string>([
+    ...(order.unexpected === null ? ['unexpected-hidden'] : []),
+    ...(order.sends === null ? ['sends-hidden'] : []),
+  ]);
   return (
     <div className="order-columns">
       <section className="order-col">
         <h3>
           Posted receives <span className="muted">in matching order (#0 is tried first)</span>
         </h3>
-        {order.receives === null ? (
-          <Unavailable
+        {order.receives === null || order.receiveGroups === null ? (
+          <QueueUnknown
             text={unavailableQueueText(library, 'receives')}
             reason={comm.unavailable.receives?.message}
           />
@@ -132,12 +218,14 @@ function OrderBody({
           <p className="empty">No posted receives (the library looked and found none).</p>
         ) : (
           <>
-            <Caveats caveats={caveats} />
-            <ol className="order-list">
-              {order.receives.map((row) => (
-                <ReceiveItem key={row.position} row={row} order={order} unit={unit} setUrl={setUrl} />
-              ))}
-            </ol>
+            <Caveats caveats={caveats} said={said} />
+            <GroupList
+              groups={order.receiveGroups}
+              label="kinds of receive"
+              render={(g) => (
+                <ReceiveGroupItem key={g.key} group={g} order={order} unit={unit} setUrl={setUrl} />
+              )}
+            />
           </>
         )}
       </section>
@@ -145,29 +233,19 @@ function OrderBody({
         <h3>
           Unexpected messages <span className="muted">in arrival order</span>
         </h3>
-        {order.unexpected === null ? (
-          <Unavailable
+        {order.unexpected === null || order.unexpectedGroups === null ? (
+          <QueueUnknown
             text={unavailableQueueText(library, 'unexpected')}
             reason={comm.unavailable.unexpected?.message}
           />
         ) : order.unexpected.length === 0 ? (
           <p className="empty">No unexpected messages (the library looked and found none).</p>
         ) : (
-          <ol className="order-list">
-            {order.unexpected.map((u) => (
-              <li key={u.position} className="order-row" data-testid="order-unexpected-row">
-                <span className="pos">#{u.position}</span> from <strong>{formatPeer(u.op, u.from)}</strong>{' '}
-                tag <strong>{formatTag(u.op.tag)}</strong> · {formatOpSize(u.op, unit)}
-                {u.firstMatchingReceive !== null && (
-                  <div className="warn">
-                    Posted receive #{u.firstMatchingReceive} matches this message, yet both are queued: the
-                    library had not progressed when the snapshot was taken, or the snapshot caught it
-                    mid-update.
-                  </div>
-                )}
-              </li>
-            ))}
-          </ol>
+          <GroupList
+            groups={order.unexpectedGroups}
+            label="kinds of message"
+            render={(g) => <UnexpectedGroupItem key={g.key} group={g} unit={unit} />}
+          />
         )}
         <h3>
           Pending sends{' '}
@@ -175,46 +253,80 @@ function OrderBody({
             from rank {rank} on {commLabel(comm)}
           </span>
         </h3>
-        {order.sends === null ? (
-          <Unavailable
+        {order.sends === null || order.sendGroups === null ? (
+          <QueueUnknown
             text={unavailableQueueText(library, 'sends')}
             reason={comm.unavailable.sends?.message}
           />
         ) : order.sends.length === 0 ? (
           <p className="empty">No pending sends.</p>
         ) : (
-          <ol className="order-list">
-            {order.sends.map(({ op, position, to }) => {
-              return (
-                <li key={position} className="order-row">
-                  <span className="pos">#{position}</span> to{' '}
-                  {to === null ? (
-                    <strong>{formatPeer(op, to)}</strong>
-                  ) : (
-                    <button
-                      type="button"
-                      className="link"
-                      onClick={() => setUrl({ rank: to, rcomm: null }, 'replace')}
-                    >
-                      rank {to}
-                    </button>
-                  )}{' '}
-                  tag <strong>{formatTag(op.tag)}</strong> · {formatOpSize(op, unit)}
-                  {(op.status !== 'pending' || op.corrected !== undefined) && (
-                    <span className="badge">{formatOpStatus(op)}</span>
-                  )}
-                </li>
-              );
-            })}
-          </ol>
+          <GroupList
+            groups={order.sendGroups}
+            label="kinds of send"
+            render={(g) => <SendGroupItem key={g.key} group={g} unit={unit} setUrl={setUrl} />}
+          />
         )}
       </section>
     </div>
   );
 }
 
+function UnexpectedGroupItem({
+  group,
+  unit,
+}: {
+  group: EntryGroup<UnexpectedRow>;
+  unit: 'bytes' | 'elements';
+}) {
+  const u = group.first;
+  return (
+    <li className="order-row" data-testid="order-unexpected-row" data-count={group.count}>
+      <span className="pos">{positionsText(group.positions)}</span> <Count n={group.count} />
+      from <strong>{peerText(u.op, u.from)}</strong>, tag <strong>{formatTag(u.op.tag)}</strong>,{' '}
+      {formatOpSize(u.op, unit)}
+      {u.firstMatchingReceive !== null && (
+        <div className="warn">
+          Posted receive #{u.firstMatchingReceive} matches{' '}
+          {group.count === 1 ? 'this message' : 'these messages'}, yet both are queued: the library had not
+          progressed when the snapshot was taken, or the snapshot caught it mid-update.
+        </div>
+      )}
+    </li>
+  );
+}
+
+function SendGroupItem({
+  group,
+  unit,
+  setUrl,
+}: {
+  group: EntryGroup<SendRow>;
+  unit: 'bytes' | 'elements';
+  setUrl: ViewProps['setUrl'];
+}) {
+  const { op, to } = group.first;
+  return (
+    <li className="order-row" data-testid="order-send-row" data-count={group.count}>
+      <span className="pos">{positionsText(group.positions)}</span> <Count n={group.count} />
+      to{' '}
+      {to === null ? (
+        <strong>{formatPeer(op, to)}</strong>
+      ) : (
+        <button type="button" className="link" onClick={() => setUrl({ rank: to, rcomm: null }, 'replace')}>
+          rank {to}
+        </button>
+      )}
+      , tag <strong>{formatTag(op.tag)}</strong>, {formatOpSize(op, unit)}
+      {(op.status !== 'pending' || op.corrected !== undefined) && (
+        <span className="badge">{formatOpStatus(op)}</span>
+      )}
+    </li>
+  );
+}
+
 /** The analysis's limits on matching: queues where a message could be without anyone seeing it. */
-function Caveats({ caveats }: { caveats: CaveatState }) {
+function Caveats({ caveats, said }: { caveats: CaveatState; said: ReadonlySet<string> }) {
   switch (caveats.kind) {
     case 'pending':
       return null;
@@ -224,66 +336,114 @@ function Caveats({ caveats }: { caveats: CaveatState }) {
           The analysis failed ({caveats.message}): its limits on matching are not shown.
         </div>
       );
-    case 'ok':
-      if (caveats.limits.length === 0) return null;
+    case 'ok': {
+      const limits = caveats.limits.filter((l) => !said.has(l.code));
+      if (limits.length === 0) return null;
       return (
         <div className="hint">
-          {caveats.limits.map((l) => (
+          {limits.map((l) => (
             <div key={l.code} data-limit={l.code}>
               Analysis limit: {l.text}.
             </div>
           ))}
         </div>
       );
+    }
     default:
       return assertUnreachable(caveats);
   }
 }
 
-function ReceiveItem({
-  row,
+/** What the receives of a group would take, in words. */
+function groupVerdict(group: EntryGroup<ReceiveRow>, order: MatchingOrder): string {
+  const row = group.first;
+  const n = group.count;
+  if (row.op.status === 'complete')
+    return n === 1
+      ? 'Completed: kept in the queue until the request is freed.'
+      : 'Completed: kept in the queue until the requests are freed.';
+  const takers = group.items.filter((r) => r.takes !== null);
+  const none =
+    row.matchCount > 0
+      ? n === 1
+        ? 'Every matching message is taken by an earlier receive.'
+        : 'every matching message is taken by an earlier receive.'
+      : n === 1
+        ? 'Nothing visible can satisfy this receive.'
+        : 'nothing visible can satisfy them.';
+  if (n === 1) return row.takes === null ? none : `Would take ${takenByText(order, row.takes)}.`;
+  if (takers.length === 0) return `None would take a message: ${none}`;
+  const first = takers
+    .slice(0, 3)
+    .map((r) => `#${r.position} ${takenByText(order, r.takes ?? 0)}`)
+    .join(', ');
+  const more = takers.length > 3 ? ` and ${formatCount(takers.length - 3)} more` : '';
+  return takers.length === n
+    ? `Each would take a message: ${first}${more}.`
+    : `${formatCount(takers.length)} would take a message (${first}${more}); the other ${formatCount(n - takers.length)}: ${none}`;
+}
+
+function ReceiveGroupItem({
+  group,
   order,
   unit,
   setUrl,
 }: {
-  row: ReceiveRow;
+  group: EntryGroup<ReceiveRow>;
   order: MatchingOrder;
   unit: 'bytes' | 'elements';
   setUrl: ViewProps['setUrl'];
 }) {
+  const row = group.first;
   const { op, source } = row;
-  const takes = row.takes === null ? null : takenByText(order, row.takes);
   const explained = row.nearMisses;
   // The near-miss line of each candidate, so its "why" is worded the same in both lists.
   const nearLines = new Map<number, NearMissLine>();
   for (const l of explained?.lines ?? []) nearLines.set(l.candidate, l);
+  const members = new Set(group.positions);
   return (
     <li
       className={`order-row${row.matchCount === 0 && op.status === 'pending' ? ' starved' : ''}`}
       data-testid="order-row"
+      data-count={group.count}
     >
       <div className="order-line">
-        <span className="pos">#{row.position}</span> from{' '}
-        <strong className={row.anySource ? 'wild' : ''}>{formatPeer(op, source)}</strong> tag{' '}
-        <strong className={row.anyTag ? 'wild' : ''}>{formatTag(op.tag)}</strong> · up to{' '}
+        <span className="pos">{positionsText(group.positions)}</span> <Count n={group.count} />
+        from <strong className={row.anySource ? 'wild' : ''}>{peerText(op, source)}</strong>, tag{' '}
+        <strong className={row.anyTag ? 'wild' : ''}>{formatTag(op.tag)}</strong>, up to{' '}
         {formatOpSize(op, unit)}
         {(op.status !== 'pending' || op.corrected !== undefined) && (
           <span className="badge">{formatOpStatus(op)}</span>
         )}
       </div>
       <div className="order-verdict">
-        {op.status === 'complete'
-          ? 'Completed: kept in the queue until the request is freed.'
-          : takes
-            ? `Would take ${takes}.`
-            : row.matchCount > 0
-              ? 'Every matching message is taken by an earlier receive.'
-              : 'Nothing visible can satisfy this receive.'}
-        {row.matchCount > 0 && <span className="muted"> {plural(row.matchCount, 'matching message')}.</span>}
+        {groupVerdict(group, order)}
+        {row.matchCount > 0 && (
+          <span className="muted">
+            {' '}
+            {plural(row.matchCount, 'matching message')}
+            {group.count > 1 ? ' for each' : ''}.
+          </span>
+        )}
       </div>
       {op.status === 'pending' && (
-        <NearMisses position={row.position} explained={explained} order={order} setUrl={setUrl} />
+        <NearMisses members={members} explained={explained} order={order} setUrl={setUrl} />
       )}
+      <InOrder count={group.count} what="receives">
+        {() => (
+          <ol className="order-entries">
+            {group.items.slice(0, ENTRIES_SHOWN).map((r) => (
+              <li key={r.position}>
+                #{r.position}
+                {r.takes === null ? '' : `: would take ${takenByText(order, r.takes)}`}
+              </li>
+            ))}
+            {group.count > ENTRIES_SHOWN && (
+              <li className="muted">{formatCount(group.count - ENTRIES_SHOWN)} more, the same</li>
+            )}
+          </ol>
+        )}
+      </InOrder>
       {row.verdicts.length > 0 && (
         <details>
           <summary>
@@ -320,13 +480,13 @@ function ReceiveItem({
 
 /** The analysis's near misses of one pending receive: candidates that differ in at most one field. */
 function NearMisses({
-  position,
+  members,
   explained,
   order,
   setUrl,
 }: {
-  /** The receive's position in the queue. */
-  position: number;
+  /** Positions in the queue of the receives these near misses are of (one group of equal receives). */
+  members: ReadonlySet<number>;
   explained: ReceiveNearMisses | null;
   order: MatchingOrder;
   setUrl: ViewProps['setUrl'];
@@ -334,7 +494,8 @@ function NearMisses({
   if (explained === null) {
     return (
       <div className="order-verdict muted">
-        No near miss: no visible message differs from this receive in only one field.
+        No near miss: no visible message differs from {members.size === 1 ? 'this receive' : 'these receives'}{' '}
+        in only one field.
       </div>
     );
   }
@@ -366,8 +527,10 @@ function NearMisses({
               from rank {l.from ?? '?'} tag {formatTag(l.tag)} on{' '}
               {l.ref.commName || 'an unnamed communicator'}: {nearMissWhy(l, explained, commName)}
               {l.wouldMatch && takenBy !== null
-                ? takenBy === position
-                  ? ' (this receive takes it)'
+                ? members.has(takenBy)
+                  ? members.size === 1
+                    ? ' (this receive takes it)'
+                    : ` (receive #${takenBy} of these takes it)`
                   : ` (taken by receive #${takenBy})`
                 : ''}
             </li>

@@ -1,9 +1,9 @@
 // What the matrix knows about ranks beyond their queues, for its hatching, axis marks and
 // tooltips: which ranks were not read, the odd ranks out and the outliers the model names
 // (analysis/history.ts, analysis/cycle-marks.ts). Pure, so it is tested without a canvas.
-import { expandRanks, type RankMarks } from '@mqd/model';
+import { expandRanks, outlierWhy, type RankMarks } from '@mqd/model';
 
-/** At most this many ranks of each kind of axis mark (outliers are at most 1% of the job by definition). */
+/** At most this many ranks of each kind of axis mark (the model names at most 16 outliers). */
 const MAX_AXIS_MARKS = 4096;
 
 /** What the matrix knows about ranks beyond their queues: not read, odd out, outliers. */
@@ -39,6 +39,7 @@ export function rankNotes(unread: readonly number[], worldSize: number, marks: R
     }
   }
   const outliers = (expandRanks(marks?.outliers ?? '') ?? []).slice(0, MAX_AXIS_MARKS);
-  for (const r of outliers) add(r, 'outlier: a queue shape at most 1% of the ranks share');
+  const outlierText = `outlier: ${outlierWhy('a queue shape', worldSize)}`;
+  for (const r of outliers) add(r, outlierText);
   return { notRead, oddOut, outliers, why };
 }

@@ -2,15 +2,21 @@
 // every communicator and each of its three queues with all fields and the library's extra text.
 // A queue the library cannot show is said so in plain words, never drawn as an empty list.
 import {
+  callPeer,
   type Communicator,
+  type EntryGroup,
+  groupEntries,
   suggestedOrderRank as defaultRank,
   foldMpiName,
   isBlockingCall,
   isMpiFrame,
+  type JobSnapshot,
   type LengthUnit,
   type MpiLibrary,
   type Operation,
+  opGroupKey,
   ompStateLabel,
+  positionsText,
   peerGlobalRank,
   QUEUE_KINDS,
   QUEUE_LABEL,
@@ -31,7 +37,7 @@ import {
 } from '../format.js';
 import { RankPicker } from '../RankPicker.js';
 import { contextOf } from '../snapshot-context.js';
-import { StatusCorrections, Unavailable } from '../ui.js';
+import { CodedText, StatusCorrections, Unavailable } from '../ui.js';
 import { parseFrameParam } from '../url-state.js';
 import type { ViewProps } from '../view-types.js';
 import { OpenMpPanel } from './OpenMpPanel.js';
@@ -75,7 +81,7 @@ export function RankView({ url, setUrl, data }: ViewProps) {
             <dt>Communicators</dt>
             <dd>{rank.communicators.length}</dd>
             <dt>MPI call</dt>
-            <dd data-testid="rank-mpi-call">{describeCall(rank)}</dd>
+            <dd data-testid="rank-mpi-call">{describeCall(snapshot, rank)}</dd>
             <dt>Message-queue DLL</dt>
             <dd data-testid="rank-dll">
               {rank.dll
@@ -88,7 +94,7 @@ export function RankView({ url, setUrl, data }: ViewProps) {
           {rank.dll && <DllFieldNotes dll={rank.dll} />}
           {rank.state.kind !== 'ok' && (
             <div className="error" role="alert">
-              <strong>{rank.state.code}</strong> {rank.state.message}
+              <CodedText error={rank.state} />
             </div>
           )}
           <RankCaveats snapshot={snapshot} />
@@ -98,12 +104,12 @@ export function RankView({ url, setUrl, data }: ViewProps) {
               <h3>Stacks</h3>
               {rank.stacksError && (
                 <div className="error" role="alert">
-                  <strong>{rank.stacksError.code}</strong> {rank.stacksError.message}
+                  <CodedText error={rank.stacksError} />
                 </div>
               )}
               {rank.threadLimit && (
                 <p className="warn" data-testid="rank-thread-limit">
-                  <strong>{rank.threadLimit.code}</strong> {rank.threadLimit.message}
+                  <CodedText error={rank.threadLimit} />
                 </p>
               )}
               {rank.threads === undefined ? (
@@ -167,23 +173,34 @@ function DllFieldNotes({ dll }: { dll: NonNullable<RankSnapshot['dll']> }) {
   );
 }
 
-/** "MPI_Ssend to 3, tag 7, on MPI_COMM_WORLD (blocking)", "computing", "stacks not read". */
-function describeCall(r: RankSnapshot): string {
+/**
+ * "MPI_Recv from rank 1, tag 5, count 4, on MPI_COMM_WORLD" (the peer and tag from the rank's
+ * queues when the call's arguments could not be read), "computing", "stacks not read".
+ */
+export function describeCall(snap: JobSnapshot, r: RankSnapshot): string {
   const c = r.mpiCall;
   if (c === undefined) return 'unknown (stacks not read)';
   if (c === null) return 'none: computing (in no MPI call)';
   const name = foldMpiName(c.function);
   const a = c.args;
   const parts: string[] = [name];
+  const p = callPeer(snap, r.rank);
+  const local = a?.peer?.local ?? null;
+  const peer =
+    p === null
+      ? null
+      : p.peer === 'any'
+        ? 'any rank'
+        : p.peer !== null
+          ? `rank ${p.peer}`
+          : local !== null
+            ? `local rank ${local}`
+            : null;
+  // "MPI_Recv from rank 1": the name and the peer read as one phrase.
+  if (p !== null && peer !== null) parts[0] = `${name} ${p.direction} ${peer}`;
+  if (p?.tag !== null && p?.tag !== undefined) parts.push(`tag ${p.tag}`);
+  else if (a && a.tag !== null) parts.push(`tag ${a.tag}`);
   if (a) {
-    if (a.peer) {
-      const peer =
-        a.peer.local === null && a.peer.global === null
-          ? 'ANY_SOURCE'
-          : String(a.peer.global ?? `local ${a.peer.local}`);
-      parts.push(`peer ${peer}`);
-    }
-    if (a.tag !== null) parts.push(`tag ${a.tag}`);
     if (a.count !== null) parts.push(`count ${a.count}`);
     if (a.communicator !== null) {
       const comm = r.communicators.find((x) => x.id === a.communicator);
@@ -223,7 +240,7 @@ function ThreadSection({
       </h4>
       {thread.error && (
         <p className="muted">
-          Unwinding stopped early: {thread.error.code} {thread.error.message}
+          Unwinding stopped early: <CodedText error={thread.error} />
         </p>
       )}
       <table className="ops compact frames">
@@ -358,11 +375,36 @@ function QueueTable({
       </div>
     );
   }
-  const shown = q.slice(0, ROWS_PER_QUEUE);
+  return <GroupedQueue kind={kind} q={q} comm={comm} rank={rank} worldSize={worldSize} unit={unit} />;
+}
+
+/** A queue's entries, identical ones (opGroupKey) one row with their count, the first ROWS_PER_QUEUE rows drawn. */
+function GroupedQueue({
+  kind,
+  q,
+  comm,
+  rank,
+  worldSize,
+  unit,
+}: {
+  kind: QueueKind;
+  q: readonly Operation[];
+  comm: Communicator;
+  rank: number;
+  worldSize: number;
+  unit: LengthUnit;
+}) {
+  const groups = useMemo(() => groupEntries(q, opGroupKey), [q]);
+  const shown = groups.slice(0, ROWS_PER_QUEUE);
+  const grouped = groups.length < q.length;
   return (
     <div className="queue">
       <h4>
-        {title} <span className="muted">{formatCount(q.length)}, in matching order</span>
+        {QUEUE_LABEL[kind]}{' '}
+        <span className="muted">
+          {formatCount(q.length)}, in matching order
+          {grouped && `; ${formatCount(groups.length)} distinct`}
+        </span>
       </h4>
       <table className="ops">
         <thead>
@@ -378,38 +420,49 @@ function QueueTable({
           </tr>
         </thead>
         <tbody>
-          {shown.map((op, i) => (
-            // biome-ignore lint/suspicious/noArrayIndexKey: queue position is the identity here.
-            <OpRow key={i} i={i} op={op} comm={comm} rank={rank} worldSize={worldSize} unit={unit} />
+          {shown.map((g) => (
+            <OpRow key={g.key} group={g} comm={comm} rank={rank} worldSize={worldSize} unit={unit} />
           ))}
         </tbody>
       </table>
-      {q.length > shown.length && (
-        <p className="muted">{formatCount(q.length - shown.length)} more not shown.</p>
+      {groups.length > shown.length && (
+        <p className="muted">
+          {formatCount(groups.length - shown.length)} more kinds of entry (
+          {formatCount(shown.reduce((n, g) => n - g.count, q.length))} entries) not shown.
+        </p>
       )}
     </div>
   );
 }
 
 function OpRow({
-  i,
-  op,
+  group,
   comm,
   rank,
   worldSize,
   unit,
 }: {
-  i: number;
-  op: Operation;
+  group: EntryGroup<Operation>;
   comm: Communicator;
   rank: number;
   worldSize: number;
   unit: LengthUnit;
 }) {
+  const op = group.first;
   const a = op.actual;
   return (
     <tr>
-      <td>{i}</td>
+      <td>
+        {positionsText(group.positions).replace(/#/g, '')}
+        {group.count > 1 && (
+          <>
+            {' '}
+            <strong className="count" data-testid="rank-op-count">
+              ({formatCount(group.count)} ×)
+            </strong>
+          </>
+        )}
+      </td>
       <td>
         {formatOpStatus(op)}
         {op.systemBuffer && <span className="badge">Bsend buffer</span>}
@@ -426,6 +479,7 @@ function OpRow({
       </td>
       <td>
         <code>{op.buffer}</code>
+        {group.count > 1 && <span className="muted"> (the first)</span>}
       </td>
       <td className="extra">{op.extraText.length > 0 ? op.extraText.join(' · ') : '—'}</td>
     </tr>

@@ -10,6 +10,8 @@ import {
   expandRanks,
   type JobSnapshot,
   ompStatesThrough,
+  outlierWhy,
+  ranksPhrase,
   type StackNode,
   type StackRow,
   type StackTree,
@@ -365,7 +367,7 @@ function StacksTree({
         {tree.stackTotal > 30 && <p className="muted">{tree.stackTotal - 30} more.</p>}
         {tree.outliers !== '' && (
           <p data-testid="stack-outliers">
-            Outliers (a stack few ranks share): <code>{shortRanges(tree.outliers)}</code>
+            Outliers: {ranksPhrase(tree.outliers)} ({outlierWhy('a stack', tree.rankCount)})
           </p>
         )}
       </aside>

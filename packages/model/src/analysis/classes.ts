@@ -5,8 +5,16 @@
 // (everyone waiting for the root of a collective) are the opposite case: there, absolute peers
 // make the classes. Both are tried and the one with fewer classes is kept (`peers` says which).
 
-import type { Communicator, JobSnapshot, Operation, QueueKind, RankSnapshot } from '../snapshot-spec.js';
+import {
+  type Communicator,
+  type JobSnapshot,
+  type Operation,
+  QUEUE_KINDS,
+  type QueueKind,
+  type RankSnapshot,
+} from '../snapshot-spec.js';
 import { jobText, quoteName } from '../text.js';
+import { fewOutliers } from './outliers.js';
 import { compressRanks } from './ranges.js';
 
 export interface RankClass {
@@ -27,7 +35,10 @@ export interface RankClasses {
   /** Largest first; at most `maxClasses`. */
   readonly classes: RankClass[];
   readonly classTotal: number;
-  /** Ranks whose shape is shared by at most 1% of the job (at least one rank) and less than the largest class. */
+  /**
+   * Ranks whose shape is shared by at most 1% of the job (at least one rank) and less than the
+   * largest class, when they are few (outliers.ts fewOutliers); "" otherwise.
+   */
   readonly outliers: string;
 }
 
@@ -35,7 +46,7 @@ export interface ClassOptions {
   readonly maxClasses?: number;
 }
 
-const QUEUES: readonly QueueKind[] = ['sends', 'receives', 'unexpected'];
+const QUEUES = QUEUE_KINDS;
 
 function peerToken(c: Communicator, local: number, mode: PeerMode): number {
   if (mode === 'absolute') return local;
@@ -187,11 +198,7 @@ export function rankClasses(snap: JobSnapshot, opts: ClassOptions = {}): RankCla
       classes = absolute;
     }
   }
-  const small = Math.max(1, Math.floor(n / 100));
-  const largest = classes[0]?.members.length ?? 0;
-  const outliers: number[] = [];
-  for (const c of classes)
-    if (c.members.length <= small && c.members.length < largest) outliers.push(...c.members);
+  const outliers = fewOutliers(classes, n);
   return {
     peers,
     classes: classes.slice(0, opts.maxClasses ?? 50).map((c) => {

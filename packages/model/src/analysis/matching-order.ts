@@ -30,6 +30,7 @@ import {
   sendSide,
   unexpectedSide,
 } from './match-rules.js';
+import { type EntryGroup, groupEntries, opGroupKey } from './entry-groups.js';
 import { type CommEntry, SnapshotIndex } from './snapshot-index.js';
 
 export type { LengthCheck } from './match-rules.js';
@@ -143,6 +144,10 @@ export interface MatchingOrder {
   readonly candidates: readonly MatchCandidate[];
   /** Per candidate: position of the receive that would take it, or null. */
   readonly takenBy: readonly (number | null)[];
+  /** The same lists with identical entries grouped (groupEntries by opGroupKey), for views to draw. */
+  readonly receiveGroups: readonly EntryGroup<ReceiveRow>[] | null;
+  readonly unexpectedGroups: readonly EntryGroup<UnexpectedRow>[] | null;
+  readonly sendGroups: readonly EntryGroup<SendRow>[] | null;
 }
 
 /** Verdicts listed per receive; a rank can have thousands of candidates (a gather at rank 0). */
@@ -191,82 +196,128 @@ export function matchingOrder(
   // The near-miss analysis skips ranks whose queues were not read.
   const readable = ix.ok[idx] === 1;
 
-  const receives =
-    comm.receives?.map((op, position): ReceiveRow => {
-      const want = receiveSide(ix, ce, op);
-      const userRecv = isUserPending(ce, op);
-      const byFields: MatchVerdict[][] = [[], [], [], []];
-      const lines: NearMissLine[] = [];
-      let matchCount = 0;
+  // Identical receives (opGroupKey) see the same candidates the same way: each group is
+  // scored once, so 20,000 equal receives against 20,000 messages cost 20,000 comparisons, not
+  // 400 million. Only which message each one takes differs, decided below in queue order.
+  const recvQueue = comm.receives;
+  const recvGroups =
+    recvQueue === null ? null : groupEntries(recvQueue, (op) => opGroupKey(op)).map((g) => score(g.first, g));
+  function score(op: Operation, g: EntryGroup<Operation>) {
+    const want = receiveSide(ix, ce, op);
+    const userRecv = isUserPending(ce, op);
+    const byFields: MatchVerdict[][] = [[], [], [], []];
+    const lines: NearMissLine[] = [];
+    const matching: number[] = [];
+    scored.forEach((s, i) => {
+      const m = diffMask(want, s.side);
+      if (m === 0) matching.push(i);
+      const differs = maskFields(m);
+      if (readable && userRecv && s.user && isNear(m)) {
+        lines.push({
+          ref: s.candidate.ref,
+          candidate: i,
+          from: s.side.peer >= 0 ? (ix.rankOf[s.side.peer] ?? null) : null,
+          tag: s.candidate.op.tag,
+          differs,
+          wouldMatch: m === 0,
+        });
+      }
+      const bucket = byFields[differs.length];
+      if (bucket && bucket.length < VERDICT_LIMIT) {
+        const lengths = compareLengths(op, s.candidate.op, unit);
+        bucket.push({
+          candidate: i,
+          matches: m === 0,
+          differs,
+          reasons: reasons(m, op, ce, s, world(ce, op)),
+          truncates: m === 0 && lengths === 'longer',
+          lengths,
+        });
+      }
+    });
+    const verdicts = byFields.flat().slice(0, VERDICT_LIMIT);
+    const nearMisses: ReceiveNearMisses | null =
+      lines.length === 0
+        ? null
+        : {
+            peer: want.peer >= 0 ? (ix.rankOf[want.peer] ?? null) : null,
+            tag: op.tag,
+            lines,
+            notes: receiveNotes(ix, ce, want.peer, hiddenUnexpected),
+          };
+    return { op, want, positions: g.positions, verdicts, matching, nearMisses, next: 0 };
+  }
+  let receives: ReceiveRow[] | null = null;
+  if (recvQueue !== null && recvGroups !== null) {
+    const groupOf = new Int32Array(recvQueue.length);
+    recvGroups.forEach((g, gi) => {
+      for (const p of g.positions) groupOf[p] = gi;
+    });
+    receives = recvQueue.map((op, position): ReceiveRow => {
+      const g = recvGroups[groupOf[position] ?? 0] as NonNullable<typeof recvGroups>[number];
       let takes: number | null = null;
-      scored.forEach((s, i) => {
-        const m = diffMask(want, s.side);
-        if (m === 0) {
-          matchCount++;
-          if (takes === null && op.status !== 'complete' && taken[i] === -1) {
-            taken[i] = position;
-            takes = i;
-          }
+      if (op.status !== 'complete') {
+        // Earliest receive takes the earliest matching message not taken yet.
+        while (g.next < g.matching.length && taken[g.matching[g.next] ?? 0] !== -1) g.next++;
+        const c = g.matching[g.next];
+        if (c !== undefined) {
+          taken[c] = position;
+          takes = c;
+          g.next++;
         }
-        const differs = maskFields(m);
-        if (readable && userRecv && s.user && isNear(m)) {
-          lines.push({
-            ref: s.candidate.ref,
-            candidate: i,
-            from: s.side.peer >= 0 ? (ix.rankOf[s.side.peer] ?? null) : null,
-            tag: s.candidate.op.tag,
-            differs,
-            wouldMatch: m === 0,
-          });
-        }
-        const bucket = byFields[differs.length];
-        if (bucket && bucket.length < VERDICT_LIMIT) {
-          const lengths = compareLengths(op, s.candidate.op, unit);
-          bucket.push({
-            candidate: i,
-            matches: m === 0,
-            differs,
-            reasons: reasons(m, op, ce, s, world(ce, op)),
-            truncates: m === 0 && lengths === 'longer',
-            lengths,
-          });
-        }
-      });
-      const verdicts = byFields.flat().slice(0, VERDICT_LIMIT);
+      }
       return {
         position,
         op,
         source: world(ce, op),
         anySource: op.peer.local === null && op.peer.global === null,
         anyTag: op.tag === null,
-        verdicts,
-        matchCount,
-        omitted: candidates.length - verdicts.length,
+        verdicts: g.verdicts,
+        matchCount: g.matching.length,
+        omitted: candidates.length - g.verdicts.length,
         takes,
-        nearMisses:
-          lines.length === 0
-            ? null
-            : {
-                peer: want.peer >= 0 ? (ix.rankOf[want.peer] ?? null) : null,
-                tag: op.tag,
-                lines,
-                notes: receiveNotes(ix, ce, want.peer, hiddenUnexpected),
-              },
+        nearMisses: g.nearMisses,
       };
-    }) ?? null;
+    });
+  }
 
+  // The first pending receive each kind of unexpected message matches, per group of both.
   const unexpected =
-    comm.unexpected?.map((op, position): UnexpectedRow => {
-      const side = unexpectedSide(ix, ce, op);
-      const first =
-        comm.receives?.findIndex(
-          (recv) => recv.status !== 'complete' && diffMask(receiveSide(ix, ce, recv), side) === 0,
-        ) ?? -1;
-      return { position, op, from: world(ce, op), firstMatchingReceive: first >= 0 ? first : null };
-    }) ?? null;
+    comm.unexpected === null
+      ? null
+      : (() => {
+          const rows: UnexpectedRow[] = new Array(comm.unexpected.length);
+          for (const g of groupEntries(comm.unexpected, (op) => opGroupKey(op))) {
+            const side = unexpectedSide(ix, ce, g.first);
+            let first: number | null = null;
+            for (const rg of recvGroups ?? []) {
+              if (rg.op.status === 'complete' || diffMask(rg.want, side) !== 0) continue;
+              const p = rg.positions[0] ?? 0;
+              if (first === null || p < first) first = p;
+            }
+            g.items.forEach((op, k) => {
+              const position = g.positions[k] ?? 0;
+              rows[position] = { position, op, from: world(ce, op), firstMatchingReceive: first };
+            });
+          }
+          return rows;
+        })();
   const sends = comm.sends?.map((op, position): SendRow => ({ position, op, to: world(ce, op) })) ?? null;
   const takenBy = Array.from(taken, (t) => (t >= 0 ? t : null));
-  return { rank, comm, receives, unexpected, sends, candidates, takenBy };
+  const byOp = <R extends { readonly op: Operation }>(rows: readonly R[] | null) =>
+    rows === null ? null : groupEntries(rows, (r) => opGroupKey(r.op));
+  return {
+    rank,
+    comm,
+    receives,
+    unexpected,
+    sends,
+    receiveGroups: byOp(receives),
+    unexpectedGroups: byOp(unexpected),
+    sendGroups: byOp(sends),
+    candidates,
+    takenBy,
+  };
 }
 
 /** The candidates of rank position `idx`: its unexpected messages, then the sends addressed to it. */

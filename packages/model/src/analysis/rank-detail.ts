@@ -10,9 +10,69 @@ import { jobText } from '../text.js';
 import { isInternalComm } from './comm.js';
 import { type DiagnosisLine, rankDiagnosisLine } from './diagnosis.js';
 import { SnapshotIndex } from './snapshot-index.js';
-import { buildWaitGraph, type WaitGraph } from './wait-graph.js';
+import { buildWaitGraph, rankWaits, type WaitGraph } from './wait-graph.js';
 
 const graphs = new WeakMap<JobSnapshot, { readonly ix: SnapshotIndex; readonly g: WaitGraph }>();
+
+function graphOf(snap: JobSnapshot): { readonly ix: SnapshotIndex; readonly g: WaitGraph } {
+  let e = graphs.get(snap);
+  if (e === undefined) {
+    const ix = new SnapshotIndex(snap);
+    e = { ix, g: buildWaitGraph(ix) };
+    graphs.set(snap, e);
+  }
+  return e;
+}
+
+/** Whom a rank's MPI call is with: a world rank or any, and its tag; each null when unknown. */
+export interface CallPeer {
+  /** A receive or probe waits for a message `from`; a send goes `to`. */
+  readonly direction: 'from' | 'to';
+  /** World rank, 'any' for MPI_ANY_SOURCE, null when unknown. */
+  readonly peer: number | 'any' | null;
+  /** null when unknown (a call's null tag is MPI_ANY_TAG or unreadable: not said). */
+  readonly tag: number | null;
+  /** Where the facts come from: the call's own arguments or the rank's queues. */
+  readonly from: 'call' | 'queues';
+}
+
+const RECEIVING = /recv|probe/i;
+const SENDING = /send/i;
+
+/**
+ * The peer and tag of the rank's point-to-point MPI call ("MPI_Recv from rank 1, tag 5"): the
+ * call's arguments when they were read, else the rank's one wait in the queues (as its
+ * sentence says it); null for a call with no peer (a collective, a wait on requests) or when
+ * neither tells.
+ */
+export function callPeer(snap: JobSnapshot, rank: number): CallPeer | null {
+  const r = snap.ranks.find((x) => x.rank === rank);
+  const call = r?.mpiCall;
+  if (r === undefined || call === undefined || call === null) return null;
+  const fn = call.function;
+  const direction = RECEIVING.test(fn) ? 'from' : SENDING.test(fn) ? 'to' : null;
+  if (direction === null) return null;
+  const a = call.args;
+  if (a?.peer) {
+    const any = a.peer.local === null && a.peer.global === null;
+    return { direction, peer: any ? 'any' : a.peer.global, tag: a.tag, from: 'call' };
+  }
+  const { ix, g } = graphOf(snap);
+  const pos = ix.idxOf(rank);
+  if (pos < 0) return null;
+  const waits = rankWaits(g, pos).filter((w) => w.op.evidence !== 'collective-call');
+  const targets = new Set(waits.map((w) => (w.anyOf ? -1 : w.target)));
+  const tags = new Set(waits.map((w) => w.op.tag));
+  const [target] = targets;
+  if (targets.size !== 1 || target === undefined) return null;
+  const [tag] = tags;
+  return {
+    direction,
+    peer: target < 0 ? 'any' : (ix.rankOf[target] ?? null),
+    tag: a?.tag ?? (tags.size === 1 && tag !== undefined ? tag : null),
+    from: 'queues',
+  };
+}
 
 /**
  * The rank's sentence ("Rank 0 waits in MPI_Recv for a message from rank 1, tag 99, on
@@ -21,12 +81,7 @@ const graphs = new WeakMap<JobSnapshot, { readonly ix: SnapshotIndex; readonly g
  * wait graph are built once per snapshot, whichever rank is asked for.
  */
 export function rankSentence(snap: JobSnapshot, rank: number): DiagnosisLine | null {
-  let e = graphs.get(snap);
-  if (e === undefined) {
-    const ix = new SnapshotIndex(snap);
-    e = { ix, g: buildWaitGraph(ix) };
-    graphs.set(snap, e);
-  }
+  const e = graphOf(snap);
   return rankDiagnosisLine(e.ix, e.g, rank);
 }
 

@@ -6,9 +6,10 @@
 // Rank sets of nodes are unions of class member lists, memoised by class set (a chain of
 // nodes below a branch point shares one set), so text is made once per distinct set.
 
-import { isRuntimeFrame, mpiCallOfFrame } from '../mpi/index.js';
+import { isRuntimeFrame, mixedFrames, mpiCallOfFrame } from '../mpi/index.js';
 import type { Frame, JobSnapshot, RankSnapshot, ThreadStack } from '../snapshot-spec.js';
 import { IntVec } from './csr.js';
+import { fewEnough, rareClassMax } from './outliers.js';
 import { compressRanks } from './ranges.js';
 
 /** main: one stack per rank (its main thread); all: every thread of every rank. */
@@ -110,7 +111,8 @@ export interface StackTree {
   readonly stackTotal: number;
   /**
    * Ranks whose stacks (`stacks`, so judged on the user's frames and the MPI call) are shared by
-   * few ranks (see outlierMax), as ranges. With threads "all", only ranks with no common stack.
+   * few ranks (see outlierMax), as ranges, when they are few (outliers.ts fewEnough). With
+   * threads "all", only ranks with no common stack.
    */
   readonly outliers: string;
   /** With threads `all`: the MPI runtime's own threads (isRuntimeThread), hidden or not; else 0. */
@@ -281,8 +283,10 @@ export function buildStackTree(snap: JobSnapshot, opts: StackTreeOptions = {}): 
     // A rank counted once per group even when several of its threads share a stack.
     let lastCls = -1;
     for (const t of ts) {
-      const n = t.frames.length;
-      const key = t.frames[0]?.function ?? UNKNOWN_FUNCTION;
+      // A CPython thread's Python frames in place of the interpreter's (mixedFrames).
+      const tf = mixedFrames(t).frames;
+      const n = tf.length;
+      const key = tf[0]?.function ?? UNKNOWN_FUNCTION;
       let bucket = buckets.get(key);
       if (bucket === undefined) {
         bucket = [];
@@ -291,7 +295,7 @@ export function buildStackTree(snap: JobSnapshot, opts: StackTreeOptions = {}): 
       let found = -1;
       for (const c of bucket) {
         const cls = raw[c];
-        if (cls && sameFrames(cls.rep, t.frames, byLine)) {
+        if (cls && sameFrames(cls.rep, tf, byLine)) {
           found = c;
           break;
         }
@@ -302,10 +306,10 @@ export function buildStackTree(snap: JobSnapshot, opts: StackTreeOptions = {}): 
         // Innermost first in the snapshot; outermost first in the tree.
         const path = new Int32Array(n);
         for (let i = 0; i < n; i++) {
-          const f = t.frames[n - 1 - i];
+          const f = tf[n - 1 - i];
           if (f !== undefined) path[i] = frames.id(f);
         }
-        raw.push({ path, rep: t.frames, members: new IntVec(), threads: 0, leaf: -1 });
+        raw.push({ path, rep: tf, members: new IntVec(), threads: 0, leaf: -1 });
       }
       const cls = raw[found];
       if (cls === undefined) continue;
@@ -476,7 +480,7 @@ export function buildStackTree(snap: JobSnapshot, opts: StackTreeOptions = {}): 
     }
   }
   readable.sort((a, b) => b.members.length - a.members.length || (a.members[0] ?? 0) - (b.members[0] ?? 0));
-  const outlierMax = opts.outlierMax ?? Math.max(1, Math.floor(snap.ranks.length / 100));
+  const outlierMax = opts.outlierMax ?? rareClassMax(snap.ranks.length);
   const largest = readable[0]?.members.length ?? 0;
   // A rank is an outlier when every stack it has is rare: with threads "all" a rank whose main
   // thread is with the crowd is not one for a lone helper thread of its own.
@@ -487,7 +491,9 @@ export function buildStackTree(snap: JobSnapshot, opts: StackTreeOptions = {}): 
     if (size <= outlierMax && size < largest) for (const m of g.members) rare.push(m);
     else for (const m of g.members) common.add(m);
   }
-  const outliers = mode === 'all' ? rare.filter((m) => !common.has(m)) : rare;
+  const odd = mode === 'all' ? rare.filter((m) => !common.has(m)) : rare;
+  // Named only when few (outliers.ts): 1 of 4 ranks is a quarter of the job.
+  const outliers = fewEnough(odd.length, snap.ranks.length) ? odd : [];
   const pathOf = (node: number): string[] => {
     const out: string[] = [];
     for (let p = nodes[node]; p !== undefined; p = nodes[p.parent]) out.push(p.function);
