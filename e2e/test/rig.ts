@@ -113,10 +113,15 @@ export type AttachTarget =
   | { readonly slurmJob: string | number; readonly host?: string }
   | { readonly coresDir: string; readonly host?: string };
 
+/** Pages whose attach opened the job's first snapshot, not shown by a takeSnapshot yet. */
+const firstSnapshotOf = new WeakSet<Page>();
+
 /**
- * Types `target` into the attach form and submits it. Waits for `row` (default: any job row); an
- * attach the server refuses shows a coded error, and this fails with it (after a screenshot
- * `${name}-attach-error`) instead of a timeout.
+ * Types `target` into the attach form and submits it. The page takes the job's first snapshot and
+ * opens it in the matrix; this waits for that, then goes back to the Jobs view and waits for
+ * `row` (default: any job row), so the next takeSnapshot shows that first snapshot instead of
+ * taking another. An attach or a first snapshot the server refuses shows a coded error, and this
+ * fails with it (after a screenshot `${name}-attach-error`) instead of a timeout.
  */
 export async function attach(
   page: Page,
@@ -129,16 +134,29 @@ export async function attach(
   else await page.getByTestId('attach-cores').fill(target.coresDir);
   if (target.host !== undefined) await page.getByTestId('attach-host').fill(target.host);
   await page.getByTestId('attach-button').click();
-  await row.or(page.getByTestId('error')).first().waitFor();
+  await page.getByTestId('matrix-canvas').or(page.getByTestId('error')).first().waitFor({ timeout: 120_000 });
   if (await page.getByTestId('error').isVisible()) {
     await screenshot(page, `${name}-attach-error`);
     throw new Error(`attach failed: ${await page.getByTestId('error').first().innerText()}`);
   }
   await idle(page);
+  firstSnapshotOf.add(page);
+  await page.keyboard.press('j');
+  await row.first().waitFor();
+  await idle(page);
 }
 
-/** Takes a snapshot of the first listed job (the one just attached) and waits for its matrix. */
+/**
+ * Takes a snapshot of the first listed job (the one just attached) and waits for its matrix; right
+ * after attach, opens the first snapshot the attach took instead (the matrix key).
+ */
 export async function takeSnapshot(page: Page): Promise<void> {
+  if (firstSnapshotOf.delete(page)) {
+    await page.keyboard.press('m');
+    await page.getByTestId('matrix-canvas').waitFor();
+    await idle(page);
+    return;
+  }
   await page.getByTestId('take-snapshot').first().click();
   // A new snapshot opens in the matrix.
   await page.getByTestId('matrix-canvas').waitFor();

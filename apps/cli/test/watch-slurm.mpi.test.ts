@@ -96,6 +96,9 @@ beforeAll(async () => {
   for (const f of ['ring_ssend', 'compute_loop', 'slow_bcast']) fixtureBinary(MPI, f);
   rig = await startSlurmRig({
     run: RUN,
+    // The watch samples only this cluster's jobs: the agents see every process on the machine,
+    // and another test's hung MPI job (Slurm or not) must neither be stopped nor told about.
+    partition: RUN,
     adminToken: ADMIN_TOKEN,
     agentToken: AGENT_TOKEN,
     hosts: HOSTS,
@@ -111,6 +114,8 @@ beforeAll(async () => {
       // what this test is about (the bench checks it at the default period).
       '--watch-stop-budget',
       '3600000',
+      '--watch-partitions',
+      RUN,
       '--watch-webhook',
       `http://127.0.0.1:${HOOK_PORT}/hook`,
       '--public-url',

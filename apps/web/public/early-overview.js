@@ -6,7 +6,9 @@
   const q = new URLSearchParams(location.search);
   const share = /^\/s\/([A-Za-z0-9_-]{1,128})\/?$/.exec(location.pathname);
   const view = q.get('view') ?? (share ? 'matrix' : 'jobs');
-  if (q.has('demo') || !['matrix', 'timeline', 'order', 'rank', 'stacks'].includes(view)) return;
+  // A login link (?token=) has no session yet: the app asks once it has logged in.
+  if (q.has('demo') || q.has('token') || !['matrix', 'timeline', 'order', 'rank', 'stacks'].includes(view))
+    return;
   const snap = q.get('snap');
   const path = share
     ? `/api/shared/${encodeURIComponent(share[1])}/overview`

@@ -9,13 +9,14 @@ import { DemoRunBanner } from './DemoRunBanner.js';
 import { Diagnosis } from './Diagnosis.js';
 import { factsOf, type LoadedOverview, type LoadedSnapshot, type Viewed } from './data.js';
 import { markShown } from './first-shown.js';
+import { dllVersionOf, Footer } from './Footer.js';
 import { formatCoreSource, formatTime } from './format.js';
 import { useResource } from './hooks.js';
 import { JobsView } from './jobs/JobsView.js';
 import { LoginForm, type PendingSwitch, SwitchUserBanner } from './Login.js';
 import { MatrixView } from './matrix/MatrixView.js';
 import { ReadOnlyBanner, ShareButton } from './Share.js';
-import { NoSnapshot, useViewedSnapshot } from './snapshot-loading.js';
+import { NoSnapshot, SnapshotNotice, useViewedSnapshot } from './snapshot-loading.js';
 import { useSnapshotsInFlight } from './snapshots-in-flight.js';
 import { ErrorBox, Progress, SnapshotProgressBar } from './ui.js';
 import { VIEW_KEYS, type View, viewNeedsSnapshot } from './url-state.js';
@@ -46,6 +47,11 @@ const TABS: readonly { view: View; label: string; title: string; key: string }[]
   { view: 'stacks', label: 'Stacks', title: 'Every rank’s stack, merged into one call tree', key: 's' },
   { view: 'fleet', label: 'Fleet', title: 'Every MPI job the agents found and its hang watch', key: 'f' },
 ];
+
+/** The heading of a view of one snapshot (the jobs and fleet views have their own). */
+function viewHeading(view: View): string {
+  return TABS.find((t) => t.view === view)?.label ?? view;
+}
 
 function isTyping(e: KeyboardEvent): boolean {
   const t = e.target;
@@ -122,9 +128,11 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
   return (
     <div className="app">
       <header className="topbar">
-        <a className="brand" href="/" title="MQD Dashboard: MPI message queues">
-          MQD
-        </a>
+        <h1 className="brand-heading">
+          <a className="brand" href="/" title="MQD Dashboard: MPI message queues">
+            MQD<span className="sr-only"> Dashboard</span>
+          </a>
+        </h1>
         <nav className="tabs" aria-label="Views">
           {tabs.map((t) => (
             <button
@@ -172,6 +180,7 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
         </div>
       )}
       {livePage && <DemoRunBanner job={url.job} setUrl={setUrl} />}
+      <SnapshotNotice viewed={viewed} />
       {url.demo !== null && (
         <div className="banner demo" role="status">
           Demo: a synthetic {url.scenario} job of {url.demo.toLocaleString()} ranks generated in this page,
@@ -179,6 +188,11 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
         </div>
       )}
       <main className="view">
+        {!needLogin && needsSnapshot && (
+          <h2 className="sr-only" data-testid="view-heading">
+            {viewHeading(url.view)}
+          </h2>
+        )}
         {needLogin ? (
           <LoginForm api={api} onDone={onLoggedIn} />
         ) : url.view === 'jobs' && url.share === null ? (
@@ -221,20 +235,11 @@ export function App({ api, pendingSwitch = null }: { api: Api; pendingSwitch?: P
           </>
         ) : null}
       </main>
-      <footer className="statusbar">
-        <span>
-          Keys: <kbd>j</kbd> jobs <kbd>m</kbd> matrix <kbd>t</kbd> timeline <kbd>o</kbd> order <kbd>r</kbd>{' '}
-          rank <kbd>s</kbd> stacks
-          {livePage && (
-            <>
-              {' '}
-              <kbd>f</kbd> fleet
-            </>
-          )}{' '}
-          <kbd>v</kbd> count/size <kbd>Esc</kbd> clear selection
-        </span>
-        {head && <span className="muted">{head.mpi.dll ?? 'no message-queue DLL'}</span>}
-      </footer>
+      <Footer
+        livePage={livePage}
+        mpi={head?.mpi ?? null}
+        dllVersion={data ? dllVersionOf(data.snapshot) : null}
+      />
     </div>
   );
 }

@@ -14,6 +14,7 @@ import {
   type ApiSnapshotMeta,
   type ApiUser,
   type ApiWatchPolicy,
+  codedText,
   decodeErrorBody,
   decodeOverview,
   decodeOverviewFirst,
@@ -73,6 +74,20 @@ export interface JobSummary {
   readonly uid: number;
   readonly command: string;
   readonly state: JobState;
+  /** The owner's name, when the server knows it. */
+  readonly user: string | null;
+  /** The nodes of its ranks. */
+  readonly nodes: readonly string[];
+  /** ISO: the first snapshot of the current run of equal states (analysis/job-state.ts), and snapshots since. */
+  readonly since: string | null;
+  readonly sinceSnapshots: number;
+  /** ISO: the first snapshot of the run of equal queues, and snapshots in it. */
+  readonly unchangedSince: string | null;
+  readonly unchangedSnapshots: number;
+  /** One line: the hang watch's diagnosis, else why the state. */
+  readonly diagnosis: string;
+  /** ISO: the hang watch's stop budget pauses sampling until then. */
+  readonly pausedUntil: string | null;
   /** ISO time, null before the first snapshot. */
   readonly lastSnapshotAt: string | null;
   readonly ranks: number;
@@ -140,6 +155,8 @@ export type Fleet = ApiResponse<'fleet'>;
 export interface FleetPageRequest {
   readonly limit: number;
   readonly offset: number;
+  /** The search box: jobs whose program, command, user, id or node hold every word. */
+  readonly q?: string;
 }
 
 export interface Api {
@@ -252,6 +269,14 @@ function jobSummary(j: ApiResponse<'job'>['job']): JobSummary {
     uid: j.uid,
     command: j.command,
     state: j.state,
+    user: j.user ?? null,
+    nodes: j.hosts.map((h) => h.host),
+    since: j.since ?? null,
+    sinceSnapshots: j.sinceSnapshots ?? 0,
+    unchangedSince: j.unchangedSince ?? null,
+    unchangedSnapshots: j.unchangedSnapshots ?? 0,
+    diagnosis: j.diagnosis ?? '',
+    pausedUntil: j.pausedUntil ?? null,
     lastSnapshotAt: j.lastSnapshotAt,
     ranks: j.rankCount,
     coresDir: j.coresDir ?? null,
@@ -278,7 +303,7 @@ function serverError(status: number, body: unknown): ApiError {
   if (e !== null && e.code !== '') {
     const { code, message } = e;
     const hint = isErrorCode(code) && !message.includes(ERROR_HINTS[code]) ? `: ${ERROR_HINTS[code]}` : '';
-    return { status, code, message: `${message.startsWith(code) ? message : `${code}: ${message}`}${hint}` };
+    return { status, code, message: `${codedText({ code, message })}${hint}` };
   }
   if (status === 401)
     return {
@@ -297,11 +322,21 @@ function serverError(status: number, body: unknown): ApiError {
  * request leaves while the app's code loads. Undefined when there is none for this path.
  */
 function takeEarlyOverview(path: string): Promise<Response> | undefined {
-  const g = globalThis as { __mqdEarlyOverview?: { path: string; response: Promise<Response> } };
-  const early = g.__mqdEarlyOverview;
+  const early = earlyOverview().__mqdEarlyOverview;
   if (early === undefined || early.path !== path) return undefined;
-  delete g.__mqdEarlyOverview;
+  dropEarlyOverview();
   return early.response;
+}
+
+const earlyOverview = () =>
+  globalThis as { __mqdEarlyOverview?: { path: string; response: Promise<Response> } };
+
+/**
+ * Forgets the early overview: one that left before a login carries no session (a 401), so the
+ * first overview after a login is asked again with the session's cookie.
+ */
+function dropEarlyOverview(): void {
+  delete earlyOverview().__mqdEarlyOverview;
 }
 
 /**
@@ -451,8 +486,15 @@ export function createApi(opts: ApiOptions = {}): Api {
     overview: (id, share, signal, onFirst) =>
       overviewRequest(pathOf(share ? 'sharedOverview' : 'snapshotOverview', { id }), signal, onFirst),
     health: (signal) => request('health', pathOf('health'), (b) => ({ ...b }), undefined, signal),
-    login: (token, switchUser = false) =>
-      request('login', pathOf('login'), () => undefined, switchUser ? { token, switchUser } : { token }),
+    login: (token, switchUser = false) => {
+      dropEarlyOverview();
+      return request(
+        'login',
+        pathOf('login'),
+        () => undefined,
+        switchUser ? { token, switchUser } : { token },
+      );
+    },
     jobs: (signal) => request('jobs', pathOf('jobs'), (b) => b.jobs.map(jobSummary), undefined, signal),
     attach: (req) =>
       request(
@@ -547,7 +589,7 @@ export function createApi(opts: ApiOptions = {}): Api {
           {},
           page === undefined
             ? ''
-            : `?limit=${Math.max(1, Math.min(FLEET_PAGE_MAX, Math.trunc(page.limit)))}&offset=${Math.max(0, Math.trunc(page.offset))}`,
+            : `?limit=${Math.max(1, Math.min(FLEET_PAGE_MAX, Math.trunc(page.limit)))}&offset=${Math.max(0, Math.trunc(page.offset))}${page.q === undefined || page.q.trim() === '' ? '' : `&q=${encodeURIComponent(page.q.trim().slice(0, 200))}`}`,
         ),
         (b) => b,
         undefined,

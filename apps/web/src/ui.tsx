@@ -1,5 +1,5 @@
 // Small shared pieces of chrome: progress and coded errors, shown where they happen.
-import type { RankSnapshot } from '@mqd/model';
+import { codedText, type RankSnapshot, textAfterCode } from '@mqd/model';
 import type { ApiError } from './api.js';
 import { correctionNotes } from './format.js';
 import { progressLabel, type SnapshotTaking } from './live-events.js';
@@ -18,19 +18,18 @@ export function ErrorBox({ error, compact = false }: { error: ApiError; compact?
   return (
     <div className={compact ? 'error compact' : 'error'} role="alert" data-testid="error">
       <strong>{error.code}</strong>
-      {!compact && (
-        <span>
-          {' '}
-          {error.message.startsWith(error.code) ? error.message.slice(error.code.length + 2) : error.message}
-        </span>
-      )}
-      {compact && (
-        <span title={error.message}>
-          {' '}
-          {error.message.slice(error.code.length + 2, error.code.length + 82)}…
-        </span>
-      )}
+      {!compact && <span> {textAfterCode(error)}</span>}
+      {compact && <span title={codedText(error)}> {textAfterCode(error).slice(0, 80)}…</span>}
     </div>
+  );
+}
+
+/** A coded error inline: the code in bold, then the message without the code again. */
+export function CodedText({ error }: { error: { readonly code: string; readonly message: string } }) {
+  return (
+    <>
+      <strong>{error.code}</strong> {textAfterCode(error)}
+    </>
   );
 }
 

@@ -72,7 +72,7 @@ const job: ApiJob = {
   createdAt: '2026-01-01T00:00:00.000Z',
   createdBy: 'alice',
   endedAt: null,
-  state: 'looks-hung',
+  state: 'hung',
   lastSnapshotAt: meta.takenAt,
   lastSnapshot: meta,
 };
@@ -90,7 +90,15 @@ describe('api client', () => {
         host: 'n1',
         uid: 1000,
         command: 'mpirun -n 4 ./a.out',
-        state: 'looks-hung',
+        state: 'hung',
+        user: null,
+        nodes: ['n1'],
+        since: null,
+        sinceSnapshots: 0,
+        unchangedSince: null,
+        unchangedSnapshots: 0,
+        diagnosis: '',
+        pausedUntil: null,
         lastSnapshotAt: '2026-01-01T00:00:00.000Z',
         ranks: 4,
         coresDir: null,
@@ -209,6 +217,16 @@ describe('api client', () => {
     expect(f.calls[0]).toMatchObject({ method: 'POST', body: { starterPid: 1 } });
     const r401 = await api.jobs();
     expect(!r401.ok && r401.error.code).toBe('MQD_E_UNAUTHENTICATED');
+  });
+
+  it('prints a server message that already begins with its code with the code once', async () => {
+    const message = 'MQD_E_DLL_TIMEOUT: reading 4 ranks took over 5000 ms: the DLL did not answer in time';
+    const f = fakeFetch({
+      'POST /api/jobs/attach': { status: 504, body: { statusCode: 504, code: 'MQD_E_DLL_TIMEOUT', message } },
+    });
+    const r = await createApi({ fetch: f.fetch }).attach({ starterPid: Pid(1) });
+    expect(!r.ok && r.error.message.startsWith(message)).toBe(true);
+    expect(!r.ok && r.error.message.split('MQD_E_DLL_TIMEOUT').length - 1).toBe(1);
   });
 
   it('reports an unreachable server and non-JSON answers as coded errors', async () => {

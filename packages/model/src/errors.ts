@@ -68,6 +68,11 @@ export const ERROR_HINTS = {
     "the OMPD library returned an error (the ompd_rc_t is in the message) reading the OpenMP threads; the queues are unaffected; report the OpenMP runtime's version if it repeats",
   MQD_E_OMPD_CRASHED:
     'the OMPD library crashed or hung in the reader; that read was lost and the reader no longer loads this library, so later snapshots show the queues without OpenMP threads: fix or replace the library, then restart the agent',
+  // --- Python (CPython frames)
+  MQD_E_PYTHON_UNSUPPORTED:
+    "the rank runs a CPython whose frame layout the reader does not know (the message names the version): its C stack is shown without Python frames; run the job with CPython 3.11, or read the Python frames with gdb's py-bt",
+  MQD_E_PYTHON_READ:
+    "the rank's CPython frames could not be read in the stop (the message says where the walk failed): the C stack and queues are unaffected; take another snapshot, and report the CPython version if it repeats",
   // --- MPIR / jobs
   MQD_E_NOT_STARTER:
     'this pid is not an MPI starter with MPIR symbols; pass the pid of mpirun/mpiexec, or the rank pids with --pid',
@@ -130,6 +135,19 @@ export const ERROR_HINTS = {
   MQD_E_TOO_LARGE: 'the data exceeds the configured byte budget; raise the budget or read fewer ranks',
   MQD_E_INSECURE:
     'refusing plain HTTP on a non-loopback address; pass --tls-cert and --tls-key (or --allow-insecure-http behind a TLS proxy)',
+  // --- values read across ranks (mqd snapshot --eval)
+  MQD_E_EVAL_SYNTAX:
+    'fix the expression at the column named: names, members (. ->), elements [i], slices [a:b], * and casts to named types are read; no calls, operators or assignments',
+  MQD_E_EVAL_UNKNOWN_NAME:
+    'no variable of that name is visible in the chosen frame, its compilation unit or the globals of any module; check the spelling, or choose another frame with --frame FUNC',
+  MQD_E_EVAL_OPTIMIZED_OUT:
+    'the compiler kept no location for this variable at this point of the program (optimized out); rebuild with -O0 or -Og, or read a variable it keeps',
+  MQD_E_EVAL_MEMORY:
+    'the address the expression reaches cannot be read on this rank (unmapped, or past the read budget); check the pointer',
+  MQD_E_EVAL_TYPE:
+    'the expression does not fit the types DWARF gives (a member of a non-struct, an index of a non-array, an unknown type name); check it against the declaration',
+  MQD_E_EVAL_FRAME:
+    'no thread of this rank has a frame of that function (or a user frame outside the MPI and C libraries); check --frame against the stacks (mqd snapshot --stacks)',
   MQD_E_INTERNAL: 'this is a bug in MQD Dashboard; please report it with the message',
   MQD_E_PMIX_LAUNCH:
     "launching under the tool through PMIx (Open MPI 5's prterun, ranks held in PMIx_Init) failed and the job was killed; check that the program exists and is an MPI program of this Open MPI (its ranks must call MPI_Init), give a longer --timeout on a busy machine, or start the job yourself and use `mqd snapshot --attach PID`",
@@ -151,6 +169,20 @@ export function isErrorCode(s: string): s is ErrorCode {
 
 export function mqdError(code: ErrorCode, detail: string): MqdError {
   return { code, message: `${code}: ${detail}: ${ERROR_HINTS[code]}` };
+}
+
+/**
+ * A coded error as one line with its code once: `CODE: what happened: what to do`. Messages made
+ * by mqdError already begin with their code; others (a DLL's own words) get it in front.
+ */
+export function codedText(e: { readonly code: string; readonly message: string }): string {
+  return e.message === e.code || e.message.startsWith(`${e.code}:`) ? e.message : `${e.code}: ${e.message}`;
+}
+
+/** The message after its code, for a view that shows the code apart (in bold, in a column). */
+export function textAfterCode(e: { readonly code: string; readonly message: string }): string {
+  const t = codedText(e);
+  return t.slice(Math.min(t.length, e.code.length + 1)).trimStart();
 }
 
 /** An MqdError as an exception, for the few places where a failure must unwind a stack. */

@@ -268,6 +268,40 @@ export const Frame = Type.Object(
 );
 export type Frame = Static<typeof Frame>;
 
+/**
+ * One frame of a thread's CPython stack, read from the interpreter's own frame chain in the same
+ * stop as the C stack (innermost first, like Frame).
+ */
+export const PythonFrame = Type.Object(
+  {
+    /** The code object's qualified name (`step`, `Node.wait`, `<module>`). */
+    function: ShortText(1024),
+    /** The code object's file name, as the interpreter compiled it. */
+    file: ShortText(4096),
+    /** The line of the instruction the frame is at; null when its code has no line there. */
+    line: Type.Union([NonNegInt, Type.Null()]),
+    /**
+     * The first Python frame of one run of the evaluation loop (`_PyEval_EvalFrameDefault`): the
+     * frames up to and including it belong to the innermost such C frame not yet matched.
+     */
+    entry: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
+export type PythonFrame = Static<typeof PythonFrame>;
+
+/** A thread's CPython frames, when the rank runs CPython and the thread has a thread state. */
+export const PythonStack = Type.Object(
+  {
+    /** Innermost first; at most MAX_FRAMES_PER_THREAD. */
+    frames: Type.Array(PythonFrame, { maxItems: MAX_FRAMES_PER_THREAD }),
+    /** More frames existed than were kept. */
+    truncated: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
+export type PythonStack = Static<typeof PythonStack>;
+
 /** One OS thread of a rank, unwound in the same stop as the queue read. */
 export const ThreadStack = Type.Object(
   {
@@ -285,6 +319,8 @@ export const ThreadStack = Type.Object(
     error: Type.Union([CodedError, Type.Null()]),
     /** The thread's OpenMP state name (OmpThread.state) when OMPD read it; absent otherwise. */
     ompState: Type.Optional(ShortText(128)),
+    /** The thread's CPython frames; absent when the rank runs no CPython or the thread has none. */
+    python: Type.Optional(PythonStack),
   },
   { additionalProperties: false },
 );
@@ -326,6 +362,11 @@ export const MpiCall = Type.Object(
            * `count`, the size of the message the call sends or receives.
            */
           typeSize: Type.Optional(Type.Union([NonNegInt, Type.Null()])),
+          /**
+           * A reduction's operation by its predefined name ("MPI_SUM"), where the library's
+           * handle tells it; absent or null when unreadable or not predefined.
+           */
+          op: Type.Optional(Type.Union([ShortText(64), Type.Null()])),
         },
         { additionalProperties: false },
       ),
@@ -456,6 +497,53 @@ export const SourceExcerpt = Type.Union([
 ]);
 export type SourceExcerpt = Static<typeof SourceExcerpt>;
 
+/** Most expressions one snapshot reads on each rank (SnapshotRequest evals, `mqd snapshot --eval`). */
+export const MAX_EVAL_EXPRESSIONS = 16;
+/** An expression read across ranks (EvalRequest.expr). */
+export const MAX_EVAL_EXPR_CHARS = 256;
+/** The text of one value read (RankValue.value.text): larger values are cut, ending in CLIP_MARK. */
+export const MAX_EVAL_VALUE_CHARS = 2048;
+
+/** An expression to read on every rank in the snapshot's stop, and the frame to read it in. */
+export const EvalRequest = Type.Object(
+  {
+    expr: ShortText(MAX_EVAL_EXPR_CHARS),
+    /** The function whose frame names resolve in (innermost such frame); absent: the innermost user frame. */
+    frame: Type.Optional(ShortText(1024)),
+  },
+  { additionalProperties: false },
+);
+export type EvalRequest = Static<typeof EvalRequest>;
+
+/**
+ * One expression's value on one rank, read from its memory in the same stop as its queues, or
+ * the coded reason it could not be (MQD_E_EVAL_*: a bad expression, an unknown name, a variable
+ * optimized out, an unreadable address). Exactly one of value and error is present.
+ */
+export const RankValue = Type.Object(
+  {
+    expr: ShortText(MAX_EVAL_EXPR_CHARS),
+    /** The function whose frame the names were resolved in; null when no frame was chosen (globals only). */
+    frame: Type.Union([ShortText(1024), Type.Null()]),
+    value: Type.Optional(
+      Type.Object(
+        {
+          /** The value as gdb's `print` shows it (`42`, `{a = 1, b = 2}`, `(struct s *) 0x...`). */
+          text: ShortText(MAX_EVAL_VALUE_CHARS),
+          /** Its C type name as DWARF gives it (`int`, `struct s *`). */
+          type: ShortText(1024),
+          /** A scalar's numeric value (integers, floats, enums, pointers within 2^53), for statistics. */
+          number: Type.Optional(Type.Number()),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    error: Type.Optional(CodedError),
+  },
+  { additionalProperties: false },
+);
+export type RankValue = Static<typeof RankValue>;
+
 export const RankSnapshot = Type.Object(
   {
     /** Rank in MPI_COMM_WORLD. */
@@ -487,6 +575,17 @@ export const RankSnapshot = Type.Object(
           message: ShortText(MAX_MESSAGE_CHARS),
           omitted: Type.Integer({ minimum: 1 }),
         },
+        { additionalProperties: false },
+      ),
+    ),
+    /**
+     * The CPython the rank runs, read with its stacks: the version (from `Py_Version`) and why
+     * its frames could not be read (MQD_E_PYTHON_UNSUPPORTED, MQD_E_PYTHON_READ), else null.
+     * Absent when the rank maps no CPython or stacks were not read.
+     */
+    python: Type.Optional(
+      Type.Object(
+        { version: ShortText(32), error: Type.Union([CodedError, Type.Null()]) },
         { additionalProperties: false },
       ),
     ),
@@ -560,6 +659,8 @@ export const RankSnapshot = Type.Object(
      * not read or no thread has a user frame with a line.
      */
     sources: Type.Optional(Type.Array(SourceExcerpt, { maxItems: MAX_SOURCE_EXCERPTS_PER_RANK })),
+    /** The expressions the snapshot asked for (`--eval`), in request order, read in the same stop. Absent: none asked. */
+    values: Type.Optional(Type.Array(RankValue, { maxItems: MAX_EVAL_EXPRESSIONS })),
   },
   { additionalProperties: false },
 );

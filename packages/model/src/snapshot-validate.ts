@@ -6,7 +6,7 @@ import { Value, type ValueError, ValueErrorType } from '@sinclair/typebox/value'
 import { type MqdError, mqdError } from './errors.js';
 import { isWorld } from './mpi/world.js';
 import { err, ok, type Result } from './result.js';
-import { JobSnapshot, RankSnapshot } from './snapshot-spec.js';
+import { JobSnapshot, QUEUE_KINDS, RankSnapshot } from './snapshot-spec.js';
 
 const ISO_DATE_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
 if (!FormatRegistry.Has('date-time')) FormatRegistry.Set('date-time', (v) => ISO_DATE_TIME.test(v));
@@ -42,7 +42,7 @@ export function rankInvariant(r: RankSnapshot): string | null {
   const corrections = correctionInvariant(r);
   if (corrections !== null) return corrections;
   for (const c of r.communicators) {
-    for (const q of ['sends', 'receives', 'unexpected'] as const) {
+    for (const q of QUEUE_KINDS) {
       if ((c[q] === null) !== (c.unavailable[q] !== undefined)) {
         return `communicator ${c.id}: queue ${q} must be null exactly when a reason is given`;
       }
@@ -63,7 +63,7 @@ function correctionInvariant(r: RankSnapshot): string | null {
   const notes = r.statusCorrections;
   const counted = new Map<string, number>();
   for (const c of r.communicators) {
-    for (const q of ['sends', 'receives', 'unexpected'] as const) {
+    for (const q of QUEUE_KINDS) {
       for (const op of c[q] ?? []) {
         if (op.corrected !== undefined) counted.set(op.corrected, (counted.get(op.corrected) ?? 0) + 1);
       }

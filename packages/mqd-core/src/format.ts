@@ -7,6 +7,7 @@ import {
   opLengthUnit,
   type QueueKind,
   type RankSnapshot,
+  QUEUE_KINDS,
 } from '@mqd/model';
 
 const LIB: Record<JobSnapshot['mpi']['library'], string> = {
@@ -109,7 +110,7 @@ export function formatSnapshot(s: JobSnapshot, opts: { all?: boolean } = {}): st
       }
       const fortran = typeof c.fortranHandle === 'number' ? `  fortran ${c.fortranHandle}` : '';
       out.push(`  ${c.name || '(unnamed)'}  id ${c.id}${fortran}  size ${c.size}  local rank ${c.localRank}`);
-      for (const q of ['sends', 'receives', 'unexpected'] as const) {
+      for (const q of QUEUE_KINDS) {
         const ops = c[q];
         if (ops === null) {
           out.push(

@@ -23,6 +23,11 @@ export interface SlurmRigOptions {
   readonly hosts?: readonly string[];
   /** More `mqd serve` flags for the aggregator. */
   readonly serveArgs?: readonly string[];
+  /**
+   * The Slurm partition's name (default: one of the cluster's own), for flags that name it before
+   * the cluster exists (`--watch-partitions`).
+   */
+  readonly partition?: string;
 }
 
 export interface SlurmRig extends AsyncDisposable {
@@ -84,6 +89,7 @@ export async function startSlurmRig(o: SlurmRigOptions): Promise<SlurmRig> {
         ...(o.serveArgs === undefined ? {} : { serveArgs: o.serveArgs }),
       }),
       startSlurm({
+        ...(o.partition === undefined ? {} : { partition: o.partition }),
         netns: {
           // slurmctld in the aggregator's namespace, which routes between the nodes.
           controller: { netns: c.aggregatorNetns, address: firstNode.aggregatorAddress },

@@ -46,6 +46,11 @@ export interface SlurmCluster extends AsyncDisposable {
   /** Every node's name, in slurm.conf's order. */
   readonly nodes: readonly string[];
   /**
+   * The cluster's one partition (the default), named for this cluster alone: a watch scoped to
+   * it (`--watch-partitions`) leaves alone the MPI jobs of anything else on the machine.
+   */
+  readonly partition: string;
+  /**
    * argv that runs `argv` as on node `name`: in its network namespace, with its host name and
    * the cluster's hosts file (a one-node cluster: `argv` itself). The caller spawns and kills it.
    */
@@ -137,6 +142,8 @@ export interface SlurmNetnsNode {
 }
 
 export interface SlurmOptions {
+  /** The name of the cluster's one partition; default one of its own (SlurmCluster.partition). */
+  readonly partition?: string;
   /**
    * A cluster of network namespaces: slurmctld in `controller.netns` (reached at
    * `controller.address` from every node), one slurmd per node. Client commands (`run`) run in
@@ -195,6 +202,8 @@ function freePortPair(): [number, number] {
   return [base, base + 1];
 }
 
+let clustersStarted = 0;
+
 export async function startSlurm(o: SlurmOptions = {}): Promise<SlurmCluster> {
   const multi = o.netns;
   if (multi !== undefined) checkNetnsOptions(multi);
@@ -210,6 +219,7 @@ export async function startSlurm(o: SlurmOptions = {}): Promise<SlurmCluster> {
   for (const n of nodes ?? []) mkdirSync(join(dir, 'spool', n.name), { mode: 0o700 });
   const perNode = (name: string) => (nodes === null ? name : name.replace('.', '-%n.'));
   const conf = join(dir, 'slurm.conf');
+  const partition = o.partition ?? `mqd${process.pid}c${++clustersStarted}`;
   const hostsFile = join(dir, 'hosts');
   const memMb = Math.max(1024, Math.floor(totalmem() / 1048576) - 512);
   const nodeLines =
@@ -249,7 +259,7 @@ export async function startSlurm(o: SlurmOptions = {}): Promise<SlurmCluster> {
       'MpiDefault=none',
       'SchedulerType=sched/builtin',
       ...nodeLines,
-      'PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE',
+      `PartitionName=${partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE`,
       '',
     ].join('\n'),
     { mode: 0o644 },
@@ -531,6 +541,7 @@ export async function startSlurm(o: SlurmOptions = {}): Promise<SlurmCluster> {
     env,
     node,
     nodes: nodeNames,
+    partition,
     onNode,
     run,
     asUser,

@@ -4,6 +4,7 @@
 // model classifies; this only draws.
 import { type OmpBlock, type OmpThreadFacts, type RankSnapshot, rankOpenMp } from '@mqd/model';
 import { useMemo } from 'react';
+import { CodedText } from '../ui.js';
 
 const BLOCK_LABEL: Record<OmpBlock, string | null> = {
   mpi: 'the team waits on the thread in MPI',
@@ -18,7 +19,7 @@ export function OpenMpPanel({ rank }: { rank: RankSnapshot }) {
       <section className="openmp" data-testid="openmp-panel" data-status="error" aria-label="OpenMP threads">
         <h3>OpenMP threads</h3>
         <div className="error" role="alert" data-testid="openmp-error">
-          <strong>{rank.openmpError.code}</strong> {rank.openmpError.message}
+          <CodedText error={rank.openmpError} />
         </div>
       </section>
     );

@@ -9,7 +9,8 @@
 import { type UserFrame, userFrame } from '../mpi/frames.js';
 import type { RankSnapshot } from '../snapshot-spec.js';
 import { jobText, quoteName, ranksPhrase } from '../text.js';
-import { CALL_BLOCKED, CALL_COMPUTING, CALL_NO_STACKS, CALL_POLLING } from './call-facts.js';
+import { CALL_BLOCKED, CALL_COMPUTING, CALL_NO_STACKS, CALL_POLLING, commMembers } from './call-facts.js';
+import { pythonCallOf } from './python-call.js';
 import { compressRanks } from './ranges.js';
 import type { SnapshotIndex } from './snapshot-index.js';
 import {
@@ -227,7 +228,12 @@ function facts(ix: SnapshotIndex, g: WaitGraph, pos: number): RankFacts {
       ],
     };
   }
-  const inCall = (): DiagnosisPart[] => (st === CALL_BLOCKED && fn !== null ? [text(' in '), name(fn)] : []);
+  // A Python rank's line names the mpi4py call too (python-call.ts): "in MPI_Recv (comm.recv)".
+  const pyCall = user === null || fn === null ? null : pythonCallOf(ix.snap, r, user, fn);
+  const inCall = (): DiagnosisPart[] =>
+    st === CALL_BLOCKED && fn !== null
+      ? [text(' in '), name(fn), ...(pyCall === null ? [] : [text(' ('), name(pyCall), text(')')])]
+      : [];
   const onComm = (): DiagnosisPart[] => (comm === null ? [] : [text(', on '), commName(comm)]);
   const key = [
     st,
@@ -240,23 +246,26 @@ function facts(ix: SnapshotIndex, g: WaitGraph, pos: number): RankFacts {
   let describe: RankFacts['describe'];
   if (collective.length > 0) {
     const onCollComm = (): DiagnosisPart[] => (comm === null ? [] : [text(' on '), commName(comm)]);
-    describe = (peers, many) => [
-      verb(many, ' waits', ' wait'),
-      ...inCall(),
-      ...onCollComm(),
-      text(' for '),
-      ...peers,
-      text(
-        targets.every((t) => g.dead[t] === DEAD_FINAL)
-          ? `, which ${targets.length === 1 ? 'is' : 'are'} in ${jobText(g.calls.fn[targets[0] ?? -1] ?? 'MPI_Finalize')} and will never enter it`
-          : targets.every((t) => g.dead[t] === DEAD_GONE)
-            ? `, which ${targets.length === 1 ? 'has' : 'have'} exited`
-            : targets.length === 1
-              ? ', which is not in it'
-              : ', which are not in it',
-      ),
-      ...at(),
-    ];
+    describe = (_peers, many) => {
+      // Every member that is not in this collective, not only the clauses' first few.
+      const absent = absentMembers(ix, g, pos);
+      const head = [verb(many, ' waits', ' wait'), ...inCall(), ...onCollComm(), text(' for ')];
+      const peers = peerParts(ix, absent);
+      if (absent.every((t) => g.dead[t] === DEAD_FINAL)) {
+        const fin = jobText(g.calls.fn[absent[0] ?? -1] ?? 'MPI_Finalize');
+        const one = absent.length === 1;
+        return [
+          ...head,
+          ...peers,
+          text(`, which ${one ? 'is' : 'are'} in ${fin} and will never enter it`),
+          ...at(),
+        ];
+      }
+      if (absent.every((t) => g.dead[t] === DEAD_GONE)) {
+        return [...head, ...peers, text(`, which ${absent.length === 1 ? 'has' : 'have'} exited`), ...at()];
+      }
+      return [...head, ...peers, ...at(), text('; '), ...whereAbsent(ix, g, absent)];
+    };
   } else if (any !== undefined && single.length === 0) {
     describe = (_p, many) => [
       verb(many, ' waits', ' wait'),
@@ -286,6 +295,113 @@ function facts(ix: SnapshotIndex, g: WaitGraph, pos: number): RankFacts {
     ];
   }
   return { pos, rank, key, targets, user, describe };
+}
+
+const absentCache = new WeakMap<WaitGraph, Map<string, number[]>>();
+
+/**
+ * Positions of the members of the communicator of the collective the rank at `pos` is in that
+ * are not in that collective (blocked in the same call on it), in rank order: all of them, where
+ * the wait clauses name only the first few.
+ */
+function absentMembers(ix: SnapshotIndex, g: WaitGraph, pos: number): number[] {
+  const keyId = g.calls.keyId[pos] ?? -1;
+  const fn = g.calls.fn[pos] ?? '';
+  let cache = absentCache.get(g);
+  if (cache === undefined) {
+    cache = new Map();
+    absentCache.set(g, cache);
+  }
+  const key = `${keyId}\u0000${fn}`;
+  let out = cache.get(key);
+  if (out === undefined) {
+    out = [];
+    for (const m of commMembers(ix, keyId)) {
+      const same =
+        g.calls.keyId[m] === keyId &&
+        g.calls.kind[m] === 'collective' &&
+        g.calls.state[m] === CALL_BLOCKED &&
+        g.calls.fn[m] === fn;
+      if (!same) out.push(m);
+    }
+    cache.set(key, out);
+  }
+  return out;
+}
+
+/** Where groups of absent members are listed by name, at most; the rest are counted. */
+const MAX_WHERE_GROUPS = 3;
+
+/**
+ * "rank 3 never entered it: it is in MPI_Recv at a.c:12", "ranks 0-16382 never entered it:
+ * they are computing (in no MPI call) at a.c:50": where the members a collective waits for are.
+ */
+function whereAbsent(ix: SnapshotIndex, g: WaitGraph, absent: readonly number[]): DiagnosisPart[] {
+  const groups = new Map<string, { ranks: number[]; say: (many: boolean) => DiagnosisPart[] }>();
+  for (const t of absent) {
+    const r = ix.snap.ranks[t];
+    const u = r === undefined ? null : userFrame(r);
+    const place = u === null ? null : placeText(u);
+    const atPlace = (): DiagnosisPart[] =>
+      u === null || r === undefined
+        ? []
+        : [
+            text(' at '),
+            { kind: 'frame', text: placeText(u), rank: r.rank, frame: { tid: u.tid, index: u.index } },
+          ];
+    const st = g.calls.state[t] ?? CALL_NO_STACKS;
+    const fn = g.calls.fn[t] ?? null;
+    let key: string;
+    let say: (many: boolean) => DiagnosisPart[];
+    if (g.dead[t] === DEAD_GONE) {
+      key = 'gone';
+      say = (many) => [text(many ? ' have exited' : ' has exited')];
+    } else if (ix.ok[t] === 0 && st === CALL_NO_STACKS) {
+      key = 'unread';
+      say = () => [text(' could not be read')];
+    } else if (st === CALL_COMPUTING) {
+      key = `computing\u0000${place}`;
+      say = (many) => [
+        text(many ? ' are computing (in no MPI call)' : ' is computing (in no MPI call)'),
+        ...atPlace(),
+      ];
+    } else if (fn !== null) {
+      key = `call\u0000${fn}\u0000${place}`;
+      say = (many) => [text(many ? ' are in ' : ' is in '), name(fn), ...atPlace()];
+    } else {
+      key = 'unknown';
+      say = (many) => [text(many ? ' have no stacks read' : ' has no stacks read')];
+    }
+    const e = groups.get(key);
+    if (e) e.ranks.push(t);
+    else groups.set(key, { ranks: [t], say });
+  }
+  const all = absent.map((t) => ix.rankOf[t] ?? 0);
+  const many = all.length > 1;
+  const whoAll = whoParts(ix, all);
+  // Without stacks the snapshot cannot say that a rank never entered it, only that it is not seen in it.
+  const seen = [...groups.keys()].some((k) => k !== 'unknown' && k !== 'unread');
+  const out: DiagnosisPart[] = [...whoAll, text(seen ? ' never entered it: ' : ' not seen in it: ')];
+  const list = [...groups.values()];
+  if (list.length === 1 && list[0] !== undefined) {
+    out.push(text(many ? 'they' : 'it'), ...list[0].say(many));
+    return out;
+  }
+  list.slice(0, MAX_WHERE_GROUPS).forEach((grp, i) => {
+    if (i > 0) out.push(text(', '));
+    const ranks = grp.ranks.map((t) => ix.rankOf[t] ?? 0);
+    out.push(...whoParts(ix, ranks), ...grp.say(ranks.length > 1));
+  });
+  const rest = list.length - MAX_WHERE_GROUPS;
+  if (rest > 0) out.push(text(`, and ${rest} more places`));
+  return out;
+}
+
+/** "rank 3" (a link) or "ranks 0-16382" (a range). */
+function whoParts(ix: SnapshotIndex, ranks: readonly number[]): DiagnosisPart[] {
+  if (ranks.length === 1) return [rankLink(ix, ranks[0] ?? 0, `rank ${ranks[0] ?? 0}`)];
+  const r = compressRanks([...ranks]);
+  return [{ kind: 'ranks', text: ranksPhrase(r), ranks: r }];
 }
 
 /** Peers as links: "rank 1", "ranks 1, 2 and 3" (each a link), or a range for many. */
@@ -425,7 +541,11 @@ function cycleLine(ix: SnapshotIndex, g: WaitGraph, c: DeadlockCycle, maxEdges: 
     const call = coll ? (g.calls.fn[pos] ?? null) : null;
     parts.push(text(call === null ? ' waits for ' : ' waits in '));
     if (call !== null) parts.push(name(call), text(' for '));
-    parts.push(rankLink(ix, e.to, `rank ${e.to}`));
+    // A receive from MPI_ANY_SOURCE waits for any other member: the cycle goes on through one of them.
+    const any = e.ops.length > 0 && e.ops.every((o) => o.evidence === 'wildcard-receive');
+    const others = any ? anySourcePeers(ix, pos, e.ops[0]?.commKey ?? '') : [];
+    if (others.length > 1) parts.push(text('any of '), ...whoParts(ix, others));
+    else parts.push(rankLink(ix, e.to, `rank ${e.to}`));
     const details: DiagnosisPart[] = [];
     const op = e.ops[0];
     const w =
@@ -453,6 +573,15 @@ function cycleLine(ix: SnapshotIndex, g: WaitGraph, c: DeadlockCycle, maxEdges: 
   });
   if (shown.length < c.edges.length) parts.push(text(` / and ${c.edges.length - shown.length} more waits`));
   return line(c.ranks, parts);
+}
+
+/** World ranks of the members of a communicator but the one at `pos`: who can answer its MPI_ANY_SOURCE receive. */
+function anySourcePeers(ix: SnapshotIndex, pos: number, commKey: string): number[] {
+  const keyId = commKey === '' ? -1 : ix.keyIdOf(commKey);
+  if (keyId < 0) return [];
+  const out: number[] = [];
+  for (const m of commMembers(ix, keyId)) if (m !== pos) out.push(ix.rankOf[m] ?? 0);
+  return out;
 }
 
 /** "a.c:31" for a rank's user frame as a link, or null without stacks. */

@@ -2,7 +2,9 @@
 // think so. explainSnapshot combines the wait-for graph, near misses, rank classes and (with
 // earlier snapshots) progress into one JSON-able object the CLI prints and the dashboard shows.
 // Its shape is explain-types.ts; its words (summary, formatExplanation) are explain-text.ts.
-import type { JobSnapshot, QueueKind, RankState } from '../snapshot-spec.js';
+import { codedText } from '../errors.js';
+import { LIBRARY_FACTS } from '../mpi/library.js';
+import { type JobSnapshot, QUEUE_KINDS, type QueueKind, type RankState } from '../snapshot-spec.js';
 import { jobText, ranksPhrase as ranksText } from '../text.js';
 import { CALL_BLOCKED, callGroups, findCollectiveMismatches, ROOTED_COLLECTIVES } from './call-facts.js';
 import { rankClasses } from './classes.js';
@@ -262,8 +264,8 @@ function unknownReasons(snap: JobSnapshot): string[] {
   }
   return [...byCode].map(([code, e]) =>
     isGoneCode(code)
-      ? `${ranksText(compressRanks(e.ranks))} ${e.ranks.length === 1 ? 'has' : 'have'} exited (${jobText(code)}: ${jobText(e.message, 512)}): ${e.ranks.length === 1 ? 'it' : 'they'} will never send or receive again`
-      : `${ranksText(compressRanks(e.ranks))} could not be read (${NOT_READ_WORDS[e.kind]}, ${jobText(code)}: ${jobText(e.message, 512)}): assumed able to proceed, so a deadlock that needs ${e.ranks.length === 1 ? 'it' : 'them'} blocked is not reported`,
+      ? `${ranksText(compressRanks(e.ranks))} ${e.ranks.length === 1 ? 'has' : 'have'} exited (${jobText(codedText({ code, message: e.message }), 512)}): ${e.ranks.length === 1 ? 'it' : 'they'} will never send or receive again`
+      : `${ranksText(compressRanks(e.ranks))} could not be read (${NOT_READ_WORDS[e.kind]}, ${jobText(codedText({ code, message: e.message }), 512)}): assumed able to proceed, so a deadlock that needs ${e.ranks.length === 1 ? 'it' : 'them'} blocked is not reported`,
   );
 }
 
@@ -296,7 +298,7 @@ function limits(
   };
   for (const r of snap.ranks) {
     if (r.state.kind !== 'ok') continue;
-    for (const kind of ['sends', 'receives', 'unexpected'] as const) {
+    for (const kind of QUEUE_KINDS) {
       const c = r.communicators.find((x) => x[kind] === null);
       if (c === undefined) continue;
       hidden[kind].ranks++;
@@ -310,7 +312,7 @@ function limits(
       'sends-hidden',
       `send queues are not visible on ${why('sends')}: a sender's wait is inferred from the unexpected message it left at the receiver`,
     );
-  } else if (snap.mpi.library === 'mpich') {
+  } else if (LIBRARY_FACTS[snap.mpi.library].sendQueueOmitsBlockingSends) {
     add(
       'mpich-blocking-sends',
       "MPICH's send queue lists only nonblocking sends: blocking sends are inferred from unexpected messages",
@@ -336,7 +338,12 @@ function limits(
       `${waits.outsideWaits === 1 ? '1 pending operation waits' : `${waits.outsideWaits} pending operations wait`} for ${ranksText(compressRanks(waits.outsideRanks))}, not in this snapshot (assumed satisfiable, like a rank not read)`,
     );
   }
-  if (snap.mpi.library === 'openmpi' && !stacks && verdict !== 'deadlock' && waits.collectives.length === 0) {
+  if (
+    LIBRARY_FACTS[snap.mpi.library].hidesCollectiveTraffic &&
+    !stacks &&
+    verdict !== 'deadlock' &&
+    waits.collectives.length === 0
+  ) {
     add(
       'openmpi-collectives-hidden',
       "Open MPI's DLL hides collective-internal traffic: ranks inside a collective show nothing pending",

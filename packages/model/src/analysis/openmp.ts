@@ -10,6 +10,7 @@
 // their families matter here (work, barrier, lock, taskwait...); an unknown name is shown as is
 // and never taken for a wait.
 
+import { codedText } from '../errors.js';
 import { isBlockingCall } from '../mpi/calls.js';
 import { foldMpiName, outermostMpiFrame } from '../mpi/frames.js';
 import type { Frame, JobSnapshot, OmpThread, RankSnapshot } from '../snapshot-spec.js';
@@ -406,10 +407,7 @@ export function analyzeOpenMp(snap: JobSnapshot, opts: OpenMpOptions = {}): Open
   const shown = all.slice(0, opts.maxGroups ?? 12);
   const unavailable = [...errors.values()].map(({ error, ranks }) => {
     const r = compressRanks(ranks);
-    const message = jobText(
-      error.message.startsWith(error.code) ? error.message : `${error.code}: ${error.message}`,
-      512,
-    );
+    const message = jobText(codedText(error), 512);
     return {
       code: error.code,
       message: error.message,

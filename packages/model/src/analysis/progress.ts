@@ -3,7 +3,7 @@
 // snapshot is which of the earlier one is mpi/operation.ts's rule (opIdentity, pairOperations),
 // the same one the timeline's history walk and the server's hung digest use.
 import { type KeyedOp, type OpChange, opKeys, pairOperations } from '../mpi/operation.js';
-import type { JobSnapshot, Operation, QueueKind, RankSnapshot } from '../snapshot-spec.js';
+import { type JobSnapshot, type Operation, QUEUE_KINDS, type RankSnapshot } from '../snapshot-spec.js';
 import { commKey, type OpRef } from './comm.js';
 
 export type ProgressVerdict = 'progressing' | 'stuck' | 'idle';
@@ -41,7 +41,7 @@ export interface ProgressOptions {
   readonly maxExamples?: number;
 }
 
-const QUEUES: readonly QueueKind[] = ['sends', 'receives', 'unexpected'];
+const QUEUES = QUEUE_KINDS;
 
 interface Seen extends KeyedOp {
   readonly ref: OpRef;

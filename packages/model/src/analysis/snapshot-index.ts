@@ -12,11 +12,18 @@ import {
   peerGlobalRank,
   worldSizeOf,
 } from '../mpi/world.js';
-import type { Communicator, JobSnapshot, Operation, Peer, QueueKind } from '../snapshot-spec.js';
+import {
+  type Communicator,
+  type JobSnapshot,
+  type Operation,
+  type Peer,
+  QUEUE_KINDS,
+  type QueueKind,
+} from '../snapshot-spec.js';
 import { commKey, isInternalComm, type OpRef } from './comm.js';
 
 export const QUEUE_CODE: Readonly<Record<QueueKind, number>> = { sends: 0, receives: 1, unexpected: 2 };
-export const QUEUE_OF_CODE: readonly QueueKind[] = ['sends', 'receives', 'unexpected'];
+export const QUEUE_OF_CODE: readonly QueueKind[] = QUEUE_KINDS;
 
 export interface CommEntry {
   readonly rankIdx: number;

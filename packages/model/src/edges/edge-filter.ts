@@ -2,7 +2,7 @@
 // tested per edge by the aggregation (pyramid.ts: the page's worker, and the server for the
 // overview's first level) and the page's cell panel. A worker-light leaf like edge-table.ts: its
 // runtime imports are that file only, so the page's matrix worker bundle stays small.
-import type { QueueKind } from '../snapshot-spec.js';
+import { QUEUE_KINDS, type QueueKind } from '../snapshot-spec.js';
 import { type CommSummary, type EdgeColumns, KIND_INDEX, matrixCommKey } from './edge-table.js';
 
 /** What the matrix shows. Edges failing any test are left out of every count. */
@@ -16,7 +16,7 @@ export interface MatrixFilter {
   readonly ranks?: string | null;
 }
 
-export const NO_FILTER: MatrixFilter = { comm: null, tag: null, kinds: ['sends', 'receives', 'unexpected'] };
+export const NO_FILTER: MatrixFilter = { comm: null, tag: null, kinds: [...QUEUE_KINDS] };
 
 /** Whether `f` lets every edge through (what the overview's first level was aggregated with). */
 export function isNoFilter(f: MatrixFilter): boolean {

@@ -5,7 +5,7 @@
 //
 // A leaf with no runtime import: the dashboard's worker bundle imports it alone
 // (`@mqd/model/edge-table`), so it stays small.
-import type { LengthUnit, QueueKind } from '../snapshot-spec.js';
+import { type LengthUnit, QUEUE_KINDS, type QueueKind } from '../snapshot-spec.js';
 
 /** Sender or receiver index of an operation whose peer is MPI_ANY_SOURCE or unknown (EdgeColumns.peerUnknown tells which). */
 export const ANY_PEER = -1;
@@ -20,7 +20,7 @@ export const KIND_INDEX: Record<QueueKind, number> = {
   receives: KIND_RECEIVES,
   unexpected: KIND_UNEXPECTED,
 };
-export const KIND_OF_INDEX: readonly QueueKind[] = ['sends', 'receives', 'unexpected'];
+export const KIND_OF_INDEX: readonly QueueKind[] = QUEUE_KINDS;
 
 /** The unit a queue kind's sizes are in: one length unit, `mixed` across ranks, null when none is known. */
 export type KindUnit = LengthUnit | 'mixed' | null;

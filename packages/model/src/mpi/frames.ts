@@ -2,6 +2,7 @@
 // call a rank is inside), the analysis (the user's line that made the call), the Stacks and
 // rank views (which rows to mark). Callers that hold only names pass `module: null`.
 import type { Frame, RankSnapshot, ThreadStack } from '../snapshot-spec.js';
+import { mixedFrames } from './python-frames.js';
 
 /** The part of a frame these rules read: its function name and the path (or file name) of its module. */
 export interface FrameName {
@@ -184,12 +185,17 @@ export function userFrame(r: RankSnapshot): UserFrame | null {
   return t === undefined ? null : threadUserFrame(t);
 }
 
-/** The innermost frame of one thread outside the MPI and runtime libraries; null when every frame is theirs. */
+/**
+ * The innermost frame of one thread outside the MPI and runtime libraries; null when every frame
+ * is theirs. In a CPython thread the Python frames stand in for the interpreter's (mixedFrames):
+ * the user's frame is then a Python frame, at the index of its evaluation-loop frame.
+ */
 export function threadUserFrame(t: ThreadStack): UserFrame | null {
-  for (let i = 0; i < t.frames.length; i++) {
-    const f = t.frames[i];
+  const mixed = mixedFrames(t);
+  for (let i = 0; i < mixed.frames.length; i++) {
+    const f = mixed.frames[i];
     if (f !== undefined && !isRuntimeFrame(f) && (f.function !== null || f.file !== null)) {
-      return { tid: t.tid, index: i, frame: f };
+      return { tid: t.tid, index: mixed.at[i] ?? i, frame: f };
     }
   }
   return null;

@@ -12,7 +12,8 @@
  *   SnapshotIndex (analysis/snapshot-index.ts: worldSize, positionOf, peerRank, peerIdx) is
  *   the one index built on them.
  * - library.ts: what each library's DLL can show. LIBRARY_NAME, QUEUE_LABEL, LIBRARY_QUEUES
- *   (QueueVisibility), unavailableQueueText, libraryCaveats, openMpiPml, lengthUnitWords,
+ *   (QueueVisibility), LIBRARY_FACTS (LibraryFacts: how its queues read where the analysis
+ *   must know it), unavailableQueueText, libraryCaveats, openMpiPml, lengthUnitWords,
  *   EAGER_LIMITS (EagerLimit) with eagerLimitText and bytesText; the
  *   unit itself is lengthUnitOfLibrary/opLengthUnit in snapshot-spec.ts (part of the format).
  * - calls.ts: what a call does to its caller. callKind (CallKind), isBlockingCall,
@@ -22,6 +23,7 @@
  */
 export * from './calls.js';
 export * from './frames.js';
+export * from './python-frames.js';
 export * from './job-label.js';
 export * from './library.js';
 export * from './operation.js';

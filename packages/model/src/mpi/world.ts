@@ -3,7 +3,7 @@
 // wildcard, drawn as its own strip) and unknown (the library could not say, or the rank it
 // names cannot be mapped). The analysis's SnapshotIndex and every view resolve peers through
 // these rules with the same world size, so a matrix cell and a deadlock edge name one rank.
-import type { Communicator, JobSnapshot, Peer, QueueKind } from '../snapshot-spec.js';
+import { type Communicator, type JobSnapshot, type Peer, QUEUE_KINDS } from '../snapshot-spec.js';
 
 /** A resolved peer: MPI_ANY_SOURCE. */
 export const PEER_ANY = -2;
@@ -56,7 +56,7 @@ export function peerGlobalRank(
   return null;
 }
 
-const QUEUES: readonly QueueKind[] = ['sends', 'receives', 'unexpected'];
+const QUEUES = QUEUE_KINDS;
 
 /**
  * The job's world size as one snapshot tells it: MPI_COMM_WORLD's size as its ranks report it

@@ -2,7 +2,7 @@
 // mqs_pending_operation) into the model's communicators and operations. No koffi, no target:
 // the walk (session.ts) copies the raw records while the rank is stopped, and these run after
 // it is resumed. Layouts and status values come from mqs-spec.ts.
-import { type Communicator, isWorld, type Operation } from '@mqd/model';
+import { type Communicator, isWorld, type Operation, QUEUE_KINDS } from '@mqd/model';
 import { COMMUNICATOR, mqs_status, PENDING_OPERATION } from './mqs-spec.js';
 
 /** Decodes a target int the DLL widened into 8 bytes: negative or unknown -> null. */
@@ -175,7 +175,7 @@ export function deriveGlobalRanks(comm: Communicator): Communicator {
   const toGlobal = worldish ? (l: number) => l : group ? (l: number) => group[l] : null;
   if (!toGlobal) {
     if (inter) {
-      for (const q of ['sends', 'receives', 'unexpected'] as const) {
+      for (const q of QUEUE_KINDS) {
         for (const op of comm[q] ?? []) {
           op.peer.global = null;
           if (op.actual) op.actual.peer.global = null;
@@ -184,7 +184,7 @@ export function deriveGlobalRanks(comm: Communicator): Communicator {
     }
     return comm;
   }
-  for (const q of ['sends', 'receives', 'unexpected'] as const) {
+  for (const q of QUEUE_KINDS) {
     for (const op of comm[q] ?? []) {
       if (op.peer.local !== null) op.peer.global = toGlobal(op.peer.local) ?? op.peer.global;
       if (op.actual && op.actual.peer.local !== null) {

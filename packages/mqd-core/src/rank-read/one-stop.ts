@@ -4,11 +4,13 @@
 // stop. Runs inside the reader child (reader/reader-main.ts): a DLL that crashes or loops takes
 // this process down, not the agent. The DLL itself, its callbacks and the walk are MqsSession's.
 import {
+  type EvalRequest,
   MAX_FRAMES_PER_THREAD,
   type MqdError,
   mqdError,
   ok,
   type RankSnapshot,
+  type RankValue,
   type Result,
   rankNotRead,
 } from '@mqd/model';
@@ -24,6 +26,8 @@ import {
 import type { RawWalk, StopRecords } from '../mqs/walk.js';
 import type { OmpdProcess, OmpdReadOptions, RawOpenMp } from '../ompd/raw.js';
 import { OmpdSession } from '../ompd/session.js';
+import { type PythonRead, readPython } from '../python/read.js';
+import { ValueReader } from '../values/read.js';
 import { type RawMpiArgs, readMpiArgs } from './mpi-args.js';
 import { rankSnapshotOf } from './rank-snapshot.js';
 
@@ -40,6 +44,8 @@ export interface RankReadOptions {
    * or serialised. Absent: only the read budget (readBudgetBytes) limits the walk.
    */
   readonly maxRankBytes?: number;
+  /** Expressions to read in the same stop (values/read.ts); each rank's values carry them in order. */
+  readonly evals?: readonly EvalRequest[];
 }
 
 /** One DLL's session and the unwinder and OMPD session that read the same stops. */
@@ -48,6 +54,8 @@ export class OneStopReader {
   private unwinder: Unwinder | null = null;
   /** The OMPD session for the OpenMP threads read in the same stop (created on first use). */
   private ompdSession: OmpdSession | null = null;
+  /** The reader of expressions across ranks (created on first use). */
+  private valueReader: ValueReader | null = null;
 
   private constructor(
     readonly session: MqsSession,
@@ -78,6 +86,8 @@ export class OneStopReader {
     this.unwinder = null;
     this.ompdSession?.close();
     this.ompdSession = null;
+    this.valueReader?.dispose();
+    this.valueReader = null;
   }
 
   /** The OMPD session of this reader (tests: outstanding OMPD blocks, callback counts). */
@@ -123,6 +133,8 @@ export class OneStopReader {
     let stacks: UnwoundRank | MqdError | null = null;
     let mpiArgs: RawMpiArgs | null = null;
     let openMp: RawOpenMp | null = null;
+    let python: PythonRead | null = null;
+    let values: RankValue[] | null = null;
     let paused: number;
     let records: StopRecords;
     try {
@@ -135,7 +147,9 @@ export class OneStopReader {
         if (!('code' in stacks)) mpiArgs = this.readMpiArgs(t, stacks);
         // The same threads as the stacks (capThreads): the OpenMP list has the same limit.
         openMp = this.readOpenMp(t, capThreads(r.pid, stop.value.tids).kept, opts.ompd ?? {});
+        python = this.readPython(t, capThreads(r.pid, stop.value.tids).kept);
       }
+      if (opts.evals && opts.evals.length > 0) values = this.readValues(t, stacks, opts.evals);
     } finally {
       // Whatever happened, the rank runs again before anything else: even the copy of the
       // records out of the shim (16 MB for 40,000 operations) is made after the resume.
@@ -143,7 +157,8 @@ export class OneStopReader {
       records = s.endStop();
     }
     // Decoding happens after the resume: the rank pays only for the walk.
-    return rankSnapshotOf(s, { base, walk, records, stacks, mpiArgs, paused, openMp });
+    const snap = rankSnapshotOf(s, { base, walk, records, stacks, mpiArgs, paused, openMp, python });
+    return values === null ? snap : { ...snap, values };
   }
 
   private readCore(r: CoreRankRef, opts: RankReadOptions): RankSnapshot {
@@ -176,6 +191,7 @@ export class OneStopReader {
     let stacks: UnwoundRank | MqdError | null = null;
     let mpiArgs: RawMpiArgs | null = null;
     let openMp: RawOpenMp | null = null;
+    let python: PythonRead | null = null;
     let records: StopRecords;
     try {
       s.beginStop(t);
@@ -198,12 +214,32 @@ export class OneStopReader {
             fileOnDisk: (p) => r.core.fileOnDisk(p),
           },
         );
+        python = this.readPython(
+          t,
+          r.core.info.threads.map((x) => x.tid),
+        );
       }
     } finally {
       records = s.endStop();
       s.forget(t);
     }
-    return rankSnapshotOf(s, { base, walk, records, stacks, mpiArgs, paused: 0, openMp });
+    return rankSnapshotOf(s, { base, walk, records, stacks, mpiArgs, paused: 0, openMp, python });
+  }
+
+  /** The expressions read in this stop, in the frames they name (values/read.ts). */
+  private readValues(
+    t: MqsProcess,
+    stacks: UnwoundRank | MqdError | null,
+    evals: readonly EvalRequest[],
+  ): RankValue[] {
+    this.valueReader ??= new ValueReader();
+    return this.valueReader.read(evals, {
+      pid: t.pid,
+      image: t.image,
+      mem: this.session.memory(t),
+      threads: stacks === null || 'code' in stacks ? null : stacks.threads,
+      unwinder: stacks === null || 'code' in stacks ? null : this.unwinder,
+    });
   }
 
   private readStacks(t: MqsProcess, tids: readonly number[]): UnwoundRank | MqdError {
@@ -228,6 +264,22 @@ export class OneStopReader {
   private readMpiArgs(t: MqsProcess, stacks: UnwoundRank): RawMpiArgs | null {
     if (!this.unwinder) return null;
     return readMpiArgs(this.unwinder, t.pid, t.image, this.session.memory(t), this.session.quirks, stacks);
+  }
+
+  /** The rank's CPython frames through the stop's memory (null: it runs no CPython). */
+  private readPython(t: MqsProcess, tids: readonly number[]): PythonRead | null {
+    try {
+      return readPython(t.image, this.session.memory(t), tids, MAX_FRAMES_PER_THREAD);
+    } catch (e) {
+      return {
+        version: 'unknown',
+        error: mqdError(
+          'MQD_E_INTERNAL',
+          `reading the CPython frames of pid ${t.pid}: ${(e as Error).message}`,
+        ),
+        threads: new Map(),
+      };
+    }
   }
 
   /** The rank's OpenMP threads through its runtime's OMPD library, in the stop or from a core. */

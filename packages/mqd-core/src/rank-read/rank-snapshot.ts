@@ -6,6 +6,7 @@ import type { UnwoundRank } from '../inferior/unwind.js';
 import type { MqsSession } from '../mqs/session.js';
 import type { RawWalk, StopRecords } from '../mqs/walk.js';
 import { assembleOpenMp, type RawOpenMp } from '../ompd/raw.js';
+import type { PythonRead } from '../python/read.js';
 import { type RawMpiArgs, stackFieldsOf } from './mpi-args.js';
 
 /** What one read of a rank gave, before assembly. */
@@ -19,14 +20,18 @@ export interface RankRead {
   /** Microseconds the rank was stopped (0 for a core). */
   readonly paused: number;
   readonly openMp: RawOpenMp | null;
+  /** The rank's CPython frames (null: no CPython, or stacks not read). */
+  readonly python?: PythonRead | null;
 }
 
 export function rankSnapshotOf(session: MqsSession, read: RankRead): RankSnapshot {
-  const { base, walk, records, stacks, mpiArgs, paused, openMp } = read;
+  const { base, walk, records, stacks, mpiArgs, paused, openMp, python = null } = read;
   const comms = walk.ok ? ok(session.assemble(walk.value, records)) : walk;
   const omp = openMp === null ? {} : assembleOpenMp(openMp);
   const stackFields = {
-    ...(stacks === null ? {} : stackFieldsOf(stacks, mpiArgs, comms.ok ? comms.value.communicators : [])),
+    ...(stacks === null
+      ? {}
+      : stackFieldsOf(stacks, mpiArgs, comms.ok ? comms.value.communicators : [], base.rank)),
     ...omp,
   };
   if (stackFields.threads && omp.openmp) {
@@ -36,6 +41,16 @@ export function rankSnapshotOf(session: MqsSession, read: RankRead): RankSnapsho
       const state = byTid.get(x.tid);
       return state === undefined ? x : { ...x, ompState: state };
     });
+  }
+  if (python) {
+    // Each thread's Python frames beside its C frames (joined by tid), the version on the rank.
+    if (stackFields.threads) {
+      stackFields.threads = stackFields.threads.map((x) => {
+        const py = python.threads.get(x.tid);
+        return py === undefined ? x : { ...x, python: py };
+      });
+    }
+    Object.assign(stackFields, { python: { version: python.version, error: python.error } });
   }
   if (!comms.ok) {
     return { ...rankNotRead(base, comms.error, 'error', paused), ...stackFields, dll: session.dllInfo() };

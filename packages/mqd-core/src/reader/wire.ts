@@ -28,6 +28,7 @@ import {
   type RankSnapshot,
   type Result,
   STATUS_CORRECTIONS,
+  QUEUE_KINDS,
 } from '@mqd/model';
 
 /** A communicator with each queue replaced by its index among OpColumns' queues (null stays null). */
@@ -93,7 +94,7 @@ const CORRECTED = STATUS_CORRECTIONS.slice(0, 3);
 const F_ALL = (1 << (CORRECTED_SHIFT + 2)) - 1;
 /** Buffers are 0x hex (snapshot-spec.ts): a comma is never part of one. */
 const BUFFER_SEP = ',';
-const QUEUES = ['sends', 'receives', 'unexpected'] as const satisfies readonly QueueKind[];
+const QUEUES = QUEUE_KINDS;
 
 // Every field of an operation has its column: a field added to the model fails to compile here
 // until the wire carries it (both ends).
