@@ -17,6 +17,7 @@ import { attachAsOwner } from './attach-owner.js';
 import { coresFromDir, coresFromTokens, SYSROOT_NAME } from './core-args.js';
 import { parsePidArg } from './pid-arg.js';
 import { snapshotText } from './snapshot-text.js';
+import { stackKeyFor } from './stacks-text.js';
 import { type Io, SNAPSHOT_USAGE } from './usage.js';
 
 export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
@@ -188,7 +189,10 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
     }
     const explanation = values.explain ? explainSnapshot(snapshot) : null;
     const stackTree = values.stacks
-      ? buildStackTree(snapshot, { threads: values['all-threads'] ? 'all' : 'main' })
+      ? buildStackTree(snapshot, {
+          threads: values['all-threads'] ? 'all' : 'main',
+          by: stackKeyFor(snapshot),
+        })
       : null;
     if (values.json) {
       // The bare snapshot stays the default shape; extras wrap it beside `snapshot`.

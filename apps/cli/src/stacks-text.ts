@@ -6,6 +6,7 @@ import {
   formatStackTree,
   type JobSnapshot,
   jobText,
+  type StackKey,
   type StackTree,
   type ThreadMode,
 } from '@mqd/model';
@@ -17,7 +18,21 @@ export interface StacksTextOptions {
 }
 
 export function stacksText(snapshot: JobSnapshot, opts: StacksTextOptions = {}): string {
-  return formatStacks(buildStackTree(snapshot, { threads: opts.threads ?? 'main' }), opts);
+  return formatStacks(
+    buildStackTree(snapshot, { threads: opts.threads ?? 'main', by: stackKeyFor(snapshot) }),
+    opts,
+  );
+}
+
+/**
+ * How the text merges frames: by function, except when a rank has Python frames, whose names
+ * (`<module>`, `main`, `step`) say little without their line: then by line (`step at ring.py:12`).
+ */
+export function stackKeyFor(snapshot: JobSnapshot): StackKey {
+  for (const r of snapshot.ranks) {
+    for (const t of r.threads ?? []) if ((t.python?.frames.length ?? 0) > 0) return 'line';
+  }
+  return 'function';
 }
 
 export function formatStacks(tree: StackTree, opts: StacksTextOptions = {}): string {

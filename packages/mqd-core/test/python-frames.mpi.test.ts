@@ -24,7 +24,7 @@ import {
 import { done, mpiAvailable, pending, rankBlockedIn, waitFor } from '@mqd/testkit';
 import { describe, expect, it } from 'vitest';
 import { fixtureRig } from './fixture-rig.js';
-import { markerLine, mpi4pyInstalled, PYTHON_FIXTURES, pythonLaunch } from './python-kit.js';
+import { markerLine, mpi4pyInstalled, PYTHON_FIXTURES, pythonLaunch } from '@mqd/testkit';
 
 const rig = fixtureRig();
 const ready = mpiAvailable('openmpi') && mpi4pyInstalled();

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { lineAt } from '../src/python/line-table.js';
-import { PYTHON } from './python-kit.js';
+import { PYTHON } from '@mqd/testkit';
 
 const SOURCE = `
 import sys

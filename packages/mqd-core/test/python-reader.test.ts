@@ -15,7 +15,7 @@ import { stopProcess } from '../src/inferior/stopper.js';
 import { rankMemory } from '../src/mqs/libraries/library.js';
 import { DWARF_FIELDS, PYTHON_311 } from '../src/python/layout.js';
 import { isPythonPath, type PythonRead, readPython } from '../src/python/read.js';
-import { markerLine, PYTHON, PYTHON_FIXTURES } from './python-kit.js';
+import { markerLine, PYTHON, PYTHON_FIXTURES } from '@mqd/testkit';
 
 const SCRIPT = join(PYTHON_FIXTURES, 'sleep_nested.py');
 const PYENV_311 = '/root/.pyenv/versions/3.11.7';

@@ -222,3 +222,4 @@ export {
   WaitTimeoutError,
   waitFor,
 } from './wait.js';
+export { markerLine, mpi4pyInstalled, PYTHON, PYTHON_FIXTURES, pythonLaunch } from './python.js';

@@ -10,6 +10,7 @@ import {
   type JobSnapshot,
   jobText,
   libraryCaveats,
+  mixedFrames,
   type RankSnapshot,
   rankComms,
   rankSentence,
@@ -25,7 +26,11 @@ import './rank-summary.css';
 /** The frame the URL selected when it has a source line, else the user's frame of the rank. */
 function excerptFrame(r: RankSnapshot, frameParam: string | null): Frame | null {
   const sel = parseFrameParam(frameParam);
-  const picked = sel === null ? undefined : r.threads?.find((t) => t.tid === sel.tid)?.frames[sel.index];
+  const t = sel === null ? undefined : r.threads?.find((x) => x.tid === sel.tid);
+  // In a CPython thread an evaluation-loop frame stands for its innermost Python frame (mixedFrames).
+  const mixed = t === undefined ? undefined : mixedFrames(t);
+  const at = sel === null || mixed === undefined ? -1 : mixed.at.indexOf(sel.index);
+  const picked = at < 0 ? undefined : mixed?.frames[at];
   if (picked !== undefined && picked.file !== null && picked.line !== null) return picked;
   return userFrame(r)?.frame ?? null;
 }

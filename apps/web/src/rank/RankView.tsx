@@ -9,7 +9,6 @@ import {
   suggestedOrderRank as defaultRank,
   foldMpiName,
   isBlockingCall,
-  isMpiFrame,
   type JobSnapshot,
   type LengthUnit,
   type MpiLibrary,
@@ -42,6 +41,7 @@ import { parseFrameParam } from '../url-state.js';
 import type { ViewProps } from '../view-types.js';
 import { OpenMpPanel } from './OpenMpPanel.js';
 import { RankCaveats, RankComms, RankSummary } from './RankSummary.js';
+import { ThreadFrames } from './ThreadFrames.js';
 
 const ROWS_PER_QUEUE = 200;
 
@@ -243,53 +243,10 @@ function ThreadSection({
           Unwinding stopped early: <CodedText error={thread.error} />
         </p>
       )}
-      <table className="ops compact frames">
-        <thead>
-          <tr>
-            <th>#</th>
-            <th>Function</th>
-            <th>Source</th>
-            <th>Module</th>
-          </tr>
-        </thead>
-        <tbody>
-          {thread.frames.map((f, i) => (
-            <tr
-              // biome-ignore lint/suspicious/noArrayIndexKey: frame depth is the identity here.
-              key={i}
-              ref={i === selectedFrame ? selectedRow : undefined}
-              className={`${isMpiFrame(f) ? 'mpi' : ''}${i === selectedFrame ? ' selected' : ''}`}
-              aria-current={i === selectedFrame ? 'location' : undefined}
-              data-testid={i === selectedFrame ? 'rank-frame-selected' : undefined}
-            >
-              <td>{i}</td>
-              <td className="fn" title={f.pc}>
-                {f.function === null ? <span className="muted">?? {f.pc}</span> : <bdi>{f.function}</bdi>}
-                {f.inlined && <span className="badge">inlined</span>}
-              </td>
-              <td>
-                {f.file === null ? (
-                  '—'
-                ) : (
-                  <>
-                    <bdi>{basename(f.file)}</bdi>
-                    {f.line === null ? '' : `:${f.line}`}
-                  </>
-                )}
-              </td>
-              <td className="muted">{f.module === null ? '—' : <bdi>{basename(f.module)}</bdi>}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <ThreadFrames thread={thread} selectedFrame={selectedFrame} selectedRow={selectedRow} />
       {thread.truncated && <p className="muted">Deeper frames were cut.</p>}
     </div>
   );
-}
-
-function basename(p: string): string {
-  const i = p.lastIndexOf('/');
-  return i < 0 ? p : p.slice(i + 1);
 }
 
 function CommSection({

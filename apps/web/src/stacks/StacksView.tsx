@@ -24,6 +24,7 @@ import { formatCount, plural } from '../format.js';
 import { useBusyWhile } from '../hooks.js';
 import type { UrlState } from '../url-state.js';
 import type { ViewProps } from '../view-types.js';
+import { isPythonNode } from './python-frame.js';
 import { useStackTree } from './stack-tree.js';
 
 /** Ranges longer than this are cut in rows (the detail panel shows them whole). */
@@ -402,13 +403,14 @@ function Row({
   if (n === undefined) return null;
   const all = tree.threads === 'all';
   const place = stackNodePlace(n);
+  const python = isPythonNode(n);
   const above = row.nodes.length - 1;
   const share = tree.rankCount > 0 ? n.rankCount / tree.rankCount : 0;
   const cls = ['stack-node', `kind-${n.kind}`, match ? 'match' : '', selected ? 'selected' : '']
     .filter(Boolean)
     .join(' ');
   const label = [
-    frameText(n),
+    python ? `Python frame ${frameText(n)}` : frameText(n),
     above > 0 ? `(and ${plural(above, 'frame')} above it)` : '',
     `${plural(n.rankCount, 'rank')} ${n.ranks.length <= 64 ? n.ranks : shortRanges(n.ranks)}`,
     all ? plural(n.threadCount, 'thread') : '',
@@ -432,6 +434,7 @@ function Row({
       data-function={n.function}
       data-place={place ?? undefined}
       data-kind={n.kind}
+      data-python={python ? 'true' : undefined}
       data-ranks={n.ranks}
       data-count={n.rankCount}
       data-threads={n.threadCount}
@@ -486,6 +489,7 @@ function Row({
           <bdi>{n.function}</bdi>
         </span>
         {place !== null && <span className="place">{place}</span>}
+        {python && <span className="badge python">Python</span>}
         {n.kind === 'mpi-call' && row.foldedByDefault && !row.expanded && (
           <span className="folded muted">library frames folded</span>
         )}
@@ -530,7 +534,7 @@ function NodeDetail({
         {place !== null && <span className="place"> {place}</span>}
       </h3>
       <p className="muted">
-        {node.module ?? 'no module'}
+        {node.module ?? (isPythonNode(node) ? 'Python frame' : 'no module')}
         {node.kind === 'mpi-call'
           ? ' · the MPI call'
           : node.kind === 'mpi-inside'

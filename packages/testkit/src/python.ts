@@ -3,11 +3,12 @@
 // Debian Open MPI mpi4py was built against), and the lines of a fixture's MQD_LINE markers.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { type LaunchOptions, mpiPrefix } from '@mqd/testkit';
+import { FIXTURES_DIR } from './config.js';
+import { mpiPrefix } from './fixtures.js';
+import type { LaunchOptions } from './launch.js';
 
 export const PYTHON = '/usr/bin/python3';
-export const PYTHON_FIXTURES = fileURLToPath(new URL('../../../fixtures/python/', import.meta.url));
+export const PYTHON_FIXTURES = join(FIXTURES_DIR, '..', 'python');
 
 /** True when Debian's python3 can import mpi4py (python3-mpi4py, scripts/provision.sh). */
 export function mpi4pyInstalled(): boolean {
