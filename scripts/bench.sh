@@ -26,4 +26,5 @@ run "hang watch overhead: a fixed-work compute job under no watcher and the watc
 [ -f e2e/bench/comm-menu.bench.mjs ] && run "dashboard communicator menu (16,384 ranks, chromium)" node e2e/bench/comm-menu.bench.mjs
 [ -f e2e/bench/stacks.bench.mjs ] && run "dashboard stacks view (16,384 ranks, chromium)" node e2e/bench/stacks.bench.mjs
 [ -f packages/model/bench/stacks.bench.ts ] && run "stack tree merge (16,384 ranks)" node --import tsx packages/model/bench/stacks.bench.ts
+[ -f e2e/bench/triage.bench.ts ] && run "triage: Jobs and Fleet with 10,000 stored jobs (20 hung), hung first and a search, chromium" node --conditions=source --import tsx e2e/bench/triage.bench.ts
 echo "results: bench/results/*.json (see docs/benchmarks.md)"

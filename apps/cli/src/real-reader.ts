@@ -59,6 +59,7 @@ export class CoreRankReader implements RankReader {
         ...(opts.allowRoot !== undefined ? { allowRoot: opts.allowRoot } : {}),
         ...(opts.maxRankBytes !== undefined ? { maxRankBytes: opts.maxRankBytes } : {}),
         ...(opts.light === true ? { light: true } : {}),
+        ...(opts.evals !== undefined && opts.evals.length > 0 ? { evals: opts.evals } : {}),
       },
     );
     if (snapshot.mpi.dll !== null) this.mpi = snapshot.mpi;

@@ -15,6 +15,7 @@ export * from './shared/seams.js';
 export { dropSecretsFromEnv, readSecretFile, SECRET_ENV_NAME } from './shared/secrets.js';
 export type * from './shared/types.js';
 export { SqliteStore, type StoreOptions } from './store/dialect-sqlite.js';
+export { openStore } from './store/store-open.js';
 export type { RetentionPolicy } from './store/store-port.js';
 export type { StorePort } from './store/store-port.js';
 export { MIGRATIONS, type Migration } from './store/store-schema.js';

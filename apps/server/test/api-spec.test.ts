@@ -240,6 +240,7 @@ describe('the REST API and /ui events against api-spec.ts', () => {
     await ok('jobs', '/api/jobs', { headers: alice });
     await ok('snapshot', `/api/snapshots/${second.snapshot.id}`, { headers: alice });
     await ok('snapshotOverview', `/api/snapshots/${second.snapshot.id}/overview`, { headers: alice });
+    await ok('snapshotValues', `/api/snapshots/${second.snapshot.id}/values`, { headers: alice });
     await ok('exportSnapshot', `/api/snapshots/${second.snapshot.id}/export`, { headers: alice });
     const share = await ok('share', `/api/snapshots/${second.snapshot.id}/share`, {
       headers: alice,

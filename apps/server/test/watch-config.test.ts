@@ -6,7 +6,7 @@ import { DEFAULT_WATCH_POLICY } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { loadConfig, watchPolicyOf } from '../src/http/config.js';
 import { MAX_JOB_STATE_SERIES, MetricsRegistry, watchMetrics } from '../src/shared/metrics.js';
-import { SqliteStore } from '../src/store/store.js';
+import { SqliteStore } from '../src/store/dialect-sqlite.js';
 import { cleanupAfterEach, startServer } from './helpers.js';
 
 const cleanup = cleanupAfterEach();

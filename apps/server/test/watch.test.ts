@@ -6,6 +6,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
   type ApiFleetJob,
+  type ApiJob,
   type DiscoveredJob,
   decodeResponse,
   err,
@@ -25,7 +26,7 @@ import {
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { describe, expect, it } from 'vitest';
 import type { SnapshotHub } from '../src/fanout/fanout.js';
-import { SqliteStore } from '../src/store/store.js';
+import { SqliteStore } from '../src/store/dialect-sqlite.js';
 import { mergeDiscovered, programOf } from '../src/watch/cluster.js';
 import type { SlurmQuery } from '../src/watch/end-reason.js';
 import type { CountersReply, WatchAgents } from '../src/watch/source.js';
@@ -489,7 +490,8 @@ describe('the hang watch', () => {
     expect(body.mqd['jobId']).toBe(ringJob.jobId);
     expect(body.mqd['since']).toBe(ringJob.since);
     expect(String(body.mqd['leastProgressed'])).toBe(ringJob.leastProgressed);
-    expect(ringJob.leastProgressed).not.toBe('');
+    // Every rank of the ring is in the cycle: none is behind the others.
+    expect(ringJob.leastProgressed).toBe('');
     expect(body.mqd['diagnosis']).toBe(ringJob.diagnosis);
     expect(body.text).toContain('101');
     expect(body.text).toContain('alice');
@@ -616,6 +618,37 @@ describe('the hang watch', () => {
     r.clock.now += 3_600_000;
     await r.round();
     expect(r.fake.reads.get('slurm:103')).toBe(3);
+  });
+
+  it('keeps a hung verdict, its since and diagnosis while the budget pauses sampling, and says until when', async () => {
+    // Two stops fit the budget: enough for the deadlock's two agreeing samples, then /proc only.
+    const r = await rig({ budgetMs: 5 });
+    const job = deadlocked();
+    r.fake.add(job);
+    await r.round();
+    await r.round();
+    const hung = byKey(await r.fleet(), job.d.key);
+    expect(hung.state).toBe('hung');
+    expect(hung.pausedUntil ?? null).toBeNull();
+    const firstStop = T0 + PERIOD_S * 1000;
+    for (let i = 0; i < 6; i++) await r.round();
+    expect(r.fake.reads.get(job.d.key)).toBe(2);
+    const paused = byKey(await r.fleet(), job.d.key);
+    expect(paused.watch).toBe('budget');
+    expect(paused.state).toBe('hung');
+    expect(paused.since).toBe(hung.since);
+    expect(paused.diagnosis).toBe(hung.diagnosis);
+    // The first stop leaves the hour's budget an hour after it was made.
+    expect(paused.pausedUntil).toBe(new Date(firstStop + 3_600_000).toISOString());
+    expect(paused.history.map((h) => h.state).slice(-6)).toEqual(Array(6).fill('hung'));
+    // The job list says the same: hung, since the same time, paused until the same time.
+    const res = await r.s.app.inject({ method: 'GET', url: '/api/jobs', headers: r.s.admin });
+    const listed = (bodyJson(res) as { jobs: ApiJob[] }).jobs.find((j) => j.id === paused.jobId);
+    expect(listed?.state).toBe('hung');
+    expect(listed?.since).toBe(hung.since);
+    expect(listed?.pausedUntil).toBe(paused.pausedUntil);
+    const metrics = await r.s.app.inject({ method: 'GET', url: '/metrics', headers: r.s.admin });
+    expect(metrics.body).toMatch(/^mqd_jobs_looking_hung 1$/m);
   });
 
   it('does not notify an open episode again after a restart, and notifies a new one after progress', async () => {

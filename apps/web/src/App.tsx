@@ -36,6 +36,7 @@ const StacksView = lazy(() => import('./stacks/StacksView.js').then((m) => ({ de
 const TimelineView = lazy(() =>
   import('./timeline/TimelineView.js').then((m) => ({ default: m.TimelineView })),
 );
+const ValuesView = lazy(() => import('./values/ValuesView.js').then((m) => ({ default: m.ValuesView })));
 const viewLoading = <Progress what="Loading the view…" />;
 
 const TABS: readonly { view: View; label: string; title: string; key: string }[] = [
@@ -46,6 +47,7 @@ const TABS: readonly { view: View; label: string; title: string; key: string }[]
   { view: 'rank', label: 'Rank', title: 'Everything about one rank', key: 'r' },
   { view: 'stacks', label: 'Stacks', title: 'Every rank’s stack, merged into one call tree', key: 's' },
   { view: 'fleet', label: 'Fleet', title: 'Every MPI job the agents found and its hang watch', key: 'f' },
+  { view: 'values', label: 'Values', title: 'Expressions read on every rank, across ranks', key: 'e' },
 ];
 
 /** The heading of a view of one snapshot (the jobs and fleet views have their own). */
@@ -262,6 +264,8 @@ function ViewSwitch({ data, ...rest }: Omit<ViewProps, 'data'> & { view: View; d
       return <RankView {...props} />;
     case 'stacks':
       return <StacksView {...props} />;
+    case 'values':
+      return <ValuesView {...props} />;
     default:
       return assertUnreachable(props.view);
   }

@@ -11,14 +11,21 @@ import {
   type DiagnosisLine,
   type DiagnosisPart,
   describeCallGroup,
+  type DiagnosisLines,
+  type EntryGroup,
+  groupEntries,
   type JobSnapshot,
+  expandRanks,
+  JOB_STATE_TEXT,
   ranksPhrase,
   splitNames,
+  stateOfVerdict,
 } from '@mqd/model';
 import type { MouseEvent, ReactNode } from 'react';
 import { useMemo, useState } from 'react';
 import { factsOf, type Viewed } from './data.js';
 import { bannerText } from './explanation.js';
+import { formatCount } from './format.js';
 import { useBusyWhile } from './hooks.js';
 import { useDerived } from './snapshot-context.js';
 import { factsOfSnapshot } from './snapshot-facts.js';
@@ -159,6 +166,77 @@ function DllMismatch({ text }: { text: string | null }) {
   );
 }
 
+/** Rows the banner lists above the matrix, the cycle and the dead end included; the rest is behind "and N more". */
+export const BANNER_ROWS = 4;
+
+/**
+ * A diagnosis line with the ranks it names taken out: lines with the same shape say the same
+ * thing of different ranks ("Rank 1 waits to send to ranks 0 and 2" and "Rank 2 waits to send
+ * to ranks 1 and 3").
+ */
+export function lineShape(l: DiagnosisLine): string {
+  return l.parts.map((p) => (p.kind === 'rank' || p.kind === 'ranks' ? '\u0001' : p.text)).join('');
+}
+
+/**
+ * The model's lines grouped by shape (groupEntries), the first that fit the banner, the rest
+ * for the whole analysis, and how many more groups the model counted than it listed.
+ */
+export function bannerRows(d: DiagnosisLines): {
+  shown: EntryGroup<DiagnosisLine>[];
+  rest: EntryGroup<DiagnosisLine>[];
+  /** Groups of ranks not in the banner: in `rest`, or not listed by the model. */
+  more: number;
+  /** Groups the model counted but did not list. */
+  unlisted: number;
+} {
+  const grouped = groupEntries(d.groups, lineShape);
+  const room = Math.max(1, BANNER_ROWS - (d.cycle === null ? 0 : 1) - (d.deadEnd === null ? 0 : 1));
+  const shown = grouped.slice(0, room);
+  const listed = shown.reduce((n, g) => n + g.count, 0);
+  return {
+    shown,
+    rest: grouped.slice(room),
+    more: d.groupTotal - listed,
+    unlisted: d.groupTotal - d.groups.length,
+  };
+}
+
+/** One row of grouped lines: the line itself, or "10 ranks alike (ranks 1-7, 9-11), e.g.: " and the first. */
+function GroupedLine({
+  group,
+  url,
+  setUrl,
+  testId,
+}: {
+  group: EntryGroup<DiagnosisLine>;
+  url: UrlState;
+  setUrl: SetUrl;
+  testId: string;
+}) {
+  const first = group.first;
+  if (group.count === 1) {
+    return (
+      <li data-testid={testId} data-ranks={first.ranks}>
+        <LineParts line={first} url={url} setUrl={setUrl} />
+      </li>
+    );
+  }
+  const ranks = compressRanks(group.items.flatMap((l) => expandRanks(l.ranks) ?? []));
+  const rankCount = group.items.reduce((n, l) => n + l.rankCount, 0);
+  return (
+    <li data-testid={testId} data-ranks={ranks} data-count={group.count}>
+      <span className="diagnosis-alike">
+        {rankCount === group.count
+          ? `${formatCount(rankCount)} ranks alike`
+          : `${formatCount(rankCount)} ranks in ${group.count} groups alike`}{' '}
+        ({ranksPhrase(ranks)}), e.g.:{' '}
+      </span>
+      <LineParts line={first} url={url} setUrl={setUrl} />
+    </li>
+  );
+}
+
 export function Diagnosis({
   data,
   url = DEFAULT_STATE,
@@ -193,10 +271,15 @@ export function Diagnosis({
   }
   const banner = bannerText(result);
   const d = result.diagnosis;
+  const rows = bannerRows(d);
   const hasLines = d.cycle !== null || d.deadEnd !== null || d.groups.length > 0;
   return (
     <details className={`diagnosis verdict-${result.verdict}`} data-testid="diagnosis" open>
       <summary>
+        {/* The one state vocabulary (analysis/job-state.ts), the word Jobs and Fleet show. */}
+        <span className={`state verdict-${stateOfVerdict(result.verdict)}`} data-testid="diagnosis-state">
+          {JOB_STATE_TEXT[stateOfVerdict(result.verdict)]}
+        </span>{' '}
         <span className="verdict" data-testid="diagnosis-verdict">
           <Named text={banner.verdict} />
         </span>{' '}
@@ -218,13 +301,24 @@ export function Diagnosis({
               <LineParts line={d.deadEnd} url={url} setUrl={setUrl} />
             </li>
           )}
-          {d.groups.map((g) => (
-            <li key={`${g.ranks}:${g.text}`} data-testid="diagnosis-line" data-ranks={g.ranks}>
-              <LineParts line={g} url={url} setUrl={setUrl} />
-            </li>
+          {rows.shown.map((g) => (
+            <GroupedLine key={g.key} group={g} url={url} setUrl={setUrl} testId="diagnosis-line" />
           ))}
-          {d.groupTotal > d.groups.length && (
-            <li className="muted">{d.groupTotal - d.groups.length} more groups of ranks</li>
+          {rows.more > 0 && (
+            <li className="muted">
+              <button
+                type="button"
+                className="link"
+                data-testid="diagnosis-and-more"
+                aria-controls="diagnosis-more"
+                onClick={() => {
+                  setMore(true);
+                  document.getElementById('diagnosis-more')?.scrollIntoView({ block: 'nearest' });
+                }}
+              >
+                and {formatCount(rows.more)} more {rows.more === 1 ? 'group' : 'groups'} of ranks
+              </button>
+            </li>
           )}
         </ul>
       )}
@@ -245,6 +339,23 @@ export function Diagnosis({
         hidden={hasLines && !more}
         data-testid="diagnosis-more"
       >
+        {rows.rest.length + rows.unlisted > 0 && (
+          <ul
+            className="diagnosis-lines"
+            data-testid="diagnosis-more-lines"
+            aria-label="The other groups of ranks"
+          >
+            {rows.rest.map((g) => (
+              <GroupedLine key={g.key} group={g} url={url} setUrl={setUrl} testId="diagnosis-more-line" />
+            ))}
+            {rows.unlisted > 0 && (
+              <li className="muted">
+                {formatCount(rows.unlisted)} more {rows.unlisted === 1 ? 'group' : 'groups'} of ranks, not
+                listed one by one: the stacks view groups every rank
+              </li>
+            )}
+          </ul>
+        )}
         <p className="diagnosis-summary">
           <Named text={result.summary} />
         </p>

@@ -22,6 +22,7 @@ import {
   ERROR_HINTS,
   err,
   FLEET_PAGE_MAX,
+  JOBS_ENDED_PAGE_MAX,
   IDEMPOTENCY_KEY_HEADER,
   isErrorCode,
   type JobId,
@@ -159,6 +160,20 @@ export interface FleetPageRequest {
   readonly q?: string;
 }
 
+/** Which ended jobs one GET /api/jobs asks for: `endedLimit` (1..JOBS_ENDED_PAGE_MAX) from `endedOffset`. */
+export interface JobsPageRequest {
+  readonly endedLimit: number;
+  readonly endedOffset: number;
+  /** The search box: jobs whose program, command, user, id or node hold every word. */
+  readonly q?: string;
+}
+/** Live jobs and a page of ended ones; `endedTotal` counts every ended one that matches. */
+export interface JobsPage {
+  readonly jobs: JobSummary[];
+  readonly endedTotal: number;
+  readonly endedOffset: number;
+}
+
 export interface Api {
   health(signal?: AbortSignal): Promise<ApiResult<ApiResponse<'health'>>>;
   /**
@@ -167,6 +182,8 @@ export interface Api {
    */
   login(token: string, switchUser?: boolean): Promise<ApiResult<void>>;
   jobs(signal?: AbortSignal): Promise<ApiResult<JobSummary[]>>;
+  /** Every live job (hung first) and one page of ended ones (newest ended first), searched on the server. */
+  jobsPage(page: JobsPageRequest, signal?: AbortSignal): Promise<ApiResult<JobsPage>>;
   /** Resolves with the attached job's id. */
   attach(req: AttachRequest): Promise<ApiResult<JobId>>;
   /**
@@ -496,6 +513,28 @@ export function createApi(opts: ApiOptions = {}): Api {
       );
     },
     jobs: (signal) => request('jobs', pathOf('jobs'), (b) => b.jobs.map(jobSummary), undefined, signal),
+    jobsPage: (page, signal) => {
+      const q =
+        page.q === undefined || page.q.trim() === ''
+          ? ''
+          : `&q=${encodeURIComponent(page.q.trim().slice(0, 200))}`;
+      const limit = Math.max(1, Math.min(JOBS_ENDED_PAGE_MAX, Math.trunc(page.endedLimit)));
+      const offset = Math.max(0, Math.trunc(page.endedOffset));
+      return request(
+        'jobs',
+        pathOf('jobs', {}, `?endedLimit=${limit}&endedOffset=${offset}${q}`),
+        (b) => {
+          const jobs = b.jobs.map(jobSummary);
+          return {
+            jobs,
+            endedTotal: b.endedTotal ?? jobs.filter((j) => j.state === 'ended').length,
+            endedOffset: b.endedOffset ?? 0,
+          };
+        },
+        undefined,
+        signal,
+      );
+    },
     attach: (req) =>
       request(
         'attach',

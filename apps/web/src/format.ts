@@ -27,6 +27,50 @@ export function formatTime(iso: string | null): string {
   return timeFormat.format(d);
 }
 
+const clockFormats = new Map<
+  string,
+  {
+    clock: Intl.DateTimeFormat;
+    day: Intl.DateTimeFormat;
+    year: Intl.DateTimeFormat;
+    dayMonth: Intl.DateTimeFormat;
+  }
+>();
+
+/**
+ * The one way a time of day is shown ("since", "until", "ended at"): hours and minutes in the
+ * viewer's locale and time zone, the same clock as formatTime ("10:47 PM" in en-US, "22:47" in
+ * en-GB), with the date before it when it is not `now`'s day ("Nov 26, 10:47 PM"). The raw text
+ * when it is not a date. `timeZone` and `locale` are for tests.
+ */
+export function formatSince(
+  at: string | number,
+  now: number = Date.now(),
+  timeZone?: string,
+  locale?: string,
+): string {
+  const t = typeof at === 'number' ? at : Date.parse(at);
+  if (Number.isNaN(t)) return String(at);
+  const key = `${locale ?? ''}\u0001${timeZone ?? ''}`;
+  let f = clockFormats.get(key);
+  if (f === undefined) {
+    const zone = timeZone === undefined ? {} : { timeZone };
+    f = {
+      clock: new Intl.DateTimeFormat(locale, { hour: '2-digit', minute: '2-digit', ...zone }),
+      day: new Intl.DateTimeFormat('en-US', { year: 'numeric', month: 'short', day: 'numeric', ...zone }),
+      year: new Intl.DateTimeFormat('en-US', { year: 'numeric', ...zone }),
+      dayMonth: new Intl.DateTimeFormat(locale, { month: 'short', day: 'numeric', ...zone }),
+    };
+    clockFormats.set(key, f);
+  }
+  if (f.day.format(t) === f.day.format(now)) return f.clock.format(t);
+  const day =
+    f.year.format(t) === f.year.format(now)
+      ? f.dayMonth.format(t)
+      : `${f.dayMonth.format(t)}, ${f.year.format(t)}`;
+  return `${day}, ${f.clock.format(t)}`;
+}
+
 export function formatClock(iso: string): string {
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return iso;

@@ -7,7 +7,7 @@ import { ANY_PEER, type CellRange, type ValueMode, type ZoomState } from './matr
 
 // `fleet` is the hang watch's view of every discovered job (admins: also agents and activity);
 // it needs no snapshot.
-export const VIEWS = ['jobs', 'matrix', 'timeline', 'order', 'rank', 'stacks', 'fleet'] as const;
+export const VIEWS = ['jobs', 'matrix', 'timeline', 'order', 'rank', 'stacks', 'fleet', 'values'] as const;
 export type View = (typeof VIEWS)[number];
 
 export interface UrlState {
@@ -47,12 +47,49 @@ export interface UrlState {
   readonly tkind: QueueKind | 'all';
   /** Fleet view: order of the jobs, `state` (hung first, the default) or `since` (longest in its state first). */
   readonly fsort: FleetSort;
+  /** Jobs and Fleet views: the search box (program, user, job id, node). */
+  readonly jq: string | null;
   /** Jobs view: poll the job list. */
   readonly auto: boolean;
+  /** Values view: the expressions to read across ranks (URL `ev=EXPR` or `ev=EXPR@FRAME`, repeated). */
+  readonly ev: readonly EvalAsk[];
   /** Development: show a synthetic job of this many ranks instead of the server's. */
   readonly demo: number | null;
   /** Which synthetic job the demo shows (see demo.ts). */
   readonly scenario: DemoScenario;
+}
+
+/** An expression the Values view reads on every rank, in the frame of `frame` (else the innermost user frame). */
+export interface EvalAsk {
+  readonly expr: string;
+  readonly frame: string | null;
+}
+/** As the server takes them (api-spec.ts ApiEvalRequest): at most 8, printable ASCII, capped. */
+export const MAX_URL_EVALS = 8;
+const EVAL_TEXT = /^[ -~]{1,256}$/;
+const FRAME_TEXT = /^[ -~]{1,1024}$/;
+
+/** `EXPR` or `EXPR@FRAME` (`@` is no operator in C, C++ or Fortran); null when it is not a valid ask. */
+export function parseEvalParam(s: string): EvalAsk | null {
+  const at = s.lastIndexOf('@');
+  const expr = (at < 0 ? s : s.slice(0, at)).trim();
+  const frame = at < 0 ? null : s.slice(at + 1).trim() || null;
+  if (!EVAL_TEXT.test(expr) || expr.includes('@')) return null;
+  if (frame !== null && !FRAME_TEXT.test(frame)) return null;
+  return { expr, frame };
+}
+
+export function evalParam(e: EvalAsk): string {
+  return e.frame === null ? e.expr : `${e.expr}@${e.frame}`;
+}
+
+function parseEvals(all: readonly string[]): readonly EvalAsk[] {
+  const out: EvalAsk[] = [];
+  for (const s of all) {
+    const e = parseEvalParam(s);
+    if (e !== null && out.length < MAX_URL_EVALS) out.push(e);
+  }
+  return out;
 }
 
 export const FLEET_SORTS = ['state', 'since'] as const;
@@ -90,7 +127,9 @@ export const DEFAULT_STATE: UrlState = {
   frame: null,
   tkind: 'all',
   fsort: 'state',
+  jq: null,
   auto: false,
+  ev: [],
   demo: null,
   scenario: 'halo',
 };
@@ -193,7 +232,9 @@ export function parseUrl(pathname: string, search: string): UrlState {
     frame: oneFrame(q.get('frame')),
     tkind: oneOf(q.get('tkind'), ['all', ...QUEUE_KINDS] as const) ?? 'all',
     fsort: oneOf(q.get('fsort'), FLEET_SORTS) ?? 'state',
+    jq: nonEmpty(q.get('jq')),
     auto: q.get('auto') === '1',
+    ev: parseEvals(q.getAll('ev')),
     demo,
     scenario: oneOf(q.get('scenario'), DEMO_SCENARIOS) ?? 'halo',
   };
@@ -229,7 +270,9 @@ export function formatUrl(s: UrlState): { pathname: string; search: string } {
   if (s.frame !== null) q.set('frame', s.frame);
   if (s.tkind !== 'all') q.set('tkind', s.tkind);
   if (s.fsort !== 'state') q.set('fsort', s.fsort);
+  if (s.jq !== null) q.set('jq', s.jq);
   if (s.auto) q.set('auto', '1');
+  for (const e of s.ev) q.append('ev', evalParam(e));
   const search = q.toString();
   return { pathname: s.share !== null ? `/s/${s.share}` : '/', search: search === '' ? '' : `?${search}` };
 }
@@ -253,6 +296,7 @@ export function shareStateOf(s: UrlState, shareId: string): UrlState {
     job: null,
     snap: null,
     fsort: DEFAULT_STATE.fsort,
+    jq: null,
     auto: false,
     demo: null,
     scenario: DEFAULT_STATE.scenario,
@@ -282,6 +326,7 @@ export const VIEW_KEYS: Readonly<Record<string, View>> = {
   r: 'rank',
   s: 'stacks',
   f: 'fleet',
+  e: 'values',
 };
 
 /** Views that show one snapshot (everything but the jobs list and the fleet). */

@@ -45,17 +45,17 @@ describe('watch modes and states in words', () => {
 
   it('says every state, hung with since and confidence', () => {
     const words: Record<WatchState, string> = {
-      hung: 'hung since 03:12 (high confidence)',
+      hung: 'hung since 03:12 AM (high confidence)',
       waiting: 'waiting',
       computing: 'computing',
       progressing: 'progressing',
-      unknown: 'not sampled yet',
+      unknown: 'not known yet',
     };
     for (const state of WATCH_STATES)
       expect(stateChipText(fleetJob({ state }), NOW, UTC), state).toBe(words[state]);
-    expect(stateWord('unknown')).toBe('not sampled yet');
+    expect(stateWord('unknown')).toBe('not known yet');
     expect(stateChipText(fleetJob({ confidence: 'medium' }), NOW, UTC)).toBe(
-      'hung since 03:12 (medium confidence)',
+      'hung since 03:12 AM (medium confidence)',
     );
     expect(stateChipText(fleetJob({ since: null, confidence: null }), NOW, UTC)).toBe('hung');
   });
@@ -63,23 +63,25 @@ describe('watch modes and states in words', () => {
   it('says when and how a job ended, and nothing while it runs', () => {
     expect(endedText(fleetJob(), NOW, UTC)).toBeNull();
     expect(endedText(fleetJob({ endedAt: '2026-11-27T03:40:10Z', endReason: 'TIMEOUT' }), NOW, UTC)).toBe(
-      'ended at 03:40 (TIMEOUT)',
+      'ended at 03:40 AM (TIMEOUT)',
     );
     expect(endedText(fleetJob({ endedAt: '2026-11-27T03:40:10Z', endReason: null }), NOW, UTC)).toBe(
-      'ended at 03:40',
+      'ended at 03:40 AM',
     );
   });
 });
 
 describe('since', () => {
   it('is a time of day today, with the day before, with the year in another year', () => {
-    expect(formatSince('2026-11-27T03:12:59Z', NOW, UTC)).toBe('03:12');
-    expect(formatSince('2026-11-27T00:00:00Z', NOW, UTC)).toBe('00:00');
-    expect(formatSince('2026-11-26T23:05:00Z', NOW, UTC)).toBe('Nov 26, 23:05');
-    expect(formatSince('2025-12-31T13:45:00Z', NOW, UTC)).toBe('Dec 31, 2025, 13:45');
+    expect(formatSince('2026-11-27T03:12:59Z', NOW, UTC)).toBe('03:12 AM');
+    expect(formatSince('2026-11-27T00:00:00Z', NOW, UTC)).toBe('12:00 AM');
+    expect(formatSince('2026-11-26T23:05:00Z', NOW, UTC)).toBe('Nov 26, 11:05 PM');
+    expect(formatSince('2025-12-31T13:45:00Z', NOW, UTC)).toBe('Dec 31, 2025, 01:45 PM');
+    // One helper, the viewer's clock: a 24-hour locale reads 24-hour times.
+    expect(formatSince('2026-11-27T13:12:59Z', NOW, UTC, 'en-GB')).toBe('13:12');
     // The viewer's zone decides the day: at 04:00 UTC it is still Nov 26 in New York.
-    expect(formatSince('2026-11-26T23:30:00Z', NOW, UTC)).toBe('Nov 26, 23:30');
-    expect(formatSince('2026-11-26T23:30:00Z', NOW, 'America/New_York')).toBe('18:30');
+    expect(formatSince('2026-11-26T23:30:00Z', NOW, UTC)).toBe('Nov 26, 11:30 PM');
+    expect(formatSince('2026-11-26T23:30:00Z', NOW, 'America/New_York')).toBe('06:30 PM');
     expect(formatSince('not a date', NOW, UTC)).toBe('not a date');
   });
 });
@@ -163,13 +165,13 @@ describe('history', () => {
         NOW,
         UTC,
       ),
-    ).toBe('last 3 samples: 03:01 waiting, 03:03 hung, 03:05 hung');
+    ).toBe('last 3 samples: 03:01 AM waiting, 03:03 AM hung, 03:05 AM hung');
     const many = Array.from({ length: 30 }, (_, i) =>
       sample(`2026-11-27T03:${String(i).padStart(2, '0')}:00Z`, 'progressing'),
     );
     const text = historyText(many, NOW, UTC);
-    expect(text.startsWith('last 24 samples: 03:06 progressing,')).toBe(true);
-    expect(text.endsWith('03:29 progressing')).toBe(true);
+    expect(text.startsWith('last 24 samples: 03:06 AM progressing,')).toBe(true);
+    expect(text.endsWith('03:29 AM progressing')).toBe(true);
   });
 });
 

@@ -76,16 +76,20 @@ describe('Fleet jobs table', () => {
   });
 
   it('says each job in words, hung first, ended last', () => {
-    const rows = rowsOf(render([ended, computing, hung]));
+    const html = render([ended, computing, hung]);
+    expect(html).toMatch(/<details data-testid="fleet-ended">[\s\S]*data-ended="true"/);
+    const rows = rowsOf(html);
     expect(rows.map(text)).toEqual([
       'ring_ssend Slurm job 1234 alice debug / proj42 4 ranks on node01, node02 watched ' +
-        'hung since 03:12 (high confidence) 03:12 least progressed: ranks 0-3 ' +
+        'hung since 03:12 AM (high confidence) 03:12 AM least progressed: ranks 0-3 ' +
         'Deadlock: ranks 0-3 wait for each other in MPI_Ssend ' +
-        'last 2 samples: 03:08 waiting, 03:10 hung open the snapshot',
+        'last 2 samples: 03:08 AM waiting, 03:10 AM hung open the snapshot',
       'compute_loop pid 4242 on node03 uid 1001 — 2 ranks on node03 ' +
-        'not watched: the job opted out (MQD_WATCH=off) computing 03:30 — no samples yet no snapshot yet',
+        'not watched: the job opted out (MQD_WATCH=off) computing 03:30 AM — no samples yet no snapshot yet ' +
+        // The ended jobs are folded under their own summary, after the live ones.
+        'Ended (1 on this page)',
       'halo Slurm job 77 alice debug / proj42 4 ranks on node01, node02 watched ' +
-        'ended at 03:40 (TIMEOUT) 03:12 least progressed: rank 2 ' +
+        'ended at 03:40 AM (TIMEOUT) 03:12 AM least progressed: rank 2 ' +
         'Deadlock: ranks 0-3 wait for each other in MPI_Ssend no samples yet last seen',
     ]);
   });
@@ -108,7 +112,7 @@ describe('Fleet jobs table', () => {
     expect(h).toContain('data-states="waiting,hung"');
     // The cells are drawn for the eye (hidden from screen readers, which read the text line).
     expect(h).toMatch(/<svg[^>]*aria-hidden="true"/);
-    expect(h).toContain('<title>03:10: hung</title>');
+    expect(h).toContain('<title>03:10 AM: hung</title>');
   });
 
   it('has sort headers that say which order is on', () => {

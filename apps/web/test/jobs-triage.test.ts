@@ -1,9 +1,15 @@
 import type { ApiSnapshotMeta } from '@mqd/model';
-import { jobLabel } from '@mqd/model';
+import { JobId, jobLabel, ok, Pid } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import type { JobSummary, SnapshotListEntry } from '../src/api.js';
-import { bannerText } from '../src/explanation.js';
-import { CHIP_TEXT, historyOf, triageOf } from '../src/jobs/job-triage.js';
+import type { Api, JobSummary, JobsPageRequest, SnapshotListEntry } from '../src/api.js';
+import {
+  ENDED_PAGE,
+  historyOf,
+  loadJobs,
+  matchesQuery,
+  stateText,
+  triageOrder,
+} from '../src/jobs/job-triage.js';
 
 describe('jobLabel', () => {
   it('names the program a starter runs, not the starter', () => {
@@ -54,7 +60,26 @@ const meta = (id: string, at: string, over: Partial<ApiSnapshotMeta>): SnapshotL
   } as ApiSnapshotMeta;
   return { id: m.id, takenAt: m.takenAt, summary: {}, meta: m };
 };
-const job = (state: JobSummary['state']) => ({ state }) as JobSummary;
+const job = (over: Partial<JobSummary>): JobSummary => ({
+  id: JobId('j1'),
+  starterPid: Pid(100),
+  host: 'node01',
+  uid: 1000,
+  command: 'mpirun -np 4 ./ring',
+  state: 'waiting',
+  user: 'alice',
+  nodes: ['node01'],
+  since: null,
+  sinceSnapshots: 0,
+  unchangedSince: null,
+  unchangedSnapshots: 0,
+  diagnosis: '',
+  pausedUntil: null,
+  lastSnapshotAt: null,
+  ranks: 4,
+  coresDir: null,
+  ...over,
+});
 
 describe('job triage', () => {
   const list = [
@@ -72,24 +97,83 @@ describe('job triage', () => {
     ]);
   });
 
-  it('says deadlock when the diagnosis does, whatever the server state', () => {
-    const h = historyOf(list);
-    expect(triageOf(job('running'), h, 'deadlock').chip).toBe('deadlock');
-    expect(triageOf(job('running'), h, null).chip).toBe('hung');
-    expect(triageOf(job('running'), h, 'stuck').chip).toBe('stuck');
-    expect(triageOf(job('ended'), h, 'deadlock').chip).toBe('ended');
-    const moved = historyOf([...list, meta('s4', '2026-01-01T00:00:04Z', { digest: 'b' })]);
-    expect(triageOf(job('running'), moved, 'stuck').chip).toBe('progressing');
-    const failedLast = historyOf([...list, meta('s5', '2026-01-01T00:00:05Z', { ok: 0, missing: 4 })]);
-    expect(triageOf(job('running'), failedLast, null).chip).toBe('not-read');
-    expect(triageOf(job('running'), [], null).chip).toBe('no-snapshot');
+  it('says the server’s state in the one vocabulary, with since when and a budget pause', () => {
+    const at = '2026-01-01T22:47:00Z';
+    const now = Date.parse('2026-01-01T23:00:00Z');
+    expect(stateText(job({ state: 'hung', since: at }), now, 'UTC', 'en-GB')).toBe('hung since 22:47');
+    expect(stateText(job({ state: 'computing', since: at }), now, 'UTC', 'en-US')).toBe(
+      'computing since 10:47 PM',
+    );
+    expect(
+      stateText(job({ state: 'hung', since: at, pausedUntil: '2026-01-01T23:47:00Z' }), now, 'UTC', 'en-GB'),
+    ).toBe('hung since 22:47 · sampling paused until 23:47');
+    expect(stateText(job({ state: 'ended', since: at }), now, 'UTC')).toBe('ended');
+    expect(stateText(job({ state: 'unknown' }), now, 'UTC')).toBe('not known yet');
   });
 
-  it("names the model's stuck verdict with the banner's word, unless the queues moved", () => {
-    const t = triageOf(job('running'), historyOf(list), 'stuck');
-    expect(t.chip).toBe('stuck');
-    const banner = bannerText({ verdict: 'stuck', headline: '', lead: '', summary: '' }).verdict;
-    expect(CHIP_TEXT[t.chip]).toBe(banner.toLowerCase());
-    expect(t.why).toContain('every rank is blocked');
+  it('opens with live hung jobs first, then live by state, ended apart', () => {
+    const jobs = [
+      job({ id: JobId('e2'), state: 'ended', lastSnapshotAt: '2026-01-01T00:00:05Z' }),
+      job({ id: JobId('c1'), state: 'computing' }),
+      job({ id: JobId('h2'), state: 'hung', since: '2026-01-01T00:00:09Z' }),
+      job({ id: JobId('w1'), state: 'waiting' }),
+      job({ id: JobId('h1'), state: 'hung', since: '2026-01-01T00:00:01Z' }),
+      job({ id: JobId('e1'), state: 'ended', lastSnapshotAt: '2026-01-01T00:00:09Z' }),
+    ];
+    const { live, ended } = triageOrder(jobs);
+    expect(live.map((j) => j.id)).toEqual(['h1', 'h2', 'w1', 'c1']);
+    // Ended ones keep the server's order (newest ended first), page after page.
+    expect(ended.map((j) => j.id)).toEqual(['e2', 'e1']);
+  });
+
+  it('loads every live job and the newest ended ones a page at a time, each once', async () => {
+    // A synthetic server: 2 live jobs and 2,500 ended ones, newest ended first, paged as GET /api/jobs.
+    const live = [job({ id: JobId('h1'), state: 'hung' }), job({ id: JobId('w1'), state: 'waiting' })];
+    const ended = Array.from({ length: 2500 }, (_, i) => job({ id: JobId(`e${i}`), state: 'ended' }));
+    const asked: JobsPageRequest[] = [];
+    const api = {
+      jobsPage: async (p: JobsPageRequest) => {
+        asked.push(p);
+        const hits = ended.filter((j) => p.q === undefined || j.id.includes(p.q.trim()));
+        return ok({
+          jobs: [...live, ...hits.slice(p.endedOffset, p.endedOffset + p.endedLimit)],
+          endedTotal: hits.length,
+          endedOffset: p.endedOffset,
+        });
+      },
+    } as unknown as Api;
+    const first = await loadJobs(api, '', ENDED_PAGE);
+    if (!first.ok) throw new Error(first.error.message);
+    expect(first.value.endedTotal).toBe(2500);
+    expect(first.value.jobs.map((j) => j.id).slice(0, 4)).toEqual(['h1', 'w1', 'e0', 'e1']);
+    expect(first.value.jobs).toHaveLength(2 + ENDED_PAGE);
+    asked.length = 0;
+    const many = await loadJobs(api, '', 1500);
+    if (!many.ok) throw new Error(many.error.message);
+    expect(asked.map((p) => [p.endedOffset, p.endedLimit])).toEqual([
+      [0, 1000],
+      [1000, 500],
+    ]);
+    expect(new Set(many.value.jobs.map((j) => j.id)).size).toBe(2 + 1500);
+    const found = await loadJobs(api, ' e2499 ', ENDED_PAGE);
+    if (!found.ok) throw new Error(found.error.message);
+    expect(asked.at(-1)?.q).toBe(' e2499 ');
+    expect(found.value.endedTotal).toBe(1);
+    expect(found.value.jobs.map((j) => j.id)).toEqual(['h1', 'w1', 'e2499']);
+  });
+
+  it('searches program, user, job id and node, every word', () => {
+    const jobs = [
+      job({ id: JobId('a1'), command: 'mpirun -np 4 ./halo', user: 'bob', nodes: ['n07'] }),
+      job({ id: JobId('b2'), command: 'srun ./ring_ssend', user: 'alice', nodes: ['n01', 'n02'] }),
+    ];
+    const ids = (q: string) => triageOrder(jobs, q).live.map((j) => j.id);
+    expect(ids('halo')).toEqual(['a1']);
+    expect(ids('ALICE')).toEqual(['b2']);
+    expect(ids('b2')).toEqual(['b2']);
+    expect(ids('n02')).toEqual(['b2']);
+    expect(ids('ring bob')).toEqual([]);
+    expect(ids('')).toEqual(['a1', 'b2']);
+    expect(matchesQuery(jobs[0] as JobSummary, 'uid 1000')).toBe(true);
   });
 });

@@ -40,7 +40,7 @@ const attached: ApiJob = {
   createdAt: '2026-01-01T00:00:00.000Z',
   createdBy: 'alice',
   endedAt: null,
-  state: 'running',
+  state: 'waiting',
   lastSnapshotAt: null,
   lastSnapshot: null,
 };

@@ -7,6 +7,7 @@ import {
   syntheticHaloSeries,
 } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
+import { formatSince } from '../src/format.js';
 import { KIND_INDEX } from '../src/matrix-types.js';
 import {
   buildTimeline,
@@ -16,6 +17,7 @@ import {
   rankTicks,
   timeLayout,
   totalsSeries,
+  unreadableKinds,
 } from '../src/timeline/timeline.js';
 import { comm, op, rank, snapshot } from './fixtures.js';
 
@@ -125,7 +127,18 @@ describe('not read is never empty', () => {
     ]);
     // The operations of the last snapshot persisted although the one before read nothing.
     expect(depthAt(t, t.persisted, 2, 0, 'all')).toBe(1);
-    expect(t.headline).toBe('No change for 5 min across 3 snapshots (1 of them not read); ranks 0-1 wait.');
+    expect(t.headline).toBe(
+      `No change since ${formatSince('2026-01-01T00:00:00Z')} (3 snapshots, 1 of them not read); ranks 0-1 wait.`,
+    );
+    // With the job's whole run (use-series.ts counts it from the snapshot list): its start, not the window's.
+    const whole = buildTimeline(series, {
+      since: Date.parse('2025-12-31T23:00:00Z'),
+      snapshots: 40,
+      failed: 1,
+    });
+    expect(whole.headline).toBe(
+      `No change since ${formatSince('2025-12-31T23:00:00Z')} (40 snapshots, 1 of them not read); ranks 0-1 wait.`,
+    );
   });
 
   it('marks the unread ranks and draws the failed snapshot as a gap, not as 0', () => {
@@ -142,6 +155,37 @@ describe('not read is never empty', () => {
     const { totals, persisted } = totalsSeries(t, 'receives');
     expect(totals.map((p) => p.value)).toEqual([2, null, 2]);
     expect(persisted.map((p) => p.value)).toEqual([null, 2]);
+  });
+
+  it('draws a queue the library cannot read as a gap and names it "not readable", never 0', () => {
+    // Every read rank's library showed no unexpected queue (null, with its reason).
+    const blind = series.map((x) => ({
+      ...x,
+      snapshot: {
+        ...x.snapshot,
+        ranks: x.snapshot.ranks.map((r) => ({
+          ...r,
+          communicators: r.communicators.map((c) => ({
+            ...c,
+            unexpected: null,
+            unavailable: {
+              unexpected: mqdError('MQD_E_DLL_ERROR', 'mqs_setup_operation_iterator returned 1'),
+            },
+          })),
+        })),
+      },
+    }));
+    const t = buildTimeline(blind);
+    expect(totalsSeries(t, 'unexpected').totals.map((p) => p.value)).toEqual([null, null, null]);
+    expect(totalsSeries(t, 'receives').totals.map((p) => p.value)).toEqual([2, null, 2]);
+    expect(unreadableKinds(t)).toEqual(['unexpected']);
+    // Read: a count of 0 is a 0.
+    expect(totalsSeries(buildTimeline(series), 'unexpected').totals.map((p) => p.value)).toEqual([
+      0,
+      null,
+      0,
+    ]);
+    expect(unreadableKinds(buildTimeline(series))).toEqual([]);
   });
 
   it('keeps the operations of a rank not read in the last snapshot, as of its last read', () => {

@@ -48,7 +48,9 @@ describe('URL state', () => {
       frame: '20001:3',
       tkind: 'receives',
       fsort: 'since',
+      jq: 'ring alice',
       auto: true,
+      ev: [{ expr: 'st->prog->step', frame: 'solve' }, { expr: 'a[0:4]', frame: null }],
       demo: 4096,
       scenario: 'wrong-tag',
     };

@@ -9,7 +9,7 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { type TypeCheck, TypeCompiler } from '@sinclair/typebox/compiler';
 import { type ValueError, ValueErrorType } from '@sinclair/typebox/value';
-import { MAX_CORES_DIR_CHARS, SLURM_JOB_PATTERN } from './api-spec.js';
+import { ApiEvalRequest, MAX_API_EVALS, MAX_CORES_DIR_CHARS, SLURM_JOB_PATTERN } from './api-spec.js';
 import { ensureExists } from './assert.js';
 import {
   CoreFileSource,
@@ -273,6 +273,8 @@ export const SnapshotParams = Type.Object(
     allowRoot: Type.Optional(Type.Boolean()),
     /** The hang watch's sample (ReadOptions.light): no forced collection in the reader after it. */
     light: Type.Optional(Type.Boolean()),
+    /** Expressions each rank reads in the same stop (RankSnapshot.values), as the API caps them. */
+    evals: Type.Optional(Type.Array(ApiEvalRequest, { maxItems: MAX_API_EVALS })),
   },
   Strict,
 );

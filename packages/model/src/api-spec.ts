@@ -18,7 +18,13 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import type { JobId as JobIdT, SnapshotId as SnapshotIdT } from './brand.js';
 import { OVERVIEW_MEDIA_TYPE } from './edges/overview.js';
-import { CodedError, type JobSnapshot, LengthUnit, MpiLibrary } from './snapshot-spec.js';
+import {
+  CodedError,
+  type JobSnapshot,
+  LengthUnit,
+  MAX_EVAL_EXPR_CHARS,
+  MpiLibrary,
+} from './snapshot-spec.js';
 import { ApiFleetJob, ApiWatchPolicy } from './watch-spec.js';
 
 const Int = Type.Integer();
@@ -90,13 +96,24 @@ export const ApiSnapshotMeta = Type.Object({
 });
 export type ApiSnapshotMeta = Static<typeof ApiSnapshotMeta>;
 
+/** The one vocabulary of a job's state (analysis/job-state.ts decides it). */
 export const JobState = Type.Union([
-  Type.Literal('running'),
-  Type.Literal('looks-hung'),
+  Type.Literal('hung'),
+  Type.Literal('waiting'),
+  Type.Literal('progressing'),
+  Type.Literal('computing'),
+  Type.Literal('unknown'),
   Type.Literal('ended'),
 ]);
 export type JobState = Static<typeof JobState>;
-export const JOB_STATES: readonly JobState[] = ['running', 'looks-hung', 'ended'];
+export const JOB_STATES: readonly JobState[] = [
+  'hung',
+  'waiting',
+  'progressing',
+  'computing',
+  'unknown',
+  'ended',
+];
 
 /** An attached job. `state` is decided by the server from its newest snapshots. */
 export const ApiJob = Type.Object({
@@ -105,6 +122,8 @@ export const ApiJob = Type.Object({
   host: Text,
   starterPid: Type.Integer({ minimum: 1 }),
   uid: Count,
+  /** The owner's name when the server knows it (a dashboard user of that uid, else the node's passwd). */
+  user: Type.Optional(Nullable(Text)),
   command: Text,
   /** How the ranks were found, e.g. `mpir-proctable`. */
   method: Text,
@@ -115,6 +134,16 @@ export const ApiJob = Type.Object({
   createdBy: Text,
   endedAt: Nullable(IsoTime),
   state: JobState,
+  /** The first snapshot of the current run of equal states, and snapshots since (gaps included). */
+  since: Type.Optional(Nullable(IsoTime)),
+  sinceSnapshots: Type.Optional(Count),
+  /** The first snapshot of the current run of equal queue digests, and snapshots in that run. */
+  unchangedSince: Type.Optional(Nullable(IsoTime)),
+  unchangedSnapshots: Type.Optional(Count),
+  /** The hang watch's one-line diagnosis, else why the state. */
+  diagnosis: Type.Optional(Text),
+  /** The hang watch's stop budget is used up: its last verdict holds until then. */
+  pausedUntil: Type.Optional(Nullable(IsoTime)),
   lastSnapshotAt: Nullable(IsoTime),
   lastSnapshot: Nullable(ApiSnapshotMeta),
   /**
@@ -205,6 +234,8 @@ export type ApiHungJob = Static<typeof ApiHungJob>;
 /** Jobs per GET /fleet page unless `limit` says otherwise, and the most one page holds. */
 export const FLEET_PAGE_DEFAULT = 200;
 export const FLEET_PAGE_MAX = 500;
+/** Most ended jobs one GET /jobs page holds (`endedLimit`). */
+export const JOBS_ENDED_PAGE_MAX = 1000;
 
 /** A live share link. */
 export const ApiShare = Type.Object({
@@ -240,6 +271,75 @@ export const IdParams = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }),
 });
 const UserName = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._@-]+$' });
+
+/** A function name in an eval request (EvalRequest.frame's limit). */
+const MAX_EVAL_FRAME_CHARS = 1024;
+/** Most expressions one snapshot request reads on each rank (`evals` of takeSnapshot). */
+export const MAX_API_EVALS = 8;
+/**
+ * An expression for the reader to evaluate on every rank, and the function whose frame it is
+ * read in: printable ASCII only (C, C++ and Fortran expressions and function names need no
+ * more), length-capped as the snapshot format caps them.
+ */
+export const ApiEvalRequest = Type.Object(
+  {
+    expr: Type.String({ minLength: 1, maxLength: MAX_EVAL_EXPR_CHARS, pattern: '^[ -~]+$' }),
+    frame: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_EVAL_FRAME_CHARS, pattern: '^[ -~]+$' })),
+  },
+  { additionalProperties: false },
+);
+export type ApiEvalRequest = Static<typeof ApiEvalRequest>;
+/** The snapshot request's body (optional): expressions to read on every rank in the same stop. */
+export const TakeSnapshotBody = Type.Object(
+  { evals: Type.Optional(Type.Array(ApiEvalRequest, { maxItems: MAX_API_EVALS })) },
+  { additionalProperties: false },
+);
+export type TakeSnapshotBody = Static<typeof TakeSnapshotBody>;
+
+/** A group of ranks that read one same value (ValueGroup of analysis/values.ts), its ranks compressed. */
+export const ApiValueGroup = Type.Object({
+  text: Text,
+  number: Nullable(Type.Number()),
+  code: Nullable(Text),
+  count: Count,
+  /** The ranks as "0-2,4-7", cut at MAX_VALUE_RANKS_CHARS (ending in "…"). */
+  ranks: Text,
+  /** The group's lowest ranks (at most 8): links to their rank detail. */
+  first: Type.Array(Count, { maxItems: 8 }),
+});
+export type ApiValueGroup = Static<typeof ApiValueGroup>;
+/** Numeric values against rank: the ranks in order, cut into at most MAX_VALUE_BINS bins. */
+export const ApiValueBin = Type.Object({
+  /** The bin's first and last rank (ranks in ascending order). */
+  lo: Count,
+  hi: Count,
+  /** The smallest and largest number read in the bin; null when no rank of it has a number. */
+  min: Nullable(Type.Number()),
+  max: Nullable(Type.Number()),
+});
+export type ApiValueBin = Static<typeof ApiValueBin>;
+/** One expression across a snapshot's ranks, aggregated on the server (summarizeValues). */
+export const ApiValueSummary = Type.Object({
+  expr: Text,
+  frame: Nullable(Text),
+  /** Ranks with a reading (a value or a coded message). */
+  read: Count,
+  /** Largest first, at most MAX_VALUE_GROUPS; `groupsOmitted` more were left out. */
+  groups: Type.Array(ApiValueGroup),
+  groupsOmitted: Count,
+  min: Nullable(Type.Object({ value: Type.Number(), ranks: Text })),
+  max: Nullable(Type.Object({ value: Type.Number(), ranks: Text })),
+  /** The few ranks whose value differs from the rest, with their value; the others' value. */
+  outliers: Type.Array(Type.Object({ rank: Count, text: Text })),
+  others: Nullable(Text),
+  bins: Type.Array(ApiValueBin),
+  /** Ranks with no reading of this expression, compressed ("" when none). */
+  unread: Text,
+});
+export type ApiValueSummary = Static<typeof ApiValueSummary>;
+export const MAX_VALUE_GROUPS = 32;
+export const MAX_VALUE_BINS = 128;
+export const MAX_VALUE_RANKS_CHARS = 200;
 
 /**
  * The share request; `maxSeconds` is the server's --max-share-ttl-seconds (the schema in
@@ -411,9 +511,28 @@ export const API_ROUTES = {
     auth: 'user',
     tag: 'jobs',
     summary: 'Attached jobs, and starters the agents see that nobody attached yet',
+    description:
+      'Every live job, hung first (then by state, the longest in its state first); with `endedLimit`, ' +
+      'only that many ended jobs from `endedOffset` (the newest ended first) and `endedTotal`, the ended ' +
+      'jobs in all; without it, every ended job. `q`: jobs whose program, command, user, job id or node ' +
+      'hold every word (case-insensitive).',
+    querystring: Type.Object(
+      {
+        endedLimit: Type.Optional(Type.Integer({ minimum: 1, maximum: JOBS_ENDED_PAGE_MAX })),
+        endedOffset: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
+        q: Type.Optional(Type.String({ maxLength: 200 })),
+      },
+      { additionalProperties: false },
+    ),
     status: 200,
-    response: Type.Object({ jobs: Type.Array(ApiJob), starters: Type.Array(ApiStarter) }),
-    errors: [401],
+    response: Type.Object({
+      jobs: Type.Array(ApiJob),
+      starters: Type.Array(ApiStarter),
+      /** With `endedLimit`: ended jobs (matching `q`) in all; `jobs` holds [endedOffset, endedOffset + endedLimit) of them. */
+      endedTotal: Type.Optional(Count),
+      endedOffset: Type.Optional(Count),
+    }),
+    errors: [400, 401],
   }),
   attach: route({
     method: 'POST',
@@ -476,9 +595,12 @@ export const API_ROUTES = {
     description:
       'Ranks whose agent is gone or too slow are in the snapshot in state agent-missing; `partial` says so. ' +
       'With an `Idempotency-Key` header, a retry with the same key returns the snapshot the first request ' +
-      'stored (or joins it while it runs) instead of taking another; the same key for another job is 409.',
+      'stored (or joins it while it runs) instead of taking another; the same key for another job is 409. ' +
+      '`evals`: expressions each rank reads in the same stop (RankSnapshot.values; GET /snapshots/:id/values aggregates them).',
     params: IdParams,
     headers: Type.Object({ [IDEMPOTENCY_KEY_HEADER]: Type.Optional(RequestKey) }),
+    // Optional: a request without a body (validated as null) reads no expressions.
+    body: Type.Union([TakeSnapshotBody, Type.Null()]),
     status: 201,
     response: Type.Object({ snapshot: ApiSnapshotMeta }),
     errors: [400, ...AUTHED, 404, 409, 410, 413, 429, 503],
@@ -522,6 +644,20 @@ export const API_ROUTES = {
     response: OverviewBody,
     overview: true,
     errors: [400, ...AUTHED, 404, 500, 503],
+  }),
+  snapshotValues: route({
+    method: 'GET',
+    url: '/snapshots/:id/values',
+    auth: 'user',
+    tag: 'snapshots',
+    summary:
+      'Each expression the snapshot read, across its ranks: groups, min/max, outliers and value against rank',
+    description:
+      "Aggregated on the server (summarizeValues of packages/model), so the browser never gets every rank's value.",
+    params: IdParams,
+    status: 200,
+    response: Type.Object({ values: Type.Array(ApiValueSummary) }),
+    errors: [400, ...AUTHED, 404],
   }),
   exportSnapshot: route({
     method: 'GET',
@@ -639,6 +775,8 @@ export const API_ROUTES = {
       {
         limit: Type.Integer({ minimum: 1, maximum: FLEET_PAGE_MAX, default: FLEET_PAGE_DEFAULT }),
         offset: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 0 }),
+        /** Search: every word in the program, command, user, job id, Slurm id or a node (case-insensitive). */
+        q: Type.Optional(Type.String({ maxLength: 200 })),
       },
       { additionalProperties: false },
     ),

@@ -1,4 +1,4 @@
-// The hang watch's shapes (issue #31, docs/hang-watch.md): what an agent discovers on its node,
+// The hang watch's shapes (docs/hang-watch.md): what an agent discovers on its node,
 // the /proc counters it samples without stopping anything, the admin's watch policy, and the
 // fleet as the aggregator lists it. The REST routes that carry them are in api-spec.ts
 // (`fleet`, `watchPolicy`, `setWatchPolicy`); the agent-protocol messages in
@@ -216,6 +216,8 @@ export const ApiFleetJob = Type.Object({
   state: WatchState,
   /** When the job entered `state`. */
   since: Nullable(IsoTime),
+  /** The stop budget is used up: the verdict is the last one sampled, until then. */
+  pausedUntil: Type.Optional(Nullable(IsoTime)),
   confidence: Nullable(WatchConfidence),
   /** The ranks the others wait for: the least progressed (as ranges, e.g. "0-3,7"). */
   leastProgressed: Text,

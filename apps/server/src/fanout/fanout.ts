@@ -5,10 +5,14 @@ import { createHash, randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { gunzip } from 'node:zlib';
 import {
+  type ApiEvalRequest,
   type CoreFileSource,
   err,
   type JobId,
   type JobSnapshot,
+  type JobStateAnswer,
+  type JobStateWatch,
+  jobState,
   type MqdError,
   MqdException,
   mqdError,
@@ -39,7 +43,7 @@ import {
   type SnapshotMeta,
   type SnapshotSummary,
 } from '../shared/types.js';
-import type { SnapshotRequestKey } from '../store/store.js';
+import type { SnapshotRequestKey } from '../store/store-port.js';
 import type { StorePort } from '../store/store-port.js';
 
 const gunzipAsync = promisify(gunzip);
@@ -283,7 +287,12 @@ export class SnapshotService {
    * request with a key gets the snapshot that key already got (replay), joins the one running,
    * or starts one; its key is stored with the snapshot, so a retry never stores a second one.
    */
-  async take(job: JobRecord, who: string, request?: SnapshotRequestKey): Promise<Result<SnapshotMeta>> {
+  async take(
+    job: JobRecord,
+    who: string,
+    request?: SnapshotRequestKey,
+    evals?: readonly ApiEvalRequest[],
+  ): Promise<Result<SnapshotMeta>> {
     if (request !== undefined) {
       const replayed = await this.replay(job, request);
       if (replayed !== null) return replayed;
@@ -309,7 +318,7 @@ export class SnapshotService {
     }
     const requests = request === undefined ? [] : [request];
     this.o.onGatherStart?.();
-    const promise = this.run(job, who, requests).finally(() => {
+    const promise = this.run(job, who, requests, evals).finally(() => {
       this.inFlight.delete(job.id);
       this.keysMoved++;
     });
@@ -325,11 +334,12 @@ export class SnapshotService {
     job: JobRecord,
     who: string,
     requests: readonly SnapshotRequestKey[],
+    evals?: readonly ApiEvalRequest[],
   ): Promise<Result<SnapshotMeta>> {
     const t0 = performance.now();
     let r: Result<SnapshotMeta>;
     try {
-      r = await this.runOnce(job, who, requests);
+      r = await this.runOnce(job, who, requests, evals);
     } catch (e) {
       // A store that turned read-only (disk full) is a coded failure like the others; anything
       // else is a bug, still reported to the viewers and the log before it propagates.
@@ -371,8 +381,9 @@ export class SnapshotService {
     job: JobRecord,
     who: string,
     requests: readonly SnapshotRequestKey[],
+    evals?: readonly ApiEvalRequest[],
   ): Promise<Result<SnapshotMeta>> {
-    const g = await this.gather(job, true, false, true);
+    const g = await this.gather(job, true, false, true, evals);
     if (!g.ok) return g;
     return this.persist(job, who, requests, g.value);
   }
@@ -444,6 +455,7 @@ export class SnapshotService {
     progress: boolean,
     light = false,
     compress = false,
+    evals?: readonly ApiEvalRequest[],
   ): Promise<Result<Gathered>> {
     const { hub, ui, clock } = this.o;
     if (job.ranks.length === 0) return err(mqdError('MQD_E_NO_RANKS', `job ${job.id} has no ranks`));
@@ -566,6 +578,8 @@ export class SnapshotService {
         const owner = {
           ...(job.uid === 0 ? { ownerUid: 0, allowRoot: true } : { ownerUid: job.uid }),
           ...(light ? { light: true } : {}),
+          // Expressions to read in the same stop (validated by the API's schema; the agent checks again).
+          ...(evals !== undefined && evals.length > 0 ? { evals } : {}),
         };
         const fold = compress ? { level: this.o.gzipLevel, onFolded } : undefined;
         const r = await hub.snapshot(host, targets, this.o.snapshotTimeoutMs, onRanks, owner, fold);
@@ -739,21 +753,25 @@ export class SnapshotService {
   }
 
   /**
-   * Jobs whose last `n` snapshots have equal queue digests, with pending operations and every
-   * rank answered: nothing moved between them.
+   * Live jobs the model calls hung (jobStateOf over their stored snapshots, the hang watch's
+   * verdict first where it watches the job), `hungAfter` equal snapshots needed without one.
    */
-  async hung(n: number, uid: number | null): Promise<HungJob[]> {
+  async hung(
+    hungAfter: number,
+    uid: number | null,
+    watchOf: (job: JobRecord) => JobStateWatch | null = () => null,
+  ): Promise<HungJob[]> {
     const out: HungJob[] = [];
     for (const job of await this.o.store.jobs(uid)) {
       if (job.endedAt !== null) continue;
-      const last = await this.o.store.snapshots(job.id, n);
-      const newest = last[0];
-      const oldest = last[last.length - 1];
-      if (!looksHung(last, n) || newest === undefined || oldest === undefined) continue;
+      const metas = await this.o.store.snapshots(job.id, STATE_HISTORY);
+      const a = jobStateOf(job, metas, hungAfter, watchOf(job));
+      const newest = metas[0];
+      if (a.state !== 'hung' || newest === undefined) continue;
       out.push({
         jobId: job.id,
-        since: oldest.takenAt,
-        snapshots: last.length,
+        since: a.since ?? newest.takenAt,
+        snapshots: a.sinceSnapshots,
         digest: newest.digest,
         pendingSends: newest.pendingSends,
         pendingReceives: newest.pendingReceives,
@@ -794,12 +812,28 @@ export class SnapshotService {
 }
 
 /**
- * A job looks hung when its last `n` snapshots (newest first) all have the same queue digest,
- * every rank answered in each, and something is pending: nothing moved between them.
+ * Snapshots of a job read to decide its state: every one a job keeps as a rule, so "since"
+ * is the first of the run of equal snapshots, not of a window.
  */
-export function looksHung(last: readonly SnapshotMeta[], n: number): boolean {
-  const newest = last[0];
-  if (last.length < n || newest === undefined) return false;
-  if (!last.every((m) => m.digest === newest.digest && m.missing === 0)) return false;
-  return newest.pendingSends + newest.pendingReceives + newest.unexpected > 0;
+export const STATE_HISTORY = 1000;
+
+/** The job's state by the model's one rule, from its stored snapshots (newest first, as the store lists them). */
+export function jobStateOf(
+  job: Pick<JobRecord, 'endedAt'>,
+  metas: readonly SnapshotMeta[],
+  hungAfter: number,
+  watch: JobStateWatch | null = null,
+): JobStateAnswer {
+  return jobState({
+    steps: metas.map((m) => ({
+      at: m.takenAt,
+      digest: m.digest,
+      ranks: m.ranks,
+      read: m.ok,
+      pending: m.pendingSends + m.pendingReceives,
+    })),
+    ended: job.endedAt !== null,
+    hungAfter,
+    watch,
+  });
 }

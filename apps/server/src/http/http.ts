@@ -10,13 +10,14 @@ import {
   type ApiUser,
   assertUnreachable,
   type ErrorCode,
+  type JobStateWatch,
   JobId,
   type MqdError,
   MqdException,
   mqdError,
   SnapshotId,
 } from '@mqd/model';
-import { type HungJob, looksHung } from '../fanout/fanout.js';
+import { type HungJob, jobStateOf } from '../fanout/fanout.js';
 import type { AgentInfo } from '../hub/hub.js';
 import type { AuditEntry, JobRecord, ShareRecord, SnapshotMeta, User } from '../shared/types.js';
 
@@ -24,6 +25,13 @@ export function httpStatus(code: ErrorCode): number {
   switch (code) {
     case 'MQD_E_USAGE':
     case 'MQD_E_BAD_INPUT':
+    // An expression read across ranks that does not fit a rank (each rank's own message).
+    case 'MQD_E_EVAL_SYNTAX':
+    case 'MQD_E_EVAL_UNKNOWN_NAME':
+    case 'MQD_E_EVAL_OPTIMIZED_OUT':
+    case 'MQD_E_EVAL_MEMORY':
+    case 'MQD_E_EVAL_TYPE':
+    case 'MQD_E_EVAL_FRAME':
     case 'MQD_E_CLUSTER_SECRET':
       return 400;
     case 'MQD_E_UNAUTHENTICATED':
@@ -101,6 +109,8 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_OMPD_FAILED':
     case 'MQD_E_OMPD_CRASHED':
     case 'MQD_E_OMPD_NO_SYMBOLS':
+    case 'MQD_E_PYTHON_UNSUPPORTED':
+    case 'MQD_E_PYTHON_READ':
       // The agent answered, with a failure on its node.
       return 502;
     case 'MQD_E_AGENT_MISSING':
@@ -152,17 +162,20 @@ export const metaJson = (m: SnapshotMeta): ApiSnapshotMeta => ({
 });
 
 /**
- * A job as the API shows it. `recent` is its newest snapshots, newest first (at least
- * `hungAfter` of them when there are that many): they decide its state.
+ * A job as the API shows it. `recent` is its snapshots, newest first (STATE_HISTORY of them):
+ * with the hang watch's verdict where it watches the job, they decide its state (jobStateOf,
+ * the model's one rule).
  */
 export function jobJson(
   job: JobRecord,
   connected: (host: string) => boolean,
   recent: readonly SnapshotMeta[],
   hungAfter: number,
+  watch: JobStateWatch | null = null,
 ): ApiJob {
   const last = recent[0] ?? null;
-  const state = job.endedAt !== null ? 'ended' : looksHung(recent, hungAfter) ? 'looks-hung' : 'running';
+  const a = jobStateOf(job, recent, hungAfter, watch);
+  const state = a.state;
   const hosts = new Map<string, number>();
   for (const r of job.ranks) hosts.set(r.host, (hosts.get(r.host) ?? 0) + 1);
   return {
@@ -178,6 +191,12 @@ export function jobJson(
     createdBy: job.createdBy,
     endedAt: job.endedAt === null ? null : iso(job.endedAt),
     state,
+    since: a.since === null ? null : iso(a.since),
+    sinceSnapshots: a.sinceSnapshots,
+    unchangedSince: a.unchangedSince === null ? null : iso(a.unchangedSince),
+    unchangedSnapshots: a.unchangedSnapshots,
+    diagnosis: a.diagnosis,
+    pausedUntil: a.pausedUntil === null ? null : iso(a.pausedUntil),
     lastSnapshotAt: last === null ? null : iso(last.takenAt),
     lastSnapshot: last === null ? null : metaJson(last),
     ...(job.coresDir === undefined ? {} : { coresDir: job.coresDir }),

@@ -1,4 +1,5 @@
 import {
+  type ApiEvalRequest,
   clipText,
   type DiscoveredJob,
   err,
@@ -465,7 +466,12 @@ export class AgentHub {
     ranks: readonly RankTarget[],
     timeoutMs: number,
     onRanks: OnRanks,
-    owner: { readonly ownerUid?: number; readonly allowRoot?: boolean; readonly light?: boolean } = {},
+    owner: {
+      readonly ownerUid?: number;
+      readonly allowRoot?: boolean;
+      readonly light?: boolean;
+      readonly evals?: readonly ApiEvalRequest[];
+    } = {},
   ): Promise<Result<SnapshotResult>> {
     return this.request<SnapshotResult>(
       host,

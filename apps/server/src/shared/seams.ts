@@ -3,6 +3,7 @@
 // mpirun, packages/mpir) are injected as options, so this package never loads koffi itself and
 // tests run against the fakes in fakes.ts.
 import type {
+  ApiEvalRequest,
   CaptureResult,
   CoreFileSource,
   CountersParams,
@@ -58,6 +59,11 @@ export interface ReadOptions {
    * reader's forced collection after it (reader-main.ts collectIfGrown).
    */
   readonly light?: boolean;
+  /**
+   * Expressions to read on every rank in the same stop (RankSnapshot.values, in this order),
+   * as the agent protocol caps them: printable text, evaluated read-only by the reader.
+   */
+  readonly evals?: readonly ApiEvalRequest[];
 }
 
 /**

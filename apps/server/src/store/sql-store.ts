@@ -447,6 +447,25 @@ export class SqlStore extends SqlWatchStore implements StorePort {
     ).map(toMeta);
   }
 
+  /** The newest `limit` snapshots of each of these jobs, newest first: one query for them all. */
+  async snapshotsOfJobs(jobIds: readonly string[], limit: number): Promise<Map<string, SnapshotMeta[]>> {
+    const out = new Map<string, SnapshotMeta[]>(jobIds.map((id) => [id, []]));
+    if (jobIds.length === 0) return out;
+    const rows = await this.d.all<SnapshotRow>(
+      `SELECT ${META_COLUMNS} FROM (
+         SELECT ${META_COLUMNS},
+           ROW_NUMBER() OVER (PARTITION BY job_id ORDER BY taken_at DESC, rowid DESC) AS rn
+         FROM snapshots WHERE ${this.d.inList('job_id', 'ids', 'text')}
+       ) s WHERE rn <= @limit ORDER BY job_id, rn`,
+      { ids: this.d.list([...new Set(jobIds)]), limit },
+    );
+    for (const r of rows) {
+      const m = toMeta(r);
+      out.get(m.jobId)?.push(m);
+    }
+    return out;
+  }
+
   async removedSnapshotJob(id: string): Promise<JobId | null> {
     const r = await this.d.get<{ job_id: string }>(
       `SELECT job_id FROM audit WHERE snapshot_id = @id AND action = 'snapshot' AND job_id IS NOT NULL

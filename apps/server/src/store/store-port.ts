@@ -173,6 +173,8 @@ export interface StorePort {
    */
   putSnapshotOverview(id: string, body: Buffer): Promise<boolean>;
   snapshots(jobId: string, limit: number): Promise<SnapshotMeta[]>;
+  /** The newest `limit` snapshots of each of these jobs, newest first (every id a key): one query. */
+  snapshotsOfJobs(jobIds: readonly string[], limit: number): Promise<Map<string, SnapshotMeta[]>>;
   /**
    * The job of a snapshot that was stored and is no longer (retention removed it), from its
    * audit row; null for an id never stored, one still kept, or one whose audit row is gone.

@@ -1,4 +1,4 @@
-// The hang watch's loop (issue 31, docs/hang-watch.md): every policy period, merge the agents'
+// The hang watch's loop (docs/hang-watch.md): every policy period, merge the agents'
 // discovery reports into cluster jobs, register each as a store job, and sample the watched
 // ones: /proc counters (no stop), then, while the job's most-stopped rank has stop budget left
 // this hour, one ordinary short-stop read. The model's verdict judges the last samples; the
@@ -11,6 +11,7 @@ import {
   type ApiFleetJob,
   type ApiFleetSample,
   type ApiWatchPolicy,
+  type JobStateWatch,
   MqdException,
   type RankCounters,
   type SnapshotId,
@@ -23,12 +24,13 @@ import type { ReadSnapshot, SnapshotService, UiEvents } from '../fanout/fanout.j
 import { KeyedLock } from '../shared/lock.js';
 import type { JobStateSeries, WatchMetrics } from '../shared/metrics.js';
 import type { JobRecord, User, WatchJobRecord } from '../shared/types.js';
-import type { StorePort } from '../store/store-port.js';
+import type { FleetPageEntry, StorePort } from '../store/store-port.js';
 import { canCapture, captureName, fleetCores } from './capture.js';
 import { type ClusterJob, infoOf, jobRecordOf, mergeDiscovered } from './cluster.js';
 import { type SlurmQuery, slurmEndReason } from './end-reason.js';
 import { type HangNotice, sendWebhooks, webhookBody } from './notify.js';
 import type { CounterTarget, WatchAgents, WatchVerdictFn } from './source.js';
+import { passwdName, userNames } from './user-names.js';
 
 /** Who the watcher acts as in the audit trail and on the snapshots it stores (a reserved name). */
 export const WATCHER = WATCH_PRINCIPAL;
@@ -573,6 +575,49 @@ export class Watcher {
     return true;
   }
 
+  /**
+   * When every rank can afford its next stop again (epoch ms): its oldest stops of the hour
+   * leave the budget one by one. Null when the budget is not used up (or is 0: never).
+   */
+  private pausedUntil(l: Live, now: number): number | null {
+    const budgetMicros = this.policy.stopBudgetMsPerRankHour * 1000;
+    if (budgetMicros <= 0 || this.budgetLeft(l, now)) return null;
+    let until = now;
+    for (const list of l.stops.values()) {
+      const expected = list[list.length - 1]?.micros ?? 0;
+      let used = list.reduce((n, x) => n + x.micros, 0);
+      for (const x of list) {
+        if (used + expected <= budgetMicros) break;
+        used -= x.micros;
+        until = Math.max(until, x.at + HOUR_MS);
+      }
+    }
+    return until;
+  }
+
+  /** The watch's verdict as the model's job state takes it. */
+  private watchOf(w: WatchJobRecord, now: number): JobStateWatch {
+    const l = this.live.get(w.id);
+    return {
+      state: w.state,
+      since: w.since,
+      diagnosis: w.diagnosis,
+      confidence: w.confidence,
+      pausedUntil:
+        l !== undefined && l.mode === 'budget' && w.endedAt === null ? this.pausedUntil(l, now) : null,
+    };
+  }
+
+  /** The watch's verdicts of live jobs, by the store job they are registered as. */
+  async verdictsByJob(uid: number | null): Promise<Map<string, JobStateWatch>> {
+    const now = this.o.clock();
+    const out = new Map<string, JobStateWatch>();
+    for (const w of await this.o.store.watchJobs(uid)) {
+      if (w.jobId !== null && w.endedAt === null) out.set(w.jobId, this.watchOf(w, now));
+    }
+    return out;
+  }
+
   private async counters(l: Live): Promise<{ counters: RankCounters[]; ticksPerSecond: number }> {
     const byHost = new Map<string, CounterTarget[]>();
     for (const r of l.cluster.ranks) {
@@ -638,6 +683,36 @@ export class Watcher {
     };
     const prev = await store.watchJob(l.cluster.id);
     if (prev === null) return;
+    if (l.mode === 'budget' && counters.length > 0 && prev.state !== 'unknown') {
+      // No stop this time: nothing new about the queues. The last verdict holds, with its
+      // since and diagnosis (the fleet says sampling is paused until the budget frees), and
+      // the window keeps its samples with snapshots for when sampling resumes.
+      await store.insertWatchSample(
+        {
+          watchId: l.cluster.id,
+          at,
+          state: prev.state,
+          digest: null,
+          ranksRead: counters.length,
+          cpu: {
+            ticks: counters.reduce((n, c) => n + c.cpuTicks, 0),
+            running: counters.filter((c) => c.state === 'R').length,
+            switches: counters.reduce((n, c) => n + c.switches, 0),
+          },
+          stopMicros: 0,
+          snapshotId: null,
+        },
+        {
+          state: prev.state,
+          since: prev.since,
+          confidence: prev.confidence,
+          leastProgressed: prev.leastProgressed,
+          diagnosis: prev.diagnosis,
+          evidenceSnapshotId: prev.evidenceSnapshotId,
+        },
+      );
+      return;
+    }
     const digest = read?.summary.digest ?? null;
     const window = [...l.window, { sample, snapshotRef: null as SnapshotId | null }];
     if (window.length > hungAfterSamples + 1) window.splice(0, window.length - hungAfterSamples - 1);
@@ -863,16 +938,21 @@ export class Watcher {
    * the last round or refresh left it; one refresh starts in the background when that is older
    * than FLEET_REFRESH_MS (with the watch off, nothing else refreshes it).
    */
-  async fleet(user: User, page: { limit: number; offset: number }): Promise<FleetAnswer> {
+  async fleet(user: User, page: { limit: number; offset: number; q?: string }): Promise<FleetAnswer> {
     this.refreshSoon();
     if (!user.admin && user.uid === null) return { total: 0, jobs: [] };
     const now = this.o.clock();
-    const read = await this.o.store.fleetPage({
-      uid: user.admin ? null : user.uid,
-      limit: page.limit,
-      offset: page.offset,
-      history: FLEET_HISTORY,
-    });
+    const uid = user.admin ? null : user.uid;
+    const q = page.q?.trim() ?? '';
+    const read =
+      q === ''
+        ? await this.o.store.fleetPage({
+            uid,
+            limit: page.limit,
+            offset: page.offset,
+            history: FLEET_HISTORY,
+          })
+        : await this.searchPage(uid, q, page);
     const iso = (t: number) => new Date(t).toISOString();
     const jobs = read.jobs.map(({ job: w, user: userName, samples, history }): ApiFleetJob => {
       const l = this.live.get(w.id);
@@ -884,7 +964,7 @@ export class Watcher {
         program: w.info.program,
         command: w.info.command,
         uid: w.uid,
-        user: userName,
+        user: userName ?? passwdName(w.uid),
         partition: w.info.partition,
         account: w.info.account,
         nodes: [...w.info.nodes],
@@ -896,6 +976,10 @@ export class Watcher {
         watch: l?.mode ?? (!this.policy.enabled ? 'disabled' : w.info.watch === 'off' ? 'off-by-job' : 'on'),
         state: w.state,
         since: w.since === null ? null : iso(w.since),
+        pausedUntil: (() => {
+          const until = w.endedAt === null ? this.watchOf(w, now).pausedUntil : null;
+          return until === null || until === undefined ? null : iso(until);
+        })(),
         confidence: w.confidence,
         leastProgressed: w.leastProgressed,
         diagnosis: w.diagnosis,
@@ -910,6 +994,64 @@ export class Watcher {
       };
     });
     return { total: read.total, jobs };
+  }
+
+  /**
+   * A fleet page of the jobs matching a search (every word in the program, command, user, key,
+   * Slurm id or a node), in the fleet's order: live hung first, then live, then ended; newest
+   * first in each. The matching is done here over the user's watch jobs (one query), the page's
+   * samples and names after.
+   */
+  private async searchPage(
+    uid: number | null,
+    q: string,
+    page: { limit: number; offset: number },
+  ): Promise<{ total: number; jobs: FleetPageEntry[] }> {
+    const store = this.o.store;
+    const all = await store.watchJobs(uid);
+    const names = await userNames(
+      store,
+      all.map((w) => w.uid),
+    );
+    const words = q
+      .toLowerCase()
+      .split(/\s+/)
+      .filter((w) => w !== '');
+    const hit = all.filter((w) => {
+      const hay = [
+        w.info.program,
+        w.info.command,
+        names.get(w.uid) ?? '',
+        `uid ${w.uid}`,
+        w.key,
+        w.jobId ?? '',
+        w.info.slurmJob ?? '',
+        ...w.info.nodes,
+      ]
+        .join('\n')
+        .toLowerCase();
+      return words.every((x) => hay.includes(x));
+    });
+    const group = (w: WatchJobRecord) => (w.endedAt === null ? (w.state === 'hung' ? 0 : 1) : 2);
+    hit.sort((a, b) => group(a) - group(b) || b.firstSeen - a.firstSeen || a.id.localeCompare(b.id));
+    const shown = hit.slice(page.offset, page.offset + page.limit);
+    const jobs = await Promise.all(
+      shown.map(async (w): Promise<FleetPageEntry> => {
+        const [samples, history] = await Promise.all([
+          store.countWatchSamples(w.id),
+          store.watchSamples(w.id, FLEET_HISTORY),
+        ]);
+        return {
+          job: w,
+          user: names.get(w.uid) ?? null,
+          samples,
+          history: [...history]
+            .reverse()
+            .map((h) => ({ at: h.at, state: h.state, snapshotId: h.snapshotId })),
+        };
+      }),
+    );
+    return { total: hit.length, jobs };
   }
 
   /** Starts one discovery refresh unless one runs or the last is younger than FLEET_REFRESH_MS. */

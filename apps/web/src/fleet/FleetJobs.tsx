@@ -37,7 +37,19 @@ const CELL = 8;
 const CELL_GAP = 2;
 
 export function FleetJobs({ jobs, sort, onSort, snapshotLink, now, timeZone }: FleetJobsProps) {
-  const rows = sortFleetJobs(jobs, sort);
+  const sorted = sortFleetJobs(jobs, sort);
+  // Live jobs in the table; the ended ones folded below it (the server pages them last).
+  const rows = sorted.filter((j) => j.endedAt === null);
+  const ended = sorted.filter((j) => j.endedAt !== null);
+  const row = (j: ApiFleetJob) => (
+    <FleetJobRow
+      key={j.key}
+      job={j}
+      snapshotLink={snapshotLink}
+      now={now}
+      {...(timeZone === undefined ? {} : { timeZone })}
+    />
+  );
   const sortHeader = (by: FleetSort, label: string, title: string) => (
     <th aria-sort={sort === by ? (by === 'state' ? 'other' : 'ascending') : undefined}>
       <button
@@ -72,17 +84,21 @@ export function FleetJobs({ jobs, sort, onSort, snapshotLink, now, timeZone }: F
           <th>Snapshot</th>
         </tr>
       </thead>
-      <tbody>
-        {rows.map((j) => (
-          <FleetJobRow
-            key={j.key}
-            job={j}
-            snapshotLink={snapshotLink}
-            now={now}
-            {...(timeZone === undefined ? {} : { timeZone })}
-          />
-        ))}
-      </tbody>
+      <tbody>{rows.map(row)}</tbody>
+      {ended.length > 0 && (
+        <tbody>
+          <tr>
+            <td colSpan={10}>
+              <details data-testid="fleet-ended">
+                <summary>Ended ({ended.length.toLocaleString('en-US')} on this page)</summary>
+                <table className="ops fleet-jobs">
+                  <tbody>{ended.map(row)}</tbody>
+                </table>
+              </details>
+            </td>
+          </tr>
+        </tbody>
+      )}
     </table>
   );
 }
@@ -118,7 +134,9 @@ function FleetJobRow({
         {link === null ? program : <a {...link}>{program}</a>}
         <span className="program-detail">{jobIdText(j)}</span>
       </td>
-      <td>{j.user === null ? <span className="muted">uid {j.uid}</span> : <bdi>{j.user}</bdi>}</td>
+      <td data-testid="fleet-job-user">
+        {j.user === null ? <span className="muted">uid {j.uid}</span> : <bdi>{j.user}</bdi>}
+      </td>
       <td>
         <bdi>{placeText(j)}</bdi>
       </td>

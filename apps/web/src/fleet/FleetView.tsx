@@ -5,7 +5,7 @@
 // and the audit trail. The jobs reload on the /ui event `fleet.changed`, the agents on agent
 // events; everything is also reloaded on a timer, since "last seen", health and most audit
 // entries come with no event, and the connection may be down.
-import { type ApiWatchPolicy, FLEET_PAGE_DEFAULT, type JobId, type SnapshotId } from '@mqd/model';
+import { type ApiWatchPolicy, codedText, FLEET_PAGE_DEFAULT, type JobId, type SnapshotId } from '@mqd/model';
 import { useEffect, useState } from 'react';
 import { type ActivityEntry, type FleetAgent, type HungJob, isUnauthenticated, type Me } from '../api.js';
 import { formatAge, formatCount, formatTime, plural } from '../format.js';
@@ -72,8 +72,10 @@ function FleetPager(props: {
 function WatchedJobs({ api, live, url, setUrl, onUnauthenticated, me }: LivePageProps & { readonly me: Me }) {
   // One page of jobs at a time (the server's order: live hung jobs first); `offset` is the page's start.
   const [offset, setOffset] = useState(0);
-  const [fleet, reloadFleet] = useResource(`fleet:jobs:${offset}`, (signal) =>
-    api.fleet(signal, { limit: FLEET_PAGE_SIZE, offset }),
+  // The search box, kept in the URL (jq, shared with the Jobs view); the server filters and pages.
+  const query = url.jq ?? '';
+  const [fleet, reloadFleet] = useResource(`fleet:jobs:${offset}:${query}`, (signal) =>
+    api.fleet(signal, { limit: FLEET_PAGE_SIZE, offset, ...(query.trim() === '' ? {} : { q: query }) }),
   );
   useInterval(true, FLEET_JOBS_REFRESH_MS, reloadFleet);
   useLiveFleet(live, reloadFleet);
@@ -124,9 +126,29 @@ function WatchedJobs({ api, live, url, setUrl, onUnauthenticated, me }: LivePage
             {policyText(policy)}
           </p>
         )}
+        <p className="jobs-search">
+          <label>
+            Search{' '}
+            <input
+              type="search"
+              value={query}
+              onChange={(e) => {
+                setOffset(0);
+                setUrl({ jq: e.target.value.trim() === '' ? null : e.target.value }, 'replace');
+              }}
+              placeholder="program, user, job id or node"
+              data-testid="fleet-search"
+            />
+          </label>
+        </p>
         {fleet.status === 'error' && <ErrorBox error={fleet.error} />}
         {value === null && fleet.status === 'loading' && <Progress what="Loading the fleet…" />}
-        {value !== null && value.jobs.length === 0 && (
+        {value !== null && value.jobs.length === 0 && query.trim() !== '' && (
+          <p className="empty" data-testid="fleet-jobs-empty">
+            No job matches “{query.trim()}”.
+          </p>
+        )}
+        {value !== null && value.jobs.length === 0 && query.trim() === '' && (
           <p className="empty" data-testid="fleet-jobs-empty">
             {me.admin
               ? 'No MPI job is running on any node an agent watches.'
@@ -337,7 +359,7 @@ const MIB = 1024 * 1024;
 
 function AgentRow({ agent: a }: { agent: FleetAgent }) {
   const h = a.health;
-  const lastError = h?.lastError ? `${h.lastError.code}: ${h.lastError.message}` : null;
+  const lastError = h?.lastError ? codedText(h.lastError) : null;
   const health = [
     h?.rssBytes != null ? `${Math.round(h.rssBytes / MIB)} MiB` : null,
     h?.loadAverage1m != null ? `load ${h.loadAverage1m.toFixed(2)}` : null,

@@ -7,12 +7,14 @@ import {
   type ApiFleetSample,
   type ApiWatchPolicy,
   assertUnreachable,
+  JOB_STATE_TEXT,
   jobLabel,
   ranksPhrase,
   type WatchConfidence,
   type WatchMode,
   type WatchState,
 } from '@mqd/model';
+import { formatSince } from '../format.js';
 import type { FleetSort } from '../url-state.js';
 
 /** Whether the watcher samples a job, as a person reads it. */
@@ -33,22 +35,9 @@ export function watchModeText(mode: WatchMode): string {
   }
 }
 
-/** The state's word alone (the history cells and the sort use it). */
+/** The state's word alone (the history cells and the sort use it): the model's one vocabulary. */
 export function stateWord(state: WatchState): string {
-  switch (state) {
-    case 'hung':
-      return 'hung';
-    case 'waiting':
-      return 'waiting';
-    case 'computing':
-      return 'computing';
-    case 'progressing':
-      return 'progressing';
-    case 'unknown':
-      return 'not sampled yet';
-    default:
-      return assertUnreachable(state);
-  }
+  return JOB_STATE_TEXT[state];
 }
 
 function confidenceText(c: WatchConfidence): string {
@@ -64,41 +53,27 @@ function confidenceText(c: WatchConfidence): string {
   }
 }
 
-/**
- * A time of day for "since": "03:12" on the same day as `now`, "Nov 26, 03:12" on another day
- * (24-hour clock, the viewer's time zone unless `timeZone` is given). The raw text when it is
- * not a date.
- */
-export function formatSince(iso: string, now: number = Date.now(), timeZone?: string): string {
-  const t = Date.parse(iso);
-  if (Number.isNaN(t)) return iso;
-  const zone = timeZone === undefined ? {} : { timeZone };
-  const clock = new Intl.DateTimeFormat('en-GB', {
-    hour: '2-digit',
-    minute: '2-digit',
-    hourCycle: 'h23',
-    ...zone,
-  });
-  const day = new Intl.DateTimeFormat('en-US', { year: 'numeric', month: 'short', day: 'numeric', ...zone });
-  const dayOf = (ms: number) => day.format(ms);
-  if (dayOf(t) === dayOf(now)) return clock.format(t);
-  const shortDay = new Intl.DateTimeFormat('en-US', { month: 'short', day: 'numeric', ...zone });
-  const sameYear =
-    new Intl.DateTimeFormat('en-US', { year: 'numeric', ...zone }).format(t) ===
-    new Intl.DateTimeFormat('en-US', { year: 'numeric', ...zone }).format(now);
-  return `${sameYear ? shortDay.format(t) : dayOf(t)}, ${clock.format(t)}`;
-}
+/** A time of day for "since": format.ts's one helper (the viewer's clock; the date on another day). */
+export { formatSince };
 
-/** What the state chip says: "hung since 03:12 (high confidence)", "waiting", "not sampled yet". */
+/**
+ * What the state chip says: "hung since 03:12 (high confidence)", "waiting", "not known yet";
+ * while the stop budget pauses sampling, the last verdict with "· sampling paused until 04:12".
+ */
 export function stateChipText(
-  job: Pick<ApiFleetJob, 'state' | 'since' | 'confidence'>,
+  job: Pick<ApiFleetJob, 'state' | 'since' | 'confidence' | 'pausedUntil'>,
   now: number = Date.now(),
   timeZone?: string,
+  locale?: string,
 ): string {
-  if (job.state !== 'hung') return stateWord(job.state);
-  const since = job.since === null ? '' : ` since ${formatSince(job.since, now, timeZone)}`;
+  const paused =
+    job.pausedUntil === undefined || job.pausedUntil === null
+      ? ''
+      : ` · sampling paused until ${formatSince(job.pausedUntil, now, timeZone, locale)}`;
+  if (job.state !== 'hung') return `${stateWord(job.state)}${paused}`;
+  const since = job.since === null ? '' : ` since ${formatSince(job.since, now, timeZone, locale)}`;
   const confidence = job.confidence === null ? '' : ` (${confidenceText(job.confidence)})`;
-  return `hung${since}${confidence}`;
+  return `hung${since}${confidence}${paused}`;
 }
 
 /** "ended at 03:40 (TIMEOUT)" for a job that ended, null while it runs. */

@@ -5,7 +5,7 @@
 // being taken shows how many ranks have answered; while it is down, the lists are polled every
 // 5 s when auto-refresh is on. The REST answer alone decides how a snapshot ended.
 import { type JobId, jobLabel, MAX_CORES_DIR_CHARS, Pid, SLURM_JOB_RE, type SnapshotId } from '@mqd/model';
-import { useEffect, useReducer, useState } from 'react';
+import { useEffect, useMemo, useReducer, useState } from 'react';
 import { type Api, type ApiError, type AttachRequest, isUnauthenticated, type JobSummary } from '../api.js';
 import { rememberSnapshot } from '../data.js';
 import { formatAge, formatTime } from '../format.js';
@@ -16,7 +16,15 @@ import { SNAPSHOT_IDLE, snapshotReducer } from '../live-events.js';
 import { ErrorBox, Progress, SnapshotProgressBar } from '../ui.js';
 import { useLiveJobs, useLiveStatus, useOnReconnect } from '../use-live.js';
 import type { LivePageProps } from '../view-types.js';
-import { CHIP_TEXT, type HistoryDot, loadTriage, readKind } from './job-triage.js';
+import {
+  ENDED_PAGE,
+  type HistoryDot,
+  loadJobs,
+  loadTriage,
+  readKind,
+  stateText,
+  triageOrder,
+} from './job-triage.js';
 
 const POLL_MS = 5000;
 
@@ -40,9 +48,15 @@ export function JobsView({ api, live, url, setUrl, onUnauthenticated }: LivePage
   const liveStatus = useLiveStatus(live);
   // Polling is the fallback: pushed events replace it while the connection is up.
   const poll = url.auto && liveStatus !== 'connected';
-  const [jobs, reloadJobs] = useResource('jobs', (signal) => api.jobs(signal));
+  // Every live job and the newest ended ones, searched on the server (the URL's jq).
+  const query = url.jq ?? '';
+  const [endedWanted, setEndedWanted] = useState(ENDED_PAGE);
+  const [jobs, reloadJobs] = useResource(`jobs:${endedWanted}:${query.trim()}`, (signal) =>
+    loadJobs(api, query, endedWanted, signal),
+  );
   useInterval(poll, POLL_MS, reloadJobs);
-  const jobList = shownValue(jobs);
+  const jobPage = shownValue(jobs);
+  const jobList = jobPage?.jobs ?? null;
   const selected = url.job;
   const [snapshots, reloadSnapshots] = useResource(
     selected === null ? null : `snapshots:${selected}`,
@@ -120,44 +134,37 @@ export function JobsView({ api, live, url, setUrl, onUnauthenticated }: LivePage
           api={api}
           onAttached={(id) => {
             reloadJobs();
-            if (id !== null) setUrl({ job: id, snap: null });
+            if (id === null) return;
+            // The job's first snapshot, taken now and opened (also for a job the hang watch
+            // found before: its samples may be hours old, or none stored).
+            setUrl({ job: id, snap: null });
+            void takeSnapshot(id);
           }}
         />
         {jobs.status === 'loading' && !jobList && <Progress what="Loading jobs…" />}
         {jobs.status === 'error' && <ErrorBox error={jobs.error} />}
-        {jobList && jobList.length === 0 && (
+        {jobList && jobList.length === 0 && query.trim() === '' && (
           <p className="empty">
             No jobs yet. Attach to an MPI job by the pid of its starter (mpirun / mpiexec) above, or{' '}
             <a href="/?demo=1024">open a synthetic 1,024-rank demo</a>.
           </p>
         )}
-        {jobList && jobList.length > 0 && (
-          <table className="ops jobs" data-testid="jobs-table">
-            <thead>
-              <tr>
-                <th>Last verdict</th>
-                <th>Program</th>
-                <th>Ranks</th>
-                <th>Last snapshots</th>
-                <th>
-                  <span className="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {jobList.map((j) => (
-                <JobRow
-                  key={j.id}
-                  api={api}
-                  job={j}
-                  selected={j.id === selected}
-                  onSelect={() => setUrl({ job: j.id, snap: null })}
-                  onSnapshot={() => void takeSnapshot(j.id)}
-                  busy={snapState.kind === 'busy' && snapState.job === j.id}
-                />
-              ))}
-            </tbody>
-          </table>
+        {jobPage && (jobPage.jobs.length > 0 || query.trim() !== '') && (
+          <JobsTable
+            api={api}
+            jobs={jobPage.jobs}
+            endedTotal={jobPage.endedTotal}
+            onMoreEnded={() => setEndedWanted(endedWanted + ENDED_PAGE)}
+            query={query}
+            onQuery={(q) => {
+              setEndedWanted(ENDED_PAGE);
+              setUrl({ jq: q.trim() === '' ? null : q }, 'replace');
+            }}
+            selected={selected}
+            onSelect={(id) => setUrl({ job: id, snap: null })}
+            onSnapshot={(id) => void takeSnapshot(id)}
+            busyJob={snapState.kind === 'busy' ? snapState.job : null}
+          />
         )}
         {snapState.kind === 'busy' && (
           <SnapshotProgressBar
@@ -230,6 +237,122 @@ export function JobsView({ api, live, url, setUrl, onUnauthenticated }: LivePage
   );
 }
 
+/** Rows drawn at first, and added per "show more": a thousand jobs draw as fast as a hundred. */
+export const JOBS_SHOWN = 100;
+
+function JobsTable({
+  api,
+  jobs,
+  endedTotal,
+  onMoreEnded,
+  query,
+  onQuery,
+  selected,
+  onSelect,
+  onSnapshot,
+  busyJob,
+}: {
+  api: Api;
+  jobs: readonly JobSummary[];
+  /** Ended jobs matching the search on the server; `jobs` holds the newest of them. */
+  endedTotal: number;
+  onMoreEnded: () => void;
+  query: string;
+  onQuery: (q: string) => void;
+  selected: JobId | null;
+  onSelect: (id: JobId) => void;
+  onSnapshot: (id: JobId) => void;
+  busyJob: JobId | null;
+}) {
+  const { live, ended } = useMemo(() => triageOrder(jobs, query), [jobs, query]);
+  const [shown, setShown] = useState(JOBS_SHOWN);
+  const [endedOpen, setEndedOpen] = useState(false);
+  const hung = live.filter((j) => j.state === 'hung').length;
+  const row = (j: JobSummary) => (
+    <JobRow
+      key={j.id}
+      api={api}
+      job={j}
+      selected={j.id === selected}
+      onSelect={() => onSelect(j.id)}
+      onSnapshot={() => onSnapshot(j.id)}
+      busy={busyJob === j.id}
+    />
+  );
+  const head = (
+    <thead>
+      <tr>
+        <th>State</th>
+        <th>Program</th>
+        <th>Ranks</th>
+        <th>Last snapshots</th>
+        <th>
+          <span className="sr-only">Actions</span>
+        </th>
+      </tr>
+    </thead>
+  );
+  return (
+    <>
+      <p className="jobs-search">
+        <label>
+          Search{' '}
+          <input
+            type="search"
+            value={query}
+            onChange={(e) => onQuery(e.target.value)}
+            placeholder="program, user, job id or node"
+            data-testid="jobs-search"
+          />
+        </label>{' '}
+        <span className="muted" data-testid="jobs-count">
+          {live.length.toLocaleString('en-US')} live ({hung.toLocaleString('en-US')} hung),{' '}
+          {endedTotal.toLocaleString('en-US')} ended
+          {query.trim() === '' ? '' : ` matching “${query.trim()}”`}
+        </span>
+      </p>
+      {live.length === 0 && (
+        <p className="empty">No live job{query.trim() === '' ? '' : ' matches the search'}.</p>
+      )}
+      {live.length > 0 && (
+        <table className="ops jobs" data-testid="jobs-table">
+          <caption className="sr-only">Live jobs, hung first</caption>
+          {head}
+          <tbody>{live.slice(0, shown).map(row)}</tbody>
+        </table>
+      )}
+      {live.length > shown && (
+        <button type="button" onClick={() => setShown(shown + JOBS_SHOWN)} data-testid="jobs-more">
+          Show {Math.min(JOBS_SHOWN, live.length - shown).toLocaleString('en-US')} more of{' '}
+          {(live.length - shown).toLocaleString('en-US')} live jobs
+        </button>
+      )}
+      {endedTotal > 0 && (
+        <details
+          className="jobs-ended"
+          data-testid="jobs-ended"
+          open={endedOpen}
+          onToggle={(e) => setEndedOpen(e.currentTarget.open)}
+        >
+          <summary>Ended ({endedTotal.toLocaleString('en-US')})</summary>
+          {endedOpen && (
+            <table className="ops jobs" data-testid="jobs-ended-table">
+              <caption className="sr-only">Ended jobs, newest first</caption>
+              {head}
+              <tbody>{ended.map(row)}</tbody>
+            </table>
+          )}
+          {endedOpen && endedTotal > ended.length && (
+            <button type="button" onClick={onMoreEnded} data-testid="jobs-more-ended">
+              Show more ended jobs ({(endedTotal - ended.length).toLocaleString('en-US')})
+            </button>
+          )}
+        </details>
+      )}
+    </>
+  );
+}
+
 function JobRow({
   api,
   job,
@@ -253,23 +376,30 @@ function JobRow({
   const label = jobLabel(job.command);
   const detail =
     job.coresDir === null
-      ? `${job.command} · job ${job.id}, starter pid ${job.starterPid} on ${job.host}`
+      ? `${job.command} · job ${job.id}, starter pid ${job.starterPid} on ${job.host}${job.user === null ? '' : ` · ${job.user}`}`
       : `core files in ${job.coresDir} · job ${job.id} on ${job.host}`;
+  // The model's line on the newest snapshot when computed here, else the server's (the watch's or the reason).
+  const line = t?.line ?? job.diagnosis;
   return (
-    <tr className={selected ? 'selected clickable' : 'clickable'} onClick={onSelect} data-testid="job-row">
+    <tr
+      className={selected ? 'selected clickable' : 'clickable'}
+      onClick={onSelect}
+      data-testid="job-row"
+      data-state={job.state}
+      data-job={job.id}
+    >
       <td>
-        {t ? (
-          <span
-            className={`state verdict-${t.chip}`}
-            title={t.why}
-            data-testid="job-verdict"
-            data-verdict={t.chip}
-          >
-            {CHIP_TEXT[t.chip]}
-          </span>
-        ) : (
-          <span className={`state state-${job.state}`}>
-            {job.state === 'looks-hung' ? 'looks hung' : job.state}
+        <span
+          className={`state verdict-${job.state}`}
+          title={job.diagnosis}
+          data-testid="job-verdict"
+          data-verdict={job.state}
+        >
+          {stateText(job)}
+        </span>
+        {line !== '' && job.state !== 'ended' && (
+          <span className="program-detail job-diagnosis" data-testid="job-diagnosis">
+            <bdi>{line}</bdi>
           </span>
         )}
       </td>
@@ -305,17 +435,19 @@ function JobRow({
         </span>
       </td>
       <td>
-        <button
-          type="button"
-          disabled={busy || job.state === 'ended'}
-          onClick={(e) => {
-            e.stopPropagation();
-            onSnapshot();
-          }}
-          data-testid="take-snapshot"
-        >
-          {busy ? 'Taking…' : 'Take snapshot'}
-        </button>
+        {job.state !== 'ended' && (
+          <button
+            type="button"
+            disabled={busy}
+            onClick={(e) => {
+              e.stopPropagation();
+              onSnapshot();
+            }}
+            data-testid="take-snapshot"
+          >
+            {busy ? 'Taking…' : 'Take snapshot'}
+          </button>
+        )}
       </td>
     </tr>
   );

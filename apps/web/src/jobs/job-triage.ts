@@ -1,14 +1,26 @@
-// What the jobs table says about each job at a glance: the last verdict as a chip and the last
-// few snapshots as good / partly read / failed. The server's job list carries the newest
-// snapshot's counts and queue digest but no verdict, so the verdict is the model's
-// (explainSnapshot, through explanationOf) on the newest snapshot, fetched for jobs small enough
-// to download here; bigger jobs fall back to the digests (nothing moved between two reads).
-import { assertUnreachable, ok, type Verdict } from '@mqd/model';
-import type { Api, ApiResult, JobSummary, SnapshotListEntry } from '../api.js';
+// What the jobs table says about each job at a glance. The state and since when are the
+// server's, decided by the model's one rule (analysis/job-state.ts: the same words as Fleet,
+// the API and /metrics); this file loads the rows (every live job, ended ones a page at a time,
+// searched on the server), orders them (live hung first, then live, ended apart), filters them
+// by the search box while the server's answer is on its way, and adds the last few snapshots
+// as good / partly read / failed with, for jobs small enough to download here, the newest
+// snapshot's one-line diagnosis (the model's diagnosisLine, the hang watch's words).
+import {
+  diagnosisLine,
+  JOB_STATE_TEXT,
+  type JobStateWord,
+  jobLabel,
+  JOBS_ENDED_PAGE_MAX,
+  jobStateRank,
+  ok,
+  stateSinceText,
+} from '@mqd/model';
+import type { Api, ApiResult, JobSummary, JobsPage, SnapshotListEntry } from '../api.js';
 import { cachedSnapshot, rememberSnapshot } from '../data.js';
 import { explanationOf } from '../explanation.js';
+import { formatSince } from '../format.js';
 
-/** Past this many ranks the newest snapshot is not downloaded for the table's chip. */
+/** Past this many ranks the newest snapshot is not downloaded for the table's diagnosis. */
 export const MAX_EXPLAIN_RANKS = 4096;
 /** Snapshots shown per job. */
 export const HISTORY_LENGTH = 8;
@@ -24,41 +36,12 @@ export interface HistoryDot {
   readonly title: string;
 }
 
-export type ChipKind =
-  | 'deadlock'
-  | 'collective-hang'
-  | 'openmp-hang'
-  | 'stuck'
-  | 'hung'
-  | 'progressing'
-  | 'idle'
-  | 'not-read'
-  | 'ended'
-  | 'no-snapshot'
-  | 'running';
-
 export interface Triage {
-  readonly chip: ChipKind;
-  /** Why the chip says so (its title). */
-  readonly why: string;
   /** Oldest first, at most HISTORY_LENGTH. */
   readonly history: readonly HistoryDot[];
+  /** The newest snapshot's diagnosis in one line (null: not computed here). */
+  readonly line: string | null;
 }
-
-export const CHIP_TEXT: Record<ChipKind, string> = {
-  deadlock: 'deadlock',
-  'collective-hang': 'hung in a collective',
-  'openmp-hang': 'OpenMP deadlock',
-  // The banner's word for the model's `stuck` verdict (its headline "Stuck"), in the chips' lower case.
-  stuck: 'stuck',
-  hung: 'hung',
-  progressing: 'progressing',
-  idle: 'idle',
-  'not-read': 'last read failed',
-  ended: 'ended',
-  'no-snapshot': 'no snapshot yet',
-  running: 'running',
-};
 
 export function readKind(m: SnapshotListEntry['meta']): ReadKind {
   if (m.ok === 0) return 'failed';
@@ -86,54 +69,119 @@ export function historyOf(list: readonly SnapshotListEntry[]): HistoryDot[] {
   return dots.slice(-HISTORY_LENGTH);
 }
 
-/**
- * The chip from the model's verdict on the newest good snapshot (null when not computed) and the
- * history: a deadlock stays a deadlock; otherwise moved queues say "progressing", equal ones "hung".
- */
-export function triageOf(job: JobSummary, history: readonly HistoryDot[], verdict: Verdict | null): Triage {
-  const last = history.at(-1);
-  if (job.state === 'ended') return { chip: 'ended', why: 'The job has ended', history };
-  if (last === undefined) return { chip: 'no-snapshot', why: 'No snapshot of this job yet', history };
-  if (last.read === 'failed')
-    return { chip: 'not-read', why: `The newest snapshot read no rank: ${last.title}`, history };
-  const moved = last.changed;
-  const fromDigests = (): Triage =>
-    moved === true
-      ? { chip: 'progressing', why: 'The queues changed since the previous snapshot', history }
-      : moved === false
-        ? { chip: 'hung', why: 'The queues did not change since the previous snapshot', history }
-        : job.state === 'looks-hung'
-          ? { chip: 'hung', why: 'The server saw no change across its last snapshots', history }
-          : { chip: 'running', why: 'One snapshot only: take another to see whether it moves', history };
-  if (verdict === null) return fromDigests();
-  switch (verdict) {
-    case 'deadlock':
-    case 'collective-hang':
-    case 'openmp-hang':
-      return { chip: verdict, why: 'The diagnosis of the newest snapshot', history };
-    case 'progressing':
-      return { chip: 'progressing', why: 'The diagnosis of the newest snapshot', history };
-    case 'idle':
-      return moved === true ? fromDigests() : { chip: 'idle', why: 'Nothing is queued', history };
-    case 'stuck':
-      // The model saw one snapshot only: queues that moved since the one before say it is not stuck.
-      return moved === true
-        ? fromDigests()
-        : { chip: 'stuck', why: 'The diagnosis of the newest snapshot: every rank is blocked', history };
-    case 'unknown':
-      return fromDigests();
-    default:
-      return assertUnreachable(verdict);
-  }
+const ms = (iso: string | null | undefined): number | null => {
+  if (iso === null || iso === undefined) return null;
+  const t = Date.parse(iso);
+  return Number.isNaN(t) ? null : t;
+};
+
+/** The state chip's words: "hung since 10:47 PM", "computing since …", "ended". */
+export function stateText(
+  job: JobSummary,
+  now: number = Date.now(),
+  timeZone?: string,
+  locale?: string,
+): string {
+  return stateSinceText(
+    {
+      state: job.state,
+      since: ms(job.since),
+      pausedUntil: ms(job.pausedUntil),
+    },
+    (t) => formatSince(t, now, timeZone, locale),
+  );
 }
 
-/** Loads a job's snapshot list and, when small enough, the newest snapshot's verdict. */
+/** The word alone (the chip's class and data-verdict use the state itself). */
+export const stateWordOf = (s: JobStateWord): string => JOB_STATE_TEXT[s];
+
+/** Does the job match the search box: program, command, user, uid, job id or node (any word, case-insensitive)? */
+export function matchesQuery(job: JobSummary, query: string): boolean {
+  const words = query
+    .toLowerCase()
+    .split(/\s+/)
+    .filter((w) => w !== '');
+  if (words.length === 0) return true;
+  const hay = [
+    jobLabel(job.command).program,
+    job.command,
+    job.user ?? '',
+    `uid ${job.uid}`,
+    job.id,
+    job.host,
+    ...job.nodes,
+  ]
+    .join('\n')
+    .toLowerCase();
+  return words.every((w) => hay.includes(w));
+}
+
+/**
+ * The rows as the table opens: live jobs by state (hung first: JOB_STATE_WORDS' order), the
+ * longest in its state first, then ended jobs apart, in the server's order (newest ended first:
+ * they come a page at a time).
+ */
+export function triageOrder(
+  jobs: readonly JobSummary[],
+  query = '',
+): { live: JobSummary[]; ended: JobSummary[] } {
+  const shown = jobs.filter((j) => matchesQuery(j, query));
+  const since = (j: JobSummary) => ms(j.since) ?? Number.POSITIVE_INFINITY;
+  const live = shown
+    .filter((j) => j.state !== 'ended')
+    .sort(
+      (a, b) =>
+        jobStateRank(a.state) - jobStateRank(b.state) || since(a) - since(b) || a.id.localeCompare(b.id),
+    );
+  const ended = shown.filter((j) => j.state === 'ended');
+  return { live, ended };
+}
+
+/** Ended jobs per page the table asks the server for, and per "Show more ended jobs". */
+export const ENDED_PAGE = 100;
+
+/**
+ * Every live job and the newest `endedWanted` ended ones matching `query`, searched and paged on
+ * the server (pages of at most JOBS_ENDED_PAGE_MAX), each job once.
+ */
+export async function loadJobs(
+  api: Api,
+  query: string,
+  endedWanted: number,
+  signal?: AbortSignal,
+): Promise<ApiResult<JobsPage>> {
+  const q = query.trim() === '' ? {} : { q: query };
+  const want = Math.max(1, endedWanted);
+  const first = await api.jobsPage(
+    { endedLimit: Math.min(want, JOBS_ENDED_PAGE_MAX), endedOffset: 0, ...q },
+    signal,
+  );
+  if (!first.ok) return first;
+  const byId = new Map(first.value.jobs.map((j) => [j.id, j]));
+  let loaded = first.value.jobs.filter((j) => j.state === 'ended').length;
+  let total = first.value.endedTotal;
+  while (loaded < want && loaded < total) {
+    const next = await api.jobsPage(
+      { endedLimit: Math.min(want - loaded, JOBS_ENDED_PAGE_MAX), endedOffset: loaded, ...q },
+      signal,
+    );
+    if (!next.ok) return next;
+    const ended = next.value.jobs.filter((j) => j.state === 'ended');
+    if (ended.length === 0) break;
+    for (const j of ended) byId.set(j.id, j);
+    loaded += ended.length;
+    total = next.value.endedTotal;
+  }
+  return ok({ jobs: [...byId.values()], endedTotal: total, endedOffset: 0 });
+}
+
+/** Loads a job's snapshot list and, when small enough, the newest snapshot's diagnosis line. */
 export async function loadTriage(api: Api, job: JobSummary, signal: AbortSignal): Promise<ApiResult<Triage>> {
   const list = await api.snapshots(job.id, signal);
   if (!list.ok) return list;
   const history = historyOf(list.value);
   const newest = [...list.value].sort((a, b) => b.takenAt.localeCompare(a.takenAt))[0];
-  let verdict: Verdict | null = null;
+  let line: string | null = null;
   if (
     newest &&
     readKind(newest.meta) !== 'failed' &&
@@ -143,14 +191,14 @@ export async function loadTriage(api: Api, job: JobSummary, signal: AbortSignal)
     let snap = cachedSnapshot(newest.id);
     if (!snap) {
       const got = await api.snapshot(newest.id, signal);
-      // No verdict is not an error of the list: the chip falls back to the digests.
+      // No diagnosis is not an error of the list: the row shows the server's reason.
       if (got.ok) {
         snap = { takenAt: got.value.takenAt, jobId: got.value.jobId, snapshot: got.value.snapshot };
         rememberSnapshot(newest.id, snap);
       }
     }
     const e = snap ? explanationOf(snap.snapshot) : null;
-    if (e && !('failed' in e)) verdict = e.verdict;
+    if (e && !('failed' in e)) line = diagnosisLine(e);
   }
-  return ok(triageOf(job, history, verdict));
+  return ok({ history, line });
 }

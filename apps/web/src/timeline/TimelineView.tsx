@@ -13,6 +13,7 @@ import {
   type QueueKind,
   type RankSnapshot,
   rankNotReadText,
+  SnapshotId,
   snapshotReadStatus,
 } from '@mqd/model';
 import {
@@ -25,7 +26,7 @@ import {
   scaleLinear,
   select,
 } from 'd3';
-import { type MouseEvent, useEffect, useMemo, useRef, useState } from 'react';
+import { type KeyboardEvent, type MouseEvent, useEffect, useMemo, useRef, useState } from 'react';
 import {
   formatClock,
   formatCount,
@@ -49,6 +50,7 @@ import {
   type Timeline,
   timeLayout,
   totalsSeries,
+  unreadableKinds,
 } from './timeline.js';
 import { useSeries } from './use-series.js';
 
@@ -82,7 +84,7 @@ export function TimelineView(props: ViewProps) {
     const end = beginBusy();
     // After the progress text has painted: building reads every operation of every snapshot.
     const timer = setTimeout(() => {
-      setTimeline(buildTimeline(series.inputs));
+      setTimeline(buildTimeline(series.inputs, series.run));
       end();
     }, 0);
     return () => {
@@ -130,7 +132,13 @@ export function TimelineView(props: ViewProps) {
           </p>
           <NotReadNotes timeline={timeline} />
           <TotalsChart timeline={timeline} kind={url.tkind} />
-          <Heatmap timeline={timeline} kind={url.tkind} onRank={(rank) => setUrl({ view: 'rank', rank })} />
+          <Heatmap
+            timeline={timeline}
+            kind={url.tkind}
+            current={url.snap}
+            onRank={(rank) => setUrl({ view: 'rank', rank })}
+            onSnapshot={(id) => setUrl({ snap: SnapshotId(id), view: 'matrix', cell: null, zoom: null })}
+          />
           <section className="longest">
             <h3>
               Unchanged the longest{' '}
@@ -415,6 +423,14 @@ function TotalsChart({ timeline, kind }: { timeline: Timeline; kind: QueueKind |
             <Hatch /> no rank read: a gap
           </span>
         )}
+        {unreadableKinds(timeline).map((k) => (
+          <span key={`unreadable-${k}`} data-testid="totals-not-readable">
+            <span className="not-readable-mark" aria-hidden="true">
+              ∅
+            </span>{' '}
+            {QUEUE_LABEL[k]}: not readable (the MPI library cannot show it), drawn as a gap, not 0
+          </span>
+        ))}
       </p>
       <svg
         ref={svgRef}
@@ -468,12 +484,20 @@ function notReadLines(timeline: Timeline, s: number, r0: number, r1: number): st
 function Heatmap({
   timeline,
   kind,
+  current,
   onRank,
+  onSnapshot,
 }: {
   timeline: Timeline;
   kind: QueueKind | 'all';
+  /** The snapshot the page shows: the arrow keys start from it. */
+  current: string | null;
   onRank: (rank: number) => void;
+  /** Opens one snapshot (Enter on the picked one). */
+  onSnapshot: (id: string) => void;
 }) {
+  // The snapshot the arrow keys picked; null until a key moves.
+  const [picked, setPicked] = useState<number | null>(null);
   const [ref, size] = useElementSize<HTMLDivElement>();
   const canvasRef = useRef<HTMLCanvasElement | null>(null);
   const axisRef = useRef<SVGGElement | null>(null);
@@ -599,6 +623,23 @@ function Heatmap({
     return { s, g, r0, r1 };
   };
 
+  const from = picked ?? Math.max(0, current === null ? cols - 1 : timeline.ids.indexOf(current));
+  const pickedText = (s: number) =>
+    `Snapshot ${formatCount(s + 1)} of ${formatCount(cols)}, taken ${formatTime(timeline.times[s] ?? null)}`;
+  const onKey = (e: KeyboardEvent<HTMLCanvasElement>) => {
+    const step: Record<string, number> = { ArrowLeft: -1, ArrowUp: -1, ArrowRight: 1, ArrowDown: 1 };
+    let to: number | null = null;
+    if (e.key in step) to = from + (step[e.key] ?? 0);
+    else if (e.key === 'Home') to = 0;
+    else if (e.key === 'End') to = cols - 1;
+    else if (e.key === 'Enter') {
+      const id = timeline.ids[from];
+      if (id !== undefined) onSnapshot(id);
+    } else return;
+    e.preventDefault();
+    if (to !== null) setPicked(Math.min(cols - 1, Math.max(0, to)));
+  };
+
   return (
     <div className="heatmap-block">
       <p className="legend chart-legend" data-testid="heatmap-legend">
@@ -640,6 +681,14 @@ function Heatmap({
           ref={canvasRef}
           data-testid="timeline-canvas"
           style={{ left: MARGIN_LEFT, top: MARGIN_TOP }}
+          role="slider"
+          tabIndex={0}
+          aria-label="Queue depth per rank and snapshot: the arrow keys pick a snapshot, Enter opens it"
+          aria-valuemin={1}
+          aria-valuemax={Math.max(1, cols)}
+          aria-valuenow={from + 1}
+          aria-valuetext={pickedText(from)}
+          onKeyDown={onKey}
           onMouseMove={(e) => {
             const tip = tipRef.current;
             const at = locate(e);
@@ -677,6 +726,11 @@ function Heatmap({
         />
         <div className="tooltip" ref={tipRef} hidden role="tooltip" data-testid="timeline-tooltip" />
       </div>
+      <p className="muted timeline-picked" data-testid="timeline-picked" aria-live="polite">
+        {picked === null
+          ? 'Click a rank to open it; with the chart focused, the arrow keys pick a snapshot and Enter opens it.'
+          : `${pickedText(picked)}: Enter opens it.`}
+      </p>
     </div>
   );
 }

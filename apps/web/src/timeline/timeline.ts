@@ -14,10 +14,12 @@ import {
   type Stillness,
   stillness,
   stillnessText,
+  type UnchangedRun,
   walkOpHistory,
   worldSizeOf,
 } from '@mqd/model';
 import { type ScaleTime, scaleLinear, scaleTime } from 'd3';
+import { formatSince } from '../format.js';
 import { KIND_COUNT, KIND_INDEX } from '../matrix-types.js';
 
 export interface TimelineInput {
@@ -64,7 +66,12 @@ export interface Timeline {
   readonly status: readonly SnapshotReadStatus[];
   readonly changes: readonly SnapshotChange[];
   readonly stillness: Stillness | null;
-  /** One line: "No change for 5 min across 20 snapshots; ranks 0-3 wait." */
+  /**
+   * [snapshot * 3 + kind]: 1 when some read rank's library showed that queue, 0 when none did
+   * (the library cannot read it: "not readable", never a count of 0).
+   */
+  readonly readable: Uint8Array;
+  /** One line: "No change since 10:47 PM (20 snapshots); ranks 0-3 wait." */
   readonly headline: string;
   /** Operations at their rank's last read that persisted through two reads or more, oldest run first. */
   readonly longest: readonly PersistentOp[];
@@ -76,7 +83,11 @@ export interface Timeline {
 
 const LONGEST_LIMIT = 200;
 
-export function buildTimeline(inputs: readonly TimelineInput[]): Timeline {
+/**
+ * `run`: the run of equal snapshots over the job's whole history (use-series.ts counts it from
+ * the snapshot list), so the headline's "since" is the run's first snapshot, not the window's.
+ */
+export function buildTimeline(inputs: readonly TimelineInput[], run: UnchangedRun | null = null): Timeline {
   const series = [...inputs].sort((a, b) => a.takenAt.localeCompare(b.takenAt));
   const snapshots = series.map((s) => s.snapshot);
   const worldSize = series.reduce((m, s) => Math.max(m, worldSizeOf(s.snapshot)), 0);
@@ -86,6 +97,15 @@ export function buildTimeline(inputs: readonly TimelineInput[]): Timeline {
   const totals = new Uint32Array(series.length * KIND_COUNT);
   const persistedTotals = new Uint32Array(series.length * KIND_COUNT);
   const readState = new Uint8Array(series.length * worldSize);
+  const readable = new Uint8Array(series.length * KIND_COUNT);
+  snapshots.forEach((snap, si) => {
+    for (const r of snap.ranks) {
+      if (r.state.kind !== 'ok') continue;
+      for (const c of r.communicators)
+        for (const q of ['sends', 'receives', 'unexpected'] as const)
+          if (c[q] !== null) readable[si * KIND_COUNT + KIND_INDEX[q]] = 1;
+    }
+  });
   // Per rank: the persisted operations of the snapshot its last visited operation came from,
   // and whether it had a pending send or receive there.
   const lastOps = new Map<number, { snapshot: number; ops: PersistentOp[]; waits: boolean }>();
@@ -150,10 +170,11 @@ export function buildTimeline(inputs: readonly TimelineInput[]): Timeline {
     totals,
     persistedTotals,
     readState,
+    readable,
     status: history.snapshots.map((s) => s.status),
     changes: history.snapshots,
     stillness: still,
-    headline: stillnessText(still, millis, compressRanks(waiting)),
+    headline: stillnessText(still, millis, compressRanks(waiting), (t) => formatSince(t), run),
     longest: longest.slice(0, LONGEST_LIMIT),
     longestTotal: longest.length,
     snapshots,
@@ -198,7 +219,8 @@ export function totalsSeries(
   const totals: ChartPoint[] = [];
   const persisted: ChartPoint[] = [];
   for (let s = 0; s < t.ids.length; s++) {
-    const failed = t.status[s]?.kind === 'failed';
+    // A queue no read rank's library could show is unknown: a gap, like a snapshot not read.
+    const failed = t.status[s]?.kind === 'failed' || !isReadable(t, s, kind);
     totals.push({ snapshot: s, value: failed ? null : at(t.totals, s) });
     if (s > 0)
       persisted.push({
@@ -207,6 +229,24 @@ export function totalsSeries(
       });
   }
   return { totals, persisted };
+}
+
+/** Some read rank's library showed this queue in snapshot `s` (false: "not readable"). */
+export function isReadable(t: Pick<Timeline, 'readable' | 'status'>, s: number, kind: QueueKind): boolean {
+  if (t.status[s]?.kind === 'failed') return true;
+  return t.readable[s * KIND_COUNT + KIND_INDEX[kind]] === 1;
+}
+
+/** Kinds some read snapshot could not read on any rank (the legend's "not readable" entry). */
+export function unreadableKinds(t: Pick<Timeline, 'readable' | 'status' | 'ids'>): QueueKind[] {
+  const out: QueueKind[] = [];
+  for (const k of ['sends', 'receives', 'unexpected'] as const)
+    for (let s = 0; s < t.ids.length; s++)
+      if (!isReadable(t, s, k)) {
+        out.push(k);
+        break;
+      }
+  return out;
 }
 
 /**

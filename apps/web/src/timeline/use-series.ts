@@ -2,7 +2,8 @@
 // big jobs are large) and reused from the page's cache; a share or a snapshot without a job is a
 // single column, the demo its generated series.
 import { useEffect, useState } from 'react';
-import type { ApiError } from '../api.js';
+import { jobState, type UnchangedRun } from '@mqd/model';
+import type { ApiError, SnapshotListEntry } from '../api.js';
 import { cachedSnapshot, rememberSnapshot } from '../data.js';
 import { demoSeries } from '../demo.js';
 import { beginBusy } from '../idle.js';
@@ -15,14 +16,36 @@ const MAX_SNAPSHOTS = 24;
 export type Loading =
   | { kind: 'loading'; done: number; total: number }
   | { kind: 'error'; error: ApiError }
-  | { kind: 'ready'; inputs: TimelineInput[]; note: string | null };
+  | { kind: 'ready'; inputs: TimelineInput[]; note: string | null; run: UnchangedRun | null };
+
+/**
+ * The run of equal snapshots at the end of the job's whole list (the model's jobState, the rule
+ * Jobs and Fleet show), so "since" does not depend on how many snapshots the timeline reads.
+ */
+export function unchangedRunOf(list: readonly SnapshotListEntry[]): UnchangedRun | null {
+  const a = jobState({
+    steps: list.map((e) => ({
+      at: Date.parse(e.takenAt),
+      digest: e.meta.digest,
+      ranks: e.meta.ranks,
+      read: e.meta.ok,
+      pending: e.meta.pendingSends + e.meta.pendingReceives,
+    })),
+    ended: false,
+    hungAfter: 2,
+  });
+  if (a.unchangedSince === null) return null;
+  const since = a.unchangedSince;
+  const failed = list.filter((e) => e.meta.ok === 0 && Date.parse(e.takenAt) >= since).length;
+  return { since, snapshots: a.unchangedSnapshots, failed };
+}
 
 export function useSeries({ api, url, data }: ViewProps): Loading {
   const [state, setState] = useState<Loading>({ kind: 'loading', done: 0, total: 0 });
   const jobId = data.jobId ?? url.job;
   useEffect(() => {
     if (data.source === 'demo' && url.demo !== null) {
-      setState({ kind: 'ready', inputs: demoSeries(url.demo, url.scenario), note: null });
+      setState({ kind: 'ready', inputs: demoSeries(url.demo, url.scenario), note: null, run: null });
       return;
     }
     const single: TimelineInput = { id: data.key, takenAt: data.takenAt, snapshot: data.snapshot };
@@ -34,6 +57,7 @@ export function useSeries({ api, url, data }: ViewProps): Loading {
           data.source === 'shared'
             ? 'A share link freezes one snapshot: the timeline has a single column.'
             : null,
+        run: null,
       });
       return;
     }
@@ -76,7 +100,7 @@ export function useSeries({ api, url, data }: ViewProps): Loading {
         list.value.length > latest.length
           ? `Showing the latest ${latest.length} of ${list.value.length} snapshots.`
           : null;
-      setState({ kind: 'ready', inputs, note });
+      setState({ kind: 'ready', inputs, note, run: unchangedRunOf(list.value) });
     })().finally(end);
     return () => {
       controller.abort();

@@ -7,6 +7,7 @@
 // Which operation is which across snapshots is mpi/operation.ts's rule (the same as the
 // progress verdict's and the server's hung digest): a receive that became matched is the same
 // operation, changed; its run of unchanged reads starts again.
+import { codedText } from '../errors.js';
 import { opKeys, pairOperations } from '../mpi/operation.js';
 import type { JobSnapshot, Operation, QueueKind, RankSnapshot, RankState } from '../snapshot-spec.js';
 import { ranksPhrase } from '../text.js';
@@ -105,9 +106,7 @@ export function notReadNote(s: SnapshotReadStatus): string | null {
 export function rankNotReadText(r: Pick<RankSnapshot, 'rank' | 'state'>): string | null {
   const s = r.state;
   if (s.kind === 'ok') return null;
-  // Coded messages (MqdError) already begin with their code.
-  const detail = s.message.startsWith(s.code) ? s.message : `${s.code}: ${s.message}`;
-  return `rank ${r.rank} not read: ${NOT_READ_WORDS[s.kind]}. ${detail}`;
+  return `rank ${r.rank} not read: ${NOT_READ_WORDS[s.kind]}. ${codedText(s)}`;
 }
 
 /** One operation as the history walk sees it. */
@@ -320,25 +319,51 @@ export function spanText(millis: number): string {
   return min % 60 === 0 ? `${h} h` : `${h} h ${min % 60} min`;
 }
 
+/** A run of equal snapshots counted over the job's whole history (analysis/job-state.ts), not a view's window. */
+export interface UnchangedRun {
+  /** Epoch ms of the run's first snapshot. */
+  readonly since: number;
+  readonly snapshots: number;
+  /** Of those, snapshots in which no rank was read. */
+  readonly failed: number;
+}
+
+/** "22:47" (UTC): the default clock of stillnessText; a view passes its own. */
+const utcClock = (ms: number): string => new Date(ms).toISOString().slice(11, 16);
+
 /**
  * The timeline's headline: what the series says about the job, in one line.
  * `times` are the snapshots' times (epoch ms, the walk's order); `waiting` the ranks with
- * operations queued at their last read, as ranges ("" when none).
+ * operations queued at their last read, as ranges ("" when none). A still job reads
+ * "No change since 22:47 (40 snapshots); ranks 0-3 wait.": since the first snapshot of the run
+ * of equal snapshots, `run` when the caller counted it over the whole history (the series may
+ * hold only the latest snapshots), else within the series.
  */
-export function stillnessText(s: Stillness | null, times: readonly number[], waiting: string): string {
+export function stillnessText(
+  s: Stillness | null,
+  times: readonly number[],
+  waiting: string,
+  time: (ms: number) => string = utcClock,
+  run: UnchangedRun | null = null,
+): string {
   if (s === null) return 'No snapshot yet.';
   const n = times.length;
-  if (n === 1) return 'One snapshot: take another to see what changes.';
+  if (n === 1 && run === null) return 'One snapshot: take another to see what changes.';
   if (s.moving) {
     const count = (k: number) => `${k.toLocaleString('en-US')} ${k === 1 ? 'operation' : 'operations'}`;
     const changed = s.changed > 0 ? `${count(s.changed)} changed, ` : '';
     return `Moving: ${changed}${count(s.appeared)} new and ${count(s.disappeared)} gone since the ranks' previous reads.`;
   }
-  if (s.comparisons === 0) return 'Nothing to compare yet: no rank was read in two snapshots.';
-  const from = times[s.since] ?? 0;
-  const to = times[n - 1] ?? from;
-  const failed = s.failed > 0 ? ` (${s.failed} of them not read)` : '';
+  if (s.comparisons === 0 && run === null)
+    return 'Nothing to compare yet: no rank was read in two snapshots.';
+  const windowFrom = times[s.since] ?? 0;
+  // The whole history's run starts no later than the window's (the window is its tail).
+  const longer = run !== null && run.snapshots >= s.snapshots;
+  const from = longer ? run.since : windowFrom;
+  const count = longer ? run.snapshots : s.snapshots;
+  const failedN = longer ? run.failed : s.failed;
+  const failed = failedN > 0 ? `, ${failedN.toLocaleString('en-US')} of them not read` : '';
   const who =
     waiting === '' ? 'nothing queued' : `${ranksPhrase(waiting)} ${/[-,]/.test(waiting) ? 'wait' : 'waits'}`;
-  return `No change for ${spanText(to - from)} across ${s.snapshots} snapshots${failed}; ${who}.`;
+  return `No change since ${time(from)} (${count.toLocaleString('en-US')} snapshots${failed}); ${who}.`;
 }

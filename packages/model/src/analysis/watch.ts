@@ -1,4 +1,4 @@
-// The hang watch's verdict over time (issue #31, docs/hang-watch.md): a job sampled every few
+// The hang watch's verdict over time (docs/hang-watch.md): a job sampled every few
 // minutes (per rank: /proc counters without a stop, then one short stop for the queues and
 // stacks) is progressing, computing, waiting or hung. One snapshot cannot tell a hang from a
 // slow job; the samples together can:
@@ -11,9 +11,11 @@
 // Hung needs the whole job: every rank read, each in MPI or (for the weaker verdict) outside it
 // but not alive, and nothing moved over `hungAfterSamples` samples. A deadlock, collective hang
 // or OpenMP hang the last snapshot proves on its own needs two agreeing samples, not more.
+import { callKind } from '../mpi/calls.js';
 import type { JobSnapshot, RankSnapshot } from '../snapshot-spec.js';
 import type { RankCounters, WatchConfidence, WatchState } from '../watch-spec.js';
 import { explainSnapshot } from './explain.js';
+import type { Explanation } from './explain-types.js';
 import { compareSnapshots } from './progress.js';
 import { compressRanks, expandRanks } from './ranges.js';
 
@@ -172,10 +174,29 @@ function proof(last: JobSnapshot, previous: JobSnapshot | null): Proof {
   const add = (ranges: string) => {
     for (const r of expandRanks(ranges) ?? []) least.add(r);
   };
-  if (e.deadlock !== null) add(e.deadlock.ranks);
+  // Only ranks whose progress differs from the others': a cycle's ranks when others wait behind
+  // it, the members a collective waits for, an OpenMP deadlock others wait on, a free rank
+  // others wait for; never every rank of a cycle that holds the whole job.
+  if (e.deadlock !== null && e.deadlock.blockedBehind !== '') {
+    for (const c of e.deadlock.cycles) for (const r of c.ranks) least.add(r);
+  }
   for (const c of e.collectives) add(c.waitingFor);
-  for (const r of e.openmp.deadlockedRanks) least.add(r);
+  const mm = e.collectiveMismatches[0];
+  if (mm !== undefined && mm.differs === undefined && e.verdict === 'collective-hang') {
+    for (const g of mm.groups)
+      if (!(g.where === 'call' && g.blocking && callKind(g.call ?? '') === 'collective')) add(g.ranks);
+  }
+  if (e.behindOpenMp !== '') for (const r of e.openmp.deadlockedRanks) least.add(r);
   if (least.size === 0) add(e.waits.waitingOnFree);
+  if (least.size >= e.rankCount) least.clear();
+  return { proven, least: [...least].sort((x, y) => x - y), line: diagnosisLine(e) };
+}
+
+/**
+ * A snapshot's diagnosis in one line (the hang watch's, Fleet's and Jobs' diagnosis column):
+ * "Deadlock: ranks 0-3 wait in MPI_Ssend ... at FILE:LINE", at most MAX_WATCH_DIAGNOSIS_CHARS.
+ */
+export function diagnosisLine(e: Explanation): string {
   // The first group names the call, peer, tag and source line ("Ranks 0-3 wait in MPI_Ssend
   // ... at FILE:LINE"); the cycle line repeats the ranks edge by edge, too long for one line.
   const group = e.diagnosis.groups[0]?.text ?? '';
@@ -192,7 +213,7 @@ function proof(last: JobSnapshot, previous: JobSnapshot | null): Proof {
     : first === ''
       ? (e.summary.split(/(?<=\.)\s/)[0] ?? e.summary)
       : `${head}${first}`;
-  return { proven, least: [...least].sort((x, y) => x - y), line: clipLine(line) };
+  return clipLine(line);
 }
 
 /**

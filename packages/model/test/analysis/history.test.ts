@@ -138,12 +138,20 @@ describe('stillness: how long nothing moved', () => {
 describe('the headline', () => {
   const t0 = Date.parse('2026-03-01T10:00:00Z');
   const min = 60_000;
-  it('says how long nothing moved, across how many snapshots, and who waits', () => {
+  it('says since when nothing moved, across how many snapshots, and who waits', () => {
     const h = walkOpHistory([stuck(4), stuck(4), allDropped(4), stuck(4)]);
     const times = [t0, t0 + min, t0 + 2 * min, t0 + 5 * min];
     expect(stillnessText(stillness(h), times, '0-3')).toBe(
-      'No change for 5 min across 4 snapshots (1 of them not read); ranks 0-3 wait.',
+      'No change since 10:00 (4 snapshots, 1 of them not read); ranks 0-3 wait.',
     );
+    // The whole history's run, when the caller counted it: the window's tail is not its start.
+    expect(
+      stillnessText(stillness(h), times, '0-3', undefined, {
+        since: t0 - 40 * min,
+        snapshots: 44,
+        failed: 1,
+      }),
+    ).toBe('No change since 09:20 (44 snapshots, 1 of them not read); ranks 0-3 wait.');
     expect(stillnessText(stillness(walkOpHistory([stuck(4)])), [t0], '0-3')).toBe(
       'One snapshot: take another to see what changes.',
     );

@@ -12,6 +12,7 @@ import {
   withUnreadableRanks,
 } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
+import { golden } from '../golden.js';
 
 const PERIOD = 60_000;
 const HZ = 100;
@@ -81,11 +82,21 @@ describe('watchVerdict', () => {
     const v = watchVerdict(series([ring(), ring()]), opts);
     expect(v.state).toBe('hung');
     expect(v.confidence).toBe('high');
-    expect(v.leastProgressedText).toBe('0-3');
+    // Every rank is in the cycle: none is behind the others.
+    expect(v.leastProgressedText).toBe('');
     expect(v.diagnosis).toMatch(/^Deadlock: /);
     expect(v.diagnosis).toContain('MPI_Ssend');
     expect(v.sinceIndex).toBe(0);
     expect(v.evidenceIndex).toBe(1);
+  });
+
+  it('names the least progressed ranks only where progress differs', () => {
+    // wrong_tag: ranks 0-1 wait for each other, 2-3 wait behind them.
+    const pair = golden('openmpi', 'wrong_tag');
+    expect(watchVerdict(series([pair, pair]), opts).leastProgressedText).toBe('0-1');
+    // collective_mismatch: ranks 0-2 in MPI_Barrier wait for rank 3, which never entered it.
+    const barrier = golden('mpich', 'collective_mismatch');
+    expect(watchVerdict(series([barrier, barrier]), opts).leastProgressedText).toBe('3');
   });
 
   it('needs hungAfterSamples samples when the snapshot proves nothing by itself', () => {

@@ -64,6 +64,9 @@ export async function handleSnapshot(ctx: AgentContext, id: number, p: SnapshotP
       ...(p.ownerUid === undefined ? {} : { ownerUid: p.ownerUid }),
       ...(p.allowRoot === true ? { allowRoot: true } : {}),
       ...(p.light === true ? { light: true } : {}),
+      // Expressions are data for the reader (checked against the protocol's caps on arrival),
+      // read only for live ranks.
+      ...(p.evals !== undefined && p.evals.length > 0 && !isCore ? { evals: p.evals } : {}),
       maxRankBytes: rankBudget(ctx.maxBytes()),
     };
     if (isCore) {

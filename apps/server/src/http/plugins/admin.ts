@@ -32,7 +32,9 @@ export const adminPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }
     ...routeOf(R.hung),
     handler: async (req) => {
       const n = req.query.snapshots ?? s.config.hungSnapshots;
-      return { snapshots: n, jobs: (await s.snapshots.hung(n, null)).map(hungJson) };
+      const verdicts = await s.watcher.verdictsByJob(null);
+      const hung = await s.snapshots.hung(n, null, (j) => verdicts.get(j.id) ?? null);
+      return { snapshots: n, jobs: hung.map(hungJson) };
     },
   });
 

@@ -12,6 +12,7 @@ import { adminPlugin } from './admin.js';
 import { currentUser, type PluginOpts, rateLimited, type Services, typed } from './common.js';
 import { jobsPlugin } from './jobs.js';
 import { sendOverview, sendSnapshot, sharesPlugin, snapshotsPlugin } from './snapshots.js';
+import { valuesPlugin } from './values.js';
 
 const publicPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
   const app = typed(fastify);
@@ -116,6 +117,7 @@ const authedPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
   await app.register(jobsPlugin, { s });
   await app.register(snapshotsPlugin, { s });
   await app.register(sharesPlugin, { s });
+  await app.register(valuesPlugin, { s });
   await app.register(adminPlugin, { s });
 };
 

@@ -29,8 +29,12 @@ export const fleetPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }
     // Per user (the limiter's key after the login hook); a dashboard reloads on fleet.changed.
     config: { rateLimit: { max: s.config.fleetRateLimitMax, timeWindow: s.config.rateLimitWindowMs } },
     handler: async (req) => {
-      const { limit, offset } = req.query;
-      const page = await s.watcher.fleet(currentUser(req), { limit, offset });
+      const { limit, offset, q } = req.query;
+      const page = await s.watcher.fleet(currentUser(req), {
+        limit,
+        offset,
+        ...(q === undefined ? {} : { q }),
+      });
       return { policy: s.watcher.currentPolicy(), jobs: page.jobs, total: page.total, offset };
     },
   });

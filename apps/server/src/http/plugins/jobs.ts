@@ -1,8 +1,12 @@
-// Jobs: list, attach (locate through the agent on the starter's node), snapshot, history.
+// Jobs: list (every live job, hung first; ended ones a page at a time; searched here), attach (locate through the agent on the starter's node), snapshot, history.
 // A user sees and snapshots only jobs of their own uid; admins see every job.
 import {
+  type ApiJob,
   IDEMPOTENCY_KEY_HEADER,
   JobId,
+  type JobStateWatch,
+  jobLabel,
+  jobStateRank,
   MqdException,
   API_ROUTES as R,
   type UiEventPayload,
@@ -10,12 +14,36 @@ import {
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import { resolveCoreDir } from '../../agent/core-dirs.js';
 import { canSee } from '../../auth/auth.js';
-import { newId } from '../../fanout/fanout.js';
+import { newId, STATE_HISTORY } from '../../fanout/fanout.js';
 import type { LocateTarget } from '../../protocol/agent-protocol.js';
-import type { JobRecord, User } from '../../shared/types.js';
+import type { JobRecord, SnapshotMeta, User } from '../../shared/types.js';
+import { userNames } from '../../watch/user-names.js';
 import { fail, jobJson, metaJson } from '../http.js';
 import { routeOf } from '../schemas.js';
 import { currentUser, type PluginOpts, rateLimited, type Services, typed } from './common.js';
+
+/** The search box's words, lower case. */
+const searchWords = (q: string): string[] =>
+  q
+    .toLowerCase()
+    .split(/\s+/)
+    .filter((w) => w !== '');
+
+/** Does the job hold every word in its program, command, user, uid, job id or a node? */
+function matches(job: JobRecord, user: string | null, words: readonly string[]): boolean {
+  const hay = [
+    jobLabel(job.command).program,
+    job.command,
+    user ?? '',
+    `uid ${job.uid}`,
+    job.id,
+    job.host,
+    ...new Set(job.ranks.map((r) => r.host)),
+  ]
+    .join('\n')
+    .toLowerCase();
+  return words.every((w) => hay.includes(w));
+}
 
 /** The job, if it exists and this user may see it; otherwise the request ends with a coded error. */
 export async function jobFor(s: Services, user: User, id: string): Promise<JobRecord> {
@@ -27,23 +55,51 @@ export async function jobFor(s: Services, user: User, id: string): Promise<JobRe
 export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) => {
   const app = typed(fastify);
   const { s } = opts;
+  // The model's one rule (jobStateOf) over the job's snapshots, the hang watch's verdict first.
+  const toJsonWith = (
+    job: JobRecord,
+    recent: readonly SnapshotMeta[],
+    verdict: JobStateWatch | null,
+    user: string | null,
+  ): ApiJob => ({
+    ...jobJson(job, (h) => s.hub.isConnected(h), recent, s.config.hungSnapshots, verdict),
+    user,
+  });
   const toJson = async (job: JobRecord) =>
-    jobJson(
+    toJsonWith(
       job,
-      (h) => s.hub.isConnected(h),
-      await s.store.snapshots(job.id, s.config.hungSnapshots),
-      s.config.hungSnapshots,
+      // An ended job is ended whatever its snapshots say: its newest one is enough.
+      await s.store.snapshots(job.id, job.endedAt === null ? STATE_HISTORY : 1),
+      // Looked up by this job's id only: every live verdict is read, none is shown but its own.
+      (await s.watcher.verdictsByJob(null)).get(job.id) ?? null,
+      (await userNames(s.store, [job.uid])).get(job.uid) ?? null,
     );
 
   app.route({
     ...routeOf(R.jobs),
     handler: async (req) => {
       const user = currentUser(req);
+      const { endedLimit, endedOffset = 0, q = '' } = req.query;
       // The rule of the single-job routes (canSee), not a uid match: a user mapped to uid 0
       // lists none of root's jobs.
-      const jobs = (
+      const all = (
         user.admin ? await s.store.jobs(null) : user.uid === null ? [] : await s.store.jobs(user.uid)
       ).filter((j) => canSee(user, j));
+      const names = await userNames(
+        s.store,
+        all.map((j) => j.uid),
+      );
+      const words = searchWords(q);
+      const shown = words.length === 0 ? all : all.filter((j) => matches(j, names.get(j.uid) ?? null, words));
+      const live = shown.filter((j) => j.endedAt === null);
+      const endedAll = shown
+        .filter((j) => j.endedAt !== null)
+        .sort(
+          (a, b) =>
+            (b.endedAt ?? 0) - (a.endedAt ?? 0) || b.createdAt - a.createdAt || a.id.localeCompare(b.id),
+        );
+      const ended =
+        endedLimit === undefined ? endedAll : endedAll.slice(endedOffset, endedOffset + endedLimit);
       const visible = s.hub.seenStarters().filter((x) => canSee(user, x.starter));
       const attached = await Promise.all(
         visible.map((x) => s.store.findJob(x.host, x.starter.starterPid, x.starter.startTime ?? null)),
@@ -56,7 +112,35 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
           uid: x.starter.uid,
           command: x.starter.command,
         }));
-      return { jobs: await Promise.all(jobs.map(toJson)), starters };
+      const verdicts = await s.watcher.verdictsByJob(user.admin ? null : user.uid);
+      // Each job's state from its recent snapshots, read in two queries (live, ended) for all.
+      const recentLive = await s.store.snapshotsOfJobs(
+        live.map((j) => j.id),
+        STATE_HISTORY,
+      );
+      const recentEnded = await s.store.snapshotsOfJobs(
+        ended.map((j) => j.id),
+        1,
+      );
+      const json = (j: JobRecord) =>
+        toJsonWith(
+          j,
+          (j.endedAt === null ? recentLive : recentEnded).get(j.id) ?? [],
+          verdicts.get(j.id) ?? null,
+          names.get(j.uid) ?? null,
+        );
+      const since = (j: ApiJob) => (j.since ? Date.parse(j.since) : Number.POSITIVE_INFINITY);
+      const liveJson = live
+        .map(json)
+        .sort(
+          (a, b) =>
+            jobStateRank(a.state) - jobStateRank(b.state) || since(a) - since(b) || a.id.localeCompare(b.id),
+        );
+      return {
+        jobs: [...liveJson, ...ended.map(json)],
+        starters,
+        ...(endedLimit === undefined ? {} : { endedTotal: endedAll.length, endedOffset }),
+      };
     },
   });
 
@@ -285,7 +369,7 @@ export const jobsPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, opts) 
         return reply.code(201).send({ snapshot: metaJson(replayed.value) });
       }
       if (job.endedAt !== null) fail('MQD_E_JOB_ENDED', `job ${job.id} ended`);
-      const r = await s.snapshots.take(job, user.name, request);
+      const r = await s.snapshots.take(job, user.name, request, req.body?.evals);
       if (!r.ok) throw new MqdException(r.error);
       return reply.code(201).send({ snapshot: metaJson(r.value) });
     },

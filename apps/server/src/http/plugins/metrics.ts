@@ -44,8 +44,12 @@ export function addServiceGauges(reg: MetricsRegistry, { s }: PluginOpts): void 
   reg.add(
     new Gauge(
       'mqd_jobs_looking_hung',
-      'Live jobs whose last snapshots (--hung-snapshots of them) all have the same queues.',
-      async () => (await s.snapshots.hung(s.config.hungSnapshots, null)).length,
+      "Live jobs in state hung by the model's rule (the hang watch's verdict, else --hung-snapshots equal snapshots with every rank read and operations pending).",
+      async () => {
+        const verdicts = await s.watcher.verdictsByJob(null);
+        return (await s.snapshots.hung(s.config.hungSnapshots, null, (j) => verdicts.get(j.id) ?? null))
+          .length;
+      },
     ),
   );
   reg.add(
