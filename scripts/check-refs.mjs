@@ -58,6 +58,9 @@ const EXTERNAL = [
   /^(ompi_msgq_dll\.c|request_dbg\.h|wait_sync\.h|mca\/pml\/base\/pml_base_request\.h)$/,
   // The standards' and runtimes' headers: Fortran MPI, PMIx, OpenMP and OMPD.
   /^(mpi\.h|mpif\.h|pmix_common\.h|omp\.h|omp-tools\.h|ompd-types\.h)$/,
+  // CPython's headers, where the interpreter's structures are declared.
+  /^(Include\/internal\/)?pycore_[a-z_]+\.h$/,
+  /^cpython\/[a-z_]+\.h$/,
   // A user's program in the diagnosis' example sentences (a.c:31): one letter, no such file.
   /^[a-z]\.c$/,
   // The house style's models (Perfetto's ui/src/..., fastify's lib/...).

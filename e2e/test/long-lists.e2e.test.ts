@@ -7,8 +7,8 @@
 import { syntheticRingRank } from '@mqd/model';
 import { createFakeLocator, createFixedReader, serve } from '@mqd/server';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_VIEWPORT, attach, e2eRig, takeSnapshot } from './rig.js';
 import { e2eServerConfig, idle, screenshot } from './browser.js';
+import { attach, DEFAULT_VIEWPORT, e2eRig, takeSnapshot } from './rig.js';
 
 const ADMIN = 'admin-token-for-the-e2e-long-lists-0123456789';
 const STRIP = 14; // apps/web/src/matrix/renderer.ts: the ANY/unknown strips beside the matrix

@@ -7,9 +7,8 @@
 // read from the script's MQD_LINE markers.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { mpiAvailable } from '@mqd/testkit';
+import { markerLine, mpi4pyInstalled, mpiAvailable, PYTHON_FIXTURES, pythonLaunch } from '@mqd/testkit';
 import { describe, expect, it } from 'vitest';
-import { markerLine, mpi4pyInstalled, PYTHON_FIXTURES, pythonLaunch } from '@mqd/testkit';
 import { idle, screenshot } from './browser.js';
 import { attach, e2eRig, takeSnapshot } from './rig.js';
 

@@ -5,9 +5,16 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { disposeAll, type FixtureJob, launchFixture, mpiAvailable } from '@mqd/testkit';
+import {
+  disposeAll,
+  type FixtureJob,
+  launchFixture,
+  markerLine,
+  mpi4pyInstalled,
+  mpiAvailable,
+  pythonLaunch,
+} from '@mqd/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { markerLine, mpi4pyInstalled, pythonLaunch } from '@mqd/testkit';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const run = promisify(execFile);

@@ -16,8 +16,7 @@ export { dropSecretsFromEnv, readSecretFile, SECRET_ENV_NAME } from './shared/se
 export type * from './shared/types.js';
 export { SqliteStore, type StoreOptions } from './store/dialect-sqlite.js';
 export { openStore } from './store/store-open.js';
-export type { RetentionPolicy } from './store/store-port.js';
-export type { StorePort } from './store/store-port.js';
+export type { RetentionPolicy, StorePort } from './store/store-port.js';
 export { MIGRATIONS, type Migration } from './store/store-schema.js';
 export * from './synthetic/fakes.js';
 export * from './synthetic/synthetic-agents.js';

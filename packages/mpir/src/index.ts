@@ -9,6 +9,7 @@ export {
   ranksFromPids,
   readMpirTable,
 } from './attach.js';
+export { type CounterTarget, type RankCountersRead, rankCounters } from './counters.js';
 export {
   clockTicksPerSecond,
   DISCOVERY_LIMITS,
@@ -24,7 +25,6 @@ export {
   startTimeToEpochMs,
   watchOptedOut,
 } from './discover.js';
-export { type CounterTarget, type RankCountersRead, rankCounters } from './counters.js';
 export { type LocalHost, localHost, normaliseHost } from './host.js';
 export {
   type AcquisitionMethod,

@@ -5,9 +5,9 @@ import {
   type LengthUnit,
   type Operation,
   opLengthUnit,
+  QUEUE_KINDS,
   type QueueKind,
   type RankSnapshot,
-  QUEUE_KINDS,
 } from '@mqd/model';
 
 const LIB: Record<JobSnapshot['mpi']['library'], string> = {

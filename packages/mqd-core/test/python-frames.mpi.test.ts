@@ -12,19 +12,28 @@ import {
   buildStackTree,
   excerptLines,
   formatStackTree,
-  rankSentence,
-  sourceExcerptFor,
-  sourcePlaces,
   type JobSnapshot,
   type Pid,
   type RankSnapshot,
+  rankSentence,
+  sourceExcerptFor,
+  sourcePlaces,
   type ThreadStack,
   validateSnapshot,
 } from '@mqd/model';
-import { done, mpiAvailable, pending, rankBlockedIn, waitFor } from '@mqd/testkit';
+import {
+  done,
+  markerLine,
+  mpi4pyInstalled,
+  mpiAvailable,
+  PYTHON_FIXTURES,
+  pending,
+  pythonLaunch,
+  rankBlockedIn,
+  waitFor,
+} from '@mqd/testkit';
 import { describe, expect, it } from 'vitest';
 import { fixtureRig } from './fixture-rig.js';
-import { markerLine, mpi4pyInstalled, PYTHON_FIXTURES, pythonLaunch } from '@mqd/testkit';
 
 const rig = fixtureRig();
 const ready = mpiAvailable('openmpi') && mpi4pyInstalled();

@@ -4,9 +4,9 @@
 // with the line of every code unit (co_positions()); lineAt must give the same for each unit.
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { PYTHON } from '@mqd/testkit';
 import { describe, expect, it } from 'vitest';
 import { lineAt } from '../src/python/line-table.js';
-import { PYTHON } from '@mqd/testkit';
 
 const SOURCE = `
 import sys

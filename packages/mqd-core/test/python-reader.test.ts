@@ -5,8 +5,8 @@
 // it, and the table checked against it) where installed, and a 3.12 the reader does not know.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync, readlinkSync } from 'node:fs';
-import { done, pending, waitFor } from '@mqd/testkit';
 import { join } from 'node:path';
+import { done, markerLine, PYTHON, PYTHON_FIXTURES, pending, waitFor } from '@mqd/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DebugFileRegistry } from '../src/inferior/debug-file-registry.js';
 import { InferiorMemory } from '../src/inferior/memory.js';
@@ -15,7 +15,6 @@ import { stopProcess } from '../src/inferior/stopper.js';
 import { rankMemory } from '../src/mqs/libraries/library.js';
 import { DWARF_FIELDS, PYTHON_311 } from '../src/python/layout.js';
 import { isPythonPath, type PythonRead, readPython } from '../src/python/read.js';
-import { markerLine, PYTHON, PYTHON_FIXTURES } from '@mqd/testkit';
 
 const SCRIPT = join(PYTHON_FIXTURES, 'sleep_nested.py');
 const PYENV_311 = '/root/.pyenv/versions/3.11.7';

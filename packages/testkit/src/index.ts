@@ -192,6 +192,7 @@ export {
   readStat,
   statOf,
 } from './procfs.js';
+export { markerLine, mpi4pyInstalled, PYTHON, PYTHON_FIXTURES, pythonLaunch } from './python.js';
 export {
   type SlurmCluster,
   type SlurmJob,
@@ -222,4 +223,3 @@ export {
   WaitTimeoutError,
   waitFor,
 } from './wait.js';
-export { markerLine, mpi4pyInstalled, PYTHON, PYTHON_FIXTURES, pythonLaunch } from './python.js';

@@ -43,8 +43,7 @@ import {
   type SnapshotMeta,
   type SnapshotSummary,
 } from '../shared/types.js';
-import type { SnapshotRequestKey } from '../store/store-port.js';
-import type { StorePort } from '../store/store-port.js';
+import type { SnapshotRequestKey, StorePort } from '../store/store-port.js';
 
 const gunzipAsync = promisify(gunzip);
 

@@ -1,7 +1,7 @@
 // The settings table of docs/configuration.md, made from SETTINGS (settings.ts) and kept true by
 // `node scripts/config-table.mjs` and its test.
 import { MIN_CLUSTER_SECRET_CHARS } from '../cluster/seal.js';
-import { type Kind, LOG_LEVELS, type Setting, SETTINGS } from './settings.js';
+import { type Kind, LOG_LEVELS, SETTINGS, type Setting } from './settings.js';
 
 /** What each kind of setting takes, as the docs' table says it. */
 const KIND_TAKES: Record<Kind, string> = {

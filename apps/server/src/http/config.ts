@@ -12,9 +12,8 @@ import { parseStoreUrl } from '../store/store-url.js';
 
 export const SERVER_VERSION = '0.1.0';
 
-import { LOG_LEVELS, type LogLevel, type Setting, SETTINGS } from './settings.js';
+import { LOG_LEVELS, type LogLevel, SETTINGS, type Setting } from './settings.js';
 
-export { LOG_LEVELS, type LogLevel } from './settings.js';
 export {
   CONFIG_TABLE_BEGIN,
   CONFIG_TABLE_END,
@@ -22,6 +21,7 @@ export {
   configTableRows,
   withConfigTable,
 } from './config-docs.js';
+export { LOG_LEVELS, type LogLevel } from './settings.js';
 
 /** The value each kind of setting holds. */
 interface KindValue {

@@ -41,6 +41,7 @@ import {
 import type { FoldRequest } from './rank-fold.js';
 
 export type { AgentInfo, HubCapture, HubCounters, OnRanks } from './agent-conn.js';
+
 import { hostAgentToken, tokenDigest, tokenMatches } from './agent-token.js';
 
 export { hostAgentToken, tokenMatches } from './agent-token.js';

@@ -153,6 +153,19 @@ import {
   type WireError,
 } from '@mqd/model';
 
+export type {
+  AgentHandshake,
+  AgentHealth,
+  AgentMessage,
+  DiscoveryScanInfo,
+  LocateTarget,
+  ReplyMessage,
+  RequestMethod,
+  ServerMessage,
+  SnapshotParams,
+  SnapshotResult,
+  WireError,
+} from '@mqd/model';
 export {
   AGENT_PROTOCOL_VERSION,
   CAPTURE_NAME_RE,
@@ -167,19 +180,6 @@ export {
   MAX_REQUEST_ID,
   MAX_SEEN_JOBS,
   MAX_SLURM_NAME_CHARS,
-} from '@mqd/model';
-export type {
-  AgentHandshake,
-  AgentHealth,
-  AgentMessage,
-  DiscoveryScanInfo,
-  LocateTarget,
-  ReplyMessage,
-  RequestMethod,
-  ServerMessage,
-  SnapshotParams,
-  SnapshotResult,
-  WireError,
 } from '@mqd/model';
 export type {
   CapturedRank,

@@ -1,8 +1,9 @@
 // The series the timeline draws: the job's latest snapshots, read one at a time (snapshots of
 // big jobs are large) and reused from the page's cache; a share or a snapshot without a job is a
 // single column, the demo its generated series.
-import { useEffect, useState } from 'react';
+
 import { jobState, type UnchangedRun } from '@mqd/model';
+import { useEffect, useState } from 'react';
 import type { ApiError, SnapshotListEntry } from '../api.js';
 import { cachedSnapshot, rememberSnapshot } from '../data.js';
 import { demoSeries } from '../demo.js';

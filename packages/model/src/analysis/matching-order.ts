@@ -12,6 +12,7 @@
 
 import type { Communicator, JobSnapshot, Operation, RankSnapshot } from '../snapshot-spec.js';
 import { isCollectiveInternal, type OpRef } from './comm.js';
+import { type EntryGroup, groupEntries, opGroupKey } from './entry-groups.js';
 import {
   compareLengths,
   diffMask,
@@ -30,7 +31,6 @@ import {
   sendSide,
   unexpectedSide,
 } from './match-rules.js';
-import { type EntryGroup, groupEntries, opGroupKey } from './entry-groups.js';
 import { type CommEntry, SnapshotIndex } from './snapshot-index.js';
 
 export type { LengthCheck } from './match-rules.js';

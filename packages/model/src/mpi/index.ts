@@ -23,8 +23,8 @@
  */
 export * from './calls.js';
 export * from './frames.js';
-export * from './python-frames.js';
 export * from './job-label.js';
 export * from './library.js';
 export * from './operation.js';
+export * from './python-frames.js';
 export * from './world.js';

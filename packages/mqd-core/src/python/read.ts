@@ -5,17 +5,17 @@
 // file name and the line of the frame's instruction (line-table.ts). A version whose layout is
 // not known (layout.ts) is a coded limit for the rank, never a guess.
 import {
+  MAX_THREADS_PER_RANK,
   type MqdError,
   mqdError,
   type PythonFrame,
   type PythonStack,
-  MAX_THREADS_PER_RANK,
 } from '@mqd/model';
 import type { DebugFile } from '../inferior/debug-file.js';
 import type { MappedModule, ProcessImage } from '../inferior/process-image.js';
 import type { RankMemory } from '../mqs/libraries/library.js';
-import { lineAt } from './line-table.js';
 import { DWARF_FIELDS, PYTHON_LAYOUTS, type PythonLayout, versionText } from './layout.js';
+import { lineAt } from './line-table.js';
 
 /** What the stop read of the rank's CPython. */
 export interface PythonRead {

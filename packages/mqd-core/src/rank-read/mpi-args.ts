@@ -11,8 +11,8 @@ import {
   type MqdError,
   mqdError,
   peerGlobalRank,
-  ROOTED_COLLECTIVES,
   type RankSnapshot,
+  ROOTED_COLLECTIVES,
   SIGNED_COLLECTIVES,
 } from '@mqd/model';
 import type { ProcessImage } from '../inferior/process-image.js';

@@ -24,11 +24,11 @@ import {
   type Operation,
   ok,
   type Peer,
+  QUEUE_KINDS,
   type QueueKind,
   type RankSnapshot,
   type Result,
   STATUS_CORRECTIONS,
-  QUEUE_KINDS,
 } from '@mqd/model';
 
 /** A communicator with each queue replaced by its index among OpColumns' queues (null stays null). */
