@@ -1,5 +1,5 @@
-import { gunzipSync } from 'node:zlib';
-import { type JobSnapshot, validateSnapshot } from '@mqd/model';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { JobId, type JobSnapshot, SnapshotId, validateSnapshot } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
 import { MIGRATION_HISTORY } from '../src/store/store-schema.js';
 import { startSyntheticAgents } from '../src/synthetic/synthetic-agents.js';
@@ -181,6 +181,141 @@ describe('ownership', () => {
     expect(all.statusCode).toBe(200);
     // Only Alice's own snapshot count moved: none.
     expect(await s.app.mqd.store.countSnapshots()).toBe(1);
+  });
+});
+
+describe('the job list at scale', () => {
+  /** `live` live jobs (the last `hung` of them hung: equal snapshots with receives pending) and `ended` ended ones. */
+  async function seeded(live: number, hung: number, ended: number) {
+    // Retention keeps the first and the newest of a run of equal snapshots: two make it hung here.
+    const s = await setup({ hungSnapshots: 2 });
+    const store = s.app.mqd.store;
+    const gz = gzipSync(Buffer.from('{}'));
+    const t0 = Date.parse('2026-01-01T00:00:00Z');
+    for (let i = 0; i < live + ended; i++) {
+      const isEnded = i < ended;
+      const hungIndex = i >= live + ended - hung ? i : null;
+      const host = `node${i % 8}`;
+      const id = JobId(`job${i}`);
+      const program = hungIndex === null ? `solver${i}` : `stuck${i}`;
+      await store.saveJob(
+        {
+          id,
+          host,
+          starterPid: 1000 + i,
+          starterStartTime: String(i),
+          uid: i % 2 === 0 ? 1000 : 2000,
+          command: `mpirun -np 2 ./${program}`,
+          method: 'mpir-proctable',
+          ranks: [0, 1].map((rank) => ({ rank, pid: 5000 + 2 * i + rank, host })),
+          createdAt: t0 + i,
+          createdBy: 'admin',
+          // Ended in the order of their ids: job0 first, the newest ended the last ended id.
+          endedAt: isEnded ? t0 + 60_000 + i : null,
+        },
+        { who: 'admin', action: 'attach', jobId: id },
+      );
+      for (let k = 0; k < 3; k++) {
+        const snapshotId = SnapshotId(`s${i}-${k}`);
+        await store.insertSnapshot(
+          {
+            meta: {
+              id: snapshotId,
+              jobId: id,
+              takenAt: t0 + 1000 * (k + 1) + i,
+              durationMicros: 1,
+              createdBy: 'admin',
+              bytes: 2,
+              storedBytes: gz.length,
+              ranks: 2,
+              ok: 2,
+              errors: 0,
+              missing: 0,
+              missingRanks: [],
+              pendingSends: 0,
+              pendingReceives: hungIndex === null ? k : 2,
+              unexpected: 0,
+              digest: hungIndex === null ? `d${i}-${k}` : `h${i}`,
+            },
+            gz,
+          },
+          { who: 'admin', action: 'snapshot', jobId: id, snapshotId },
+        );
+      }
+    }
+    return s;
+  }
+  type Page = { jobs: { id: string; state: string }[]; endedTotal?: number; endedOffset?: number };
+  const get = async (s: TestServer, url: string, headers = s.admin) => {
+    const res = await s.app.inject({ method: 'GET', url, headers });
+    expect(res.statusCode, res.body).toBe(200);
+    return json<Page>(res);
+  };
+
+  it('sends every live job hung first and a page of the newest ended ones with their total', async () => {
+    const s = await seeded(6, 2, 250);
+    const first = await get(s, '/api/jobs?endedLimit=100');
+    const live = first.jobs.filter((j) => j.state !== 'ended');
+    expect(live).toHaveLength(6);
+    expect(live.slice(0, 2).map((j) => [j.id, j.state])).toEqual([
+      ['job254', 'hung'],
+      ['job255', 'hung'],
+    ]);
+    expect(live.slice(2).every((j) => j.state !== 'hung')).toBe(true);
+    const ended = first.jobs.filter((j) => j.state === 'ended');
+    expect(ended.map((j) => j.id).slice(0, 3)).toEqual(['job249', 'job248', 'job247']);
+    expect(ended).toHaveLength(100);
+    expect(first).toMatchObject({ endedTotal: 250, endedOffset: 0 });
+    const last = await get(s, '/api/jobs?endedLimit=100&endedOffset=200');
+    expect(last.jobs.filter((j) => j.state === 'ended').map((j) => j.id)).toEqual(
+      Array.from({ length: 50 }, (_, i) => `job${49 - i}`),
+    );
+    expect(last).toMatchObject({ endedTotal: 250, endedOffset: 200 });
+    // Without a page, the answer is every job, as it always was.
+    const all = await get(s, '/api/jobs');
+    expect(all.jobs).toHaveLength(256);
+    expect(all.endedTotal).toBeUndefined();
+    // A user's page holds only their uid's jobs.
+    const bob = await createUser(s.app, 'bob', 2000);
+    const bobs = await get(s, '/api/jobs?endedLimit=10', bob);
+    expect(bobs.endedTotal).toBe(125);
+    expect(bobs.jobs.map((j) => j.id)).toEqual([
+      'job255',
+      'job251',
+      'job253',
+      ...Array.from({ length: 10 }, (_, i) => `job${249 - 2 * i}`),
+    ]);
+  });
+
+  it('searches program, user, job id and node on the server', async () => {
+    const s = await seeded(6, 2, 250);
+    await createUser(s.app, 'carol', 1000);
+    const ids = async (q: string) =>
+      (await get(s, `/api/jobs?endedLimit=100&q=${encodeURIComponent(q)}`)).jobs.map((j) => j.id);
+    expect(await ids('stuck255')).toEqual(['job255']);
+    expect(await ids('STUCK')).toEqual(['job254', 'job255']);
+    expect(await ids('job171')).toEqual(['job171']);
+    expect(await ids('solver43 node3')).toEqual(['job43']);
+    expect(await ids('solver43 node4')).toEqual([]);
+    const carol = await get(s, '/api/jobs?endedLimit=1&q=carol');
+    expect(carol.endedTotal).toBe(125);
+    expect(carol.jobs.map((j) => j.id)).toEqual(['job254', 'job250', 'job252', 'job248']);
+    expect((await get(s, '/api/jobs?endedLimit=5&q=nothing-like-this')).endedTotal).toBe(0);
+  });
+
+  it('refuses a bad page size or offset with MQD_E_BAD_INPUT', async () => {
+    const s = await seeded(1, 0, 1);
+    for (const query of [
+      'endedLimit=0',
+      'endedLimit=1001',
+      'endedLimit=ten',
+      'endedOffset=-1',
+      'endedLimit=10&endedOffset=1.5',
+    ]) {
+      const res = await s.app.inject({ method: 'GET', url: `/api/jobs?${query}`, headers: s.admin });
+      expect(res.statusCode, query).toBe(400);
+      expect(json(res), query).toMatchObject({ code: 'MQD_E_BAD_INPUT' });
+    }
   });
 });
 
@@ -384,6 +519,7 @@ describe('snapshots over REST', () => {
         '/api/snapshots/{id}/export',
         '/api/snapshots/{id}/overview',
         '/api/snapshots/{id}/share',
+        '/api/snapshots/{id}/values',
       ].sort(),
     );
   });

@@ -345,6 +345,15 @@ describe.each([sqlite, postgres])('store contract on $name', (b) => {
     // Equal times: the later insert first.
     expect((await s.snapshots('j1', 10)).map((m) => m.id)).toEqual(['s3', 's2', 's4', 's1']);
     expect((await s.snapshots('j1', 2)).map((m) => m.id)).toEqual(['s3', 's2']);
+    // Many jobs' newest snapshots in one query, each as snapshots() orders them; every id a key.
+    const many = await s.snapshotsOfJobs(['j1', 'j2', 'none'], 3);
+    expect([...many].map(([k, v]) => [k, v.map((m) => m.id)])).toEqual([
+      ['j1', ['s3', 's2', 's4']],
+      ['j2', ['x1']],
+      ['none', []],
+    ]);
+    expect(many.get('j1')?.[0]).toEqual((await s.snapshots('j1', 1))[0]);
+    expect((await s.snapshotsOfJobs([], 3)).size).toBe(0);
     expect(await s.snapshotMeta('s1')).toEqual(snap('s1', 'j1', T0 + 1).meta);
     expect(await s.snapshotMeta('nope')).toBeNull();
     const data = await s.snapshotData('s1');

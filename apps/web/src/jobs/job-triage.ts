@@ -8,9 +8,9 @@
 import {
   diagnosisLine,
   JOB_STATE_TEXT,
+  JOBS_ENDED_PAGE_MAX,
   type JobStateWord,
   jobLabel,
-  JOBS_ENDED_PAGE_MAX,
   jobStateRank,
   ok,
   stateSinceText,
