@@ -50,7 +50,10 @@ describe('URL state', () => {
       fsort: 'since',
       jq: 'ring alice',
       auto: true,
-      ev: [{ expr: 'st->prog->step', frame: 'solve' }, { expr: 'a[0:4]', frame: null }],
+      ev: [
+        { expr: 'st->prog->step', frame: 'solve' },
+        { expr: 'a[0:4]', frame: null },
+      ],
       demo: 4096,
       scenario: 'wrong-tag',
     };
