@@ -120,7 +120,7 @@ describe('evidence kept while it matters', () => {
     const job = encodeURIComponent(x.jobId);
 
     const one = await openPage(x, `/?view=matrix&job=${job}&snap=${encodeURIComponent(first)}`);
-    await expect.poll(async () => (await banner(one.page).innerText()).trim()).toMatch(/^Deadlock\b/);
+    await expect.poll(async () => (await banner(one.page).innerText()).trim()).toMatch(/^hung\s+Deadlock\b/);
     expect(await banner(one.page).innerText()).toMatch(/4 of 4 ranks can never proceed/);
     expect(snapParam(one.page)).toBe(first);
     expect(await one.page.getByTestId('snapshot-notice').count()).toBe(0);
@@ -136,7 +136,7 @@ describe('evidence kept while it matters', () => {
         `^Snapshot ${pruned} was removed by retention; showing the newest snapshot of job ${x.jobId}, taken \\d{1,2}:\\d{2}( [AP]M)?$`,
       ),
     );
-    await expect.poll(async () => (await banner(two.page).innerText()).trim()).toMatch(/^Deadlock\b/);
+    await expect.poll(async () => (await banner(two.page).innerText()).trim()).toMatch(/^hung\s+Deadlock\b/);
     expect(snapParam(two.page)).toBe(newest);
     expect(await two.page.getByTestId('error').count()).toBe(0);
     await screenshot(two.page, 'evidence-removed-with-job');

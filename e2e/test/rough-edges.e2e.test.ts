@@ -177,7 +177,7 @@ describe('dashboard rough edges', () => {
       `/?view=matrix&job=${encodeURIComponent(x.jobId)}&snap=${encodeURIComponent(snap)}`,
     );
     const banner = page.locator('[data-testid="diagnosis"] > summary');
-    await expect.poll(async () => (await banner.innerText()).trim()).toMatch(/^Deadlock\b/);
+    await expect.poll(async () => (await banner.innerText()).trim()).toMatch(/^hung\s+Deadlock\b/);
     const text = await banner.innerText();
     expect(text.match(/deadlock/gi)).toHaveLength(1);
     expect(text).toMatch(/4 of 4 ranks can never proceed/);
