@@ -8,20 +8,19 @@
 // window a view holds: for a job that does not move, the first snapshot of the run of equal
 // digests; for a moving one, the first of the run of snapshots that each differ from the one
 // before. A snapshot in which no rank was read is a gap: it neither ends nor starts a run.
+import { JOB_STATES, type JobState } from '../api-spec.js';
 import type { WatchConfidence, WatchState } from '../watch-spec.js';
 import type { Verdict } from './explain-types.js';
 
-/** The one vocabulary: the hang watch's states, and `ended` for a job that is gone. */
-export type JobStateWord = WatchState | 'ended';
+/** The one vocabulary: the hang watch's states, and `ended` for a job that is gone (the API's JobState). */
+export type JobStateWord = JobState;
 
-export const JOB_STATE_WORDS: readonly JobStateWord[] = [
-  'hung',
-  'waiting',
-  'progressing',
-  'computing',
-  'unknown',
-  'ended',
-];
+export const JOB_STATE_WORDS: readonly JobStateWord[] = JOB_STATES;
+
+/** The API's words are the watch's and `ended`, neither more nor fewer. */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;
+const sameWords: Same<JobState, WatchState | 'ended'> = true;
+void sameWords;
 
 /** What a person reads for each state (lower case; a view capitalises at a sentence's start). */
 export const JOB_STATE_TEXT: Record<JobStateWord, string> = {

@@ -2,8 +2,10 @@
 // expected cycles, near misses and classes can be written down exactly.
 import {
   type Communicator,
+  type Frame,
   type JobSnapshot,
   lengthUnitOfLibrary,
+  type MpiCall,
   type Operation,
   type RankSnapshot,
 } from '@mqd/model';
@@ -108,4 +110,31 @@ export function snapshot(
 /** An Open MPI job where rank r's world queues are queues(r). */
 export function ompiJob(n: number, queues: (r: number) => Queues): JobSnapshot {
   return snapshot(Array.from({ length: n }, (_, r) => rank(r, [world(n, r, queues(r))])));
+}
+
+/** The MPI library and the program of the hand-built stacks. */
+export const LIBMPI = '/opt/mpi/lib/libmpi.so.40';
+export const APP = '/home/u/a.out';
+
+/** A stack frame at a pc of no consequence. */
+export function frame(fn: string, file: string | null, line: number | null, module: string): Frame {
+  return { pc: '0x401000', function: fn, module, file, line, inlined: false };
+}
+
+/** Rank r with its main thread in `fn` (null: computing in `work`), called from main at a.c:line. */
+export function at(
+  r: RankSnapshot,
+  fn: string | null,
+  line: number,
+  args: MpiCall['args'] = null,
+): RankSnapshot {
+  const frames =
+    fn === null
+      ? [frame('work', '/home/u/a.c', line, APP), frame('main', '/home/u/a.c', 90, APP)]
+      : [frame(`P${fn}`, null, null, LIBMPI), frame('main', '/home/u/a.c', line, APP)];
+  return {
+    ...r,
+    threads: [{ tid: r.pid, name: 'a.out', main: true, frames, truncated: false, error: null }],
+    mpiCall: fn === null ? null : { function: fn, tid: r.pid, args },
+  };
 }

@@ -5,7 +5,6 @@
 // through an MPI_ANY_SOURCE receive that name every rank that could answer it.
 import {
   explainSnapshot,
-  type Frame,
   formatExplanation,
   type JobSnapshot,
   type MpiCall,
@@ -13,27 +12,7 @@ import {
   validateSnapshot,
 } from '@mqd/model';
 import { describe, expect, it } from 'vitest';
-import { op, rank, snapshot, world } from './fixtures.js';
-
-const LIBMPI = '/opt/mpi/lib/libmpi.so.40';
-const APP = '/home/u/a.out';
-
-function frame(fn: string, file: string | null, line: number | null, module: string): Frame {
-  return { pc: '0x401000', function: fn, module, file, line, inlined: false };
-}
-
-/** Rank r with its main thread in `fn` (null: computing in `work`), called from main at a.c:line. */
-function at(r: RankSnapshot, fn: string | null, line: number, args: MpiCall['args'] = null): RankSnapshot {
-  const frames =
-    fn === null
-      ? [frame('work', '/home/u/a.c', line, APP), frame('main', '/home/u/a.c', 90, APP)]
-      : [frame(`P${fn}`, null, null, LIBMPI), frame('main', '/home/u/a.c', line, APP)];
-  return {
-    ...r,
-    threads: [{ tid: r.pid, name: 'a.out', main: true, frames, truncated: false, error: null }],
-    mpiCall: fn === null ? null : { function: fn, tid: r.pid, args },
-  };
-}
+import { at, op, rank, snapshot, world } from './fixtures.js';
 
 /** A collective's arguments on MPI_COMM_WORLD: count, type size and operation where given (absent: not readable). */
 function coll(count: number | null, typeSize?: number, opName?: string, root?: number): MpiCall['args'] {
