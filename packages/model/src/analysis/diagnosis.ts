@@ -8,8 +8,20 @@
 
 import { type UserFrame, userFrame } from '../mpi/frames.js';
 import type { RankSnapshot } from '../snapshot-spec.js';
-import { jobText, quoteName, ranksPhrase } from '../text.js';
+import { jobText, ranksPhrase } from '../text.js';
 import { CALL_BLOCKED, CALL_COMPUTING, CALL_NO_STACKS, CALL_POLLING, commMembers } from './call-facts.js';
+import {
+  basename,
+  commName,
+  type DiagnosisLine,
+  type DiagnosisPart,
+  line,
+  name,
+  placePart,
+  placeText,
+  rankLink,
+  text,
+} from './diagnosis-parts.js';
 import { pythonCallOf } from './python-call.js';
 import { compressRanks } from './ranges.js';
 import type { SnapshotIndex } from './snapshot-index.js';
@@ -22,34 +34,10 @@ import {
   type WaitGraph,
 } from './wait-graph.js';
 import { DEAD_FINAL, DEAD_GONE } from './wait-types.js';
+import { whyNoMessage } from './why-no-message.js';
 
-/** A frame of one rank: the thread and its depth (0 = innermost), as in RankSnapshot.threads. */
-export interface FrameRef {
-  readonly tid: number;
-  readonly index: number;
-}
-
-/**
- * One piece of a diagnosis line. `name` is text from the job (already neutralised by jobText;
- * `quoted` when it must show between quotes in a sentence); `rank`, `ranks`, `frame` and `cell`
- * are the places a view links to.
- */
-export type DiagnosisPart =
-  | { readonly kind: 'text'; readonly text: string }
-  | { readonly kind: 'name'; readonly text: string; readonly quoted: boolean }
-  | { readonly kind: 'rank'; readonly text: string; readonly rank: number; readonly frame: FrameRef | null }
-  | { readonly kind: 'ranks'; readonly text: string; readonly ranks: string }
-  | { readonly kind: 'frame'; readonly text: string; readonly rank: number; readonly frame: FrameRef }
-  | { readonly kind: 'cell'; readonly text: string; readonly row: number; readonly col: number };
-
-export interface DiagnosisLine {
-  /** The ranks the line is about, as ranges. */
-  readonly ranks: string;
-  readonly rankCount: number;
-  readonly parts: DiagnosisPart[];
-  /** The parts as plain text (names quoted as quoteName does). */
-  readonly text: string;
-}
+export type { DiagnosisLine, DiagnosisPart, FrameRef } from './diagnosis-parts.js';
+export { partsText } from './diagnosis-parts.js';
 
 export interface DiagnosisLines {
   /** The first deadlock cycle, edge by edge; null when there is none. */
@@ -69,34 +57,6 @@ export interface DiagnosisLines {
 export interface DiagnosisOptions {
   readonly maxGroups?: number;
   readonly maxCycleEdges?: number;
-}
-
-/** The text of parts: names quoted (when not one plain token) as quoteName writes them. */
-export function partsText(parts: readonly DiagnosisPart[]): string {
-  return parts.map((p) => (p.kind === 'name' && p.quoted ? `\u201c${p.text}\u201d` : p.text)).join('');
-}
-
-function line(ranks: number[], parts: DiagnosisPart[]): DiagnosisLine {
-  return { ranks: compressRanks(ranks), rankCount: ranks.length, parts, text: partsText(parts) };
-}
-
-const text = (t: string): DiagnosisPart => ({ kind: 'text', text: t });
-
-function name(raw: string): DiagnosisPart {
-  const t = jobText(raw);
-  return { kind: 'name', text: t, quoted: quoteName(raw) !== t };
-}
-
-function basename(p: string): string {
-  const i = p.lastIndexOf('/');
-  return i < 0 ? p : p.slice(i + 1);
-}
-
-/** "wrong_tag.c:36", or the function when the frame has no line ("main"). */
-function placeText(f: UserFrame): string {
-  const fr = f.frame;
-  if (fr.file === null) return jobText(fr.function ?? '??');
-  return `${jobText(basename(fr.file))}${fr.line === null ? '' : `:${fr.line}`}`;
 }
 
 /** What one rank is doing, as far as the grouping needs. */
@@ -121,10 +81,6 @@ function waitTag(ix: SnapshotIndex, pos: number, w: RankWait): number | null {
     if (ce !== undefined && ix.peerIdx(op.peer, ce) === pos && op.tag !== null) tags.add(op.tag);
   }
   return tags.size === 1 ? ([...tags][0] ?? null) : null;
-}
-
-function commName(raw: string): DiagnosisPart {
-  return raw === '' ? text('an unnamed communicator') : name(raw);
 }
 
 function facts(ix: SnapshotIndex, g: WaitGraph, pos: number): RankFacts {
@@ -419,13 +375,6 @@ function peerParts(ix: SnapshotIndex, targets: readonly number[]): DiagnosisPart
   return out;
 }
 
-function rankLink(ix: SnapshotIndex, rank: number, label: string): DiagnosisPart {
-  const pos = ix.idxOf(rank);
-  const r = ix.snap.ranks[pos];
-  const u = r === undefined ? null : userFrame(r);
-  return { kind: 'rank', text: label, rank, frame: u === null ? null : { tid: u.tid, index: u.index } };
-}
-
 /** "the next rank", "rank r+2", "the previous rank and the next rank": peers at the same offsets from each rank r of a group. */
 function offsetParts(ix: SnapshotIndex, f: RankFacts): DiagnosisPart[] {
   const n = ix.n;
@@ -584,15 +533,6 @@ function anySourcePeers(ix: SnapshotIndex, pos: number, commKey: string): number
   return out;
 }
 
-/** "a.c:31" for a rank's user frame as a link, or null without stacks. */
-function placePart(ix: SnapshotIndex, rank: number): DiagnosisPart | null {
-  const r = ix.snap.ranks[ix.idxOf(rank)];
-  const u = r === undefined ? null : userFrame(r);
-  return u === null
-    ? null
-    : { kind: 'frame', text: placeText(u), rank, frame: { tid: u.tid, index: u.index } };
-}
-
 /**
  * "Rank 1 waits in MPI_Recv for a message from rank 0, tag 5, at a.c:31; rank 0 is in
  * MPI_Finalize (a.c:40) and will never send it." and, where the snapshot tells, why the message
@@ -638,143 +578,4 @@ function deadEndLine(ix: SnapshotIndex, g: WaitGraph, d: DeadEndWait, shown: num
       ),
     );
   return line([d.from], parts);
-}
-
-/** Tags match when either side is MPI_ANY_TAG (null). */
-function tagsMatch(want: number | null, got: number | null): boolean {
-  return want === null || got === null || want === got;
-}
-
-/**
- * Why the message a dead-end receive waits for never came, from what the snapshot shows: a
- * message from that peer with another tag or on another communicator (unexpected at the waiter,
- * or a send still pending at the peer), a receive from MPI_ANY_SOURCE that took it (a message
- * race), the same message sent to another rank; else that no queue shows a send, and whether
- * the library could have shown one.
- */
-function whyNoMessage(
-  ix: SnapshotIndex,
-  from: number,
-  to: number,
-  w: RankWait,
-  tag: number | null,
-): DiagnosisPart[] {
-  const want = w.op;
-  const peer = rankLink(ix, ix.rankOf[to] ?? 0, `rank ${ix.rankOf[to] ?? 0}`);
-  const waiter = ix.rankOf[from] ?? 0;
-  const keyId = want.commKey === '' ? -1 : ix.keyIdOf(want.commKey);
-  const commOf = (ce: { comm: { name: string } }) => commName(ce.comm.name);
-  let hidden = false;
-  // 1. Near misses at the waiter: unexpected messages from the peer.
-  for (let ci = ix.commStart[from] ?? 0; ci < (ix.commStart[from + 1] ?? 0); ci++) {
-    const ce = ix.comms[ci];
-    if (ce === undefined || ce.internal) continue;
-    if (ce.comm.unexpected === null) hidden = true;
-    for (const u of ce.comm.unexpected ?? []) {
-      if (ix.peerIdx(u.peer, ce) !== to) continue;
-      const sameComm = keyId < 0 || ce.keyId === keyId;
-      if (sameComm && tagsMatch(tag, u.tag)) continue;
-      const sent = u.tag === null ? '' : ` with tag ${u.tag}`;
-      return [
-        text(' '),
-        capitalRank(peer),
-        text(`'s message${sent}`),
-        ...(sameComm ? [] : [text(' on '), commOf(ce)]),
-        text(` is unexpected at rank ${waiter}: it differs in ${sameComm ? 'tag' : 'communicator'}.`),
-      ];
-    }
-  }
-  // 2. The peer's pending sends to the waiter with another tag or communicator.
-  for (let ci = ix.commStart[to] ?? 0; ci < (ix.commStart[to + 1] ?? 0); ci++) {
-    const ce = ix.comms[ci];
-    if (ce === undefined || ce.internal) continue;
-    for (const s of ce.comm.sends ?? []) {
-      if (s.status !== 'pending' || ix.peerIdx(s.peer, ce) !== from) continue;
-      const sameComm = keyId < 0 || ce.keyId === keyId;
-      if (sameComm && tagsMatch(tag, s.tag)) continue;
-      return [
-        text(' '),
-        capitalRank(peer),
-        text(`'s send to rank ${waiter}${s.tag === null ? '' : ` with tag ${s.tag}`}`),
-        ...(sameComm ? [] : [text(' on '), commOf(ce)]),
-        text(` is pending: it differs in ${sameComm ? 'tag' : 'communicator'}.`),
-      ];
-    }
-  }
-  // 3. A message race: a receive from MPI_ANY_SOURCE at the waiter already matched the peer's message.
-  for (let ci = ix.commStart[from] ?? 0; ci < (ix.commStart[from + 1] ?? 0); ci++) {
-    const ce = ix.comms[ci];
-    if (ce === undefined || ce.internal || (keyId >= 0 && ce.keyId !== keyId)) continue;
-    for (const r of ce.comm.receives ?? []) {
-      if (r.status === 'pending' || r.peer.local !== null || !tagsMatch(tag, r.tag)) continue;
-      const actual = r.actual === null ? -1 : ix.peerIdx(r.actual.peer, ce);
-      if (actual !== to) continue;
-      return [
-        text(
-          ` A message race: rank ${waiter}'s receive from any source${r.tag === null ? '' : ` (tag ${r.tag})`} took `,
-        ),
-        peer,
-        text(
-          `'s message${r.actual?.tag === null || r.actual?.tag === undefined ? '' : ` (tag ${r.actual.tag})`} first, so this receive waits for a second one that is never sent.`,
-        ),
-      ];
-    }
-  }
-  // 3b. The peer lists the very send as done, yet the receive it would match still waits: Open
-  // MPI marks an inactive persistent request (MPI_Send_init, never MPI_Start) complete.
-  for (let ci = ix.commStart[to] ?? 0; ci < (ix.commStart[to + 1] ?? 0); ci++) {
-    const ce = ix.comms[ci];
-    if (ce === undefined || ce.internal || (keyId >= 0 && ce.keyId !== keyId)) continue;
-    for (const s of ce.comm.sends ?? []) {
-      if (s.status === 'pending' || ix.peerIdx(s.peer, ce) !== from || !tagsMatch(tag, s.tag)) continue;
-      return [
-        text(' '),
-        capitalRank(peer),
-        text(
-          ` lists a send to rank ${waiter}${s.tag === null ? '' : ` with tag ${s.tag}`} that this receive would match as ${s.status}, yet the receive still waits: a send that was never started (a persistent MPI_Send_init without MPI_Start) reads so, as does a message an earlier receive took.`,
-        ),
-      ];
-    }
-  }
-  // 4. The message went elsewhere: another rank holds it unexpected, or the peer's send to another rank is pending.
-  for (const ce of ix.comms) {
-    if (ce.internal || ce.rankIdx === from || (keyId >= 0 && ce.keyId !== keyId)) continue;
-    for (const u of ce.comm.unexpected ?? []) {
-      if (ix.peerIdx(u.peer, ce) !== to || !tagsMatch(tag, u.tag)) continue;
-      return [
-        text(' '),
-        capitalRank(peer),
-        text(`'s message${u.tag === null ? '' : ` with tag ${u.tag}`} is unexpected at `),
-        rankLink(ix, ce.rank, `rank ${ce.rank}`),
-        text(`: sent to the wrong rank.`),
-      ];
-    }
-  }
-  const senders = ix.comms.filter((ce) => ce.rankIdx === to && !ce.internal);
-  const sendsHidden = senders.some((ce) => ce.comm.sends === null);
-  if (hidden || sendsHidden) {
-    return [
-      text(' No queue shows a message from '),
-      peer,
-      text(
-        ` to rank ${waiter}, but ${hidden ? 'this library shows no unexpected messages' : "the sender's send queue is not visible"}: one with another tag or communicator may have arrived unseen.`,
-      ),
-    ];
-  }
-  // Nothing is queued anywhere: the peer got where it is without that send (or an earlier
-  // receive, now complete and gone from the queues, took the message).
-  const there = placePart(ix, ix.rankOf[to] ?? 0);
-  return [
-    text(' No queue holds a message from '),
-    peer,
-    text(` to rank ${waiter} with any tag: `),
-    { ...peer, text: `rank ${ix.rankOf[to] ?? 0}` },
-    text(' reached '),
-    ...(there === null ? [text('where it is')] : [there]),
-    text(' without sending it, or an earlier receive took it.'),
-  ];
-}
-
-function capitalRank(p: DiagnosisPart): DiagnosisPart {
-  return { ...p, text: p.text.charAt(0).toUpperCase() + p.text.slice(1) };
 }
