@@ -87,7 +87,7 @@ PKGS=(build-essential gfortran dpkg-dev file elfutils libdw1 libdw-dev libelf-de
       # MPICH ch4:ofi links Debian's libfabric with its static dependencies (pkg-config --static)
       libfabric-dev librdmacm-dev libibverbs-dev libpsm2-dev libpsm-infinipath1-dev
       libhwloc-dev libevent-dev  # the MPI builds link Debian's hwloc; Open MPI also its libevent
-      postgresql-15 haproxy  # the PostgreSQL store's tests start their own server (issue 32); haproxy fronts several aggregators
+      postgresql-15 haproxy  # the PostgreSQL store's tests start their own server; haproxy fronts several aggregators
       systemd)  # systemd-analyze verifies docs/deploy/mqd-agent.service (no systemd needs to run)
 missing=()
 for p in "${PKGS[@]}"; do
@@ -241,7 +241,7 @@ mpich42_found() {
 
 # The stamp's second line: the configure arguments a build was made with, one line.
 stamp_line() { printf 'configure %s\n' "$*"; }
-# CPU time each build takes on this kind of machine (stop 42's cold run, two lanes on an idle
+# CPU time each build takes on this kind of machine (a cold run, two lanes on an idle
 # 2-core machine, as cpu_seconds logs it: Open MPI 5.0.7 643 CPU-s, 4.1.4 632, MPICH 4.0.2 ch4
 # 515, 4.2.1 486, ch3 359): an estimate to print; every build logs its own when it is done.
 build_cpu_minutes() {
@@ -364,7 +364,7 @@ fi
 # Each build's configure arguments. The stamp records them (its second line), so a build made
 # with other arguments is built again instead of being taken as it is.
 # Open MPI 4.1.4: trimmed configure, -g, Debian's hwloc and libevent (as Debian's own openmpi
-# package; the bundled copies cost a configure and ~150 files each build, issue 30), its own
+# package; the bundled copies cost a configure and ~150 files each build), its own
 # internal PMIx; Fortran (mpif.h, use mpi, mpi_f08) and the C++ wrapper compiler.
 OMPI_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2" FCFLAGS="-g -O2"
   --enable-mpi-fortran=all --disable-oshmem --disable-mpi-java
@@ -414,7 +414,7 @@ MPICH42_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2" FFLAGS="-g -O2" FCFLAGS="-g -O2"
 stamp_of() { echo "$MQD_MPI_CACHE/$1-$2/.mqd-built"; }
 # built NAME VERSION ARGS...: the build is there and was configured with exactly ARGS.
 # A stamp with other arguments (an older checkout's: Open MPI 4.1.4 and MPICH 4.0.2 ch3 had no
-# Fortran before stop 25) says so, and the build is made again.
+# Fortran once) says so, and the build is made again.
 built() {
   local st what="$1-$2"
   st=$(stamp_of "$1" "$2"); shift 2

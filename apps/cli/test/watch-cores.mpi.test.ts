@@ -1,4 +1,4 @@
-// The hang watch keeps a hung job's cores (issue 31 item 6, `--watch-capture-cores on`): `mqd
+// The hang watch keeps a hung job's cores (`--watch-capture-cores on`): `mqd
 // serve` with its in-process agent (real discovery, real reader) watches a real MPICH ring of
 // MPI_Ssend that nobody attaches; when the job is hung the agent writes one core per rank and
 // the manifest into a subdirectory of the --core-dir as the job's owner (capture-watch.ts), lets

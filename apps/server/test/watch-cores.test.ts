@@ -1,4 +1,4 @@
-// The hang watch keeps cores of a hung job (issue 31 item 6, policy captureCores): once per
+// The hang watch keeps cores of a hung job (policy captureCores): once per
 // hang episode each node's agent is asked to capture its ranks (the `capture` request), the
 // result shows in the fleet and in the webhook's text; never with the policy off; an agent
 // without a core directory refuses and the fleet says why; the flag is refused without

@@ -1,4 +1,4 @@
-// The hang watch in the aggregator (issue 31; apps/server/src/watch/): discovery merged into
+// The hang watch in the aggregator (apps/server/src/watch/): discovery merged into
 // cluster jobs, samples on a manual clock (the test calls tick(); no timer runs by itself),
 // the model's real verdict over the model's synthetic jobs, one webhook per hang episode to a
 // real HTTP listener, the stop budget, the opt-out, restarts, ended jobs, the routes and /metrics.

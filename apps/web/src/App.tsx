@@ -26,7 +26,7 @@ import type { ViewProps } from './view-types.js';
 
 export type { PendingSwitch } from './Login.js';
 
-// The views a snapshot's first screen does not show load when first opened (issue 32: the
+// The views a snapshot's first screen does not show load when first opened (the
 // first render of a large snapshot waits on the page's own code, ~600 KB before the matrix).
 // The jobs list (the landing view), the diagnosis and the matrix stay in the first bundle.
 const FleetPage = lazy(() => import('./fleet/FleetView.js').then((m) => ({ default: m.FleetPage })));

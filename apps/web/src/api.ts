@@ -245,7 +245,7 @@ export const SNAPSHOT_RETRY_MS = 500;
 /**
  * Backoff with jitter before retry `n`: drawn from [d/2, d] with d = SNAPSHOT_RETRY_MS * 2^(n-1),
  * so the pages of an instance that died do not all come back in the same instant, and the load
- * balancer has had time to see it gone (the aggregators behind one address, issue 32).
+ * balancer has had time to see it gone (the aggregators behind one address).
  */
 export function retryPauseMs(n: number, random: () => number = Math.random): number {
   const d = SNAPSHOT_RETRY_MS * 2 ** (n - 1);

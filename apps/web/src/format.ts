@@ -8,7 +8,7 @@ export { commLabel, programOf } from '@mqd/model';
 /**
  * One formatter for every time shown: `toLocaleString` with options builds a new
  * Intl.DateTimeFormat on each call, milliseconds each, and a page shows dozens of times while
- * it draws its first view (issue 32's first render).
+ * it draws its first view.
  */
 let timeFormat: Intl.DateTimeFormat | null = null;
 

@@ -478,13 +478,13 @@ export class SnapshotService {
     });
     // A read (the hang watch's sample) keeps its ranks as objects. A snapshot to be stored keeps
     // only what its summary needs of each rank (folds) and each rank's JSON: the parsed ranks
-    // die young instead of 100,000 of them living through the fan-in (issue 32: most of its
+    // die young instead of 100,000 of them living through the fan-in (at 100,000 ranks most of its
     // garbage collection).
     const keep = !compress;
     const slots: (RankSnapshot | undefined)[] = new Array(keep ? n : 0);
     const folds: (RankFold | undefined)[] = new Array(n);
     // Each rank's JSON, made as its chunk arrives: while the other agents are still reading, not
-    // all at once after the last one (a 100,000-rank snapshot is 125 MB of it; issue 32). When
+    // all at once after the last one (a 100,000-rank snapshot is 125 MB of it). When
     // set, texts[i] is the JSON of the rank last put in slot i. A chunk deflated as the agent
     // sent it (below) leaves its ranks' texts unset.
     const texts: (string | undefined)[] = new Array(n);

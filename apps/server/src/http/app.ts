@@ -490,7 +490,7 @@ export async function buildApp(opts: AppOptions = {}): Promise<FastifyInstance> 
       prefix: '/',
       // Vite names each built asset under assets/ by its content hash: a browser keeps those
       // for good, so a returning page reuses them and V8's code cache instead of fetching and
-      // compiling ~640 KB again (issue 32's first render). index.html, which names the current
+      // compiling ~640 KB again (a slower first render). index.html, which names the current
       // assets, and the unhashed files are asked again each time (a new build shows at once).
       cacheControl: false,
       setHeaders: (res, path) => {

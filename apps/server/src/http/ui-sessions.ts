@@ -29,7 +29,7 @@ const sameRights = (a: User, b: User): boolean =>
 export class UiSessions {
   /** Each connected socket's login: who, and with what (checked again by recheck()). */
   private readonly logins = new WeakMap<Socket, { readonly user: User; readonly credential: Credential }>();
-  /** Tells the other aggregator instances to recheck theirs (several instances; issue 32). */
+  /** Tells the other aggregator instances to recheck theirs (several instances). */
   private peers: (() => void) | null = null;
 
   /** `tell` is called by every recheck() that a change of logins asked for (not the periodic one). */

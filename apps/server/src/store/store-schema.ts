@@ -138,7 +138,7 @@ const SQLITE_STEPS: readonly Migration[] = [
     `,
   },
   {
-    // The hang watch (issue 31, docs/hang-watch.md). The admins' policy (one row); every
+    // The hang watch (docs/hang-watch.md). The admins' policy (one row); every
     // discovered job by (key, uid) (one Slurm job id under two owners is two jobs) with its
     // store job and its last verdict; compact samples (no snapshot unless the state or the
     // queues changed); hang episodes, so a restart does not notify an open one again.
@@ -220,7 +220,7 @@ const SQLITE_STEPS: readonly Migration[] = [
     `,
   },
   {
-    // Overview format 3 (issue 32: a first part the page draws from while the edge table
+    // Overview format 3 (a first part the page draws from while the edge table
     // arrives): the stored bodies of format 2 are dropped, and made again when next asked for.
     version: 8,
     sql: `DELETE FROM snapshot_overviews;`,

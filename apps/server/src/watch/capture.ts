@@ -1,4 +1,4 @@
-// The hang watch's cores (issue 31 item 6, policy captureCores): what the watcher needs of the
+// The hang watch's cores (policy captureCores): what the watcher needs of the
 // agents to keep `mqd capture` cores of a job when it becomes hung. The agent hub (hub.ts
 // `capture`) has it; a WatchAgents without it (a test's fake) keeps no cores. Each node's
 // agent writes its ranks' cores as the job's owner into `<its first --core-dir>/<name>`.

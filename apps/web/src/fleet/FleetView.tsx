@@ -1,4 +1,4 @@
-// Fleet: the hang watch's view of the cluster (issue #31, docs/hang-watch.md). Everyone sees
+// Fleet: the hang watch's view of the cluster (docs/hang-watch.md). Everyone sees
 // the MPI jobs the agents discovered that they may see (the server filters: admins every job,
 // users their own) with each job's watch state, and the policy in one sentence; admins also
 // edit the policy and see the per-node agents, the jobs whose stored snapshots stopped changing,
