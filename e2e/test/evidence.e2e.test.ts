@@ -8,7 +8,7 @@ import { createFakeLocator, createFixedReader, type Served, serve } from '@mqd/s
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { e2eServerConfig, idle, screenshot, type Watched } from './browser.js';
-import { e2eRig } from './rig.js';
+import { apiAs, e2eRig } from './rig.js';
 
 const ADMIN = 'admin-token-for-the-e2e-evidence-0123456789';
 const STARTER = 4343;
@@ -41,25 +41,7 @@ async function setup(): Promise<Setup> {
     logger: false,
   });
   rig.cleanup(() => s.close());
-  const login = await fetch(`${s.url}/api/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ token: ADMIN }),
-  });
-  const { sessionToken } = (await login.json()) as { sessionToken: string };
-  const api = async (method: 'GET' | 'POST', path: string, body?: object): Promise<unknown> => {
-    const res = await fetch(`${s.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${sessionToken}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const json: unknown = await res.json();
-    if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  const api = await apiAs(s.url, ADMIN);
   await expect
     .poll(async () => ((await api('GET', '/api/health')) as { agents: number }).agents, { timeout: 20_000 })
     .toBe(1);

@@ -7,7 +7,7 @@
 // on the hung job opens the snapshot behind the verdict with the diagnosis. And an admin changes
 // the policy in the view's form. Every wait is on a condition, none on time.
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { AxeBuilder } from '@axe-core/playwright';
 import { loadConfig, type ServerConfig } from '@mqd/server';
 import { FIXTURES_DIR, MPI_NAMES } from '@mqd/testkit';
@@ -22,11 +22,18 @@ const rig = e2eRig({ adminToken: ADMIN_TOKEN });
 /** Discovery, two samples 2 s apart and the reload: well under this on an idle machine. */
 const VERDICT_TIMEOUT_MS = 120_000;
 
-/** The e2e aggregator (browser.ts e2eServerConfig) with the hang watch on, sampling every 2 s. */
-function watchConfig(): ServerConfig {
+/**
+ * The e2e aggregator (browser.ts e2eServerConfig) with the hang watch on, sampling every 2 s
+ * only the programs under `programs` (this checkout's fixtures: other MPI jobs on the machine
+ * are not the test's).
+ */
+function watchConfig(programs: string): ServerConfig {
   const cfg = loadConfig({
     env: {},
-    argv: ['--watch', 'on', '--watch-period', '2', '--watch-hung-after', '2', '--watch-stop-budget', '60000'],
+    argv: [
+      ...['--watch', 'on', '--watch-period', '2', '--watch-hung-after', '2', '--watch-stop-budget', '60000'],
+      ...['--watch-programs', programs],
+    ],
     overrides: {
       port: 0,
       host: '127.0.0.1',
@@ -81,7 +88,8 @@ describe.each(MPI_NAMES.slice(0, 1))('%s: the Fleet view finds a hung job nobody
       waitFor: 'ready',
       env: { MQD_SLOW_MS: '1000' },
     });
-    const local = await rig.serveLocal(watchConfig());
+    const fixtures = `${dirname(hung.binary)}/`;
+    const local = await rig.serveLocal(watchConfig(fixtures));
     const { page, errors } = await rig.openPage(local.served.loginUrl);
 
     // Reached from the header, next to Jobs; the URL says which view.
@@ -95,7 +103,7 @@ describe.each(MPI_NAMES.slice(0, 1))('%s: the Fleet view finds a hung job nobody
       'Every MPI job the agents found, whoever runs it (you are an admin).',
     );
     expect((await page.getByTestId('fleet-policy-summary').innerText()).trim()).toBe(
-      'The hang watch samples every job every 2 s; a job blocked in MPI with nothing moving over 2 samples ' +
+      `The hang watch samples only jobs of program ${fixtures} every 2 s; a job blocked in MPI with nothing moving over 2 samples ` +
         'is called hung; each rank is stopped at most 60,000 ms per hour.',
     );
 

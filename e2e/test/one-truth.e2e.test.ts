@@ -5,6 +5,7 @@
 // snapshot of its run, not a window; and when the admin's stop budget pauses the watch, the
 // deadlock still reads "hung since ..." with "sampling paused until ...". Every wait is on a
 // condition, none on time.
+import { dirname } from 'node:path';
 import { loadConfig, type ServerConfig } from '@mqd/server';
 import { MPI_NAMES } from '@mqd/testkit';
 import type { Page } from 'playwright-core';
@@ -20,10 +21,13 @@ const auth = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'applicat
 const VERDICT_TIMEOUT_MS = 120_000;
 const SNAPSHOTS = 40;
 
-function watchConfig(): ServerConfig {
+/** The hang watch on, sampling only the programs under `programs` (the test's own fixtures). */
+function watchConfig(programs: string): ServerConfig {
   const cfg = loadConfig({
     env: {},
     argv: [
+      '--watch-programs',
+      programs,
       '--watch',
       'on',
       '--watch-period',
@@ -59,7 +63,7 @@ describe.each(MPI_NAMES.slice(0, 1))('%s: one clock and one verdict on every scr
   it('the same verdict word and the same since in banner, Jobs, Fleet and timeline; a budget pause keeps the verdict', async () => {
     const hung = await rig.launch({ mpi, fixture: 'wrong_tag', np: 4 });
     const computing = await rig.launch({ mpi, fixture: 'compute_loop', np: 2, waitFor: 'ready' });
-    const local = await rig.serveLocal(watchConfig());
+    const local = await rig.serveLocal(watchConfig(`${dirname(hung.binary)}/`));
     const base = local.served.url;
     const { page } = await rig.openPage(local.served.loginUrl);
 

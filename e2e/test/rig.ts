@@ -162,3 +162,30 @@ export async function takeSnapshot(page: Page): Promise<void> {
   await page.getByTestId('matrix-canvas').waitFor();
   await idle(page);
 }
+
+/** A JSON client of the server at `url`, logged in with `token`; a non-2xx answer throws with its body. */
+export async function apiAs(
+  url: string,
+  token: string,
+): Promise<(method: 'GET' | 'POST', path: string, body?: object) => Promise<unknown>> {
+  const login = await fetch(`${url}/api/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ token }),
+  });
+  if (!login.ok) throw new Error(`login: HTTP ${login.status} ${await login.text()}`);
+  const { sessionToken } = (await login.json()) as { sessionToken: string };
+  return async (method, path, body) => {
+    const res = await fetch(`${url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${sessionToken}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const json: unknown = await res.json();
+    if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+}

@@ -15,7 +15,7 @@ import {
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { e2eServerConfig, idle, screenshot, type Watched } from './browser.js';
-import { e2eRig } from './rig.js';
+import { apiAs, e2eRig } from './rig.js';
 
 const ADMIN = 'admin-token-for-the-e2e-rough-edges-0123456789';
 const STARTER = 4242;
@@ -83,25 +83,7 @@ async function setup(): Promise<Setup> {
   // Opens node-b's gate whatever happens, before the agent and the server close (cleanups run
   // last in, first out), so no snapshot stays in flight after a test.
   rig.cleanup(() => nodeB.release());
-  const login = await fetch(`${s.url}/api/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ token: ADMIN }),
-  });
-  const { sessionToken } = (await login.json()) as { sessionToken: string };
-  const api = async (method: 'GET' | 'POST', path: string, body?: object): Promise<unknown> => {
-    const res = await fetch(`${s.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${sessionToken}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const json: unknown = await res.json();
-    if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  const api = await apiAs(s.url, ADMIN);
   // Both agents must be connected before the job spans them.
   await expect
     .poll(async () => ((await api('GET', '/api/health')) as { agents: number }).agents, { timeout: 20_000 })

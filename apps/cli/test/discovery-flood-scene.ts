@@ -136,7 +136,7 @@ import { loadConfig } from '@mqd/server';
 import { serveWithLocalAgent } from ${JSON.stringify(LOCAL_SERVE)};
 const cfg = loadConfig({
   env: process.env,
-  argv: ['--watch', 'on', '--watch-period', '1', '--watch-stop-budget', '3600000'],
+  argv: ['--watch', 'on', '--watch-period', '1', '--watch-stop-budget', '3600000', '--watch-programs', process.argv[2]],
   overrides: { port: 0, host: '127.0.0.1', dataDir: ':memory:', adminToken: process.argv[1] },
 });
 if (!cfg.ok) throw new Error(cfg.error.message);
@@ -156,6 +156,8 @@ interface ApiJobRow {
 export interface VictimJob {
   readonly starter: number;
   readonly ranks: readonly number[];
+  /** The program it runs when that is not in the scene's directory (the watch's scope). */
+  readonly program?: string;
 }
 
 /** The whole attack against the victim `startVictim` starts (in `dir`, world-readable). */
@@ -180,7 +182,11 @@ export async function floodAgainst(startVictim: (dir: string) => Promise<VictimJ
 
   const server = spawn(
     process.execPath,
-    ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', SERVE, ADMIN],
+    // The watch samples only this scene's jobs: its fake mpirun's directory and the victim's program.
+    [
+      ...['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', SERVE, ADMIN],
+      [`${dir}/`, ...(victim.program === undefined ? [] : [victim.program])].join(','),
+    ],
     { cwd: CLI_DIR, env: { PATH, HOME: '/tmp' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
   );
   if (server.pid !== undefined) groups.push(server.pid);

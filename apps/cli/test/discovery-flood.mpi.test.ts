@@ -22,7 +22,8 @@ beforeAll(() => {
 
 /** ring_ssend on 2 ranks as uid 65533, in a group of its own (killed with the others). */
 async function hungJob(dir: string): Promise<VictimJob> {
-  const cmd = starterCommand('openmpi', 2, fixtureBinary('openmpi', 'ring_ssend'));
+  const program = fixtureBinary('openmpi', 'ring_ssend');
+  const cmd = starterCommand('openmpi', 2, program);
   const home = mkdtempSync(`${dir}/home-`);
   chownSync(home, VICTIM, VICTIM);
   const starter = spawn(
@@ -52,7 +53,7 @@ async function hungJob(dir: string): Promise<VictimJob> {
     { timeoutMs: 60_000, what: "the victim's 2 READY lines" },
   );
   loose.push(...ranks);
-  return { starter: pgid, ranks };
+  return { starter: pgid, ranks, program };
 }
 
 describe('a process flood of uid 65534 against a real hung MPI job of uid 65533', () => {

@@ -124,6 +124,8 @@ function stoppedOrTraced(pid: number): string | null {
 }
 
 interface Scene {
+  /** The scene's directory: its fake `mpirun` and `sleep` (the watch's scope). */
+  readonly dir: string;
   /** Root's fake Slurm rank 0 of job 4811. */
   readonly rootSlurm: number;
   /** uid 65534: rank 0 of "Slurm job 4811" with MQD_WATCH=off. */
@@ -142,8 +144,9 @@ interface Scene {
 async function scene(): Promise<Scene> {
   const dir = tempDir('mqd-watch-attack-');
   symlinkSync('/bin/sh', join(dir, 'mpirun'));
+  symlinkSync('/bin/sleep', join(dir, 'sleep'));
   const rootSlurm = await execd(
-    run(['sleep', '600'], {
+    run([join(dir, 'sleep'), '600'], {
       SLURM_JOB_ID: '4811',
       PMI_RANK: '0',
       PMI_SIZE: '2',
@@ -207,7 +210,7 @@ async function scene(): Promise<Scene> {
     },
     { timeoutMs: 20_000, what: "the user's mpirun to start its rank" },
   );
-  return { rootSlurm, spoofSlurm, rootStarter, rootRank, spoofChild, ownStarter, ownRank };
+  return { dir, rootSlurm, spoofSlurm, rootStarter, rootRank, spoofChild, ownStarter, ownRank };
 }
 
 beforeAll(() => {
@@ -539,7 +542,7 @@ import { loadConfig } from '@mqd/server';
 import { serveWithLocalAgent } from ${JSON.stringify(LOCAL_SERVE)};
 const cfg = loadConfig({
   env: process.env,
-  argv: ['--watch', 'on', '--watch-period', '1', '--watch-stop-budget', '3600000'],
+  argv: ['--watch', 'on', '--watch-period', '1', '--watch-stop-budget', '3600000', '--watch-programs', process.argv[2]],
   overrides: { port: 0, host: '127.0.0.1', dataDir: ':memory:', adminToken: process.argv[1] },
 });
 if (!cfg.ok) throw new Error(cfg.error.message);
@@ -577,9 +580,10 @@ console.log(JSON.stringify({ uid: process.getuid(), fleet: fleet.status, jobs: (
 describe('a real mqd serve watching the spoofed node', () => {
   it("watches root's jobs, never stops the user's opted-out entries, shows a user only its uid, keeps the webhook secret", async () => {
     const s = await scene();
+    // The watch samples only the scene's programs: other jobs on the machine are not the test's.
     const server = spawn(
       process.execPath,
-      ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', SERVE, ADMIN],
+      ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', SERVE, ADMIN, `${s.dir}/`],
       {
         cwd: CLI_DIR,
         env: { PATH, HOME: '/tmp', MQD_WATCH_WEBHOOKS: HOOK },

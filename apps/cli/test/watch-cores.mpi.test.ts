@@ -45,6 +45,9 @@ describe('the hang watch keeps cores of a hung job', () => {
         'on',
         '--core-dir',
         root,
+        // Only this test's ring: other hung jobs on the machine are not the test's to core.
+        '--watch-programs',
+        job.binary,
       ],
       overrides: { port: 0, host: '127.0.0.1', dataDir: ':memory:', adminToken: ADMIN },
     });

@@ -30,6 +30,8 @@ describe('watch configuration', () => {
         'batch',
         '--watch-accounts',
         'physics,chem',
+        '--watch-programs',
+        '/scratch/proj/,lammps',
         '--watch-stop-budget',
         '250',
         '--watch-hung-after',
@@ -47,6 +49,7 @@ describe('watch configuration', () => {
       users: ['alice', 'bob'],
       partitions: ['batch'],
       accounts: ['physics', 'chem'],
+      programs: ['/scratch/proj/', 'lammps'],
       stopBudgetMsPerRankHour: 250,
       hungAfterSamples: 4,
     });

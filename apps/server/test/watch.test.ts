@@ -27,7 +27,7 @@ import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { describe, expect, it } from 'vitest';
 import type { SnapshotHub } from '../src/fanout/fanout.js';
 import { SqliteStore } from '../src/store/dialect-sqlite.js';
-import { mergeDiscovered, programOf } from '../src/watch/cluster.js';
+import { mergeDiscovered, programInScope, programOf, programPathOf } from '../src/watch/cluster.js';
 import type { SlurmQuery } from '../src/watch/end-reason.js';
 import type { CountersReply, WatchAgents } from '../src/watch/source.js';
 import type { Timers } from '../src/watch/watcher.js';
@@ -450,6 +450,25 @@ describe('discovery', () => {
   });
 });
 
+describe('the program scope', () => {
+  it('matches a path prefix against the program the starter runs, a name against its file name', () => {
+    expect(programPathOf('mpirun -np 4 --mca btl self /scratch/proj/bin/solver 3')).toBe(
+      '/scratch/proj/bin/solver',
+    );
+    expect(programPathOf('/scratch/proj/direct --steps=10')).toBe('/scratch/proj/direct');
+    expect(programInScope('mpirun -np 4 /scratch/proj/bin/solver', ['/scratch/proj/'])).toBe(true);
+    expect(programInScope('mpirun -np 4 /scratch/other/solver', ['/scratch/proj/'])).toBe(false);
+    // The prefix is the program's, not an argument's.
+    expect(programInScope('mpirun -np 4 /bin/solver /scratch/proj/input', ['/scratch/proj/'])).toBe(false);
+    expect(programInScope('mpiexec -n 2 ./solver', ['solver'])).toBe(true);
+    expect(programInScope('mpiexec -n 2 ./solver2', ['solver'])).toBe(false);
+    expect(programInScope('mpiexec -n 2 /opt/mpiexec-tools/solver', ['/opt/mpi'])).toBe(true);
+    // Or the starter's: a site's own launcher.
+    expect(programInScope('/opt/site/bin/mpirun -np 2 ./solver', ['/opt/site/'])).toBe(true);
+    expect(programInScope('/usr/bin/mpirun -np 2 ./solver', ['/opt/site/'])).toBe(false);
+  });
+});
+
 describe('the hang watch', () => {
   it('flags exactly the deadlocked job hung, notifies once with a share link that opens its snapshot', async () => {
     const hook = await webhookListener();
@@ -804,6 +823,78 @@ describe('the hang watch', () => {
     expect(r.fake.reads.get('slurm:101')).toBe(reads);
     expect(byKey(await r.fleet(), 'slurm:101').watch).toBe('off-by-policy');
     expect(byKey(await r.fleet(), 'slurm:102').watch).toBe('on');
+  });
+
+  it('watches only the programs the policy names: a job outside is neither sampled nor notified', async () => {
+    const hook = await webhookListener();
+    const r = await rig({ webhooks: [hook.url] });
+    // Two hung rings alike but for the program their starter runs (the other one as root).
+    const mine = {
+      ...optedOut(),
+      d: {
+        ...optedOut().d,
+        key: 'starter:n3:500:77',
+        command: 'mpirun -np 2 /work/t1/build/ring',
+        watch: 'on',
+      },
+    } satisfies FakeJob;
+    const other: FakeJob = {
+      ...mine,
+      d: {
+        ...mine.d,
+        key: 'starter:n3:600:88',
+        starterPid: 600,
+        uid: 0,
+        command: 'mpirun -np 2 /work/t2/build/ring',
+      },
+      layout: {
+        n3: [
+          { rank: 0, pid: 601 },
+          { rank: 1, pid: 602 },
+        ],
+      },
+    };
+    r.fake.add(mine);
+    r.fake.add(other);
+    const policy = { ...(await r.fleet()).policy, programs: ['/work/t1/'] };
+    const set = await r.s.app.inject({
+      method: 'POST',
+      url: '/api/admin/watch',
+      headers: r.s.admin,
+      payload: policy,
+    });
+    expect(set.statusCode).toBe(200);
+    expect(bodyJson(set)).toEqual(policy);
+    for (let i = 0; i < 4; i++) await r.round();
+    expect(byKey(await r.fleet(), mine.d.key).state).toBe('hung');
+    expect(byKey(await r.fleet(), other.d.key).watch).toBe('off-by-policy');
+    expect(r.fake.countersAsked.get(other.d.key)).toBeUndefined();
+    expect(r.fake.reads.get(other.d.key)).toBeUndefined();
+    await waitFor(() => hook.bodies.length >= 1, 'the webhook');
+    expect(hook.bodies.map((b) => (b as { mqd: { jobKey: string } }).mqd.jobKey)).toEqual([mine.d.key]);
+    // A plain name is the program's file name, whatever its directory: both rings now.
+    const byName = await r.s.app.inject({
+      method: 'POST',
+      url: '/api/admin/watch',
+      headers: r.s.admin,
+      payload: { ...policy, programs: ['ring'] },
+    });
+    expect(byName.statusCode).toBe(200);
+    await r.round();
+    expect(byKey(await r.fleet(), other.d.key).watch).toBe('on');
+    expect(r.fake.countersAsked.get(other.d.key)).toBe(1);
+    // The list's caps are the other lists': 1024 entries of 128 characters at most.
+    for (const programs of [Array.from({ length: 1025 }, (_, i) => `p${i}`), [`/${'x'.repeat(128)}`], ['']]) {
+      const bad = await r.s.app.inject({
+        method: 'POST',
+        url: '/api/admin/watch',
+        headers: r.s.admin,
+        payload: { ...policy, programs },
+      });
+      expect(bad.statusCode).toBe(400);
+      expect((bodyJson(bad) as { code: string }).code).toBe('MQD_E_BAD_INPUT');
+    }
+    expect((await r.s.app.mqd.store.watchPolicy())?.policy.programs).toEqual(['ring']);
   });
 
   it('exports the job states and the watch counters on /metrics', async () => {

@@ -35,6 +35,7 @@ import {
   ok,
   overviewFirstLength,
   Pid,
+  type QueueKind,
   type Result,
   type RouteName,
   type SnapshotId,
@@ -261,6 +262,21 @@ function randomKey(): string {
 
 // --- decoding at the edge -------------------------------------------------------------------
 
+/** What a count reads as when the MPI library cannot show its queue: unknown, never 0. */
+export const NOT_READABLE = 'not readable';
+/** The mark's title, and the legend line under a list that has one. */
+export const NOT_READABLE_MEANS = "not readable by this MPI library's DLL, not 0";
+export const NOT_READABLE_LEGEND = `${NOT_READABLE}: this MPI library's DLL cannot show the queue; its count is unknown, not 0`;
+
+/** A queue's count, or NOT_READABLE when the snapshot says no rank's library could show `kind`. */
+export function queueCount(
+  count: number,
+  kind: QueueKind,
+  unreadable: readonly QueueKind[] | undefined,
+): number | typeof NOT_READABLE {
+  return unreadable?.includes(kind) ? NOT_READABLE : count;
+}
+
 /** The jobs view's summary of one snapshot: the counts that say whether anything is queued. */
 export function snapshotSummary(m: ApiSnapshotMeta): SummaryFields {
   return {
@@ -268,10 +284,15 @@ export function snapshotSummary(m: ApiSnapshotMeta): SummaryFields {
     ok: m.ok,
     errors: m.errors,
     missing: m.missing,
-    'pending sends': m.pendingSends,
-    'pending receives': m.pendingReceives,
-    unexpected: m.unexpected,
+    'pending sends': queueCount(m.pendingSends, 'sends', m.unreadable),
+    'pending receives': queueCount(m.pendingReceives, 'receives', m.unreadable),
+    unexpected: queueCount(m.unexpected, 'unexpected', m.unreadable),
   };
+}
+
+/** The legend line under a list of summaries when one of them has a count not readable; else null. */
+export function notReadableLegend(summaries: readonly SummaryFields[]): string | null {
+  return summaries.some((f) => Object.values(f).includes(NOT_READABLE)) ? NOT_READABLE_LEGEND : null;
 }
 
 export function snapshotListEntry(m: ApiSnapshotMeta): SnapshotListEntry {

@@ -184,6 +184,9 @@ describe('the policy', () => {
       'The hang watch samples only jobs of users alice, bob; partition debug every 180 s; a job blocked in MPI ' +
         'with nothing moving over 3 samples is called hung; each rank is stopped at most 1,000 ms per hour.',
     );
+    expect(policyText({ ...DEFAULT_WATCH_POLICY, enabled: true, programs: ['/scratch/proj/'] })).toMatch(
+      /^The hang watch samples only jobs of program \/scratch\/proj\/ every 180 s;/,
+    );
     expect(policyText({ ...DEFAULT_WATCH_POLICY, enabled: true })).toMatch(
       /^The hang watch samples every job every 180 s;/,
     );
@@ -200,6 +203,21 @@ describe('the policy', () => {
     expect(parsePolicyFields(policyFields(p))).toEqual({ ok: true, policy: p });
     const off = parsePolicyFields(policyFields(DEFAULT_WATCH_POLICY));
     expect(off.ok && off.policy.captureCores).toBe(false);
+  });
+
+  it('form: programs read back as a list, and an empty field leaves them out (every program)', () => {
+    const p = {
+      ...DEFAULT_WATCH_POLICY,
+      enabled: true,
+      programs: ['/scratch/proj/', 'lammps'],
+      captureCores: false,
+    };
+    expect(policyFields(p).programs).toBe('/scratch/proj/, lammps');
+    expect(parsePolicyFields(policyFields(p))).toEqual({ ok: true, policy: p });
+    const none = parsePolicyFields({ ...policyFields(p), programs: ' ' });
+    expect(none.ok && none.policy).not.toHaveProperty('programs');
+    const long = parsePolicyFields({ ...policyFields(p), programs: `/${'x'.repeat(128)}` });
+    expect(long.ok ? null : long.errors.programs).toBe('Programs: a name has at most 128 characters.');
   });
 
   it('form: names split on commas and spaces, duplicates dropped', () => {

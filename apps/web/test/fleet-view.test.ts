@@ -135,7 +135,7 @@ describe('Watch policy form', () => {
     const html = renderToStaticMarkup(
       createElement(WatchPolicyForm, {
         api: { setWatchPolicy: async () => ok(DEFAULT_WATCH_POLICY) },
-        policy: { ...DEFAULT_WATCH_POLICY, users: ['alice', 'bob'] },
+        policy: { ...DEFAULT_WATCH_POLICY, users: ['alice', 'bob'], programs: ['/scratch/proj/'] },
         onSaved: () => {},
       }),
     );
@@ -149,8 +149,10 @@ describe('Watch policy form', () => {
       'Users',
       'Partitions',
       'Accounts',
+      'Programs',
     ]);
     expect(html).toMatch(/data-testid="fleet-policy-users"[^>]*value="alice, bob"/);
+    expect(html).toMatch(/data-testid="fleet-policy-programs"[^>]*value="\/scratch\/proj\/"/);
     expect(html).toMatch(/data-testid="fleet-policy-periodSeconds"[^>]*value="180"/);
     expect(html).not.toMatch(/data-testid="fleet-policy-enabled"[^>]*checked/);
     expect(html).not.toMatch(/data-testid="fleet-policy-captureCores"[^>]*checked/);

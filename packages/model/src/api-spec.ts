@@ -24,6 +24,7 @@ import {
   LengthUnit,
   MAX_EVAL_EXPR_CHARS,
   MpiLibrary,
+  QueueKind,
 } from './snapshot-spec.js';
 import { ApiFleetJob, ApiWatchPolicy } from './watch-spec.js';
 
@@ -68,6 +69,12 @@ export const ApiUser = Type.Object({
 export type ApiUser = Static<typeof ApiUser>;
 
 /**
+ * Queue kinds no read rank's MPI library could show (null on every communicator that has the
+ * queue): their count is unknown, not 0. Absent or empty: every kind was read.
+ */
+export const UnreadableQueues = Type.Array(QueueKind, { maxItems: 3 });
+
+/**
  * One stored snapshot's metadata and queue summary, flat (no nested `summary`). Counts are
  * over all ranks; `partial` = some ranks are agent-missing (`missing > 0`).
  */
@@ -89,6 +96,7 @@ export const ApiSnapshotMeta = Type.Object({
   pendingSends: Count,
   pendingReceives: Count,
   unexpected: Count,
+  unreadable: Type.Optional(UnreadableQueues),
   digest: Type.String({ description: 'sha256 of the queues: equal = nothing moved' }),
   /** Bytes of the snapshot JSON, and of what is stored (gzip). */
   bytes: Count,
@@ -227,6 +235,7 @@ export const ApiHungJob = Type.Object({
   pendingSends: Count,
   pendingReceives: Count,
   unexpected: Count,
+  unreadable: Type.Optional(UnreadableQueues),
   lastSnapshotId: SnapshotIdText,
 });
 export type ApiHungJob = Static<typeof ApiHungJob>;

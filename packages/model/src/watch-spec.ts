@@ -107,7 +107,7 @@ export type WatchConfidence = Static<typeof WatchConfidence>;
 
 /**
  * Whether the watcher samples a job: `on`; `off-by-job` (MQD_WATCH=off in its environment);
- * `off-by-policy` (its user, partition or account is not in the policy); `disabled` (watch off
+ * `off-by-policy` (its user, partition, account or program is not in the policy); `disabled` (watch off
  * for the whole cluster); `budget` (its ranks' stop time this hour is used up: /proc samples
  * only until the hour turns).
  */
@@ -130,6 +130,12 @@ export const ApiWatchPolicy = Type.Object(
     users: Names,
     partitions: Names,
     accounts: Names,
+    /**
+     * Only jobs whose program (the one the starter's command runs, as the command names it) or
+     * starter is one of these: an entry with a `/` is a path prefix (`/scratch/proj/`), else a
+     * file name (`lammps`). Absent or empty: every program.
+     */
+    programs: Type.Optional(Names),
     /** The most time any one rank may spend stopped by the watcher per hour, ms. */
     stopBudgetMsPerRankHour: Type.Integer({ minimum: 0, maximum: 3_600_000 }),
     /** Consecutive samples with nothing moved before a job blocked in MPI is called hung. */

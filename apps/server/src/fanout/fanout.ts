@@ -17,6 +17,8 @@ import {
   MqdException,
   mqdError,
   ok,
+  QUEUE_KINDS,
+  type QueueKind,
   type RankSnapshot,
   type Result,
   rankNotRead,
@@ -93,6 +95,8 @@ export function summaryOf(folds: readonly RankFold[]): SnapshotSummary {
   let pendingSends = 0;
   let pendingReceives = 0;
   let unexpected = 0;
+  let shown = 0;
+  let hidden = 0;
   const missingRanks: number[] = [];
   for (const f of folds) {
     if (f.kind === 'ok') okCount++;
@@ -103,9 +107,13 @@ export function summaryOf(folds: readonly RankFold[]): SnapshotSummary {
     pendingSends += f.pendingSends;
     pendingReceives += f.pendingReceives;
     unexpected += f.unexpected;
+    shown |= f.shownQueues;
+    hidden |= f.nullQueues;
     h.update(f.line);
     h.update('\n');
   }
+  // A kind some rank's library left null and none showed: its count is unknown, not 0.
+  const unreadable = QUEUE_KINDS.filter((_, i) => (hidden & ~shown & (1 << i)) !== 0);
   return {
     ranks: folds.length,
     ok: okCount,
@@ -116,6 +124,7 @@ export function summaryOf(folds: readonly RankFold[]): SnapshotSummary {
     unexpected,
     digest: h.digest('hex'),
     missingRanks,
+    ...(unreadable.length > 0 ? { unreadable } : {}),
   };
 }
 
@@ -141,6 +150,8 @@ export interface HungJob {
   readonly pendingSends: number;
   readonly pendingReceives: number;
   readonly unexpected: number;
+  /** Queue kinds the newest snapshot could not read (SnapshotSummary.unreadable). */
+  readonly unreadable?: readonly QueueKind[];
   readonly lastSnapshotId: SnapshotId;
 }
 
@@ -775,6 +786,7 @@ export class SnapshotService {
         pendingSends: newest.pendingSends,
         pendingReceives: newest.pendingReceives,
         unexpected: newest.unexpected,
+        ...(newest.unreadable?.length ? { unreadable: newest.unreadable } : {}),
         lastSnapshotId: newest.id,
       });
     }

@@ -58,6 +58,7 @@ export function watchPolicyOf(c: ServerConfig): ApiWatchPolicy {
     users: [...c.watchUsers],
     partitions: [...c.watchPartitions],
     accounts: [...c.watchAccounts],
+    ...(c.watchPrograms.length > 0 ? { programs: [...c.watchPrograms] } : {}),
     stopBudgetMsPerRankHour: c.watchStopBudgetMs,
     hungAfterSamples: c.watchHungAfter,
     ...(c.watchCaptureCores ? { captureCores: true } : {}),

@@ -156,6 +156,7 @@ export const metaJson = (m: SnapshotMeta): ApiSnapshotMeta => ({
   pendingSends: m.pendingSends,
   pendingReceives: m.pendingReceives,
   unexpected: m.unexpected,
+  ...(m.unreadable?.length ? { unreadable: [...m.unreadable] } : {}),
   digest: m.digest,
   bytes: m.bytes,
   storedBytes: m.storedBytes,
@@ -238,6 +239,7 @@ export const hungJson = (h: HungJob): ApiHungJob => ({
   pendingSends: h.pendingSends,
   pendingReceives: h.pendingReceives,
   unexpected: h.unexpected,
+  ...(h.unreadable?.length ? { unreadable: [...h.unreadable] } : {}),
   lastSnapshotId: h.lastSnapshotId,
 });
 

@@ -425,6 +425,14 @@ export const SETTINGS = [
     help: 'watch only jobs of these Slurm accounts (comma-separated)',
   },
   {
+    key: 'watchPrograms',
+    default: [],
+    flag: 'watch-programs',
+    env: 'MQD_WATCH_PROGRAMS',
+    kind: 'names',
+    help: 'watch only jobs running these programs (comma-separated file names, or path prefixes with a /)',
+  },
+  {
     key: 'watchStopBudgetMs',
     default: DEFAULT_WATCH_POLICY.stopBudgetMsPerRankHour,
     flag: 'watch-stop-budget',

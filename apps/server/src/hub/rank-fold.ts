@@ -21,6 +21,12 @@ export interface RankFold {
   readonly pendingSends: number;
   readonly pendingReceives: number;
   readonly unexpected: number;
+  /**
+   * The queue kinds (bit i = QUEUE_KINDS[i]) the rank's library showed on some communicator, and
+   * those it left null (cannot show) on some: a kind null and never shown is unknown, not 0.
+   */
+  readonly shownQueues: number;
+  readonly nullQueues: number;
 }
 
 export function rankFold(r: RankSnapshot): RankFold {
@@ -29,18 +35,22 @@ export function rankFold(r: RankSnapshot): RankFold {
   let pendingSends = 0;
   let pendingReceives = 0;
   let unexpected = 0;
+  let shownQueues = 0;
+  let nullQueues = 0;
   // Parts joined once: a line built with += is a tree of pieces, kept for the whole fan-in (at
   // 100,000 ranks, ~200 MB more heap to collect than the flat lines).
   const parts = [`${r.rank}|${s.kind}|${code ?? ''}`];
   for (const c of r.communicators) {
     parts.push(`|c${c.id}:${c.size}:${c.localRank}`);
-    for (const q of QUEUE_KINDS) {
+    for (const [i, q] of QUEUE_KINDS.entries()) {
       const ops = c[q];
       parts.push(`|${q[0]}`);
       if (ops === null) {
+        nullQueues |= 1 << i;
         parts.push('null');
         continue;
       }
+      shownQueues |= 1 << i;
       for (const o of ops) {
         if (q === 'unexpected') unexpected++;
         else if (o.status === 'pending') {
@@ -52,7 +62,17 @@ export function rankFold(r: RankSnapshot): RankFold {
     }
   }
   const line = parts.join('');
-  return { rank: r.rank, kind: s.kind, code, line, pendingSends, pendingReceives, unexpected };
+  return {
+    rank: r.rank,
+    kind: s.kind,
+    code,
+    line,
+    pendingSends,
+    pendingReceives,
+    unexpected,
+    shownQueues,
+    nullQueues,
+  };
 }
 
 /**
@@ -97,12 +117,14 @@ function isRankFold(x: unknown): x is RankFold {
     typeof f.line === 'string' &&
     Number.isSafeInteger(f.pendingSends) &&
     Number.isSafeInteger(f.pendingReceives) &&
-    Number.isSafeInteger(f.unexpected)
+    Number.isSafeInteger(f.unexpected) &&
+    Number.isSafeInteger(f.shownQueues) &&
+    Number.isSafeInteger(f.nullQueues)
   );
 }
 
 /** A fold as it crosses between instances: its fields in RankFold's order, no keys. */
-type FoldTuple = [number, string, string | null, string, number, number, number];
+type FoldTuple = [number, string, string | null, string, number, number, number, number, number];
 
 /**
  * Folds for the wire: JSON of tuples, deflated in the thread pool. The digest lines are most of a
@@ -118,6 +140,8 @@ export function encodeFolds(folds: readonly RankFold[], level: number): Promise<
     f.pendingSends,
     f.pendingReceives,
     f.unexpected,
+    f.shownQueues,
+    f.nullQueues,
   ]);
   return deflateRawAsync(Buffer.from(JSON.stringify(tuples)), { level });
 }
@@ -133,9 +157,20 @@ export function decodeFolds(bytes: Uint8Array): RankFold[] | null {
   if (!Array.isArray(tuples)) return null;
   const folds: RankFold[] = [];
   for (const t of tuples) {
-    if (!Array.isArray(t) || t.length !== 7) return null;
-    const [rank, kind, code, line, pendingSends, pendingReceives, unexpected] = t as unknown[];
-    const f = { rank, kind, code, line, pendingSends, pendingReceives, unexpected };
+    // Seven fields: an instance that does not tell the queues it could read (all read, as before).
+    if (!Array.isArray(t) || (t.length !== 7 && t.length !== 9)) return null;
+    const [
+      rank,
+      kind,
+      code,
+      line,
+      pendingSends,
+      pendingReceives,
+      unexpected,
+      shownQueues = 0,
+      nullQueues = 0,
+    ] = t as unknown[];
+    const f = { rank, kind, code, line, pendingSends, pendingReceives, unexpected, shownQueues, nullQueues };
     if (!isRankFold(f)) return null;
     folds.push(f);
   }

@@ -1,7 +1,7 @@
 // The aggregator's records, as the store keeps them (times in epoch milliseconds). What the REST
 // API sends is specified in packages/model api-spec.ts (ISO 8601 UTC times); http.ts maps each
 // record to its spec type, so a difference between the two fails to compile there.
-import type { ApiWatchPolicy, JobId, SnapshotId, WatchConfidence, WatchState } from '@mqd/model';
+import type { ApiWatchPolicy, JobId, QueueKind, SnapshotId, WatchConfidence, WatchState } from '@mqd/model';
 import type { LocatedRank } from './seams.js';
 
 export interface User {
@@ -49,6 +49,11 @@ export interface SnapshotSummary {
   readonly digest: string;
   /** The agent-missing ranks, at most MAX_LISTED_MISSING of them. */
   readonly missingRanks: readonly number[];
+  /**
+   * Queue kinds no read rank's library could show (null on every communicator that has it), in
+   * QUEUE_KINDS order: their count is unknown, not 0. Absent or empty: every kind was read.
+   */
+  readonly unreadable?: readonly QueueKind[];
 }
 
 export const MAX_LISTED_MISSING = 4096;

@@ -35,6 +35,7 @@ import {
   toShareRecord,
   toUser,
   type UserRow,
+  unreadableColumn,
 } from './store-schema.js';
 
 interface AuditRow {
@@ -318,7 +319,7 @@ export class SqlStore extends SqlWatchStore implements StorePort {
       await x.run(
         `INSERT INTO snapshots (${META_COLUMNS}, data) VALUES (@id, @jobId, @takenAt, @durationMicros, @ranks,
            @ok, @errors, @missing, @pendingSends, @pendingReceives, @unexpected, @digest, @missingRanks,
-           @createdBy, @bytes, @storedBytes, @data)`,
+           @createdBy, @bytes, @storedBytes, @unreadable, @data)`,
         {
           id: m.id,
           jobId: m.jobId,
@@ -336,6 +337,7 @@ export class SqlStore extends SqlWatchStore implements StorePort {
           createdBy: m.createdBy,
           bytes: m.bytes,
           storedBytes: m.storedBytes,
+          unreadable: unreadableColumn(m.unreadable),
           data: s.gz,
         },
       );

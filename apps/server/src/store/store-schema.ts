@@ -1,7 +1,14 @@
 // The store's tables: the migrations that make them (append only) and the row shapes that read
 // them back, with their mapping to the aggregator's records (types.ts). The store (sql-store.ts)
 // owns the queries and transactions.
-import { JobId, SnapshotId, type WatchConfidence, type WatchState } from '@mqd/model';
+import {
+  JobId,
+  QUEUE_KINDS,
+  type QueueKind,
+  SnapshotId,
+  type WatchConfidence,
+  type WatchState,
+} from '@mqd/model';
 import type { LocatedRank } from '../shared/seams.js';
 import type {
   JobRecord,
@@ -242,6 +249,12 @@ const SQLITE_STEPS: readonly Migration[] = [
     version: 10,
     sql: `CREATE INDEX audit_snapshot ON audit(snapshot_id) WHERE snapshot_id IS NOT NULL;`,
   },
+  {
+    // The queue kinds a snapshot's MPI library could not show (comma-separated, '' = all read):
+    // their counts are unknown, not 0. Snapshots stored before say '' (nothing known otherwise).
+    version: 11,
+    sql: `ALTER TABLE snapshots ADD COLUMN unreadable_queues TEXT NOT NULL DEFAULT '';`,
+  },
 ];
 
 /**
@@ -411,6 +424,7 @@ const POSTGRES_STEPS: Readonly<Record<number, string>> = {
       WHERE id IN (SELECT share_id FROM watch_episodes WHERE share_id IS NOT NULL);
   `,
   10: `CREATE INDEX audit_snapshot ON audit(snapshot_id) WHERE snapshot_id IS NOT NULL;`,
+  11: `ALTER TABLE snapshots ADD COLUMN unreadable_queues TEXT NOT NULL DEFAULT '';`,
 };
 
 /** The one history: every numbered step with its SQL per dialect. */
@@ -445,6 +459,7 @@ export interface SnapshotRow {
   created_by: string;
   bytes: number;
   stored_bytes: number;
+  unreadable_queues: string;
 }
 
 export interface JobRow {
@@ -470,7 +485,8 @@ export interface UserRow {
 }
 
 export const META_COLUMNS = `id, job_id, taken_at, duration_micros, rank_count, ok_count, error_count, missing_count,
-  pending_sends, pending_receives, unexpected_count, digest, missing_ranks, created_by, bytes, stored_bytes`;
+  pending_sends, pending_receives, unexpected_count, digest, missing_ranks, created_by, bytes, stored_bytes,
+  unreadable_queues`;
 
 export function toMeta(r: SnapshotRow): SnapshotMeta {
   return {
@@ -490,8 +506,18 @@ export function toMeta(r: SnapshotRow): SnapshotMeta {
     unexpected: r.unexpected_count,
     digest: r.digest,
     missingRanks: JSON.parse(r.missing_ranks) as number[],
+    ...unreadableOf(r.unreadable_queues),
   };
 }
+
+/** The column's kinds, those of QUEUE_KINDS only; none for '' (every kind read). */
+function unreadableOf(column: string): { unreadable?: QueueKind[] } {
+  const kinds = QUEUE_KINDS.filter((q) => column.split(',').includes(q));
+  return kinds.length > 0 ? { unreadable: kinds } : {};
+}
+
+/** SnapshotSummary.unreadable as its column stores it. */
+export const unreadableColumn = (kinds: readonly QueueKind[] | undefined): string => (kinds ?? []).join(',');
 
 export function toJob(r: JobRow): JobRecord {
   return {

@@ -94,6 +94,26 @@ export function programOf(job: Pick<DiscoveredJob, 'jobName' | 'command'>): stri
   return program === '' ? '?' : program;
 }
 
+/**
+ * The program a command runs, as the command names it: "mpirun -np 4 /scratch/p/ring" reads
+ * "/scratch/p/ring" (the first word whose file name is the program jobLabel finds).
+ */
+export function programPathOf(command: string): string {
+  const program = jobLabel(command).program;
+  const words = command.trim().split(/\s+/);
+  return words.find((w) => w.slice(w.lastIndexOf('/') + 1) === program) ?? program;
+}
+
+/**
+ * Whether a command is in a policy's `programs`: an entry with a `/` is a prefix of the path of
+ * the program it runs or of its starter (its first word), any other entry either's file name.
+ */
+export function programInScope(command: string, programs: readonly string[]): boolean {
+  const paths = [programPathOf(command), command.trim().split(/\s+/)[0] ?? ''];
+  const names = paths.map((p) => p.slice(p.lastIndexOf('/') + 1));
+  return programs.some((p) => (p.includes('/') ? paths.some((x) => x.startsWith(p)) : names.includes(p)));
+}
+
 export function infoOf(c: ClusterJob): WatchJobInfo {
   return {
     kind: c.first.kind,

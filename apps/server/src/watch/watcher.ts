@@ -26,7 +26,7 @@ import type { JobStateSeries, WatchMetrics } from '../shared/metrics.js';
 import type { JobRecord, User, WatchJobRecord } from '../shared/types.js';
 import type { FleetPageEntry, StorePort } from '../store/store-port.js';
 import { canCapture, captureName, fleetCores } from './capture.js';
-import { type ClusterJob, infoOf, jobRecordOf, mergeDiscovered } from './cluster.js';
+import { type ClusterJob, infoOf, jobRecordOf, mergeDiscovered, programInScope } from './cluster.js';
 import { type SlurmQuery, slurmEndReason } from './end-reason.js';
 import { type HangNotice, sendWebhooks, webhookBody } from './notify.js';
 import type { CounterTarget, WatchAgents, WatchVerdictFn } from './source.js';
@@ -537,6 +537,8 @@ export class Watcher {
     }
     if (p.partitions.length > 0 && !p.partitions.includes(c.first.partition ?? '')) return false;
     if (p.accounts.length > 0 && !p.accounts.includes(c.first.account ?? '')) return false;
+    if (p.programs !== undefined && p.programs.length > 0 && !programInScope(c.first.command, p.programs))
+      return false;
     return true;
   }
 

@@ -5,9 +5,26 @@
 // and the audit trail. The jobs reload on the /ui event `fleet.changed`, the agents on agent
 // events; everything is also reloaded on a timer, since "last seen", health and most audit
 // entries come with no event, and the connection may be down.
-import { type ApiWatchPolicy, codedText, FLEET_PAGE_DEFAULT, type JobId, type SnapshotId } from '@mqd/model';
+import {
+  type ApiWatchPolicy,
+  codedText,
+  FLEET_PAGE_DEFAULT,
+  type JobId,
+  type QueueKind,
+  type SnapshotId,
+} from '@mqd/model';
 import { useEffect, useState } from 'react';
-import { type ActivityEntry, type FleetAgent, type HungJob, isUnauthenticated, type Me } from '../api.js';
+import {
+  type ActivityEntry,
+  type FleetAgent,
+  type HungJob,
+  isUnauthenticated,
+  type Me,
+  NOT_READABLE,
+  NOT_READABLE_LEGEND,
+  NOT_READABLE_MEANS,
+  queueCount,
+} from '../api.js';
 import { formatAge, formatCount, formatTime, plural } from '../format.js';
 import { type Resource, shownValue, useInterval, useResource } from '../hooks.js';
 import { ErrorBox, Progress } from '../ui.js';
@@ -325,6 +342,11 @@ function AdminSections({ api, live, url, setUrl, onUnauthenticated }: LivePagePr
             </tbody>
           </table>
         )}
+        {hungList && hungList.jobs.some((h) => (h.unreadable?.length ?? 0) > 0) && (
+          <p className="empty" data-testid="fleet-hung-legend">
+            {NOT_READABLE_LEGEND}
+          </p>
+        )}
       </section>
 
       <section data-testid="fleet-activity" aria-label="Recent activity">
@@ -427,7 +449,8 @@ function formatUptime(s: number): string {
   return `${Math.round(s / 86400)} d`;
 }
 
-function HungRow({
+/** One row of the hung jobs table: its counts, "not readable" where the MPI library cannot show a queue. */
+export function HungRow({
   job: h,
   jobLink,
   snapLink,
@@ -443,13 +466,31 @@ function HungRow({
       </td>
       <td title={formatTime(h.since)}>{formatAge(h.since)}</td>
       <td>{formatCount(h.snapshots)}</td>
-      <td>{formatCount(h.pendingSends)}</td>
-      <td>{formatCount(h.pendingReceives)}</td>
-      <td>{formatCount(h.unexpected)}</td>
+      <QueueCountCell count={h.pendingSends} kind="sends" unreadable={h.unreadable} />
+      <QueueCountCell count={h.pendingReceives} kind="receives" unreadable={h.unreadable} />
+      <QueueCountCell count={h.unexpected} kind="unexpected" unreadable={h.unreadable} />
       <td>
         <a {...snapLink(h.jobId, h.lastSnapshotId)}>open in the matrix</a>
       </td>
     </tr>
+  );
+}
+
+/** A queue's count, or "not readable" (with what it means) when the MPI library cannot show the queue. */
+function QueueCountCell({
+  count,
+  kind,
+  unreadable,
+}: {
+  count: number;
+  kind: QueueKind;
+  unreadable: readonly QueueKind[] | undefined;
+}) {
+  const shown = queueCount(count, kind, unreadable);
+  return shown === NOT_READABLE ? (
+    <td title={NOT_READABLE_MEANS}>{NOT_READABLE}</td>
+  ) : (
+    <td>{formatCount(shown)}</td>
   );
 }
 

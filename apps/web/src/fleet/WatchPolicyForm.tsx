@@ -140,6 +140,12 @@ export function WatchPolicyForm({
       {text('users', 'Users', 'names separated by commas; empty: every user', false)}
       {text('partitions', 'Partitions', 'empty: every partition', false)}
       {text('accounts', 'Accounts', 'empty: every account', false)}
+      {text(
+        'programs',
+        'Programs',
+        'file names, or path prefixes such as /scratch/proj/; empty: every program',
+        false,
+      )}
       <div className="fleet-policy-actions">
         <button type="submit" data-testid="fleet-policy-save" disabled={status.kind === 'saving'}>
           {status.kind === 'saving' ? 'Saving…' : 'Save the policy'}

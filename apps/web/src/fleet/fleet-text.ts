@@ -191,12 +191,17 @@ export function historyText(
 }
 
 /** "every job", "users alice, bob; partition debug": whom the policy watches. */
-export function policyScopeText(p: Pick<ApiWatchPolicy, 'users' | 'partitions' | 'accounts'>): string {
+export function policyScopeText(
+  p: Pick<ApiWatchPolicy, 'users' | 'partitions' | 'accounts' | 'programs'>,
+): string {
   const part = (one: string, names: readonly string[]) =>
     names.length === 0 ? null : `${names.length === 1 ? one : `${one}s`} ${names.join(', ')}`;
-  const parts = [part('user', p.users), part('partition', p.partitions), part('account', p.accounts)].filter(
-    (x) => x !== null,
-  );
+  const parts = [
+    part('user', p.users),
+    part('partition', p.partitions),
+    part('account', p.accounts),
+    part('program', p.programs ?? []),
+  ].filter((x) => x !== null);
   return parts.length === 0 ? 'every job' : `only jobs of ${parts.join('; ')}`;
 }
 

@@ -11,6 +11,8 @@ export interface PolicyFields {
   readonly users: string;
   readonly partitions: string;
   readonly accounts: string;
+  /** Program file names, or path prefixes (with a `/`); empty = every program. */
+  readonly programs: string;
   readonly stopBudgetMsPerRankHour: string;
   readonly hungAfterSamples: string;
   /** Keep cores of each hung job in the agents' core directory (the server refuses it without one). */
@@ -36,6 +38,7 @@ export function policyFields(p: ApiWatchPolicy): PolicyFields {
     users: p.users.join(', '),
     partitions: p.partitions.join(', '),
     accounts: p.accounts.join(', '),
+    programs: (p.programs ?? []).join(', '),
     stopBudgetMsPerRankHour: String(p.stopBudgetMsPerRankHour),
     hungAfterSamples: String(p.hungAfterSamples),
     captureCores: p.captureCores === true,
@@ -74,19 +77,22 @@ export function parsePolicyFields(
   const users = names(f.users, 'Users');
   const partitions = names(f.partitions, 'Partitions');
   const accounts = names(f.accounts, 'Accounts');
+  const programs = names(f.programs, 'Programs');
   if (typeof period === 'string') errors.periodSeconds = period;
   if (typeof budget === 'string') errors.stopBudgetMsPerRankHour = budget;
   if (typeof hung === 'string') errors.hungAfterSamples = hung;
   if (typeof users === 'string') errors.users = users;
   if (typeof partitions === 'string') errors.partitions = partitions;
   if (typeof accounts === 'string') errors.accounts = accounts;
+  if (typeof programs === 'string') errors.programs = programs;
   if (
     typeof period === 'string' ||
     typeof budget === 'string' ||
     typeof hung === 'string' ||
     typeof users === 'string' ||
     typeof partitions === 'string' ||
-    typeof accounts === 'string'
+    typeof accounts === 'string' ||
+    typeof programs === 'string'
   )
     return { ok: false, errors };
   return {
@@ -97,6 +103,7 @@ export function parsePolicyFields(
       users,
       partitions,
       accounts,
+      ...(programs.length > 0 ? { programs } : {}),
       stopBudgetMsPerRankHour: budget,
       hungAfterSamples: hung,
       captureCores: f.captureCores,

@@ -6,7 +6,16 @@
 // 5 s when auto-refresh is on. The REST answer alone decides how a snapshot ended.
 import { type JobId, jobLabel, MAX_CORES_DIR_CHARS, Pid, SLURM_JOB_RE, type SnapshotId } from '@mqd/model';
 import { useEffect, useMemo, useReducer, useState } from 'react';
-import { type Api, type ApiError, type AttachRequest, isUnauthenticated, type JobSummary } from '../api.js';
+import {
+  type Api,
+  type ApiError,
+  type AttachRequest,
+  isUnauthenticated,
+  type JobSummary,
+  NOT_READABLE,
+  NOT_READABLE_MEANS,
+  notReadableLegend,
+} from '../api.js';
 import { rememberSnapshot } from '../data.js';
 import { formatAge, formatTime } from '../format.js';
 import { shownValue, useInterval, useResource } from '../hooks.js';
@@ -101,6 +110,7 @@ export function JobsView({ api, live, url, setUrl, onUnauthenticated }: LivePage
 
   const selectedJob = jobList?.find((j) => j.id === selected) ?? null;
   const openSnapshot = (id: SnapshotId) => setUrl({ snap: id, view: 'matrix', cell: null, zoom: null });
+  const unreadableLegend = notReadableLegend((shownValue(snapshots) ?? []).map((s) => s.summary));
 
   return (
     <div className="jobs-view">
@@ -222,7 +232,11 @@ export function JobsView({ api, live, url, setUrl, onUnauthenticated }: LivePage
                     </button>
                     <span className="summary">
                       {Object.entries(s.summary).map(([k, v]) => (
-                        <span key={k} className="kv">
+                        <span
+                          key={k}
+                          className="kv"
+                          title={v === NOT_READABLE ? NOT_READABLE_MEANS : undefined}
+                        >
                           {k}: {String(v)}
                         </span>
                       ))}
@@ -230,6 +244,11 @@ export function JobsView({ api, live, url, setUrl, onUnauthenticated }: LivePage
                   </li>
                 ))}
             </ul>
+            {unreadableLegend !== null && (
+              <p className="empty" data-testid="not-readable-legend">
+                {unreadableLegend}
+              </p>
+            )}
           </>
         )}
       </section>

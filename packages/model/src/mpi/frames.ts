@@ -143,11 +143,11 @@ const RUNTIME_FUNCTION =
 
 /**
  * Shared objects of the MPI library and its runtime (with Open MPI's plugins, mca_FRAMEWORK_COMPONENT.so,
- * e.g. the PMIx progress thread of mca_pmix_pmix3x.so), the C library and dynamic loader, and the
+ * e.g. the PMIx progress thread of mca_pmix_pmix3x.so), the C and math libraries and the dynamic loader, and the
  * kernel's vDSO (MPICH's progress loop reads the clock there: `__vdso_clock_gettime`).
  */
 const RUNTIME_MODULE =
-  /^(?:libmpi(?:ch|cxx|fort|_mpifh|_usempi\w*)?|libmpich\w*|libpmpi|libopen-(?:pal|rte)|libopen-orted\w*|libpmix|libprrte|libpmi2?|libucp|libuct|libucs|libucm|libfabric|libpsm\w*|libhwloc|libevent\w*|libc|libpthread|ld-linux[\w-]*|ld|linux-vdso|linux-gate|mca_\w+\.so)(?:[.-]|$)/;
+  /^(?:libmpi(?:ch|cxx|fort|_mpifh|_usempi\w*)?|libmpich\w*|libpmpi|libopen-(?:pal|rte)|libopen-orted\w*|libpmix|libprrte|libpmi2?|libucp|libuct|libucs|libucm|libfabric|libpsm\w*|libhwloc|libevent\w*|libc|libm|libmvec|libgcc_s|libpthread|ld-linux[\w-]*|ld|linux-vdso|linux-gate|mca_\w+\.so)(?:[.-]|$)/;
 
 function moduleBase(path: string): string {
   const i = path.lastIndexOf('/');

@@ -84,5 +84,9 @@ describe('MPI frame recognition', () => {
     expect(isRuntimeFrame(frame('internal_Waitall', null))).toBe(true);
     expect(isRuntimeFrame(frame('compute', '/usr/lib/libucp.so.0'))).toBe(true);
     expect(isRuntimeFrame(frame('compute', APP))).toBe(false);
+    // A rank computing inside the math library is at the line of its own code that called it.
+    expect(isRuntimeFrame(frame('__ldexp', '/lib/x86_64-linux-gnu/libm.so.6'))).toBe(true);
+    expect(isRuntimeFrame(frame('compute', '/opt/mpi/lib/libmpi.so.40'))).toBe(true);
+    expect(isRuntimeFrame(frame('compute', '/home/u/libmine.so'))).toBe(false);
   });
 });

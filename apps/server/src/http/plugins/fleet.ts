@@ -63,10 +63,12 @@ export const fleetPlugin: FastifyPluginAsync<PluginOpts> = async (fastify, { s }
         await s.store.setWatchPolicy(p, {
           who: user.name,
           action: 'watch-policy',
-          detail:
+          detail: (
             `${p.enabled ? 'on' : 'off'}, every ${p.periodSeconds} s, budget ${p.stopBudgetMsPerRankHour} ms/rank/h, ` +
             `hung after ${p.hungAfterSamples}; users [${p.users.join(',')}] partitions [${p.partitions.join(',')}] ` +
-            `accounts [${p.accounts.join(',')}]`.slice(0, 1000),
+            `accounts [${p.accounts.join(',')}]` +
+            (p.programs === undefined ? '' : ` programs [${p.programs.join(',')}]`)
+          ).slice(0, 1000),
         });
         await s.watcher.setPolicy(p);
         return s.watcher.currentPolicy();
