@@ -834,7 +834,7 @@ describe('the hang watch', () => {
       d: {
         ...optedOut().d,
         key: 'starter:n3:500:77',
-        command: 'mpirun -np 2 /work/t1/build/ring',
+        command: 'mpirun -np 2 /scratch/t1/build/ring',
         watch: 'on',
       },
     } satisfies FakeJob;
@@ -845,7 +845,7 @@ describe('the hang watch', () => {
         key: 'starter:n3:600:88',
         starterPid: 600,
         uid: 0,
-        command: 'mpirun -np 2 /work/t2/build/ring',
+        command: 'mpirun -np 2 /scratch/t2/build/ring',
       },
       layout: {
         n3: [
@@ -856,7 +856,7 @@ describe('the hang watch', () => {
     };
     r.fake.add(mine);
     r.fake.add(other);
-    const policy = { ...(await r.fleet()).policy, programs: ['/work/t1/'] };
+    const policy = { ...(await r.fleet()).policy, programs: ['/scratch/t1/'] };
     const set = await r.s.app.inject({
       method: 'POST',
       url: '/api/admin/watch',
