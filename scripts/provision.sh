@@ -10,6 +10,8 @@
 #      cannot be fetched here); each built with -g from the pristine upstream
 #      tarball (*.orig.tar.*) into a cache outside the repository ($MQD_MPI_CACHE, default
 #      /var/cache/mqd-mpi). Missing builds run side by side, make's -j split between them.
+#   2b. Debian's UCX 1.13.1 (source package ucx) built with -g into $MQD_MPI_CACHE/ucx-1.13.1, before
+#      the Open MPI builds, which are configured --with-ucx against it (pml ob1 or ucx at run time)
 #   3. LLVM's OpenMP runtime 16.0.6 with OMPD (libomp.so keeping its symbol table, libompd.so),
 #      built from bookworm's llvm-toolchain-16 source package into
 #      $MQD_OPENMP_PREFIX (default $MQD_MPI_CACHE/llvm-openmp-16.0.6), beside the MPI builds
@@ -46,6 +48,8 @@ MPICH42_DEBVER=4.3.0+really4.2.1-1
 MPICH42_SHA256S=(23331b2299f287c3419727edc2df8922d7e7abbb9fd0ac74e03b9966f9ad42d7
   3fb607101303d555773df442bf4b7c4402bdb64845a8c02a98a37b7a068316af)
 MPICH42_URL=https://www.mpich.org/static/downloads/4.2.1/mpich-4.2.1.tar.gz
+UCX_VERSION=1.13.1
+UCX_PREFIX=$MQD_MPI_CACHE/ucx-$UCX_VERSION
 OPENMP_VERSION=16.0.6
 OPENMP_PREFIX=${MQD_OPENMP_PREFIX:-$MQD_MPI_CACHE/llvm-openmp-$OPENMP_VERSION}
 JOBS=${MQD_BUILD_JOBS:-$(nproc)}
@@ -247,7 +251,7 @@ stamp_line() { printf 'configure %s\n' "$*"; }
 build_cpu_minutes() {
   case "$1" in
     openmpi-4.1.4) echo 11 ;; mpich-4.0.2) echo 6 ;; mpich-4.0.2-ch4) echo 9 ;;
-    openmpi-5.0.7) echo 11 ;; mpich-4.2.1) echo 8 ;; *) echo '?' ;;
+    openmpi-5.0.7) echo 11 ;; mpich-4.2.1) echo 8 ;; ucx-1.13.1) echo 5 ;; *) echo '?' ;;
   esac
 }
 
@@ -258,7 +262,7 @@ build_mpi() {
   local prefix="$MQD_MPI_CACHE/$name-$ver" stamp="$MQD_MPI_CACHE/$name-$ver/.mqd-built"
   local work b0
   work="$MQD_MPI_CACHE/build/$name-$ver"
-  rm -rf "$work" "$prefix"; mkdir -p "$work"
+  rm -rf "$work" "$prefix" "$MQD_MPI_CACHE/build/$name-$ver.failed"; mkdir -p "$work"
   log "$name $ver: building from $(basename "$tarball") into $prefix (~$(build_cpu_minutes "$name-$ver") CPU-minutes; logs: $work/build.log)"
   b0=$(date +%s)
   # A line a minute while it builds, so a first run never looks stuck.
@@ -272,7 +276,7 @@ build_mpi() {
       && make -j"$BUILD_JOBS" >>build.log 2>&1 \
       && make install >>build.log 2>&1 \
       && times >cpu-times
-  ) || { kill "$ticker" 2>/dev/null; echo "MQD_E_PROVISION: $name build failed; see the end of $work/build.log" >&2; tail -n 30 "$work/build.log" >&2; exit 1; }
+  ) || { kill "$ticker" 2>/dev/null; touch "$MQD_MPI_CACHE/build/$name-$ver.failed"; echo "MQD_E_PROVISION: $name build failed; see the end of $work/build.log" >&2; tail -n 30 "$work/build.log" >&2; exit 1; }
   kill "$ticker" 2>/dev/null || true
   { date -u +%FT%TZ; stamp_line "$@"; } >"$stamp"
   log "$name $ver: built in $(( $(date +%s) - b0 )) s, $(cpu_seconds "$work/cpu-times") CPU-s"
@@ -361,14 +365,38 @@ else
   build_openmp "$openmp_tar" &
   pids+=($!)
 fi
+# UCX 1.13.1 (bookworm's): -g for its DWARF types, which the UCX queue reader reads the worker's
+# tag-matching state with (Debian's binary packages carry none); its own defaults otherwise
+# (shared memory and TCP here; verbs and rdmacm as Debian's package, which this machine's
+# libibverbs-dev and librdmacm-dev give), no Java or Go bindings, no GPU support, no docs.
+UCX_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2"
+  --disable-static --enable-shared --disable-doxygen-doc --without-java --without-go
+  --without-cuda --without-rocm --without-knem --without-xpmem --without-fuse3)
+# Debian's orig tarball is upstream's git tree: no configure, and configure.ac links files of a
+# debian/ folder that the tree keeps as debian.upstream (Debian's own packaging replaces it).
+ucx_autogen() {
+  [ -x ./configure ] && return 0
+  [ -d debian ] || [ ! -d debian.upstream ] || cp -r debian.upstream debian
+  ./autogen.sh
+}
+# The Open MPI builds wait for UCX's (they link it); a failed UCX build fails them too.
+wait_ucx() {
+  while [ ! -f "$UCX_PREFIX/.mqd-built" ]; do
+    [ ! -f "$MQD_MPI_CACHE/build/ucx-$UCX_VERSION.failed" ] || { echo "UCX $UCX_VERSION failed to build" >&2; return 1; }
+    sleep 5
+  done
+}
 # Each build's configure arguments. The stamp records them (its second line), so a build made
 # with other arguments is built again instead of being taken as it is.
 # Open MPI 4.1.4: trimmed configure, -g, Debian's hwloc and libevent (as Debian's own openmpi
 # package; the bundled copies cost a configure and ~150 files each build), its own
-# internal PMIx; Fortran (mpif.h, use mpi, mpi_f08) and the C++ wrapper compiler.
+# internal PMIx; Fortran (mpif.h, use mpi, mpi_f08) and the C++ wrapper compiler; UCX's pml
+# (chosen at run time with --mca pml ucx; ob1 stays the default on a machine without InfiniBand),
+# without UCX's btl and one-sided components, which no test uses.
 OMPI_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2" FCFLAGS="-g -O2"
   --enable-mpi-fortran=all --disable-oshmem --disable-mpi-java
-  --without-ucx --without-ofi --without-verbs --without-psm --without-psm2 --without-cuda
+  --with-ucx="$UCX_PREFIX" --enable-mca-no-build=btl-uct,osc-ucx
+  --without-ofi --without-verbs --without-psm --without-psm2 --without-cuda
   --with-hwloc=external --with-libevent=external --with-pmix=internal
   --disable-io-romio --disable-man-pages --enable-shared --disable-static)
 # MPICH 4.0.2 with ch3:nemesis (4.0's other device), Fortran (gfortran >= 10 needs
@@ -392,10 +420,12 @@ MPICH_CH4_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2"
   --enable-fortran=no --disable-cxx --disable-doc --with-hwloc=/usr --disable-romio)
 # Open MPI 5: its bundled PMIx and PRRTE (prterun is its mpirun), Debian's hwloc and libevent,
 # Fortran (mpif.h, use mpi, mpi_f08); the C++ bindings no longer exist in 5.x (mpicxx is a
-# wrapper around the C API). No ROMIO, no OpenSHMEM, no fabrics beyond shared memory/TCP.
+# wrapper around the C API). No ROMIO, no OpenSHMEM, no fabrics beyond shared memory/TCP and
+# UCX's pml, as 4.1.4.
 OMPI5_ARGS=(CFLAGS="-g -O2" CXXFLAGS="-g -O2" FCFLAGS="-g -O2"
   --enable-mpi-fortran=all --disable-oshmem --disable-mpi-java
-  --without-ucx --without-ofi --without-psm2 --without-cuda --without-ucc --without-hcoll
+  --with-ucx="$UCX_PREFIX" --enable-mca-no-build=btl-uct,osc-ucx
+  --without-ofi --without-psm2 --without-cuda --without-ucc --without-hcoll
   --with-hwloc=external --with-libevent=external --with-pmix=internal --with-prrte=internal
   --disable-io-romio --enable-shared --disable-static)
 # MPICH 4.2.1: its default ch4 device, ch4:ofi over Debian's libfabric (1.17, as MPICH 4.0.2's
@@ -423,14 +453,15 @@ built() {
   log "$what: built with other configure arguments (an older checkout's); building it again"
   return 1
 }
-need_ompi=0; need_mpich=0; need_ompi5=0; need_mpich42=0; need_mpichch4=0
+need_ompi=0; need_mpich=0; need_ompi5=0; need_mpich42=0; need_mpichch4=0; need_ucx=0
+{ wanted openmpi || wanted openmpi5; } && { built ucx "$UCX_VERSION" "${UCX_ARGS[@]}" || need_ucx=1; }
 wanted openmpi && { built openmpi "$OMPI_VERSION" "${OMPI_ARGS[@]}" || need_ompi=1; }
 wanted mpich && { built mpich "$MPICH_VERSION" "${MPICH_ARGS[@]}" || need_mpich=1; }
 wanted openmpi5 && { built openmpi "$OMPI5_VERSION" "${OMPI5_ARGS[@]}" || need_ompi5=1; }
 wanted mpich42 && { built mpich "$MPICH42_VERSION" "${MPICH42_ARGS[@]}" || need_mpich42=1; }
 wanted mpichch4 && { built mpich "$MPICH_CH4_VERSION" "${MPICH_CH4_ARGS[@]}" || need_mpichch4=1; }
-todo=$((need_ompi + need_mpich + need_ompi5 + need_mpich42 + need_mpichch4))
-all_builds="openmpi-$OMPI_VERSION, mpich-$MPICH_VERSION, openmpi-$OMPI5_VERSION, mpich-$MPICH42_VERSION, mpich-$MPICH_CH4_VERSION"
+todo=$((need_ucx + need_ompi + need_mpich + need_ompi5 + need_mpich42 + need_mpichch4))
+all_builds="ucx-$UCX_VERSION, openmpi-$OMPI_VERSION, mpich-$MPICH_VERSION, openmpi-$OMPI5_VERSION, mpich-$MPICH42_VERSION, mpich-$MPICH_CH4_VERSION"
 [ "$only" = all ] || all_builds="the ones asked for: ${only//,/ }"
 if [ $todo = 0 ]; then
   log "MPI builds: present in $MQD_MPI_CACHE ($all_builds); nothing to build"
@@ -452,20 +483,26 @@ if [ $need_mpich42 = 1 ]; then mpich42_tar=$(mpich42_explicit) || exit 1; fi
 ensure_deb_src
 [ $((need_ompi5 + need_mpich42)) = 0 ] || ensure_trixie_src
 apt_update
-# The queue, biggest build first: NAME|VERSION|TARBALL|ARGS ARRAY|PRE_CONFIGURE.
+# The queue, biggest build first: NAME|VERSION|TARBALL|ARGS ARRAY|PRE_CONFIGURE. UCX goes first
+# and an MPICH build beside it, so the Open MPI builds, which wait for UCX, rarely wait at all.
 queue=()
+if [ $need_ucx = 1 ]; then
+  ucx_tar=$(fetch_orig ucx "$UCX_VERSION")
+  queue+=("ucx|$UCX_VERSION|$ucx_tar|UCX_ARGS|ucx_autogen")
+fi
+[ $((need_mpichch4 + need_mpich)) = 0 ] || mpich_tar=$(fetch_orig mpich "$MPICH_VERSION")
+[ $need_ucx = 0 ] || [ $need_mpichch4 = 0 ] || { queue+=("mpich|$MPICH_CH4_VERSION|$mpich_tar|MPICH_CH4_ARGS|"); need_mpichch4=queued; }
 if [ $need_ompi5 = 1 ]; then
   ompi5_tar=$(fetch_orig openmpi "$OMPI5_VERSION" "$OMPI5_DEBVER")
   [ -n "$ompi5_tar" ] || { echo "MQD_E_PROVISION: no openmpi_$OMPI5_VERSION.orig.tar.* after apt-get source openmpi=$OMPI5_DEBVER; is deb-src for trixie reachable?" >&2; exit 1; }
-  queue+=("openmpi|$OMPI5_VERSION|$ompi5_tar|OMPI5_ARGS|")
+  queue+=("openmpi|$OMPI5_VERSION|$ompi5_tar|OMPI5_ARGS|wait_ucx")
 fi
 if [ $need_ompi = 1 ]; then
   ompi_tar=$(fetch_orig openmpi "$OMPI_VERSION")
-  queue+=("openmpi|$OMPI_VERSION|$ompi_tar|OMPI_ARGS|")
+  queue+=("openmpi|$OMPI_VERSION|$ompi_tar|OMPI_ARGS|wait_ucx")
 fi
 # MPICH 4.0.2's one tarball serves both of its builds.
-[ $((need_mpichch4 + need_mpich)) = 0 ] || mpich_tar=$(fetch_orig mpich "$MPICH_VERSION")
-[ $need_mpichch4 = 0 ] || queue+=("mpich|$MPICH_CH4_VERSION|$mpich_tar|MPICH_CH4_ARGS|")
+[ "$need_mpichch4" != 1 ] || queue+=("mpich|$MPICH_CH4_VERSION|$mpich_tar|MPICH_CH4_ARGS|")
 if [ $need_mpich42 = 1 ]; then
   [ -n "$mpich42_tar" ] || mpich42_tar=$(mpich42_found) || exit 1
   queue+=("mpich|$MPICH42_VERSION|$mpich42_tar|MPICH42_ARGS|yaksa_shallow")
@@ -501,7 +538,7 @@ rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 [ $rc = 0 ] || exit 1
 built=()
-for b in "openmpi-$OMPI_VERSION" "mpich-$MPICH_VERSION" "openmpi-$OMPI5_VERSION" "mpich-$MPICH42_VERSION" "mpich-$MPICH_CH4_VERSION"; do
+for b in "ucx-$UCX_VERSION" "openmpi-$OMPI_VERSION" "mpich-$MPICH_VERSION" "openmpi-$OMPI5_VERSION" "mpich-$MPICH42_VERSION" "mpich-$MPICH_CH4_VERSION"; do
   [ -f "$MQD_MPI_CACHE/$b/.mqd-built" ] && built+=("$b")
 done
 log "MPI cache: $MQD_MPI_CACHE (built: ${built[*]})"

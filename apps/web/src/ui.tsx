@@ -83,6 +83,28 @@ export function SnapshotProgressBar({
   );
 }
 
+/**
+ * Where the rank's queues came from when not from the MPI library's DLL (Open MPI's ucx PML:
+ * UCX's worker), and each thing that could not be known there, by its code.
+ */
+export function QueueSourceNote({ rank }: { rank: Pick<RankSnapshot, 'queueSource'> }) {
+  const q = rank.queueSource;
+  if (!q) return null;
+  return (
+    <div className="hint" data-testid="rank-queue-source">
+      <p>
+        Queues read from UCX ({q.library || 'no libucp.so mapped'}): this rank runs Open MPI's ucx PML, whose
+        requests Open MPI's DLL cannot see.
+      </p>
+      {q.limits.map((l) => (
+        <p key={l.code}>
+          <CodedText error={l} />
+        </p>
+      ))}
+    </div>
+  );
+}
+
 /** Why some statuses read "(corrected)": said once for the rank, not on every row. */
 export function StatusCorrections({ rank }: { rank: Pick<RankSnapshot, 'statusCorrections'> }) {
   const notes = correctionNotes(rank);

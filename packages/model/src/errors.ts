@@ -73,6 +73,17 @@ export const ERROR_HINTS = {
     "the rank runs a CPython whose frame layout the reader does not know (the message names the version): its C stack is shown without Python frames; run the job with CPython 3.11, or read the Python frames with gdb's py-bt",
   MQD_E_PYTHON_READ:
     "the rank's CPython frames could not be read in the stop (the message says where the walk failed): the C stack and queues are unaffected; take another snapshot, and report the CPython version if it repeats",
+  // --- UCX (Open MPI's ucx PML)
+  MQD_E_UCX_UNSUPPORTED:
+    "this rank's queues live in UCX (Open MPI's ucx PML), whose layout the reader takes from UCX's and Open MPI's debug info, and a type or field it needs is missing (the message names it): install the debug symbols of that UCX and Open MPI (or build them with -g), or rerun with --mca pml ob1 to let the MPI library's DLL show the queues",
+  MQD_E_UCX_READ:
+    "this rank's UCX queues could not be read in the stop (the message says where): the stacks are unaffected; take another snapshot, and report the UCX version if it repeats",
+  MQD_E_UCX_TAG_OFFLOAD:
+    'UCX hardware tag matching is on for this rank (UCX_RC_MLX5_TM_ENABLE or UCX_DC_MLX5_TM_ENABLE): posted receives handed to the network card are not in the software queue shown; rerun with tag matching off to see every receive',
+  MQD_E_UCX_RANK_RANGE:
+    "the communicator has 2^20 ranks or more, which do not fit Open MPI's UCX tag (the sender's rank is cut): its UCX queue entries are not shown rather than shown with a wrong rank",
+  MQD_E_UCX_SENDS:
+    "UCX keeps no list of a rank's sends: only a blocking send the rank is in (read from its MPI call) is shown; look at the receivers' unexpected messages for sends that already left",
   // --- MPIR / jobs
   MQD_E_NOT_STARTER:
     'this pid is not an MPI starter with MPIR symbols; pass the pid of mpirun/mpiexec, or the rank pids with --pid',

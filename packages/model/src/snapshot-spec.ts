@@ -73,6 +73,7 @@ export const CodedError = Type.Object(
   },
   { additionalProperties: false },
 );
+export type CodedError = Static<typeof CodedError>;
 
 /** A peer of an operation: its rank in the communicator and in MPI_COMM_WORLD. */
 export const Peer = Type.Object(
@@ -544,6 +545,18 @@ export const RankValue = Type.Object(
 );
 export type RankValue = Static<typeof RankValue>;
 
+/** Where a rank's queues were read from when the MPI library's DLL cannot see them (RankSnapshot.queueSource). */
+export const QueueSource = Type.Object(
+  {
+    source: Type.Literal('ucx'),
+    /** The library read (the rank's libucp.so); "" when the rank maps none. */
+    library: ShortText(MAX_PATH_CHARS),
+    limits: Type.Array(CodedError, { maxItems: 8 }),
+  },
+  { additionalProperties: false },
+);
+export type QueueSource = Static<typeof QueueSource>;
+
 export const RankSnapshot = Type.Object(
   {
     /** Rank in MPI_COMM_WORLD. */
@@ -645,6 +658,15 @@ export const RankSnapshot = Type.Object(
         { maxItems: STATUS_CORRECTIONS.length },
       ),
     ),
+    /**
+     * Where this rank's queues came from when not from the MPI library's DLL: `ucx` when Open
+     * MPI runs its ucx PML, whose requests only UCX holds (the DLL walks ob1's lists, empty
+     * there). Its posted receives and unexpected messages are then read from the UCX worker, its
+     * sends are only the blocking send its MPI call names; `limits` says what could not be known
+     * on this rank (MQD_E_UCX_SENDS always, MQD_E_UCX_TAG_OFFLOAD, MQD_E_UCX_RANK_RANGE, or the
+     * coded reason no UCX queue could be read). Absent: the DLL's queues (and older snapshots).
+     */
+    queueSource: Type.Optional(QueueSource),
     /**
      * The DLL's mqs_dprints while it read this rank (setting it up, the walk), in order, when the
      * reader runs with `MQD_DEBUG=dll` (the agent's environment); absent otherwise. For

@@ -97,6 +97,11 @@ export interface MpiQueueTraits {
    * communicator's internal collective twin, named '--unnamed--').
    */
   readonly showsBarrierReceives: boolean;
+  /**
+   * The code a queue this library cannot show carries (Communicator.unavailable), per queue;
+   * MQD_E_QUEUE_UNSUPPORTED where absent.
+   */
+  readonly unknownQueueCodes?: Partial<Readonly<Record<'sends' | 'receives' | 'unexpected', string>>>;
 }
 
 export const MPI_QUEUE_TRAITS: Readonly<Record<MpiName, MpiQueueTraits>> = {
@@ -251,9 +256,13 @@ const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
  * in their own order, so match them by name. Every other communicator they list
  * (MPI_QUEUE_TRAITS[mpi].otherComms) has empty queues.
  */
-export function expectedQueues(mpi: AnyMpiName, fixture: HangFixture, np = 4): ExpectedComm[][] {
+export function expectedQueues(
+  mpi: AnyMpiName,
+  fixture: HangFixture,
+  np = 4,
+  traits: MpiQueueTraits = mpiQueueTraits(mpi),
+): ExpectedComm[][] {
   if (!Number.isInteger(np) || np < 2) throw new RangeError(`the fixtures need np >= 2, got ${np}`);
-  const traits = mpiQueueTraits(mpi);
   /** Length of `count` MPI_INTs in this MPI's unit. */
   const ints = (count: number): number => {
     switch (traits.lengthUnit) {

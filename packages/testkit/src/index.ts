@@ -213,6 +213,7 @@ export {
   untilRanksBlocked,
 } from './stack.js';
 export { teardownAll } from './teardown.js';
+export { expectedUcxQueues, UCX_MPIS, type UcxMpiName, ucxEnv, ucxQueueTraits } from './ucx.js';
 export {
   done,
   failed,

@@ -211,7 +211,7 @@ function OrderBody({
         </h3>
         {order.receives === null || order.receiveGroups === null ? (
           <QueueUnknown
-            text={unavailableQueueText(library, 'receives')}
+            text={unavailableQueueText(library, 'receives', comm.unavailable.receives?.code)}
             reason={comm.unavailable.receives?.message}
           />
         ) : order.receives.length === 0 ? (
@@ -235,7 +235,7 @@ function OrderBody({
         </h3>
         {order.unexpected === null || order.unexpectedGroups === null ? (
           <QueueUnknown
-            text={unavailableQueueText(library, 'unexpected')}
+            text={unavailableQueueText(library, 'unexpected', comm.unavailable.unexpected?.code)}
             reason={comm.unavailable.unexpected?.message}
           />
         ) : order.unexpected.length === 0 ? (
@@ -255,7 +255,7 @@ function OrderBody({
         </h3>
         {order.sends === null || order.sendGroups === null ? (
           <QueueUnknown
-            text={unavailableQueueText(library, 'sends')}
+            text={unavailableQueueText(library, 'sends', comm.unavailable.sends?.code)}
             reason={comm.unavailable.sends?.message}
           />
         ) : order.sends.length === 0 ? (

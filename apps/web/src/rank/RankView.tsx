@@ -36,7 +36,7 @@ import {
 } from '../format.js';
 import { RankPicker } from '../RankPicker.js';
 import { contextOf } from '../snapshot-context.js';
-import { CodedText, StatusCorrections, Unavailable } from '../ui.js';
+import { CodedText, QueueSourceNote, StatusCorrections, Unavailable } from '../ui.js';
 import { parseFrameParam } from '../url-state.js';
 import type { ViewProps } from '../view-types.js';
 import { OpenMpPanel } from './OpenMpPanel.js';
@@ -127,6 +127,7 @@ export function RankView({ url, setUrl, data }: ViewProps) {
             </section>
             <div className="queues-column">
               <StatusCorrections rank={rank} />
+              <QueueSourceNote rank={rank} />
               <RankComms
                 rank={rank}
                 render={(c) => (
@@ -319,7 +320,10 @@ function QueueTable({
     return (
       <div className="queue">
         <h4>{title}</h4>
-        <Unavailable text={unavailableQueueText(library, kind)} reason={comm.unavailable[kind]?.message} />
+        <Unavailable
+          text={unavailableQueueText(library, kind, comm.unavailable[kind]?.code)}
+          reason={comm.unavailable[kind]?.message}
+        />
       </div>
     );
   }

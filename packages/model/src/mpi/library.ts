@@ -77,7 +77,12 @@ export function lengthUnitWords(unit: LengthUnit): string {
  * A plain sentence for a queue the library cannot show (the snapshot's queue is null), so
  * nobody reads "unknown" as "empty". The coded reason from the snapshot goes next to it.
  */
-export function unavailableQueueText(library: MpiLibrary, kind: QueueKind): string {
+export function unavailableQueueText(library: MpiLibrary, kind: QueueKind, code?: string): string {
+  // Under Open MPI's ucx PML the queues are UCX's (RankSnapshot.queueSource), and so is the reason.
+  if (code === 'MQD_E_UCX_SENDS')
+    return 'UCX keeps no list of sends: only a send the rank is blocked in is known; this list is unknown, not empty.';
+  if (code?.startsWith('MQD_E_UCX_'))
+    return `UCX's ${QUEUE_LABEL[kind]} could not be read on this rank: this list is unknown, not empty.`;
   const v = LIBRARY_QUEUES[library][kind];
   if (v === 'never') {
     return `${LIBRARY_NAME[library]}'s DLL cannot show ${QUEUE_LABEL[kind]}: this list is unknown, not empty.`;
@@ -124,7 +129,8 @@ function anyQueued(snap: Pick<JobSnapshot, 'ranks'>): boolean {
 
 /**
  * Library caveats that change how the numbers read; shown once per snapshot. Open MPI's ucx
- * PML keeps no request lists, so its queues read empty: said when the stacks show ucx, as a
+ * PML keeps no request lists, so its DLL's queues read empty: when the reader read them from
+ * UCX instead (queueSource) it says so; otherwise said when the stacks show ucx, as a
  * condition when they show no PML and every queue reads empty (an entry in any queue shows the
  * PML keeps lists), and not at all under another PML.
  */
@@ -133,6 +139,14 @@ export function libraryCaveats(snap: Pick<JobSnapshot, 'mpi' | 'ranks'>): string
   const lib = snap.mpi.library;
   switch (lib) {
     case 'openmpi': {
+      const fromUcx = snap.ranks.filter((r) => r.queueSource?.source === 'ucx').length;
+      if (fromUcx > 0) {
+        // The ucx PML's queues, read from UCX itself (RankSnapshot.queueSource).
+        out.push(
+          `This job runs the ucx PML: receives and unexpected messages${fromUcx < snap.ranks.length ? ` of ${fromUcx} ranks` : ''} are read from UCX's worker (Open MPI's DLL sees none); sends only where a rank is blocked in one.`,
+        );
+        break;
+      }
       out.push("Open MPI's DLL cannot show unexpected messages; sends and receives are shown.");
       const pml = openMpiPml(snap);
       if (pml === 'ucx')

@@ -62,6 +62,23 @@ describe('library facts', () => {
     expect(ucx(snapshot([rank(0, [world(1, 0, {})])], 'mpich'))).toBe(false);
   });
 
+  it('says where the queues came from when a rank read them from UCX, and why a UCX queue is unknown', () => {
+    const j = ompiWith(['mca_pml_ucx_recv', 'PMPI_Recv', 'main']);
+    const src = { source: 'ucx' as const, library: '/u/lib/libucp.so.0', limits: [] };
+    const all = { ...j, ranks: j.ranks.map((r) => ({ ...r, queueSource: src })) };
+    expect(libraryCaveats(all)[0]).toEqual(
+      "This job runs the ucx PML: receives and unexpected messages are read from UCX's worker (Open MPI's DLL sees none); sends only where a rank is blocked in one.",
+    );
+    const one = { ...j, ranks: j.ranks.map((r, i) => (i === 0 ? { ...r, queueSource: src } : r)) };
+    expect(libraryCaveats(one)[0]).toContain('unexpected messages of 1 ranks are read from UCX');
+    expect(unavailableQueueText('openmpi', 'sends', 'MQD_E_UCX_SENDS')).toBe(
+      'UCX keeps no list of sends: only a send the rank is blocked in is known; this list is unknown, not empty.',
+    );
+    expect(unavailableQueueText('openmpi', 'receives', 'MQD_E_UCX_UNSUPPORTED')).toBe(
+      "UCX's posted receives could not be read on this rank: this list is unknown, not empty.",
+    );
+  });
+
   it('names the MPICH length unit', () => {
     expect(libraryCaveats(snapshot([rank(0, [world(1, 0, {})])], 'mpich'))[0]).toBe(
       'MPICH reports lengths as element counts, and only non-blocking sends.',

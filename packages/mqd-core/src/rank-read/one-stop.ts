@@ -27,6 +27,7 @@ import type { RawWalk, StopRecords } from '../mqs/walk.js';
 import type { OmpdProcess, OmpdReadOptions, RawOpenMp } from '../ompd/raw.js';
 import { OmpdSession } from '../ompd/session.js';
 import { type PythonRead, readPython } from '../python/read.js';
+import { readUcx, type UcxRead } from '../ucx/read.js';
 import { ValueReader } from '../values/read.js';
 import { type RawMpiArgs, readMpiArgs } from './mpi-args.js';
 import { rankSnapshotOf } from './rank-snapshot.js';
@@ -134,6 +135,7 @@ export class OneStopReader {
     let mpiArgs: RawMpiArgs | null = null;
     let openMp: RawOpenMp | null = null;
     let python: PythonRead | null = null;
+    let ucx: UcxRead | null = null;
     let values: RankValue[] | null = null;
     let paused: number;
     let records: StopRecords;
@@ -141,6 +143,7 @@ export class OneStopReader {
       s.beginStop(t);
       this.opts.whileStopped?.(r.pid);
       walk = s.walk(t, opts.maxRankBytes);
+      ucx = this.readUcx(t);
       // One stop serves all three: stacks and OpenMP threads describe the same instant as the queues.
       if (wantStacks) {
         stacks = this.readStacks(t, stop.value.tids);
@@ -157,7 +160,7 @@ export class OneStopReader {
       records = s.endStop();
     }
     // Decoding happens after the resume: the rank pays only for the walk.
-    const snap = rankSnapshotOf(s, { base, walk, records, stacks, mpiArgs, paused, openMp, python });
+    const snap = rankSnapshotOf(s, { base, walk, records, stacks, mpiArgs, paused, openMp, python, ucx });
     return values === null ? snap : { ...snap, values };
   }
 
@@ -192,10 +195,12 @@ export class OneStopReader {
     let mpiArgs: RawMpiArgs | null = null;
     let openMp: RawOpenMp | null = null;
     let python: PythonRead | null = null;
+    let ucx: UcxRead | null = null;
     let records: StopRecords;
     try {
       s.beginStop(t);
       walk = s.walk(t, opts.maxRankBytes);
+      ucx = this.readUcx(t);
       if (opts.stacks !== false) {
         stacks = this.readCoreStacks(r);
         if (!('code' in stacks)) mpiArgs = this.readMpiArgs(t, stacks);
@@ -223,7 +228,7 @@ export class OneStopReader {
       records = s.endStop();
       s.forget(t);
     }
-    return rankSnapshotOf(s, { base, walk, records, stacks, mpiArgs, paused: 0, openMp, python });
+    return rankSnapshotOf(s, { base, walk, records, stacks, mpiArgs, paused: 0, openMp, python, ucx });
   }
 
   /** The expressions read in this stop, in the frames they name (values/read.ts). */
@@ -264,6 +269,20 @@ export class OneStopReader {
   private readMpiArgs(t: MqsProcess, stacks: UnwoundRank): RawMpiArgs | null {
     if (!this.unwinder) return null;
     return readMpiArgs(this.unwinder, t.pid, t.image, this.session.memory(t), this.session.quirks, stacks);
+  }
+
+  /** The rank's queues from UCX when its Open MPI runs the ucx PML (null: another PML). */
+  private readUcx(t: MqsProcess): UcxRead | null {
+    if (this.session.quirks.library !== 'openmpi') return null;
+    try {
+      return readUcx(t.image, this.session.memory(t));
+    } catch (e) {
+      return {
+        kind: 'error',
+        library: null,
+        error: mqdError('MQD_E_UCX_READ', `reading the UCX queues of pid ${t.pid}: ${(e as Error).message}`),
+      };
+    }
   }
 
   /** The rank's CPython frames through the stop's memory (null: it runs no CPython). */

@@ -7,6 +7,8 @@ import type { MqsSession } from '../mqs/session.js';
 import type { RawWalk, StopRecords } from '../mqs/walk.js';
 import { assembleOpenMp, type RawOpenMp } from '../ompd/raw.js';
 import type { PythonRead } from '../python/read.js';
+import { mergeUcx } from '../ucx/merge.js';
+import type { UcxRead } from '../ucx/read.js';
 import { type RawMpiArgs, stackFieldsOf } from './mpi-args.js';
 
 /** What one read of a rank gave, before assembly. */
@@ -22,10 +24,12 @@ export interface RankRead {
   readonly openMp: RawOpenMp | null;
   /** The rank's CPython frames (null: no CPython, or stacks not read). */
   readonly python?: PythonRead | null;
+  /** The rank's queues from UCX (null: its PML is not ucx, or it is not Open MPI). */
+  readonly ucx?: UcxRead | null;
 }
 
 export function rankSnapshotOf(session: MqsSession, read: RankRead): RankSnapshot {
-  const { base, walk, records, stacks, mpiArgs, paused, openMp, python = null } = read;
+  const { base, walk, records, stacks, mpiArgs, paused, openMp, python = null, ucx = null } = read;
   const comms = walk.ok ? ok(session.assemble(walk.value, records)) : walk;
   const omp = openMp === null ? {} : assembleOpenMp(openMp);
   const stackFields = {
@@ -55,13 +59,22 @@ export function rankSnapshotOf(session: MqsSession, read: RankRead): RankSnapsho
   if (!comms.ok) {
     return { ...rankNotRead(base, comms.error, 'error', paused), ...stackFields, dll: session.dllInfo() };
   }
-  const { communicators, walkError, statusCorrections } = comms.value;
+  const { walkError, statusCorrections } = comms.value;
+  let { communicators } = comms.value;
+  let queueSource = {};
+  if (ucx) {
+    // Under the ucx PML the DLL's queues are ob1's empty lists: UCX's take their place.
+    const merged = mergeUcx(communicators, ucx, stackFields.mpiCall);
+    communicators = merged.communicators;
+    queueSource = { queueSource: merged.queueSource };
+  }
   return {
     ...base,
     state: walkError ? { kind: 'error', ...walkError } : { kind: 'ok' },
     pausedMicros: paused,
     communicators,
     ...(statusCorrections ? { statusCorrections } : {}),
+    ...queueSource,
     ...stackFields,
     dll: session.dllInfo(),
   };
