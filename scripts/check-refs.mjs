@@ -56,6 +56,9 @@ const EXTERNAL = [
   /^(ompi|orte)\//,
   /^(communicator\/communicator\.h|ompi_common_dll\.c|ompi_debuggers\.c|orted_mpir_breakpoint\.c)$/,
   /^(ompi_msgq_dll\.c|request_dbg\.h|wait_sync\.h|mca\/pml\/base\/pml_base_request\.h)$/,
+  // UCX's source tree (src/ucp/..., src/ucs/...) and files of it or of Open MPI's UCX PML cited by name.
+  /^src\/(ucp|ucs|uct)\//,
+  /^(tag_match\.c|pml_ucx_request\.h)$/,
   // The standards' and runtimes' headers: Fortran MPI, PMIx, OpenMP and OMPD.
   /^(mpi\.h|mpif\.h|pmix_common\.h|omp\.h|omp-tools\.h|ompd-types\.h)$/,
   // CPython's headers, where the interpreter's structures are declared.

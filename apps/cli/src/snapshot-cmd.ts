@@ -1,20 +1,21 @@
-// `mqd snapshot (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] ... | --core CORE ... | --cores DIR) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]] [--eval EXPR [--frame FUNC]]...`
+// `mqd snapshot (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] ... | --core CORE ... | --cores DIR) [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]] [--eval EXPR [--frame FUNC]]... [--progress EXPR [--frame FUNC]]`
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type CoreSnapshotTarget, type SnapshotTarget, Snapshotter } from '@mqd/core';
 import {
   buildStackTree,
-  type EvalRequest,
   explainSnapshot,
-  MAX_EVAL_EXPRESSIONS,
   mqdError,
+  progressCounter,
+  progressCounterPosition,
   summarizeValues,
   valueGroupsText,
 } from '@mqd/model';
 import { parseSlurmJob, slurmRanks } from '@mqd/mpir';
 import { attachAsOwner } from './attach-owner.js';
 import { coresFromDir, coresFromTokens, SYSROOT_NAME } from './core-args.js';
+import { evalsFromTokens } from './eval-args.js';
 import { parsePidArg } from './pid-arg.js';
 import { snapshotText } from './snapshot-text.js';
 import { stackKeyFor } from './stacks-text.js';
@@ -36,6 +37,7 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
     cores?: string;
     sysroot?: string;
     eval?: string[];
+    progress?: string[];
     frame?: string[];
   };
   let tokens: Parameters<typeof coresFromTokens>[0] = [];
@@ -59,6 +61,7 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
         cores: { type: 'string' },
         sysroot: { type: 'string' },
         eval: { type: 'string', multiple: true },
+        progress: { type: 'string', multiple: true },
         frame: { type: 'string', multiple: true },
       },
       strict: true,
@@ -79,7 +82,7 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
   }
   if (evals.length > 0 && (values.core !== undefined || values.cores !== undefined)) {
     io.err(
-      `${mqdError('MQD_E_USAGE', '--eval reads live ranks (--attach, --slurm, --pid), not cores').message}\n${SNAPSHOT_USAGE}`,
+      `${mqdError('MQD_E_USAGE', '--eval and --progress read live ranks (--attach, --slurm, --pid), not cores').message}\n${SNAPSHOT_USAGE}`,
     );
     return 2;
   }
@@ -197,10 +200,12 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
     if (values.json) {
       // The bare snapshot stays the default shape; extras wrap it beside `snapshot`.
       const valueSummaries = evals.length > 0 ? summarizeValues(snapshot.ranks) : null;
+      const counter = evals.length > 0 ? progressCounter(snapshot.ranks) : null;
       const extras = {
         ...(stackTree ? { stackTree } : {}),
         ...(explanation ? { explanation } : {}),
         ...(valueSummaries ? { values: valueSummaries } : {}),
+        ...(counter ? { progressCounter: counter } : {}),
       };
       const wrapped = stackTree || explanation || valueSummaries;
       io.out(JSON.stringify(wrapped ? { snapshot, ...extras } : snapshot, null, 2));
@@ -223,41 +228,20 @@ export async function snapshotCommand(argv: string[], io: Io): Promise<number> {
   }
 }
 
-/** Each `--eval EXPR`, with the `--frame FUNC` that follows it (before the next --eval). */
-function evalsFromTokens(
-  tokens: Parameters<typeof coresFromTokens>[0],
-): EvalRequest[] | ReturnType<typeof mqdError> {
-  const out: { expr: string; frame?: string }[] = [];
-  for (const t of tokens) {
-    if (t.kind !== 'option' || t.value === undefined) continue;
-    if (t.name === 'eval') out.push({ expr: t.value });
-    else if (t.name === 'frame') {
-      const last = out[out.length - 1];
-      if (last === undefined || last.frame !== undefined) {
-        return mqdError(
-          'MQD_E_USAGE',
-          `--frame ${t.value} names the frame of the --eval before it: give --eval EXPR first`,
-        );
-      }
-      last.frame = t.value;
-    }
-  }
-  if (out.length > MAX_EVAL_EXPRESSIONS) {
-    return mqdError(
-      'MQD_E_USAGE',
-      `at most ${MAX_EVAL_EXPRESSIONS} --eval expressions per snapshot, not ${out.length}`,
-    );
-  }
-  return out;
-}
-
 /** Each expression's value per rank, grouped: `counter (in main): ranks 0-2,4-7: 42; rank 3: 41`. */
 function valuesText(ranks: Parameters<typeof summarizeValues>[0]): string {
   const lines = ['values:'];
-  for (const s of summarizeValues(ranks)) {
-    const where = s.frame !== null ? ` (in ${s.frame})` : '';
-    lines.push(`  ${s.expr}${where}: ${valueGroupsText(s)}`);
-  }
+  const marked = progressCounterPosition(ranks);
+  summarizeValues(ranks).forEach((s, i) => {
+    const notes = [
+      ...(s.frame !== null ? [`in ${s.frame}`] : []),
+      ...(i === marked ? ['progress counter'] : []),
+    ];
+    lines.push(`  ${s.expr}${notes.length > 0 ? ` (${notes.join(', ')})` : ''}: ${valueGroupsText(s)}`);
+  });
+  // The progress counter's verdict, as the explanation words it (nothing when every rank agrees).
+  const counter = progressCounter(ranks);
+  if (counter !== null) lines.push(`  ${counter.line.text}`);
   return lines.join('\n');
 }
 

@@ -20,7 +20,7 @@ exit codes: 0 ok, 1 nothing could be read, 2 usage, 3 partial (some ranks failed
 export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] [--pid ...]
                      | --core CORE [--rank N] [--exe EXE] [--core ...] | --cores DIR)
                     [--sysroot DIR] [--dll PATH] [--json] [--all] [--explain] [--stacks [--all-threads]]
-                    [--eval EXPR [--frame FUNC]]...
+                    [--eval EXPR [--frame FUNC]]... [--progress EXPR [--frame FUNC]]
   Stops each MPI process for a few milliseconds, reads its message queues through the MPI
   library's debugger DLL and prints them. RANK defaults to the rank in the process environment.
   --attach PID the pid of mpirun/mpiexec: its ranks on this host are found through MPIR
@@ -49,8 +49,14 @@ export const SNAPSHOT_USAGE = `usage: mqd snapshot (--attach STARTER_PID | --slu
                members (. ->), elements [i], slices [a:b] (a to b-1), *p, casts ((int)x,
                (struct s *)p); names resolve in the frame, then its unit's statics, then globals
                (with --json: {snapshot, values})
-  --frame FUNC the frame of the --eval before it: the innermost frame of function FUNC
-               (default: the innermost user frame, outside the MPI and C libraries)`;
+  --progress EXPR  read EXPR like --eval, as the progress counter (a time step, an
+               iteration): the ranks with its smallest number are the least progressed, and the
+               diagnosis says so ("Least progressed: rank 3 (step = 41; ranks 0-2, 4-7: 42)");
+               ranks that could not read it are named, never taken for 0; nothing is said when
+               every rank reads the same number. Once per snapshot (with --json: the values
+               carry "progress": true, and {snapshot, values, progressCounter})
+  --frame FUNC the frame of the --eval or --progress before it: the innermost frame of
+               function FUNC (default: the innermost user frame, outside the MPI and C libraries)`;
 
 export const CAPTURE_USAGE = `usage: mqd capture (--attach STARTER_PID | --slurm JOBID[.STEP] | --pid PID[:RANK] [--pid ...]) --out DIR [--bundle] [--json]
   Writes one core file per rank (rank-N.core, an ELF core like the kernel's, without gdb) and

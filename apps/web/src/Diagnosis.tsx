@@ -2,7 +2,8 @@
 // the stacks, open: the verdict, then one line per group of ranks with the call, the peer, the
 // tag, the communicator and the user's source line, the deadlock cycle edge by edge, and the
 // first wait on a rank that will never act again (in MPI_Finalize, gone) with why its message
-// never came; every rank, cell and frame named is a link to that place. The whole paragraph, the
+// never came, and, when the snapshot read a progress counter whose numbers differ, the least
+// progressed ranks by it; every rank, cell and frame named is a link to that place. The whole paragraph, the
 // collectives and the limits follow. It runs after the first paint (it can take a moment at
 // 16,384 ranks) and once per snapshot.
 import {
@@ -272,7 +273,8 @@ export function Diagnosis({
   const banner = bannerText(result);
   const d = result.diagnosis;
   const rows = bannerRows(d);
-  const hasLines = d.cycle !== null || d.deadEnd !== null || d.groups.length > 0;
+  const counter = result.progressCounter?.line ?? null;
+  const hasLines = d.cycle !== null || d.deadEnd !== null || d.groups.length > 0 || counter !== null;
   return (
     <details className={`diagnosis verdict-${result.verdict}`} data-testid="diagnosis" open>
       <summary>
@@ -291,6 +293,11 @@ export function Diagnosis({
       </summary>
       {hasLines && (
         <ul className="diagnosis-lines" data-testid="diagnosis-lines" aria-label="Where the ranks wait">
+          {counter !== null && (
+            <li className="diagnosis-progress" data-testid="diagnosis-progress" data-ranks={counter.ranks}>
+              <LineParts line={counter} url={url} setUrl={setUrl} />
+            </li>
+          )}
           {d.cycle !== null && (
             <li className="diagnosis-cycle" data-testid="diagnosis-cycle" data-ranks={d.cycle.ranks}>
               <LineParts line={d.cycle} url={url} setUrl={setUrl} />

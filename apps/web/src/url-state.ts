@@ -51,7 +51,10 @@ export interface UrlState {
   readonly jq: string | null;
   /** Jobs view: poll the job list. */
   readonly auto: boolean;
-  /** Values view: the expressions to read across ranks (URL `ev=EXPR` or `ev=EXPR@FRAME`, repeated). */
+  /**
+   * Values view: the expressions to read across ranks (URL `ev=EXPR` or `ev=EXPR@FRAME`,
+   * repeated, in request order; the progress counter, at most one, as `evp=` in its place).
+   */
   readonly ev: readonly EvalAsk[];
   /** Development: show a synthetic job of this many ranks instead of the server's. */
   readonly demo: number | null;
@@ -63,6 +66,8 @@ export interface UrlState {
 export interface EvalAsk {
   readonly expr: string;
   readonly frame: string | null;
+  /** The progress counter (EvalRequest.progress): the diagnosis names the ranks with its smallest number. */
+  readonly progress?: true;
 }
 /** As the server takes them (api-spec.ts ApiEvalRequest): at most 8, printable ASCII, capped. */
 export const MAX_URL_EVALS = 8;
@@ -83,11 +88,30 @@ export function evalParam(e: EvalAsk): string {
   return e.frame === null ? e.expr : `${e.expr}@${e.frame}`;
 }
 
-function parseEvals(all: readonly string[]): readonly EvalAsk[] {
+/** The asks with the one at `at` the progress counter and no other; `at` null: none is. */
+export function withProgressAt(asks: readonly EvalAsk[], at: number | null): EvalAsk[] {
+  return asks.map((a, i) =>
+    i === at ? { expr: a.expr, frame: a.frame, progress: true } : { expr: a.expr, frame: a.frame },
+  );
+}
+
+/** The URL key of an ask: `evp` for the progress counter, `ev` for the others. */
+export function evalKey(e: EvalAsk): 'ev' | 'evp' {
+  return e.progress === true ? 'evp' : 'ev';
+}
+
+/** `ev` and `evp` in the order the URL gives them; a second `evp` reads as a plain `ev`. */
+function parseEvals(q: URLSearchParams): readonly EvalAsk[] {
   const out: EvalAsk[] = [];
-  for (const s of all) {
+  let counter = false;
+  for (const [key, s] of q) {
+    if (key !== 'ev' && key !== 'evp') continue;
     const e = parseEvalParam(s);
-    if (e !== null && out.length < MAX_URL_EVALS) out.push(e);
+    if (e === null || out.length >= MAX_URL_EVALS) continue;
+    if (key === 'evp' && !counter) {
+      counter = true;
+      out.push({ ...e, progress: true });
+    } else out.push(e);
   }
   return out;
 }
@@ -234,7 +258,7 @@ export function parseUrl(pathname: string, search: string): UrlState {
     fsort: oneOf(q.get('fsort'), FLEET_SORTS) ?? 'state',
     jq: nonEmpty(q.get('jq')),
     auto: q.get('auto') === '1',
-    ev: parseEvals(q.getAll('ev')),
+    ev: parseEvals(q),
     demo,
     scenario: oneOf(q.get('scenario'), DEMO_SCENARIOS) ?? 'halo',
   };
@@ -272,7 +296,7 @@ export function formatUrl(s: UrlState): { pathname: string; search: string } {
   if (s.fsort !== 'state') q.set('fsort', s.fsort);
   if (s.jq !== null) q.set('jq', s.jq);
   if (s.auto) q.set('auto', '1');
-  for (const e of s.ev) q.append('ev', evalParam(e));
+  for (const e of s.ev) q.append(evalKey(e), evalParam(e));
   const search = q.toString();
   return { pathname: s.share !== null ? `/s/${s.share}` : '/', search: search === '' ? '' : `?${search}` };
 }

@@ -294,6 +294,8 @@ export const ApiEvalRequest = Type.Object(
   {
     expr: Type.String({ minLength: 1, maxLength: MAX_EVAL_EXPR_CHARS, pattern: '^[ -~]+$' }),
     frame: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_EVAL_FRAME_CHARS, pattern: '^[ -~]+$' })),
+    /** A progress counter: the diagnosis's least-progressed ranks are those with its smallest number (EvalRequest.progress). */
+    progress: Type.Optional(Type.Literal(true)),
   },
   { additionalProperties: false },
 );

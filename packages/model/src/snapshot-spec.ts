@@ -511,6 +511,12 @@ export const EvalRequest = Type.Object(
     expr: ShortText(MAX_EVAL_EXPR_CHARS),
     /** The function whose frame names resolve in (innermost such frame); absent: the innermost user frame. */
     frame: Type.Optional(ShortText(1024)),
+    /**
+     * The expression is a progress counter (the time step, the iteration): the explanation's
+     * least-progressed ranks are those with its smallest number. The first so marked counts;
+     * absent: an ordinary value.
+     */
+    progress: Type.Optional(Type.Literal(true)),
   },
   { additionalProperties: false },
 );
@@ -526,6 +532,8 @@ export const RankValue = Type.Object(
     expr: ShortText(MAX_EVAL_EXPR_CHARS),
     /** The function whose frame the names were resolved in; null when no frame was chosen (globals only). */
     frame: Type.Union([ShortText(1024), Type.Null()]),
+    /** The request marked the expression a progress counter (EvalRequest.progress), echoed; absent otherwise. */
+    progress: Type.Optional(Type.Literal(true)),
     value: Type.Optional(
       Type.Object(
         {

@@ -153,6 +153,14 @@ export function normaliseSnapshot(s: JobSnapshot, mpiRoot: string = mpiCacheDir(
     if (r.state.kind !== 'ok') {
       out.state = { ...r.state, message: r.state.message.replaceAll(String(r.pid), String(pid)) };
     }
+    if (r.queueSource) {
+      const byPid = (m: string) => m.replaceAll(`pid ${r.pid}`, `pid ${pid}`);
+      out.queueSource = {
+        ...r.queueSource,
+        library: pathOf(r.queueSource.library, roots) ?? r.queueSource.library,
+        limits: r.queueSource.limits.map((l) => ({ ...l, message: byPid(l.message) })),
+      };
+    }
     // Source excerpts are this checkout's fixture text at its path: checked against the fixture
     // by packages/mqd-core/test/source-excerpts.mpi.test.ts, not recorded.
     delete out.sources;

@@ -111,6 +111,11 @@ export function httpStatus(code: ErrorCode): number {
     case 'MQD_E_OMPD_NO_SYMBOLS':
     case 'MQD_E_PYTHON_UNSUPPORTED':
     case 'MQD_E_PYTHON_READ':
+    case 'MQD_E_UCX_UNSUPPORTED':
+    case 'MQD_E_UCX_READ':
+    case 'MQD_E_UCX_TAG_OFFLOAD':
+    case 'MQD_E_UCX_RANK_RANGE':
+    case 'MQD_E_UCX_SENDS':
       // The agent answered, with a failure on its node.
       return 502;
     case 'MQD_E_AGENT_MISSING':

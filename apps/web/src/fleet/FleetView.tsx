@@ -342,7 +342,7 @@ function AdminSections({ api, live, url, setUrl, onUnauthenticated }: LivePagePr
             </tbody>
           </table>
         )}
-        {hungList && hungList.jobs.some((h) => (h.unreadable?.length ?? 0) > 0) && (
+        {hungList?.jobs.some((h) => (h.unreadable?.length ?? 0) > 0) && (
           <p className="empty" data-testid="fleet-hung-legend">
             {NOT_READABLE_LEGEND}
           </p>

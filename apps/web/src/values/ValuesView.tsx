@@ -1,6 +1,8 @@
 // The Values view: expressions read on every rank in the snapshot's stop, across ranks. Enter an
 // expression (and the function whose frame it is read in), "Take snapshot with values" takes a
 // snapshot that reads them; the expressions stay in the URL (`ev`), so a share link keeps them.
+// One of them may be marked the progress counter (URL `evp`): the snapshot reads it with the
+// mark, and the diagnosis names the ranks with its smallest number as the least progressed.
 // For each expression: the outliers first ("rank 3: 41 (the others: 42)"), value against rank
 // for numbers, then the groups; every rank a link to its rank detail. A live snapshot's values
 // come aggregated from the server (never every rank's value); a shared or demo snapshot's are
@@ -18,6 +20,7 @@ import {
   parseEvalParam,
   type UrlState,
   urlOf,
+  withProgressAt,
 } from '../url-state.js';
 import type { SetUrl, ViewProps } from '../view-types.js';
 import { snapshotValues, takeSnapshotWithValues } from './values-api.js';
@@ -70,6 +73,7 @@ function AskForm({
 }) {
   const [expr, setExpr] = useState('');
   const [frame, setFrame] = useState('');
+  const [counter, setCounter] = useState(false);
   const [problem, setProblem] = useState<string | null>(null);
   const [taking, setTaking] = useState(false);
   const [failed, setFailed] = useState<ApiError | null>(null);
@@ -88,7 +92,10 @@ function AskForm({
       setProblem(`At most ${MAX_URL_EVALS} expressions per snapshot: remove one first.`);
       return null;
     }
-    return url.ev.some((e) => evalParam(e) === evalParam(ask)) ? url.ev : [...url.ev, ask];
+    const at = url.ev.findIndex((e) => evalParam(e) === evalParam(ask));
+    const next = at >= 0 ? url.ev : [...url.ev, ask];
+    // Marking the typed one moves the mark to it; else the marks stay as they are.
+    return counter ? withProgressAt(next, at >= 0 ? at : next.length - 1) : next;
   };
 
   const add = (e: FormEvent) => {
@@ -98,6 +105,7 @@ function AskForm({
     setProblem(null);
     setExpr('');
     setFrame('');
+    setCounter(false);
     setUrl({ ev: next }, 'replace');
   };
 
@@ -117,6 +125,7 @@ function AskForm({
       if (r.ok) {
         setExpr('');
         setFrame('');
+        setCounter(false);
         setUrl({ ev: next, snap: r.value });
       } else setFailed(r.error);
     } finally {
@@ -149,6 +158,15 @@ function AskForm({
           spellCheck={false}
         />
       </label>{' '}
+      <label title="The time step or iteration: the diagnosis names the ranks with its smallest value">
+        <input
+          type="checkbox"
+          data-testid="values-progress"
+          checked={counter}
+          onChange={(e) => setCounter(e.target.checked)}
+        />{' '}
+        progress counter
+      </label>{' '}
       <button type="submit">Add</button>{' '}
       <button type="button" data-testid="values-take" disabled={!canTake || taking} onClick={take}>
         Take snapshot with values
@@ -158,10 +176,21 @@ function AskForm({
       )}
       {url.ev.length > 0 && (
         <ul className="values-asks" data-testid="values-asks">
-          {url.ev.map((e) => (
-            <li key={evalParam(e)}>
+          {url.ev.map((e, i) => (
+            <li key={evalParam(e)} data-progress={e.progress === true ? '1' : undefined}>
               <code>{e.expr}</code>
               {e.frame !== null && <span className="muted"> in {e.frame}</span>}{' '}
+              <label>
+                <input
+                  type="checkbox"
+                  data-testid="values-ask-progress"
+                  checked={e.progress === true}
+                  onChange={(c) =>
+                    setUrl({ ev: withProgressAt(url.ev, c.target.checked ? i : null) }, 'replace')
+                  }
+                />{' '}
+                progress counter
+              </label>{' '}
               <button
                 type="button"
                 aria-label={`Remove ${e.expr}`}

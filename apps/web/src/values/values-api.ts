@@ -62,7 +62,11 @@ function requestKey(): string {
 
 /** The asks as the server takes them (api-spec.ts ApiEvalRequest). */
 export function evalRequests(asks: readonly EvalAsk[]): ApiEvalRequest[] {
-  return asks.map((a) => (a.frame === null ? { expr: a.expr } : { expr: a.expr, frame: a.frame }));
+  return asks.map((a) => ({
+    expr: a.expr,
+    ...(a.frame === null ? {} : { frame: a.frame }),
+    ...(a.progress === true ? { progress: true as const } : {}),
+  }));
 }
 
 /** Takes a snapshot of `job` whose ranks read `asks` in the same stop; the new snapshot's id. */

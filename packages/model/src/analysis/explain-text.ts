@@ -280,6 +280,8 @@ export function summarize(e: Omit<Explanation, keyof Summary>, w: WaitAnalysis):
     default:
       assertUnreachable(e.verdict);
   }
+  // The counter the user named outranks what the waits suggest: right after the verdict.
+  if (e.progressCounter !== undefined) parts.push(`${e.progressCounter.line.text}.`);
   if (e.openmp.lines.length > 0) {
     const o = e.openmp;
     const lines =
@@ -357,6 +359,7 @@ export function formatExplanation(e: Explanation): string {
     `verdict: ${e.verdict}${e.partial ? ' (partial)' : ''}  [${e.rankCount} ranks, ${e.library}, ${e.takenAt}]`,
   );
   out.push(e.summary);
+  if (e.progressCounter !== undefined) out.push(e.progressCounter.line.text);
   if (e.diagnosis.cycle !== null || e.diagnosis.groups.length > 0) {
     out.push('where the ranks are:');
     if (e.diagnosis.cycle !== null) out.push(`  ${e.diagnosis.cycle.text}`);

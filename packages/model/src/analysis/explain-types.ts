@@ -6,6 +6,7 @@ import type { DiagnosisLines } from './diagnosis.js';
 import type { NearMiss } from './near-miss.js';
 import type { OpenMpSummary } from './openmp.js';
 import type { ProgressStep } from './progress.js';
+import type { ProgressCounter } from './progress-counter.js';
 import type { SendCycle } from './send-cycle.js';
 import type { DeadEndWait, DeadlockCycle } from './wait-graph.js';
 
@@ -165,6 +166,12 @@ export interface Explanation {
    * sends wait for receives, and the library's eager limit. Absent otherwise.
    */
   readonly sendCycle?: SendCycle;
+  /**
+   * The progress counter (an expression the request marked `progress`, progress-counter.ts) when
+   * it tells ranks apart: the least progressed by its number, or the ranks it could not be read
+   * on. Absent when no counter was read or every rank read the same number.
+   */
+  readonly progressCounter?: ProgressCounter;
 }
 
 export interface ExplainOptions {

@@ -22,6 +22,7 @@ import type { NearMissResult } from './near-miss.js';
 import { findNearMisses } from './near-miss.js';
 import { analyzeOpenMp, type OpenMpSummary } from './openmp.js';
 import { progressAcross } from './progress.js';
+import { type ProgressCounter, progressCounter } from './progress-counter.js';
 import { compressRanks } from './ranges.js';
 import { type SendCycle, sendCycle } from './send-cycle.js';
 import { SnapshotIndex } from './snapshot-index.js';
@@ -161,6 +162,7 @@ export function explainSnapshot(
     diagnosis: diagnosisLines(ix, graph, waits.cycles, {}, waits.deadEnds),
     // Absent rather than null when there is none: the explanation's other readers need not know it.
     ...sendCycleOf(ix, waits.cycles[0]),
+    ...progressCounterOf(snap),
   };
   return { ...base, ...summarize(base, waits) };
 }
@@ -168,6 +170,11 @@ export function explainSnapshot(
 function sendCycleOf(ix: SnapshotIndex, c: DeadlockCycle | undefined): { sendCycle?: SendCycle } {
   const s = c === undefined ? null : sendCycle(ix, c);
   return s === null ? {} : { sendCycle: s };
+}
+
+function progressCounterOf(snap: JobSnapshot): { progressCounter?: ProgressCounter } {
+  const p = progressCounter(snap.ranks);
+  return p === null ? {} : { progressCounter: p };
 }
 
 /** The wait-for analysis alone: deadlocked ranks, their cycles, collectives in progress. */

@@ -12,6 +12,7 @@ export * from './near-miss.js';
 export * from './openmp.js';
 export * from './outliers.js';
 export * from './progress.js';
+export * from './progress-counter.js';
 export * from './python-call.js';
 export * from './ranges.js';
 export * from './rank-detail.js';

@@ -170,6 +170,10 @@ interface Proof {
 function proof(last: JobSnapshot, previous: JobSnapshot | null): Proof {
   const e = explainSnapshot(last, previous === null ? [] : [previous], { maxCycles: 4, maxNearMisses: 4 });
   const proven = e.verdict === 'deadlock' || e.verdict === 'collective-hang' || e.verdict === 'openmp-hang';
+  // A progress counter that tells ranks apart is the authority: the smallest numbers are behind.
+  const counted = e.progressCounter?.least;
+  if (counted !== undefined && counted !== null)
+    return { proven, least: [...counted.ranks], line: diagnosisLine(e) };
   const least = new Set<number>();
   const add = (ranges: string) => {
     for (const r of expandRanks(ranges) ?? []) least.add(r);

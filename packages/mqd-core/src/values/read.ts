@@ -66,7 +66,9 @@ export class ValueReader {
         chosen = this.chooseFrame(req.frame ?? null, r);
         sites.set(key, chosen);
       }
-      out.push(parsedLong ? this.tooLong(req, asked.expr.length) : this.one(req, chosen, r));
+      const v = parsedLong ? this.tooLong(req, asked.expr.length) : this.one(req, chosen, r);
+      // The mark travels with the value: the analysis reads the counter from the snapshot alone.
+      out.push(asked.progress === true ? { ...v, progress: true } : v);
     }
     return out;
   }
