@@ -2,30 +2,11 @@
 // values_behind (fixtures/mpi/values_behind.c) leaves its last rank one iteration behind
 // (step_counter 4, the others 5), blocked in MPI_Recv while the others wait in MPI_Barrier; the
 // explanation's least-progressed rank is that one, by the counter. The CLI from its sources.
-import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { disposeAll, type FixtureJob, launchFixture, mpiAvailable } from '@mqd/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { mqdSource } from './run-mqd.js';
 
-const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
-const run = promisify(execFile);
 const NP = 4;
-
-async function mqdSource(args: readonly string[]): Promise<{ code: number; out: string; err: string }> {
-  const script = `const { main } = await import(${JSON.stringify(MAIN)}); process.exitCode = await main(process.argv.slice(1));`;
-  try {
-    const r = await run(
-      process.execPath,
-      ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', script, ...args],
-      { maxBuffer: 64 << 20 },
-    );
-    return { code: 0, out: r.stdout, err: r.stderr };
-  } catch (e) {
-    const x = e as { code?: number; stdout?: string; stderr?: string };
-    return { code: x.code ?? -1, out: x.stdout ?? '', err: x.stderr ?? '' };
-  }
-}
 
 let job: FixtureJob | null = null;
 afterEach(async () => {

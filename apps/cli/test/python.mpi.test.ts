@@ -2,9 +2,6 @@
 // python3-mpi4py on the debug Open MPI 4.1.4 build): the merged stacks show the Python frames in
 // place of the interpreter's, right above the MPI call, and the diagnosis names the Python line.
 // The CLI from its sources, as a user runs it.
-import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import {
   disposeAll,
   type FixtureJob,
@@ -15,25 +12,7 @@ import {
   pythonLaunch,
 } from '@mqd/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-
-const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
-const run = promisify(execFile);
-
-/** `mqd ARGS` from the sources: its exit code and output. */
-async function mqdSource(args: readonly string[]): Promise<{ code: number; out: string; err: string }> {
-  const script = `const { main } = await import(${JSON.stringify(MAIN)}); process.exitCode = await main(process.argv.slice(1));`;
-  try {
-    const r = await run(
-      process.execPath,
-      ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', script, ...args],
-      { maxBuffer: 64 << 20 },
-    );
-    return { code: 0, out: r.stdout, err: r.stderr };
-  } catch (e) {
-    const x = e as { code?: number; stdout?: string; stderr?: string };
-    return { code: x.code ?? -1, out: x.stdout ?? '', err: x.stderr ?? '' };
-  }
-}
+import { mqdSource } from './run-mqd.js';
 
 let job: FixtureJob | null = null;
 afterEach(async () => {

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
 export const MQD = fileURLToPath(new URL('../bin/mqd.js', import.meta.url));
+const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const run = promisify(execFile);
 
 export interface MqdRun {
@@ -13,14 +14,30 @@ export interface MqdRun {
   readonly err: string;
 }
 
-export async function mqd(args: readonly string[], env?: NodeJS.ProcessEnv): Promise<MqdRun> {
+/** A node command's exit code and output, never a rejection. */
+async function outcome(
+  argv: readonly string[],
+  opts: { maxBuffer: number; env?: NodeJS.ProcessEnv },
+): Promise<MqdRun> {
   try {
-    const r = await run(process.execPath, [MQD, ...args], { maxBuffer: 256 << 20, ...(env ? { env } : {}) });
+    const r = await run(process.execPath, argv, opts);
     return { code: 0, out: r.stdout, err: r.stderr };
   } catch (e) {
     const x = e as { code?: number; stdout?: string; stderr?: string };
     return { code: x.code ?? -1, out: x.stdout ?? '', err: x.stderr ?? '' };
   }
+}
+
+export async function mqd(args: readonly string[], env?: NodeJS.ProcessEnv): Promise<MqdRun> {
+  return outcome([MQD, ...args], { maxBuffer: 256 << 20, ...(env ? { env } : {}) });
+}
+
+/** `mqd ARGS` from the sources (no build needed): its exit code and output. */
+export async function mqdSource(args: readonly string[]): Promise<MqdRun> {
+  const script = `const { main } = await import(${JSON.stringify(MAIN)}); process.exitCode = await main(process.argv.slice(1));`;
+  return outcome(['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', script, ...args], {
+    maxBuffer: 64 << 20,
+  });
 }
 
 /** The URL a started `mqd serve` child prints once it listens; rejects if it exits first. */

@@ -47,11 +47,6 @@ export interface RankReadOptions {
   readonly maxRankBytes?: number;
   /** Expressions to read in the same stop (values/read.ts); each rank's values carry them in order. */
   readonly evals?: readonly EvalRequest[];
-  /**
-   * Read the CPython frames with the stacks (default true). False: the same stop without the
-   * Python read, the baseline of packages/mqd-core/bench/python-frames.bench.ts.
-   */
-  readonly python?: boolean;
 }
 
 /** One DLL's session and the unwinder and OMPD session that read the same stops. */
@@ -155,7 +150,7 @@ export class OneStopReader {
         if (!('code' in stacks)) mpiArgs = this.readMpiArgs(t, stacks);
         // The same threads as the stacks (capThreads): the OpenMP list has the same limit.
         openMp = this.readOpenMp(t, capThreads(r.pid, stop.value.tids).kept, opts.ompd ?? {});
-        if (opts.python !== false) python = this.readPython(t, capThreads(r.pid, stop.value.tids).kept);
+        python = this.readPython(t, capThreads(r.pid, stop.value.tids).kept);
       }
       if (opts.evals && opts.evals.length > 0) values = this.readValues(t, stacks, opts.evals);
     } finally {
@@ -224,12 +219,10 @@ export class OneStopReader {
             fileOnDisk: (p) => r.core.fileOnDisk(p),
           },
         );
-        if (opts.python !== false) {
-          python = this.readPython(
-            t,
-            r.core.info.threads.map((x) => x.tid),
-          );
-        }
+        python = this.readPython(
+          t,
+          r.core.info.threads.map((x) => x.tid),
+        );
       }
     } finally {
       records = s.endStop();

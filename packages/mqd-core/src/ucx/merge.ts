@@ -35,6 +35,17 @@ function operationOf(e: UcxEntry): Operation {
   };
 }
 
+/** The communicator with all three queues unknown, for one reason. */
+function unknownQueues(c: Communicator, why: CodedError): Communicator {
+  return {
+    ...c,
+    sends: null,
+    receives: null,
+    unexpected: null,
+    unavailable: { sends: why, receives: why, unexpected: why },
+  };
+}
+
 /** The send a rank blocked in MPI_Send/Ssend/Rsend/Bsend is making, from its call's arguments. */
 function blockingSend(call: MpiCall | null | undefined): { comm: string; op: Operation } | null {
   if (!call || !BLOCKING_SENDS.has(call.function) || !call.args) return null;
@@ -69,13 +80,7 @@ export function mergeUcx(
   if (ucx.kind === 'error') {
     const why = coded(ucx.error);
     return {
-      communicators: communicators.map((c) => ({
-        ...c,
-        sends: null,
-        receives: null,
-        unexpected: null,
-        unavailable: { sends: why, receives: why, unexpected: why },
-      })),
+      communicators: communicators.map((c) => unknownQueues(c, why)),
       queueSource: { source: 'ucx', library: ucx.library ?? '', limits: [why] },
     };
   }
@@ -105,13 +110,7 @@ export function mergeUcx(
       );
       receives.delete(c.id);
       unexpected.delete(c.id);
-      return {
-        ...c,
-        sends: null,
-        receives: null,
-        unexpected: null,
-        unavailable: { sends: why, receives: why, unexpected: why },
-      };
+      return unknownQueues(c, why);
     }
     const mine = send !== null && send.comm === c.id;
     const next: Communicator = {
